@@ -1,0 +1,38 @@
+"""Pulumi components for distributed PyTorch training on Alibaba Cloud ACK.
+
+Import them into your own stack::
+
+    from components import GpuNodePool, NasStorage, TrainingJob
+
+Specs (``components.config``) and manifest builders (``components.manifests``) are
+pure and import no Pulumi; nothing here imports torch.
+"""
+
+from .cluster import AckCluster, local_provider
+from .config import ConfigError, PlatformSpec, TrainingJobSpec, load_spec
+from .gpu_pool import GpuNodePool
+from .manifests import Placement
+from .namespace import TrainingNamespace
+from .network import Network
+from .operator import TrainingOperator
+from .registry import ContainerRegistry
+from .storage import NasStorage, SharedVolumes
+from .training_job import TrainingJob
+
+__all__ = [
+    "AckCluster",
+    "ConfigError",
+    "ContainerRegistry",
+    "GpuNodePool",
+    "NasStorage",
+    "Network",
+    "Placement",
+    "PlatformSpec",
+    "SharedVolumes",
+    "TrainingJob",
+    "TrainingJobSpec",
+    "TrainingNamespace",
+    "TrainingOperator",
+    "load_spec",
+    "local_provider",
+]

@@ -1,0 +1,93 @@
+"""The README's stack-config reference, generated from the config models.
+
+    python -m components.reference            # print the reference
+    python -m components.reference --write    # update README.md between its markers
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from .config import PROJECT, REGION_KEY, PlatformSpec, _model_of
+
+START = "<!-- config-reference:start -->"
+END = "<!-- config-reference:end -->"
+
+
+def _type_name(annotation: Any) -> str:
+    text = getattr(annotation, "__name__", None) if isinstance(annotation, type) else None
+    text = text or str(annotation)
+    for noise in ("typing.", "ipaddress.", "components.config.", "Annotated[", "NoneType"):
+        text = text.replace(noise, "")
+    text = text.replace("IPv4Network", "CIDR").replace("Literal", "one of ")
+    return text.split(", <function")[0].split(", AfterValidator")[0].replace("| ", "or ").rstrip("| ")
+
+
+def _default(field: Any) -> str:
+    if field.default is not PydanticUndefined:
+        return "—" if field.default is None else f"`{field.default}`"
+    if field.default_factory is not None:
+        value = field.default_factory()
+        return "see below" if isinstance(value, BaseModel) else f"`{value}`"
+    return "**required**"
+
+
+def _rows(model: type[BaseModel], prefix: str) -> list[str]:
+    rows = []
+    for name, field in model.model_fields.items():
+        if model is PlatformSpec and name == "region":
+            continue
+        key = f"{prefix}{field.alias or name}"
+        nested = _model_of(field.annotation)
+        doc = field.description or (nested.__doc__ or "" if nested is not None else "")
+        doc = " ".join(doc.split()).replace("|", "\\|").replace("``", "`")
+        rows.append(f"| `{key}` | {_type_name(field.annotation).replace('|', 'or')} | {_default(field)} | {doc} |")
+        if nested is not None:
+            sep = "[]." if "list[" in str(field.annotation) else "."
+            rows += _rows(nested, key + sep)
+    return rows
+
+
+def reference() -> str:
+    """The reference as Markdown."""
+    head = [
+        f"Every key lives under the `{PROJECT}:` namespace of a stack file; the region is the provider's "
+        f"own `{REGION_KEY}`. Secrets: `registryPassword` (`pulumi config set --secret registryPassword ...`). "
+        "`python -m components.plan --schema` prints the same as JSON schema.",
+        "",
+        "| key | type | default | meaning |",
+        "|---|---|---|---|",
+    ]
+    return "\n".join(head + _rows(PlatformSpec, ""))
+
+
+def update_readme(path: Path) -> bool:
+    """Rewrite the block between the markers; return whether anything changed."""
+    text = path.read_text()
+    before, _, rest = text.partition(START)
+    _, _, after = rest.partition(END)
+    updated = f"{before}{START}\n{reference()}\n{END}{after}"
+    if updated != text:
+        path.write_text(updated)
+    return updated != text
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m components.reference")
+    parser.add_argument("--write", action="store_true", help="update README.md in place")
+    args = parser.parse_args()
+    if args.write:
+        print("README.md updated" if update_readme(Path("README.md")) else "README.md already up to date")
+    else:
+        print(reference())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""Shared fixtures: stack configs and the mock-engine harness."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.plan import Plan, run_program
+
+ROOT = Path(__file__).resolve().parents[1]
+STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+
+
+def stack_config(stack: str) -> dict[str, Any]:
+    """A fresh copy of ``stacks/Pulumi.<stack>.yaml``'s config section."""
+    return copy.deepcopy(yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"])
+
+
+@pytest.fixture
+def run_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Plan]:
+    """Run the real program for a config under Pulumi's mocks and return what it
+    registered (types, names, parents, inputs and options)."""
+    # Components that write files (the gang-scheduling overlay) write into a scratch dir.
+    monkeypatch.chdir(tmp_path)
+
+    def run(config: dict[str, Any], stack: str = "test") -> Plan:
+        return run_program(config, stack=stack, project_dir=ROOT)
+
+    return run
+
+
+def cfg(key: str) -> str:
+    return f"ack-training-platform:{key}"

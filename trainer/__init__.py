@@ -1,0 +1,1 @@
+"""The bundled DDP trainer (see ``trainer/train.py`` for launch commands)."""
