@@ -1,0 +1,155 @@
+"""Datasets and the per-rank sharding that makes mid-epoch resume a slice.
+
+Datasets live in memory as tensors (MNIST-sized image sets) or as a memory-mapped
+token file, and are indexed a whole batch at a time: no per-sample Python, no loader
+processes. :class:`GlobalOrder` fixes, per epoch, one permutation of every sample that
+all ranks agree on; step ``s`` of an epoch is a contiguous slice of it, so a resumed run
+(even with another world size) continues from the same global sample position.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+IMAGE_SHAPE = (1, 28, 28)
+NUM_CLASSES = 10
+
+
+class DataError(ValueError):
+    """The data directory is missing or malformed (a user error, not a bug)."""
+
+
+class ImageDataset:
+    """Images (uint8 N×C×H×W) and labels, normalised batch by batch."""
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor):
+        self.images = images
+        self.labels = labels
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def batch(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # MNIST's mean and std, as in the PyTorch example, so the tutorial comparison is fair.
+        x = self.images[index].float().div_(255.0).sub_(0.1307).div_(0.3081)
+        return x, self.labels[index]
+
+
+class TokenDataset:
+    """Non-overlapping windows of ``seq_len + 1`` tokens from a flat uint16 file."""
+
+    def __init__(self, tokens: np.ndarray, seq_len: int):
+        self.tokens = tokens
+        self.seq_len = seq_len
+        self.windows = (len(tokens) - 1) // seq_len
+
+    def __len__(self) -> int:
+        return self.windows
+
+    def batch(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        starts = index.numpy()[:, None] * self.seq_len
+        rows = torch.from_numpy(self.tokens[starts + np.arange(self.seq_len + 1)].astype(np.int64))
+        return rows[:, :-1], rows[:, 1:]
+
+
+def synthetic_images(n: int, seed: int) -> ImageDataset:
+    """Learnable MNIST-shaped data: a fixed random template per class plus noise."""
+    g = torch.Generator().manual_seed(seed)
+    templates = torch.rand((NUM_CLASSES, *IMAGE_SHAPE), generator=g)
+    labels = torch.randint(0, NUM_CLASSES, (n,), generator=g)
+    noise = torch.rand((n, *IMAGE_SHAPE), generator=g)
+    images = (0.6 * templates[labels] + 0.4 * noise).mul(255).to(torch.uint8)
+    return ImageDataset(images, labels)
+
+
+def synthetic_tokens(n_tokens: int, vocab_size: int, seed: int) -> np.ndarray:
+    """Learnable token stream: each token mostly follows from the previous one."""
+    rng = np.random.default_rng(seed)
+    tokens = np.empty(n_tokens, dtype=np.uint16)
+    successor = rng.permutation(vocab_size)
+    tokens[0] = 0
+    noise = rng.random(n_tokens) < 0.1
+    random_tokens = rng.integers(0, vocab_size, n_tokens)
+    for i in range(1, n_tokens):
+        tokens[i] = random_tokens[i] if noise[i] else successor[tokens[i - 1]]
+    return tokens
+
+
+def load_images(data_dir: Path) -> ImageDataset:
+    """``data_dir/train.npz`` with ``images`` (uint8 N×1×28×28) and ``labels``."""
+    path = data_dir / "train.npz"
+    if not path.is_file():
+        raise DataError(f"--data-dir {data_dir}: no train.npz (expected arrays 'images' uint8 N×1×28×28 and 'labels')")
+    try:
+        with np.load(path) as archive:
+            images, labels = archive["images"], archive["labels"]
+    except (KeyError, ValueError, OSError) as err:
+        raise DataError(f"--data-dir {data_dir}: train.npz is unreadable or lacks 'images'/'labels' ({err})") from None
+    if images.dtype != np.uint8 or images.ndim != 4 or tuple(images.shape[1:]) != IMAGE_SHAPE:
+        raise DataError(f"--data-dir {data_dir}: train.npz 'images' must be uint8 N×1×28×28, got {images.dtype} {images.shape}")
+    if labels.shape != (len(images),) or len(images) == 0:
+        raise DataError(f"--data-dir {data_dir}: train.npz 'labels' must have one entry per image, got {labels.shape}")
+    if labels.min() < 0 or labels.max() >= NUM_CLASSES:
+        raise DataError(f"--data-dir {data_dir}: train.npz 'labels' must lie in 0..{NUM_CLASSES - 1}")
+    return ImageDataset(torch.from_numpy(images), torch.from_numpy(labels.astype(np.int64)))
+
+
+def load_tokens(data_dir: Path, seq_len: int, vocab_size: int) -> TokenDataset:
+    """``data_dir/train.bin``: a flat array of uint16 token ids, memory-mapped."""
+    path = data_dir / "train.bin"
+    if not path.is_file():
+        raise DataError(f"--data-dir {data_dir}: no train.bin (expected a flat file of uint16 token ids)")
+    if path.stat().st_size % 2:
+        raise DataError(f"--data-dir {data_dir}: train.bin has an odd size; it must hold uint16 token ids")
+    tokens = np.memmap(path, dtype=np.uint16, mode="r")
+    if len(tokens) < seq_len + 1:
+        raise DataError(f"--data-dir {data_dir}: train.bin holds {len(tokens)} tokens, fewer than one window of {seq_len + 1}")
+    if int(tokens.max()) >= vocab_size:
+        raise DataError(f"--data-dir {data_dir}: train.bin has token id {int(tokens.max())} >= vocabulary size {vocab_size}")
+    return TokenDataset(tokens, seq_len)
+
+
+@dataclass(frozen=True)
+class GlobalOrder:
+    """Which samples each rank trains on at each step.
+
+    Every epoch visits every sample exactly once, in an order reshuffled per epoch from
+    the seed. A step starting at position ``p`` consumes samples ``[p, p+G)`` of the
+    epoch's permutation (``G`` = global batch); the last step of an epoch takes the
+    remainder. Checkpoints store ``p``, not a step index, so a different world size
+    resumes at the same sample. Rank ``r``
+    takes its contiguous share of each step's slice.
+
+    Args:
+        size: samples in the dataset.
+        global_batch: samples per optimizer step across all ranks.
+        seed: shuffling seed.
+    """
+
+    size: int
+    global_batch: int
+    seed: int
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return math.ceil(self.size / self.global_batch)
+
+    def permutation(self, epoch: int) -> torch.Tensor:
+        return torch.randperm(self.size, generator=torch.Generator().manual_seed(self.seed * 1_000_003 + epoch))
+
+    def step_slice(self, position: int) -> tuple[int, int]:
+        """The samples of the step that starts at ``position`` in the epoch's permutation."""
+        return position, min(position + self.global_batch, self.size)
+
+    @staticmethod
+    def rank_share(start: int, stop: int, rank: int, world: int) -> tuple[int, int]:
+        """Rank ``rank``'s contiguous part of ``[start, stop)``; sizes differ by at most one."""
+        n = stop - start
+        base, extra = divmod(n, world)
+        lo = start + rank * base + min(rank, extra)
+        return lo, lo + base + (rank < extra)

@@ -1,0 +1,99 @@
+"""The two workloads: the tutorials' MNIST convnet and a small GPT."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class MnistCNN(nn.Module):
+    """The convnet of the PyTorch and Kubeflow MNIST examples (dropout included), so
+    its speed compares directly with theirs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, 1)
+        self.conv2 = nn.Conv2d(32, 64, 3, 1)
+        self.dropout1 = nn.Dropout(0.25)
+        self.dropout2 = nn.Dropout(0.5)
+        self.fc1 = nn.Linear(9216, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.relu(self.conv1(x))
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = torch.flatten(self.dropout1(x), 1)
+        x = self.dropout2(F.relu(self.fc1(x)))
+        return self.fc2(x)
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """Decoder shape. ``GPT_SIZES`` names the presets."""
+
+    vocab_size: int = 4096
+    seq_len: int = 128
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+
+
+GPT_SIZES = {
+    "tiny": GPTConfig(),
+    # GPT-2 small's shape; the vocabulary is padded to a multiple of 64 for tensor cores.
+    "124m": GPTConfig(vocab_size=50304, seq_len=1024, n_layer=12, n_head=12, n_embd=768),
+}
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(cfg.n_embd)
+        self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
+        self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)
+        self.ln2 = nn.LayerNorm(cfg.n_embd)
+        self.mlp = nn.Sequential(nn.Linear(cfg.n_embd, 4 * cfg.n_embd), nn.GELU(), nn.Linear(4 * cfg.n_embd, cfg.n_embd))
+        self.n_head = cfg.n_head
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    """A small decoder-only language model (pre-norm, tied embeddings)."""
+
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.tok = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.pos = nn.Embedding(cfg.seq_len, cfg.n_embd)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.n_embd)
+        self.head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        self.head.weight = self.tok.weight
+        for name, p in self.named_parameters():
+            if p.dim() >= 2:
+                std = 0.02 / math.sqrt(2 * cfg.n_layer) if name.endswith("proj.weight") else 0.02
+                nn.init.normal_(p, 0.0, std)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        x = self.tok(idx) + self.pos(pos)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_f(x))
+
+    def flops_per_token(self) -> float:
+        """Training FLOPs per token: 6·N for the weights plus attention (PaLM, appendix B)."""
+        n = sum(p.numel() for p in self.parameters()) - self.pos.weight.numel()
+        c = self.cfg
+        return 6 * n + 12 * c.n_layer * c.n_embd * c.seq_len

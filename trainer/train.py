@@ -1,0 +1,481 @@
+"""The bundled DDP trainer: trains, checkpoints atomically, resumes exactly.
+
+Launch it anywhere::
+
+    python -m trainer --max-steps 100                                # one process, synthetic data
+    TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun --standalone --nproc-per-node=2 --max-restarts=3 \\
+        -m trainer --data-dir /data --output-dir /ckpt                 # one node, restarts resume
+    TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun --nnodes=4 --nproc-per-node=8 \\
+        --rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:29400 -m trainer --model gpt
+
+In a PyTorchJob the operator injects ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``,
+``RANK`` and the ``PET_*`` variables torchrun reads; ``TRAIN_DATA_PATH``, ``OUTPUT_PATH``
+and ``MODEL_PATH`` give the defaults of ``--data-dir``, ``--output-dir`` and
+``--model-path``. ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` keeps torchrun restarts from
+failing or stalling on a stale rendezvous store (pytorch/pytorch#135712).
+
+NCCL on CUDA, gloo on CPU. Checkpoints every ``--checkpoint-every`` steps and on SIGTERM
+(then exit status 143, so ``restartPolicy: ExitCode`` retries); on start the newest whole
+checkpoint in ``<output-dir>/checkpoints`` is resumed. On CPU a resumed run ends with
+weights bit-identical to an uninterrupted one (same world size and thread count); on GPU
+cuDNN/NCCL kernels are not bit-deterministic, so a resumed run matches statistically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import math
+import os
+import signal
+import sys
+import time
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+
+from . import checkpoint
+from .data import DataError, GlobalOrder, TokenDataset, load_images, load_tokens, synthetic_images, synthetic_tokens
+from .models import GPT, GPT_SIZES, MnistCNN
+
+DEFAULT_LR = {"cnn": 1e-3, "gpt": 6e-4}
+WARMUP_STEPS = 20
+PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "A10": 125.0, "L20": 119.5}
+"""Dense bf16 peaks for MFU, by device-name substring."""
+
+
+class UsageError(ValueError):
+    """Inconsistent flags or an unusable output directory."""
+
+
+@dataclass
+class Config:
+    """Every knob of a run; flags override the environment, which overrides the defaults."""
+
+    model: str = "cnn"
+    data_dir: str | None = None
+    """None: deterministic synthetic data."""
+    output_dir: str = "trainer-output"
+    model_path: str | None = None
+    """Where the final plain state_dict goes; ``<output_dir>/final_model.pt`` when unset."""
+    batch_size: int = 64
+    """Per process, per micro-step."""
+    grad_accum: int = 1
+    max_steps: int | None = None
+    epochs: int | None = None
+    """Both unset: one epoch."""
+    lr: float | None = None
+    seed: int = 1234
+    checkpoint_every: int = 200
+    """Optimizer steps between checkpoints: the most work a SIGKILL can lose."""
+    keep_checkpoints: int = 3
+    log_every: int = 20
+    gpt_size: str = "tiny"
+    synthetic_size: int = 60_000
+    """Samples (cnn) or windows (gpt) of synthetic data."""
+    timeout_s: float = 300.0
+    """Collective timeout: how long survivors wait for a dead peer before failing."""
+    compile: bool = False
+    channels_last: bool = True
+
+    def validate(self) -> None:
+        if self.model not in ("cnn", "gpt"):
+            raise UsageError(f"--model {self.model!r}: choose cnn or gpt")
+        if self.gpt_size not in GPT_SIZES:
+            raise UsageError(f"--gpt-size {self.gpt_size!r}: choose one of {', '.join(GPT_SIZES)}")
+        for flag, value in (("--batch-size", self.batch_size), ("--grad-accum", self.grad_accum),
+                            ("--checkpoint-every", self.checkpoint_every), ("--log-every", self.log_every),
+                            ("--keep-checkpoints", self.keep_checkpoints), ("--synthetic-size", self.synthetic_size)):
+            if value < 1:
+                raise UsageError(f"{flag} must be at least 1, got {value}")
+        for flag, value in (("--max-steps", self.max_steps), ("--epochs", self.epochs)):
+            if value is not None and value < 1:
+                raise UsageError(f"{flag} must be at least 1, got {value}")
+        if self.lr is not None and not self.lr > 0:
+            raise UsageError(f"--lr must be positive, got {self.lr}")
+
+
+def parse_args(argv: list[str] | None = None) -> Config:
+    env = os.environ
+    p = argparse.ArgumentParser(prog="python -m trainer", description="DDP trainer with exact resume.")
+    p.add_argument("--model", default="cnn", help="cnn (MNIST convnet) or gpt (small decoder)")
+    p.add_argument("--data-dir", default=env.get("TRAIN_DATA_PATH"), help="train.npz (cnn) or train.bin (gpt); default $TRAIN_DATA_PATH")
+    p.add_argument("--synthetic", action="store_true", help="use synthetic data even if $TRAIN_DATA_PATH is set")
+    p.add_argument("--output-dir", default=env.get("OUTPUT_PATH", Config.output_dir), help="checkpoints and metrics; default $OUTPUT_PATH")
+    p.add_argument("--model-path", default=env.get("MODEL_PATH"), help="final state_dict; default $MODEL_PATH or <output-dir>/final_model.pt")
+    p.add_argument("--batch-size", type=int, default=Config.batch_size, help="per process")
+    p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step")
+    p.add_argument("--max-steps", type=int)
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--lr", type=float)
+    p.add_argument("--seed", type=int, default=Config.seed)
+    p.add_argument("--checkpoint-every", type=int, default=Config.checkpoint_every, help="steps")
+    p.add_argument("--keep-checkpoints", type=int, default=Config.keep_checkpoints)
+    p.add_argument("--log-every", type=int, default=Config.log_every, help="steps")
+    p.add_argument("--gpt-size", default="tiny", help=f"one of {', '.join(GPT_SIZES)}")
+    p.add_argument("--synthetic-size", type=int, default=Config.synthetic_size)
+    p.add_argument("--timeout-s", type=float, default=Config.timeout_s, help="collective timeout")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (helps on GPU, not on CPU)")
+    p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
+    args = vars(p.parse_args(argv))
+    if args.pop("synthetic"):
+        args["data_dir"] = None
+    cfg = Config(**args)
+    cfg.validate()
+    return cfg
+
+
+def cpu_quota() -> int:
+    """CPUs this process may use: the cgroup quota when one is set, else its affinity."""
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+        if quota != "max":
+            return max(1, int(int(quota) / int(period)))
+    except (OSError, ValueError):
+        pass
+    return len(os.sched_getaffinity(0))
+
+
+def default_threads(local_world: int) -> int:
+    """Intra-op threads: ``OMP_NUM_THREADS`` when given, else the CPU quota shared out
+    among the local processes (oversubscribing costs ~40% on CPU)."""
+    if os.environ.get("OMP_NUM_THREADS", "").isdigit():
+        return int(os.environ["OMP_NUM_THREADS"])
+    return max(1, cpu_quota() // local_world)
+
+
+def get_lr(step: int, base: float, total: int | None) -> float:
+    """Linear warmup, then cosine decay to 10% over ``total`` steps (constant if unknown)."""
+    if step < WARMUP_STEPS:
+        return base * (step + 1) / WARMUP_STEPS
+    if not total or step >= total:
+        return base if not total else 0.1 * base
+    progress = (step - WARMUP_STEPS) / max(1, total - WARMUP_STEPS)
+    return 0.1 * base + 0.9 * base * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+@dataclass(frozen=True)
+class Topology:
+    rank: int
+    world: int
+    local_rank: int
+    local_world: int
+    device: torch.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def topology() -> Topology:
+    env = os.environ
+    local_rank = int(env.get("LOCAL_RANK", 0))  # the operator sets no LOCAL_RANK outside torchrun
+    device = torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
+    return Topology(int(env.get("RANK", 0)), int(env.get("WORLD_SIZE", 1)), local_rank,
+                    int(env.get("LOCAL_WORLD_SIZE", 1)), device)
+
+
+class Trainer:
+    """Owns the model, optimizer, data order and position of one run.
+
+    Args:
+        cfg: the run's config.
+        topo: rank, world size and device.
+        dataset: a dataset with ``__len__`` and ``batch(index)``.
+    """
+
+    def __init__(self, cfg: Config, topo: Topology, dataset: Any):
+        self.cfg, self.topo, self.dataset = cfg, topo, dataset
+        self.output = Path(cfg.output_dir)
+        self.threads = torch.get_num_threads()
+        torch.manual_seed(cfg.seed)  # identical initial weights on every rank
+        if cfg.model == "cnn":
+            model: torch.nn.Module = MnistCNN()
+            self.memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
+        else:
+            model = GPT(GPT_SIZES[cfg.gpt_size])
+            self.memory_format = torch.contiguous_format
+        self.model = model.to(topo.device, memory_format=self.memory_format)
+        torch.manual_seed(cfg.seed + topo.rank)  # distinct dropout per rank
+        self.ddp = DistributedDataParallel(self.model, device_ids=[topo.device.index] if topo.device.type == "cuda" else None) \
+            if topo.world > 1 else None
+        self.forward = self.ddp or self.model
+        if cfg.compile:
+            self.forward = torch.compile(self.forward)
+        lr = cfg.lr or DEFAULT_LR[cfg.model]
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.0,
+                                           fused=topo.device.type == "cuda")
+        self.order = GlobalOrder(len(dataset), cfg.batch_size * topo.world * cfg.grad_accum, cfg.seed)
+        total = cfg.max_steps or self.order.steps_per_epoch * (cfg.epochs or 1)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: get_lr(s, lr, total) / lr)
+        self.step = 0
+        self.epoch = 0
+        self.position = 0
+        self.saved_step: int | None = None
+        self.stop_signal: int | None = None
+        self.autocast = torch.autocast("cuda", dtype=torch.bfloat16) if topo.device.type == "cuda" else contextlib.nullcontext()
+        flops = self.model.flops_per_token() if isinstance(self.model, GPT) else None
+        peak = next((v for k, v in PEAK_TFLOPS.items() if k in torch.cuda.get_device_name(topo.device)), None) \
+            if topo.device.type == "cuda" else None
+        self.flops_per_sample = flops * self.model.cfg.seq_len if flops and peak else None
+        self.peak_flops = peak * 1e12 if peak else None
+
+    # --- state -----------------------------------------------------------------------
+
+    def _rng_states(self) -> list[torch.Tensor]:
+        state = torch.get_rng_state()
+        if self.topo.world == 1:
+            return [state]
+        # all_gather_object needs NumPy in some builds; tensors of fixed size do not.
+        gathered = [torch.empty_like(state) for _ in range(self.topo.world)]
+        dist.all_gather(gathered, state) if self.topo.device.type == "cpu" else \
+            _gather_via_device(gathered, state, self.topo.device)
+        return gathered
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a resumed run needs to continue exactly. A collective: every rank calls it."""
+        rng = self._rng_states()
+        cuda_rng = torch.cuda.get_rng_state(self.topo.device) if self.topo.device.type == "cuda" else None
+        return {
+            "model": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "step": self.step, "epoch": self.epoch, "position": self.position,
+            "rng": rng, "cuda_rng": cuda_rng, "world_size": self.topo.world, "threads": self.threads,
+            "config": asdict(self.cfg),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state["config"]["model"] != self.cfg.model:
+            raise UsageError(f"--output-dir {self.output} holds a checkpoint of a {state['config']['model']!r} run, "
+                             f"not {self.cfg.model!r}: use another output directory")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
+        self.saved_step = self.step
+        if state["world_size"] == self.topo.world:
+            torch.set_rng_state(state["rng"][self.topo.rank])
+        else:
+            # Elastic resize: data position is exact, dropout streams start anew.
+            torch.manual_seed(self.cfg.seed + self.topo.rank + 7919 * self.step)
+        if state["threads"] != torch.get_num_threads():
+            # The intra-op thread count changes reduction order, so it is part of the state.
+            torch.set_num_threads(state["threads"])
+            self.threads = state["threads"]
+
+    def save_checkpoint(self, reason: str) -> None:
+        """A collective: every rank calls it at the same step; rank 0 writes."""
+        state = self.state_dict()
+        self.saved_step = self.step
+        if self.topo.is_main:
+            path = checkpoint.save(self.output / "checkpoints", self.step, state, reason, self.cfg.keep_checkpoints)
+            log(f"checkpoint {path.name} ({reason})")
+
+    def resume(self) -> bool:
+        found = checkpoint.load_latest(self.output / "checkpoints")
+        if found is None:
+            return False
+        path, state = found
+        self.load_state_dict(state)
+        if self.topo.is_main:
+            log(f"resumed from {path.name}: step {self.step}, epoch {self.epoch}, sample {self.position}")
+        return True
+
+    # --- training --------------------------------------------------------------------
+
+    def train_step(self, permutation: torch.Tensor) -> torch.Tensor:
+        """One optimizer step over the next global batch; returns this rank's loss share."""
+        lo, hi = self.order.step_slice(self.position)
+        total = hi - lo
+        micro = self.cfg.grad_accum
+        bounds = [lo + total * i // micro for i in range(micro + 1)]
+        loss_share = torch.zeros((), device=self.topo.device)
+        for i in range(micro):
+            rlo, rhi = GlobalOrder.rank_share(bounds[i], bounds[i + 1], self.topo.rank, self.topo.world)
+            x, y = self.dataset.batch(permutation[rlo:rhi])
+            x = x.to(self.topo.device, non_blocking=True)
+            if x.dim() == 4:
+                x = x.contiguous(memory_format=self.memory_format)
+            y = y.to(self.topo.device, non_blocking=True)
+            # Shares can differ by one sample (the epoch's last step): weighting each rank's
+            # summed loss by world/total makes DDP's mean over ranks the mean over samples.
+            sync = contextlib.nullcontext() if self.ddp is None or i == micro - 1 else self.ddp.no_sync()
+            with sync:
+                with self.autocast:
+                    out = self.forward(x)
+                    per_token = F.cross_entropy(out.reshape(-1, out.shape[-1]).float(), y.reshape(-1), reduction="sum")
+                    loss = per_token / (y[0].numel() if y.dim() > 1 and len(y) else 1) * self.topo.world / total
+                loss.backward()
+            loss_share += loss.detach()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        self.step += 1
+        self.position = hi
+        return loss_share
+
+    def _finished(self) -> bool:
+        if self.cfg.max_steps is not None and self.step >= self.cfg.max_steps:
+            return True
+        epochs = self.cfg.epochs or (None if self.cfg.max_steps else 1)
+        return epochs is not None and self.epoch >= epochs
+
+    def _stop_everywhere(self) -> bool:
+        """Whether any rank received SIGTERM; all ranks agree, so they stop at one step."""
+        flag = torch.tensor([1.0 if self.stop_signal else 0.0], device=self.topo.device)
+        if self.topo.world > 1:
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
+
+    def train(self) -> int:
+        """Train until done or stopped. Returns the exit status (143 after SIGTERM)."""
+        metrics = Metrics(self.output / "metrics.jsonl") if self.topo.is_main else None
+        permutation = self.order.permutation(self.epoch)
+        window_start, window_steps = time.perf_counter(), 0
+        window_samples = 0
+        while not self._finished():
+            if self.position >= self.order.size:
+                self.epoch, self.position = self.epoch + 1, 0
+                if self._finished():
+                    break
+                permutation = self.order.permutation(self.epoch)
+            lo, hi = self.order.step_slice(self.position)
+            loss = self.train_step(permutation)
+            window_steps += 1
+            window_samples += hi - lo
+            if self.step % self.cfg.log_every == 0:
+                if self.topo.world > 1:
+                    dist.all_reduce(loss)
+                loss_value = loss.item() / self.topo.world
+                elapsed = time.perf_counter() - window_start
+                if metrics is not None:
+                    metrics.log(self._metrics(loss_value, window_samples / elapsed, elapsed / window_steps))
+                window_start, window_steps, window_samples = time.perf_counter(), 0, 0
+            if self._stop_everywhere():
+                self.save_checkpoint("sigterm")
+                return 128 + signal.SIGTERM
+            if self.step % self.cfg.checkpoint_every == 0:
+                self.save_checkpoint("periodic")
+        if self.saved_step != self.step:
+            self.save_checkpoint("final")
+        if self.topo.is_main:
+            self.write_final_model()
+        return 0
+
+    def _metrics(self, loss: float, samples_per_s: float, step_time: float) -> dict[str, Any]:
+        row = {"step": self.step, "epoch": self.epoch, "loss": round(loss, 6),
+               "lr": self.scheduler.get_last_lr()[0], "samples_per_s": round(samples_per_s, 2),
+               "step_time_s": round(step_time, 5)}
+        if isinstance(self.model, GPT):
+            row["tokens_per_s"] = round(samples_per_s * self.model.cfg.seq_len, 1)
+        if self.flops_per_sample and self.peak_flops:
+            row["mfu"] = round(samples_per_s * self.flops_per_sample / (self.peak_flops * self.topo.world), 4)
+        return row
+
+    def write_final_model(self) -> None:
+        path = Path(self.cfg.model_path) if self.cfg.model_path else self.output / "final_model.pt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        buffer = io.BytesIO()
+        torch.save({k: v.detach().cpu() for k, v in self.model.state_dict().items()}, buffer)
+        checkpoint.write_atomic(path, buffer.getvalue())
+        log(f"final model: {path}")
+
+
+def _gather_via_device(out: list[torch.Tensor], state: torch.Tensor, device: torch.device) -> None:
+    on_device = [torch.empty_like(t, device=device) for t in out]
+    dist.all_gather(on_device, state.to(device))
+    for target, source in zip(out, on_device):
+        target.copy_(source.cpu())
+
+
+class Metrics:
+    """``metrics.jsonl`` (one object per log step) and TensorBoard when it is installed."""
+
+    def __init__(self, path: Path):
+        self.file = open(path, "a", buffering=1)
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+            self.tensorboard = SummaryWriter(str(path.parent / "tensorboard"))
+        except ImportError:
+            self.tensorboard = None
+
+    def log(self, row: dict[str, Any]) -> None:
+        self.file.write(json.dumps(row) + "\n")
+        print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+        if self.tensorboard is not None:
+            for key, value in row.items():
+                if key != "step":
+                    self.tensorboard.add_scalar(key, value, row["step"])
+
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
+
+def load_dataset(cfg: Config) -> Any:
+    if cfg.data_dir is None:
+        if cfg.model == "cnn":
+            return synthetic_images(cfg.synthetic_size, cfg.seed)
+        gpt = GPT_SIZES[cfg.gpt_size]
+        return TokenDataset(synthetic_tokens(cfg.synthetic_size * gpt.seq_len + 1, gpt.vocab_size, cfg.seed), gpt.seq_len)
+    data_dir = Path(cfg.data_dir)
+    if not data_dir.is_dir():
+        raise DataError(f"--data-dir {data_dir}: no such directory")
+    if cfg.model == "cnn":
+        return load_images(data_dir)
+    gpt = GPT_SIZES[cfg.gpt_size]
+    return load_tokens(data_dir, gpt.seq_len, gpt.vocab_size)
+
+
+def check_output_dir(path: Path, rank: int) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".write-test-{rank}-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise UsageError(f"--output-dir {path}: not writable ({err.strerror})") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one training process; every exit path releases the process group."""
+    topo = topology()
+    try:
+        cfg = parse_args(argv)
+        # Validate everything before joining the process group: a bad flag or data dir
+        # fails fast on every rank instead of leaving the others waiting in a collective.
+        check_output_dir(Path(cfg.output_dir), topo.rank)
+        dataset = load_dataset(cfg)
+    except (UsageError, DataError) as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        return 2
+    torch.set_num_threads(default_threads(topo.local_world))
+    if topo.world > 1:
+        backend = "nccl" if topo.device.type == "cuda" else "gloo"
+        if topo.device.type == "cuda":
+            torch.cuda.set_device(topo.device)
+        dist.init_process_group(backend, timeout=timedelta(seconds=cfg.timeout_s))
+    trainer: Trainer | None = None
+    try:
+        trainer = Trainer(cfg, topo, dataset)
+        signal.signal(signal.SIGTERM, lambda signum, frame: setattr(trainer, "stop_signal", signum))
+        trainer.resume()
+        if topo.is_main:
+            log(f"training {cfg.model} on {topo.world} process(es), {torch.get_num_threads()} thread(s) each, "
+                f"{len(dataset)} samples, global batch {trainer.order.global_batch}, device {topo.device}")
+        return trainer.train()
+    except UsageError as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        return 2
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
