@@ -1,0 +1,213 @@
+"""The trainer, run for real: torchrun with two gloo processes on CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import ROOT
+from trainer.data import GlobalOrder
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "PYTHONUNBUFFERED": "1"}
+SMALL = ["--synthetic-size", "2048", "--batch-size", "16", "--log-every", "10"]
+
+
+def torchrun(*args: str, procs: int = 2, restarts: int = 0) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={procs}",
+            f"--max-restarts={restarts}", "-m", *args]
+
+
+def run(cmd: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=timeout)
+
+
+def metrics(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def final_weights(out: Path) -> dict[str, torch.Tensor]:
+    return torch.load(out / "final_model.pt", weights_only=True)
+
+
+def wait_for(predicate, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not reached")
+        time.sleep(0.02)
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_global_order_covers_every_sample_once_per_epoch() -> None:
+    order = GlobalOrder(size=103, global_batch=16, seed=7)
+    for world in (1, 3, 4):
+        seen = []
+        position = 0
+        while position < order.size:
+            lo, hi = order.step_slice(position)
+            shares = [GlobalOrder.rank_share(lo, hi, r, world) for r in range(world)]
+            assert shares[0][0] == lo and shares[-1][1] == hi
+            assert max(b - a for a, b in shares) - min(b - a for a, b in shares) <= 1
+            seen += order.permutation(0)[lo:hi].tolist()
+            position = hi
+        assert sorted(seen) == list(range(103))
+    assert not torch.equal(order.permutation(0), order.permutation(1))
+
+
+def test_ddp_training_reduces_loss(tmp_path: Path) -> None:
+    result = run(torchrun("trainer", "--max-steps", "60", "--output-dir", str(tmp_path), *SMALL))
+    assert result.returncode == 0, result.stderr
+    rows = metrics(tmp_path)
+    assert [r["step"] for r in rows] == [10, 20, 30, 40, 50, 60]
+    assert rows[-1]["loss"] < 0.25 * rows[0]["loss"]
+    assert all(r["samples_per_s"] > 0 for r in rows)
+    weights = final_weights(tmp_path)
+    assert set(weights) >= {"conv1.weight", "fc2.bias"}
+
+
+def test_sigkilled_worker_resumes_bit_identical(tmp_path: Path) -> None:
+    args = ["trainer", "--max-steps", "120", "--checkpoint-every", "30", *SMALL]
+    reference = run(torchrun(*args, "--output-dir", str(tmp_path / "reference")))
+    assert reference.returncode == 0, reference.stderr
+
+    out = tmp_path / "killed"
+    launcher = subprocess.Popen(torchrun(*args, "--output-dir", str(out), restarts=1), cwd=ROOT, env=ENV,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: (out / "checkpoints" / "step-000000030").is_dir())
+        workers = children(launcher.pid)
+        assert len(workers) == 2
+        os.kill(max(workers), signal.SIGKILL)
+        log, _ = launcher.communicate(timeout=240)
+    finally:
+        launcher.kill()
+    assert launcher.returncode == 0, log
+    assert "resumed from step-000000030" in log
+    resumed, expected = final_weights(out), final_weights(tmp_path / "reference")
+    assert resumed.keys() == expected.keys()
+    assert all(torch.equal(resumed[k], expected[k]) for k in expected)
+
+
+def test_sigterm_checkpoints_the_current_step(tmp_path: Path) -> None:
+    launcher = subprocess.Popen(torchrun("trainer", "--max-steps", "100000", "--checkpoint-every", "1000",
+                                         "--output-dir", str(tmp_path), *SMALL),
+                                cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: (tmp_path / "metrics.jsonl").is_file() and len(metrics(tmp_path)) >= 2)
+        launcher.send_signal(signal.SIGTERM)
+        log, _ = launcher.communicate(timeout=120)
+    finally:
+        launcher.kill()
+    saved = sorted((tmp_path / "checkpoints").iterdir())
+    assert len(saved) == 1, log
+    meta = json.loads((saved[0] / "meta.json").read_text())
+    assert meta["reason"] == "sigterm"
+    assert meta["step"] >= metrics(tmp_path)[-1]["step"] >= 20
+
+
+def test_truncated_newest_checkpoint_is_skipped(tmp_path: Path) -> None:
+    first = run([sys.executable, "-m", "trainer", "--max-steps", "40", "--checkpoint-every", "20",
+                 "--output-dir", str(tmp_path), *SMALL])
+    assert first.returncode == 0, first.stderr
+    newest = tmp_path / "checkpoints" / "step-000000040" / "state.pt"
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
+    second = run([sys.executable, "-m", "trainer", "--max-steps", "50", "--output-dir", str(tmp_path), *SMALL])
+    assert second.returncode == 0, second.stderr
+    assert "warning: skipping checkpoint" in second.stderr and "step-000000040" in second.stderr
+    assert "resumed from step-000000020" in second.stdout
+
+
+def test_resume_with_fewer_processes_continues_at_the_same_sample(tmp_path: Path) -> None:
+    first = run(torchrun("trainer", "--max-steps", "10", "--output-dir", str(tmp_path), *SMALL))
+    assert first.returncode == 0, first.stderr
+    state = torch.load(tmp_path / "checkpoints" / "step-000000010" / "state.pt", weights_only=False)
+    assert (state["position"], state["world_size"]) == (10 * 16 * 2, 2)
+    second = run([sys.executable, "-m", "trainer", "--max-steps", "12", "--output-dir", str(tmp_path), *SMALL])
+    assert second.returncode == 0, second.stderr
+    assert "resumed from step-000000010: step 10, epoch 0, sample 320" in second.stdout
+    state = torch.load(tmp_path / "checkpoints" / "step-000000012" / "state.pt", weights_only=False)
+    assert state["position"] == 320 + 2 * 16
+
+
+@pytest.mark.parametrize(("setup", "message"), [
+    (lambda d: None, "error: --data-dir {d}: no train.npz (expected arrays 'images' uint8 N×1×28×28 and 'labels')"),
+    (lambda d: np.savez(d / "train.npz", images=np.zeros((4, 28, 28), np.uint8), labels=np.zeros(4)),
+     "error: --data-dir {d}: train.npz 'images' must be uint8 N×1×28×28, got uint8 (4, 28, 28)"),
+    (lambda d: (d / "train.npz").write_bytes(b"not a zip"),
+     "error: --data-dir {d}: train.npz is unreadable or lacks 'images'/'labels'"),
+])
+def test_bad_data_dir_fails_fast_on_every_rank(tmp_path: Path, setup, message: str) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    setup(data)
+    started = time.monotonic()
+    result = run(torchrun("trainer", "--data-dir", str(data), "--output-dir", str(tmp_path / "out")), timeout=120)
+    assert result.returncode != 0
+    expected = message.format(d=data)
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 2 and all(line.startswith(expected) for line in lines), result.stderr
+    assert 'File "' + str(ROOT / "trainer") not in result.stderr  # no trainer traceback
+    assert time.monotonic() - started < 60
+
+
+def test_bad_flags_and_unwritable_output(tmp_path: Path) -> None:
+    flags = run([sys.executable, "-m", "trainer", "--batch-size", "0"])
+    assert flags.returncode == 2 and flags.stderr.strip() == "error: --batch-size must be at least 1, got 0"
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    out = run([sys.executable, "-m", "trainer", "--output-dir", str(blocker / "out")])
+    assert out.returncode == 2 and out.stderr.startswith(f"error: --output-dir {blocker / 'out'}: not writable")
+
+
+def test_real_data_files_are_loaded(tmp_path: Path) -> None:
+    images = np.random.default_rng(0).integers(0, 255, (256, 1, 28, 28), dtype=np.uint8)
+    np.savez(tmp_path / "train.npz", images=images, labels=np.arange(256) % 10)
+    cnn = run([sys.executable, "-m", "trainer", "--data-dir", str(tmp_path), "--max-steps", "4", "--batch-size", "32",
+               "--output-dir", str(tmp_path / "cnn")])
+    assert cnn.returncode == 0, cnn.stderr
+    assert "256 samples" in cnn.stdout
+    np.arange(129 * 40, dtype=np.uint16).__mod__(4096).astype(np.uint16).tofile(tmp_path / "train.bin")
+    gpt = run([sys.executable, "-m", "trainer", "--model", "gpt", "--data-dir", str(tmp_path), "--max-steps", "3",
+               "--batch-size", "4", "--log-every", "1", "--output-dir", str(tmp_path / "gpt")])
+    assert gpt.returncode == 0, gpt.stderr
+    assert "40 samples" in gpt.stdout and metrics(tmp_path / "gpt")[0]["tokens_per_s"] > 0
+
+
+def test_gradient_accumulation_matches_a_larger_batch(tmp_path: Path) -> None:
+    common = [sys.executable, "-m", "trainer", "--max-steps", "5", "--no-channels-last", "--synthetic-size", "512"]
+    one = run([*common, "--batch-size", "32", "--output-dir", str(tmp_path / "one")])
+    two = run([*common, "--batch-size", "16", "--grad-accum", "2", "--output-dir", str(tmp_path / "two")])
+    assert one.returncode == two.returncode == 0, one.stderr + two.stderr
+    a, b = final_weights(tmp_path / "one"), final_weights(tmp_path / "two")
+    # Same samples per step; dropout streams differ, so close rather than equal.
+    assert all(torch.allclose(a[k], b[k], atol=5e-3) for k in a)
+
+
+def test_allreduce_benchmark_prints_bandwidth_lines() -> None:
+    result = run(torchrun("trainer.bench", "--max-size", "64MiB", "--iters", "2", "--warmup", "1"))
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert [r["size_bytes"] for r in rows] == [2**20 * 2**i for i in range(7)]
+    for row in rows:
+        assert row["world_size"] == 2 and row["backend"] == "gloo"
+        assert row["busbw_GBps"] == pytest.approx(row["algbw_GBps"], rel=0.01) and row["algbw_GBps"] > 0
