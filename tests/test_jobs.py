@@ -1,0 +1,247 @@
+"""TrainingJob: the pure PyTorchJob builder, golden manifests, the official models and
+the operator's webhook rules, and the wiring under Pulumi mocks."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import kubernetes.client.models as k8s_models
+import kubeflow.training.models as kf_models
+import pytest
+import yaml
+from kubeflow.training.api_client import ApiClient
+
+from components.config import GpuPoolSpec, TrainingJobSpec
+from components.manifests import CPU_PLACEMENT, JobContext, Placement, pool_placement, pytorch_job
+from conftest import cfg, stack_config
+
+GOLDEN = Path(__file__).parent / "golden"
+POOL_1 = pool_placement(GpuPoolSpec(instance_types=["ecs.gn7i-c8g1.2xlarge"], gpus_per_node=1))
+POOL_8_RDMA = pool_placement(GpuPoolSpec(instance_types=["ecs.ebmgn8v.48xlarge"], gpus_per_node=8, rdma=True))
+IMAGE = "registry-vpc.cn-hangzhou.aliyuncs.com/ml/trainer:v0.1.0"
+
+
+def context(placement: Placement, gpus: int, **extra: Any) -> JobContext:
+    return JobContext(namespace="training", image=IMAGE, gpus=gpus, placement=placement, data_claim="training-data",
+                      output_claim="training-output", service_account="trainer", **extra)
+
+
+REPRESENTATIVE = {
+    "single-node-1gpu": (TrainingJobSpec(name="mnist", image=IMAGE), context(POOL_1, 1, image_pull_secret="registry-pull")),
+    "multi-node-4x8-rdma": (
+        TrainingJobSpec(name="gpt-pretrain", image=IMAGE, nodes=4, network="rdma", cpu="180", memory="1600Gi",
+                        restart_policy="ExitCode", trainer={"model": "gpt", "max_steps": 100000, "batch_size": 16},
+                        scheduling={"queue": "default", "min_available": 4}, run_policy={"backoff_limit": 10}),
+        context(POOL_8_RDMA, 8)),
+    "elastic": (TrainingJobSpec(name="elastic-gpt", image=IMAGE, elastic={"min_nodes": 2, "max_nodes": 4},
+                                trainer={"model": "gpt"}), context(POOL_8_RDMA, 8)),
+    "cpu-local": (TrainingJobSpec(name="mnist-cpu", image="trainer:0.1.0", gpus_per_node=0, procs_per_node=2, cpu="2",
+                                  memory="4Gi", trainer={"max_steps": 200, "synthetic_data": True}),
+                  context(CPU_PLACEMENT, 0)),
+}
+
+
+@pytest.mark.parametrize("case", REPRESENTATIVE)
+def test_golden_manifests(case: str) -> None:
+    spec, ctx = REPRESENTATIVE[case]
+    text = yaml.safe_dump(pytorch_job(spec, ctx), sort_keys=False)
+    path = GOLDEN / f"{case}.yaml"
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert text == path.read_text(), f"{path.name} changed; review and rerun with UPDATE_GOLDEN=1"
+
+
+def _model(name: str) -> Any:
+    return getattr(kf_models, name, None) or getattr(k8s_models, name)
+
+
+def assert_matches_model(value: Any, type_name: str, path: str = "") -> None:
+    """Every field of ``value`` exists in the official model ``type_name`` with its type."""
+    if type_name.startswith("list["):
+        assert isinstance(value, list), f"{path}: expected a list"
+        for i, item in enumerate(value):
+            assert_matches_model(item, type_name[5:-1], f"{path}[{i}]")
+        return
+    if type_name.startswith("dict("):
+        assert isinstance(value, dict), f"{path}: expected a map"
+        inner = type_name[5:-1].split(", ", 1)[1]
+        for key, item in value.items():
+            assert_matches_model(item, inner, f"{path}.{key}")
+        return
+    primitive = {"str": str, "int": int, "bool": bool, "float": (int, float), "object": object}
+    if type_name in primitive:
+        assert isinstance(value, primitive[type_name]) and not (type_name == "int" and isinstance(value, bool)), \
+            f"{path}: {value!r} is not {type_name}"
+        return
+    model = _model(type_name)
+    assert isinstance(value, dict), f"{path}: expected an object of {type_name}"
+    by_json = {json_key: attr for attr, json_key in model.attribute_map.items()}
+    for key, item in value.items():
+        assert key in by_json, f"{path}.{key}: not a field of {type_name}"
+        assert_matches_model(item, model.openapi_types[by_json[key]], f"{path}.{key}")
+
+
+def webhook_problems(job: dict[str, Any]) -> list[str]:
+    """The Training Operator v1 webhook's rules for PyTorchJobs."""
+    problems = []
+    if not re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", job["metadata"]["name"]) or len(job["metadata"]["name"]) > 63:
+        problems.append("name is not a DNS-1035 label")
+    replicas = job["spec"]["pytorchReplicaSpecs"]
+    if set(replicas) - {"Master", "Worker"}:
+        problems.append("replica types other than Master/Worker")
+    if "Master" in replicas and replicas["Master"]["replicas"] != 1:
+        problems.append("Master must have exactly one replica")
+    for kind, replica in replicas.items():
+        if not any(c["name"] == "pytorch" for c in replica["template"]["spec"]["containers"]):
+            problems.append(f"{kind} has no container named pytorch")
+    elastic = job["spec"].get("elasticPolicy")
+    if elastic is not None:
+        if "Worker" not in replicas:
+            problems.append("elasticPolicy needs a Worker spec")
+        if "nProcPerNode" in elastic and "nprocPerNode" in job["spec"]:
+            problems.append("elasticPolicy.nProcPerNode together with spec.nprocPerNode")
+    return problems
+
+
+@pytest.mark.parametrize("case", REPRESENTATIVE)
+def test_manifest_fits_official_models_and_webhook(case: str) -> None:
+    spec, ctx = REPRESENTATIVE[case]
+    job = pytorch_job(spec, ctx)
+    assert_matches_model(job, "KubeflowOrgV1PyTorchJob")
+    client = ApiClient()
+    model = client._ApiClient__deserialize(job, "KubeflowOrgV1PyTorchJob")
+    assert client.sanitize_for_serialization(model) == job
+    assert webhook_problems(job) == []
+    for replica in job["spec"]["pytorchReplicaSpecs"].values():
+        container = replica["template"]["spec"]["containers"][0]
+        limits, requests = container["resources"]["limits"], container["resources"]["requests"]
+        assert limits == requests
+        assert int(job["spec"]["nprocPerNode"]) == int(limits.get("nvidia.com/gpu", spec.procs_per_node or 1))
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
+        assert {m["mountPath"] for m in container["volumeMounts"]} == {"/dev/shm", "/mnt/data", "/mnt/output"}
+
+
+def test_validator_catches_unknown_fields() -> None:
+    spec, ctx = REPRESENTATIVE["single-node-1gpu"]
+    job = pytorch_job(spec, ctx)
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["gpus"] = 1
+    with pytest.raises(AssertionError, match="containers\\[0\\].gpus: not a field of V1Container"):
+        assert_matches_model(job, "KubeflowOrgV1PyTorchJob")
+
+
+BUILDS = [
+    # (case, spec, context, expectation on the manifest)
+    ("shm sized per GPU", TrainingJobSpec(name="a", image=IMAGE), context(POOL_8_RDMA, 8),
+     lambda j: _pod(j)["volumes"][0]["emptyDir"] == {"medium": "Memory", "sizeLimit": "128Gi"}),
+    ("shm for CPU jobs", TrainingJobSpec(name="a", image=IMAGE, gpus_per_node=0), context(CPU_PLACEMENT, 0),
+     lambda j: _pod(j)["volumes"][0]["emptyDir"]["sizeLimit"] == "2Gi"),
+    ("tolerations from the pool", TrainingJobSpec(name="a", image=IMAGE), context(POOL_1, 1),
+     lambda j: _pod(j)["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}]
+     and _pod(j)["nodeSelector"] == {"ack-training-platform/pool": "gpu"}),
+    ("tcp has no host network", TrainingJobSpec(name="a", image=IMAGE), context(POOL_8_RDMA, 8),
+     lambda j: "hostNetwork" not in _pod(j) and "securityContext" not in _pod(j)["containers"][0]
+     and _env(j)["NCCL_IB_DISABLE"] == "1"),
+    ("rdma preset", TrainingJobSpec(name="a", image=IMAGE, network="rdma"), context(POOL_8_RDMA, 8),
+     lambda j: _pod(j)["hostNetwork"] and _pod(j)["dnsPolicy"] == "ClusterFirstWithHostNet"
+     and _pod(j)["containers"][0]["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
+     and _pod(j)["containers"][0]["resources"]["limits"]["rdma/hca"] == "1" and _env(j)["NCCL_IB_DISABLE"] == "0"),
+    ("nccl debug", TrainingJobSpec(name="a", image=IMAGE, nccl_debug="INFO"), context(POOL_1, 1),
+     lambda j: _env(j)["NCCL_DEBUG"] == "INFO"),
+    ("user env wins", TrainingJobSpec(name="a", image=IMAGE, env={"NCCL_SOCKET_IFNAME": "bond0"}), context(POOL_1, 1),
+     lambda j: _env(j)["NCCL_SOCKET_IFNAME"] == "bond0"),
+    ("netbench preset", TrainingJobSpec(name="a", image=IMAGE, preset="netbench", nodes=2), context(POOL_8_RDMA, 8),
+     lambda j: _pod(j)["containers"][0]["command"] == ["torchrun", "-m", "trainer.bench"]
+     and j["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 1),
+    ("elastic is worker-only", TrainingJobSpec(name="a", image=IMAGE, elastic={"min_nodes": 1, "max_nodes": 3}),
+     context(POOL_1, 1),
+     lambda j: list(j["spec"]["pytorchReplicaSpecs"]) == ["Worker"]
+     and j["spec"]["elasticPolicy"] == {"minReplicas": 1, "maxReplicas": 3, "rdzvBackend": "c10d", "maxRestarts": 3}),
+    ("run policy", TrainingJobSpec(name="a", image=IMAGE, run_policy={"active_deadline_seconds": 3600,
+                                                                      "ttl_seconds_after_finished": 600, "suspend": True}),
+     context(POOL_1, 1),
+     lambda j: j["spec"]["runPolicy"] == {"cleanPodPolicy": "None", "backoffLimit": 6, "suspend": True,
+                                          "activeDeadlineSeconds": 3600, "ttlSecondsAfterFinished": 600}),
+    ("output per job", TrainingJobSpec(name="run-7", image=IMAGE), context(POOL_1, 1),
+     lambda j: _env(j)["OUTPUT_PATH"] == "/mnt/output/run-7" and _env(j)["MODEL_PATH"] == "/mnt/output/run-7/final_model.pt"),
+]
+
+
+def _pod(job: dict[str, Any]) -> dict[str, Any]:
+    return next(iter(job["spec"]["pytorchReplicaSpecs"].values()))["template"]["spec"]
+
+
+def _env(job: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in _pod(job)["containers"][0]["env"]}
+
+
+@pytest.mark.parametrize(("case", "spec", "ctx", "check"), BUILDS, ids=[b[0] for b in BUILDS])
+def test_builder(case: str, spec: TrainingJobSpec, ctx: JobContext, check) -> None:
+    assert check(pytorch_job(spec, ctx))
+
+
+@pytest.mark.parametrize(("spec", "ctx", "message"), [
+    (TrainingJobSpec(name="a", image=IMAGE), context(CPU_PLACEMENT, 1),
+     "job 'a' asks for 1 GPUs per pod but its placement offers 0"),
+    (TrainingJobSpec(name="a", image=IMAGE, network="rdma"), context(POOL_1, 1),
+     "job 'a' uses rdma networking but its placement has no RDMA"),
+])
+def test_builder_rejects_impossible_placement(spec, ctx, message: str) -> None:
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        pytorch_job(spec, ctx)
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"name": "a" * 41}, "is not a valid job name"),
+    ({"image": "trainer"}, "is not pinned"),
+    ({"image": "trainer@sha256:abc"}, "has a malformed digest"),
+    ({"elastic": {"min_nodes": 3, "max_nodes": 2}}, "minNodes (3) must not exceed maxNodes (2)"),
+    ({"nodes": 2, "elastic": {"min_nodes": 1, "max_nodes": 2}}, "an elastic job sizes itself"),
+    ({"gpus_per_node": 0, "network": "rdma"}, "rdma networking is for GPU jobs"),
+    ({"nodes": 2, "scheduling": {"min_available": 3}}, "minAvailable (3) exceeds the job's 2 pods"),
+])
+def test_job_spec_rejects(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        TrainingJobSpec(**{"name": "a", "image": IMAGE, **fields})
+
+
+def test_digest_pinned_image_is_accepted() -> None:
+    TrainingJobSpec(name="a", image="trainer@sha256:" + "0" * 64)
+
+
+def test_jobs_are_wired_to_operator_pool_storage_and_registry(run_stack) -> None:
+    plan = run_stack(stack_config("prod"), "prod")
+    operator = plan.one("kubernetes:kustomize/v2:Directory")
+    volcano = plan.one("kubernetes:helm.sh/v4:Chart")
+    claims = {c.urn for c in plan.of_type("kubernetes:core/v1:PersistentVolumeClaim")}
+    for job in plan.of_type("kubernetes:kubeflow.org/v1:PyTorchJob"):
+        assert {operator.urn, volcano.urn} | claims <= set(job.dependencies)
+        pod = _pod(job.inputs)
+        assert pod["tolerations"][0]["key"] == "nvidia.com/gpu"
+        assert pod["nodeSelector"] == {"ack-training-platform/pool": "h-rdma"}
+        assert [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"][1:]] == ["datasets", "checkpoints"]
+        assert pod["containers"][0]["image"] == "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/ml/trainer:v0.1.0"
+    assert operator.inputs["namespace"] == "kubeflow"
+    overlay = yaml.safe_load((Path(operator.inputs["directory"]) / "kustomization.yaml").read_text())
+    assert overlay["resources"] == ["https://github.com/kubeflow/training-operator.git/manifests/overlays/standalone?ref=v1.9.4"]
+    assert "--gang-scheduler-name=volcano" in overlay["patches"][0]["patch"]
+
+
+def test_registry_pull_secret_reaches_the_pods(run_stack) -> None:
+    plan = run_stack(stack_config("dev"))
+    job = plan.one("kubernetes:kubeflow.org/v1:PyTorchJob").inputs
+    assert _pod(job)["imagePullSecrets"] == [{"name": "registry-pull"}]
+    assert plan.one("kubernetes:core/v1:Secret").inputs["metadata"]["name"] == "registry-pull"
+
+
+def test_operator_is_pinned_without_volcano(run_stack) -> None:
+    plan = run_stack(stack_config("dev"))
+    operator = plan.one("kubernetes:kustomize/v2:Directory")
+    assert operator.inputs["directory"].endswith("overlays/standalone?ref=v1.9.4")
+    assert not plan.of_type("kubernetes:helm.sh/v4:Chart")
+    config = stack_config("dev")
+    config[cfg("operator")] = {"install": False}
+    assert not run_stack(config).of_type("kubernetes:kustomize/v2:Directory")
