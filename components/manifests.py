@@ -8,6 +8,7 @@ tests read the very same dicts.
 from __future__ import annotations
 
 import base64
+import copy
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -303,7 +304,8 @@ def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         return {
             "replicas": replicas,
             "restartPolicy": job.restart_policy,
-            "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
+            # A copy per replica type: shared dicts would serialise as YAML anchors.
+            "template": {"metadata": {"labels": dict(labels)}, "spec": copy.deepcopy(pod_spec)},
         }
 
     spec: Manifest = {"nprocPerNode": str(procs)}
