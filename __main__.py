@@ -20,8 +20,10 @@ else:
         pool = GpuNodePool(spec.gpu_pool.name, spec.gpu_pool, cluster_id=cluster.cluster_id,
                            vswitch_ids=network.vswitch_ids)
     namespace = TrainingNamespace("training", spec.training, provider=provider)
-    storage = NasStorage("nas", spec.storage, network=network, namespace=namespace, provider=provider)
-    volumes = storage.volumes
+    storage = NasStorage("nas", spec.storage, network=network, provider=provider)
+    oss_credentials = (stack_secret("ossAccessKeyId"), stack_secret("ossAccessKeySecret")) if spec.storage.oss else None
+    volumes = SharedVolumes("shared", spec.storage, namespace=namespace, provider=provider, depends_on=storage.ready,
+                            region=spec.region, oss_credentials=oss_credentials)
     if spec.registry is not None:
         registry = ContainerRegistry("registry", spec.registry, region=spec.region, namespace=namespace,
                                      provider=provider, password=stack_secret("registryPassword"))

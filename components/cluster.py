@@ -10,6 +10,8 @@ from ._k8s import TOKEN
 from .config import ClusterSpec, LocalClusterSpec, NetworkSpec
 from .network import Network
 
+NETWORK_PLUGIN = "flannel"
+
 
 class AckCluster(pulumi.ComponentResource):
     """A managed ACK Pro cluster created with no workers (node pools add them), or an
@@ -42,7 +44,8 @@ class AckCluster(pulumi.ComponentResource):
                 slb_internet_enabled=spec.public_api_endpoint,
                 deletion_protection=spec.deletion_protection,
                 is_enterprise_security_group=True,
-                addons=[alicloud.cs.ManagedKubernetesAddonArgs(name=addon) for addon in spec.addons],
+                # pod_cidr means Flannel; ACK requires exactly one network plugin add-on.
+                addons=[alicloud.cs.ManagedKubernetesAddonArgs(name=addon) for addon in (NETWORK_PLUGIN, *spec.addons)],
                 opts=child,
             )
             self.cluster_id = cluster.id

@@ -32,7 +32,7 @@ from pydantic_core import PydanticCustomError
 
 PROJECT = "ack-training-platform"
 
-SECRET_KEYS = ("registryPassword",)
+SECRET_KEYS = ("registryPassword", "ossAccessKeyId", "ossAccessKeySecret")
 """Stack keys that hold credentials. They never enter a spec: components read them as
 Pulumi secrets so they stay encrypted end to end (``pulumi config set --secret``)."""
 
@@ -205,7 +205,7 @@ class ClusterSpec(Spec):
     public_api_endpoint: bool = Field(default=False)
     """Expose the API server on the internet. Off: reach it from inside the VPC (VPN, bastion)."""
     addons: list[str] = Field(default_factory=lambda: list(DEFAULT_ADDONS))
-    """ACK add-ons to install; GPU and RDMA plugins are added by the GPU pool."""
+    """ACK add-ons to install besides the Flannel network plugin; the RDMA device plugin comes with an RDMA pool."""
 
     @model_validator(mode="after")
     def _check(self) -> ClusterSpec:
@@ -330,6 +330,19 @@ class NasSpec(Spec):
         return self
 
 
+class OssSpec(Spec):
+    """A read-mostly dataset in an OSS bucket, mounted read-only (ossfs) as the data volume
+    instead of a NAS claim. Credentials: the secret keys ``ossAccessKeyId`` and
+    ``ossAccessKeySecret`` (a RAM user with read access to the bucket)."""
+
+    bucket: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
+    """Bucket name."""
+    path: str = Field(default="/", pattern=r"^/[A-Za-z0-9/_.-]*$")
+    """Directory in the bucket holding the dataset."""
+    endpoint: str | None = None
+    """OSS endpoint; the region's internal one (``oss-<region>-internal.aliyuncs.com``) when unset."""
+
+
 class StorageSpec(Spec):
     """Where datasets and checkpoints live: NAS on ACK, the cluster's own storage locally."""
 
@@ -345,6 +358,8 @@ class StorageSpec(Spec):
     """Checkpoints and final models."""
     access_mode: Literal["ReadWriteMany", "ReadWriteOnce"] = Field(default="ReadWriteMany")
     """NAS volumes are ``ReadWriteMany``; single-node local clusters may only offer ``ReadWriteOnce``."""
+    oss: OssSpec | None = None
+    """Serve the data volume from an OSS bucket instead of NAS (large read-mostly datasets)."""
 
     @model_validator(mode="after")
     def _check(self) -> StorageSpec:
@@ -510,6 +525,8 @@ class TrainingJobSpec(Spec):
     """Tag in the platform's registry repository (instead of ``image``)."""
     command: list[str] | None = None
     """Replace the default ``torchrun ... -m trainer`` command."""
+    args: list[str] = Field(default_factory=list)
+    """Extra arguments appended to the command (e.g. trainer flags not in ``trainer``)."""
     trainer: TrainerArgs = Field(default_factory=TrainerArgs)
     env: dict[str, str] = Field(default_factory=dict)
     nodes: int = Field(default=1, ge=1, le=512)
@@ -597,7 +614,8 @@ class PlatformSpec(Spec):
     @model_validator(mode="after")
     def _check(self) -> PlatformSpec:
         if self.is_local:
-            for key, value in (("network", self.network), ("gpuPool", self.gpu_pool), ("registry", self.registry), ("storage.nas", self.storage.nas)):
+            for key, value in (("network", self.network), ("gpuPool", self.gpu_pool), ("registry", self.registry),
+                               ("storage.nas", self.storage.nas), ("storage.oss", self.storage.oss)):
                 if value is not None:
                     raise field_error(key, f"a local cluster (cluster.local) creates no cloud resources: remove {key}")
         else:
@@ -673,9 +691,13 @@ def load_spec(raw: Mapping[str, Any]) -> PlatformSpec:
         spec = PlatformSpec.model_validate(data)
     except ValidationError as err:
         raise ConfigError([_describe(e) for e in err.errors()]) from None
-    if spec.registry is not None and spec.registry.username is not None and "registryPassword" not in ours:
-        raise ConfigError([f"{prefix}registryPassword: registry.username is set but its password is missing; "
-                           f"run: pulumi config set --secret registryPassword <password>"])
+    needed = {"registryPassword": "registry.username"} if spec.registry and spec.registry.username else {}
+    if spec.storage.oss is not None:
+        needed.update(ossAccessKeyId="storage.oss", ossAccessKeySecret="storage.oss")
+    missing = [f"{prefix}{key}: {user} is set but this credential is missing; "
+               f"run: pulumi config set --secret {key} <value>" for key, user in needed.items() if key not in ours]
+    if missing:
+        raise ConfigError(missing)
     return spec
 
 
@@ -747,5 +769,5 @@ def stack_schema() -> dict[str, Any]:
     schema["properties"].pop("region", None)
     schema["title"] = f"{PROJECT} stack configuration"
     schema["description"] = (f"Keys under the '{PROJECT}:' namespace of a stack file. The region is the provider's "
-                             f"own key, {REGION_KEY}; the registry password is the secret key registryPassword.")
+                             f"own key, {REGION_KEY}; credentials are the secret keys {', '.join(SECRET_KEYS)}.")
     return schema

@@ -18,6 +18,7 @@ from .config import (
     DEFAULT_SHM_PER_GPU_GIB,
     PROJECT,
     GpuPoolSpec,
+    OssSpec,
     TrainingJobSpec,
     TrainingNamespaceSpec,
 )
@@ -30,6 +31,7 @@ DRIVER_LABEL = "ack.aliyun.com/nvidia-driver-version"
 GPU_RESOURCE = "nvidia.com/gpu"
 RDMA_RESOURCE = "rdma/hca"
 NAS_PROVISIONER = "nasplugin.csi.alibabacloud.com"
+OSS_PROVISIONER = "ossplugin.csi.alibabacloud.com"
 NFS_MOUNT_OPTIONS = ("nolock,tcp,noresvport", "vers=3")
 """ACK's recommended NFSv3 options: no lock daemon, TCP, and a fresh source port on
 reconnect so a NAS failover does not hang the mount."""
@@ -103,16 +105,45 @@ def nas_storage_class(name: str, server: str) -> Manifest:
     }
 
 
-def persistent_volume_claim(name: str, namespace: str, storage_class: str, size: str, access_mode: str) -> Manifest:
-    """A shared volume claim (``ReadWriteMany`` on NAS)."""
+def persistent_volume_claim(name: str, namespace: str, storage_class: str, size: str, access_mode: str,
+                            volume_name: str | None = None) -> Manifest:
+    """A shared volume claim (``ReadWriteMany`` on NAS); bound to ``volume_name`` when given."""
+    spec: Manifest = {
+        "accessModes": [access_mode],
+        "storageClassName": storage_class,
+        "resources": {"requests": {"storage": size}},
+    }
+    if volume_name is not None:
+        spec["volumeName"] = volume_name
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": {"name": name, "namespace": namespace, "labels": dict(MANAGED_BY)},
+        "spec": spec,
+    }
+
+
+def oss_persistent_volume(name: str, oss: OssSpec, endpoint: str, size: str, secret_name: str,
+                          secret_namespace: str) -> Manifest:
+    """A static, read-only OSS volume (ossfs through the OSS CSI plugin), kept on delete."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name, "labels": dict(MANAGED_BY)},
         "spec": {
-            "accessModes": [access_mode],
-            "storageClassName": storage_class,
-            "resources": {"requests": {"storage": size}},
+            "capacity": {"storage": size},
+            "accessModes": ["ReadOnlyMany"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "csi": {
+                "driver": OSS_PROVISIONER,
+                "volumeHandle": name,
+                "readOnly": True,
+                "nodePublishSecretRef": {"name": secret_name, "namespace": secret_namespace},
+                # Metadata caching off: datasets change between runs, stale listings would hide files.
+                "volumeAttributes": {"bucket": oss.bucket, "url": endpoint, "path": oss.path,
+                                     "otherOpts": "-o umask=022 -o max_stat_cache_size=0 -o allow_other"},
+            },
         },
     }
 
@@ -220,10 +251,10 @@ def job_command(job: TrainingJobSpec) -> list[str]:
     """The container command: ``torchrun`` reads nodes, ranks and rendezvous from the
     ``PET_*`` variables the operator injects, so no topology flag is repeated here."""
     if job.command is not None:
-        return list(job.command)
+        return [*job.command, *job.args]
     if job.preset == "netbench":
-        return ["torchrun", "-m", "trainer.bench"]
-    return ["torchrun", "-m", "trainer", *job.trainer.to_flags()]
+        return ["torchrun", "-m", "trainer.bench", *job.args]
+    return ["torchrun", "-m", "trainer", *job.trainer.to_flags(), *job.args]
 
 
 def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:

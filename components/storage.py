@@ -9,13 +9,19 @@ import pulumi_kubernetes as k8s
 
 from ._k8s import TOKEN, resource_args
 from .config import StorageSpec
-from .manifests import nas_storage_class, persistent_volume_claim
+from .manifests import MANAGED_BY, nas_storage_class, oss_persistent_volume, persistent_volume_claim
 from .namespace import TrainingNamespace
 from .network import Network
 
 
+OSS_SECRET = "oss-credentials"
+
+
 class SharedVolumes(pulumi.ComponentResource):
     """The data and output claims, kept when the stack is destroyed.
+
+    The data claim comes from the StorageClass, or from a static read-only OSS volume
+    when ``spec.oss`` is set.
 
     Attributes:
         data_claim: claim name of the training data volume.
@@ -24,7 +30,9 @@ class SharedVolumes(pulumi.ComponentResource):
     """
 
     def __init__(self, name: str, spec: StorageSpec, *, namespace: TrainingNamespace, provider: k8s.Provider,
-                 depends_on: list[pulumi.Resource] | None = None, opts: pulumi.ResourceOptions | None = None):
+                 depends_on: list[pulumi.Resource] | None = None, region: str | None = None,
+                 oss_credentials: tuple[pulumi.Input[str], pulumi.Input[str]] | None = None,
+                 opts: pulumi.ResourceOptions | None = None):
         super().__init__(f"{TOKEN}:SharedVolumes", name, None, opts)
         self.data_claim = spec.data.claim_name
         self.output_claim = spec.output.claim_name
@@ -32,32 +40,56 @@ class SharedVolumes(pulumi.ComponentResource):
         # data, in the cluster.
         keep = pulumi.ResourceOptions(parent=self, provider=provider, retain_on_delete=True,
                                       depends_on=[namespace.namespace, *(depends_on or [])])
-        self.claims = [
+        volumes = [spec.output]
+        self.claims: list[pulumi.Resource] = []
+        if spec.oss is None:
+            volumes.insert(0, spec.data)
+        else:
+            if oss_credentials is None:
+                raise ValueError("storage.oss needs the ossAccessKeyId and ossAccessKeySecret secrets")
+            key_id, key_secret = oss_credentials
+            secret = k8s.core.v1.Secret(
+                f"{name}-oss", metadata={"name": OSS_SECRET, "namespace": namespace.name, "labels": dict(MANAGED_BY)},
+                string_data={"akId": pulumi.Output.secret(key_id), "akSecret": pulumi.Output.secret(key_secret)},
+                opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[namespace.namespace]))
+            pv_name = f"{namespace.name}-{spec.data.claim_name}"
+            endpoint = spec.oss.endpoint or f"oss-{region}-internal.aliyuncs.com"
+            volume = k8s.core.v1.PersistentVolume(
+                pv_name, **resource_args(oss_persistent_volume(pv_name, spec.oss, endpoint, spec.data.size, OSS_SECRET,
+                                                               namespace.name)),
+                opts=pulumi.ResourceOptions(parent=self, provider=provider, retain_on_delete=True, depends_on=[secret]))
+            self.claims.append(k8s.core.v1.PersistentVolumeClaim(
+                spec.data.claim_name,
+                **resource_args(persistent_volume_claim(spec.data.claim_name, namespace.name, "", spec.data.size,
+                                                        "ReadOnlyMany", volume_name=pv_name)),
+                opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(depends_on=[volume]))))
+        self.claims += [
             k8s.core.v1.PersistentVolumeClaim(
                 volume.claim_name,
                 **resource_args(persistent_volume_claim(volume.claim_name, namespace.name, spec.storage_class_name,
                                                         volume.size, spec.access_mode)),
                 opts=keep,
             )
-            for volume in (spec.data, spec.output)
+            for volume in volumes
         ]
         self.register_outputs({"dataClaim": self.data_claim, "outputClaim": self.output_claim})
 
 
 class NasStorage(pulumi.ComponentResource):
     """A NAS file system reachable only from the VPC, its CSI StorageClass and the
-    shared claims; or the StorageClass and claims over an adopted file system.
+    StorageClass over it; or the StorageClass over an adopted file system. The claims
+    are :class:`SharedVolumes`, which depend on :attr:`ready`.
 
     The file system is ``protect``ed: neither ``pulumi destroy`` nor a change that would
     replace it can delete it.
 
     Attributes:
         server: the NFS server (mount target domain).
-        volumes: the shared claims.
+        ready: what claims must wait for (the StorageClass, when created here).
     """
 
-    def __init__(self, name: str, spec: StorageSpec, *, network: Network, namespace: TrainingNamespace,
-                 provider: k8s.Provider, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, spec: StorageSpec, *, network: Network, provider: k8s.Provider,
+                 opts: pulumi.ResourceOptions | None = None):
         super().__init__(f"{TOKEN}:NasStorage", name, None, opts)
         nas = spec.nas
         if nas is None:
@@ -95,12 +127,10 @@ class NasStorage(pulumi.ComponentResource):
                                              opts=pulumi.ResourceOptions(parent=self, depends_on=[rule]))
             self.file_system_id = file_system.id
             self.server = mount.mount_target_domain
-        storage_class: list[pulumi.Resource] = []
+        self.ready: list[pulumi.Resource] = []
         if spec.create_storage_class:
             server_path = pulumi.Output.concat(self.server, ":", nas.base_path.rstrip("/"), "/")
             manifest = nas_storage_class(spec.storage_class_name, server_path)
-            storage_class.append(k8s.storage.v1.StorageClass(spec.storage_class_name, **resource_args(manifest),
-                                                             opts=pulumi.ResourceOptions(parent=self, provider=provider)))
-        self.volumes = SharedVolumes(name, spec, namespace=namespace, provider=provider, depends_on=storage_class,
-                                     opts=child)
+            self.ready.append(k8s.storage.v1.StorageClass(spec.storage_class_name, **resource_args(manifest),
+                                                          opts=pulumi.ResourceOptions(parent=self, provider=provider)))
         self.register_outputs({"server": self.server, "fileSystemId": self.file_system_id})

@@ -107,8 +107,8 @@ INVALID = [
     ("no region", {"alicloud:region": DELETE},
      "alicloud:region: ACK stacks need the region: pulumi config set alicloud:region cn-hangzhou"),
     ("registry password missing", {"registryPassword": DELETE},
-     "ack-training-platform:registryPassword: registry.username is set but its password is missing; "
-     "run: pulumi config set --secret registryPassword <password>"),
+     "ack-training-platform:registryPassword: registry.username is set but this credential is missing; "
+     "run: pulumi config set --secret registryPassword <value>"),
     ("wrong type", {"gpuPool.maxSize": "many"},
      "ack-training-platform:gpuPool.maxSize: Input should be a valid integer, unable to parse string as an integer (got 'many')"),
 ]

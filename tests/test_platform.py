@@ -61,11 +61,7 @@ def test_claims_wait_for_their_storage_class_and_namespace(run_stack) -> None:
         assert {sc, ns} <= set(claim.dependencies)
 
 
-def _secret_values(config: dict) -> list[str]:
-    return ["s3cr3t-registry-pw", "kubeconfig-contents"]
-
-
-def test_secrets_stay_secret(run_stack, tmp_path) -> None:
+def test_secrets_stay_secret(run_stack) -> None:
     config = stack_config("dev")
     config[cfg("registryPassword")] = {"secure": "v1:AAAA"}
     plan = run_stack(config)
@@ -129,7 +125,9 @@ def test_cluster_is_created_empty_with_deletion_protection(run_stack) -> None:
     assert cluster["deletionProtection"] is True
     assert cluster["clusterSpec"] == "ack.pro.small"
     assert "workerInstanceTypes" not in cluster
-    assert {a["name"] for a in cluster["addons"]} >= {"csi-plugin", "csi-provisioner"}
+    assert [a["name"] for a in cluster["addons"]] == ["flannel", "csi-plugin", "csi-provisioner", "storage-operator",
+                                                      "ack-node-problem-detector"]
+    assert cluster["podCidr"] == "172.20.0.0/16" and cluster["serviceCidr"] == "172.21.0.0/20"
 
 
 def test_kubernetes_provider_survives_credential_rotation(run_stack) -> None:
@@ -276,3 +274,53 @@ def test_plans_are_repeatable(run_stack) -> None:
     second: Plan = run_stack(stack_config("prod"), "prod")
     assert first.kubernetes_objects() == second.kubernetes_objects()
     assert first.tree() == second.tree()
+
+
+def oss_config() -> dict:
+    config = stack_config("dev")
+    config[cfg("storage")]["oss"] = {"bucket": "team-datasets", "path": "/imagenet"}
+    config[cfg("ossAccessKeyId")] = {"secure": "v1:id"}
+    config[cfg("ossAccessKeySecret")] = {"secure": "v1:secret"}
+    return config
+
+
+def test_oss_dataset_volume_replaces_the_nas_data_claim(run_stack) -> None:
+    plan = run_stack(oss_config())
+    volume = plan.one("kubernetes:core/v1:PersistentVolume")
+    assert volume.retain_on_delete
+    csi = volume.inputs["spec"]["csi"]
+    assert csi["driver"] == "ossplugin.csi.alibabacloud.com" and csi["readOnly"] is True
+    assert csi["volumeAttributes"]["url"] == "oss-cn-hangzhou-internal.aliyuncs.com"
+    assert csi["volumeAttributes"]["bucket"] == "team-datasets" and csi["volumeAttributes"]["path"] == "/imagenet"
+    assert csi["nodePublishSecretRef"] == {"name": "oss-credentials", "namespace": "training"}
+    assert volume.inputs["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+    data = plan.one(PVC, "training-data")
+    assert data.retain_on_delete
+    assert data.inputs["spec"]["volumeName"] == volume.inputs["metadata"]["name"]
+    assert data.inputs["spec"]["storageClassName"] == "" and data.inputs["spec"]["accessModes"] == ["ReadOnlyMany"]
+    assert plan.one(PVC, "training-output").inputs["spec"]["storageClassName"] == "nas-training"
+    secret = plan.one("kubernetes:core/v1:Secret", "shared-oss")
+    assert secret.inputs["stringData"] == SECRET
+
+
+def test_oss_needs_its_credentials() -> None:
+    from components.config import ConfigError, load_spec
+
+    config = oss_config()
+    del config[cfg("ossAccessKeyId")], config[cfg("ossAccessKeySecret")]
+    with pytest.raises(ConfigError) as raised:
+        load_spec(config)
+    assert raised.value.problems == [
+        f"ack-training-platform:{key}: storage.oss is set but this credential is missing; "
+        f"run: pulumi config set --secret {key} <value>" for key in ("ossAccessKeyId", "ossAccessKeySecret")]
+
+
+def test_pulumi_up_reports_invalid_config_without_traceback(run_stack) -> None:
+    import pulumi
+
+    config = stack_config("dev")
+    config[cfg("gpuPool")]["minSize"] = 5
+    with pytest.raises(pulumi.RunError) as raised:
+        run_stack(config)
+    assert str(raised.value) == ("invalid stack configuration:\n"
+                                 "  ack-training-platform:gpuPool.minSize: minSize (5) must not exceed maxSize (2)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -157,17 +158,32 @@ def test_resume_with_fewer_processes_continues_at_the_same_sample(tmp_path: Path
      "error: --data-dir {d}: train.npz is unreadable or lacks 'images'/'labels'"),
 ])
 def test_bad_data_dir_fails_fast_on_every_rank(tmp_path: Path, setup, message: str) -> None:
+    # Both ranks launched as the operator launches pods: by environment, no torchrun to
+    # tear the slower one down. Each must fail on its own before any collective.
     data = tmp_path / "data"
     data.mkdir()
     setup(data)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
     started = time.monotonic()
-    result = run(torchrun("trainer", "--data-dir", str(data), "--output-dir", str(tmp_path / "out")), timeout=120)
+    ranks = [subprocess.Popen([sys.executable, "-m", "trainer", "--data-dir", str(data), "--output-dir",
+                               str(tmp_path / "out")], cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env={**ENV, "WORLD_SIZE": "2", "RANK": str(rank), "MASTER_ADDR": "127.0.0.1",
+                                   "MASTER_PORT": str(port)})
+             for rank in range(2)]
+    for rank in ranks:
+        _, stderr = rank.communicate(timeout=60)
+        assert rank.returncode == 2
+        assert stderr.startswith(message.format(d=data)) and len(stderr.splitlines()) == 1, stderr
+    assert time.monotonic() - started < 30
+
+
+def test_bad_data_dir_under_torchrun_fails_without_hanging(tmp_path: Path) -> None:
+    result = run(torchrun("trainer", "--data-dir", str(tmp_path / "missing"), "--output-dir", str(tmp_path / "out")),
+                 timeout=60)
     assert result.returncode != 0
-    expected = message.format(d=data)
-    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert len(lines) == 2 and all(line.startswith(expected) for line in lines), result.stderr
-    assert 'File "' + str(ROOT / "trainer") not in result.stderr  # no trainer traceback
-    assert time.monotonic() - started < 60
+    assert f"error: --data-dir {tmp_path / 'missing'}: no such directory" in result.stderr
 
 
 def test_bad_flags_and_unwritable_output(tmp_path: Path) -> None:

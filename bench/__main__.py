@@ -1,0 +1,162 @@
+"""Run every benchmark, alternating the sides of each comparison, and print medians.
+
+    python -m bench [--repeats 3] [--steps 300] [--only NAME ...]
+
+This machine's speed drifts, so each comparison runs its sides in turn (A, B, A, B, …)
+in fresh processes and reports medians and the ratio of medians. Results also go to
+``bench/results.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+
+def _env(threads: int) -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": str(threads), "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+
+
+def loop(kind: str, procs: int, threads: int, steps: int) -> float:
+    """Samples/s of one run of ``bench.loops``."""
+    launcher = [PY, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={procs}"] if procs > 1 else [PY]
+    out = subprocess.run([*launcher, "-m", "bench.loops", "--kind", kind, "--steps", str(steps)], cwd=ROOT,
+                         env=_env(threads), capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])["samples_per_s"]
+
+
+def compare(name: str, a: tuple, b: tuple, repeats: int, steps: int) -> dict[str, Any]:
+    """Alternate ``a`` and ``b`` (each ``(kind, procs, threads)``) ``repeats`` times."""
+    runs: dict[str, list[float]] = {"a": [], "b": []}
+    for _ in range(repeats):
+        runs["a"].append(loop(*a, steps))
+        runs["b"].append(loop(*b, steps))
+    med_a, med_b = statistics.median(runs["a"]), statistics.median(runs["b"])
+    result = {"name": name, "a": list(a), "b": list(b), "runs": runs, "median_a": med_a, "median_b": med_b,
+              "ratio": round(med_a / med_b, 3)}
+    print(f"{name}: {a} {med_a:.0f} samples/s vs {b} {med_b:.0f} samples/s -> ratio {result['ratio']}", flush=True)
+    return result
+
+
+def checkpoint_overhead(repeats: int) -> dict[str, Any]:
+    code = (
+        "import json, statistics, tempfile, time, torch\n"
+        "from trainer.data import synthetic_images\n"
+        "from trainer.train import Config, Trainer, topology\n"
+        "torch.set_num_threads(2)\n"
+        "cfg = Config(output_dir=tempfile.mkdtemp(), max_steps=10**6)\n"
+        "t = Trainer(cfg, topology(), synthetic_images(8192, 1))\n"
+        "perm = t.order.permutation(0); steps = []; saves = []\n"
+        "for i in range(60):\n"
+        "    s = time.perf_counter(); t.train_step(perm); steps.append(time.perf_counter() - s)\n"
+        "    t.position %= 8192 - 64\n"
+        f"for i in range({repeats * 2}):\n"
+        "    s = time.perf_counter(); t.step += 1; t.save_checkpoint('bench'); saves.append(time.perf_counter() - s)\n"
+        "print(json.dumps({'step_s': statistics.median(steps[10:]), 'save_s': statistics.median(saves)}))\n"
+    )
+    out = subprocess.run([PY, "-c", code], cwd=ROOT, env=_env(2), capture_output=True, text=True, check=True)
+    row = json.loads(out.stdout.strip().splitlines()[-1])
+    every = 200
+    row.update(checkpoint_every=every, overhead=round(row["save_s"] / (every * row["step_s"]), 4))
+    print(f"checkpoint: save {row['save_s'] * 1e3:.1f} ms, step {row['step_s'] * 1e3:.1f} ms, "
+          f"overhead at --checkpoint-every {every}: {row['overhead']:.2%}", flush=True)
+    return row
+
+
+def kill_to_resume(repeats: int) -> dict[str, Any]:
+    """Seconds from SIGKILL of a worker to the restarted run resuming, and steps lost."""
+    times, lost = [], []
+    for _ in range(repeats):
+        out = tempfile.mkdtemp(prefix="bench-kill-")
+        cmd = [PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "--max-restarts=1", "-m",
+               "trainer", "--max-steps", "100000", "--checkpoint-every", "40", "--log-every", "5",
+               "--synthetic-size", "8192", "--output-dir", out]
+        proc = subprocess.Popen(cmd, cwd=ROOT, env={**_env(1), "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        killed_at = None
+        last_step = 0
+        timer = threading.Timer(120, proc.kill)
+        timer.start()
+        for line in proc.stdout:
+            if match := re.match(r"step=(\d+)", line):
+                last_step = int(match[1])
+            if killed_at is None and "checkpoint step-000000040" in line:
+                time.sleep(0.5)
+                workers = [int(p) for p in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
+                                                          text=True).stdout.split()]
+                os.kill(max(workers), signal.SIGKILL)
+                killed_at = time.perf_counter()
+                rows = Path(out, "metrics.jsonl").read_text().splitlines()
+                killed_step = max(last_step, json.loads(rows[-1])["step"])
+            elif killed_at is not None and line.startswith("resumed from"):
+                times.append(time.perf_counter() - killed_at)
+                lost.append(killed_step - 40)
+                break
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        timer.cancel()
+    row = {"seconds": times, "median_s": statistics.median(times), "steps_lost": lost}
+    print(f"kill-to-resumed: median {row['median_s']:.2f} s over {len(times)} runs; steps logged past the "
+          f"checkpoint when killed (redone after resume): {lost}", flush=True)
+    return row
+
+
+def plan_vs_imports(repeats: int) -> dict[str, Any]:
+    plan = [PY, "-m", "components.plan", "--stack", "prod"]
+    imports = [PY, "-c", "import pulumi, pulumi_kubernetes, pulumi_alicloud"]
+    runs: dict[str, list[float]] = {"plan": [], "imports": []}
+    for _ in range(repeats):
+        for key, cmd in (("plan", plan), ("imports", imports)):
+            start = time.perf_counter()
+            subprocess.run(cmd, cwd=ROOT, capture_output=True, check=True)
+            runs[key].append(time.perf_counter() - start)
+    row = {"runs": runs, "plan_s": statistics.median(runs["plan"]), "imports_s": statistics.median(runs["imports"])}
+    print(f"plan --stack prod: {row['plan_s']:.2f} s; bare import of pulumi, pulumi_kubernetes, pulumi_alicloud: "
+          f"{row['imports_s']:.2f} s", flush=True)
+    return row
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(prog="python -m bench")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--only", nargs="*", help="efficiency tutorial-1 tutorial-2 threads checkpoint resume plan")
+    args = p.parse_args()
+    want = set(args.only or ["efficiency", "tutorial-1", "tutorial-2", "threads", "checkpoint", "resume", "plan"])
+    results: dict[str, Any] = {"cpus": os.cpu_count(), "repeats": args.repeats, "steps": args.steps}
+    r, s = args.repeats, args.steps
+    if "efficiency" in want:
+        results["efficiency"] = compare("trainer / bare loop, 1 process", ("trainer", 1, 2), ("bare", 1, 2), r, s)
+    if "tutorial-1" in want:
+        results["tutorial_1"] = compare("trainer / tutorial, 1 process", ("trainer", 1, 2), ("tutorial", 1, 2), r, s)
+    if "tutorial-2" in want:
+        results["tutorial_2"] = compare("trainer / tutorial, 2 processes", ("trainer", 2, 1), ("tutorial", 2, 1), r, s)
+    if "threads" in want:
+        results["threads"] = compare("trainer 2 processes: 1 thread / 2 threads each", ("trainer", 2, 1),
+                                     ("trainer", 2, 2), r, s)
+    if "checkpoint" in want:
+        results["checkpoint"] = checkpoint_overhead(r)
+    if "resume" in want:
+        results["resume"] = kill_to_resume(r)
+    if "plan" in want:
+        results["plan"] = plan_vs_imports(max(r, 5))
+    (ROOT / "bench" / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
