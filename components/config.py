@@ -397,10 +397,6 @@ class RegistrySpec(Spec):
             raise field_error("existingRepositoryUrl", f"{self.existing_repository_url!r} must be a repository without scheme or tag, e.g. 'registry-vpc.cn-hangzhou.aliyuncs.com/ml/trainer'")
         return self
 
-    @property
-    def creates_registry(self) -> bool:
-        return self.existing_repository_url is None
-
 
 # --- operator and namespace ----------------------------------------------------------
 
@@ -750,7 +746,9 @@ def _valid_keys(loc: list[Any]) -> list[str]:
             continue
         field = next(f for name, f in model.model_fields.items() if part in (name, f.alias))
         model = _model_of(field.annotation)
-    return sorted((f.alias or name) for name, f in model.model_fields.items()) if model else []
+    # `region` is read from the provider's alicloud:region, never from our namespace.
+    return sorted((f.alias or name) for name, f in model.model_fields.items()
+                  if not (model is PlatformSpec and name == "region")) if model else []
 
 
 def _model_of(annotation: Any) -> Any:

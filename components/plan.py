@@ -83,9 +83,6 @@ class Plan:
             raise LookupError(f"expected one {type_} {name or ''}, found {len(found)}")
         return found[0]
 
-    def by_urn(self, urn: str) -> Recorded:
-        return next(r for r in self.resources if r.urn == urn)
-
     def kubernetes_objects(self) -> list[dict[str, Any]]:
         """Every Kubernetes object the stack would apply, as complete manifests, in the
         order ``kubectl apply`` needs them (namespaces first, jobs last)."""

@@ -46,7 +46,7 @@ INVALID = [
      "labels, maxSize, minSize, name, rdma, spotPriceLimit, spotStrategy, systemDiskGib, taint"),
     ("unknown top-level key", {"gpuPol": {}},
      "ack-training-platform:gpuPol: unknown key; did you mean 'gpuPool'? valid keys: cluster, gpuPool, jobs, "
-     "network, operator, region, registry, storage, training"),
+     "network, operator, registry, storage, training"),
     ("min above max", {"gpuPool.minSize": 3, "gpuPool.maxSize": 2},
      "ack-training-platform:gpuPool.minSize: minSize (3) must not exceed maxSize (2)"),
     ("desired outside range", {"gpuPool.minSize": 2, "gpuPool.maxSize": 2, "gpuPool.desiredSize": 3},

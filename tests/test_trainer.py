@@ -227,3 +227,31 @@ def test_allreduce_benchmark_prints_bandwidth_lines() -> None:
     for row in rows:
         assert row["world_size"] == 2 and row["backend"] == "gloo"
         assert row["busbw_GBps"] == pytest.approx(row["algbw_GBps"], rel=0.01) and row["algbw_GBps"] > 0
+
+
+def test_fsdp_gpt_learns_and_resumes_bit_identical(tmp_path: Path) -> None:
+    args = ["trainer", "--model", "gpt", "--fsdp", "--batch-size", "4", "--synthetic-size", "400",
+            "--checkpoint-every", "12", "--log-every", "6"]
+    reference = run(torchrun(*args, "--max-steps", "24", "--output-dir", str(tmp_path / "reference")))
+    assert reference.returncode == 0, reference.stderr
+    rows = metrics(tmp_path / "reference")
+    assert rows[-1]["loss"] < rows[0]["loss"] - 0.5 and rows[-1]["tokens_per_s"] > 0
+    out = str(tmp_path / "resumed")
+    assert run(torchrun(*args, "--max-steps", "12", "--output-dir", out)).returncode == 0
+    resumed = run(torchrun(*args, "--max-steps", "24", "--output-dir", out))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed from step-000000012" in resumed.stdout
+    a, b = final_weights(tmp_path / "reference"), final_weights(tmp_path / "resumed")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_fsdp_checkpoint_is_not_resumed_by_a_ddp_run(tmp_path: Path) -> None:
+    args = ["trainer", "--model", "gpt", "--batch-size", "4", "--synthetic-size", "100", "--max-steps", "2",
+            "--output-dir", str(tmp_path)]
+    assert run(torchrun(*args, "--fsdp")).returncode == 0
+    mixed = run([sys.executable, "-m", *args[:-2], "--max-steps", "3", "--output-dir", str(tmp_path)])
+    assert mixed.returncode == 2
+    assert mixed.stderr.strip() == (f"error: --output-dir {tmp_path} holds a checkpoint of a run with --fsdp True, "
+                                    "not False: use another output directory")
+    cnn = run([sys.executable, "-m", "trainer", "--fsdp"])
+    assert cnn.stderr.strip() == "error: --fsdp shards the gpt model; the cnn is small enough for plain DDP"

@@ -68,12 +68,18 @@ def synthetic_images(n: int, seed: int) -> ImageDataset:
     return ImageDataset(images, labels)
 
 
+SYNTHETIC_VOCAB = 256
+"""Distinct tokens in synthetic streams: few enough that the successor table is learnt in
+hundreds of steps, not tens of thousands."""
+
+
 def synthetic_tokens(n_tokens: int, vocab_size: int, seed: int) -> np.ndarray:
     """Learnable token stream: every second token is a fixed function of the one before
     (90% of the time), the others are random."""
     rng = np.random.default_rng(seed)
-    successor = rng.permutation(vocab_size).astype(np.uint16)
-    tokens = rng.integers(0, vocab_size, n_tokens, dtype=np.uint16)
+    active = min(vocab_size, SYNTHETIC_VOCAB)
+    successor = rng.permutation(active).astype(np.uint16)
+    tokens = rng.integers(0, active, n_tokens, dtype=np.uint16)
     follows = np.arange(1, n_tokens, 2)
     keep = rng.random(len(follows)) < 0.9
     tokens[follows[keep]] = successor[tokens[follows[keep] - 1]]

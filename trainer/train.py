@@ -40,6 +40,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_state_dict,
+)
+from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from . import checkpoint
@@ -53,6 +60,10 @@ STOP_CHECK_EVERY = 10
 percent on CPU, and ten steps are far inside any eviction grace period."""
 PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "A10": 125.0, "L20": 119.5}
 """Dense bf16 peaks for MFU, by device-name substring."""
+
+
+FULL_STATE = StateDictOptions(full_state_dict=True, cpu_offload=True)
+"""Checkpoints hold whole tensors (gathered to rank 0), so any world size can resume them."""
 
 
 class UsageError(ValueError):
@@ -88,6 +99,8 @@ class Config:
     """Collective timeout: how long survivors wait for a dead peer before failing."""
     compile: bool = False
     channels_last: bool = True
+    fsdp: bool = False
+    """Shard parameters, gradients and optimizer state (FSDP2 ``fully_shard``) instead of DDP."""
 
     def validate(self) -> None:
         if self.model not in ("cnn", "gpt"):
@@ -104,6 +117,8 @@ class Config:
                 raise UsageError(f"{flag} must be at least 1, got {value}")
         if self.lr is not None and not self.lr > 0:
             raise UsageError(f"--lr must be positive, got {self.lr}")
+        if self.fsdp and self.model != "gpt":
+            raise UsageError("--fsdp shards the gpt model; the cnn is small enough for plain DDP")
 
 
 def parse_args(argv: list[str] | None = None) -> Config:
@@ -128,6 +143,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
     p.add_argument("--timeout-s", type=float, default=Config.timeout_s, help="collective timeout")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (helps on GPU, not on CPU)")
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
+    p.add_argument("--fsdp", action="store_true", help="shard the gpt model with FSDP2 instead of replicating it (DDP)")
     args = vars(p.parse_args(argv))
     if args.pop("synthetic"):
         args["data_dir"] = None
@@ -209,7 +225,12 @@ class Trainer:
         self.model = model.to(topo.device, memory_format=self.memory_format)
         torch.manual_seed(cfg.seed + topo.rank)  # distinct dropout per rank
         self.ddp = None
-        if topo.world > 1:
+        self.sharded = cfg.fsdp and topo.world > 1
+        if self.sharded:
+            for block in self.model.blocks:
+                fully_shard(block)
+            fully_shard(self.model)
+        elif topo.world > 1:
             # Gradients as views into the all-reduce buckets: one copy fewer per step.
             self.ddp = DistributedDataParallel(self.model, device_ids=[topo.device.index] if topo.device.type == "cuda"
                                                else None, gradient_as_bucket_view=True)
@@ -217,8 +238,10 @@ class Trainer:
         if cfg.compile:
             self.forward = torch.compile(self.forward)
         lr = cfg.lr or DEFAULT_LR[cfg.model]
-        # The fused kernel exists for CPU and CUDA and beats the per-tensor loop on both.
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.0, fused=True)
+        # The fused kernel exists for CPU and CUDA and beats the per-tensor loop on both;
+        # sharded (DTensor) parameters take the per-tensor loop.
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.0,
+                                           fused=not self.sharded, foreach=self.sharded or None)
         self.order = GlobalOrder(len(dataset), cfg.batch_size * topo.world * cfg.grad_accum, cfg.seed)
         total = cfg.max_steps or self.order.steps_per_epoch * (cfg.epochs or 1)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: get_lr(s, lr, total) / lr)
@@ -237,40 +260,55 @@ class Trainer:
 
     # --- state -----------------------------------------------------------------------
 
-    def _rng_states(self) -> list[torch.Tensor]:
-        state = torch.get_rng_state()
+    def _gather(self, state: torch.Tensor) -> list[torch.Tensor]:
+        """Every rank's copy of a fixed-size byte tensor (all_gather_object needs NumPy in
+        some builds; plain tensors do not)."""
         if self.topo.world == 1:
             return [state]
-        # all_gather_object needs NumPy in some builds; tensors of fixed size do not.
-        gathered = [torch.empty_like(state) for _ in range(self.topo.world)]
-        dist.all_gather(gathered, state) if self.topo.device.type == "cpu" else \
-            _gather_via_device(gathered, state, self.topo.device)
-        return gathered
+        on_device = state.to(self.topo.device)
+        gathered = [torch.empty_like(on_device) for _ in range(self.topo.world)]
+        dist.all_gather(gathered, on_device)
+        return [t.cpu() for t in gathered]
+
+    def model_state(self) -> dict[str, torch.Tensor]:
+        """The whole model on the CPU (gathered from the shards with FSDP; rank 0 only then)."""
+        if self.sharded:
+            return get_model_state_dict(self.model, options=FULL_STATE)
+        return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
 
     def state_dict(self) -> dict[str, Any]:
         """Everything a resumed run needs to continue exactly. A collective: every rank calls it."""
-        rng = self._rng_states()
-        cuda_rng = torch.cuda.get_rng_state(self.topo.device) if self.topo.device.type == "cuda" else None
+        cuda = self.topo.device.type == "cuda"
         return {
-            "model": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
-            "optimizer": self.optimizer.state_dict(),
+            "model": self.model_state(),
+            "optimizer": get_optimizer_state_dict(self.model, self.optimizer, options=FULL_STATE) if self.sharded
+            else self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "step": self.step, "epoch": self.epoch, "position": self.position,
-            "rng": rng, "cuda_rng": cuda_rng, "world_size": self.topo.world, "threads": self.threads,
-            "config": asdict(self.cfg),
+            "rng": self._gather(torch.get_rng_state()),
+            "cuda_rng": self._gather(torch.cuda.get_rng_state(self.topo.device)) if cuda else None,
+            "world_size": self.topo.world, "threads": self.threads, "config": asdict(self.cfg),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state["config"]["model"] != self.cfg.model:
-            raise UsageError(f"--output-dir {self.output} holds a checkpoint of a {state['config']['model']!r} run, "
-                             f"not {self.cfg.model!r}: use another output directory")
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        saved = state["config"]
+        for key, flag in (("model", "--model"), ("fsdp", "--fsdp")):
+            if saved.get(key, False) != getattr(self.cfg, key):
+                raise UsageError(f"--output-dir {self.output} holds a checkpoint of a run with {flag} "
+                                 f"{saved.get(key, False)!r}, not {getattr(self.cfg, key)!r}: use another output directory")
+        if self.sharded:
+            set_state_dict(self.model, self.optimizer, model_state_dict=state["model"],
+                           optim_state_dict=state["optimizer"], options=StateDictOptions(full_state_dict=True))
+        else:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
         self.saved_step = self.step
         if state["world_size"] == self.topo.world:
             torch.set_rng_state(state["rng"][self.topo.rank])
+            if state["cuda_rng"] is not None and self.topo.device.type == "cuda":
+                torch.cuda.set_rng_state(state["cuda_rng"][self.topo.rank], self.topo.device)
         else:
             # Elastic resize: data position is exact, dropout streams start anew.
             torch.manual_seed(self.cfg.seed + self.topo.rank + 7919 * self.step)
@@ -315,7 +353,10 @@ class Trainer:
             y = y.to(self.topo.device, non_blocking=True)
             # Shares can differ by one sample (the epoch's last step): weighting each rank's
             # summed loss by world/total makes DDP's mean over ranks the mean over samples.
-            sync = contextlib.nullcontext() if self.ddp is None or i == micro - 1 else self.ddp.no_sync()
+            last = i == micro - 1
+            if self.sharded:
+                self.model.set_requires_gradient_sync(last)
+            sync = contextlib.nullcontext() if self.ddp is None or last else self.ddp.no_sync()
             with sync:
                 with self.autocast:
                     out = self.forward(x)
@@ -374,8 +415,7 @@ class Trainer:
                 self.save_checkpoint("periodic")
         if self.saved_step != self.step:
             self.save_checkpoint("final")
-        if self.topo.is_main:
-            self.write_final_model()
+        self.write_final_model()
         return 0
 
     def _metrics(self, loss: float, samples_per_s: float, step_time: float) -> dict[str, Any]:
@@ -393,19 +433,16 @@ class Trainer:
             self.metrics.close()
 
     def write_final_model(self) -> None:
+        """Rank 0 writes a plain state_dict; a collective under FSDP (the shards are gathered)."""
+        weights = self.model_state()
+        if not self.topo.is_main:
+            return
         path = Path(self.cfg.model_path) if self.cfg.model_path else self.output / "final_model.pt"
         path.parent.mkdir(parents=True, exist_ok=True)
         buffer = io.BytesIO()
-        torch.save({k: v.detach().cpu() for k, v in self.model.state_dict().items()}, buffer)
+        torch.save(weights, buffer)
         checkpoint.write_atomic(path, buffer.getvalue())
         log(f"final model: {path}")
-
-
-def _gather_via_device(out: list[torch.Tensor], state: torch.Tensor, device: torch.device) -> None:
-    on_device = [torch.empty_like(t, device=device) for t in out]
-    dist.all_gather(on_device, state.to(device))
-    for target, source in zip(out, on_device):
-        target.copy_(source.cpu())
 
 
 class Metrics:
@@ -488,7 +525,12 @@ def main(argv: list[str] | None = None) -> int:
         if topo.is_main:
             log(f"training {cfg.model} on {topo.world} process(es), {torch.get_num_threads()} thread(s) each, "
                 f"{len(dataset)} samples, global batch {trainer.order.global_batch}, device {topo.device}")
-        return trainer.train()
+        status = trainer.train()
+        if dist.is_initialized():
+            # Tear the group down together: a rank destroying it while rank 0 still writes
+            # the final model can abort in gloo ("terminate called without an active exception").
+            dist.barrier()
+        return status
     except UsageError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return 2
