@@ -2,8 +2,18 @@
 
 import pulumi
 
-from components import (AckCluster, ContainerRegistry, GpuNodePool, NasStorage, Network, SharedVolumes,
-                        TrainingJob, TrainingNamespace, TrainingOperator, local_provider)
+from components import (
+    AckCluster,
+    ContainerRegistry,
+    GpuNodePool,
+    NasStorage,
+    Network,
+    SharedVolumes,
+    TrainingJob,
+    TrainingNamespace,
+    TrainingOperator,
+    local_provider,
+)
 from components.stack import stack_secret, stack_spec
 
 spec = stack_spec()
@@ -17,24 +27,49 @@ else:
     cluster = AckCluster(spec.cluster.name, spec.cluster, network, spec.network)
     provider = cluster.provider
     if spec.gpu_pool is not None:
-        pool = GpuNodePool(spec.gpu_pool.name, spec.gpu_pool, cluster_id=cluster.cluster_id,
-                           vswitch_ids=network.vswitch_ids)
+        pool = GpuNodePool(
+            spec.gpu_pool.name, spec.gpu_pool, cluster_id=cluster.cluster_id, vswitch_ids=network.vswitch_ids
+        )
     namespace = TrainingNamespace("training", spec.training, provider=provider)
     storage = NasStorage("nas", spec.storage, network=network, provider=provider)
     oss_credentials = (stack_secret("ossAccessKeyId"), stack_secret("ossAccessKeySecret")) if spec.storage.oss else None
-    volumes = SharedVolumes("shared", spec.storage, namespace=namespace, provider=provider, depends_on=storage.ready,
-                            region=spec.region, oss_credentials=oss_credentials)
+    volumes = SharedVolumes(
+        "shared",
+        spec.storage,
+        namespace=namespace,
+        provider=provider,
+        depends_on=storage.ready,
+        region=spec.region,
+        oss_credentials=oss_credentials,
+    )
     if spec.registry is not None:
-        registry = ContainerRegistry("registry", spec.registry, region=spec.region, namespace=namespace,
-                                     provider=provider, password=stack_secret("registryPassword"))
+        registry = ContainerRegistry(
+            "registry",
+            spec.registry,
+            region=spec.region,
+            namespace=namespace,
+            provider=provider,
+            password=stack_secret("registryPassword"),
+        )
     pulumi.export("clusterId", cluster.cluster_id)
     pulumi.export("kubeconfig", cluster.kubeconfig)
     pulumi.export("nasServer", storage.server)
     pulumi.export("registryUrl", registry.repository_url if registry else None)
 
 operator = TrainingOperator("training-operator", spec.operator, provider=provider)
-jobs = [TrainingJob(job.name, job, namespace=namespace, storage=volumes, pool=pool, registry=registry,
-                    operator=operator, provider=provider) for job in spec.jobs]
+jobs = [
+    TrainingJob(
+        job.name,
+        job,
+        namespace=namespace,
+        storage=volumes,
+        pool=pool,
+        registry=registry,
+        operator=operator,
+        provider=provider,
+    )
+    for job in spec.jobs
+]
 
 pulumi.export("namespace", namespace.name)
 pulumi.export("volumeClaims", {"data": volumes.data_claim, "output": volumes.output_claim})

@@ -34,8 +34,14 @@ def _env(threads: int) -> dict[str, str]:
 def loop(kind: str, procs: int, threads: int, steps: int) -> float:
     """Samples/s of one run of ``bench.loops``."""
     launcher = [PY, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={procs}"] if procs > 1 else [PY]
-    out = subprocess.run([*launcher, "-m", "bench.loops", "--kind", kind, "--steps", str(steps)], cwd=ROOT,
-                         env=_env(threads), capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [*launcher, "-m", "bench.loops", "--kind", kind, "--steps", str(steps)],
+        cwd=ROOT,
+        env=_env(threads),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])["samples_per_s"]
 
 
@@ -46,8 +52,15 @@ def compare(name: str, a: tuple, b: tuple, repeats: int, steps: int) -> dict[str
         runs["a"].append(loop(*a, steps))
         runs["b"].append(loop(*b, steps))
     med_a, med_b = statistics.median(runs["a"]), statistics.median(runs["b"])
-    result = {"name": name, "a": list(a), "b": list(b), "runs": runs, "median_a": med_a, "median_b": med_b,
-              "ratio": round(med_a / med_b, 3)}
+    result = {
+        "name": name,
+        "a": list(a),
+        "b": list(b),
+        "runs": runs,
+        "median_a": med_a,
+        "median_b": med_b,
+        "ratio": round(med_a / med_b, 3),
+    }
     print(f"{name}: {a} {med_a:.0f} samples/s vs {b} {med_b:.0f} samples/s -> ratio {result['ratio']}", flush=True)
     return result
 
@@ -72,8 +85,11 @@ def checkpoint_overhead(repeats: int) -> dict[str, Any]:
     row = json.loads(out.stdout.strip().splitlines()[-1])
     every = 200
     row.update(checkpoint_every=every, overhead=round(row["save_s"] / (every * row["step_s"]), 4))
-    print(f"checkpoint: save {row['save_s'] * 1e3:.1f} ms, step {row['step_s'] * 1e3:.1f} ms, "
-          f"overhead at --checkpoint-every {every}: {row['overhead']:.2%}", flush=True)
+    print(
+        f"checkpoint: save {row['save_s'] * 1e3:.1f} ms, step {row['step_s'] * 1e3:.1f} ms, "
+        f"overhead at --checkpoint-every {every}: {row['overhead']:.2%}",
+        flush=True,
+    )
     return row
 
 
@@ -82,11 +98,35 @@ def kill_to_resume(repeats: int) -> dict[str, Any]:
     times, lost = [], []
     for _ in range(repeats):
         out = tempfile.mkdtemp(prefix="bench-kill-")
-        cmd = [PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "--max-restarts=1", "-m",
-               "trainer", "--max-steps", "100000", "--checkpoint-every", "40", "--log-every", "5",
-               "--synthetic-size", "8192", "--output-dir", out]
-        proc = subprocess.Popen(cmd, cwd=ROOT, env={**_env(1), "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        cmd = [
+            PY,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node=2",
+            "--max-restarts=1",
+            "-m",
+            "trainer",
+            "--max-steps",
+            "100000",
+            "--checkpoint-every",
+            "40",
+            "--log-every",
+            "5",
+            "--synthetic-size",
+            "8192",
+            "--output-dir",
+            out,
+        ]
+        proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            env={**_env(1), "PYTHONUNBUFFERED": "1"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         killed_at = None
         last_step = 0
         timer = threading.Timer(120, proc.kill)
@@ -96,8 +136,12 @@ def kill_to_resume(repeats: int) -> dict[str, Any]:
                 last_step = int(match[1])
             if killed_at is None and "checkpoint step-000000040" in line:
                 time.sleep(0.5)
-                workers = [int(p) for p in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
-                                                          text=True).stdout.split()]
+                workers = [
+                    int(p)
+                    for p in subprocess.run(
+                        ["pgrep", "-P", str(proc.pid)], capture_output=True, text=True
+                    ).stdout.split()
+                ]
                 os.kill(max(workers), signal.SIGKILL)
                 killed_at = time.perf_counter()
                 rows = Path(out, "metrics.jsonl").read_text().splitlines()
@@ -110,8 +154,11 @@ def kill_to_resume(repeats: int) -> dict[str, Any]:
         proc.wait()
         timer.cancel()
     row = {"seconds": times, "median_s": statistics.median(times), "steps_lost": lost}
-    print(f"kill-to-resumed: median {row['median_s']:.2f} s over {len(times)} runs; steps logged past the "
-          f"checkpoint when killed (redone after resume): {lost}", flush=True)
+    print(
+        f"kill-to-resumed: median {row['median_s']:.2f} s over {len(times)} runs; steps logged past the "
+        f"checkpoint when killed (redone after resume): {lost}",
+        flush=True,
+    )
     return row
 
 
@@ -121,10 +168,14 @@ def plan_vs_imports(repeats: int) -> dict[str, Any]:
         # The top-level packages load their submodules lazily, so this is the floor...
         "imports": [PY, "-c", "import pulumi, pulumi_kubernetes, pulumi_alicloud"],
         # ...and this is what any program creating these resources has to import.
-        "sdk_modules": [PY, "-c", "import pulumi, pulumi.runtime.mocks, pulumi_alicloud.cs, pulumi_alicloud.nas, "
-                        "pulumi_alicloud.vpc, pulumi_alicloud.cr, pulumi_kubernetes.core.v1, "
-                        "pulumi_kubernetes.storage.v1, pulumi_kubernetes.apiextensions, "
-                        "pulumi_kubernetes.kustomize.v2, pulumi_kubernetes.helm.v4, pydantic, yaml"],
+        "sdk_modules": [
+            PY,
+            "-c",
+            "import pulumi, pulumi.runtime.mocks, pulumi_alicloud.cs, pulumi_alicloud.nas, "
+            "pulumi_alicloud.vpc, pulumi_alicloud.cr, pulumi_kubernetes.core.v1, "
+            "pulumi_kubernetes.storage.v1, pulumi_kubernetes.apiextensions, "
+            "pulumi_kubernetes.kustomize.v2, pulumi_kubernetes.helm.v4, pydantic, yaml",
+        ],
     }
     runs: dict[str, list[float]] = {key: [] for key in commands}
     for _ in range(repeats):
@@ -133,9 +184,11 @@ def plan_vs_imports(repeats: int) -> dict[str, Any]:
             subprocess.run(cmd, cwd=ROOT, capture_output=True, check=True)
             runs[key].append(time.perf_counter() - start)
     row = {"runs": runs, **{f"{key}_s": statistics.median(times) for key, times in runs.items()}}
-    print(f"plan --stack prod: {row['plan_s']:.2f} s; bare import of pulumi, pulumi_kubernetes, pulumi_alicloud: "
-          f"{row['imports_s']:.2f} s; import of the SDK modules the program uses: {row['sdk_modules_s']:.2f} s",
-          flush=True)
+    print(
+        f"plan --stack prod: {row['plan_s']:.2f} s; bare import of pulumi, pulumi_kubernetes, pulumi_alicloud: "
+        f"{row['imports_s']:.2f} s; import of the SDK modules the program uses: {row['sdk_modules_s']:.2f} s",
+        flush=True,
+    )
     return row
 
 
@@ -155,8 +208,9 @@ def main() -> int:
     if "tutorial-2" in want:
         results["tutorial_2"] = compare("trainer / tutorial, 2 processes", ("trainer", 2, 1), ("tutorial", 2, 1), r, s)
     if "threads" in want:
-        results["threads"] = compare("trainer 2 processes: 1 thread / 2 threads each", ("trainer", 2, 1),
-                                     ("trainer", 2, 2), r, s)
+        results["threads"] = compare(
+            "trainer 2 processes: 1 thread / 2 threads each", ("trainer", 2, 1), ("trainer", 2, 2), r, s
+        )
     if "checkpoint" in want:
         results["checkpoint"] = checkpoint_overhead(r)
     if "resume" in want:

@@ -18,7 +18,7 @@ import os
 import sys
 import tempfile
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
@@ -123,9 +123,18 @@ def main() -> int:
         seconds = time.perf_counter() - start
         sys.stdout = stdout
     if int(os.environ.get("RANK", 0)) == 0:
-        print(json.dumps({"kind": args.kind, "processes": world, "threads": torch.get_num_threads(),
-                          "steps": args.steps, "seconds": round(seconds, 3),
-                          "samples_per_s": round(args.steps * args.batch_size * world / seconds, 1)}))
+        print(
+            json.dumps(
+                {
+                    "kind": args.kind,
+                    "processes": world,
+                    "threads": torch.get_num_threads(),
+                    "steps": args.steps,
+                    "seconds": round(seconds, 3),
+                    "samples_per_s": round(args.steps * args.batch_size * world / seconds, 1),
+                }
+            )
+        )
     if world > 1:
         dist.destroy_process_group()
     return 0

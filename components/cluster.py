@@ -24,8 +24,14 @@ class AckCluster(pulumi.ComponentResource):
             cluster id, so rotating credentials does not replace every Kubernetes object.
     """
 
-    def __init__(self, name: str, spec: ClusterSpec, network: Network, network_spec: NetworkSpec,
-                 opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self,
+        name: str,
+        spec: ClusterSpec,
+        network: Network,
+        network_spec: NetworkSpec,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
         super().__init__(f"{TOKEN}:AckCluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         if spec.existing_cluster_id is not None:
@@ -49,12 +55,14 @@ class AckCluster(pulumi.ComponentResource):
                 opts=child,
             )
             self.cluster_id = cluster.id
-        credential = alicloud.cs.get_cluster_credential_output(cluster_id=self.cluster_id,
-                                                               opts=pulumi.InvokeOptions(parent=self))
+        credential = alicloud.cs.get_cluster_credential_output(
+            cluster_id=self.cluster_id, opts=pulumi.InvokeOptions(parent=self)
+        )
         # The SDK does not mark the credential secret; without this it would land in plain state.
         self.kubeconfig = pulumi.Output.secret(credential.kube_config)
-        self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, cluster_identifier=self.cluster_id,
-                                     opts=child)
+        self.provider = k8s.Provider(
+            f"{name}-k8s", kubeconfig=self.kubeconfig, cluster_identifier=self.cluster_id, opts=child
+        )
         self.register_outputs({"clusterId": self.cluster_id, "kubeconfig": self.kubeconfig})
 
 

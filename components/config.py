@@ -55,8 +55,16 @@ _DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _QUANTITY = re.compile(r"^(?P<num>\d+(\.\d+)?)(?P<unit>Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$")
 _UNITS = {
     None: 1,
-    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
-    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
 }
 _VERSION_TAG = re.compile(r"^v\d+\.\d+\.\d+$")
 
@@ -151,12 +159,18 @@ class NetworkSpec(Spec):
             if not self.vswitch_ids:
                 raise field_error("vswitchIds", "an adopted VPC (vpcId) needs the vSwitch ids to use, e.g. ['vsw-...']")
             if self.vswitches:
-                raise field_error("vswitches", "vswitches are created only for a new VPC: with vpcId, list existing ones in vswitchIds")
+                raise field_error(
+                    "vswitches",
+                    "vswitches are created only for a new VPC: with vpcId, list existing ones in vswitchIds",
+                )
         else:
             if self.vswitch_ids:
                 raise field_error("vswitchIds", "vswitchIds adopts existing vSwitches and needs vpcId as well")
             if not self.vswitches:
-                raise field_error("vswitches", "list at least one vSwitch ({zoneId, cidr}) in a zone that sells your GPU instance types")
+                raise field_error(
+                    "vswitches",
+                    "list at least one vSwitch ({zoneId, cidr}) in a zone that sells your GPU instance types",
+                )
         for i, vsw in enumerate(self.vswitches):
             if not vsw.cidr.subnet_of(self.vpc_cidr):
                 raise field_error(f"vswitches[{i}].cidr", f"{vsw.cidr} is not inside vpcCidr {self.vpc_cidr}")
@@ -165,7 +179,10 @@ class NetworkSpec(Spec):
                     raise field_error(f"vswitches[{i}].cidr", f"{vsw.cidr} overlaps vswitches[{j}].cidr {other.cidr}")
         for key, block in (("podCidr", self.pod_cidr), ("serviceCidr", self.service_cidr)):
             if block.overlaps(self.vpc_cidr):
-                raise field_error(key, f"{block} overlaps vpcCidr {self.vpc_cidr}; pick a range outside the VPC, e.g. {DEFAULT_POD_CIDR}")
+                raise field_error(
+                    key,
+                    f"{block} overlaps vpcCidr {self.vpc_cidr}; pick a range outside the VPC, e.g. {DEFAULT_POD_CIDR}",
+                )
         if self.pod_cidr.overlaps(self.service_cidr):
             raise field_error("serviceCidr", f"{self.service_cidr} overlaps podCidr {self.pod_cidr}")
         return self
@@ -210,13 +227,23 @@ class ClusterSpec(Spec):
     @model_validator(mode="after")
     def _check(self) -> ClusterSpec:
         if self.local is not None and self.existing_cluster_id is not None:
-            raise field_error("existingClusterId", "a local cluster cannot also adopt an ACK cluster: drop one of local, existingClusterId")
+            raise field_error(
+                "existingClusterId",
+                "a local cluster cannot also adopt an ACK cluster: drop one of local, existingClusterId",
+            )
         return self
 
 
 # --- GPU node pool -------------------------------------------------------------------
 
-RDMA_INSTANCE_FAMILIES = ("ecs.ebmgn7ex.", "ecs.ebmgn7e.", "ecs.ebmgn8v.", "ecs.ebmgn8is.", "ecs.gn8is.", "ecs.ebmgn8te.")
+RDMA_INSTANCE_FAMILIES = (
+    "ecs.ebmgn7ex.",
+    "ecs.ebmgn7e.",
+    "ecs.ebmgn8v.",
+    "ecs.ebmgn8is.",
+    "ecs.gn8is.",
+    "ecs.ebmgn8te.",
+)
 """Instance families with RDMA or eRDMA NICs; the RDMA device plugin exposes them as ``rdma/hca``."""
 
 
@@ -270,15 +297,26 @@ class GpuPoolSpec(Spec):
         if self.min_size > self.max_size:
             raise field_error("minSize", f"minSize ({self.min_size}) must not exceed maxSize ({self.max_size})")
         if self.desired_size is not None and not self.min_size <= self.desired_size <= self.max_size:
-            raise field_error("desiredSize", f"desiredSize ({self.desired_size}) must lie between minSize ({self.min_size}) and maxSize ({self.max_size})")
+            raise field_error(
+                "desiredSize",
+                f"desiredSize ({self.desired_size}) must lie between minSize ({self.min_size}) and maxSize ({self.max_size})",
+            )
         if self.desired_size is not None and self.min_size != self.max_size:
-            raise field_error("desiredSize", "desiredSize fixes the pool size and conflicts with autoscaling: drop it, or set minSize == maxSize")
+            raise field_error(
+                "desiredSize",
+                "desiredSize fixes the pool size and conflicts with autoscaling: drop it, or set minSize == maxSize",
+            )
         if (self.spot_strategy == "SpotWithPriceLimit") != (self.spot_price_limit is not None):
-            raise field_error("spotPriceLimit", "spotPriceLimit is required with, and only with, spotStrategy SpotWithPriceLimit")
+            raise field_error(
+                "spotPriceLimit", "spotPriceLimit is required with, and only with, spotStrategy SpotWithPriceLimit"
+            )
         if self.rdma:
             plain = [t for t in self.instance_types if not t.startswith(RDMA_INSTANCE_FAMILIES)]
             if plain:
-                raise field_error("rdma", f"instance types {plain} have no RDMA NIC; use families {', '.join(f.rstrip('.') for f in RDMA_INSTANCE_FAMILIES)}")
+                raise field_error(
+                    "rdma",
+                    f"instance types {plain} have no RDMA NIC; use families {', '.join(f.rstrip('.') for f in RDMA_INSTANCE_FAMILIES)}",
+                )
         return self
 
     @property
@@ -319,14 +357,23 @@ class NasSpec(Spec):
     @model_validator(mode="after")
     def _check(self) -> NasSpec:
         if (self.existing_file_system_id is None) != (self.existing_mount_target_domain is None):
-            raise field_error("existingMountTargetDomain", "adopting a file system needs both existingFileSystemId and existingMountTargetDomain")
+            raise field_error(
+                "existingMountTargetDomain",
+                "adopting a file system needs both existingFileSystemId and existingMountTargetDomain",
+            )
         if self.file_system_type == "extreme":
             if self.storage_type not in ("standard", "advance"):
-                raise field_error("storageType", f"extreme file systems take storageType 'standard' or 'advance', not {self.storage_type!r}")
+                raise field_error(
+                    "storageType",
+                    f"extreme file systems take storageType 'standard' or 'advance', not {self.storage_type!r}",
+                )
             if self.capacity_gib is None and self.existing_file_system_id is None:
                 raise field_error("capacityGib", "extreme file systems need capacityGib (at least 100)")
         elif self.storage_type not in ("Performance", "Capacity", "Premium"):
-            raise field_error("storageType", f"standard file systems take storageType 'Performance', 'Capacity' or 'Premium', not {self.storage_type!r}")
+            raise field_error(
+                "storageType",
+                f"standard file systems take storageType 'Performance', 'Capacity' or 'Premium', not {self.storage_type!r}",
+            )
         return self
 
 
@@ -364,7 +411,10 @@ class StorageSpec(Spec):
     @model_validator(mode="after")
     def _check(self) -> StorageSpec:
         if self.data.claim_name == self.output.claim_name:
-            raise field_error("output.claimName", f"data and output volumes need different claim names, both are {self.data.claim_name!r}")
+            raise field_error(
+                "output.claimName",
+                f"data and output volumes need different claim names, both are {self.data.claim_name!r}",
+            )
         return self
 
 
@@ -391,10 +441,21 @@ class RegistrySpec(Spec):
 
     @model_validator(mode="after")
     def _check(self) -> RegistrySpec:
-        if self.edition == "enterprise" and self.existing_repository_url is None and self.enterprise_instance_name is None:
-            raise field_error("enterpriseInstanceName", "the enterprise edition needs enterpriseInstanceName (its registry host name)")
-        if self.existing_repository_url is not None and ("://" in self.existing_repository_url or ":" in self.existing_repository_url.split("/")[-1]):
-            raise field_error("existingRepositoryUrl", f"{self.existing_repository_url!r} must be a repository without scheme or tag, e.g. 'registry-vpc.cn-hangzhou.aliyuncs.com/ml/trainer'")
+        if (
+            self.edition == "enterprise"
+            and self.existing_repository_url is None
+            and self.enterprise_instance_name is None
+        ):
+            raise field_error(
+                "enterpriseInstanceName", "the enterprise edition needs enterpriseInstanceName (its registry host name)"
+            )
+        if self.existing_repository_url is not None and (
+            "://" in self.existing_repository_url or ":" in self.existing_repository_url.split("/")[-1]
+        ):
+            raise field_error(
+                "existingRepositoryUrl",
+                f"{self.existing_repository_url!r} must be a repository without scheme or tag, e.g. 'registry-vpc.cn-hangzhou.aliyuncs.com/ml/trainer'",
+            )
         return self
 
 
@@ -420,9 +481,13 @@ class OperatorSpec(Spec):
     @model_validator(mode="after")
     def _check(self) -> OperatorSpec:
         if not _VERSION_TAG.match(self.version):
-            raise field_error("version", f"{self.version!r} is not a release tag: pin one such as {DEFAULT_OPERATOR_VERSION!r}")
+            raise field_error(
+                "version", f"{self.version!r} is not a release tag: pin one such as {DEFAULT_OPERATOR_VERSION!r}"
+            )
         if not self.version.startswith("v1."):
-            raise field_error("version", f"{self.version!r} is not a v1 release; this platform emits kubeflow.org/v1 PyTorchJobs")
+            raise field_error(
+                "version", f"{self.version!r} is not a v1 release; this platform emits kubeflow.org/v1 PyTorchJobs"
+            )
         return self
 
 
@@ -475,8 +540,16 @@ class TrainerArgs(Spec):
     """Train on generated data instead of the data volume (smoke tests)."""
 
     def to_flags(self) -> list[str]:
-        flags = ["--model", self.model, "--epochs", str(self.epochs), "--batch-size", str(self.batch_size),
-                 "--checkpoint-every", str(self.checkpoint_every)]
+        flags = [
+            "--model",
+            self.model,
+            "--epochs",
+            str(self.epochs),
+            "--batch-size",
+            str(self.batch_size),
+            "--checkpoint-every",
+            str(self.checkpoint_every),
+        ]
         if self.max_steps is not None:
             flags += ["--max-steps", str(self.max_steps)]
         if self.lr is not None:
@@ -549,21 +622,36 @@ class TrainingJobSpec(Spec):
     @model_validator(mode="after")
     def _check(self) -> TrainingJobSpec:
         if (self.image is None) == (self.image_tag is None):
-            raise field_error("image", "give exactly one of image (a full reference) or imageTag (a tag in the platform registry)")
+            raise field_error(
+                "image", "give exactly one of image (a full reference) or imageTag (a tag in the platform registry)"
+            )
         if self.image is not None:
             _pinned(self.image, "image")
-        if self.image_tag is not None and (self.image_tag == "latest" or not re.match(r"^[\w][\w.-]{0,127}$", self.image_tag)):
-            raise field_error("imageTag", f"{self.image_tag!r} is not a pinned tag: use a version such as 'v1.2.0' or a commit id, not 'latest'")
+        if self.image_tag is not None and (
+            self.image_tag == "latest" or not re.match(r"^[\w][\w.-]{0,127}$", self.image_tag)
+        ):
+            raise field_error(
+                "imageTag",
+                f"{self.image_tag!r} is not a pinned tag: use a version such as 'v1.2.0' or a commit id, not 'latest'",
+            )
         if self.elastic is not None and self.nodes != 1:
             raise field_error("nodes", "an elastic job sizes itself with elastic.minNodes/maxNodes: drop nodes")
         if self.gpus_per_node == 0 and self.network == "rdma":
             raise field_error("network", "rdma networking is for GPU jobs; a CPU job uses tcp")
         if self.gpus_per_node and self.procs_per_node not in (None, self.gpus_per_node):
-            raise field_error("procsPerNode", f"procsPerNode ({self.procs_per_node}) must equal gpusPerNode ({self.gpus_per_node}): one process drives one GPU")
+            raise field_error(
+                "procsPerNode",
+                f"procsPerNode ({self.procs_per_node}) must equal gpusPerNode ({self.gpus_per_node}): one process drives one GPU",
+            )
         if self.shm_size is not None and quantity_bytes(self.shm_size) >= quantity_bytes(self.memory):
-            raise field_error("shmSize", f"shmSize {self.shm_size} must be smaller than memory {self.memory}: /dev/shm is memory")
+            raise field_error(
+                "shmSize", f"shmSize {self.shm_size} must be smaller than memory {self.memory}: /dev/shm is memory"
+            )
         if self.scheduling.min_available is not None and self.scheduling.min_available > self.max_pods:
-            raise field_error("scheduling.minAvailable", f"minAvailable ({self.scheduling.min_available}) exceeds the job's {self.max_pods} pods")
+            raise field_error(
+                "scheduling.minAvailable",
+                f"minAvailable ({self.scheduling.min_available}) exceeds the job's {self.max_pods} pods",
+            )
         return self
 
     @property
@@ -579,7 +667,10 @@ def _pinned(image: str, key: str) -> None:
         if not re.match(r"^sha256:[0-9a-f]{64}$", digest):
             raise field_error(key, f"{image!r} has a malformed digest: expected '@sha256:' and 64 hex digits")
     elif not tag or tag == "latest":
-        raise field_error(key, f"{image!r} is not pinned: add a version tag other than 'latest' (e.g. ':v1.2.0') or a digest (@sha256:...)")
+        raise field_error(
+            key,
+            f"{image!r} is not pinned: add a version tag other than 'latest' (e.g. ':v1.2.0') or a digest (@sha256:...)",
+        )
 
 
 # --- the platform --------------------------------------------------------------------
@@ -610,36 +701,65 @@ class PlatformSpec(Spec):
     @model_validator(mode="after")
     def _check(self) -> PlatformSpec:
         if self.is_local:
-            for key, value in (("network", self.network), ("gpuPool", self.gpu_pool), ("registry", self.registry),
-                               ("storage.nas", self.storage.nas), ("storage.oss", self.storage.oss)):
+            for key, value in (
+                ("network", self.network),
+                ("gpuPool", self.gpu_pool),
+                ("registry", self.registry),
+                ("storage.nas", self.storage.nas),
+                ("storage.oss", self.storage.oss),
+            ):
                 if value is not None:
                     raise field_error(key, f"a local cluster (cluster.local) creates no cloud resources: remove {key}")
         else:
             if self.region is None:
-                raise PydanticCustomError("platform", "ACK stacks need the region: pulumi config set alicloud:region cn-hangzhou", {"key": "<region>"})
+                raise PydanticCustomError(
+                    "platform",
+                    "ACK stacks need the region: pulumi config set alicloud:region cn-hangzhou",
+                    {"key": "<region>"},
+                )
             if self.network is None:
-                raise field_error("network", "ACK stacks need a network for nodes and NAS: give network.vswitches, "
-                                  "or adopt a VPC with network.vpcId and network.vswitchIds")
+                raise field_error(
+                    "network",
+                    "ACK stacks need a network for nodes and NAS: give network.vswitches, "
+                    "or adopt a VPC with network.vpcId and network.vswitchIds",
+                )
             if self.storage.nas is None:
-                raise field_error("storage.nas", "ACK stacks keep data on NAS: add storage.nas (may be {} for the defaults)")
+                raise field_error(
+                    "storage.nas", "ACK stacks keep data on NAS: add storage.nas (may be {} for the defaults)"
+                )
             nas = self.storage.nas
             if nas.access_cidr is not None and not nas.access_cidr.subnet_of(self.network.vpc_cidr):
-                raise field_error("storage.nas.accessCidr", f"{nas.access_cidr} is wider than the VPC ({self.network.vpc_cidr}): NAS access is limited to the VPC")
+                raise field_error(
+                    "storage.nas.accessCidr",
+                    f"{nas.access_cidr} is wider than the VPC ({self.network.vpc_cidr}): NAS access is limited to the VPC",
+                )
         names = [job.name for job in self.jobs]
         for i, job in enumerate(self.jobs):
             if job.name in names[:i]:
                 raise field_error(f"jobs[{i}].name", f"job name {job.name!r} is used twice")
             if job.image_tag is not None and self.registry is None:
-                raise field_error(f"jobs[{i}].image_tag", "imageTag needs a registry; without one give a full image reference in image")
+                raise field_error(
+                    f"jobs[{i}].image_tag",
+                    "imageTag needs a registry; without one give a full image reference in image",
+                )
             gpus = self.job_gpus(job)
             if gpus and self.gpu_pool is None:
-                raise field_error(f"jobs[{i}].gpus_per_node", f"the job asks for {gpus} GPUs per node but the stack has no gpuPool; set gpusPerNode: 0 for a CPU job")
+                raise field_error(
+                    f"jobs[{i}].gpus_per_node",
+                    f"the job asks for {gpus} GPUs per node but the stack has no gpuPool; set gpusPerNode: 0 for a CPU job",
+                )
             if self.gpu_pool is not None and gpus > self.gpu_pool.gpus_per_node:
-                raise field_error(f"jobs[{i}].gpus_per_node", f"{gpus} GPUs per pod do not fit on a {self.gpu_pool.gpus_per_node}-GPU node of pool {self.gpu_pool.name!r}")
+                raise field_error(
+                    f"jobs[{i}].gpus_per_node",
+                    f"{gpus} GPUs per pod do not fit on a {self.gpu_pool.gpus_per_node}-GPU node of pool {self.gpu_pool.name!r}",
+                )
             if job.network == "rdma" and not (self.gpu_pool and self.gpu_pool.rdma):
                 raise field_error(f"jobs[{i}].network", "rdma networking needs a gpuPool with rdma: true")
             if (job.scheduling.queue or job.scheduling.min_available) and not self.operator.volcano.enabled:
-                raise field_error(f"jobs[{i}].scheduling", "queues and gang scheduling need Volcano: set operator.volcano.enabled: true")
+                raise field_error(
+                    f"jobs[{i}].scheduling",
+                    "queues and gang scheduling need Volcano: set operator.volcano.enabled: true",
+                )
         return self
 
     def job_gpus(self, job: TrainingJobSpec) -> int:
@@ -677,7 +797,7 @@ def load_spec(raw: Mapping[str, Any]) -> PlatformSpec:
         ConfigError: with one message per problem, each naming its stack key.
     """
     prefix = PROJECT + ":"
-    ours = {k[len(prefix):]: v for k, v in raw.items() if k.startswith(prefix)}
+    ours = {k[len(prefix) :]: v for k, v in raw.items() if k.startswith(prefix)}
     data = {k: v for k, v in ours.items() if k not in SECRET_KEYS}
     if REGION_KEY in raw:
         if "region" in data:
@@ -690,8 +810,11 @@ def load_spec(raw: Mapping[str, Any]) -> PlatformSpec:
     needed = {"registryPassword": "registry.username"} if spec.registry and spec.registry.username else {}
     if spec.storage.oss is not None:
         needed.update(ossAccessKeyId="storage.oss", ossAccessKeySecret="storage.oss")
-    missing = [f"{prefix}{key}: {user} is set but this credential is missing; "
-               f"run: pulumi config set --secret {key} <value>" for key, user in needed.items() if key not in ours]
+    missing = [
+        f"{prefix}{key}: {user} is set but this credential is missing; run: pulumi config set --secret {key} <value>"
+        for key, user in needed.items()
+        if key not in ours
+    ]
     if missing:
         raise ConfigError(missing)
     return spec
@@ -747,8 +870,15 @@ def _valid_keys(loc: list[Any]) -> list[str]:
         field = next(f for name, f in model.model_fields.items() if part in (name, f.alias))
         model = _model_of(field.annotation)
     # `region` is read from the provider's alicloud:region, never from our namespace.
-    return sorted((f.alias or name) for name, f in model.model_fields.items()
-                  if not (model is PlatformSpec and name == "region")) if model else []
+    return (
+        sorted(
+            (f.alias or name)
+            for name, f in model.model_fields.items()
+            if not (model is PlatformSpec and name == "region")
+        )
+        if model
+        else []
+    )
 
 
 def _model_of(annotation: Any) -> Any:
@@ -766,6 +896,8 @@ def stack_schema() -> dict[str, Any]:
     schema = PlatformSpec.model_json_schema(by_alias=True)
     schema["properties"].pop("region", None)
     schema["title"] = f"{PROJECT} stack configuration"
-    schema["description"] = (f"Keys under the '{PROJECT}:' namespace of a stack file. The region is the provider's "
-                             f"own key, {REGION_KEY}; credentials are the secret keys {', '.join(SECRET_KEYS)}.")
+    schema["description"] = (
+        f"Keys under the '{PROJECT}:' namespace of a stack file. The region is the provider's "
+        f"own key, {REGION_KEY}; credentials are the secret keys {', '.join(SECRET_KEYS)}."
+    )
     return schema

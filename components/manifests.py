@@ -105,8 +105,9 @@ def nas_storage_class(name: str, server: str) -> Manifest:
     }
 
 
-def persistent_volume_claim(name: str, namespace: str, storage_class: str, size: str, access_mode: str,
-                            volume_name: str | None = None) -> Manifest:
+def persistent_volume_claim(
+    name: str, namespace: str, storage_class: str, size: str, access_mode: str, volume_name: str | None = None
+) -> Manifest:
     """A shared volume claim (``ReadWriteMany`` on NAS); bound to ``volume_name`` when given."""
     spec: Manifest = {
         "accessModes": [access_mode],
@@ -123,8 +124,9 @@ def persistent_volume_claim(name: str, namespace: str, storage_class: str, size:
     }
 
 
-def oss_persistent_volume(name: str, oss: OssSpec, endpoint: str, size: str, secret_name: str,
-                          secret_namespace: str) -> Manifest:
+def oss_persistent_volume(
+    name: str, oss: OssSpec, endpoint: str, size: str, secret_name: str, secret_namespace: str
+) -> Manifest:
     """A static, read-only OSS volume (ossfs through the OSS CSI plugin), kept on delete."""
     return {
         "apiVersion": "v1",
@@ -141,8 +143,12 @@ def oss_persistent_volume(name: str, oss: OssSpec, endpoint: str, size: str, sec
                 "readOnly": True,
                 "nodePublishSecretRef": {"name": secret_name, "namespace": secret_namespace},
                 # Metadata caching off: datasets change between runs, stale listings would hide files.
-                "volumeAttributes": {"bucket": oss.bucket, "url": endpoint, "path": oss.path,
-                                     "otherOpts": "-o umask=022 -o max_stat_cache_size=0 -o allow_other"},
+                "volumeAttributes": {
+                    "bucket": oss.bucket,
+                    "url": endpoint,
+                    "path": oss.path,
+                    "otherOpts": "-o umask=022 -o max_stat_cache_size=0 -o allow_other",
+                },
             },
         },
     }
@@ -162,12 +168,14 @@ def training_namespace(spec: TrainingNamespaceSpec) -> list[Manifest]:
         },
     ]
     if spec.gpu_quota is not None:
-        objects.append({
-            "apiVersion": "v1",
-            "kind": "ResourceQuota",
-            "metadata": {"name": "gpu-quota", "namespace": spec.namespace, "labels": dict(MANAGED_BY)},
-            "spec": {"hard": {f"requests.{GPU_RESOURCE}": str(spec.gpu_quota)}},
-        })
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ResourceQuota",
+                "metadata": {"name": "gpu-quota", "namespace": spec.namespace, "labels": dict(MANAGED_BY)},
+                "spec": {"hard": {f"requests.{GPU_RESOURCE}": str(spec.gpu_quota)}},
+            }
+        )
     return objects
 
 
@@ -188,14 +196,20 @@ def operator_kustomization(version: str, gang_scheduler: str) -> Manifest:
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
         "resources": [operator_source(version)],
-        "patches": [{
-            "target": {"kind": "Deployment", "name": "training-operator"},
-            "patch": json.dumps([{
-                "op": "add",
-                "path": "/spec/template/spec/containers/0/args/-",
-                "value": f"--gang-scheduler-name={gang_scheduler}",
-            }]),
-        }],
+        "patches": [
+            {
+                "target": {"kind": "Deployment", "name": "training-operator"},
+                "patch": json.dumps(
+                    [
+                        {
+                            "op": "add",
+                            "path": "/spec/template/spec/containers/0/args/-",
+                            "value": f"--gang-scheduler-name={gang_scheduler}",
+                        }
+                    ]
+                ),
+            }
+        ],
     }
 
 
@@ -238,8 +252,15 @@ def _network_env(job: TrainingJobSpec, gpus: int) -> dict[str, str]:
         # the watchdog tear the process down so the pod restarts and resumes instead.
         env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "3"
         if job.network == "rdma":
-            env.update({"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": "mlx5", "NCCL_IB_GID_INDEX": "3",
-                        "NCCL_NET_GDR_LEVEL": "PHB", "NCCL_SOCKET_IFNAME": "eth0"})
+            env.update(
+                {
+                    "NCCL_IB_DISABLE": "0",
+                    "NCCL_IB_HCA": "mlx5",
+                    "NCCL_IB_GID_INDEX": "3",
+                    "NCCL_NET_GDR_LEVEL": "PHB",
+                    "NCCL_SOCKET_IFNAME": "eth0",
+                }
+            )
         else:
             env.update({"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "eth0"})
         if job.nccl_debug:
@@ -271,7 +292,9 @@ def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         ValueError: the job asks for GPUs but the placement has none, or RDMA without it.
     """
     if ctx.gpus and ctx.placement.gpus_per_node < ctx.gpus:
-        raise ValueError(f"job {job.name!r} asks for {ctx.gpus} GPUs per pod but its placement offers {ctx.placement.gpus_per_node}")
+        raise ValueError(
+            f"job {job.name!r} asks for {ctx.gpus} GPUs per pod but its placement offers {ctx.placement.gpus_per_node}"
+        )
     if job.network == "rdma" and not ctx.placement.rdma:
         raise ValueError(f"job {job.name!r} uses rdma networking but its placement has no RDMA")
     procs = ctx.gpus or job.procs_per_node or 1
@@ -361,16 +384,24 @@ def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
 
 def _run_policy(job: TrainingJobSpec) -> Manifest:
     run = job.run_policy
-    policy: Manifest = {"cleanPodPolicy": run.clean_pod_policy, "backoffLimit": run.backoff_limit, "suspend": run.suspend}
+    policy: Manifest = {
+        "cleanPodPolicy": run.clean_pod_policy,
+        "backoffLimit": run.backoff_limit,
+        "suspend": run.suspend,
+    }
     if run.active_deadline_seconds is not None:
         policy["activeDeadlineSeconds"] = run.active_deadline_seconds
     if run.ttl_seconds_after_finished is not None:
         policy["ttlSecondsAfterFinished"] = run.ttl_seconds_after_finished
-    scheduling = {k: v for k, v in {
-        "queue": job.scheduling.queue,
-        "priorityClass": job.scheduling.priority_class,
-        "minAvailable": job.scheduling.min_available,
-    }.items() if v is not None}
+    scheduling = {
+        k: v
+        for k, v in {
+            "queue": job.scheduling.queue,
+            "priorityClass": job.scheduling.priority_class,
+            "minAvailable": job.scheduling.min_available,
+        }.items()
+        if v is not None
+    }
     if scheduling:
         policy["schedulingPolicy"] = scheduling
     return policy

@@ -28,11 +28,18 @@ class Network(pulumi.ComponentResource):
             self.vpc_id = pulumi.Output.from_input(spec.vpc_id)
             self.vswitch_ids = pulumi.Output.from_input(list(spec.vswitch_ids))
         else:
-            vpc = alicloud.vpc.Network(name, vpc_name=name, cidr_block=self.vpc_cidr,
-                                       description="ack-training-platform network", opts=child)
+            vpc = alicloud.vpc.Network(
+                name, vpc_name=name, cidr_block=self.vpc_cidr, description="ack-training-platform network", opts=child
+            )
             switches = [
-                alicloud.vpc.Switch(f"{name}-{vsw.zone_id}", vswitch_name=f"{name}-{vsw.zone_id}", vpc_id=vpc.id,
-                                    cidr_block=str(vsw.cidr), zone_id=vsw.zone_id, opts=child)
+                alicloud.vpc.Switch(
+                    f"{name}-{vsw.zone_id}",
+                    vswitch_name=f"{name}-{vsw.zone_id}",
+                    vpc_id=vpc.id,
+                    cidr_block=str(vsw.cidr),
+                    zone_id=vsw.zone_id,
+                    opts=child,
+                )
                 for vsw in spec.vswitches
             ]
             self.vpc_id = vpc.id

@@ -42,8 +42,15 @@ class TrainingOperator(pulumi.ComponentResource):
         gang_scheduling: whether Volcano gang scheduling is available.
     """
 
-    def __init__(self, name: str, spec: OperatorSpec, *, provider: k8s.Provider, project_dir: Path | None = None,
-                 opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self,
+        name: str,
+        spec: OperatorSpec,
+        *,
+        provider: k8s.Provider,
+        project_dir: Path | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
         super().__init__(f"{TOKEN}:TrainingOperator", name, None, opts)
         self.ready: list[pulumi.Resource] = []
         self.gang_scheduling = spec.volcano.enabled
@@ -51,12 +58,21 @@ class TrainingOperator(pulumi.ComponentResource):
             options = pulumi.ResourceOptions(parent=self, provider=provider)
             directory = operator_source(spec.version)
             if spec.volcano.enabled:
-                volcano_ns = k8s.core.v1.Namespace(VOLCANO_NAMESPACE, metadata={"name": VOLCANO_NAMESPACE}, opts=options)
-                self.ready.append(k8s.helm.v4.Chart(
-                    "volcano", chart="volcano", version=spec.volcano.version, namespace=VOLCANO_NAMESPACE,
-                    repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=VOLCANO_REPO),
-                    opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[volcano_ns])))
+                volcano_ns = k8s.core.v1.Namespace(
+                    VOLCANO_NAMESPACE, metadata={"name": VOLCANO_NAMESPACE}, opts=options
+                )
+                self.ready.append(
+                    k8s.helm.v4.Chart(
+                        "volcano",
+                        chart="volcano",
+                        version=spec.volcano.version,
+                        namespace=VOLCANO_NAMESPACE,
+                        repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=VOLCANO_REPO),
+                        opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[volcano_ns]),
+                    )
+                )
                 directory = str(write_overlay(spec.version, project_dir or Path.cwd()))
-            self.ready.append(k8s.kustomize.v2.Directory(name, directory=directory, namespace=OPERATOR_NAMESPACE,
-                                                         opts=options))
+            self.ready.append(
+                k8s.kustomize.v2.Directory(name, directory=directory, namespace=OPERATOR_NAMESPACE, opts=options)
+            )
         self.register_outputs({})

@@ -58,10 +58,18 @@ class Recorded:
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "urn": self.urn, "type": self.type, "name": self.name, "parent": self.parent or None,
-            "custom": self.custom, "inputs": self.inputs,
-            "options": {"protect": self.protect, "retainOnDelete": self.retain_on_delete,
-                        "dependencies": self.dependencies, "provider": self.provider or None},
+            "urn": self.urn,
+            "type": self.type,
+            "name": self.name,
+            "parent": self.parent or None,
+            "custom": self.custom,
+            "inputs": self.inputs,
+            "options": {
+                "protect": self.protect,
+                "retainOnDelete": self.retain_on_delete,
+                "dependencies": self.dependencies,
+                "provider": self.provider or None,
+            },
         }
 
 
@@ -86,8 +94,11 @@ class Plan:
     def kubernetes_objects(self) -> list[dict[str, Any]]:
         """Every Kubernetes object the stack would apply, as complete manifests, in the
         order ``kubectl apply`` needs them (namespaces first, jobs last)."""
-        objects = [_manifest_order(r.inputs) for r in self.resources
-                   if r.custom and r.type.startswith("kubernetes:") and r.type not in UNRENDERED]
+        objects = [
+            _manifest_order(r.inputs)
+            for r in self.resources
+            if r.custom and r.type.startswith("kubernetes:") and r.type not in UNRENDERED
+        ]
         return sorted(objects, key=lambda o: (_apply_rank(o["kind"]), o["kind"], o["metadata"].get("name", "")))
 
     def counts(self) -> Counter[str]:
@@ -113,8 +124,7 @@ class Plan:
         return "\n".join(lines)
 
     def as_json(self) -> dict[str, Any]:
-        return {"stack": self.stack, "resources": [r.as_json() for r in self.resources],
-                "outputs": self.outputs}
+        return {"stack": self.stack, "resources": [r.as_json() for r in self.resources], "outputs": self.outputs}
 
 
 def _clean(value: Any) -> Any:
@@ -212,9 +222,14 @@ def run_program(config: Mapping[str, Any], *, stack: str, project_dir: Path) -> 
                 urn = response.urn
                 order.append(urn)
                 recorded[urn] = Recorded(
-                    urn=urn, type=request.type, name=request.name, parent=request.parent, custom=request.custom,
+                    urn=urn,
+                    type=request.type,
+                    name=request.name,
+                    parent=request.parent,
+                    custom=request.custom,
                     inputs=_clean(rpc.deserialize_properties(request.object, keep_unknowns=True)),
-                    protect=bool(request.protect), retain_on_delete=bool(request.retainOnDelete),
+                    protect=bool(request.protect),
+                    retain_on_delete=bool(request.retainOnDelete),
                     dependencies=list(request.dependencies),
                     provider=request.provider.rsplit("::", 1)[0] if request.provider else "",
                 )

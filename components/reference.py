@@ -1,7 +1,7 @@
 """The README's stack-config reference, generated from the config models.
 
-    python -m components.reference            # print the reference
-    python -m components.reference --write    # update README.md between its markers
+python -m components.reference            # print the reference
+python -m components.reference --write    # update README.md between its markers
 """
 
 from __future__ import annotations

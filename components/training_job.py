@@ -43,28 +43,46 @@ class TrainingJob(pulumi.ComponentResource):
         commands: ``kubectl`` commands to follow the job.
     """
 
-    def __init__(self, name: str, spec: TrainingJobSpec, *, namespace: TrainingNamespace, storage: SharedVolumes,
-                 pool: GpuNodePool | None = None, registry: ContainerRegistry | None = None,
-                 operator: TrainingOperator | None = None, provider: k8s.Provider,
-                 opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self,
+        name: str,
+        spec: TrainingJobSpec,
+        *,
+        namespace: TrainingNamespace,
+        storage: SharedVolumes,
+        pool: GpuNodePool | None = None,
+        registry: ContainerRegistry | None = None,
+        operator: TrainingOperator | None = None,
+        provider: k8s.Provider,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
         super().__init__(f"{TOKEN}:TrainingJob", name, None, opts)
         placement = pool.placement if pool is not None else CPU_PLACEMENT
         gpus = spec.gpus_per_node if spec.gpus_per_node is not None else placement.gpus_per_node
         job_namespace = spec.namespace or namespace.name
-        self.manifest = pytorch_job(spec, JobContext(
-            namespace=job_namespace,
-            image=job_image(spec, registry),
-            gpus=gpus,
-            placement=placement,
-            data_claim=storage.data_claim,
-            output_claim=storage.output_claim,
-            service_account=namespace.service_account if job_namespace == namespace.name else None,
-            image_pull_secret=registry.pull_secret if registry is not None else None,
-        ))
-        depends_on: list[pulumi.Resource] = [namespace.namespace, *storage.claims, *(operator.ready if operator else [])]
+        self.manifest = pytorch_job(
+            spec,
+            JobContext(
+                namespace=job_namespace,
+                image=job_image(spec, registry),
+                gpus=gpus,
+                placement=placement,
+                data_claim=storage.data_claim,
+                output_claim=storage.output_claim,
+                service_account=namespace.service_account if job_namespace == namespace.name else None,
+                image_pull_secret=registry.pull_secret if registry is not None else None,
+            ),
+        )
+        depends_on: list[pulumi.Resource] = [
+            namespace.namespace,
+            *storage.claims,
+            *(operator.ready if operator else []),
+        ]
         self.job = k8s.apiextensions.CustomResource(
-            spec.name, **resource_args(self.manifest),
-            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on))
+            spec.name,
+            **resource_args(self.manifest),
+            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on),
+        )
         self.job_name = spec.name
         self.namespace = job_namespace
         self.commands = kubectl_commands(spec.name, job_namespace)

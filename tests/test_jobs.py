@@ -8,15 +8,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-import kubernetes.client.models as k8s_models
 import kubeflow.training.models as kf_models
+import kubernetes.client.models as k8s_models
 import pytest
 import yaml
+from conftest import cfg, stack_config
 from kubeflow.training.api_client import ApiClient
 
 from components.config import GpuPoolSpec, TrainingJobSpec
 from components.manifests import CPU_PLACEMENT, JobContext, Placement, pool_placement, pytorch_job
-from conftest import cfg, stack_config
 
 GOLDEN = Path(__file__).parent / "golden"
 POOL_1 = pool_placement(GpuPoolSpec(instance_types=["ecs.gn7i-c8g1.2xlarge"], gpus_per_node=1))
@@ -25,22 +25,56 @@ IMAGE = "registry-vpc.cn-hangzhou.aliyuncs.com/ml/trainer:v0.1.0"
 
 
 def context(placement: Placement, gpus: int, **extra: Any) -> JobContext:
-    return JobContext(namespace="training", image=IMAGE, gpus=gpus, placement=placement, data_claim="training-data",
-                      output_claim="training-output", service_account="trainer", **extra)
+    return JobContext(
+        namespace="training",
+        image=IMAGE,
+        gpus=gpus,
+        placement=placement,
+        data_claim="training-data",
+        output_claim="training-output",
+        service_account="trainer",
+        **extra,
+    )
 
 
 REPRESENTATIVE = {
-    "single-node-1gpu": (TrainingJobSpec(name="mnist", image=IMAGE), context(POOL_1, 1, image_pull_secret="registry-pull")),
+    "single-node-1gpu": (
+        TrainingJobSpec(name="mnist", image=IMAGE),
+        context(POOL_1, 1, image_pull_secret="registry-pull"),
+    ),
     "multi-node-4x8-rdma": (
-        TrainingJobSpec(name="gpt-pretrain", image=IMAGE, nodes=4, network="rdma", cpu="180", memory="1600Gi",
-                        restart_policy="ExitCode", trainer={"model": "gpt", "max_steps": 100000, "batch_size": 16},
-                        scheduling={"queue": "default", "min_available": 4}, run_policy={"backoff_limit": 10}),
-        context(POOL_8_RDMA, 8)),
-    "elastic": (TrainingJobSpec(name="elastic-gpt", image=IMAGE, elastic={"min_nodes": 2, "max_nodes": 4},
-                                trainer={"model": "gpt"}), context(POOL_8_RDMA, 8)),
-    "cpu-local": (TrainingJobSpec(name="mnist-cpu", image="trainer:0.1.0", gpus_per_node=0, procs_per_node=2, cpu="2",
-                                  memory="4Gi", trainer={"max_steps": 200, "synthetic_data": True}),
-                  context(CPU_PLACEMENT, 0)),
+        TrainingJobSpec(
+            name="gpt-pretrain",
+            image=IMAGE,
+            nodes=4,
+            network="rdma",
+            cpu="180",
+            memory="1600Gi",
+            restart_policy="ExitCode",
+            trainer={"model": "gpt", "max_steps": 100000, "batch_size": 16},
+            scheduling={"queue": "default", "min_available": 4},
+            run_policy={"backoff_limit": 10},
+        ),
+        context(POOL_8_RDMA, 8),
+    ),
+    "elastic": (
+        TrainingJobSpec(
+            name="elastic-gpt", image=IMAGE, elastic={"min_nodes": 2, "max_nodes": 4}, trainer={"model": "gpt"}
+        ),
+        context(POOL_8_RDMA, 8),
+    ),
+    "cpu-local": (
+        TrainingJobSpec(
+            name="mnist-cpu",
+            image="trainer:0.1.0",
+            gpus_per_node=0,
+            procs_per_node=2,
+            cpu="2",
+            memory="4Gi",
+            trainer={"max_steps": 200, "synthetic_data": True},
+        ),
+        context(CPU_PLACEMENT, 0),
+    ),
 }
 
 
@@ -73,8 +107,9 @@ def assert_matches_model(value: Any, type_name: str, path: str = "") -> None:
         return
     primitive = {"str": str, "int": int, "bool": bool, "float": (int, float), "object": object}
     if type_name in primitive:
-        assert isinstance(value, primitive[type_name]) and not (type_name == "int" and isinstance(value, bool)), \
+        assert isinstance(value, primitive[type_name]) and not (type_name == "int" and isinstance(value, bool)), (
             f"{path}: {value!r} is not {type_name}"
+        )
         return
     model = _model(type_name)
     assert isinstance(value, dict), f"{path}: expected an object of {type_name}"
@@ -135,38 +170,109 @@ def test_validator_catches_unknown_fields() -> None:
 
 BUILDS = [
     # (case, spec, context, expectation on the manifest)
-    ("shm sized per GPU", TrainingJobSpec(name="a", image=IMAGE), context(POOL_8_RDMA, 8),
-     lambda j: _pod(j)["volumes"][0]["emptyDir"] == {"medium": "Memory", "sizeLimit": "128Gi"}),
-    ("shm for CPU jobs", TrainingJobSpec(name="a", image=IMAGE, gpus_per_node=0), context(CPU_PLACEMENT, 0),
-     lambda j: _pod(j)["volumes"][0]["emptyDir"]["sizeLimit"] == "2Gi"),
-    ("tolerations from the pool", TrainingJobSpec(name="a", image=IMAGE), context(POOL_1, 1),
-     lambda j: _pod(j)["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}]
-     and _pod(j)["nodeSelector"] == {"ack-training-platform/pool": "gpu"}),
-    ("tcp has no host network", TrainingJobSpec(name="a", image=IMAGE), context(POOL_8_RDMA, 8),
-     lambda j: "hostNetwork" not in _pod(j) and "securityContext" not in _pod(j)["containers"][0]
-     and _env(j)["NCCL_IB_DISABLE"] == "1"),
-    ("rdma preset", TrainingJobSpec(name="a", image=IMAGE, network="rdma"), context(POOL_8_RDMA, 8),
-     lambda j: _pod(j)["hostNetwork"] and _pod(j)["dnsPolicy"] == "ClusterFirstWithHostNet"
-     and _pod(j)["containers"][0]["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
-     and _pod(j)["containers"][0]["resources"]["limits"]["rdma/hca"] == "1" and _env(j)["NCCL_IB_DISABLE"] == "0"),
-    ("nccl debug", TrainingJobSpec(name="a", image=IMAGE, nccl_debug="INFO"), context(POOL_1, 1),
-     lambda j: _env(j)["NCCL_DEBUG"] == "INFO"),
-    ("user env wins", TrainingJobSpec(name="a", image=IMAGE, env={"NCCL_SOCKET_IFNAME": "bond0"}), context(POOL_1, 1),
-     lambda j: _env(j)["NCCL_SOCKET_IFNAME"] == "bond0"),
-    ("netbench preset", TrainingJobSpec(name="a", image=IMAGE, preset="netbench", nodes=2), context(POOL_8_RDMA, 8),
-     lambda j: _pod(j)["containers"][0]["command"] == ["torchrun", "-m", "trainer.bench"]
-     and j["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 1),
-    ("elastic is worker-only", TrainingJobSpec(name="a", image=IMAGE, elastic={"min_nodes": 1, "max_nodes": 3}),
-     context(POOL_1, 1),
-     lambda j: list(j["spec"]["pytorchReplicaSpecs"]) == ["Worker"]
-     and j["spec"]["elasticPolicy"] == {"minReplicas": 1, "maxReplicas": 3, "rdzvBackend": "c10d", "maxRestarts": 3}),
-    ("run policy", TrainingJobSpec(name="a", image=IMAGE, run_policy={"active_deadline_seconds": 3600,
-                                                                      "ttl_seconds_after_finished": 600, "suspend": True}),
-     context(POOL_1, 1),
-     lambda j: j["spec"]["runPolicy"] == {"cleanPodPolicy": "None", "backoffLimit": 6, "suspend": True,
-                                          "activeDeadlineSeconds": 3600, "ttlSecondsAfterFinished": 600}),
-    ("output per job", TrainingJobSpec(name="run-7", image=IMAGE), context(POOL_1, 1),
-     lambda j: _env(j)["OUTPUT_PATH"] == "/mnt/output/run-7" and _env(j)["MODEL_PATH"] == "/mnt/output/run-7/final_model.pt"),
+    (
+        "shm sized per GPU",
+        TrainingJobSpec(name="a", image=IMAGE),
+        context(POOL_8_RDMA, 8),
+        lambda j: _pod(j)["volumes"][0]["emptyDir"] == {"medium": "Memory", "sizeLimit": "128Gi"},
+    ),
+    (
+        "shm for CPU jobs",
+        TrainingJobSpec(name="a", image=IMAGE, gpus_per_node=0),
+        context(CPU_PLACEMENT, 0),
+        lambda j: _pod(j)["volumes"][0]["emptyDir"]["sizeLimit"] == "2Gi",
+    ),
+    (
+        "tolerations from the pool",
+        TrainingJobSpec(name="a", image=IMAGE),
+        context(POOL_1, 1),
+        lambda j: (
+            _pod(j)["tolerations"]
+            == [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}]
+            and _pod(j)["nodeSelector"] == {"ack-training-platform/pool": "gpu"}
+        ),
+    ),
+    (
+        "tcp has no host network",
+        TrainingJobSpec(name="a", image=IMAGE),
+        context(POOL_8_RDMA, 8),
+        lambda j: (
+            "hostNetwork" not in _pod(j)
+            and "securityContext" not in _pod(j)["containers"][0]
+            and _env(j)["NCCL_IB_DISABLE"] == "1"
+        ),
+    ),
+    (
+        "rdma preset",
+        TrainingJobSpec(name="a", image=IMAGE, network="rdma"),
+        context(POOL_8_RDMA, 8),
+        lambda j: (
+            _pod(j)["hostNetwork"]
+            and _pod(j)["dnsPolicy"] == "ClusterFirstWithHostNet"
+            and _pod(j)["containers"][0]["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
+            and _pod(j)["containers"][0]["resources"]["limits"]["rdma/hca"] == "1"
+            and _env(j)["NCCL_IB_DISABLE"] == "0"
+        ),
+    ),
+    (
+        "nccl debug",
+        TrainingJobSpec(name="a", image=IMAGE, nccl_debug="INFO"),
+        context(POOL_1, 1),
+        lambda j: _env(j)["NCCL_DEBUG"] == "INFO",
+    ),
+    (
+        "user env wins",
+        TrainingJobSpec(name="a", image=IMAGE, env={"NCCL_SOCKET_IFNAME": "bond0"}),
+        context(POOL_1, 1),
+        lambda j: _env(j)["NCCL_SOCKET_IFNAME"] == "bond0",
+    ),
+    (
+        "netbench preset",
+        TrainingJobSpec(name="a", image=IMAGE, preset="netbench", nodes=2),
+        context(POOL_8_RDMA, 8),
+        lambda j: (
+            _pod(j)["containers"][0]["command"] == ["torchrun", "-m", "trainer.bench"]
+            and j["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 1
+        ),
+    ),
+    (
+        "elastic is worker-only",
+        TrainingJobSpec(name="a", image=IMAGE, elastic={"min_nodes": 1, "max_nodes": 3}),
+        context(POOL_1, 1),
+        lambda j: (
+            list(j["spec"]["pytorchReplicaSpecs"]) == ["Worker"]
+            and j["spec"]["elasticPolicy"]
+            == {"minReplicas": 1, "maxReplicas": 3, "rdzvBackend": "c10d", "maxRestarts": 3}
+        ),
+    ),
+    (
+        "run policy",
+        TrainingJobSpec(
+            name="a",
+            image=IMAGE,
+            run_policy={"active_deadline_seconds": 3600, "ttl_seconds_after_finished": 600, "suspend": True},
+        ),
+        context(POOL_1, 1),
+        lambda j: (
+            j["spec"]["runPolicy"]
+            == {
+                "cleanPodPolicy": "None",
+                "backoffLimit": 6,
+                "suspend": True,
+                "activeDeadlineSeconds": 3600,
+                "ttlSecondsAfterFinished": 600,
+            }
+        ),
+    ),
+    (
+        "output per job",
+        TrainingJobSpec(name="run-7", image=IMAGE),
+        context(POOL_1, 1),
+        lambda j: (
+            _env(j)["OUTPUT_PATH"] == "/mnt/output/run-7"
+            and _env(j)["MODEL_PATH"] == "/mnt/output/run-7/final_model.pt"
+        ),
+    ),
 ]
 
 
@@ -183,26 +289,38 @@ def test_builder(case: str, spec: TrainingJobSpec, ctx: JobContext, check) -> No
     assert check(pytorch_job(spec, ctx))
 
 
-@pytest.mark.parametrize(("spec", "ctx", "message"), [
-    (TrainingJobSpec(name="a", image=IMAGE), context(CPU_PLACEMENT, 1),
-     "job 'a' asks for 1 GPUs per pod but its placement offers 0"),
-    (TrainingJobSpec(name="a", image=IMAGE, network="rdma"), context(POOL_1, 1),
-     "job 'a' uses rdma networking but its placement has no RDMA"),
-])
+@pytest.mark.parametrize(
+    ("spec", "ctx", "message"),
+    [
+        (
+            TrainingJobSpec(name="a", image=IMAGE),
+            context(CPU_PLACEMENT, 1),
+            "job 'a' asks for 1 GPUs per pod but its placement offers 0",
+        ),
+        (
+            TrainingJobSpec(name="a", image=IMAGE, network="rdma"),
+            context(POOL_1, 1),
+            "job 'a' uses rdma networking but its placement has no RDMA",
+        ),
+    ],
+)
 def test_builder_rejects_impossible_placement(spec, ctx, message: str) -> None:
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         pytorch_job(spec, ctx)
 
 
-@pytest.mark.parametrize(("fields", "message"), [
-    ({"name": "a" * 41}, "is not a valid job name"),
-    ({"image": "trainer"}, "is not pinned"),
-    ({"image": "trainer@sha256:abc"}, "has a malformed digest"),
-    ({"elastic": {"min_nodes": 3, "max_nodes": 2}}, "minNodes (3) must not exceed maxNodes (2)"),
-    ({"nodes": 2, "elastic": {"min_nodes": 1, "max_nodes": 2}}, "an elastic job sizes itself"),
-    ({"gpus_per_node": 0, "network": "rdma"}, "rdma networking is for GPU jobs"),
-    ({"nodes": 2, "scheduling": {"min_available": 3}}, "minAvailable (3) exceeds the job's 2 pods"),
-])
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"name": "a" * 41}, "is not a valid job name"),
+        ({"image": "trainer"}, "is not pinned"),
+        ({"image": "trainer@sha256:abc"}, "has a malformed digest"),
+        ({"elastic": {"min_nodes": 3, "max_nodes": 2}}, "minNodes (3) must not exceed maxNodes (2)"),
+        ({"nodes": 2, "elastic": {"min_nodes": 1, "max_nodes": 2}}, "an elastic job sizes itself"),
+        ({"gpus_per_node": 0, "network": "rdma"}, "rdma networking is for GPU jobs"),
+        ({"nodes": 2, "scheduling": {"min_available": 3}}, "minAvailable (3) exceeds the job's 2 pods"),
+    ],
+)
 def test_job_spec_rejects(fields: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         TrainingJobSpec(**{"name": "a", "image": IMAGE, **fields})
@@ -223,10 +341,14 @@ def test_jobs_are_wired_to_operator_pool_storage_and_registry(run_stack) -> None
         assert pod["tolerations"][0]["key"] == "nvidia.com/gpu"
         assert pod["nodeSelector"] == {"ack-training-platform/pool": "h-rdma"}
         assert [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"][1:]] == ["datasets", "checkpoints"]
-        assert pod["containers"][0]["image"] == "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/ml/trainer:v0.1.0"
+        assert (
+            pod["containers"][0]["image"] == "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/ml/trainer:v0.1.0"
+        )
     assert operator.inputs["namespace"] == "kubeflow"
     overlay = yaml.safe_load((Path(operator.inputs["directory"]) / "kustomization.yaml").read_text())
-    assert overlay["resources"] == ["https://github.com/kubeflow/training-operator.git/manifests/overlays/standalone?ref=v1.9.4"]
+    assert overlay["resources"] == [
+        "https://github.com/kubeflow/training-operator.git/manifests/overlays/standalone?ref=v1.9.4"
+    ]
     assert "--gang-scheduler-name=volcano" in overlay["patches"][0]["patch"]
 
 

@@ -13,17 +13,24 @@ import sys
 import pulumi_alicloud as alicloud
 import pytest
 import yaml
+from conftest import ROOT, STACKS, cfg, stack_config
 
 from components.plan import SECRET, UNKNOWN, Plan
-from conftest import ROOT, STACKS, cfg, stack_config
 
 FS = "alicloud:nas/fileSystem:FileSystem"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 SC = "kubernetes:storage.k8s.io/v1:StorageClass"
 JOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
-CLOUD = ("alicloud:vpc/network:Network", "alicloud:vpc/switch:Switch", "alicloud:cs/managedKubernetes:ManagedKubernetes",
-         FS, "alicloud:nas/mountTarget:MountTarget", "alicloud:cr/namespace:Namespace", "alicloud:cr/repo:Repo",
-         "alicloud:cr/registryEnterpriseInstance:RegistryEnterpriseInstance")
+CLOUD = (
+    "alicloud:vpc/network:Network",
+    "alicloud:vpc/switch:Switch",
+    "alicloud:cs/managedKubernetes:ManagedKubernetes",
+    FS,
+    "alicloud:nas/mountTarget:MountTarget",
+    "alicloud:cr/namespace:Namespace",
+    "alicloud:cr/repo:Repo",
+    "alicloud:cr/registryEnterpriseInstance:RegistryEnterpriseInstance",
+)
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -125,8 +132,13 @@ def test_cluster_is_created_empty_with_deletion_protection(run_stack) -> None:
     assert cluster["deletionProtection"] is True
     assert cluster["clusterSpec"] == "ack.pro.small"
     assert "workerInstanceTypes" not in cluster
-    assert [a["name"] for a in cluster["addons"]] == ["flannel", "csi-plugin", "csi-provisioner", "storage-operator",
-                                                      "ack-node-problem-detector"]
+    assert [a["name"] for a in cluster["addons"]] == [
+        "flannel",
+        "csi-plugin",
+        "csi-provisioner",
+        "storage-operator",
+        "ack-node-problem-detector",
+    ]
     assert cluster["podCidr"] == "172.20.0.0/16" and cluster["serviceCidr"] == "172.21.0.0/20"
 
 
@@ -171,7 +183,10 @@ def test_adopt_mode_creates_none_of_the_adopted(run_stack) -> None:
     config = stack_config("dev")
     config[cfg("network")] = {"vpcId": "vpc-1", "vswitchIds": ["vsw-1"], "vpcCidr": "10.0.0.0/8"}
     config[cfg("cluster")]["existingClusterId"] = "c-1"
-    config[cfg("storage")]["nas"] = {"existingFileSystemId": "0a1b2c", "existingMountTargetDomain": "0a1b2c-x.cn-hangzhou.nas.aliyuncs.com"}
+    config[cfg("storage")]["nas"] = {
+        "existingFileSystemId": "0a1b2c",
+        "existingMountTargetDomain": "0a1b2c-x.cn-hangzhou.nas.aliyuncs.com",
+    }
     config[cfg("registry")] = {"existingRepositoryUrl": "registry-vpc.cn-hangzhou.aliyuncs.com/team/trainer"}
     del config[cfg("registryPassword")]
     plan = run_stack(config)
@@ -210,8 +225,9 @@ def test_gpu_quota(run_stack) -> None:
 
 
 def plan_cli(*args: str, cwd=ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "components.plan", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "components.plan", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_plan_cli_writes_applyable_yaml(tmp_path) -> None:
@@ -233,7 +249,9 @@ def test_plan_cli_json_carries_options(tmp_path) -> None:
     resources = {(r["type"], r["name"]): r for r in json.loads(result.stdout)["resources"]}
     assert resources[(FS, "nas")]["options"]["protect"] is True
     assert resources[(PVC, "training-data")]["options"]["retainOnDelete"] is True
-    assert resources[(JOB, "mnist-dev")]["options"]["provider"].endswith("pulumi:providers:kubernetes::training-dev-k8s")
+    assert resources[(JOB, "mnist-dev")]["options"]["provider"].endswith(
+        "pulumi:providers:kubernetes::training-dev-k8s"
+    )
 
 
 def test_plan_cli_rejects_bad_stack_file_without_traceback(tmp_path) -> None:
@@ -243,8 +261,10 @@ def test_plan_cli_rejects_bad_stack_file_without_traceback(tmp_path) -> None:
     bad.write_text(yaml.safe_dump({"config": config}))
     result = plan_cli("--stack-file", str(bad))
     assert result.returncode == 2
-    assert result.stderr == ("error: invalid stack configuration:\n  ack-training-platform:gpuPool.maxSize: "
-                             "Input should be greater than or equal to 1 (got 0)\n")
+    assert result.stderr == (
+        "error: invalid stack configuration:\n  ack-training-platform:gpuPool.maxSize: "
+        "Input should be greater than or equal to 1 (got 0)\n"
+    )
     missing = plan_cli("--stack", "nope")
     assert missing.returncode == 2 and "no such stack file" in missing.stderr and "Traceback" not in missing.stderr
     bad.write_text("config: [unclosed")
@@ -259,11 +279,13 @@ def test_plan_cli_prints_schema() -> None:
 
 
 def test_neither_components_nor_the_program_import_torch() -> None:
-    code = ("import sys, components\n"
-            "from components.plan import plan_stack, read_stack_file, stack_path, find_project_dir\n"
-            "root = find_project_dir()\n"
-            "plan_stack(read_stack_file(stack_path(root, 'prod')), stack='prod', project_dir=root)\n"
-            "print('torch' in sys.modules)")
+    code = (
+        "import sys, components\n"
+        "from components.plan import plan_stack, read_stack_file, stack_path, find_project_dir\n"
+        "root = find_project_dir()\n"
+        "plan_stack(read_stack_file(stack_path(root, 'prod')), stack='prod', project_dir=root)\n"
+        "print('torch' in sys.modules)"
+    )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
@@ -312,7 +334,9 @@ def test_oss_needs_its_credentials() -> None:
         load_spec(config)
     assert raised.value.problems == [
         f"ack-training-platform:{key}: storage.oss is set but this credential is missing; "
-        f"run: pulumi config set --secret {key} <value>" for key in ("ossAccessKeyId", "ossAccessKeySecret")]
+        f"run: pulumi config set --secret {key} <value>"
+        for key in ("ossAccessKeyId", "ossAccessKeySecret")
+    ]
 
 
 def test_pulumi_up_reports_invalid_config_without_traceback(run_stack) -> None:
@@ -322,5 +346,6 @@ def test_pulumi_up_reports_invalid_config_without_traceback(run_stack) -> None:
     config[cfg("gpuPool")]["minSize"] = 5
     with pytest.raises(pulumi.RunError) as raised:
         run_stack(config)
-    assert str(raised.value) == ("invalid stack configuration:\n"
-                                 "  ack-training-platform:gpuPool.minSize: minSize (5) must not exceed maxSize (2)")
+    assert str(raised.value) == (
+        "invalid stack configuration:\n  ack-training-platform:gpuPool.minSize: minSize (5) must not exceed maxSize (2)"
+    )

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from conftest import ROOT
+
 from trainer.data import GlobalOrder
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "PYTHONUNBUFFERED": "1"}
@@ -23,8 +23,16 @@ SMALL = ["--synthetic-size", "2048", "--batch-size", "16", "--log-every", "10"]
 
 
 def torchrun(*args: str, procs: int = 2, restarts: int = 0) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={procs}",
-            f"--max-restarts={restarts}", "-m", *args]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={procs}",
+        f"--max-restarts={restarts}",
+        "-m",
+        *args,
+    ]
 
 
 def run(cmd: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
@@ -92,8 +100,14 @@ def test_sigkilled_worker_resumes_bit_identical(tmp_path: Path) -> None:
     assert reference.returncode == 0, reference.stderr
 
     out = tmp_path / "killed"
-    launcher = subprocess.Popen(torchrun(*args, "--output-dir", str(out), restarts=1), cwd=ROOT, env=ENV,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    launcher = subprocess.Popen(
+        torchrun(*args, "--output-dir", str(out), restarts=1),
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         wait_for(lambda: (out / "checkpoints" / "step-000000030").is_dir())
         workers = children(launcher.pid)
@@ -110,9 +124,16 @@ def test_sigkilled_worker_resumes_bit_identical(tmp_path: Path) -> None:
 
 
 def test_sigterm_checkpoints_the_current_step(tmp_path: Path) -> None:
-    launcher = subprocess.Popen(torchrun("trainer", "--max-steps", "100000", "--checkpoint-every", "1000",
-                                         "--output-dir", str(tmp_path), *SMALL),
-                                cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    launcher = subprocess.Popen(
+        torchrun(
+            "trainer", "--max-steps", "100000", "--checkpoint-every", "1000", "--output-dir", str(tmp_path), *SMALL
+        ),
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         wait_for(lambda: (tmp_path / "metrics.jsonl").is_file() and len(metrics(tmp_path)) >= 2)
         launcher.send_signal(signal.SIGTERM)
@@ -127,8 +148,20 @@ def test_sigterm_checkpoints_the_current_step(tmp_path: Path) -> None:
 
 
 def test_truncated_newest_checkpoint_is_skipped(tmp_path: Path) -> None:
-    first = run([sys.executable, "-m", "trainer", "--max-steps", "40", "--checkpoint-every", "20",
-                 "--output-dir", str(tmp_path), *SMALL])
+    first = run(
+        [
+            sys.executable,
+            "-m",
+            "trainer",
+            "--max-steps",
+            "40",
+            "--checkpoint-every",
+            "20",
+            "--output-dir",
+            str(tmp_path),
+            *SMALL,
+        ]
+    )
     assert first.returncode == 0, first.stderr
     newest = tmp_path / "checkpoints" / "step-000000040" / "state.pt"
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
@@ -150,13 +183,20 @@ def test_resume_with_fewer_processes_continues_at_the_same_sample(tmp_path: Path
     assert state["position"] == 320 + 2 * 16
 
 
-@pytest.mark.parametrize(("setup", "message"), [
-    (lambda d: None, "error: --data-dir {d}: no train.npz (expected arrays 'images' uint8 N×1×28×28 and 'labels')"),
-    (lambda d: np.savez(d / "train.npz", images=np.zeros((4, 28, 28), np.uint8), labels=np.zeros(4)),
-     "error: --data-dir {d}: train.npz 'images' must be uint8 N×1×28×28, got uint8 (4, 28, 28)"),
-    (lambda d: (d / "train.npz").write_bytes(b"not a zip"),
-     "error: --data-dir {d}: train.npz is unreadable or lacks 'images'/'labels'"),
-])
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        (lambda d: None, "error: --data-dir {d}: no train.npz (expected arrays 'images' uint8 N×1×28×28 and 'labels')"),
+        (
+            lambda d: np.savez(d / "train.npz", images=np.zeros((4, 28, 28), np.uint8), labels=np.zeros(4)),
+            "error: --data-dir {d}: train.npz 'images' must be uint8 N×1×28×28, got uint8 (4, 28, 28)",
+        ),
+        (
+            lambda d: (d / "train.npz").write_bytes(b"not a zip"),
+            "error: --data-dir {d}: train.npz is unreadable or lacks 'images'/'labels'",
+        ),
+    ],
+)
 def test_bad_data_dir_fails_fast_on_every_rank(tmp_path: Path, setup, message: str) -> None:
     # Both ranks launched as the operator launches pods: by environment, no torchrun to
     # tear the slower one down. Each must fail on its own before any collective.
@@ -167,11 +207,17 @@ def test_bad_data_dir_fails_fast_on_every_rank(tmp_path: Path, setup, message: s
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     started = time.monotonic()
-    ranks = [subprocess.Popen([sys.executable, "-m", "trainer", "--data-dir", str(data), "--output-dir",
-                               str(tmp_path / "out")], cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              env={**ENV, "WORLD_SIZE": "2", "RANK": str(rank), "MASTER_ADDR": "127.0.0.1",
-                                   "MASTER_PORT": str(port)})
-             for rank in range(2)]
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-m", "trainer", "--data-dir", str(data), "--output-dir", str(tmp_path / "out")],
+            cwd=ROOT,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**ENV, "WORLD_SIZE": "2", "RANK": str(rank), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)},
+        )
+        for rank in range(2)
+    ]
     for rank in ranks:
         _, stderr = rank.communicate(timeout=60)
         assert rank.returncode == 2
@@ -180,8 +226,9 @@ def test_bad_data_dir_fails_fast_on_every_rank(tmp_path: Path, setup, message: s
 
 
 def test_bad_data_dir_under_torchrun_fails_without_hanging(tmp_path: Path) -> None:
-    result = run(torchrun("trainer", "--data-dir", str(tmp_path / "missing"), "--output-dir", str(tmp_path / "out")),
-                 timeout=60)
+    result = run(
+        torchrun("trainer", "--data-dir", str(tmp_path / "missing"), "--output-dir", str(tmp_path / "out")), timeout=60
+    )
     assert result.returncode != 0
     assert f"error: --data-dir {tmp_path / 'missing'}: no such directory" in result.stderr
 
@@ -198,13 +245,43 @@ def test_bad_flags_and_unwritable_output(tmp_path: Path) -> None:
 def test_real_data_files_are_loaded(tmp_path: Path) -> None:
     images = np.random.default_rng(0).integers(0, 255, (256, 1, 28, 28), dtype=np.uint8)
     np.savez(tmp_path / "train.npz", images=images, labels=np.arange(256) % 10)
-    cnn = run([sys.executable, "-m", "trainer", "--data-dir", str(tmp_path), "--max-steps", "4", "--batch-size", "32",
-               "--output-dir", str(tmp_path / "cnn")])
+    cnn = run(
+        [
+            sys.executable,
+            "-m",
+            "trainer",
+            "--data-dir",
+            str(tmp_path),
+            "--max-steps",
+            "4",
+            "--batch-size",
+            "32",
+            "--output-dir",
+            str(tmp_path / "cnn"),
+        ]
+    )
     assert cnn.returncode == 0, cnn.stderr
     assert "256 samples" in cnn.stdout
     np.arange(129 * 40, dtype=np.uint16).__mod__(4096).astype(np.uint16).tofile(tmp_path / "train.bin")
-    gpt = run([sys.executable, "-m", "trainer", "--model", "gpt", "--data-dir", str(tmp_path), "--max-steps", "3",
-               "--batch-size", "4", "--log-every", "1", "--output-dir", str(tmp_path / "gpt")])
+    gpt = run(
+        [
+            sys.executable,
+            "-m",
+            "trainer",
+            "--model",
+            "gpt",
+            "--data-dir",
+            str(tmp_path),
+            "--max-steps",
+            "3",
+            "--batch-size",
+            "4",
+            "--log-every",
+            "1",
+            "--output-dir",
+            str(tmp_path / "gpt"),
+        ]
+    )
     assert gpt.returncode == 0, gpt.stderr
     assert "40 samples" in gpt.stdout and metrics(tmp_path / "gpt")[0]["tokens_per_s"] > 0
 
@@ -230,8 +307,20 @@ def test_allreduce_benchmark_prints_bandwidth_lines() -> None:
 
 
 def test_fsdp_gpt_learns_and_resumes_bit_identical(tmp_path: Path) -> None:
-    args = ["trainer", "--model", "gpt", "--fsdp", "--batch-size", "4", "--synthetic-size", "400",
-            "--checkpoint-every", "12", "--log-every", "6"]
+    args = [
+        "trainer",
+        "--model",
+        "gpt",
+        "--fsdp",
+        "--batch-size",
+        "4",
+        "--synthetic-size",
+        "400",
+        "--checkpoint-every",
+        "12",
+        "--log-every",
+        "6",
+    ]
     reference = run(torchrun(*args, "--max-steps", "24", "--output-dir", str(tmp_path / "reference")))
     assert reference.returncode == 0, reference.stderr
     rows = metrics(tmp_path / "reference")
@@ -246,12 +335,25 @@ def test_fsdp_gpt_learns_and_resumes_bit_identical(tmp_path: Path) -> None:
 
 
 def test_fsdp_checkpoint_is_not_resumed_by_a_ddp_run(tmp_path: Path) -> None:
-    args = ["trainer", "--model", "gpt", "--batch-size", "4", "--synthetic-size", "100", "--max-steps", "2",
-            "--output-dir", str(tmp_path)]
+    args = [
+        "trainer",
+        "--model",
+        "gpt",
+        "--batch-size",
+        "4",
+        "--synthetic-size",
+        "100",
+        "--max-steps",
+        "2",
+        "--output-dir",
+        str(tmp_path),
+    ]
     assert run(torchrun(*args, "--fsdp")).returncode == 0
     mixed = run([sys.executable, "-m", *args[:-2], "--max-steps", "3", "--output-dir", str(tmp_path)])
     assert mixed.returncode == 2
-    assert mixed.stderr.strip() == (f"error: --output-dir {tmp_path} holds a checkpoint of a run with --fsdp True, "
-                                    "not False: use another output directory")
+    assert mixed.stderr.strip() == (
+        f"error: --output-dir {tmp_path} holds a checkpoint of a run with --fsdp True, "
+        "not False: use another output directory"
+    )
     cnn = run([sys.executable, "-m", "trainer", "--fsdp"])
     assert cnn.stderr.strip() == "error: --fsdp shards the gpt model; the cnn is small enough for plain DDP"

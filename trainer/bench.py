@@ -66,9 +66,19 @@ def main(argv: list[str] | None = None) -> int:
             seconds = statistics.median(times)
             algbw = size / seconds / 1e9
             if rank == 0:
-                print(json.dumps({"size_bytes": size, "world_size": world, "backend": dist.get_backend(),
-                                  "time_ms": round(seconds * 1e3, 3), "algbw_GBps": round(algbw, 3),
-                                  "busbw_GBps": round(algbw * 2 * (world - 1) / world, 3)}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            "size_bytes": size,
+                            "world_size": world,
+                            "backend": dist.get_backend(),
+                            "time_ms": round(seconds * 1e3, 3),
+                            "algbw_GBps": round(algbw, 3),
+                            "busbw_GBps": round(algbw * 2 * (world - 1) / world, 3),
+                        }
+                    ),
+                    flush=True,
+                )
             size *= 2
     finally:
         dist.destroy_process_group()

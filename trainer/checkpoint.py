@@ -56,9 +56,15 @@ def save(root: Path, step: int, state: dict[str, Any], reason: str, keep: int) -
     tmp = root / f".{final.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    for name, data in (("state.pt", payload),
-                       ("meta.json", json.dumps({"step": step, "reason": reason, "bytes": len(payload),
-                                                 "sha256": hashlib.sha256(payload).hexdigest()}).encode())):
+    for name, data in (
+        ("state.pt", payload),
+        (
+            "meta.json",
+            json.dumps(
+                {"step": step, "reason": reason, "bytes": len(payload), "sha256": hashlib.sha256(payload).hexdigest()}
+            ).encode(),
+        ),
+    ):
         with open(tmp / name, "wb") as f:
             f.write(data)
             f.flush()

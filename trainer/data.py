@@ -97,7 +97,9 @@ def load_images(data_dir: Path) -> ImageDataset:
     except (KeyError, ValueError, OSError) as err:
         raise DataError(f"--data-dir {data_dir}: train.npz is unreadable or lacks 'images'/'labels' ({err})") from None
     if images.dtype != np.uint8 or images.ndim != 4 or tuple(images.shape[1:]) != IMAGE_SHAPE:
-        raise DataError(f"--data-dir {data_dir}: train.npz 'images' must be uint8 N×1×28×28, got {images.dtype} {images.shape}")
+        raise DataError(
+            f"--data-dir {data_dir}: train.npz 'images' must be uint8 N×1×28×28, got {images.dtype} {images.shape}"
+        )
     if labels.shape != (len(images),) or len(images) == 0:
         raise DataError(f"--data-dir {data_dir}: train.npz 'labels' must have one entry per image, got {labels.shape}")
     if labels.min() < 0 or labels.max() >= NUM_CLASSES:
@@ -114,9 +116,13 @@ def load_tokens(data_dir: Path, seq_len: int, vocab_size: int) -> TokenDataset:
         raise DataError(f"--data-dir {data_dir}: train.bin has an odd size; it must hold uint16 token ids")
     tokens = np.memmap(path, dtype=np.uint16, mode="r")
     if len(tokens) < seq_len + 1:
-        raise DataError(f"--data-dir {data_dir}: train.bin holds {len(tokens)} tokens, fewer than one window of {seq_len + 1}")
+        raise DataError(
+            f"--data-dir {data_dir}: train.bin holds {len(tokens)} tokens, fewer than one window of {seq_len + 1}"
+        )
     if int(tokens.max()) >= vocab_size:
-        raise DataError(f"--data-dir {data_dir}: train.bin has token id {int(tokens.max())} >= vocabulary size {vocab_size}")
+        raise DataError(
+            f"--data-dir {data_dir}: train.bin has token id {int(tokens.max())} >= vocabulary size {vocab_size}"
+        )
     return TokenDataset(tokens, seq_len)
 
 

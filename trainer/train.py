@@ -107,9 +107,14 @@ class Config:
             raise UsageError(f"--model {self.model!r}: choose cnn or gpt")
         if self.gpt_size not in GPT_SIZES:
             raise UsageError(f"--gpt-size {self.gpt_size!r}: choose one of {', '.join(GPT_SIZES)}")
-        for flag, value in (("--batch-size", self.batch_size), ("--grad-accum", self.grad_accum),
-                            ("--checkpoint-every", self.checkpoint_every), ("--log-every", self.log_every),
-                            ("--keep-checkpoints", self.keep_checkpoints), ("--synthetic-size", self.synthetic_size)):
+        for flag, value in (
+            ("--batch-size", self.batch_size),
+            ("--grad-accum", self.grad_accum),
+            ("--checkpoint-every", self.checkpoint_every),
+            ("--log-every", self.log_every),
+            ("--keep-checkpoints", self.keep_checkpoints),
+            ("--synthetic-size", self.synthetic_size),
+        ):
             if value < 1:
                 raise UsageError(f"{flag} must be at least 1, got {value}")
         for flag, value in (("--max-steps", self.max_steps), ("--epochs", self.epochs)):
@@ -125,10 +130,22 @@ def parse_args(argv: list[str] | None = None) -> Config:
     env = os.environ
     p = argparse.ArgumentParser(prog="python -m trainer", description="DDP trainer with exact resume.")
     p.add_argument("--model", default="cnn", help="cnn (MNIST convnet) or gpt (small decoder)")
-    p.add_argument("--data-dir", default=env.get("TRAIN_DATA_PATH"), help="train.npz (cnn) or train.bin (gpt); default $TRAIN_DATA_PATH")
+    p.add_argument(
+        "--data-dir",
+        default=env.get("TRAIN_DATA_PATH"),
+        help="train.npz (cnn) or train.bin (gpt); default $TRAIN_DATA_PATH",
+    )
     p.add_argument("--synthetic", action="store_true", help="use synthetic data even if $TRAIN_DATA_PATH is set")
-    p.add_argument("--output-dir", default=env.get("OUTPUT_PATH", Config.output_dir), help="checkpoints and metrics; default $OUTPUT_PATH")
-    p.add_argument("--model-path", default=env.get("MODEL_PATH"), help="final state_dict; default $MODEL_PATH or <output-dir>/final_model.pt")
+    p.add_argument(
+        "--output-dir",
+        default=env.get("OUTPUT_PATH", Config.output_dir),
+        help="checkpoints and metrics; default $OUTPUT_PATH",
+    )
+    p.add_argument(
+        "--model-path",
+        default=env.get("MODEL_PATH"),
+        help="final state_dict; default $MODEL_PATH or <output-dir>/final_model.pt",
+    )
     p.add_argument("--batch-size", type=int, default=Config.batch_size, help="per process")
     p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step")
     p.add_argument("--max-steps", type=int)
@@ -198,8 +215,9 @@ def topology() -> Topology:
     env = os.environ
     local_rank = int(env.get("LOCAL_RANK", 0))  # the operator sets no LOCAL_RANK outside torchrun
     device = torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
-    return Topology(int(env.get("RANK", 0)), int(env.get("WORLD_SIZE", 1)), local_rank,
-                    int(env.get("LOCAL_WORLD_SIZE", 1)), device)
+    return Topology(
+        int(env.get("RANK", 0)), int(env.get("WORLD_SIZE", 1)), local_rank, int(env.get("LOCAL_WORLD_SIZE", 1)), device
+    )
 
 
 class Trainer:
@@ -232,16 +250,20 @@ class Trainer:
             fully_shard(self.model)
         elif topo.world > 1:
             # Gradients as views into the all-reduce buckets: one copy fewer per step.
-            self.ddp = DistributedDataParallel(self.model, device_ids=[topo.device.index] if topo.device.type == "cuda"
-                                               else None, gradient_as_bucket_view=True)
+            self.ddp = DistributedDataParallel(
+                self.model,
+                device_ids=[topo.device.index] if topo.device.type == "cuda" else None,
+                gradient_as_bucket_view=True,
+            )
         self.forward = self.ddp if self.ddp is not None else self.model
         if cfg.compile:
             self.forward = torch.compile(self.forward)
         lr = cfg.lr or DEFAULT_LR[cfg.model]
         # The fused kernel exists for CPU and CUDA and beats the per-tensor loop on both;
         # sharded (DTensor) parameters take the per-tensor loop.
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.0,
-                                           fused=not self.sharded, foreach=self.sharded or None)
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=lr, weight_decay=0.0, fused=not self.sharded, foreach=self.sharded or None
+        )
         self.order = GlobalOrder(len(dataset), cfg.batch_size * topo.world * cfg.grad_accum, cfg.seed)
         total = cfg.max_steps or self.order.steps_per_epoch * (cfg.epochs or 1)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: get_lr(s, lr, total) / lr)
@@ -251,10 +273,15 @@ class Trainer:
         self.saved_step: int | None = None
         self.metrics = Metrics(self.output / "metrics.jsonl") if topo.is_main else None
         self.stop_signal: int | None = None
-        self.autocast = torch.autocast("cuda", dtype=torch.bfloat16) if topo.device.type == "cuda" else contextlib.nullcontext()
+        self.autocast = (
+            torch.autocast("cuda", dtype=torch.bfloat16) if topo.device.type == "cuda" else contextlib.nullcontext()
+        )
         flops = self.model.flops_per_token() if isinstance(self.model, GPT) else None
-        peak = next((v for k, v in PEAK_TFLOPS.items() if k in torch.cuda.get_device_name(topo.device)), None) \
-            if topo.device.type == "cuda" else None
+        peak = (
+            next((v for k, v in PEAK_TFLOPS.items() if k in torch.cuda.get_device_name(topo.device)), None)
+            if topo.device.type == "cuda"
+            else None
+        )
         self.flops_per_sample = flops * self.model.cfg.seq_len if flops and peak else None
         self.peak_flops = peak * 1e12 if peak else None
 
@@ -281,24 +308,36 @@ class Trainer:
         cuda = self.topo.device.type == "cuda"
         return {
             "model": self.model_state(),
-            "optimizer": get_optimizer_state_dict(self.model, self.optimizer, options=FULL_STATE) if self.sharded
+            "optimizer": get_optimizer_state_dict(self.model, self.optimizer, options=FULL_STATE)
+            if self.sharded
             else self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
-            "step": self.step, "epoch": self.epoch, "position": self.position,
+            "step": self.step,
+            "epoch": self.epoch,
+            "position": self.position,
             "rng": self._gather(torch.get_rng_state()),
             "cuda_rng": self._gather(torch.cuda.get_rng_state(self.topo.device)) if cuda else None,
-            "world_size": self.topo.world, "threads": self.threads, "config": asdict(self.cfg),
+            "world_size": self.topo.world,
+            "threads": self.threads,
+            "config": asdict(self.cfg),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         saved = state["config"]
         for key, flag in (("model", "--model"), ("fsdp", "--fsdp")):
             if saved.get(key, False) != getattr(self.cfg, key):
-                raise UsageError(f"--output-dir {self.output} holds a checkpoint of a run with {flag} "
-                                 f"{saved.get(key, False)!r}, not {getattr(self.cfg, key)!r}: use another output directory")
+                raise UsageError(
+                    f"--output-dir {self.output} holds a checkpoint of a run with {flag} "
+                    f"{saved.get(key, False)!r}, not {getattr(self.cfg, key)!r}: use another output directory"
+                )
         if self.sharded:
-            set_state_dict(self.model, self.optimizer, model_state_dict=state["model"],
-                           optim_state_dict=state["optimizer"], options=StateDictOptions(full_state_dict=True))
+            set_state_dict(
+                self.model,
+                self.optimizer,
+                model_state_dict=state["model"],
+                optim_state_dict=state["optimizer"],
+                options=StateDictOptions(full_state_dict=True),
+            )
         else:
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
@@ -419,9 +458,14 @@ class Trainer:
         return 0
 
     def _metrics(self, loss: float, samples_per_s: float, step_time: float) -> dict[str, Any]:
-        row = {"step": self.step, "epoch": self.epoch, "loss": round(loss, 6),
-               "lr": self.scheduler.get_last_lr()[0], "samples_per_s": round(samples_per_s, 2),
-               "step_time_s": round(step_time, 5)}
+        row = {
+            "step": self.step,
+            "epoch": self.epoch,
+            "loss": round(loss, 6),
+            "lr": self.scheduler.get_last_lr()[0],
+            "samples_per_s": round(samples_per_s, 2),
+            "step_time_s": round(step_time, 5),
+        }
         if isinstance(self.model, GPT):
             row["tokens_per_s"] = round(samples_per_s * self.model.cfg.seq_len, 1)
         if self.flops_per_sample and self.peak_flops:
@@ -452,6 +496,7 @@ class Metrics:
         self.file = open(path, "a", buffering=1)
         try:
             from torch.utils.tensorboard import SummaryWriter
+
             self.tensorboard = SummaryWriter(str(path.parent / "tensorboard"))
         except ImportError:
             self.tensorboard = None
@@ -479,7 +524,9 @@ def load_dataset(cfg: Config) -> Any:
         if cfg.model == "cnn":
             return synthetic_images(cfg.synthetic_size, cfg.seed)
         gpt = GPT_SIZES[cfg.gpt_size]
-        return TokenDataset(synthetic_tokens(cfg.synthetic_size * gpt.seq_len + 1, gpt.vocab_size, cfg.seed), gpt.seq_len)
+        return TokenDataset(
+            synthetic_tokens(cfg.synthetic_size * gpt.seq_len + 1, gpt.vocab_size, cfg.seed), gpt.seq_len
+        )
     data_dir = Path(cfg.data_dir)
     if not data_dir.is_dir():
         raise DataError(f"--data-dir {data_dir}: no such directory")
@@ -523,8 +570,10 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, lambda signum, frame: setattr(trainer, "stop_signal", signum))
         trainer.resume()
         if topo.is_main:
-            log(f"training {cfg.model} on {topo.world} process(es), {torch.get_num_threads()} thread(s) each, "
-                f"{len(dataset)} samples, global batch {trainer.order.global_batch}, device {topo.device}")
+            log(
+                f"training {cfg.model} on {topo.world} process(es), {torch.get_num_threads()} thread(s) each, "
+                f"{len(dataset)} samples, global batch {trainer.order.global_batch}, device {topo.device}"
+            )
         status = trainer.train()
         if dist.is_initialized():
             # Tear the group down together: a rank destroying it while rank 0 still writes
