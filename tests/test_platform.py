@@ -349,3 +349,18 @@ def test_pulumi_up_reports_invalid_config_without_traceback(run_stack) -> None:
     assert str(raised.value) == (
         "invalid stack configuration:\n  ack-training-platform:gpuPool.minSize: minSize (5) must not exceed maxSize (2)"
     )
+
+
+def test_components_compose_in_another_stack(run_stack) -> None:
+    from components.plan import run_program
+
+    plan = run_program({}, stack="dev", project_dir=ROOT / "examples" / "own-stack")
+    job = plan.one(JOB).inputs
+    pod = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    assert pod["tolerations"][0]["key"] == "nvidia.com/gpu"
+    assert pod["nodeSelector"] == {"ack-training-platform/pool": "a10"}
+    assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert job["metadata"]["namespace"] == "team-a"
+    assert all(c.retain_on_delete for c in plan.of_type(PVC))
+    assert plan.one("alicloud:cs/nodePool:NodePool").inputs["clusterId"] == "c-example"
+    assert plan.outputs["commands"]["status"] == "kubectl -n team-a get pytorchjob finetune -w"
