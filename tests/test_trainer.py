@@ -357,3 +357,42 @@ def test_fsdp_checkpoint_is_not_resumed_by_a_ddp_run(tmp_path: Path) -> None:
     )
     cnn = run([sys.executable, "-m", "trainer", "--fsdp"])
     assert cnn.stderr.strip() == "error: --fsdp shards the gpt model; the cnn is small enough for plain DDP"
+
+
+def test_runs_as_the_operator_launches_pods(tmp_path: Path) -> None:
+    # No torchrun: WORLD_SIZE, RANK, MASTER_ADDR and MASTER_PORT only, and no LOCAL_RANK.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        **ENV,
+        "WORLD_SIZE": "2",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "OUTPUT_PATH": str(tmp_path),
+        "MODEL_PATH": str(tmp_path / "model" / "weights.pt"),
+    }
+    env.pop("LOCAL_RANK", None)
+    pods = [
+        subprocess.Popen(
+            [sys.executable, "-m", "trainer", "--max-steps", "20", *SMALL],
+            cwd=ROOT,
+            text=True,
+            env={**env, "RANK": str(rank)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for rank in range(2)
+    ]
+    outputs = [pod.communicate(timeout=120) for pod in pods]
+    assert [pod.returncode for pod in pods] == [0, 0], outputs
+    assert "training cnn on 2 process(es)" in outputs[0][0] and outputs[1][0] == ""  # rank 0 alone logs
+    assert (tmp_path / "model" / "weights.pt").is_file() and (tmp_path / "checkpoints" / "step-000000020").is_dir()
+
+
+def test_tensorboard_events_are_written_when_installed(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    result = run([sys.executable, "-m", "trainer", "--max-steps", "20", "--output-dir", str(tmp_path), *SMALL])
+    assert result.returncode == 0, result.stderr
+    events = list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
+    assert len(events) == 1 and events[0].stat().st_size > 0

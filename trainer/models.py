@@ -10,22 +10,58 @@ import torch.nn.functional as F
 from torch import nn
 
 
+class ByteDropout(nn.Module):
+    """Dropout whose keep-mask comes from random bytes.
+
+    On CPU ``bernoulli_`` draws one random number per element and was 15% of a convnet
+    step; this draws one 64-bit word per eight elements, about ten times less work, for
+    the same Bernoulli mask whenever ``p`` is a multiple of 1/256 (0.25 and 0.5 are). On
+    other devices it is ``F.dropout``. It uses the default generator, so checkpoints that
+    restore the RNG state still resume exactly.
+    """
+
+    def __init__(self, p: float):
+        super().__init__()
+        if not (0 <= p < 1 and (p * 256).is_integer()):
+            raise ValueError(f"ByteDropout needs p in [0, 1) and a multiple of 1/256, got {p}")
+        self.p = p
+        self.threshold = int(p * 256)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0:
+            return x
+        if x.device.type != "cpu":
+            return F.dropout(x, self.p, training=True)
+        n = x.numel()
+        # The full signed range: plain random_() never sets an int64's top bit, which
+        # would bias every eighth byte.
+        words = torch.empty((n + 7) // 8, dtype=torch.int64).random_(-(2**63), None)
+        keep = words.view(torch.uint8)[:n].view(x.shape) >= self.threshold
+        return x * keep.to(x.dtype).mul_(1 / (1 - self.p))
+
+
 class MnistCNN(nn.Module):
-    """The convnet of the PyTorch and Kubeflow MNIST examples (dropout included), so
-    its speed compares directly with theirs."""
+    """The convnet of the PyTorch and Kubeflow MNIST examples: the same layers, parameters
+    and function, computed with fewer passes over memory.
+
+    ReLU runs after the max-pool rather than before: ReLU is monotonic, so the outputs and
+    gradients are bit-identical, and it touches a quarter of the elements and needs no
+    memory-layout copies in channels_last. Dropout draws its mask from random bytes
+    (:class:`ByteDropout`).
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(1, 32, 3, 1)
         self.conv2 = nn.Conv2d(32, 64, 3, 1)
-        self.dropout1 = nn.Dropout(0.25)
-        self.dropout2 = nn.Dropout(0.5)
+        self.dropout1 = ByteDropout(0.25)
+        self.dropout2 = ByteDropout(0.5)
         self.fc1 = nn.Linear(9216, 128)
         self.fc2 = nn.Linear(128, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.relu(self.conv1(x))
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = F.relu(F.max_pool2d(self.conv2(x), 2))
         x = torch.flatten(self.dropout1(x), 1)
         x = self.dropout2(F.relu(self.fc1(x)))
         return self.fc2(x)

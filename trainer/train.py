@@ -574,12 +574,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"training {cfg.model} on {topo.world} process(es), {torch.get_num_threads()} thread(s) each, "
                 f"{len(dataset)} samples, global batch {trainer.order.global_batch}, device {topo.device}"
             )
-        status = trainer.train()
-        if dist.is_initialized():
-            # Tear the group down together: a rank destroying it while rank 0 still writes
-            # the final model can abort in gloo ("terminate called without an active exception").
-            dist.barrier()
-        return status
+        return trainer.train()
     except UsageError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return 2
