@@ -190,9 +190,16 @@ class NetworkSpec(Spec):
 
 # --- cluster -------------------------------------------------------------------------
 
-DEFAULT_ADDONS = ("csi-plugin", "csi-provisioner", "storage-operator", "ack-node-problem-detector")
+DEFAULT_ADDONS = (
+    "csi-plugin",
+    "csi-provisioner",
+    "storage-operator",
+    "ack-node-problem-detector",
+    "managed-aliyun-acr-credential-helper",
+)
 """Add-ons every training cluster gets: NAS/OSS volumes need the CSI pair and the storage
-operator; the problem detector lets auto-repair replace nodes with failing GPUs."""
+operator; the problem detector lets auto-repair replace nodes with failing GPUs; the ACR
+credential helper lets nodes pull private ACR images with no password stored anywhere."""
 
 
 class LocalClusterSpec(Spec):
@@ -437,7 +444,8 @@ class RegistrySpec(Spec):
     existing_repository_url: str | None = Field(default=None)
     """Adopt any registry: create nothing and pull from this repository URL."""
     username: str | None = None
-    """Registry login for the image pull secret; its password is the secret key ``registryPassword``."""
+    """Login for an image pull secret, for registries the ACR credential helper does not cover;
+    its password is the secret key ``registryPassword``."""
 
     @model_validator(mode="after")
     def _check(self) -> RegistrySpec:

@@ -36,3 +36,10 @@ def run_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., 
 
 def cfg(key: str) -> str:
     return f"ack-training-platform:{key}"
+
+
+def with_pull_secret(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with registry login credentials (the password as an encrypted value)."""
+    config[cfg("registry")]["username"] = "ml-pull@example.com"
+    config[cfg("registryPassword")] = {"secure": "v1:AAAA"}
+    return config

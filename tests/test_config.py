@@ -213,7 +213,7 @@ def test_invalid_config_names_the_key(case: str, changes: dict[str, Any], messag
     if changes.get("alicloud:region") is DELETE:
         del config["alicloud:region"]
     elif changes.get("registryPassword") is DELETE:
-        del config[cfg("registryPassword")]
+        config[cfg("registry")]["username"] = "ml-pull@example.com"
     else:
         config = dev(**changes)
     with pytest.raises(ConfigError) as raised:

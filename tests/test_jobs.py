@@ -12,7 +12,7 @@ import kubeflow.training.models as kf_models
 import kubernetes.client.models as k8s_models
 import pytest
 import yaml
-from conftest import cfg, stack_config
+from conftest import cfg, stack_config, with_pull_secret
 from kubeflow.training.api_client import ApiClient
 
 from components.config import GpuPoolSpec, TrainingJobSpec
@@ -353,10 +353,13 @@ def test_jobs_are_wired_to_operator_pool_storage_and_registry(run_stack) -> None
 
 
 def test_registry_pull_secret_reaches_the_pods(run_stack) -> None:
-    plan = run_stack(stack_config("dev"))
+    plan = run_stack(with_pull_secret(stack_config("dev")))
     job = plan.one("kubernetes:kubeflow.org/v1:PyTorchJob").inputs
     assert _pod(job)["imagePullSecrets"] == [{"name": "registry-pull"}]
     assert plan.one("kubernetes:core/v1:Secret").inputs["metadata"]["name"] == "registry-pull"
+    no_login = run_stack(stack_config("dev"))
+    assert "imagePullSecrets" not in _pod(no_login.one("kubernetes:kubeflow.org/v1:PyTorchJob").inputs)
+    assert not no_login.of_type("kubernetes:core/v1:Secret")
 
 
 def test_operator_is_pinned_without_volcano(run_stack) -> None:

@@ -13,7 +13,7 @@ import sys
 import pulumi_alicloud as alicloud
 import pytest
 import yaml
-from conftest import ROOT, STACKS, cfg, stack_config
+from conftest import ROOT, STACKS, cfg, stack_config, with_pull_secret
 
 from components.plan import SECRET, UNKNOWN, Plan
 
@@ -69,9 +69,7 @@ def test_claims_wait_for_their_storage_class_and_namespace(run_stack) -> None:
 
 
 def test_secrets_stay_secret(run_stack) -> None:
-    config = stack_config("dev")
-    config[cfg("registryPassword")] = {"secure": "v1:AAAA"}
-    plan = run_stack(config)
+    plan = run_stack(with_pull_secret(stack_config("dev")))
     assert "kubeconfig" in plan.secret_outputs
     assert plan.outputs["kubeconfig"] == SECRET
     secret = plan.one("kubernetes:core/v1:Secret")
@@ -87,7 +85,7 @@ def test_registry_password_plaintext_never_reaches_a_plain_output(run_stack, mon
     from components import plan as plan_module
 
     config = stack_config("dev")
-    del config[cfg("registryPassword")]
+    config[cfg("registry")]["username"] = "ml-pull@example.com"
     password = "pw-7f3a9c-plaintext"
     real_set_all_config = pulumi.runtime.set_all_config
 
@@ -138,6 +136,7 @@ def test_cluster_is_created_empty_with_deletion_protection(run_stack) -> None:
         "csi-provisioner",
         "storage-operator",
         "ack-node-problem-detector",
+        "managed-aliyun-acr-credential-helper",
     ]
     assert cluster["podCidr"] == "172.20.0.0/16" and cluster["serviceCidr"] == "172.21.0.0/20"
 
@@ -188,7 +187,6 @@ def test_adopt_mode_creates_none_of_the_adopted(run_stack) -> None:
         "existingMountTargetDomain": "0a1b2c-x.cn-hangzhou.nas.aliyuncs.com",
     }
     config[cfg("registry")] = {"existingRepositoryUrl": "registry-vpc.cn-hangzhou.aliyuncs.com/team/trainer"}
-    del config[cfg("registryPassword")]
     plan = run_stack(config)
     created = set(plan.counts())
     assert not created & set(CLOUD)
