@@ -396,3 +396,42 @@ def test_tensorboard_events_are_written_when_installed(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     events = list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
     assert len(events) == 1 and events[0].stat().st_size > 0
+
+
+def test_convnet_matches_the_examples_order_of_operations_bit_for_bit() -> None:
+    import torch.nn.functional as F
+
+    from trainer.models import MnistCNN
+
+    torch.manual_seed(0)
+    model = MnistCNN().eval()  # dropout off: the two orders then see the same values
+    x = torch.randn(8, 1, 28, 28)
+
+    def examples_order(m: MnistCNN, images: torch.Tensor) -> torch.Tensor:
+        h = F.max_pool2d(F.relu(m.conv2(F.relu(m.conv1(images)))), 2)
+        return m.fc2(F.relu(m.fc1(torch.flatten(h, 1))))
+
+    ours = model(x)
+    ours.sum().backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    theirs = examples_order(model, x)
+    theirs.sum().backward()
+    assert torch.equal(ours, theirs)
+    assert all(torch.equal(grads[n], p.grad) for n, p in model.named_parameters())
+
+
+def test_byte_dropout_keeps_the_right_fraction_and_scales() -> None:
+    from trainer.models import ByteDropout
+
+    torch.manual_seed(0)
+    for p in (0.25, 0.5):
+        x = torch.ones(1_000, 1_000, requires_grad=True)
+        y = ByteDropout(p)(x)
+        kept = (y > 0).float().mean().item()
+        assert abs(kept - (1 - p)) < 0.003
+        assert torch.all((y == 0) | (y == 1 / (1 - p)))
+        y.sum().backward()
+        assert torch.equal(x.grad, y.detach())
+    with pytest.raises(ValueError, match="multiple of 1/256"):
+        ByteDropout(0.3)
