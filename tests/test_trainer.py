@@ -39,6 +39,11 @@ def run(cmd: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=timeout)
 
 
+def start(cmd: list[str]) -> subprocess.Popen:
+    """A launcher in the background, its output (stdout and stderr) read at the end."""
+    return subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
 def metrics(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
@@ -100,14 +105,7 @@ def test_sigkilled_worker_resumes_bit_identical(tmp_path: Path) -> None:
     assert reference.returncode == 0, reference.stderr
 
     out = tmp_path / "killed"
-    launcher = subprocess.Popen(
-        torchrun(*args, "--output-dir", str(out), restarts=1),
-        cwd=ROOT,
-        env=ENV,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    launcher = start(torchrun(*args, "--output-dir", str(out), restarts=1))
     try:
         wait_for(lambda: (out / "checkpoints" / "step-000000030").is_dir())
         workers = children(launcher.pid)
@@ -124,15 +122,10 @@ def test_sigkilled_worker_resumes_bit_identical(tmp_path: Path) -> None:
 
 
 def test_sigterm_checkpoints_the_current_step(tmp_path: Path) -> None:
-    launcher = subprocess.Popen(
+    launcher = start(
         torchrun(
             "trainer", "--max-steps", "100000", "--checkpoint-every", "1000", "--output-dir", str(tmp_path), *SMALL
-        ),
-        cwd=ROOT,
-        env=ENV,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+        )
     )
     try:
         wait_for(lambda: (tmp_path / "metrics.jsonl").is_file() and len(metrics(tmp_path)) >= 2)
