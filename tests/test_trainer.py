@@ -428,3 +428,16 @@ def test_byte_dropout_keeps_the_right_fraction_and_scales() -> None:
         assert torch.equal(x.grad, y.detach())
     with pytest.raises(ValueError, match="multiple of 1/256"):
         ByteDropout(0.3)
+
+
+def test_gpt2_small_flops_per_token_match_the_standard_estimate() -> None:
+    from trainer.models import GPT, GPT_SIZES
+
+    model = GPT(GPT_SIZES["124m"])
+    params = sum(p.numel() for p in model.parameters())
+    assert 124.0e6 < params < 124.8e6  # GPT-2 small with its vocabulary padded to 50304
+    # 6 FLOPs per weight (forward + backward) without the position table, plus attention:
+    # 12 * layers * width * context. About 0.85 GFLOP per token for this shape.
+    expected = 6 * (params - 1024 * 768) + 12 * 12 * 768 * 1024
+    assert model.flops_per_token() == expected
+    assert 0.84e9 < expected < 0.86e9
