@@ -17,6 +17,7 @@ import torch
 from conftest import ROOT
 
 from trainer.data import GlobalOrder
+from trainer.models import MnistCNN
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "PYTHONUNBUFFERED": "1"}
 SMALL = ["--synthetic-size", "2048", "--batch-size", "16", "--log-every", "10"]
@@ -441,3 +442,43 @@ def test_gpt2_small_flops_per_token_match_the_standard_estimate() -> None:
     expected = 6 * (params - 1024 * 768) + 12 * 12 * 768 * 1024
     assert model.flops_per_token() == expected
     assert 0.84e9 < expected < 0.86e9
+
+
+@pytest.mark.filterwarnings("ignore:Seems like `optimizer.step\\(\\)` has been overridden")
+def test_accumulated_and_uneven_batches_give_the_mean_gradient(tmp_path: Path) -> None:
+    # Gradients, not weights: AdamW is blind to a gradient's scale, so only the gradient
+    # itself shows whether the loss weighting makes each step the mean over its samples.
+    import torch.nn.functional as F
+
+    from trainer.data import synthetic_images
+    from trainer.train import Config, Trainer, topology
+
+    data = synthetic_images(40, 7)  # 40 samples, batch 32: the epoch's second step holds 8
+
+    def gradient(batch: int, accum: int, position: int) -> dict[str, torch.Tensor]:
+        out = tmp_path / f"{batch}-{accum}-{position}"
+        out.mkdir()
+        cfg = Config(output_dir=str(out), batch_size=batch, grad_accum=accum, max_steps=9)
+        trainer = Trainer(cfg, topology(), data)
+        trainer.model.eval()  # no dropout: both runs see the same function
+        trainer.optimizer.step = lambda: None
+        trainer.optimizer.zero_grad = lambda set_to_none=True: None
+        trainer.position = position
+        trainer.train_step(trainer.order.permutation(0))
+        trainer.close()
+        return {n: p.grad for n, p in trainer.model.named_parameters()}
+
+    def reference(indices: torch.Tensor) -> dict[str, torch.Tensor]:
+        torch.manual_seed(1234)
+        model = MnistCNN().eval()
+        x, y = data.batch(indices)
+        F.cross_entropy(model(x), y).backward()
+        return {n: p.grad for n, p in model.named_parameters()}
+
+    permutation = GlobalOrder(len(data), 32, Config.seed).permutation(0)
+    for got, want in (
+        (gradient(32, 1, 0), reference(permutation[:32])),
+        (gradient(16, 2, 0), reference(permutation[:32])),
+        (gradient(32, 1, 32), reference(permutation[32:])),
+    ):
+        assert all(torch.allclose(got[n], want[n], atol=1e-6, rtol=1e-4) for n in want)

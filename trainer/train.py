@@ -297,20 +297,26 @@ class Trainer:
         dist.all_gather(gathered, on_device)
         return [t.cpu() for t in gathered]
 
-    def model_state(self) -> dict[str, torch.Tensor]:
-        """The whole model on the CPU (gathered from the shards with FSDP; rank 0 only then)."""
+    def model_state(self) -> dict[str, torch.Tensor] | None:
+        """The whole model on the CPU for rank 0 (gathered from the shards with FSDP, which
+        makes this a collective); ``None`` on other ranks, which write nothing."""
         if self.sharded:
             return get_model_state_dict(self.model, options=FULL_STATE)
+        if not self.topo.is_main:
+            return None
         return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything a resumed run needs to continue exactly. A collective: every rank calls it."""
+        """Everything a resumed run needs to continue exactly. A collective: every rank calls
+        it; only rank 0's carries the model and optimizer state."""
         cuda = self.topo.device.type == "cuda"
+        if self.sharded:
+            optimizer = get_optimizer_state_dict(self.model, self.optimizer, options=FULL_STATE)
+        else:
+            optimizer = self.optimizer.state_dict() if self.topo.is_main else None
         return {
             "model": self.model_state(),
-            "optimizer": get_optimizer_state_dict(self.model, self.optimizer, options=FULL_STATE)
-            if self.sharded
-            else self.optimizer.state_dict(),
+            "optimizer": optimizer,
             "scheduler": self.scheduler.state_dict(),
             "step": self.step,
             "epoch": self.epoch,
@@ -425,7 +431,6 @@ class Trainer:
 
     def train(self) -> int:
         """Train until done or stopped. Returns the exit status (143 after SIGTERM)."""
-        metrics = self.metrics
         permutation = self.order.permutation(self.epoch)
         window_start, window_steps = time.perf_counter(), 0
         window_samples = 0
@@ -435,17 +440,17 @@ class Trainer:
                 if self._finished():
                     break
                 permutation = self.order.permutation(self.epoch)
-            lo, hi = self.order.step_slice(self.position)
+            before = self.position
             loss = self.train_step(permutation)
             window_steps += 1
-            window_samples += hi - lo
+            window_samples += self.position - before
             if self.step % self.cfg.log_every == 0:
                 if self.topo.world > 1:
                     dist.all_reduce(loss)
                 loss_value = loss.item() / self.topo.world
                 elapsed = time.perf_counter() - window_start
-                if metrics is not None:
-                    metrics.log(self._metrics(loss_value, window_samples / elapsed, elapsed / window_steps))
+                if self.metrics is not None:
+                    self.metrics.log(self._metrics(loss_value, window_samples / elapsed, elapsed / window_steps))
                 window_start, window_steps, window_samples = time.perf_counter(), 0, 0
             if self.step % STOP_CHECK_EVERY == 0 and self._stop_everywhere():
                 self.save_checkpoint("sigterm")
@@ -479,7 +484,7 @@ class Trainer:
     def write_final_model(self) -> None:
         """Rank 0 writes a plain state_dict; a collective under FSDP (the shards are gathered)."""
         weights = self.model_state()
-        if not self.topo.is_main:
+        if weights is None or not self.topo.is_main:
             return
         path = Path(self.cfg.model_path) if self.cfg.model_path else self.output / "final_model.pt"
         path.parent.mkdir(parents=True, exist_ok=True)
