@@ -328,6 +328,85 @@ def test_fsdp_gpt_learns_and_resumes_bit_identical(tmp_path: Path) -> None:
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_a_resumed_run_follows_its_own_schedule_from_the_first_step(tmp_path: Path) -> None:
+    # Extending a finished run (or changing --lr): the checkpoint's optimizer holds the
+    # rate the old run ended on (the 10% floor); the next step must use the new schedule's.
+    from trainer.data import synthetic_images
+    from trainer.train import Config, Trainer, lr_factor, topology
+
+    data = synthetic_images(256, 3)
+    finished = Trainer(Config(output_dir=str(tmp_path), batch_size=8, max_steps=25), topology(), data)
+    permutation = finished.order.permutation(0)
+    while finished.step < 25:
+        finished.train_step(permutation)
+    state = finished.state_dict()
+    finished.close()
+    assert finished.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 1e-3)
+
+    for lr in (None, 2e-3):
+        extended = Trainer(Config(output_dir=str(tmp_path), batch_size=8, max_steps=30, lr=lr), topology(), data)
+        extended.load_state_dict(state)
+        extended.close()
+        base = lr or 1e-3
+        assert extended.optimizer.param_groups[0]["lr"] == base * lr_factor(25, 30) > 0.5 * base
+        extended.train_step(permutation)
+        assert extended.scheduler.get_last_lr()[0] == base * lr_factor(26, 30)
+
+
+def test_compiled_ddp_matches_eager_resumes_and_reports_mfu(tmp_path: Path) -> None:
+    args = ["trainer", "--model", "gpt", "--batch-size", "8", "--synthetic-size", "1024", "--log-every", "5"]
+    eager = run(torchrun(*args, "--max-steps", "30", "--output-dir", str(tmp_path / "eager")))
+    assert eager.returncode == 0, eager.stderr
+    compiled = [*args, "--compile", "--peak-tflops", "0.1", "--output-dir", str(tmp_path / "compiled")]
+    first = run(torchrun(*compiled, "--max-steps", "20"), timeout=600)
+    assert first.returncode == 0, first.stderr
+    resumed = run(torchrun(*compiled, "--max-steps", "30"), timeout=600)
+    assert resumed.returncode == 0 and "resumed from step-000000020" in resumed.stdout, resumed.stderr
+    want, got = metrics(tmp_path / "eager"), metrics(tmp_path / "compiled")
+    assert [r["step"] for r in got] == [r["step"] for r in want] == [5, 10, 15, 20, 25, 30]
+    # Inductor fuses and reorders float arithmetic, so equal to rounding, not bit for bit.
+    assert all(abs(g["loss"] - w["loss"]) < 1e-4 * w["loss"] for g, w in zip(got, want, strict=True))
+    assert all("mfu" not in r for r in want)
+
+    from trainer.models import GPT, GPT_SIZES
+
+    flops_per_token = GPT(GPT_SIZES["tiny"]).flops_per_token()
+    for row in got:
+        expected = row["tokens_per_s"] * flops_per_token / (0.1e12 * 2)
+        assert row["mfu"] == pytest.approx(expected, rel=1e-3, abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("name", "peak"),
+    [
+        ("NVIDIA H200", 989.0),
+        ("NVIDIA H20", 148.0),
+        ("NVIDIA H100 80GB HBM3", 989.0),
+        ("NVIDIA H100 PCIe", 756.0),
+        ("NVIDIA A100-SXM4-80GB", 312.0),
+        ("NVIDIA A10", 125.0),
+        ("NVIDIA L20", 119.5),
+        ("Tesla V100-SXM2-32GB", None),
+    ],
+)
+def test_mfu_peak_is_looked_up_by_the_most_specific_name(name: str, peak: float | None) -> None:
+    from trainer.train import peak_tflops
+
+    assert peak_tflops(name) == peak
+
+
+def test_gpt_residual_projections_get_the_scaled_init() -> None:
+    from trainer.models import GPT, GPT_SIZES
+
+    torch.manual_seed(0)
+    cfg = GPT_SIZES["tiny"]
+    weights = dict(GPT(cfg).named_parameters())
+    scaled = 0.02 / (2 * cfg.n_layer) ** 0.5
+    for i in range(cfg.n_layer):
+        for name, std in (("proj", scaled), ("mlp.proj", scaled), ("qkv", 0.02), ("mlp.fc", 0.02)):
+            assert weights[f"blocks.{i}.{name}.weight"].std().item() == pytest.approx(std, rel=0.05), name
+
+
 def test_fsdp_checkpoint_is_not_resumed_by_a_ddp_run(tmp_path: Path) -> None:
     args = [
         "trainer",

@@ -58,12 +58,36 @@ WARMUP_STEPS = 20
 STOP_CHECK_EVERY = 10
 """Steps between the ranks agreeing on a SIGTERM: a collective per step costs a few
 percent on CPU, and ten steps are far inside any eviction grace period."""
-PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "A10": 125.0, "L20": 119.5}
-"""Dense bf16 peaks for MFU, by device-name substring."""
+PEAK_TFLOPS = {
+    "H200": 989.0,
+    "H20": 148.0,
+    "H100 PCIe": 756.0,
+    "H100 NVL": 835.0,
+    "H100": 989.0,
+    "H800": 989.0,
+    "A100": 312.0,
+    "A800": 312.0,
+    "A10": 125.0,
+    "L40S": 362.0,
+    "L20": 119.5,
+}
+"""Dense bf16 tensor-core TFLOP/s for MFU, by device-name substring. Order matters: the
+first substring found wins, so "H200" precedes "H20" and "A100" precedes "A10"."""
 
 
 FULL_STATE = StateDictOptions(full_state_dict=True, cpu_offload=True)
 """Checkpoints hold whole tensors (gathered to rank 0), so any world size can resume them."""
+
+
+def peak_tflops(device_name: str) -> float | None:
+    """The dense bf16 peak of a GPU named like ``torch.cuda.get_device_name``; None if unknown."""
+    return next((peak for key, peak in PEAK_TFLOPS.items() if key in device_name), None)
+
+
+def summed_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy summed over every target, in fp32. Compiled, the upcast fuses into
+    the reduction, so fp32 logits (13 GB for GPT-2 small at batch 64) are never stored."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), reduction="sum")
 
 
 class UsageError(ValueError):
@@ -98,6 +122,9 @@ class Config:
     timeout_s: float = 300.0
     """Collective timeout: how long survivors wait for a dead peer before failing."""
     compile: bool = False
+    """torch.compile the model and the loss."""
+    peak_tflops: float | None = None
+    """Per-device peak FLOP/s (in TFLOP/s) behind MFU; None: looked up from the GPU's name."""
     channels_last: bool = True
     fsdp: bool = False
     """Shard parameters, gradients and optimizer state (FSDP2 ``fully_shard``) instead of DDP."""
@@ -120,8 +147,9 @@ class Config:
         for flag, value in (("--max-steps", self.max_steps), ("--epochs", self.epochs)):
             if value is not None and value < 1:
                 raise UsageError(f"{flag} must be at least 1, got {value}")
-        if self.lr is not None and not self.lr > 0:
-            raise UsageError(f"--lr must be positive, got {self.lr}")
+        for flag, value in (("--lr", self.lr), ("--peak-tflops", self.peak_tflops)):
+            if value is not None and not value > 0:
+                raise UsageError(f"{flag} must be positive, got {value}")
         if self.fsdp and self.model != "gpt":
             raise UsageError("--fsdp shards the gpt model; the cnn is small enough for plain DDP")
 
@@ -158,7 +186,12 @@ def parse_args(argv: list[str] | None = None) -> Config:
     p.add_argument("--gpt-size", default="tiny", help=f"one of {', '.join(GPT_SIZES)}")
     p.add_argument("--synthetic-size", type=int, default=Config.synthetic_size)
     p.add_argument("--timeout-s", type=float, default=Config.timeout_s, help="collective timeout")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model (helps on GPU, not on CPU)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model and loss (helps on GPU, not on CPU)")
+    p.add_argument(
+        "--peak-tflops",
+        type=float,
+        help="per-device peak TFLOP/s for MFU; default: the GPU's dense bf16 peak, looked up by name",
+    )
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
     p.add_argument("--fsdp", action="store_true", help="shard the gpt model with FSDP2 instead of replicating it (DDP)")
     args = vars(p.parse_args(argv))
@@ -188,14 +221,15 @@ def default_threads(local_world: int) -> int:
     return max(1, cpu_quota() // local_world)
 
 
-def get_lr(step: int, base: float, total: int | None) -> float:
-    """Linear warmup, then cosine decay to 10% over ``total`` steps (constant if unknown)."""
+def lr_factor(step: int, total: int) -> float:
+    """The learning rate at ``step`` as a fraction of the base: linear warmup, then cosine
+    decay to 10% at ``total`` steps."""
     if step < WARMUP_STEPS:
-        return base * (step + 1) / WARMUP_STEPS
-    if not total or step >= total:
-        return base if not total else 0.1 * base
+        return (step + 1) / WARMUP_STEPS
+    if step >= total:
+        return 0.1
     progress = (step - WARMUP_STEPS) / max(1, total - WARMUP_STEPS)
-    return 0.1 * base + 0.9 * base * 0.5 * (1 + math.cos(math.pi * progress))
+    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
 
 
 @dataclass(frozen=True)
@@ -256,17 +290,25 @@ class Trainer:
                 gradient_as_bucket_view=True,
             )
         self.forward = self.ddp if self.ddp is not None else self.model
+        self.loss = summed_cross_entropy
         if cfg.compile:
+            # Two graphs: compiling the DDP wrapper is the supported way to keep its
+            # bucketed all-reduce overlapping the backward pass.
             self.forward = torch.compile(self.forward)
-        lr = cfg.lr or DEFAULT_LR[cfg.model]
+            self.loss = torch.compile(summed_cross_entropy)
+        self.base_lr = cfg.lr or DEFAULT_LR[cfg.model]
         # The fused kernel exists for CPU and CUDA and beats the per-tensor loop on both;
         # sharded (DTensor) parameters take the per-tensor loop.
         self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=lr, weight_decay=0.0, fused=not self.sharded, foreach=self.sharded or None
+            self.model.parameters(),
+            lr=self.base_lr,
+            weight_decay=0.0,
+            fused=not self.sharded,
+            foreach=self.sharded or None,
         )
         self.order = GlobalOrder(len(dataset), cfg.batch_size * topo.world * cfg.grad_accum, cfg.seed)
-        total = cfg.max_steps or self.order.steps_per_epoch * (cfg.epochs or 1)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: get_lr(s, lr, total) / lr)
+        self.total_steps = cfg.max_steps or self.order.steps_per_epoch * (cfg.epochs or 1)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_factor(s, self.total_steps))
         self.step = 0
         self.epoch = 0
         self.position = 0
@@ -277,10 +319,8 @@ class Trainer:
             torch.autocast("cuda", dtype=torch.bfloat16) if topo.device.type == "cuda" else contextlib.nullcontext()
         )
         flops = self.model.flops_per_token() if isinstance(self.model, GPT) else None
-        peak = (
-            next((v for k, v in PEAK_TFLOPS.items() if k in torch.cuda.get_device_name(topo.device)), None)
-            if topo.device.type == "cuda"
-            else None
+        peak = cfg.peak_tflops or (
+            peak_tflops(torch.cuda.get_device_name(topo.device)) if topo.device.type == "cuda" else None
         )
         self.flops_per_sample = flops * self.model.cfg.seq_len if flops and peak else None
         self.peak_flops = peak * 1e12 if peak else None
@@ -349,6 +389,12 @@ class Trainer:
             self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
+        # The schedule is a function of the step and this run's flags: a run resumed with a
+        # new --max-steps, --epochs or --lr follows the new curve from its first step rather
+        # than taking one step at the rate the old run stopped at.
+        self.scheduler.base_lrs = [self.base_lr for _ in self.optimizer.param_groups]
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.base_lr * lr_factor(self.step, self.total_steps)
         self.saved_step = self.step
         if state["world_size"] == self.topo.world:
             torch.set_rng_state(state["rng"][self.topo.rank])
@@ -405,8 +451,8 @@ class Trainer:
             with sync:
                 with self.autocast:
                     out = self.forward(x)
-                    per_token = F.cross_entropy(out.reshape(-1, out.shape[-1]).float(), y.reshape(-1), reduction="sum")
-                    loss = per_token / (y[0].numel() if y.dim() > 1 and len(y) else 1) * self.topo.world / total
+                    summed = self.loss(out, y)
+                    loss = summed / (y[0].numel() if y.dim() > 1 and len(y) else 1) * self.topo.world / total
                 loss.backward()
             loss_share += loss.detach()
         self.optimizer.step()
