@@ -186,7 +186,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
     p.add_argument("--gpt-size", default="tiny", help=f"one of {', '.join(GPT_SIZES)}")
     p.add_argument("--synthetic-size", type=int, default=Config.synthetic_size)
     p.add_argument("--timeout-s", type=float, default=Config.timeout_s, help="collective timeout")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model and loss (helps on GPU, not on CPU)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model and the loss")
     p.add_argument(
         "--peak-tflops",
         type=float,
