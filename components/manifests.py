@@ -97,6 +97,12 @@ def nas_storage_class(name: str, server: str) -> Manifest:
             "server": server,
             # A deleted volume's directory is renamed, not wiped: checkpoints survive mistakes.
             "archiveOnDelete": "true",
+            # The provisioner creates each volume's directory as root, 755; the trainer image
+            # runs as an unprivileged user that must create its job directory there. The CSI
+            # plugin chmods only the volume's own directory (modeType non-recursive), so what
+            # jobs write keeps its owner's permissions.
+            "mode": "777",
+            "modeType": "non-recursive",
         },
         "mountOptions": list(NFS_MOUNT_OPTIONS),
         "reclaimPolicy": "Retain",
@@ -269,13 +275,20 @@ def _network_env(job: TrainingJobSpec, gpus: int) -> dict[str, str]:
 
 
 def job_command(job: TrainingJobSpec) -> list[str]:
-    """The container command: ``torchrun`` reads nodes, ranks and rendezvous from the
-    ``PET_*`` variables the operator injects, so no topology flag is repeated here."""
+    """The container command. ``torchrun`` reads nodes, node rank and processes per node
+    from the ``PET_*`` variables the operator injects, but not ``MASTER_ADDR`` and
+    ``MASTER_PORT``, the Master replica's Service: a fixed multi-node job passes those on
+    (Kubernetes expands ``$(VAR)`` from the container's environment), or every node would
+    rendezvous with itself at 127.0.0.1:29500. Elastic jobs meet at ``PET_RDZV_ENDPOINT``
+    instead, and a single node needs no address."""
     if job.command is not None:
         return [*job.command, *job.args]
+    launcher = ["torchrun"]
+    if job.elastic is None and job.nodes > 1:
+        launcher += ["--master-addr=$(MASTER_ADDR)", "--master-port=$(MASTER_PORT)"]
     if job.preset == "netbench":
-        return ["torchrun", "-m", "trainer.bench", *job.args]
-    return ["torchrun", "-m", "trainer", *job.trainer.to_flags(), *job.args]
+        return [*launcher, "-m", "trainer.bench", *job.args]
+    return [*launcher, "-m", "trainer", *job.trainer.to_flags(), *job.args]
 
 
 def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:

@@ -231,7 +231,8 @@ BUILDS = [
         TrainingJobSpec(name="a", image=IMAGE, preset="netbench", nodes=2),
         context(POOL_8_RDMA, 8),
         lambda j: (
-            _pod(j)["containers"][0]["command"] == ["torchrun", "-m", "trainer.bench"]
+            _pod(j)["containers"][0]["command"]
+            == ["torchrun", "--master-addr=$(MASTER_ADDR)", "--master-port=$(MASTER_PORT)", "-m", "trainer.bench"]
             and j["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 1
         ),
     ),

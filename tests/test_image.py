@@ -1,0 +1,246 @@
+"""Emitted PyTorchJobs run in the training image as the Training Operator starts them,
+without Docker or a cluster.
+
+The image is what ``trainer/Dockerfile`` builds: its COPY sources under a temporary root,
+its ENV and WORKDIR, its user. A pod's environment is the image's, then the container's
+from the job, then what the operator (v1.9) appends; its command gets Kubernetes'
+``$(VAR)`` expansion. Absolute paths (the image's and the volumes' mount points) live
+under the root. The Master's Service resolves to 127.0.0.1, and as every pod shares this
+host's ports, the Master's port is a free one rather than the container port. Pods run as
+this test's user (the interpreter here may be out of the image user's reach); a separate
+test checks that user against a fresh volume's permissions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import ROOT
+
+from components.config import TrainingJobSpec
+from components.manifests import CPU_PLACEMENT, JobContext, nas_storage_class, pytorch_job
+
+DOCKERFILE = ROOT / "trainer" / "Dockerfile"
+PORT_NAME = "pytorchjob-port"
+
+
+def instructions() -> list[tuple[str, str]]:
+    """The Dockerfile as (INSTRUCTION, arguments), continuation lines joined."""
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    lines = [line.strip() for line in text.splitlines()]
+    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in lines if line and line[0] != "#"]
+
+
+@dataclass
+class Image:
+    root: Path
+    env: dict[str, str] = field(default_factory=dict)
+    workdir: str = "/"
+    users: dict[str, int] = field(default_factory=dict)
+    user: str = "root"
+    base: str = ""
+    entrypoint: list[str] = field(default_factory=list)
+
+    def path(self, inside: str) -> Path:
+        return self.root / inside.lstrip("/")
+
+
+def build(root: Path) -> Image:
+    """Apply the Dockerfile to ``root``; an instruction this emulation does not know fails."""
+    image, args = Image(root), {}
+    for op, rest in instructions():
+        if op == "ARG":
+            name, _, default = rest.partition("=")
+            args[name] = default
+        elif op == "FROM":
+            image.base = re.sub(r"\$\{(\w+)\}", lambda m: args[m[1]], rest)
+        elif op == "RUN":
+            # The base image's pip and shell are not here; the user it adds is.
+            if match := re.search(r"useradd .*--create-home --uid (\d+) (\w+)", rest):
+                image.users[match[2]] = int(match[1])
+                image.path(f"/home/{match[2]}").mkdir(parents=True)
+        elif op == "WORKDIR":
+            image.workdir = rest
+            image.path(rest).mkdir(parents=True, exist_ok=True)
+        elif op == "COPY":
+            *flags, source, dest = shlex.split(rest)
+            assert all(f.startswith("--chown=") for f in flags), flags
+            shutil.copytree(ROOT / source, image.path(dest), ignore=shutil.ignore_patterns("__pycache__"))
+        elif op == "ENV":
+            image.env.update(pair.split("=", 1) for pair in shlex.split(rest))
+        elif op == "USER":
+            image.user = rest
+        elif op == "ENTRYPOINT":
+            image.entrypoint = json.loads(rest)
+        elif op != "CMD":
+            raise AssertionError(f"trainer/Dockerfile: {op} is not emulated here")
+    return image
+
+
+def test_image_is_pinned_non_root_and_launches_torchrun() -> None:
+    image = build(Path(tempfile.mkdtemp()))
+    pinned = re.search(r"^torch==(\S+)$", (ROOT / "requirements-dev.txt").read_text(), re.M)[1]
+    assert image.base.startswith(f"pytorch/pytorch:{pinned}-cuda") and image.base.endswith("-runtime")
+    assert image.user != "root" and image.users[image.user] != 0
+    assert image.entrypoint == ["torchrun"]
+    assert image.env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
+    assert (image.path(image.env["PYTHONPATH"]) / "trainer" / "__main__.py").is_file()
+
+
+def operator_env(job: dict[str, Any], replica: str, index: int, master_port: int) -> dict[str, str]:
+    """What training-operator v1.9 appends to a non-elastic job's container (envvar.go)."""
+    spec = job["spec"]
+    replicas = sum(r["replicas"] for r in spec["pytorchReplicaSpecs"].values())
+    nproc = spec["nprocPerNode"]
+    rank = index + (1 if replica == "Worker" else 0)
+    return {
+        "PYTHONUNBUFFERED": "0",
+        "MASTER_PORT": str(master_port),
+        "MASTER_ADDR": "127.0.0.1",
+        "WORLD_SIZE": str(replicas * (int(nproc) if nproc.isdigit() else 1)),
+        "RANK": str(rank),
+        "PET_NPROC_PER_NODE": nproc,
+        "PET_NODE_RANK": str(rank),
+        "PET_NNODES": str(replicas),
+    }
+
+
+def expand(value: str, env: dict[str, str]) -> str:
+    """Kubernetes' ``$(VAR)`` expansion in commands: unknown names stay as written."""
+    return re.sub(r"\$\((\w+)\)", lambda m: env.get(m[1], m[0]), value)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def default_port_taken() -> Iterator[None]:
+    """torchrun's default rendezvous port, held: on one host every pod's 127.0.0.1 is the
+    same machine, so only this shows a command that ignores MASTER_ADDR and MASTER_PORT
+    (in a cluster each node would rendezvous with itself)."""
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        holder.bind(("", 29500))
+        holder.listen()
+    except OSError:
+        pass  # already held by someone else, which serves as well
+    yield
+    holder.close()
+
+
+def run_pods(job: dict[str, Any], image: Image) -> list[tuple[int, str]]:
+    """Start every replica's pod as the operator would and wait for all of them."""
+    master_port = free_port()
+    pods = []
+    for replica, replica_spec in job["spec"]["pytorchReplicaSpecs"].items():
+        for index in range(replica_spec["replicas"]):
+            container = replica_spec["template"]["spec"]["containers"][0]
+            env = {
+                **image.env,
+                **{e["name"]: e["value"] for e in container["env"]},
+                **operator_env(job, replica, index, master_port),
+            }
+            env = {k: str(image.path(v)) if v.startswith("/") else v for k, v in env.items()}
+            env["PATH"] = f"{Path(sys.executable).parent}:/usr/bin:/bin"  # the base image's torchrun
+            env["HOME"] = str(image.path(f"/home/{image.user}"))
+            pods.append(
+                subprocess.Popen(
+                    [expand(word, env) for word in container["command"]],
+                    cwd=image.path(image.workdir),
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                )
+            )
+    results = []
+    for pod in pods:
+        try:
+            out, _ = pod.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            for other in pods:
+                other.kill()
+            out, _ = pod.communicate()
+        results.append((pod.returncode, out))
+    return results
+
+
+def fresh_nas_volume(path: Path) -> Path:
+    """A volume's directory as the NAS CSI plugin leaves it: created by root, 755, then
+    chmodded to the StorageClass's ``mode``."""
+    path.mkdir(mode=0o755, parents=True)
+    path.chmod(int(nas_storage_class("x", "server:/")["parameters"]["mode"], 8))
+    return path
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to the image's user needs root")
+def test_the_image_user_can_create_job_directories_in_a_fresh_volume() -> None:
+    root = Path(tempfile.mkdtemp(prefix="volumes-"))
+    root.chmod(0o755)  # pytest's own temporary directories are closed to other users
+    try:
+        image = build(root)
+        uid = image.users[image.user]
+        for volume, writable in ((fresh_nas_volume(root / "output"), True), (root / "plain", False)):
+            volume.mkdir(mode=0o755, exist_ok=True)
+            made = subprocess.run(["mkdir", str(volume / "job")], user=uid, group=uid, extra_groups=[], check=False)
+            assert (made.returncode == 0) is writable, volume
+    finally:
+        shutil.rmtree(root)
+
+
+def volumes(image: Image) -> Path:
+    """The data volume with a small real dataset, and a fresh output volume."""
+    data = image.path("/mnt/data")
+    data.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    np.savez(data / "train.npz", images=rng.integers(0, 256, (256, 1, 28, 28), np.uint8), labels=np.arange(256) % 10)
+    return fresh_nas_volume(image.path("/mnt/output"))
+
+
+CPU_JOB = {"gpus_per_node": 0, "cpu": "2", "memory": "4Gi", "trainer": {"max_steps": 12, "batch_size": 8}}
+
+
+@pytest.mark.parametrize(
+    ("name", "shape"),
+    [("one-node", {"procs_per_node": 2}), ("two-nodes", {"nodes": 2, "procs_per_node": 1})],
+)
+def test_emitted_job_trains_in_the_image(name: str, shape: dict[str, Any], default_port_taken: None) -> None:
+    root = Path(tempfile.mkdtemp(prefix="image-"))
+    try:
+        image = build(root)
+        output = volumes(image)
+        spec = TrainingJobSpec(name=name, image="trainer:0.1.0", **shape, **CPU_JOB)
+        ctx = JobContext(
+            namespace="training",
+            image="trainer:0.1.0",
+            gpus=0,
+            placement=CPU_PLACEMENT,
+            data_claim="data",
+            output_claim="out",
+        )
+        results = run_pods(pytorch_job(spec, ctx), image)
+        assert [code for code, _ in results] == [0] * len(results), results
+        master_log = results[0][1]
+        assert "training cnn on 2 process(es)" in master_log and "256 samples" in master_log
+        assert (output / name / "final_model.pt").is_file()
+        assert (output / name / "checkpoints" / "step-000000012").is_dir()
+    finally:
+        shutil.rmtree(root)
