@@ -274,16 +274,20 @@ def _network_env(job: TrainingJobSpec, gpus: int) -> dict[str, str]:
     return env
 
 
-def job_command(job: TrainingJobSpec) -> list[str]:
-    """The container command. ``torchrun`` reads nodes, node rank and processes per node
-    from the ``PET_*`` variables the operator injects, but not ``MASTER_ADDR`` and
-    ``MASTER_PORT``, the Master replica's Service: a fixed multi-node job passes those on
-    (Kubernetes expands ``$(VAR)`` from the container's environment), or every node would
-    rendezvous with itself at 127.0.0.1:29500. Elastic jobs meet at ``PET_RDZV_ENDPOINT``
-    instead, and a single node needs no address."""
+def job_command(job: TrainingJobSpec, procs: int) -> list[str]:
+    """The container command. ``torchrun`` reads the node count and node rank from the
+    ``PET_*`` variables the operator (v1.9) injects, but the rest needs saying:
+
+    - the processes per node, because the operator injects ``PET_NPROC_PER_NODE`` only
+      for jobs with a Master, so an elastic job would start one process per node;
+    - for a fixed multi-node job, the Master's address and port: torchrun does not read
+      the operator's ``MASTER_ADDR`` and ``MASTER_PORT`` (Kubernetes expands ``$(VAR)``
+      from the container's environment), and without them every node would rendezvous
+      with itself at 127.0.0.1:29500. Elastic jobs meet at ``PET_RDZV_ENDPOINT``.
+    """
     if job.command is not None:
         return [*job.command, *job.args]
-    launcher = ["torchrun"]
+    launcher = ["torchrun", f"--nproc-per-node={procs}"]
     if job.elastic is None and job.nodes > 1:
         launcher += ["--master-addr=$(MASTER_ADDR)", "--master-port=$(MASTER_PORT)"]
     if job.preset == "netbench":
@@ -331,7 +335,7 @@ def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         "name": "pytorch",
         "image": ctx.image,
         "imagePullPolicy": "IfNotPresent",
-        "command": job_command(job),
+        "command": job_command(job, procs),
         "env": [{"name": k, "value": v} for k, v in env.items()],
         "ports": [{"name": "pytorchjob-port", "containerPort": MASTER_PORT}],
         "resources": {"requests": dict(limits), "limits": dict(limits)},

@@ -101,22 +101,35 @@ def test_image_is_pinned_non_root_and_launches_torchrun() -> None:
     assert (image.path(image.env["PYTHONPATH"]) / "trainer" / "__main__.py").is_file()
 
 
-def operator_env(job: dict[str, Any], replica: str, index: int, master_port: int) -> dict[str, str]:
-    """What training-operator v1.9 appends to a non-elastic job's container (envvar.go)."""
+def operator_env(job: dict[str, Any], replica: str, index: int, port: int) -> dict[str, str]:
+    """What training-operator v1.9 appends to a container (``envvar.go``, ``master.go``,
+    ``elastic.go``); the Services it names resolve to 127.0.0.1 here."""
     spec = job["spec"]
     replicas = sum(r["replicas"] for r in spec["pytorchReplicaSpecs"].values())
-    nproc = spec["nprocPerNode"]
-    rank = index + (1 if replica == "Worker" else 0)
-    return {
-        "PYTHONUNBUFFERED": "0",
-        "MASTER_PORT": str(master_port),
-        "MASTER_ADDR": "127.0.0.1",
-        "WORLD_SIZE": str(replicas * (int(nproc) if nproc.isdigit() else 1)),
-        "RANK": str(rank),
-        "PET_NPROC_PER_NODE": nproc,
-        "PET_NODE_RANK": str(rank),
-        "PET_NNODES": str(replicas),
-    }
+    env = {"PYTHONUNBUFFERED": "0"}
+    if "Master" in spec["pytorchReplicaSpecs"]:
+        nproc = spec["nprocPerNode"]
+        rank = index + (1 if replica == "Worker" else 0)
+        env |= {
+            "MASTER_PORT": str(port),
+            "MASTER_ADDR": "127.0.0.1",
+            "WORLD_SIZE": str(replicas * (int(nproc) if nproc.isdigit() else 1)),
+            "RANK": str(rank),
+            "PET_NPROC_PER_NODE": nproc,
+            "PET_NODE_RANK": str(rank),
+        }
+    if elastic := spec.get("elasticPolicy"):
+        # No PET_NPROC_PER_NODE here: v1.9 takes it only from the deprecated
+        # elasticPolicy.nProcPerNode.
+        env |= {
+            "PET_RDZV_ENDPOINT": f"127.0.0.1:{port}",
+            "PET_RDZV_BACKEND": elastic["rdzvBackend"],
+            "PET_NNODES": f"{elastic['minReplicas']}:{elastic['maxReplicas']}",
+            "PET_MAX_RESTARTS": str(elastic["maxRestarts"]),
+        }
+    else:
+        env["PET_NNODES"] = str(replicas)
+    return env
 
 
 def expand(value: str, env: dict[str, str]) -> str:
@@ -148,7 +161,7 @@ def default_port_taken() -> Iterator[None]:
 
 def run_pods(job: dict[str, Any], image: Image) -> list[tuple[int, str]]:
     """Start every replica's pod as the operator would and wait for all of them."""
-    master_port = free_port()
+    port = free_port()  # the Master's, or for elastic jobs the rendezvous endpoint's
     pods = []
     for replica, replica_spec in job["spec"]["pytorchReplicaSpecs"].items():
         for index in range(replica_spec["replicas"]):
@@ -156,7 +169,7 @@ def run_pods(job: dict[str, Any], image: Image) -> list[tuple[int, str]]:
             env = {
                 **image.env,
                 **{e["name"]: e["value"] for e in container["env"]},
-                **operator_env(job, replica, index, master_port),
+                **operator_env(job, replica, index, port),
             }
             env = {k: str(image.path(v)) if v.startswith("/") else v for k, v in env.items()}
             env["PATH"] = f"{Path(sys.executable).parent}:/usr/bin:/bin"  # the base image's torchrun
@@ -219,10 +232,16 @@ CPU_JOB = {"gpus_per_node": 0, "cpu": "2", "memory": "4Gi", "trainer": {"max_ste
 
 
 @pytest.mark.parametrize(
-    ("name", "shape"),
-    [("one-node", {"procs_per_node": 2}), ("two-nodes", {"nodes": 2, "procs_per_node": 1})],
+    ("name", "shape", "world"),
+    [
+        ("one-node", {"procs_per_node": 2}, 2),
+        ("two-nodes", {"nodes": 2, "procs_per_node": 1}, 2),
+        ("elastic", {"elastic": {"min_nodes": 1, "max_nodes": 2}, "procs_per_node": 2}, 4),
+    ],
 )
-def test_emitted_job_trains_in_the_image(name: str, shape: dict[str, Any], default_port_taken: None) -> None:
+def test_emitted_job_trains_in_the_image(
+    name: str, shape: dict[str, Any], world: int, default_port_taken: None
+) -> None:
     root = Path(tempfile.mkdtemp(prefix="image-"))
     try:
         image = build(root)
@@ -239,8 +258,10 @@ def test_emitted_job_trains_in_the_image(name: str, shape: dict[str, Any], defau
         results = run_pods(pytorch_job(spec, ctx), image)
         assert [code for code, _ in results] == [0] * len(results), results
         master_log = results[0][1]
-        assert "training cnn on 2 process(es)" in master_log and "256 samples" in master_log
+        assert f"training cnn on {world} process(es)" in "".join(log for _, log in results)
+        assert "256 samples" in master_log
         assert (output / name / "final_model.pt").is_file()
-        assert (output / name / "checkpoints" / "step-000000012").is_dir()
+        steps = min(12, 256 // (8 * world))  # --max-steps 12 or the end of the one epoch
+        assert (output / name / "checkpoints" / f"step-{steps:09d}").is_dir()
     finally:
         shutil.rmtree(root)

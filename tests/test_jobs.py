@@ -232,7 +232,14 @@ BUILDS = [
         context(POOL_8_RDMA, 8),
         lambda j: (
             _pod(j)["containers"][0]["command"]
-            == ["torchrun", "--master-addr=$(MASTER_ADDR)", "--master-port=$(MASTER_PORT)", "-m", "trainer.bench"]
+            == [
+                "torchrun",
+                "--nproc-per-node=8",
+                "--master-addr=$(MASTER_ADDR)",
+                "--master-port=$(MASTER_PORT)",
+                "-m",
+                "trainer.bench",
+            ]
             and j["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 1
         ),
     ),
