@@ -601,7 +601,7 @@ class TrainingJobSpec(Spec):
     image_tag: str | None = Field(default=None)
     """Tag in the platform's registry repository (instead of ``image``)."""
     command: list[str] | None = None
-    """Replace the default ``torchrun ... -m trainer`` command."""
+    """Replace the default ``python -m trainer.launch ... -m trainer`` command (torchrun)."""
     args: list[str] = Field(default_factory=list)
     """Extra arguments appended to the command (e.g. trainer flags not in ``trainer``)."""
     trainer: TrainerArgs = Field(default_factory=TrainerArgs)

@@ -38,6 +38,9 @@ reconnect so a NAS failover does not hang the mount."""
 DATA_MOUNT = "/mnt/data"
 OUTPUT_MOUNT = "/mnt/output"
 MASTER_PORT = 23456
+TERMINATION_GRACE_S = 120
+"""How long an evicted pod has to stop: the trainer checkpoints on SIGTERM, and torchrun
+waits this long less ten seconds before it kills the workers (its own default is 30 s)."""
 """The operator's default; its injected MASTER_PORT reads the port named pytorchjob-port."""
 
 
@@ -275,8 +278,10 @@ def _network_env(job: TrainingJobSpec, gpus: int) -> dict[str, str]:
 
 
 def job_command(job: TrainingJobSpec, procs: int) -> list[str]:
-    """The container command. ``torchrun`` reads the node count and node rank from the
-    ``PET_*`` variables the operator (v1.9) injects, but the rest needs saying:
+    """The container command: ``trainer.launch``, which is torchrun with exit statuses
+    that ``restartPolicy: ExitCode`` can act on (an evicted pod exits 143, not 1).
+    torchrun reads the node count and node rank from the ``PET_*`` variables the operator
+    (v1.9) injects, but the rest needs saying:
 
     - the processes per node, because the operator injects ``PET_NPROC_PER_NODE`` only
       for jobs with a Master, so an elastic job would start one process per node;
@@ -287,7 +292,7 @@ def job_command(job: TrainingJobSpec, procs: int) -> list[str]:
     """
     if job.command is not None:
         return [*job.command, *job.args]
-    launcher = ["torchrun", f"--nproc-per-node={procs}"]
+    launcher = ["python", "-m", "trainer.launch", f"--nproc-per-node={procs}"]
     if job.elastic is None and job.nodes > 1:
         launcher += ["--master-addr=$(MASTER_ADDR)", "--master-port=$(MASTER_PORT)"]
     if job.preset == "netbench":
@@ -322,6 +327,7 @@ def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         "MODEL_PATH": f"{output_path}/final_model.pt",
         # A restarted torchrun can fail or stall on the shared rendezvous store (pytorch#135712).
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+        "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": str(TERMINATION_GRACE_S - 10),
         "PYTHONUNBUFFERED": "1",
         **_network_env(job, ctx.gpus),
         **job.env,
@@ -356,7 +362,7 @@ def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
             {"name": "output", "persistentVolumeClaim": {"claimName": ctx.output_claim}},
         ],
         # Lets the trainer's SIGTERM handler finish a checkpoint on eviction or spot reclaim.
-        "terminationGracePeriodSeconds": 120,
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
     }
     if ctx.placement.node_selector:
         pod_spec["nodeSelector"] = dict(ctx.placement.node_selector)

@@ -91,12 +91,12 @@ def build(root: Path) -> Image:
     return image
 
 
-def test_image_is_pinned_non_root_and_launches_torchrun() -> None:
+def test_image_is_pinned_non_root_and_launches_the_trainer_under_torchrun() -> None:
     image = build(Path(tempfile.mkdtemp()))
     pinned = re.search(r"^torch==(\S+)$", (ROOT / "requirements-dev.txt").read_text(), re.M)[1]
     assert image.base.startswith(f"pytorch/pytorch:{pinned}-cuda") and image.base.endswith("-runtime")
     assert image.user != "root" and image.users[image.user] != 0
-    assert image.entrypoint == ["torchrun"]
+    assert image.entrypoint == ["python", "-m", "trainer.launch"]
     assert image.env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
     assert (image.path(image.env["PYTHONPATH"]) / "trainer" / "__main__.py").is_file()
 
@@ -172,7 +172,7 @@ def run_pods(job: dict[str, Any], image: Image) -> list[tuple[int, str]]:
                 **operator_env(job, replica, index, port),
             }
             env = {k: str(image.path(v)) if v.startswith("/") else v for k, v in env.items()}
-            env["PATH"] = f"{Path(sys.executable).parent}:/usr/bin:/bin"  # the base image's torchrun
+            env["PATH"] = f"{Path(sys.executable).parent}:/usr/bin:/bin"  # the base image's python
             env["HOME"] = str(image.path(f"/home/{image.user}"))
             pods.append(
                 subprocess.Popen(

@@ -233,7 +233,9 @@ BUILDS = [
         lambda j: (
             _pod(j)["containers"][0]["command"]
             == [
-                "torchrun",
+                "python",
+                "-m",
+                "trainer.launch",
                 "--nproc-per-node=8",
                 "--master-addr=$(MASTER_ADDR)",
                 "--master-port=$(MASTER_PORT)",

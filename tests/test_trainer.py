@@ -23,11 +23,11 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE
 SMALL = ["--synthetic-size", "2048", "--batch-size", "16", "--log-every", "10"]
 
 
-def torchrun(*args: str, procs: int = 2, restarts: int = 0) -> list[str]:
+def torchrun(*args: str, procs: int = 2, restarts: int = 0, launcher: str = "torch.distributed.run") -> list[str]:
     return [
         sys.executable,
         "-m",
-        "torch.distributed.run",
+        launcher,
         "--standalone",
         f"--nproc-per-node={procs}",
         f"--max-restarts={restarts}",
@@ -220,11 +220,45 @@ def test_bad_data_dir_fails_fast_on_every_rank(tmp_path: Path, setup, message: s
 
 
 def test_bad_data_dir_under_torchrun_fails_without_hanging(tmp_path: Path) -> None:
-    result = run(
-        torchrun("trainer", "--data-dir", str(tmp_path / "missing"), "--output-dir", str(tmp_path / "out")), timeout=60
-    )
+    args = ["trainer", "--data-dir", str(tmp_path / "missing"), "--output-dir", str(tmp_path / "out")]
+    result = run(torchrun(*args), timeout=60)
     assert result.returncode != 0
     assert f"error: --data-dir {tmp_path / 'missing'}: no such directory" in result.stderr
+    # The pods' launcher keeps the workers' status: a retry cannot fix bad input.
+    assert run(torchrun(*args, launcher="trainer.launch"), timeout=60).returncode == 2
+
+
+def test_pod_launcher_exits_retryable_after_eviction_or_a_killed_worker(tmp_path: Path) -> None:
+    args = ["trainer", "--max-steps", "100000", *SMALL]
+    runs = ("evicted", "killed")
+    evicted = start(torchrun(*args, "--output-dir", str(tmp_path / "evicted"), launcher="trainer.launch"))
+    killed = start(torchrun(*args, "--output-dir", str(tmp_path / "killed"), launcher="trainer.launch"))
+    try:
+        wait_for(lambda: all((tmp_path / d / "metrics.jsonl").is_file() and metrics(tmp_path / d) for d in runs))
+        evicted.send_signal(signal.SIGTERM)
+        workers = children(killed.pid)
+        assert len(workers) == 2
+        os.kill(max(workers), signal.SIGKILL)
+        logs = [evicted.communicate(timeout=120)[0], killed.communicate(timeout=120)[0]]
+    finally:
+        evicted.kill()
+        killed.kill()
+    # Plain torchrun exits 1 for both, which restartPolicy ExitCode would take as final.
+    assert (evicted.returncode, killed.returncode) == (143, 137), logs
+    assert (
+        json.loads(next((tmp_path / "evicted" / "checkpoints").iterdir()).joinpath("meta.json").read_text())["reason"]
+        == "sigterm"
+    )
+
+
+@pytest.mark.parametrize(
+    ("codes", "status"),
+    [([-9, 1], 137), ([1, -6], 134), ([143, 143], 143), ([2, 2], 2), ([1], 1)],
+)
+def test_pod_launcher_status_prefers_signals(codes: list[int], status: int) -> None:
+    from trainer.launch import exit_status
+
+    assert exit_status(codes) == status
 
 
 def test_bad_flags_and_unwritable_output(tmp_path: Path) -> None:

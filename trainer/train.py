@@ -15,7 +15,8 @@ and ``MODEL_PATH`` give the defaults of ``--data-dir``, ``--output-dir`` and
 failing or stalling on a stale rendezvous store (pytorch/pytorch#135712).
 
 NCCL on CUDA, gloo on CPU. Checkpoints every ``--checkpoint-every`` steps and on SIGTERM
-(then exit status 143, so ``restartPolicy: ExitCode`` retries); on start the newest whole
+(then exit status 143, which ``python -m trainer.launch``, the pods' torchrun, passes on
+so ``restartPolicy: ExitCode`` retries); on start the newest whole
 checkpoint in ``<output-dir>/checkpoints`` is resumed. On CPU a resumed run ends with
 weights bit-identical to an uninterrupted one (same world size and thread count); on GPU
 cuDNN/NCCL kernels are not bit-deterministic, so a resumed run matches statistically.
