@@ -56,9 +56,11 @@ from .models import GPT, GPT_SIZES, MnistCNN
 
 DEFAULT_LR = {"cnn": 1e-3, "gpt": 6e-4}
 WARMUP_STEPS = 20
-STOP_CHECK_EVERY = 10
-"""Steps between the ranks agreeing on a SIGTERM: a collective per step costs a few
-percent on CPU, and ten steps are far inside any eviction grace period."""
+STOP_CHECK_SECONDS = 2.0
+STOP_CHECK_MAX_STEPS = 10
+"""The ranks agree on a SIGTERM about every two seconds of training, but at most every ten
+steps: a collective per step costs a few percent on CPU, while slow steps (a large model)
+must still leave the checkpoint time inside the eviction grace period."""
 PEAK_TFLOPS = {
     "H200": 989.0,
     "H20": 148.0,
@@ -83,6 +85,11 @@ FULL_STATE = StateDictOptions(full_state_dict=True, cpu_offload=True)
 def peak_tflops(device_name: str) -> float | None:
     """The dense bf16 peak of a GPU named like ``torch.cuda.get_device_name``; None if unknown."""
     return next((peak for key, peak in PEAK_TFLOPS.items() if key in device_name), None)
+
+
+def stop_check_interval(step_time_s: float) -> int:
+    """Steps between SIGTERM agreements for a given step time."""
+    return max(1, min(STOP_CHECK_MAX_STEPS, int(STOP_CHECK_SECONDS / step_time_s)))
 
 
 def summed_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -316,6 +323,7 @@ class Trainer:
         self.saved_step: int | None = None
         self.metrics = Metrics(self.output / "metrics.jsonl") if topo.is_main else None
         self.stop_signal: int | None = None
+        self.stop_check_every = STOP_CHECK_MAX_STEPS
         self.autocast = (
             torch.autocast("cuda", dtype=torch.bfloat16) if topo.device.type == "cuda" else contextlib.nullcontext()
         )
@@ -492,14 +500,19 @@ class Trainer:
             window_steps += 1
             window_samples += self.position - before
             if self.step % self.cfg.log_every == 0:
+                step_time = (time.perf_counter() - window_start) / window_steps
+                # One collective for both: the loss across ranks, and a step time every
+                # rank agrees on, so they all check for SIGTERM at the same steps.
+                stats = torch.stack([loss, torch.tensor(step_time, device=loss.device)])
                 if self.topo.world > 1:
-                    dist.all_reduce(loss)
-                loss_value = loss.item() / self.topo.world
+                    dist.all_reduce(stats)
+                loss_value, step_time = (stats / self.topo.world).tolist()
+                self.stop_check_every = stop_check_interval(step_time)
                 elapsed = time.perf_counter() - window_start
                 if self.metrics is not None:
                     self.metrics.log(self._metrics(loss_value, window_samples / elapsed, elapsed / window_steps))
                 window_start, window_steps, window_samples = time.perf_counter(), 0, 0
-            if self.step % STOP_CHECK_EVERY == 0 and self._stop_everywhere():
+            if self.step % self.stop_check_every == 0 and self._stop_everywhere():
                 self.save_checkpoint("sigterm")
                 return 128 + signal.SIGTERM
             if self.step % self.cfg.checkpoint_every == 0:
