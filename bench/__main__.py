@@ -55,6 +55,7 @@ def compare(name: str, a: tuple, b: tuple, repeats: int, steps: int) -> dict[str
     med_a, med_b = statistics.median(runs["a"]), statistics.median(runs["b"])
     result = {
         "name": name,
+        "steps": steps,
         "a": list(a),
         "b": list(b),
         "runs": runs,
@@ -245,7 +246,7 @@ def main() -> int:
     # --only refreshes its entries and keeps the others, so the file stays the README's source.
     path = ROOT / "bench" / "results.json"
     results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
-    results.update(cpus=os.cpu_count(), repeats=args.repeats, steps=args.steps)
+    results["cpus"] = os.cpu_count()  # repeats show as the length of each entry's runs
     r, s = args.repeats, args.steps
     if "efficiency" in want:
         results["efficiency"] = compare("trainer / bare loop, 1 process", ("trainer", 1, 2), ("bare", 1, 2), r, s)
