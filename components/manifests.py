@@ -38,10 +38,10 @@ reconnect so a NAS failover does not hang the mount."""
 DATA_MOUNT = "/mnt/data"
 OUTPUT_MOUNT = "/mnt/output"
 MASTER_PORT = 23456
+"""The operator's default; its injected MASTER_PORT reads the port named pytorchjob-port."""
 TERMINATION_GRACE_S = 120
 """How long an evicted pod has to stop: the trainer checkpoints on SIGTERM, and torchrun
 waits this long less ten seconds before it kills the workers (its own default is 30 s)."""
-"""The operator's default; its injected MASTER_PORT reads the port named pytorchjob-port."""
 
 
 @dataclass(frozen=True)

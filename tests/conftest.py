@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,13 @@ def run_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., 
         return run_program(config, stack=stack, project_dir=ROOT)
 
     return run
+
+
+def free_port() -> int:
+    """A TCP port nothing on this host listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def cfg(key: str) -> str:

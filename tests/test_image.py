@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, free_port
 
 from components.config import TrainingJobSpec
 from components.manifests import CPU_PLACEMENT, JobContext, nas_storage_class, pytorch_job
@@ -91,8 +91,8 @@ def build(root: Path) -> Image:
     return image
 
 
-def test_image_is_pinned_non_root_and_launches_the_trainer_under_torchrun() -> None:
-    image = build(Path(tempfile.mkdtemp()))
+def test_image_is_pinned_non_root_and_launches_the_trainer_under_torchrun(tmp_path: Path) -> None:
+    image = build(tmp_path)
     pinned = re.search(r"^torch==(\S+)$", (ROOT / "requirements-dev.txt").read_text(), re.M)[1]
     assert image.base.startswith(f"pytorch/pytorch:{pinned}-cuda") and image.base.endswith("-runtime")
     assert image.user != "root" and image.users[image.user] != 0
@@ -135,12 +135,6 @@ def operator_env(job: dict[str, Any], replica: str, index: int, port: int) -> di
 def expand(value: str, env: dict[str, str]) -> str:
     """Kubernetes' ``$(VAR)`` expansion in commands: unknown names stay as written."""
     return re.sub(r"\$\((\w+)\)", lambda m: env.get(m[1], m[0]), value)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture

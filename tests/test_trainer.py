@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ROOT, free_port
 
+from trainer.checkpoint import list_checkpoints
 from trainer.data import GlobalOrder
 from trainer.models import MnistCNN
 
@@ -197,9 +197,7 @@ def test_bad_data_dir_fails_fast_on_every_rank(tmp_path: Path, setup, message: s
     data = tmp_path / "data"
     data.mkdir()
     setup(data)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     started = time.monotonic()
     ranks = [
         subprocess.Popen(
@@ -245,10 +243,8 @@ def test_pod_launcher_exits_retryable_after_eviction_or_a_killed_worker(tmp_path
         killed.kill()
     # Plain torchrun exits 1 for both, which restartPolicy ExitCode would take as final.
     assert (evicted.returncode, killed.returncode) == (143, 137), logs
-    assert (
-        json.loads(next((tmp_path / "evicted" / "checkpoints").iterdir()).joinpath("meta.json").read_text())["reason"]
-        == "sigterm"
-    )
+    newest = list_checkpoints(tmp_path / "evicted" / "checkpoints")[-1]
+    assert json.loads((newest / "meta.json").read_text())["reason"] == "sigterm"
 
 
 @pytest.mark.parametrize(
@@ -475,9 +471,7 @@ def test_fsdp_checkpoint_is_not_resumed_by_a_ddp_run(tmp_path: Path) -> None:
 
 def test_runs_as_the_operator_launches_pods(tmp_path: Path) -> None:
     # No torchrun: WORLD_SIZE, RANK, MASTER_ADDR and MASTER_PORT only, and no LOCAL_RANK.
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     env = {
         **ENV,
         "WORLD_SIZE": "2",
