@@ -7,6 +7,7 @@ python -m components.reference --write    # update README.md between its markers
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from .config import PROJECT, REGION_KEY, PlatformSpec, _model_of
+from .config import PROJECT, REGION_KEY, PlatformSpec
+from .config.platform import _model_of
 
 START = "<!-- config-reference:start -->"
 END = "<!-- config-reference:end -->"
@@ -23,7 +25,8 @@ END = "<!-- config-reference:end -->"
 def _type_name(annotation: Any) -> str:
     text = getattr(annotation, "__name__", None) if isinstance(annotation, type) else None
     text = text or str(annotation)
-    for noise in ("typing.", "ipaddress.", "components.config.", "Annotated[", "NoneType"):
+    text = re.sub(r"components\.config\.(\w+\.)?", "", text)
+    for noise in ("typing.", "ipaddress.", "Annotated[", "NoneType"):
         text = text.replace(noise, "")
     text = text.replace("IPv4Network", "CIDR").replace("Literal", "one of ")
     return text.split(", <function")[0].split(", AfterValidator")[0].replace("| ", "or ").rstrip("| ")

@@ -1,0 +1,96 @@
+"""The one validated description of a training platform.
+
+A stack file (``stacks/Pulumi.<stack>.yaml``) is turned into a :class:`PlatformSpec`
+here, and nowhere else. Every top-level model field is one stack config key under the
+``ack-training-platform:`` namespace, spelled in camelCase in the stack file. Loading
+either returns a fully validated spec or raises :class:`ConfigError` whose messages
+name the stack key path (``ack-training-platform:gpuPool.max_size``), the bad value and
+what would be valid.
+
+This module is pure: it imports neither Pulumi nor torch, so the offline plan, the
+tests and the README's config reference all read the same models.
+"""
+
+from .base import (
+    DEFAULT_CPU_SHM_GIB,
+    DEFAULT_GPU_TAINT_KEY,
+    DEFAULT_OPERATOR_VERSION,
+    DEFAULT_POD_CIDR,
+    DEFAULT_SERVICE_CIDR,
+    DEFAULT_SHM_PER_GPU_GIB,
+    DEFAULT_VOLCANO_VERSION,
+    DEFAULT_VPC_CIDR,
+    JOB_NAME_MAX,
+    PROJECT,
+    REGION_KEY,
+    SECRET_KEYS,
+    Cidr,
+    Cpu,
+    DnsLabel,
+    Quantity,
+    Spec,
+    field_error,
+    quantity_bytes,
+)
+from .cluster import (
+    DEFAULT_ADDONS,
+    RDMA_INSTANCE_FAMILIES,
+    ClusterSpec,
+    GpuPoolSpec,
+    LocalClusterSpec,
+    NetworkSpec,
+    TaintSpec,
+    VSwitchSpec,
+)
+from .jobs import ElasticSpec, RunPolicySpec, SchedulingSpec, TrainerArgs, TrainingJobSpec
+from .operator import OperatorSpec, TrainingNamespaceSpec, VolcanoSpec
+from .platform import ConfigError, PlatformSpec, load_spec, stack_schema
+from .registry import RegistrySpec
+from .storage import NasSpec, OssSpec, StorageSpec, VolumeSpec
+
+__all__ = [
+    "Cidr",
+    "ClusterSpec",
+    "ConfigError",
+    "Cpu",
+    "DEFAULT_ADDONS",
+    "DEFAULT_CPU_SHM_GIB",
+    "DEFAULT_GPU_TAINT_KEY",
+    "DEFAULT_OPERATOR_VERSION",
+    "DEFAULT_POD_CIDR",
+    "DEFAULT_SERVICE_CIDR",
+    "DEFAULT_SHM_PER_GPU_GIB",
+    "DEFAULT_VOLCANO_VERSION",
+    "DEFAULT_VPC_CIDR",
+    "DnsLabel",
+    "ElasticSpec",
+    "GpuPoolSpec",
+    "JOB_NAME_MAX",
+    "LocalClusterSpec",
+    "NasSpec",
+    "NetworkSpec",
+    "OperatorSpec",
+    "OssSpec",
+    "PROJECT",
+    "PlatformSpec",
+    "Quantity",
+    "RDMA_INSTANCE_FAMILIES",
+    "REGION_KEY",
+    "RegistrySpec",
+    "RunPolicySpec",
+    "SECRET_KEYS",
+    "SchedulingSpec",
+    "Spec",
+    "StorageSpec",
+    "TaintSpec",
+    "TrainerArgs",
+    "TrainingJobSpec",
+    "TrainingNamespaceSpec",
+    "VSwitchSpec",
+    "VolcanoSpec",
+    "VolumeSpec",
+    "field_error",
+    "load_spec",
+    "quantity_bytes",
+    "stack_schema",
+]

@@ -1,0 +1,182 @@
+"""One training job: what it runs, on how many nodes, with which resources and policies."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, model_validator
+
+from .base import _DNS_1035_LABEL, JOB_NAME_MAX, Cpu, DnsLabel, Quantity, Spec, field_error, quantity_bytes
+
+# --- jobs ----------------------------------------------------------------------------
+
+
+def _job_name(value: str) -> str:
+    if len(value) > JOB_NAME_MAX or not _DNS_1035_LABEL.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid job name: use at most {JOB_NAME_MAX} lowercase letters, digits "
+            "and '-', starting with a letter and ending with a letter or digit"
+        )
+    return value
+
+
+class ElasticSpec(Spec):
+    min_nodes: int = Field(ge=1)
+    max_nodes: int = Field(ge=1)
+    max_restarts: int = Field(default=3, ge=0)
+    """Restarts of the whole worker group torchrun allows after a failure or membership change."""
+
+    @model_validator(mode="after")
+    def _check(self) -> ElasticSpec:
+        if self.min_nodes > self.max_nodes:
+            raise field_error("minNodes", f"minNodes ({self.min_nodes}) must not exceed maxNodes ({self.max_nodes})")
+        return self
+
+
+class TrainerArgs(Spec):
+    """Flags for the bundled trainer (``python -m trainer``)."""
+
+    model: Literal["cnn", "gpt"] = "cnn"
+    max_steps: int | None = Field(default=None, ge=1)
+    epochs: int = Field(default=1, ge=1)
+    batch_size: int = Field(default=64, ge=1)
+    """Per process."""
+    lr: float | None = Field(default=None, gt=0)
+    checkpoint_every: int = Field(default=200, ge=1)
+    """Steps between checkpoints; the most work a preemption can lose."""
+    synthetic_data: bool = Field(default=False)
+    """Train on generated data instead of the data volume (smoke tests)."""
+
+    def to_flags(self) -> list[str]:
+        flags = [
+            "--model",
+            self.model,
+            "--epochs",
+            str(self.epochs),
+            "--batch-size",
+            str(self.batch_size),
+            "--checkpoint-every",
+            str(self.checkpoint_every),
+        ]
+        if self.max_steps is not None:
+            flags += ["--max-steps", str(self.max_steps)]
+        if self.lr is not None:
+            flags += ["--lr", repr(self.lr)]
+        if self.synthetic_data:
+            flags += ["--synthetic"]
+        return flags
+
+
+class RunPolicySpec(Spec):
+    backoff_limit: int = Field(default=6, ge=0)
+    """Pod restarts allowed before the job fails (preemptions count)."""
+    active_deadline_seconds: int | None = Field(default=None, ge=1)
+    ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
+    clean_pod_policy: Literal["None", "Running", "All"] = Field(default="None")
+    """``None`` keeps finished pods so their logs stay readable."""
+    suspend: bool = False
+
+
+class SchedulingSpec(Spec):
+    queue: str | None = None
+    """Volcano queue (needs ``operator.volcano.enabled``)."""
+    priority_class: str | None = Field(default=None)
+    min_available: int | None = Field(default=None, ge=1)
+    """Gang size: pods that must be schedulable together (needs Volcano)."""
+
+
+class TrainingJobSpec(Spec):
+    """One PyTorchJob running the bundled trainer (or your own command)."""
+
+    name: Annotated[str, AfterValidator(_job_name)]
+    """Job name (DNS-1035 label, at most 40 characters)."""
+    preset: Literal["train", "netbench"] = "train"
+    """``train`` runs the trainer; ``netbench`` measures all-reduce bandwidth across the nodes."""
+    namespace: DnsLabel | None = None
+    """Namespace; the platform's training namespace when unset."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    image: str | None = None
+    """Full image reference, pinned by tag (not ``latest``) or digest."""
+    image_tag: str | None = Field(default=None)
+    """Tag in the platform's registry repository (instead of ``image``)."""
+    command: list[str] | None = None
+    """Replace the default ``python -m trainer.launch ... -m trainer`` command (torchrun)."""
+    args: list[str] = Field(default_factory=list)
+    """Extra arguments appended to the command (e.g. trainer flags not in ``trainer``)."""
+    trainer: TrainerArgs = Field(default_factory=TrainerArgs)
+    env: dict[str, str] = Field(default_factory=dict)
+    nodes: int = Field(default=1, ge=1, le=512)
+    """Pods: one Master plus ``nodes - 1`` Workers."""
+    elastic: ElasticSpec | None = None
+    """Elastic job (Workers only, c10d rendezvous) instead of a fixed ``nodes``."""
+    gpus_per_node: int | None = Field(default=None, ge=0, le=16)
+    """GPUs per pod; the GPU pool's ``gpusPerNode`` when unset, 0 for a CPU job."""
+    procs_per_node: int | None = Field(default=None, ge=1, le=64)
+    """Processes per pod; equals the GPU count for GPU jobs, 1 by default for CPU jobs."""
+    cpu: Cpu = "8"
+    """CPU request and limit per pod."""
+    memory: Quantity = "64Gi"
+    """Memory request and limit per pod."""
+    shm_size: Quantity | None = Field(default=None)
+    """``/dev/shm`` size; 16Gi per GPU (2Gi for CPU jobs) when unset. Counts against ``memory``."""
+    network: Literal["tcp", "rdma"] = "tcp"
+    """``rdma`` enables NCCL over InfiniBand/RoCE with host networking (needs an RDMA pool)."""
+    nccl_debug: Literal["INFO", "WARN", "TRACE"] | None = Field(default=None)
+    restart_policy: Literal["OnFailure", "ExitCode", "Never"] = Field(default="OnFailure")
+    run_policy: RunPolicySpec = Field(default_factory=RunPolicySpec)
+    scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainingJobSpec:
+        if (self.image is None) == (self.image_tag is None):
+            raise field_error(
+                "image", "give exactly one of image (a full reference) or imageTag (a tag in the platform registry)"
+            )
+        if self.image is not None:
+            _pinned(self.image, "image")
+        if self.image_tag is not None and (
+            self.image_tag == "latest" or not re.match(r"^[\w][\w.-]{0,127}$", self.image_tag)
+        ):
+            raise field_error(
+                "imageTag",
+                f"{self.image_tag!r} is not a pinned tag: use a version such as 'v1.2.0' or a commit id, not 'latest'",
+            )
+        if self.elastic is not None and self.nodes != 1:
+            raise field_error("nodes", "an elastic job sizes itself with elastic.minNodes/maxNodes: drop nodes")
+        if self.gpus_per_node == 0 and self.network == "rdma":
+            raise field_error("network", "rdma networking is for GPU jobs; a CPU job uses tcp")
+        if self.gpus_per_node and self.procs_per_node not in (None, self.gpus_per_node):
+            raise field_error(
+                "procsPerNode",
+                f"procsPerNode ({self.procs_per_node}) must equal gpusPerNode ({self.gpus_per_node}): one process drives one GPU",
+            )
+        if self.shm_size is not None and quantity_bytes(self.shm_size) >= quantity_bytes(self.memory):
+            raise field_error(
+                "shmSize", f"shmSize {self.shm_size} must be smaller than memory {self.memory}: /dev/shm is memory"
+            )
+        if self.scheduling.min_available is not None and self.scheduling.min_available > self.max_pods:
+            raise field_error(
+                "scheduling.minAvailable",
+                f"minAvailable ({self.scheduling.min_available}) exceeds the job's {self.max_pods} pods",
+            )
+        return self
+
+    @property
+    def max_pods(self) -> int:
+        return self.elastic.max_nodes if self.elastic else self.nodes
+
+
+def _pinned(image: str, key: str) -> None:
+    name, _, digest = image.partition("@")
+    last = name.rsplit("/", 1)[-1]
+    tag = last.partition(":")[2]
+    if digest:
+        if not re.match(r"^sha256:[0-9a-f]{64}$", digest):
+            raise field_error(key, f"{image!r} has a malformed digest: expected '@sha256:' and 64 hex digits")
+    elif not tag or tag == "latest":
+        raise field_error(
+            key,
+            f"{image!r} is not pinned: add a version tag other than 'latest' (e.g. ':v1.2.0') or a digest (@sha256:...)",
+        )
