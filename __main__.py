@@ -14,6 +14,7 @@ from components import (
     TrainingOperator,
     local_provider,
 )
+from components.manifests import OPERATOR_NAMESPACE, POOL_LABEL, SYSTEM_POOL, VOLCANO_NAMESPACE, cluster_addons
 from components.stack import stack_secret, stack_spec
 
 spec = stack_spec()
@@ -24,20 +25,40 @@ if spec.cluster.local is not None:
     volumes = SharedVolumes("shared", spec.storage, namespace=namespace, provider=provider)
 else:
     network = Network(spec.cluster.name, spec.network)
-    cluster = AckCluster(spec.cluster.name, spec.cluster, network, spec.network)
+    cluster = AckCluster(
+        spec.cluster.name,
+        spec.cluster,
+        network,
+        spec.network,
+        region=spec.region,
+        addons=cluster_addons(spec),
+        autoscaler=spec.cluster.autoscaler if spec.autoscaler_enabled else None,
+    )
     provider = cluster.provider
     if spec.gpu_pool is not None:
         pool = GpuNodePool(
-            spec.gpu_pool.name, spec.gpu_pool, cluster_id=cluster.cluster_id, vswitch_ids=network.vswitch_ids
+            spec.gpu_pool.name,
+            spec.gpu_pool,
+            cluster_id=cluster.cluster_id,
+            vswitch_ids=network.vswitch_ids,
+            autoscaler=cluster.autoscaler,
         )
     namespace = TrainingNamespace("training", spec.training, provider=provider)
-    storage = NasStorage("nas", spec.storage, network=network, provider=provider)
+    storage = NasStorage(
+        "nas",
+        spec.storage,
+        network=network,
+        provider=provider,
+        zone_id=spec.nas_zone,
+        mount_vswitch_index=spec.nas_vswitch,
+    )
     oss_credentials = (stack_secret("ossAccessKeyId"), stack_secret("ossAccessKeySecret")) if spec.storage.oss else None
     volumes = SharedVolumes(
         "shared",
         spec.storage,
         namespace=namespace,
         provider=provider,
+        nas_server=storage.server,
         depends_on=storage.ready,
         region=spec.region,
         oss_credentials=oss_credentials,
@@ -49,14 +70,26 @@ else:
             region=spec.region,
             namespace=namespace,
             provider=provider,
+            cluster_id=cluster.cluster_id,
+            vpc_id=network.vpc_id,
+            vswitch_id=network.first_vswitch_id,
+            # With a mirror, the operator's and Volcano's pods pull from the registry too.
+            pulling_namespaces=[OPERATOR_NAMESPACE, VOLCANO_NAMESPACE] if spec.image_mirror else [],
             password=stack_secret("registryPassword"),
         )
     pulumi.export("clusterId", cluster.cluster_id)
     pulumi.export("kubeconfig", cluster.kubeconfig)
+    pulumi.export("apiServerAccess", cluster.api_server_access)
     pulumi.export("nasServer", storage.server)
-    pulumi.export("registryUrl", registry.repository_url if registry else None)
+    pulumi.export("registry", {"pushUrl": registry.push_url, "pullUrl": registry.repository_url} if registry else None)
 
-operator = TrainingOperator("training-operator", spec.operator, provider=provider)
+operator = TrainingOperator(
+    "training-operator",
+    spec.operator,
+    provider=provider,
+    image_mirror=spec.image_mirror,
+    node_selector={POOL_LABEL: SYSTEM_POOL} if spec.cluster.has_system_pool else None,
+)
 jobs = [
     TrainingJob(
         job.name,

@@ -1,27 +1,46 @@
-"""The Kubernetes cluster: managed ACK Pro, an adopted ACK cluster, or a local one."""
+"""The Kubernetes cluster: managed ACK Pro with its system nodes, add-ons and autoscaler,
+an adopted ACK cluster, or a local one."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import pulumi
 import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
 from ._k8s import TOKEN
-from .config import ClusterSpec, LocalClusterSpec, NetworkSpec
+from .config import AutoscalerSpec, ClusterSpec, LocalClusterSpec, NetworkSpec
+from .manifests import CREATION_ADDONS, POOL_LABEL, SYSTEM_POOL, api_server_acl_command
 from .network import Network
 
-NETWORK_PLUGIN = "flannel"
+ACK_CONTROL_PLANE_CIDR = "100.104.0.0/16"
+"""ACK's control plane reaches the API server from here; an access list without it
+breaks the cluster (ACK: "Configure access control for the API server")."""
 
 
 class AckCluster(pulumi.ComponentResource):
-    """A managed ACK Pro cluster created with no workers (node pools add them), or an
-    adopted one.
+    """A managed ACK cluster with untainted system nodes and the add-ons the platform needs,
+    or an adopted cluster with those add-ons.
+
+    Args:
+        name: Pulumi resource name.
+        spec: the cluster's spec.
+        network: the VPC and vSwitches.
+        network_spec: the network's spec (pod and service ranges, the VPC's block).
+        region: the region, for the commands this exports.
+        addons: add-ons managed as resources of their own (``cluster_addons``).
+        autoscaler: configure ACK's cluster autoscaler with these settings; ``None`` leaves it alone.
 
     Attributes:
         cluster_id: the ACK cluster id.
         kubeconfig: admin kubeconfig, a Pulumi secret.
-        provider: a kubernetes provider for the cluster. Its ``cluster_identifier`` is the
+        provider: a kubernetes provider for the cluster. Every object applied through it
+            waits for the system nodes and the add-ons. Its ``cluster_identifier`` is the
             cluster id, so rotating credentials does not replace every Kubernetes object.
+        autoscaler: the autoscaler configuration, which autoscaling pools must wait for.
+        api_server_access: the access list of a public API server and the command that
+            binds it, or ``None``.
     """
 
     def __init__(
@@ -30,10 +49,16 @@ class AckCluster(pulumi.ComponentResource):
         spec: ClusterSpec,
         network: Network,
         network_spec: NetworkSpec,
+        *,
+        region: str,
+        addons: Sequence[str],
+        autoscaler: AutoscalerSpec | None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:AckCluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        self.api_server_access: pulumi.Output[dict[str, str]] | None = None
+        nodes: list[pulumi.Resource] = []
         if spec.existing_cluster_id is not None:
             self.cluster_id = pulumi.Output.from_input(spec.existing_cluster_id)
         else:
@@ -47,23 +72,93 @@ class AckCluster(pulumi.ComponentResource):
                 service_cidr=str(network_spec.service_cidr),
                 # An adopted VPC has its own egress; a new one needs a NAT gateway to pull images.
                 new_nat_gateway=not network.adopted,
-                slb_internet_enabled=spec.public_api_endpoint,
+                slb_internet_enabled=spec.api_server.public,
                 deletion_protection=spec.deletion_protection,
                 is_enterprise_security_group=True,
-                # pod_cidr means Flannel; ACK requires exactly one network plugin add-on.
-                addons=[alicloud.cs.ManagedKubernetesAddonArgs(name=addon) for addon in (NETWORK_PLUGIN, *spec.addons)],
+                addons=[alicloud.cs.ManagedKubernetesAddonArgs(name=addon) for addon in CREATION_ADDONS],
                 opts=child,
             )
             self.cluster_id = cluster.id
+            if spec.api_server.allowed_cidrs:
+                self.api_server_access = self._access_list(name, spec, network_spec, cluster, region)
+        if spec.has_system_pool:
+            nodes.append(self._system_pool(name, spec, network))
+        self.autoscaler: alicloud.cs.AutoscalingConfig | None = None
+        if autoscaler is not None:
+            self.autoscaler = alicloud.cs.AutoscalingConfig(
+                f"{name}-autoscaler",
+                cluster_id=self.cluster_id,
+                scale_up_from_zero=True,
+                scale_down_enabled=True,
+                unneeded_duration=f"{autoscaler.idle_minutes}m",
+                gpu_utilization_threshold=str(autoscaler.gpu_utilization_threshold),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(nodes)),
+            )
+        # An adopted cluster's add-ons were there before this stack and stay after it.
+        addon_options = pulumi.ResourceOptions(
+            parent=self, depends_on=list(nodes), retain_on_delete=spec.existing_cluster_id is not None
+        )
+        installed = [
+            alicloud.cs.KubernetesAddon(f"{name}-{addon}", cluster_id=self.cluster_id, name=addon, opts=addon_options)
+            for addon in addons
+        ]
         credential = alicloud.cs.get_cluster_credential_output(
             cluster_id=self.cluster_id, opts=pulumi.InvokeOptions(parent=self)
         )
         # The SDK does not mark the credential secret; without this it would land in plain state.
         self.kubeconfig = pulumi.Output.secret(credential.kube_config)
         self.provider = k8s.Provider(
-            f"{name}-k8s", kubeconfig=self.kubeconfig, cluster_identifier=self.cluster_id, opts=child
+            f"{name}-k8s",
+            kubeconfig=self.kubeconfig,
+            cluster_identifier=self.cluster_id,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*nodes, *installed]),
         )
         self.register_outputs({"clusterId": self.cluster_id, "kubeconfig": self.kubeconfig})
+
+    def _system_pool(self, name: str, spec: ClusterSpec, network: Network) -> alicloud.cs.NodePool:
+        pool = spec.system_pool
+        return alicloud.cs.NodePool(
+            f"{name}-{SYSTEM_POOL}",
+            cluster_id=self.cluster_id,
+            node_pool_name=SYSTEM_POOL,
+            vswitch_ids=network.vswitch_ids,
+            instance_types=list(pool.instance_types),
+            multi_az_policy="BALANCE",
+            desired_size=str(pool.size),
+            labels=[alicloud.cs.NodePoolLabelArgs(key=POOL_LABEL, value=SYSTEM_POOL)],
+            management=alicloud.cs.NodePoolManagementArgs(enable=True, auto_repair=True),
+            system_disk_category="cloud_essd",
+            system_disk_size=pool.system_disk_gib,
+            install_cloud_monitor=True,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _access_list(
+        self,
+        name: str,
+        spec: ClusterSpec,
+        network_spec: NetworkSpec,
+        cluster: alicloud.cs.ManagedKubernetes,
+        region: str,
+    ) -> pulumi.Output[dict[str, str]]:
+        """The API server's allow-list as an SLB access control list: the configured
+        ranges, the nodes' VPC and ACK's control plane. pulumi-alicloud 4.0.0 has no
+        resource that attaches it to the listener ACK owns, so the command that does is
+        exported."""
+        child = pulumi.ResourceOptions(parent=self)
+        acl = alicloud.slb.Acl(f"{name}-api-server", name=f"{spec.name}-api-server", ip_version="ipv4", opts=child)
+        entries = [
+            *(str(block) for block in spec.api_server.allowed_cidrs),
+            str(network_spec.vpc_cidr),
+            ACK_CONTROL_PLANE_CIDR,
+        ]
+        for i, entry in enumerate(dict.fromkeys(entries)):
+            alicloud.slb.AclEntryAttachment(
+                f"{name}-api-server-{i}", acl_id=acl.id, entry=entry, comment="ack-training-platform", opts=child
+            )
+        return pulumi.Output.all(acl.id, cluster.slb_id).apply(
+            lambda ids: {"aclId": ids[0], "bind": api_server_acl_command(region, ids[1], ids[0])}
+        )
 
 
 def local_provider(spec: LocalClusterSpec) -> k8s.Provider:

@@ -1,4 +1,4 @@
-"""The GPU node pool and the placement jobs derive from it."""
+"""The GPU node pool, its fabric add-on, and the placement jobs derive from it."""
 
 from __future__ import annotations
 
@@ -7,19 +7,27 @@ import pulumi_alicloud as alicloud
 
 from ._k8s import TOKEN
 from .config import GpuPoolSpec
-from .manifests import Placement, pool_node_labels, pool_placement
-
-RDMA_ADDON = "ack-rdma-device-plugin"
+from .manifests import Placement, pool_node_labels, pool_placement, pool_tags
 
 
 class GpuNodePool(pulumi.ComponentResource):
-    """An autoscaling, tainted ACK node pool of GPU instances.
+    """An autoscaling, tainted ACK node pool of GPU instances, with the add-on that exposes
+    its RDMA-class fabric to pods.
+
+    Args:
+        name: Pulumi resource name.
+        spec: the pool's spec.
+        cluster_id: the ACK cluster.
+        vswitch_ids: vSwitches to start nodes in, in order of preference.
+        autoscaler: the cluster's autoscaler configuration; an autoscaling pool grows
+            only once it exists.
 
     Attributes:
         spec: the pool's spec.
-        placement: node selector, tolerations, GPUs per node and RDMA availability for
-            jobs; nobody retypes a taint.
+        placement: node selector, tolerations, GPUs per node and fabric for jobs; nobody
+            retypes a taint.
         node_pool_id: the ACK node pool id.
+        ready: what a job on this pool waits for (the pool and its fabric add-on).
     """
 
     def __init__(
@@ -29,10 +37,10 @@ class GpuNodePool(pulumi.ComponentResource):
         *,
         cluster_id: pulumi.Input[str],
         vswitch_ids: pulumi.Input[list[str]],
+        autoscaler: pulumi.Resource | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:GpuNodePool", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
         self.spec = spec
         self.placement: Placement = pool_placement(spec)
         spot = spec.spot_strategy != "NoSpot"
@@ -62,6 +70,7 @@ class GpuNodePool(pulumi.ComponentResource):
             taints=[
                 alicloud.cs.NodePoolTaintArgs(key=spec.taint.key, value=spec.taint.value, effect=spec.taint.effect)
             ],
+            tags=pool_tags(spec) or None,
             management=alicloud.cs.NodePoolManagementArgs(enable=True, auto_repair=spec.auto_repair),
             system_disk_category=spec.disk_category,
             system_disk_size=spec.system_disk_gib,
@@ -69,14 +78,19 @@ class GpuNodePool(pulumi.ComponentResource):
             if spec.data_disk_gib
             else None,
             install_cloud_monitor=True,
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[autoscaler] if autoscaler is not None else None),
         )
         self.node_pool_id = pool.node_pool_id
-        if spec.rdma:
-            alicloud.cs.KubernetesAddon(
-                f"{name}-rdma",
-                cluster_id=cluster_id,
-                name=RDMA_ADDON,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[pool]),
+        self.ready: list[pulumi.Resource] = [pool]
+        fabric = self.placement.fabric
+        if fabric is not None:
+            self.ready.append(
+                alicloud.cs.KubernetesAddon(
+                    f"{name}-{fabric.addon}",
+                    cluster_id=cluster_id,
+                    name=fabric.addon,
+                    config=fabric.addon_config,
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[pool]),
+                )
             )
         self.register_outputs({"nodePoolId": self.node_pool_id})

@@ -2,43 +2,47 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
-import yaml
 
 from ._k8s import TOKEN
 from .config import OperatorSpec
-from .manifests import operator_kustomization, operator_source
+from .manifests import (
+    VOLCANO_NAMESPACE,
+    VOLCANO_REPOSITORY,
+    customize_operator_object,
+    operator_source,
+    volcano_values,
+)
 
-OPERATOR_NAMESPACE = "kubeflow"
-VOLCANO_NAMESPACE = "volcano-system"
-VOLCANO_REPO = "https://volcano-sh.github.io/helm-charts"
-OVERLAY_DIR = ".kustomize"
-"""Where the gang-scheduling overlay is written, relative to the project directory
-(Pulumi runs programs there); the kubernetes provider reads it on every ``pulumi up``."""
-
-
-def write_overlay(version: str, root: Path) -> Path:
-    """Write the kustomization that adds ``--gang-scheduler-name=volcano`` and return its
-    directory. The content depends only on ``version``, so reruns change nothing."""
-    directory = root / OVERLAY_DIR / f"training-operator-{version}-volcano"
-    directory.mkdir(parents=True, exist_ok=True)
-    text = yaml.safe_dump(operator_kustomization(version, "volcano"), sort_keys=False)
-    target = directory / "kustomization.yaml"
-    if not target.exists() or target.read_text() != text:
-        target.write_text(text)
-    return directory
+RELEASE_TIMEOUT_S = 900
+"""Volcano's pods may wait for a system node and for their images."""
 
 
 class TrainingOperator(pulumi.ComponentResource):
     """Installs the Training Operator at a pinned release from its standalone kustomize
-    overlay into namespace ``kubeflow``.
+    overlay (namespace ``kubeflow``), and Volcano from its Helm chart when gang scheduling
+    is on.
+
+    The overlay is rendered by the kubernetes provider at deploy time (it fetches the
+    pinned tag with ``git``); each rendered object passes through
+    :func:`~components.manifests.customize_operator_object` before it is applied, so no
+    overlay is written to disk and the inputs are the same on every machine. Volcano is a
+    Helm release, not a ``helm.v4.Chart``: its admission secret comes from a pre-install
+    hook, which only a release runs.
+
+    Args:
+        name: Pulumi resource name.
+        spec: the operator's spec.
+        provider: the cluster's kubernetes provider.
+        image_mirror: registry path the third-party images were copied to.
+        node_selector: labels of the nodes for the operator and Volcano (the system pool).
 
     Attributes:
-        ready: resources a PyTorchJob must wait for (the operator and its CRDs); empty
-            when the cluster already runs an operator.
+        ready: what a PyTorchJob must wait for (the operator's objects and CRDs, Volcano);
+            empty when the cluster already runs an operator.
         gang_scheduling: whether Volcano gang scheduling is available.
     """
 
@@ -48,31 +52,49 @@ class TrainingOperator(pulumi.ComponentResource):
         spec: OperatorSpec,
         *,
         provider: k8s.Provider,
-        project_dir: Path | None = None,
+        image_mirror: str | None = None,
+        node_selector: dict[str, str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
-        super().__init__(f"{TOKEN}:TrainingOperator", name, None, opts)
-        self.ready: list[pulumi.Resource] = []
+        source = operator_source(spec.version) if spec.install else None
+        super().__init__(f"{TOKEN}:TrainingOperator", name, {"source": source}, opts)
         self.gang_scheduling = spec.volcano.enabled
-        if spec.install:
-            options = pulumi.ResourceOptions(parent=self, provider=provider)
-            directory = operator_source(spec.version)
-            if spec.volcano.enabled:
-                volcano_ns = k8s.core.v1.Namespace(
-                    VOLCANO_NAMESPACE, metadata={"name": VOLCANO_NAMESPACE}, opts=options
+        self.ready: pulumi.Input[list[pulumi.Resource]] = []
+        if not spec.install:
+            self.register_outputs({})
+            return
+        volcano: list[pulumi.Resource] = []
+        if spec.volcano.enabled:
+            volcano.append(
+                k8s.helm.v3.Release(
+                    "volcano",
+                    name="volcano",
+                    chart="volcano",
+                    version=spec.volcano.version,
+                    repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=VOLCANO_REPOSITORY),
+                    namespace=VOLCANO_NAMESPACE,
+                    create_namespace=True,
+                    values=volcano_values(mirror=image_mirror, node_selector=node_selector),
+                    timeout=RELEASE_TIMEOUT_S,
+                    opts=pulumi.ResourceOptions(parent=self, provider=provider),
                 )
-                self.ready.append(
-                    k8s.helm.v4.Chart(
-                        "volcano",
-                        chart="volcano",
-                        version=spec.volcano.version,
-                        namespace=VOLCANO_NAMESPACE,
-                        repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=VOLCANO_REPO),
-                        opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[volcano_ns]),
-                    )
-                )
-                directory = str(write_overlay(spec.version, project_dir or Path.cwd()))
-            self.ready.append(
-                k8s.kustomize.v2.Directory(name, directory=directory, namespace=OPERATOR_NAMESPACE, opts=options)
             )
+
+        def customize(obj: dict[str, Any]) -> None:
+            customize_operator_object(
+                obj,
+                gang_scheduler="volcano" if spec.volcano.enabled else None,
+                mirror=image_mirror,
+                node_selector=node_selector,
+            )
+
+        # Started with --gang-scheduler-name=volcano, the operator exits unless Volcano's
+        # PodGroup CRD exists (v1.9.4 cmd/training-operator.v1/main.go).
+        overlay = k8s.kustomize.Directory(
+            name,
+            directory=source,
+            transformations=[customize],
+            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=volcano),
+        )
+        self.ready = overlay.resources.apply(lambda rendered: [*volcano, *rendered.values()])
         self.register_outputs({})

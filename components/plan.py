@@ -29,12 +29,17 @@ from typing import Any
 
 import yaml
 
-from .config import PROJECT, ConfigError, load_spec, stack_schema
+from .config import PROJECT, ConfigError, load_spec, missing_credentials, stack_schema
 
 SECRET = "[secret]"
 UNKNOWN = "(known after deploy)"
-UNRENDERED = {"kubernetes:kustomize/v2:Directory", "kubernetes:helm.sh/v4:Chart"}
-"""Remote components the provider expands at deploy time; offline they stay a reference."""
+REMOTE = {
+    "kubernetes:helm.sh/v3:Release": lambda inputs: f"Helm chart {inputs.get('chart')} {inputs.get('version')}",
+    "ack-training-platform:components:TrainingOperator": lambda inputs: f"kustomize overlay {inputs.get('source')}",
+}
+"""What the kubernetes provider renders at deploy time (a chart, a remote overlay);
+offline it stays a reference."""
+KUSTOMIZE_INVOKE = "kubernetes:kustomize:directory"
 
 
 class PlanError(Exception):
@@ -55,6 +60,8 @@ class Recorded:
     retain_on_delete: bool
     dependencies: list[str]
     provider: str
+    replace_on_changes: list[str] = field(default_factory=list)
+    delete_before_replace: bool = False
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -69,6 +76,8 @@ class Recorded:
                 "retainOnDelete": self.retain_on_delete,
                 "dependencies": self.dependencies,
                 "provider": self.provider or None,
+                "replaceOnChanges": self.replace_on_changes,
+                "deleteBeforeReplace": self.delete_before_replace,
             },
         }
 
@@ -97,7 +106,7 @@ class Plan:
         objects = [
             _manifest_order(r.inputs)
             for r in self.resources
-            if r.custom and r.type.startswith("kubernetes:") and r.type not in UNRENDERED
+            if r.custom and r.type.startswith("kubernetes:") and r.type not in REMOTE
         ]
         return sorted(objects, key=lambda o: (_apply_rank(o["kind"]), o["kind"], o["metadata"].get("name", "")))
 
@@ -175,7 +184,9 @@ def _is_secure(value: Any) -> bool:
     return isinstance(value, dict) and set(value) == {"secure"}
 
 
-def run_program(config: Mapping[str, Any], *, stack: str, project_dir: Path) -> Plan:
+def run_program(
+    config: Mapping[str, Any], *, stack: str, project_dir: Path, invokes: Mapping[str, Any] | None = None
+) -> Plan:
     """Run ``project_dir/__main__.py`` under mocks and record what it registers.
 
     Args:
@@ -183,6 +194,9 @@ def run_program(config: Mapping[str, Any], *, stack: str, project_dir: Path) -> 
             values become secrets whose plaintext is ``[secret]``).
         stack: stack name the program sees.
         project_dir: the directory holding ``Pulumi.yaml`` and ``__main__.py``.
+        invokes: answers to provider functions by token, e.g. what the kubernetes
+            provider's ``kubernetes:kustomize:directory`` renders. Offline, with none,
+            every function answers nothing.
 
     Returns:
         The recorded plan.
@@ -199,10 +213,14 @@ def run_program(config: Mapping[str, Any], *, stack: str, project_dir: Path) -> 
         """Resources get back their inputs and no id: a preview, where ids are unknown."""
 
         def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str | None, dict]:
-            return None, args.inputs
+            outputs = dict(args.inputs)
+            if args.typ.startswith("kubernetes:") and isinstance(outputs.get("metadata"), dict):
+                # The API server assigns every object a uid; it is unknown until the object exists.
+                outputs["metadata"] = {**outputs["metadata"], "uid": rpc.UNKNOWN}
+            return None, outputs
 
         def call(self, args: mocks.MockCallArgs) -> dict:
-            return {}
+            return dict((invokes or {}).get(args.token, {}))
 
     worker_loops: set[asyncio.AbstractEventLoop] = set()
 
@@ -232,6 +250,8 @@ def run_program(config: Mapping[str, Any], *, stack: str, project_dir: Path) -> 
                     retain_on_delete=bool(request.retainOnDelete),
                     dependencies=list(request.dependencies),
                     provider=request.provider.rsplit("::", 1)[0] if request.provider else "",
+                    replace_on_changes=list(request.replaceOnChanges),
+                    delete_before_replace=bool(request.deleteBeforeReplace),
                 )
             return response
 
@@ -300,10 +320,26 @@ def stack_path(project_dir: Path, stack: str) -> Path:
     return project_dir / "stacks" / f"Pulumi.{stack}.yaml"
 
 
-def plan_stack(config: Mapping[str, Any], *, stack: str, project_dir: Path) -> Plan:
-    """Validate, then run. Raises :class:`ConfigError` before anything is registered."""
-    load_spec({k: SECRET if _is_secure(v) else v for k, v in config.items()})
-    return run_program(config, stack=stack, project_dir=project_dir)
+def with_unset_credentials(config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``config`` with each credential the stack needs but its file lacks set to a
+    placeholder secret, and those keys. Credentials are per user (each stack file holds its
+    own ciphertext), so the offline plan does without them.
+
+    Raises:
+        ConfigError: the config is invalid.
+    """
+    plain = {k: SECRET if _is_secure(v) else v for k, v in config.items()}
+    secret_keys = [k for k, v in config.items() if _is_secure(v)]
+    spec = load_spec(plain, secret_keys, credentials=False)
+    unset = [f"{PROJECT}:{key}" for key in missing_credentials(spec, plain)]
+    return {**config, **{key: {"secure": SECRET} for key in unset}}, unset
+
+
+def plan_stack(config: Mapping[str, Any], *, stack: str, project_dir: Path) -> tuple[Plan, list[str]]:
+    """Validate, then run; also return the credentials planned without (see
+    :func:`with_unset_credentials`). Raises :class:`ConfigError` before anything is registered."""
+    config, unset = with_unset_credentials(config)
+    return run_program(config, stack=stack, project_dir=project_dir), unset
 
 
 def write_manifests(plan: Plan, out: Path) -> list[Path]:
@@ -337,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         project_dir = find_project_dir()
         path = args.stack_file or stack_path(project_dir, args.stack)
         stack = args.stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
-        plan = plan_stack(read_stack_file(path), stack=stack, project_dir=project_dir)
+        plan, unset = plan_stack(read_stack_file(path), stack=stack, project_dir=project_dir)
     except (ConfigError, PlanError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -350,10 +386,11 @@ def main(argv: list[str] | None = None) -> int:
     print("\nresources by type:")
     for type_, count in sorted(plan.counts().items()):
         print(f"  {count:3d}  {type_}")
-    remote = [r for r in plan.resources if r.type in UNRENDERED]
-    for r in remote:
-        source_ = r.inputs.get("directory") or f"chart {r.inputs.get('chart')} {r.inputs.get('version')}"
-        print(f"\nexpanded by the provider at deploy time: {r.type} {r.name} ({source_})")
+    for r in plan.resources:
+        if r.type in REMOTE and (r.custom or r.inputs.get("source")):
+            print(f"\nrendered by the kubernetes provider at deploy time: {r.name} ({REMOTE[r.type](r.inputs)})")
+    for key in unset:
+        print(f"\nplanned without {key}: set it with pulumi config set --secret {key.split(':', 1)[1]} <value>")
     if written:
         print(f"\nwrote {len(written)} Kubernetes objects to {args.out}")
     print(f"\nplanned in {time.perf_counter() - started:.2f}s")

@@ -7,10 +7,11 @@ python -m components.reference --write    # update README.md between its markers
 from __future__ import annotations
 
 import argparse
-import re
 import sys
+from ipaddress import IPv4Network
 from pathlib import Path
-from typing import Any
+from types import NoneType, UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
@@ -23,13 +24,22 @@ END = "<!-- config-reference:end -->"
 
 
 def _type_name(annotation: Any) -> str:
-    text = getattr(annotation, "__name__", None) if isinstance(annotation, type) else None
-    text = text or str(annotation)
-    text = re.sub(r"components\.config\.(\w+\.)?", "", text)
-    for noise in ("typing.", "ipaddress.", "Annotated[", "NoneType"):
-        text = text.replace(noise, "")
-    text = text.replace("IPv4Network", "CIDR").replace("Literal", "one of ")
-    return text.split(", <function")[0].split(", AfterValidator")[0].replace("| ", "or ").rstrip("| ")
+    """A type as a stack file's author reads it: ``list[CIDR]``, ``int or None``."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return _type_name(args[0])
+    if origin in (Union, UnionType):
+        named = " or ".join(_type_name(arg) for arg in args if arg is not NoneType)
+        return f"{named} or None" if NoneType in args else named
+    if origin is Literal:
+        return f"one of {list(args)}"
+    if origin is list:
+        return f"list[{_type_name(args[0])}]"
+    if origin is dict:
+        return f"dict[{_type_name(args[0])}, {_type_name(args[1])}]"
+    if annotation is IPv4Network:
+        return "CIDR"
+    return annotation.__name__ if isinstance(annotation, type) else str(annotation)
 
 
 def _default(field: Any) -> str:

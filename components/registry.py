@@ -1,6 +1,8 @@
-"""The container registry for the training image, and its pull secret."""
+"""The container registry for the training image, how nodes reach it, and its pull secret."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import pulumi
 import pulumi_alicloud as alicloud
@@ -8,28 +10,47 @@ import pulumi_kubernetes as k8s
 
 from ._k8s import TOKEN
 from .config import RegistrySpec
-from .manifests import MANAGED_BY, docker_config_json
+from .manifests import ACR_HELPER_ADDON, MANAGED_BY, acr_helper_config, docker_config_json
 from .namespace import TrainingNamespace
 
 PULL_SECRET = "registry-pull"
 
 
-def registry_host(spec: RegistrySpec, region: str) -> str:
-    """The registry's VPC endpoint: pulls stay inside the VPC, free and fast."""
-    if spec.existing_repository_url is not None:
-        return spec.existing_repository_url.split("/", 1)[0]
-    if spec.edition == "enterprise":
-        return f"{spec.enterprise_instance_name}-registry-vpc.{region}.cr.aliyuncs.com"
-    return f"registry-vpc.{region}.aliyuncs.com"
+def enterprise_hosts(instance_name: str, region: str) -> tuple[str, str]:
+    """An enterprise instance's (public, VPC) registry hosts (ACR: instance domain names)."""
+    return (
+        f"{instance_name}-registry.{region}.cr.aliyuncs.com",
+        f"{instance_name}-registry-vpc.{region}.cr.aliyuncs.com",
+    )
 
 
 class ContainerRegistry(pulumi.ComponentResource):
-    """An ACR namespace and repository (personal or enterprise edition), or an adopted
-    registry, plus an image pull secret in the training namespace.
+    """An ACR repository (personal or enterprise edition), or an adopted registry, and
+    everything nodes need to pull from it.
+
+    - Enterprise edition: the instance's VPC endpoint is linked to the cluster's VPC, and
+      the password-free credential helper add-on is configured for the instance and the
+      namespaces that pull from it.
+    - Personal edition: the repository's domains come from ACR itself (instances created
+      after 2024-09-08 have ``crpi-...`` hosts), and pulls use a pull secret.
+
+    Args:
+        name: Pulumi resource name.
+        spec: the registry's spec.
+        region: the region.
+        namespace: the training namespace (the pull secret goes there).
+        provider: the cluster's kubernetes provider.
+        cluster_id: the cluster the credential helper is configured in.
+        vpc_id: the VPC an enterprise instance's endpoint is linked to.
+        vswitch_id: the vSwitch of that endpoint.
+        pulling_namespaces: every namespace whose pods pull from this registry.
+        password: the ``registryPassword`` secret, for ``spec.username``.
 
     Attributes:
-        repository_url: where to push and pull the training image (no tag).
+        repository_url: where nodes pull the training image from (no tag), inside the VPC.
+        push_url: where CI pushes it to, over the internet.
         pull_secret: name of the image pull secret, or ``None`` without credentials.
+        ready: what a job must wait for (the VPC link, the credential helper).
     """
 
     def __init__(
@@ -40,66 +61,101 @@ class ContainerRegistry(pulumi.ComponentResource):
         region: str,
         namespace: TrainingNamespace,
         provider: k8s.Provider,
+        cluster_id: pulumi.Input[str],
+        vpc_id: pulumi.Input[str],
+        vswitch_id: pulumi.Input[str],
+        pulling_namespaces: Sequence[str] = (),
         password: pulumi.Output[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:ContainerRegistry", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        host = registry_host(spec, region)
+        self.ready: list[pulumi.Resource] = []
+        summary = "ack-training-platform training image"
         if spec.existing_repository_url is not None:
-            self.repository_url = spec.existing_repository_url
+            pull_host = push_host = pulumi.Output.from_input(spec.existing_repository_url.split("/", 1)[0])
+            path = spec.existing_repository_url.split("/", 1)[1]
+        elif spec.edition == "personal":
+            namespace_ = alicloud.cr.Namespace(
+                name, name=spec.namespace, auto_create=False, default_visibility="PRIVATE", opts=child
+            )
+            repo = alicloud.cr.Repo(
+                name, namespace=namespace_.name, name=spec.repository, repo_type="PRIVATE", summary=summary, opts=child
+            )
+            domains = repo.domain_lists.apply(lambda found: found[0] if found else None)
+            pull_host = domains.apply(lambda d: d.vpc if d else None)
+            push_host = domains.apply(lambda d: d.public if d else None)
+            path = f"{spec.namespace}/{spec.repository}"
         else:
-            self.repository_url = f"{host}/{spec.namespace}/{spec.repository}"
-            summary = "ack-training-platform training image"
-            if spec.edition == "personal":
-                namespace_ = alicloud.cr.Namespace(
-                    name, name=spec.namespace, auto_create=False, default_visibility="PRIVATE", opts=child
-                )
-                alicloud.cr.Repo(
-                    name,
-                    namespace=namespace_.name,
-                    name=spec.repository,
-                    repo_type="PRIVATE",
-                    summary=summary,
-                    opts=child,
-                )
+            if spec.enterprise_instance_id is not None:
+                instance_id: pulumi.Input[str] = spec.enterprise_instance_id
             else:
-                if spec.enterprise_instance_id is not None:
-                    instance_id: pulumi.Input[str] = spec.enterprise_instance_id
-                else:
-                    instance = alicloud.cr.RegistryEnterpriseInstance(
-                        name,
-                        instance_name=spec.enterprise_instance_name,
-                        instance_type="Basic",
-                        payment_type="Subscription",
-                        period=1,
-                        renewal_status="AutoRenewal",
-                        opts=pulumi.ResourceOptions(parent=self, protect=True),
+                instance = alicloud.cr.RegistryEnterpriseInstance(
+                    name,
+                    instance_name=spec.enterprise_instance_name,
+                    instance_type="Basic",
+                    payment_type="Subscription",
+                    period=1,
+                    renewal_status="AutoRenewal",
+                    # Required with AutoRenewal (pulumi-alicloud 4.0.0).
+                    renew_period=1,
+                    opts=pulumi.ResourceOptions(parent=self, protect=True),
+                )
+                instance_id = instance.id
+            namespace_ = alicloud.cs.RegistryEnterpriseNamespace(
+                name,
+                instance_id=instance_id,
+                name=spec.namespace,
+                auto_create=False,
+                default_visibility="PRIVATE",
+                opts=child,
+            )
+            alicloud.cs.RegistryEnterpriseRepo(
+                name,
+                instance_id=instance_id,
+                namespace=namespace_.name,
+                name=spec.repository,
+                repo_type="PRIVATE",
+                summary=summary,
+                opts=child,
+            )
+            if spec.link_vpc:
+                # A new instance is reachable from no VPC until one is linked.
+                self.ready.append(
+                    alicloud.cr.VpcEndpointLinkedVpc(
+                        f"{name}-vpc",
+                        instance_id=instance_id,
+                        vpc_id=vpc_id,
+                        vswitch_id=vswitch_id,
+                        module_name="Registry",
+                        enable_create_dns_record_in_pvzt=True,
+                        opts=child,
                     )
-                    instance_id = instance.id
-                namespace_ = alicloud.cs.RegistryEnterpriseNamespace(
-                    name,
-                    instance_id=instance_id,
-                    name=spec.namespace,
-                    auto_create=False,
-                    default_visibility="PRIVATE",
+                )
+            self.ready.append(
+                alicloud.cs.KubernetesAddon(
+                    f"{name}-{ACR_HELPER_ADDON}",
+                    cluster_id=cluster_id,
+                    name=ACR_HELPER_ADDON,
+                    config=pulumi.Output.from_input(instance_id).apply(
+                        lambda id_: acr_helper_config(id_, region, sorted({namespace.name, *pulling_namespaces}))
+                    ),
                     opts=child,
                 )
-                alicloud.cs.RegistryEnterpriseRepo(
-                    name,
-                    instance_id=instance_id,
-                    namespace=namespace_.name,
-                    name=spec.repository,
-                    repo_type="PRIVATE",
-                    summary=summary,
-                    opts=child,
-                )
+            )
+            public, vpc = enterprise_hosts(spec.enterprise_instance_name, region)
+            pull_host, push_host = pulumi.Output.from_input(vpc), pulumi.Output.from_input(public)
+            path = f"{spec.namespace}/{spec.repository}"
+        self.repository_url: pulumi.Output[str] = pulumi.Output.concat(pull_host, "/", path)
+        self.push_url: pulumi.Output[str] = pulumi.Output.concat(push_host, "/", path)
         self.pull_secret: str | None = None
         if spec.username is not None:
             if password is None:
                 raise ValueError("registry.username needs the registryPassword secret")
             config_json = pulumi.Output.secret(
-                pulumi.Output.from_input(password).apply(lambda pw: docker_config_json(host, spec.username, pw))
+                pulumi.Output.all(pull_host, password).apply(
+                    lambda args: docker_config_json(args[0], spec.username, args[1])
+                )
             )
             k8s.core.v1.Secret(
                 f"{name}-pull",
@@ -109,4 +165,4 @@ class ContainerRegistry(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[namespace.namespace]),
             )
             self.pull_secret = PULL_SECRET
-        self.register_outputs({"repositoryUrl": self.repository_url})
+        self.register_outputs({"repositoryUrl": self.repository_url, "pushUrl": self.push_url})

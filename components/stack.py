@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pulumi
-from pulumi.runtime.config import CONFIG
+from pulumi.runtime.config import CONFIG, is_config_secret
 
 from .config import PROJECT, ConfigError, PlatformSpec, load_spec
 
@@ -29,7 +29,7 @@ def stack_spec() -> PlatformSpec:
     """
     raw = {key: _decode(value) for key, value in CONFIG.get().items()}
     try:
-        return load_spec(raw)
+        return load_spec(raw, [key for key in raw if is_config_secret(key)])
     except ConfigError as err:
         raise pulumi.RunError(str(err)) from None
 

@@ -1,15 +1,27 @@
 """Shared storage for datasets and checkpoints: NAS, its access rules, the CSI
-StorageClass and the volume claims every training pod mounts."""
+StorageClass and the volumes every training pod mounts."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
 
 import pulumi
 import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
 from ._k8s import TOKEN, resource_args
-from .config import StorageSpec
-from .manifests import MANAGED_BY, nas_storage_class, oss_persistent_volume, persistent_volume_claim
+from .config import StorageSpec, VolumeSpec
+from .manifests import (
+    MANAGED_BY,
+    Manifest,
+    claim_ref,
+    nas_persistent_volume,
+    nas_storage_class,
+    oss_persistent_volume,
+    persistent_volume_claim,
+    shared_volume_path,
+)
 from .namespace import TrainingNamespace
 from .network import Network
 
@@ -17,10 +29,14 @@ OSS_SECRET = "oss-credentials"
 
 
 class SharedVolumes(pulumi.ComponentResource):
-    """The data and output claims, kept when the stack is destroyed.
+    """The data and output claims, whose data no deletion in the cluster can lose.
 
-    The data claim comes from the StorageClass, or from a static read-only OSS volume
-    when ``spec.oss`` is set.
+    On NAS each claim is bound to a volume at a fixed directory,
+    ``<basePath>/<namespace>/<claim>``; with ``spec.oss`` the data claim is a read-only OSS
+    volume. The volumes are kept on delete, and each names its claim by uid, so a claim
+    recreated after ``pulumi destroy`` or after its namespace was deleted binds to the same
+    data on the next ``pulumi up``. On a cluster without NAS (a local stack) the claims come
+    from the configured StorageClass.
 
     Attributes:
         data_claim: claim name of the training data volume.
@@ -35,6 +51,7 @@ class SharedVolumes(pulumi.ComponentResource):
         *,
         namespace: TrainingNamespace,
         provider: k8s.Provider,
+        nas_server: pulumi.Input[str] | None = None,
         depends_on: list[pulumi.Resource] | None = None,
         region: str | None = None,
         oss_credentials: tuple[pulumi.Input[str], pulumi.Input[str]] | None = None,
@@ -43,72 +60,104 @@ class SharedVolumes(pulumi.ComponentResource):
         super().__init__(f"{TOKEN}:SharedVolumes", name, None, opts)
         self.data_claim = spec.data.claim_name
         self.output_claim = spec.output.claim_name
-        # retain_on_delete: `pulumi destroy` or a replacement leaves the claim, and so the
-        # data, in the cluster.
-        keep = pulumi.ResourceOptions(
+        self._namespace = namespace
+        self._provider = provider
+        # retain_on_delete: `pulumi destroy` or a replacement leaves claims and volumes, and
+        # so the data, in the cluster.
+        self._keep = pulumi.ResourceOptions(
             parent=self, provider=provider, retain_on_delete=True, depends_on=[namespace.namespace, *(depends_on or [])]
         )
-        volumes = [spec.output]
         self.claims: list[pulumi.Resource] = []
-        if spec.oss is None:
-            volumes.insert(0, spec.data)
-        else:
+        if spec.oss is not None:
             if oss_credentials is None:
                 raise ValueError("storage.oss needs the ossAccessKeyId and ossAccessKeySecret secrets")
-            key_id, key_secret = oss_credentials
-            secret = k8s.core.v1.Secret(
-                f"{name}-oss",
-                metadata={"name": OSS_SECRET, "namespace": namespace.name, "labels": dict(MANAGED_BY)},
-                string_data={"akId": pulumi.Output.secret(key_id), "akSecret": pulumi.Output.secret(key_secret)},
-                opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[namespace.namespace]),
+            self._oss_volume(name, spec, region, oss_credentials)
+        shared = [spec.output] if spec.oss is not None else [spec.data, spec.output]
+        for volume in shared:
+            if nas_server is None:
+                self.claims.append(self._claim(volume, spec.storage_class_name, spec.access_mode, None))
+                continue
+            path = shared_volume_path(spec.nas.volume_root if spec.nas else "/", namespace.name, volume.claim_name)
+            name_ = self._volume_name(volume)
+            self._bound(
+                volume,
+                spec.access_mode,
+                partial(nas_persistent_volume, name_, nas_server, path, volume.size, spec.access_mode),
             )
-            pv_name = f"{namespace.name}-{spec.data.claim_name}"
-            endpoint = spec.oss.endpoint or f"oss-{region}-internal.aliyuncs.com"
-            volume = k8s.core.v1.PersistentVolume(
-                pv_name,
-                **resource_args(
-                    oss_persistent_volume(pv_name, spec.oss, endpoint, spec.data.size, OSS_SECRET, namespace.name)
-                ),
-                opts=pulumi.ResourceOptions(parent=self, provider=provider, retain_on_delete=True, depends_on=[secret]),
-            )
-            self.claims.append(
-                k8s.core.v1.PersistentVolumeClaim(
-                    spec.data.claim_name,
-                    **resource_args(
-                        persistent_volume_claim(
-                            spec.data.claim_name,
-                            namespace.name,
-                            "",
-                            spec.data.size,
-                            "ReadOnlyMany",
-                            volume_name=pv_name,
-                        )
-                    ),
-                    opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(depends_on=[volume])),
-                )
-            )
-        self.claims += [
-            k8s.core.v1.PersistentVolumeClaim(
-                volume.claim_name,
-                **resource_args(
-                    persistent_volume_claim(
-                        volume.claim_name, namespace.name, spec.storage_class_name, volume.size, spec.access_mode
-                    )
-                ),
-                opts=keep,
-            )
-            for volume in volumes
-        ]
         self.register_outputs({"dataClaim": self.data_claim, "outputClaim": self.output_claim})
+
+    def _volume_name(self, volume: VolumeSpec) -> str:
+        return f"{self._namespace.name}-{volume.claim_name}"
+
+    def _claim(
+        self, volume: VolumeSpec, storage_class: str, access_mode: str, volume_name: str | None
+    ) -> pulumi.Resource:
+        manifest = persistent_volume_claim(
+            volume.claim_name, self._namespace.name, storage_class, volume.size, access_mode, volume_name=volume_name
+        )
+        return k8s.core.v1.PersistentVolumeClaim(volume.claim_name, **resource_args(manifest), opts=self._keep)
+
+    def _bound(
+        self,
+        volume: VolumeSpec,
+        access_mode: str,
+        build: Callable[[Manifest], Manifest],
+        depends_on: list[pulumi.Resource] | None = None,
+    ) -> None:
+        """A claim, and the static volume ``build(claim reference)`` reserved for it."""
+        claim = self._claim(volume, "", access_mode, self._volume_name(volume))
+        uid = claim.metadata.apply(lambda meta: (meta or {}).get("uid"))
+        k8s.core.v1.PersistentVolume(
+            self._volume_name(volume),
+            **resource_args(build(claim_ref(self._namespace.name, volume.claim_name, uid))),
+            opts=pulumi.ResourceOptions(
+                parent=self, provider=self._provider, retain_on_delete=True, depends_on=depends_on
+            ),
+        )
+        self.claims.append(claim)
+
+    def _oss_volume(
+        self,
+        name: str,
+        spec: StorageSpec,
+        region: str | None,
+        credentials: tuple[pulumi.Input[str], pulumi.Input[str]],
+    ) -> None:
+        key_id, key_secret = credentials
+        secret = k8s.core.v1.Secret(
+            f"{name}-oss",
+            metadata={"name": OSS_SECRET, "namespace": self._namespace.name, "labels": dict(MANAGED_BY)},
+            string_data={"akId": pulumi.Output.secret(key_id), "akSecret": pulumi.Output.secret(key_secret)},
+            opts=pulumi.ResourceOptions(parent=self, provider=self._provider, depends_on=[self._namespace.namespace]),
+        )
+        oss = spec.oss
+        endpoint = oss.endpoint or f"oss-{region}-internal.aliyuncs.com"
+        pv_name = self._volume_name(spec.data)
+        self._bound(
+            spec.data,
+            "ReadOnlyMany",
+            lambda ref: oss_persistent_volume(
+                pv_name, oss, endpoint, spec.data.size, OSS_SECRET, self._namespace.name, ref
+            ),
+            depends_on=[secret],
+        )
 
 
 class NasStorage(pulumi.ComponentResource):
-    """A NAS file system reachable only from the VPC, its CSI StorageClass and the
-    StorageClass over it; or the StorageClass over an adopted file system. The claims
-    are :class:`SharedVolumes`, which depend on :attr:`ready`.
+    """A NAS file system reachable only from the VPC, its mount target and the CSI
+    StorageClass over it; or the StorageClass over an adopted file system. The shared
+    claims are :class:`SharedVolumes`, given :attr:`server`.
 
     The file system is ``protect``ed: neither ``pulumi destroy`` nor a change that would
     replace it can delete it.
+
+    Args:
+        name: Pulumi resource name.
+        spec: the storage spec (``spec.nas`` is required).
+        network: the VPC and vSwitches.
+        provider: the cluster's kubernetes provider.
+        zone_id: the zone of an extreme file system.
+        mount_vswitch_index: which of the network's vSwitches the mount target uses.
 
     Attributes:
         server: the NFS server (mount target domain).
@@ -122,6 +171,8 @@ class NasStorage(pulumi.ComponentResource):
         *,
         network: Network,
         provider: k8s.Provider,
+        zone_id: str | None = None,
+        mount_vswitch_index: int = 0,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:NasStorage", name, None, opts)
@@ -139,7 +190,7 @@ class NasStorage(pulumi.ComponentResource):
                 file_system_type=nas.file_system_type,
                 storage_type=nas.storage_type,
                 capacity=nas.capacity_gib,
-                zone_id=nas.zone_id,
+                zone_id=zone_id,
                 description="ack-training-platform datasets and checkpoints",
                 opts=pulumi.ResourceOptions(parent=self, protect=True),
             )
@@ -165,15 +216,15 @@ class NasStorage(pulumi.ComponentResource):
                 name,
                 file_system_id=file_system.id,
                 access_group_name=group.access_group_name,
-                vswitch_id=network.first_vswitch_id,
+                vswitch_id=network.vswitch_ids.apply(lambda ids: ids[mount_vswitch_index]),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[rule]),
             )
             self.file_system_id = file_system.id
             self.server = mount.mount_target_domain
         self.ready: list[pulumi.Resource] = []
         if spec.create_storage_class:
-            server_path = pulumi.Output.concat(self.server, ":", nas.base_path.rstrip("/"), "/")
-            manifest = nas_storage_class(spec.storage_class_name, server_path)
+            server_path = pulumi.Output.concat(self.server, ":", nas.volume_root, "/")
+            manifest = nas_storage_class(spec.storage_class_name, server_path, quota=nas.file_system_type == "standard")
             self.ready.append(
                 k8s.storage.v1.StorageClass(
                     spec.storage_class_name,

@@ -8,25 +8,33 @@ import pulumi_kubernetes as k8s
 from ._k8s import TOKEN, resource_args
 from .config import TrainingJobSpec
 from .gpu_pool import GpuNodePool
-from .manifests import CPU_PLACEMENT, JobContext, kubectl_commands, pytorch_job
+from .manifests import CPU_PLACEMENT, REPLACED_ON_CHANGE, JobContext, kubectl_commands, pytorch_job
 from .namespace import TrainingNamespace
 from .operator import TrainingOperator
 from .registry import ContainerRegistry
 from .storage import SharedVolumes
 
+IMAGE_PLACEHOLDER = "<image>"
 
-def job_image(spec: TrainingJobSpec, registry: ContainerRegistry | None) -> str:
+
+def job_image(spec: TrainingJobSpec, registry: ContainerRegistry | None) -> pulumi.Output[str]:
     """The job's pinned image: its own reference, or its tag in the platform registry."""
     if spec.image is not None:
-        return spec.image
+        return pulumi.Output.from_input(spec.image)
     if registry is None:
         raise ValueError(f"job {spec.name!r} gives imageTag but no registry was passed")
-    return f"{registry.repository_url}:{spec.image_tag}"
+    return pulumi.Output.concat(registry.repository_url, ":", spec.image_tag)
 
 
 class TrainingJob(pulumi.ComponentResource):
     """A PyTorchJob whose placement, volumes, image and pull secret come from the
     platform's objects.
+
+    Lifecycle: the v1 operator reads a job's replicas, command and policies only when it
+    starts the job, so a change to any of them replaces the job (the old one is deleted
+    first; the new one resumes from the job's last checkpoint). ``runPolicy.suspend`` and
+    labels change in place. A finished job stays finished: it is deleted only by removing
+    it from the stack.
 
     Args:
         name: Pulumi resource name.
@@ -39,8 +47,13 @@ class TrainingJob(pulumi.ComponentResource):
         provider: the cluster's kubernetes provider.
 
     Attributes:
-        manifest: the emitted PyTorchJob.
+        manifest: the emitted PyTorchJob; its image is an output, which may be known only
+            after deployment.
         commands: ``kubectl`` commands to follow the job.
+
+    Raises:
+        ValueError: the job names another namespace than ``namespace``, whose claims and
+            pull secret its pods need.
     """
 
     def __init__(
@@ -57,33 +70,53 @@ class TrainingJob(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:TrainingJob", name, None, opts)
+        if spec.namespace not in (None, namespace.name):
+            raise ValueError(
+                f"job {spec.name!r} names namespace {spec.namespace!r}, but its volumes and pull secret are in "
+                f"{namespace.name!r}"
+            )
         placement = pool.placement if pool is not None else CPU_PLACEMENT
         gpus = spec.gpus_per_node if spec.gpus_per_node is not None else placement.gpus_per_node
-        job_namespace = spec.namespace or namespace.name
+
         self.manifest = pytorch_job(
             spec,
             JobContext(
-                namespace=job_namespace,
-                image=job_image(spec, registry),
+                namespace=namespace.name,
+                image=IMAGE_PLACEHOLDER,
                 gpus=gpus,
                 placement=placement,
                 data_claim=storage.data_claim,
                 output_claim=storage.output_claim,
-                service_account=namespace.service_account if job_namespace == namespace.name else None,
+                service_account=namespace.service_account,
                 image_pull_secret=registry.pull_secret if registry is not None else None,
             ),
         )
-        depends_on: list[pulumi.Resource] = [
-            namespace.namespace,
-            *storage.claims,
-            *(operator.ready if operator else []),
-        ]
+        # The registry's URL may be known only after deployment; everything else is known now.
+        image = job_image(spec, registry)
+        for replica in self.manifest["spec"]["pytorchReplicaSpecs"].values():
+            for container in replica["template"]["spec"]["containers"]:
+                container["image"] = image
+        depends_on = pulumi.Output.from_input(operator.ready if operator else []).apply(
+            lambda ready: [
+                namespace.namespace,
+                *storage.claims,
+                *(pool.ready if pool else []),
+                *(registry.ready if registry else []),
+                *ready,
+            ]
+        )
         self.job = k8s.apiextensions.CustomResource(
             spec.name,
             **resource_args(self.manifest),
-            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=provider,
+                depends_on=depends_on,
+                replace_on_changes=list(REPLACED_ON_CHANGE),
+                delete_before_replace=True,
+            ),
         )
         self.job_name = spec.name
-        self.namespace = job_namespace
-        self.commands = kubectl_commands(spec.name, job_namespace)
+        self.namespace = namespace.name
+        self.commands = kubectl_commands(spec.name, namespace.name)
         self.register_outputs({"name": self.job_name, "namespace": self.namespace, "commands": self.commands})

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.plan import Plan, run_program
+from components.plan import Plan, run_program, with_unset_credentials
 
 ROOT = Path(__file__).resolve().parents[1]
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
@@ -26,11 +26,11 @@ def stack_config(stack: str) -> dict[str, Any]:
 def run_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Plan]:
     """Run the real program for a config under Pulumi's mocks and return what it
     registered (types, names, parents, inputs and options)."""
-    # Components that write files (the gang-scheduling overlay) write into a scratch dir.
+    # Nothing the program does may depend on the directory it runs in.
     monkeypatch.chdir(tmp_path)
 
-    def run(config: dict[str, Any], stack: str = "test") -> Plan:
-        return run_program(config, stack=stack, project_dir=ROOT)
+    def run(config: dict[str, Any], stack: str = "test", invokes: dict[str, Any] | None = None) -> Plan:
+        return run_program(with_unset_credentials(config)[0], stack=stack, project_dir=ROOT, invokes=invokes)
 
     return run
 

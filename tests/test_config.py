@@ -7,16 +7,24 @@ from typing import Any
 import pytest
 from conftest import ROOT, STACKS, cfg, stack_config
 
-from components.config import ConfigError, PlatformSpec, load_spec
+from components.config import ConfigError, PlatformSpec, load_spec, missing_credentials
 from components.reference import END, START, reference
 
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_shipped_stack_validates(stack: str) -> None:
     config = stack_config(stack)
-    spec = load_spec(config)
+    spec = load_spec(config, credentials=False)
     assert isinstance(spec, PlatformSpec)
     assert spec.is_local == (stack == "local")
+    # Credentials are per user: each stack file gets its own ciphertext.
+    assert missing_credentials(spec, config) == ({"registryPassword": "registry.username"} if stack == "dev" else {})
+
+
+def validate(config: dict[str, Any]) -> PlatformSpec:
+    """``load_spec`` as ``pulumi up`` calls it, with the dev stack's password set as a secret."""
+    config.setdefault(cfg("registryPassword"), {"secure": "v1:AAAA"})
+    return load_spec(config, [key for key, value in config.items() if isinstance(value, dict) and "secure" in value])
 
 
 def dev(**changes: Any) -> dict[str, Any]:
@@ -44,14 +52,14 @@ INVALID = [
         "unknown key",
         {"gpuPool.maxSise": 3},
         "ack-training-platform:gpuPool.maxSise: unknown key; did you mean 'maxSize'? valid keys: autoRepair, "
-        "compensateWithOnDemand, dataDiskGib, desiredSize, diskCategory, driverVersion, gpusPerNode, instanceTypes, "
-        "labels, maxSize, minSize, name, rdma, spotPriceLimit, spotStrategy, systemDiskGib, taint",
+        "compensateWithOnDemand, dataDiskGib, desiredSize, diskCategory, driverVersion, fabric, gpusPerNode, "
+        "instanceTypes, labels, maxSize, minSize, name, spotPriceLimit, spotStrategy, systemDiskGib, taint",
     ),
     (
         "unknown top-level key",
         {"gpuPol": {}},
-        "ack-training-platform:gpuPol: unknown key; did you mean 'gpuPool'? valid keys: cluster, gpuPool, jobs, "
-        "network, operator, registry, storage, training",
+        "ack-training-platform:gpuPol: unknown key; did you mean 'gpuPool'? valid keys: cluster, gpuPool, imageMirror, "
+        "jobs, network, operator, registry, storage, training",
     ),
     (
         "min above max",
@@ -84,10 +92,17 @@ INVALID = [
         "ack-training-platform:gpuPool.spotPriceLimit: spotPriceLimit is required with, and only with, spotStrategy SpotWithPriceLimit",
     ),
     (
-        "rdma on plain instances",
-        {"gpuPool.rdma": True},
-        "ack-training-platform:gpuPool.rdma: instance types ['ecs.gn7i-c8g1.2xlarge', 'ecs.gn7i-c16g1.4xlarge'] have no RDMA NIC; "
-        "use families ecs.ebmgn7ex, ecs.ebmgn7e, ecs.ebmgn8v, ecs.ebmgn8is, ecs.gn8is, ecs.ebmgn8te",
+        "erdma on plain instances",
+        {"gpuPool.fabric": "erdma"},
+        "ack-training-platform:gpuPool.fabric: instance types ['ecs.gn7i-c8g1.2xlarge', 'ecs.gn7i-c16g1.4xlarge'] have no "
+        "eRDMA NIC for GPUs; eRDMA needs families gn8is, ebmgn8is, gn8v, ebmgn8v",
+    ),
+    (
+        "lingjun rdma",
+        {"gpuPool.fabric": "rdma", "gpuPool.instanceTypes": ["ecs.ebmgn8v.48xlarge"]},
+        "ack-training-platform:gpuPool.fabric: Lingjun RDMA (rdma/hca) needs Lingjun nodes and Terway exclusive-ENI "
+        "networking, which this platform does not create; ECS GPU families with RDMA NICs (ebmgn8v, gn8v, ebmgn8is, "
+        "gn8is) use fabric: erdma",
     ),
     (
         "pod CIDR overlaps VPC",
@@ -164,9 +179,9 @@ INVALID = [
         "ack-training-platform:jobs[0].procsPerNode: procsPerNode (2) must equal gpusPerNode (1): one process drives one GPU",
     ),
     (
-        "rdma without rdma pool",
+        "rdma without a fabric",
         {"jobs.0.network": "rdma"},
-        "ack-training-platform:jobs[0].network: rdma networking needs a gpuPool with rdma: true",
+        "ack-training-platform:jobs[0].network: rdma networking needs a gpuPool with an RDMA fabric (fabric: erdma)",
     ),
     (
         "gang without volcano",
@@ -200,6 +215,169 @@ INVALID = [
         "run: pulumi config set --secret registryPassword <value>",
     ),
     (
+        "private api server without a way in",
+        {"cluster.apiServer": {}},
+        "ack-training-platform:cluster.apiServer: Pulumi applies every in-cluster object through the API server, "
+        "which is private by default: set public: true with allowedCidrs, or keep it private and set privateAccess "
+        "to how this machine reaches the VPC (vpn, cen, express-connect, in-vpc)",
+    ),
+    (
+        "public api server without ranges",
+        {"cluster.apiServer": {"public": True}},
+        "ack-training-platform:cluster.apiServer.allowedCidrs: a public API server needs the source ranges that may "
+        "reach it (where Pulumi, CI and kubectl connect from), e.g. ['203.0.113.0/24']",
+    ),
+    (
+        "api server open to the world",
+        {"cluster.apiServer.allowedCidrs": ["0.0.0.0/0"]},
+        "ack-training-platform:cluster.apiServer.allowedCidrs[0]: 0.0.0.0/0 opens the API server to the whole "
+        "internet: list the ranges you connect from",
+    ),
+    (
+        "cluster spec that does not exist",
+        {"cluster.clusterSpec": "ack.pro.medium"},
+        "ack-training-platform:cluster.clusterSpec: Input should be 'ack.standard', 'ack.pro.small', 'ack.pro.xlarge', "
+        "'ack.pro.2xlarge' or 'ack.pro.4xlarge' (got 'ack.pro.medium')",
+    ),
+    (
+        "adopted cluster in a new VPC",
+        {"cluster": {"existingClusterId": "c-1"}},
+        "ack-training-platform:network.vswitches: an adopted cluster (cluster.existingClusterId) lives in a VPC "
+        "already: adopt it with network.vpcId and network.vswitchIds instead of creating vSwitches",
+    ),
+    (
+        "setting for a created cluster on an adopted one",
+        {"cluster.existingClusterId": "c-1"},
+        "ack-training-platform:cluster.deletionProtection: deletionProtection has no effect with an adopted cluster "
+        "(existingClusterId): drop it",
+    ),
+    (
+        "cidr without prefix length",
+        {"storage.nas.accessCidr": "192.168.0.0"},
+        "ack-training-platform:storage.nas.accessCidr: '192.168.0.0' has no prefix length: write a CIDR block such "
+        "as '192.168.0.0/16'",
+    ),
+    (
+        "job needs more nodes than the pool has",
+        {"jobs.0.nodes": 3},
+        "ack-training-platform:jobs[0].nodes: the job runs 3 pods, one per GPU node, but gpuPool.maxSize is 2: "
+        "raise maxSize or run fewer nodes",
+    ),
+    (
+        "quota below one job",
+        {"training.gpuQuota": 0},
+        "ack-training-platform:jobs[0].nodes: the job needs 1 GPUs at once but training.gpuQuota is 0: it could "
+        "never start; raise the quota or shrink the job",
+    ),
+    (
+        "more processes than gpus",
+        {"jobs.0.procsPerNode": 2},
+        "ack-training-platform:jobs[0].procsPerNode: procsPerNode (2) must equal the job's 1 GPUs per pod: one "
+        "process drives one GPU",
+    ),
+    (
+        "default shm larger than memory",
+        {"jobs.0.memory": "16Gi"},
+        "ack-training-platform:jobs[0].memory: memory 16Gi leaves no room for the default /dev/shm of 16Gi (16Gi per "
+        "GPU, 2Gi for CPU jobs), which counts against it: raise memory or set shmSize",
+    ),
+    (
+        "label key with a space",
+        {"gpuPool.labels": {"team name": "ml"}},
+        "ack-training-platform:gpuPool.labels: 'team name' is not a valid Kubernetes label or taint "
+        "key: an optional DNS prefix and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending "
+        "with a letter or digit (e.g. 'example.com/team')",
+    ),
+    (
+        "taint key with a space",
+        {"gpuPool.taint.key": "gpu node"},
+        "ack-training-platform:gpuPool.taint.key: 'gpu node' is not a valid Kubernetes label or taint key: an "
+        "optional DNS prefix and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a "
+        "letter or digit (e.g. 'example.com/team')",
+    ),
+    (
+        "env name with a space",
+        {"jobs.0.env": {"MY VAR": "1"}},
+        "ack-training-platform:jobs[0].env: 'MY VAR' is not a valid environment variable name: "
+        "letters, digits, '_', '-' and '.', not starting with a digit",
+    ),
+    (
+        "enterprise setting on the personal edition",
+        {"registry.enterpriseInstanceName": "team"},
+        "ack-training-platform:registry.enterpriseInstanceName: enterpriseInstanceName has no effect with the "
+        "personal edition: drop it",
+    ),
+    (
+        "extreme setting on standard nas",
+        {"storage.nas.capacityGib": 200},
+        "ack-training-platform:storage.nas.capacityGib: capacityGib has no effect on a standard file system "
+        "(extreme only): drop it",
+    ),
+    (
+        "on-demand fallback without spot",
+        {"gpuPool.spotStrategy": "NoSpot"},
+        "ack-training-platform:gpuPool.compensateWithOnDemand: compensateWithOnDemand applies to spot pools only: "
+        "drop it, or set spotStrategy",
+    ),
+    (
+        "personal edition without a pull login",
+        {"registry.username": DELETE},
+        "ack-training-platform:registry.username: nodes pull from a personal-edition registry with a password: the "
+        "ACR credential helper serves enterprise instances (and personal ones created on or before 2024-09-08) "
+        "only; set username and run: pulumi config set --secret registryPassword <password>",
+    ),
+    (
+        "extreme nas outside /share",
+        {
+            "storage.nas": {
+                "fileSystemType": "extreme",
+                "storageType": "standard",
+                "capacityGib": 100,
+                "basePath": "/data",
+            }
+        },
+        "ack-training-platform:storage.nas.basePath: '/data' is outside /share: extreme NAS exports only /share and "
+        "below, e.g. '/share/training'",
+    ),
+    (
+        "extreme nas zone without a vswitch",
+        {
+            "storage.nas": {
+                "fileSystemType": "extreme",
+                "storageType": "standard",
+                "capacityGib": 100,
+                "zoneId": "cn-hangzhou-i",
+            }
+        },
+        "ack-training-platform:storage.nas.zoneId: 'cn-hangzhou-i' has no vSwitch for the mount target; use one of "
+        "['cn-hangzhou-k', 'cn-hangzhou-j']",
+    ),
+    (
+        "job in another namespace",
+        {"jobs.0.namespace": "team-b"},
+        "ack-training-platform:jobs[0].namespace: the data and output claims and the pull secret live in "
+        "training.namespace ('training'), so pods in 'team-b' could not start: drop namespace, or set "
+        "training.namespace",
+    ),
+    (
+        "finished jobs deleted by a TTL",
+        {"jobs.0.runPolicy": {"ttlSecondsAfterFinished": 60}},
+        "ack-training-platform:jobs[0].runPolicy.ttlSecondsAfterFinished: a job the operator deletes after it "
+        "finishes would be created and trained again by the next pulumi up --refresh: drop the TTL and remove the "
+        "job from the stack when you are done with it (cleanPodPolicy frees its pods)",
+    ),
+    (
+        "image mirror with a scheme",
+        {"imageMirror": "https://registry.example.com/mirror"},
+        "ack-training-platform:imageMirror: 'https://registry.example.com/mirror' is not a registry path: write "
+        "host/namespace without scheme or tag, e.g. 'registry-vpc.cn-hangzhou.aliyuncs.com/mirror'",
+    ),
+    (
+        "region given as a list",
+        {"alicloud:region": ["cn-hangzhou"]},
+        "alicloud:region: a region id such as 'cn-hangzhou' (got ['cn-hangzhou'])",
+    ),
+    (
         "wrong type",
         {"gpuPool.maxSize": "many"},
         "ack-training-platform:gpuPool.maxSize: Input should be a valid integer, unable to parse string as an integer (got 'many')",
@@ -212,12 +390,18 @@ def test_invalid_config_names_the_key(case: str, changes: dict[str, Any], messag
     config = stack_config("dev")
     if changes.get("alicloud:region") is DELETE:
         del config["alicloud:region"]
+    elif "alicloud:region" in changes:
+        config["alicloud:region"] = changes["alicloud:region"]
     elif changes.get("registryPassword") is DELETE:
         config[cfg("registry")]["username"] = "ml-pull@example.com"
     else:
         config = dev(**changes)
-    with pytest.raises(ConfigError) as raised:
-        load_spec(config)
+    if changes.get("registryPassword") is DELETE:
+        with pytest.raises(ConfigError) as raised:
+            load_spec(config)
+    else:
+        with pytest.raises(ConfigError) as raised:
+            validate(config)
     assert raised.value.problems == [message]
 
 
@@ -245,7 +429,7 @@ def test_gpu_job_without_gpu_pool_is_rejected() -> None:
 def test_several_problems_are_reported_together() -> None:
     config = dev(**{"gpuPool.maxSise": 3, "training.gpuQuota": -1})
     with pytest.raises(ConfigError) as raised:
-        load_spec(config)
+        validate(config)
     assert len(raised.value.problems) == 2
     assert str(raised.value).startswith("invalid stack configuration:\n  ack-training-platform:")
 
@@ -254,3 +438,61 @@ def test_readme_reference_is_generated_from_the_models() -> None:
     readme = (ROOT / "README.md").read_text()
     block = readme.split(START, 1)[1].split(END, 1)[0].strip()
     assert block == reference(), "README is stale: run python -m components.reference --write"
+
+
+def test_numbers_kubernetes_users_write_are_accepted() -> None:
+    # What `pulumi config set --path jobs[0].cpu 6` stores, and plain Kubernetes YAML.
+    config = dev(
+        **{
+            "jobs.0.cpu": 6,
+            "jobs.0.memory": 25769803776,
+            "jobs.0.env": {"EPOCHS": 3, "LR": 0.001, "DEBUG": True},
+            "gpuPool.labels": {"generation": 8},
+            "jobs.0.shmSize": 1073741824,
+        }
+    )
+    job = validate(config).jobs[0]
+    assert (job.cpu, job.memory, job.shm_size) == ("6", "25769803776", "1073741824")
+    assert job.env == {"EPOCHS": "3", "LR": "0.001", "DEBUG": "true"}
+
+
+def test_near_miss_of_the_config_namespace_is_named() -> None:
+    config = stack_config("dev")
+    config["ack-training-platfrom:jobs"] = config.pop(cfg("jobs"))
+    with pytest.raises(ConfigError) as raised:
+        validate(config)
+    assert raised.value.problems == [
+        "ack-training-platfrom:jobs: unknown config namespace 'ack-training-platfrom'; did you mean "
+        "'ack-training-platform:'? (run: pulumi config rm ack-training-platfrom:jobs, then set "
+        "ack-training-platform:jobs)"
+    ]
+
+
+def test_credentials_must_be_secrets() -> None:
+    config = stack_config("dev")
+    config[cfg("registryPassword")] = "hunter2"
+    with pytest.raises(ConfigError) as raised:
+        load_spec(config, secret_keys=[])
+    assert raised.value.problems == [
+        "ack-training-platform:registryPassword: a credential must be encrypted; "
+        "run: pulumi config set --secret registryPassword <value>"
+    ]
+    assert validate(stack_config("dev")).registry.username  # the same key, encrypted, is fine
+
+
+def test_extreme_nas_takes_the_first_vswitch_zone_and_lives_under_share() -> None:
+    config = dev(**{"storage.nas": {"fileSystemType": "extreme", "storageType": "standard", "capacityGib": 100}})
+    spec = validate(config)
+    assert spec.nas_zone == "cn-hangzhou-k" and spec.nas_vswitch == 0
+    assert spec.storage.nas.volume_root == "/share/training"
+    config = dev(
+        **{
+            "storage.nas": {
+                "fileSystemType": "extreme",
+                "storageType": "advance",
+                "capacityGib": 100,
+                "zoneId": "cn-hangzhou-j",
+            }
+        }
+    )
+    assert validate(config).nas_vswitch == 1

@@ -32,7 +32,7 @@ import pytest
 from conftest import ROOT, free_port
 
 from components.config import TrainingJobSpec
-from components.manifests import CPU_PLACEMENT, JobContext, nas_storage_class, pytorch_job
+from components.manifests import CPU_PLACEMENT, JobContext, pytorch_job
 
 DOCKERFILE = ROOT / "trainer" / "Dockerfile"
 PORT_NAME = "pytorchjob-port"
@@ -191,10 +191,11 @@ def run_pods(job: dict[str, Any], image: Image) -> list[tuple[int, str]]:
 
 
 def fresh_nas_volume(path: Path) -> Path:
-    """A volume's directory as the NAS CSI plugin leaves it: created by root, 755, then
-    chmodded to the StorageClass's ``mode``."""
+    """A shared volume's directory as the NAS CSI plugin leaves it on first mount: created
+    by root, then chmodded 0777 so that any uid can write (alibaba-cloud-csi-driver v1.34.1
+    and later, ``pkg/nas/utils.go``, for a static volume whose path is missing)."""
     path.mkdir(mode=0o755, parents=True)
-    path.chmod(int(nas_storage_class("x", "server:/")["parameters"]["mode"], 8))
+    path.chmod(0o777)
     return path
 
 

@@ -12,15 +12,18 @@ import kubeflow.training.models as kf_models
 import kubernetes.client.models as k8s_models
 import pytest
 import yaml
-from conftest import cfg, stack_config, with_pull_secret
+from conftest import cfg, stack_config
+from fixtures.operator_overlay import OPERATOR_IMAGE, kustomize_invoke, rendered_overlay
 from kubeflow.training.api_client import ApiClient
 
 from components.config import GpuPoolSpec, TrainingJobSpec
 from components.manifests import CPU_PLACEMENT, JobContext, Placement, pool_placement, pytorch_job
 
 GOLDEN = Path(__file__).parent / "golden"
-POOL_1 = pool_placement(GpuPoolSpec(instance_types=["ecs.gn7i-c8g1.2xlarge"], gpus_per_node=1))
-POOL_8_RDMA = pool_placement(GpuPoolSpec(instance_types=["ecs.ebmgn8v.48xlarge"], gpus_per_node=8, rdma=True))
+POOL_1 = pool_placement(GpuPoolSpec(instance_types=["ecs.gn7i-c8g1.2xlarge"], gpus_per_node=1, max_size=4))
+POOL_8_ERDMA = pool_placement(
+    GpuPoolSpec(instance_types=["ecs.ebmgn8v.48xlarge"], gpus_per_node=8, fabric="erdma", max_size=4)
+)
 IMAGE = "registry-vpc.cn-hangzhou.aliyuncs.com/ml/trainer:v0.1.0"
 
 
@@ -42,7 +45,7 @@ REPRESENTATIVE = {
         TrainingJobSpec(name="mnist", image=IMAGE),
         context(POOL_1, 1, image_pull_secret="registry-pull"),
     ),
-    "multi-node-4x8-rdma": (
+    "multi-node-4x8-erdma": (
         TrainingJobSpec(
             name="gpt-pretrain",
             image=IMAGE,
@@ -55,13 +58,13 @@ REPRESENTATIVE = {
             scheduling={"queue": "default", "min_available": 4},
             run_policy={"backoff_limit": 10},
         ),
-        context(POOL_8_RDMA, 8),
+        context(POOL_8_ERDMA, 8),
     ),
     "elastic": (
         TrainingJobSpec(
             name="elastic-gpt", image=IMAGE, elastic={"min_nodes": 2, "max_nodes": 4}, trainer={"model": "gpt"}
         ),
-        context(POOL_8_RDMA, 8),
+        context(POOL_8_ERDMA, 8),
     ),
     "cpu-local": (
         TrainingJobSpec(
@@ -173,7 +176,7 @@ BUILDS = [
     (
         "shm sized per GPU",
         TrainingJobSpec(name="a", image=IMAGE),
-        context(POOL_8_RDMA, 8),
+        context(POOL_8_ERDMA, 8),
         lambda j: _pod(j)["volumes"][0]["emptyDir"] == {"medium": "Memory", "sizeLimit": "128Gi"},
     ),
     (
@@ -195,7 +198,7 @@ BUILDS = [
     (
         "tcp has no host network",
         TrainingJobSpec(name="a", image=IMAGE),
-        context(POOL_8_RDMA, 8),
+        context(POOL_8_ERDMA, 8),
         lambda j: (
             "hostNetwork" not in _pod(j)
             and "securityContext" not in _pod(j)["containers"][0]
@@ -205,13 +208,15 @@ BUILDS = [
     (
         "rdma preset",
         TrainingJobSpec(name="a", image=IMAGE, network="rdma"),
-        context(POOL_8_RDMA, 8),
+        context(POOL_8_ERDMA, 8),
         lambda j: (
             _pod(j)["hostNetwork"]
             and _pod(j)["dnsPolicy"] == "ClusterFirstWithHostNet"
-            and _pod(j)["containers"][0]["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
-            and _pod(j)["containers"][0]["resources"]["limits"]["rdma/hca"] == "1"
+            and _pod(j)["containers"][0]["securityContext"] == {"privileged": True}
+            and _pod(j)["containers"][0]["resources"]["limits"]["aliyun/erdma"] == "1"
             and _env(j)["NCCL_IB_DISABLE"] == "0"
+            and _env(j)["NCCL_IB_GID_INDEX"] == "1"
+            and "NCCL_IB_HCA" not in _env(j)
         ),
     ),
     (
@@ -229,7 +234,7 @@ BUILDS = [
     (
         "netbench preset",
         TrainingJobSpec(name="a", image=IMAGE, preset="netbench", nodes=2),
-        context(POOL_8_RDMA, 8),
+        context(POOL_8_ERDMA, 8),
         lambda j: (
             _pod(j)["containers"][0]["command"]
             == [
@@ -260,7 +265,7 @@ BUILDS = [
         TrainingJobSpec(
             name="a",
             image=IMAGE,
-            run_policy={"active_deadline_seconds": 3600, "ttl_seconds_after_finished": 600, "suspend": True},
+            run_policy={"active_deadline_seconds": 3600, "suspend": True},
         ),
         context(POOL_1, 1),
         lambda j: (
@@ -270,7 +275,6 @@ BUILDS = [
                 "backoffLimit": 6,
                 "suspend": True,
                 "activeDeadlineSeconds": 3600,
-                "ttlSecondsAfterFinished": 600,
             }
         ),
     ),
@@ -310,7 +314,12 @@ def test_builder(case: str, spec: TrainingJobSpec, ctx: JobContext, check) -> No
         (
             TrainingJobSpec(name="a", image=IMAGE, network="rdma"),
             context(POOL_1, 1),
-            "job 'a' uses rdma networking but its placement has no RDMA",
+            "job 'a' uses rdma networking but its placement has no RDMA fabric",
+        ),
+        (
+            TrainingJobSpec(name="a", image=IMAGE, nodes=5),
+            context(POOL_1, 1),
+            "job 'a' runs 5 pods but its pool has at most 4 nodes",
         ),
     ],
 )
@@ -341,42 +350,98 @@ def test_digest_pinned_image_is_accepted() -> None:
 
 
 def test_jobs_are_wired_to_operator_pool_storage_and_registry(run_stack) -> None:
-    plan = run_stack(stack_config("prod"), "prod")
-    operator = plan.one("kubernetes:kustomize/v2:Directory")
-    volcano = plan.one("kubernetes:helm.sh/v4:Chart")
+    plan = run_stack(stack_config("prod"), "prod", invokes=kustomize_invoke())
+    volcano = plan.one("kubernetes:helm.sh/v3:Release")
+    rendered = {r.urn for r in plan.resources if r.parent == plan.one("kubernetes:kustomize:Directory").urn}
+    assert len(rendered) == len(rendered_overlay())
     claims = {c.urn for c in plan.of_type("kubernetes:core/v1:PersistentVolumeClaim")}
     for job in plan.of_type("kubernetes:kubeflow.org/v1:PyTorchJob"):
-        assert {operator.urn, volcano.urn} | claims <= set(job.dependencies)
+        # Every object of the overlay (the CRD among them), Volcano and the claims come first.
+        assert {volcano.urn} | rendered | claims <= set(job.dependencies)
         pod = _pod(job.inputs)
         assert pod["tolerations"][0]["key"] == "nvidia.com/gpu"
-        assert pod["nodeSelector"] == {"ack-training-platform/pool": "h-rdma"}
+        assert pod["nodeSelector"] == {"ack-training-platform/pool": "gpu-erdma"}
         assert [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"][1:]] == ["datasets", "checkpoints"]
         assert (
             pod["containers"][0]["image"] == "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/ml/trainer:v0.1.0"
         )
-    assert operator.inputs["namespace"] == "kubeflow"
-    overlay = yaml.safe_load((Path(operator.inputs["directory"]) / "kustomization.yaml").read_text())
-    assert overlay["resources"] == [
-        "https://github.com/kubeflow/training-operator.git/manifests/overlays/standalone?ref=v1.9.4"
+
+
+def test_operator_overlay_is_customized_as_it_is_applied(run_stack) -> None:
+    plan = run_stack(stack_config("prod"), "prod", invokes=kustomize_invoke())
+    operator = plan.one("ack-training-platform:components:TrainingOperator")
+    assert (
+        operator.inputs["source"] == "https://github.com/kubeflow/trainer.git/manifests/overlays/standalone?ref=v1.9.4"
+    )
+    deployment = plan.one("kubernetes:apps/v1:Deployment", "kubeflow/training-operator").inputs
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    mirror = "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/mirror"
+    assert container["command"] == ["/manager"]
+    assert container["args"] == [
+        "--gang-scheduler-name=volcano",
+        f"--pytorch-init-container-image={mirror}/alpine:3.10",
     ]
-    assert "--gang-scheduler-name=volcano" in overlay["patches"][0]["patch"]
+    assert container["image"] == f"{mirror}/training-operator:v1-93c5489"
+    assert pod["nodeSelector"] == {"ack-training-platform/pool": "system"}
+    # The operator exits at start without Volcano's PodGroup CRD: Volcano comes first.
+    volcano = plan.one("kubernetes:helm.sh/v3:Release")
+    assert volcano.urn in plan.one("kubernetes:kustomize:Directory").dependencies
+
+
+def test_volcano_is_a_release_that_runs_hooks_and_never_holds_a_gang_back(run_stack) -> None:
+    from components.manifests import VOLCANO_SCHEDULER_CONF
+
+    volcano = run_stack(stack_config("prod"), "prod").one("kubernetes:helm.sh/v3:Release").inputs
+    assert (volcano["chart"], volcano["version"], volcano["namespace"]) == ("volcano", "1.12.1", "volcano-system")
+    assert volcano["repositoryOpts"] == {"repo": "https://volcano-sh.github.io/helm-charts"}
+    assert volcano["createNamespace"] is True
+    values = volcano["values"]
+    conf = yaml.safe_load(values["custom"]["scheduler_config_override"])
+    actions = [a.strip() for a in conf["actions"].split(",")]
+    # Without enqueue a PodGroup goes Inqueue at once, so its pods exist for the autoscaler.
+    assert actions == ["allocate", "backfill"]
+    plugins = [p["name"] for tier in conf["tiers"] for p in tier["plugins"]]
+    assert "gang" in plugins and "predicates" in plugins
+    assert values["custom"]["scheduler_config_override"] == VOLCANO_SCHEDULER_CONF
+    assert values["custom"]["default_ns"] == {"ack-training-platform/pool": "system"}
+    mirror = "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/mirror"
+    assert values["basic"] == {
+        "image_registry": mirror,
+        "controller_image_name": "vc-controller-manager",
+        "scheduler_image_name": "vc-scheduler",
+        "admission_image_name": "vc-webhook-manager",
+    }
+
+
+def test_jobs_are_replaced_not_patched_and_suspend_changes_in_place(run_stack) -> None:
+    job = run_stack(stack_config("dev")).one("kubernetes:kubeflow.org/v1:PyTorchJob")
+    assert job.delete_before_replace
+    assert "spec.pytorchReplicaSpecs" in job.replace_on_changes
+    assert "spec.runPolicy.backoffLimit" in job.replace_on_changes
+    assert not any(path.startswith("spec.runPolicy.suspend") or path == "spec" for path in job.replace_on_changes)
+    assert "ttlSecondsAfterFinished" not in job.inputs["spec"]["runPolicy"]
 
 
 def test_registry_pull_secret_reaches_the_pods(run_stack) -> None:
-    plan = run_stack(with_pull_secret(stack_config("dev")))
+    plan = run_stack(stack_config("dev"))
     job = plan.one("kubernetes:kubeflow.org/v1:PyTorchJob").inputs
     assert _pod(job)["imagePullSecrets"] == [{"name": "registry-pull"}]
     assert plan.one("kubernetes:core/v1:Secret").inputs["metadata"]["name"] == "registry-pull"
-    no_login = run_stack(stack_config("dev"))
+    enterprise = stack_config("dev")
+    enterprise[cfg("registry")] = {"edition": "enterprise", "enterpriseInstanceName": "team"}
+    no_login = run_stack(enterprise)
     assert "imagePullSecrets" not in _pod(no_login.one("kubernetes:kubeflow.org/v1:PyTorchJob").inputs)
     assert not no_login.of_type("kubernetes:core/v1:Secret")
 
 
 def test_operator_is_pinned_without_volcano(run_stack) -> None:
-    plan = run_stack(stack_config("dev"))
-    operator = plan.one("kubernetes:kustomize/v2:Directory")
-    assert operator.inputs["directory"].endswith("overlays/standalone?ref=v1.9.4")
-    assert not plan.of_type("kubernetes:helm.sh/v4:Chart")
+    plan = run_stack(stack_config("dev"), invokes=kustomize_invoke())
+    operator = plan.one("ack-training-platform:components:TrainingOperator")
+    assert operator.inputs["source"].endswith("overlays/standalone?ref=v1.9.4")
+    assert not plan.of_type("kubernetes:helm.sh/v3:Release")
+    container = plan.one("kubernetes:apps/v1:Deployment").inputs["spec"]["template"]["spec"]["containers"][0]
+    assert "args" not in container and container["image"] == OPERATOR_IMAGE
     config = stack_config("dev")
     config[cfg("operator")] = {"install": False}
-    assert not run_stack(config).of_type("kubernetes:kustomize/v2:Directory")
+    assert not run_stack(config).of_type("kubernetes:kustomize:Directory")

@@ -21,6 +21,9 @@ FS = "alicloud:nas/fileSystem:FileSystem"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 SC = "kubernetes:storage.k8s.io/v1:StorageClass"
 JOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
+PV = "kubernetes:core/v1:PersistentVolume"
+POOL = "alicloud:cs/nodePool:NodePool"
+ADDON = "alicloud:cs/kubernetesAddon:KubernetesAddon"
 CLOUD = (
     "alicloud:vpc/network:Network",
     "alicloud:vpc/switch:Switch",
@@ -54,18 +57,38 @@ def test_data_is_protected(run_stack) -> None:
     assert {c.name for c in claims} == {"training-data", "training-output"}
     assert all(c.retain_on_delete for c in claims)
     assert all(c.inputs["spec"]["accessModes"] == ["ReadWriteMany"] for c in claims)
+    for claim in claims:
+        volume = plan.one(PV, f"training-{claim.name}")
+        assert volume.retain_on_delete
+        assert volume.inputs["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+        assert claim.inputs["spec"]["volumeName"] == volume.inputs["metadata"]["name"]
+        # A fixed directory per claim: a claim created again finds the same data.
+        assert volume.inputs["spec"]["csi"]["volumeAttributes"]["path"] == f"/training/training/{claim.name}"
+        # Reserved for the claim by uid, which is read from the claim on every `pulumi up`.
+        assert volume.inputs["spec"]["claimRef"] == {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "namespace": "training",
+            "name": claim.name,
+            "uid": UNKNOWN,
+        }
+        assert volume.inputs["spec"]["mountOptions"] == ["nolock,tcp,noresvport", "vers=3"]
     storage_class = plan.one(SC).inputs
     assert storage_class["reclaimPolicy"] == "Retain"
-    assert storage_class["parameters"]["archiveOnDelete"] == "true"
+    # archiveOnDelete acts only with reclaimPolicy Delete; quotas only on general-purpose NAS.
+    assert "archiveOnDelete" not in storage_class["parameters"]
+    assert storage_class["parameters"]["volumeCapacity"] == "true"
     assert storage_class["parameters"]["volumeAs"] == "subpath"
     assert storage_class["mountOptions"] == ["nolock,tcp,noresvport", "vers=3"]
 
 
-def test_claims_wait_for_their_storage_class_and_namespace(run_stack) -> None:
+def test_claims_wait_for_their_namespace_and_never_for_binding(run_stack) -> None:
     plan = run_stack(stack_config("dev"))
-    sc, ns = plan.one(SC).urn, plan.one("kubernetes:core/v1:Namespace").urn
+    ns = plan.one("kubernetes:core/v1:Namespace").urn
     for claim in plan.of_type(PVC):
-        assert {sc, ns} <= set(claim.dependencies)
+        assert ns in claim.dependencies
+        # The volume needs the claim's uid, so waiting for the claim to bind would deadlock.
+        assert claim.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
 
 
 def test_secrets_stay_secret(run_stack) -> None:
@@ -94,8 +117,8 @@ def test_registry_password_plaintext_never_reaches_a_plain_output(run_stack, mon
         return real_set_all_config(values, [*(secret_keys or []), cfg("registryPassword")])
 
     monkeypatch.setattr(pulumi.runtime, "set_all_config", with_password)
-    monkeypatch.setattr(plan_module, "load_spec", lambda raw: None)
-    plan = run_stack(config)
+    config[cfg("registryPassword")] = {"secure": "v1:AAAA"}
+    plan = plan_module.run_program(config, stack="dev", project_dir=ROOT)
     exposed = json.dumps(plan.as_json(), default=str)
     plan_module.write_manifests(plan, tmp_path / "out")
     rendered = "".join(p.read_text() for p in (tmp_path / "out").iterdir())
@@ -108,8 +131,12 @@ def test_nothing_is_open_to_the_world(run_stack) -> None:
         plan = run_stack(stack_config(stack), stack)
         rules = plan.of_type("alicloud:nas/accessRule:AccessRule")
         assert rules and all(r.inputs["sourceCidrIp"] not in ("0.0.0.0/0", UNKNOWN) for r in rules)
-        assert plan.one("alicloud:cs/managedKubernetes:ManagedKubernetes").inputs["slbInternetEnabled"] is False
         assert not plan.of_type("alicloud:ecs/securityGroupRule:SecurityGroupRule")
+        entries = [a.inputs["entry"] for a in plan.of_type("alicloud:slb/aclEntryAttachment:AclEntryAttachment")]
+        assert "0.0.0.0/0" not in entries
+    prod = run_stack(stack_config("prod"), "prod")
+    assert prod.one("alicloud:cs/managedKubernetes:ManagedKubernetes").inputs["slbInternetEnabled"] is False
+    assert not prod.of_type("alicloud:slb/acl:Acl") and prod.outputs["apiServerAccess"] is None
 
 
 def test_nas_rule_is_the_vpc_cidr_by_default(run_stack) -> None:
@@ -118,27 +145,60 @@ def test_nas_rule_is_the_vpc_cidr_by_default(run_stack) -> None:
     assert plan.one("alicloud:nas/accessGroup:AccessGroup").inputs["accessGroupType"] == "Vpc"
 
 
-def test_public_api_endpoint_only_when_asked(run_stack) -> None:
-    config = stack_config("dev")
-    config[cfg("cluster")]["publicApiEndpoint"] = True
-    plan = run_stack(config)
+def test_public_api_server_admits_only_its_ranges(run_stack) -> None:
+    plan = run_stack(stack_config("dev"))
     assert plan.one("alicloud:cs/managedKubernetes:ManagedKubernetes").inputs["slbInternetEnabled"] is True
+    acl = plan.one("alicloud:slb/acl:Acl")
+    entries = plan.of_type("alicloud:slb/aclEntryAttachment:AclEntryAttachment")
+    # The configured range, the nodes' VPC and ACK's control plane (which must reach it).
+    assert [e.inputs["entry"] for e in entries] == ["203.0.113.0/24", "192.168.0.0/16", "100.104.0.0/16"]
+    assert all(acl.urn in e.dependencies for e in entries)
+    assert plan.outputs["apiServerAccess"] == UNKNOWN  # the bind command needs the new load balancer's id
 
 
-def test_cluster_is_created_empty_with_deletion_protection(run_stack) -> None:
-    cluster = run_stack(stack_config("dev")).one("alicloud:cs/managedKubernetes:ManagedKubernetes").inputs
+def test_api_server_access_command_binds_the_list_to_the_api_port() -> None:
+    from components.manifests import api_server_acl_command
+
+    assert api_server_acl_command("cn-hangzhou", "lb-123", "acl-456") == (
+        "aliyun slb SetLoadBalancerTCPListenerAttribute --RegionId cn-hangzhou --LoadBalancerId lb-123 "
+        "--ListenerPort 6443 --AclStatus on --AclType white --AclId acl-456"
+    )
+
+
+def test_cluster_gets_system_nodes_and_its_add_ons_as_resources(run_stack) -> None:
+    plan = run_stack(stack_config("dev"))
+    cluster = plan.one("alicloud:cs/managedKubernetes:ManagedKubernetes").inputs
     assert cluster["deletionProtection"] is True
     assert cluster["clusterSpec"] == "ack.pro.small"
     assert "workerInstanceTypes" not in cluster
-    assert [a["name"] for a in cluster["addons"]] == [
-        "flannel",
-        "csi-plugin",
-        "csi-provisioner",
-        "storage-operator",
-        "ack-node-problem-detector",
-        "managed-aliyun-acr-credential-helper",
-    ]
+    # Only what must exist at creation; the rest are add-on resources, so edits take effect.
+    assert [a["name"] for a in cluster["addons"]] == ["flannel", "csi-plugin", "csi-provisioner"]
     assert cluster["podCidr"] == "172.20.0.0/16" and cluster["serviceCidr"] == "172.21.0.0/20"
+    addons = {a.inputs["name"]: a for a in plan.of_type(ADDON)}
+    assert set(addons) == {"storage-operator", "ack-node-problem-detector", "node-lifecycle-controller"}
+    system = plan.one(POOL, "training-dev-system")
+    assert system.inputs["desiredSize"] == "2" and "taints" not in system.inputs
+    assert system.inputs["labels"] == [{"key": "ack-training-platform/pool", "value": "system"}]
+    assert all(system.urn in a.dependencies for a in addons.values())
+
+
+def test_everything_in_the_cluster_waits_for_system_nodes_and_add_ons(run_stack) -> None:
+    plan = run_stack(stack_config("dev"))
+    provider = plan.one("pulumi:providers:kubernetes")
+    waits_for = {plan.one(POOL, "training-dev-system").urn, *(a.urn for a in plan.of_type(ADDON))}
+    assert waits_for <= set(provider.dependencies)
+    kubernetes = [r for r in plan.resources if r.custom and r.type.startswith("kubernetes:") and r.provider]
+    assert kubernetes and all(r.provider == provider.urn for r in kubernetes)
+
+
+def test_autoscaling_is_configured_before_the_pool_can_grow(run_stack) -> None:
+    plan = run_stack(stack_config("dev"))
+    autoscaler = plan.one("alicloud:cs/autoscalingConfig:AutoscalingConfig")
+    assert autoscaler.inputs["scaleUpFromZero"] is True and autoscaler.inputs["unneededDuration"] == "10m"
+    assert autoscaler.urn in plan.one(POOL, "gpu").dependencies
+    fixed = stack_config("dev")
+    fixed[cfg("gpuPool")].update(minSize=1, maxSize=1)
+    assert not run_stack(fixed).of_type("alicloud:cs/autoscalingConfig:AutoscalingConfig")
 
 
 def test_kubernetes_provider_survives_credential_rotation(run_stack) -> None:
@@ -146,42 +206,56 @@ def test_kubernetes_provider_survives_credential_rotation(run_stack) -> None:
     provider = plan.one("pulumi:providers:kubernetes")
     assert provider.inputs["clusterIdentifier"] == UNKNOWN  # the new cluster's id
     adopted = stack_config("dev")
-    adopted[cfg("cluster")]["existingClusterId"] = "c-0123456789abcdef"
+    adopted[cfg("network")] = {"vpcId": "vpc-1", "vswitchIds": ["vsw-1"], "vpcCidr": "10.0.0.0/8"}
+    adopted[cfg("cluster")] = {"existingClusterId": "c-0123456789abcdef"}
     provider = run_stack(adopted).one("pulumi:providers:kubernetes")
     assert provider.inputs["clusterIdentifier"] == "c-0123456789abcdef"
     assert all(r.provider == provider.urn for r in run_stack(adopted).of_type(PVC))
 
 
 def test_gpu_pool(run_stack) -> None:
-    pool = run_stack(stack_config("dev")).one("alicloud:cs/nodePool:NodePool").inputs
+    pool = run_stack(stack_config("dev")).one(POOL, "gpu").inputs
     assert pool["instanceTypes"] == ["ecs.gn7i-c8g1.2xlarge", "ecs.gn7i-c16g1.4xlarge"]
     assert pool["spotStrategy"] == "SpotAsPriceGo" and pool["compensateWithOnDemand"] is True
     assert pool["scalingConfig"] == {"enable": True, "minSize": 0, "maxSize": 2, "type": "gpu"}
-    assert "desiredSize" not in pool
+    assert "desiredSize" not in pool and "tags" not in pool
     assert pool["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
     assert {"key": "ack-training-platform/pool", "value": "gpu"} in pool["labels"]
     assert pool["management"] == {"enable": True, "autoRepair": True}
 
 
-def test_rdma_pool_installs_the_device_plugin(run_stack) -> None:
+def test_erdma_pool_wires_the_fabric_end_to_end(run_stack) -> None:
     plan = run_stack(stack_config("prod"), "prod")
-    addon = plan.one("alicloud:cs/kubernetesAddon:KubernetesAddon")
-    assert addon.inputs["name"] == "ack-rdma-device-plugin"
-    labels = plan.one("alicloud:cs/nodePool:NodePool").inputs["labels"]
-    assert {"key": "ack.aliyun.com/nvidia-driver-version", "value": "550.127.08"} in labels
+    pool = plan.one(POOL, "gpu-erdma")
+    addon = plan.one(ADDON, "gpu-erdma-ack-erdma-controller")
+    assert addon.inputs["name"] == "ack-erdma-controller" and pool.urn in addon.dependencies
+    assert json.loads(addon.inputs["config"]) == {"agent": {"allocateAllDevices": True, "preferDriver": "ofed"}}
+    # The autoscaler does not simulate aliyun/erdma: the pool declares it to scale from zero.
+    assert pool.inputs["tags"] == {"k8s.io/cluster-autoscaler/node-template/resource/aliyun/erdma": "1"}
+    assert {"key": "ack.aliyun.com/nvidia-driver-version", "value": "550.127.08"} in pool.inputs["labels"]
+    job = plan.one(JOB, "gpt-pretrain")
+    pod = job.inputs["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["resources"]["limits"]["aliyun/erdma"] == "1"
+    assert "rdma/hca" not in container["resources"]["limits"]
+    assert pod["hostNetwork"] is True and container["securityContext"] == {"privileged": True}
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["NCCL_IB_GID_INDEX"] == "1" and env["NCCL_IB_DISABLE"] == "0"
+    assert "NCCL_IB_HCA" not in env  # "mlx5" would exclude the erdma devices
+    assert addon.urn in job.dependencies
 
 
 def test_fixed_size_pool_uses_desired_size(run_stack) -> None:
     config = stack_config("dev")
     config[cfg("gpuPool")].update(minSize=2, maxSize=2, desiredSize=2)
-    pool = run_stack(config).one("alicloud:cs/nodePool:NodePool").inputs
+    pool = run_stack(config).one(POOL, "gpu").inputs
     assert pool["desiredSize"] == "2" and "scalingConfig" not in pool
 
 
 def test_adopt_mode_creates_none_of_the_adopted(run_stack) -> None:
     config = stack_config("dev")
     config[cfg("network")] = {"vpcId": "vpc-1", "vswitchIds": ["vsw-1"], "vpcCidr": "10.0.0.0/8"}
-    config[cfg("cluster")]["existingClusterId"] = "c-1"
+    config[cfg("cluster")] = {"existingClusterId": "c-1"}
     config[cfg("storage")]["nas"] = {
         "existingFileSystemId": "0a1b2c",
         "existingMountTargetDomain": "0a1b2c-x.cn-hangzhou.nas.aliyuncs.com",
@@ -190,8 +264,15 @@ def test_adopt_mode_creates_none_of_the_adopted(run_stack) -> None:
     plan = run_stack(config)
     created = set(plan.counts())
     assert not created & set(CLOUD)
-    assert plan.one("alicloud:cs/nodePool:NodePool").inputs["clusterId"] == "c-1"
+    assert plan.one(POOL).inputs["clusterId"] == "c-1"  # the GPU pool only: no system pool
+    assert not plan.of_type("alicloud:cs/autoscalingConfig:AutoscalingConfig")
+    # Installing an add-on that is there adopts it; leaving the stack must not uninstall it.
+    addons = plan.of_type(ADDON)
+    assert {"csi-plugin", "csi-provisioner"} <= {a.inputs["name"] for a in addons}
+    assert all(a.retain_on_delete for a in addons)
     assert plan.one(SC).inputs["parameters"]["server"] == "0a1b2c-x.cn-hangzhou.nas.aliyuncs.com:/training/"
+    volume = plan.one(PV, "training-training-data").inputs["spec"]["csi"]["volumeAttributes"]
+    assert volume == {"server": "0a1b2c-x.cn-hangzhou.nas.aliyuncs.com", "path": "/training/training/training-data"}
     image = plan.one(JOB).inputs["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["image"]
     assert image == "registry-vpc.cn-hangzhou.aliyuncs.com/team/trainer:v0.1.0"
 
@@ -203,18 +284,49 @@ def test_local_stack_creates_no_cloud_resources(run_stack) -> None:
     assert not plan.of_type(SC)
 
 
-def test_enterprise_registry(run_stack) -> None:
+def test_enterprise_registry_is_reachable_and_pulls_without_a_password(run_stack) -> None:
     plan = run_stack(stack_config("prod"), "prod")
     instance = plan.one("alicloud:cr/registryEnterpriseInstance:RegistryEnterpriseInstance")
     assert instance.protect
-    assert plan.outputs["registryUrl"] == "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/ml/trainer"
+    assert instance.inputs["renewalStatus"] == "AutoRenewal" and instance.inputs["renewPeriod"] == 1
+    link = plan.one("alicloud:cr/vpcEndpointLinkedVpc:VpcEndpointLinkedVpc").inputs
+    assert link["vpcId"] == "vpc-0jl6b5ykcjznb4rbcqkyv" and link["moduleName"] == "Registry"
+    assert link["vswitchId"] == "vsw-0jlp3zgdgalsyjm8g73ex" and link["enableCreateDnsRecordInPvzt"] is True
+    helper = plan.one(ADDON, "registry-managed-aliyun-acr-credential-helper")
+    assert helper.inputs["config"] == UNKNOWN  # it names the new instance's id
+    assert plan.outputs["registry"] == {
+        "pushUrl": "ml-registry-registry.cn-wulanchabu.cr.aliyuncs.com/ml/trainer",
+        "pullUrl": "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/ml/trainer",
+    }
+    job = plan.one(JOB, "gpt-pretrain")
+    assert helper.urn in job.dependencies
+    pod = job.inputs["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    assert "imagePullSecrets" not in pod
+
+
+def test_credential_helper_covers_the_namespaces_that_pull() -> None:
+    from components.manifests import acr_helper_config
+
+    config = json.loads(acr_helper_config("cri-abc", "cn-wulanchabu", ["kubeflow", "training", "volcano-system"]))
+    assert config["AcrInstanceInfo"] == [{"instanceId": "cri-abc", "regionId": "cn-wulanchabu"}]
+    assert config["watchNamespace"] == "kubeflow,training,volcano-system" and config["serviceAccount"] == "*"
+
+
+def test_personal_registry_urls_come_from_acr(run_stack) -> None:
+    plan = run_stack(stack_config("dev"))
+    # New personal instances have crpi-... hosts: the repository's own domains are used.
+    assert plan.outputs["registry"] == {"pushUrl": UNKNOWN, "pullUrl": UNKNOWN}
+    pod = plan.one(JOB).inputs["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == UNKNOWN
+    assert pod["imagePullSecrets"] == [{"name": "registry-pull"}]
+    assert pod["containers"][0]["command"][:3] == ["python", "-m", "trainer.launch"]  # the rest is known
 
 
 def test_outputs_tell_the_user_what_comes_next(run_stack) -> None:
     outputs = run_stack(stack_config("dev")).outputs
     assert outputs["volumeClaims"] == {"data": "training-data", "output": "training-output"}
     assert outputs["jobs"]["mnist-dev"]["commands"]["status"] == "kubectl -n training get pytorchjob mnist-dev -w"
-    assert {"clusterId", "kubeconfig", "nasServer", "registryUrl"} <= outputs.keys()
+    assert {"clusterId", "kubeconfig", "apiServerAccess", "nasServer", "registry"} <= outputs.keys()
 
 
 def test_gpu_quota(run_stack) -> None:
@@ -301,12 +413,13 @@ def oss_config() -> dict:
     config[cfg("storage")]["oss"] = {"bucket": "team-datasets", "path": "/imagenet"}
     config[cfg("ossAccessKeyId")] = {"secure": "v1:id"}
     config[cfg("ossAccessKeySecret")] = {"secure": "v1:secret"}
+    config[cfg("registryPassword")] = {"secure": "v1:password"}
     return config
 
 
 def test_oss_dataset_volume_replaces_the_nas_data_claim(run_stack) -> None:
     plan = run_stack(oss_config())
-    volume = plan.one("kubernetes:core/v1:PersistentVolume")
+    volume = plan.one(PV, "training-training-data")
     assert volume.retain_on_delete
     csi = volume.inputs["spec"]["csi"]
     assert csi["driver"] == "ossplugin.csi.alibabacloud.com" and csi["readOnly"] is True
@@ -314,11 +427,14 @@ def test_oss_dataset_volume_replaces_the_nas_data_claim(run_stack) -> None:
     assert csi["volumeAttributes"]["bucket"] == "team-datasets" and csi["volumeAttributes"]["path"] == "/imagenet"
     assert csi["nodePublishSecretRef"] == {"name": "oss-credentials", "namespace": "training"}
     assert volume.inputs["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+    # A retained volume keeps its old claim's uid and would stay Released: it follows the claim.
+    assert volume.inputs["spec"]["claimRef"]["name"] == "training-data"
+    assert volume.inputs["spec"]["claimRef"]["uid"] == UNKNOWN
     data = plan.one(PVC, "training-data")
     assert data.retain_on_delete
     assert data.inputs["spec"]["volumeName"] == volume.inputs["metadata"]["name"]
     assert data.inputs["spec"]["storageClassName"] == "" and data.inputs["spec"]["accessModes"] == ["ReadOnlyMany"]
-    assert plan.one(PVC, "training-output").inputs["spec"]["storageClassName"] == "nas-training"
+    assert plan.one(PVC, "training-output").inputs["spec"]["volumeName"] == "training-training-output"
     secret = plan.one("kubernetes:core/v1:Secret", "shared-oss")
     assert secret.inputs["stringData"] == SECRET
 
@@ -329,7 +445,7 @@ def test_oss_needs_its_credentials() -> None:
     config = oss_config()
     del config[cfg("ossAccessKeyId")], config[cfg("ossAccessKeySecret")]
     with pytest.raises(ConfigError) as raised:
-        load_spec(config)
+        load_spec(config, [cfg("registryPassword")])
     assert raised.value.problems == [
         f"ack-training-platform:{key}: storage.oss is set but this credential is missing; "
         f"run: pulumi config set --secret {key} <value>"
@@ -337,13 +453,16 @@ def test_oss_needs_its_credentials() -> None:
     ]
 
 
-def test_pulumi_up_reports_invalid_config_without_traceback(run_stack) -> None:
+def test_pulumi_up_reports_invalid_config_without_traceback() -> None:
     import pulumi
+
+    from components.plan import run_program
 
     config = stack_config("dev")
     config[cfg("gpuPool")]["minSize"] = 5
+    config[cfg("registryPassword")] = {"secure": "v1:AAAA"}
     with pytest.raises(pulumi.RunError) as raised:
-        run_stack(config)
+        run_program(config, stack="dev", project_dir=ROOT)
     assert str(raised.value) == (
         "invalid stack configuration:\n  ack-training-platform:gpuPool.minSize: minSize (5) must not exceed maxSize (2)"
     )

@@ -33,27 +33,28 @@ from .base import (
     quantity_bytes,
 )
 from .cluster import (
-    DEFAULT_ADDONS,
-    RDMA_INSTANCE_FAMILIES,
+    ApiServerSpec,
+    AutoscalerSpec,
     ClusterSpec,
-    GpuPoolSpec,
     LocalClusterSpec,
     NetworkSpec,
-    TaintSpec,
+    SystemPoolSpec,
     VSwitchSpec,
 )
 from .jobs import ElasticSpec, RunPolicySpec, SchedulingSpec, TrainerArgs, TrainingJobSpec
 from .operator import OperatorSpec, TrainingNamespaceSpec, VolcanoSpec
-from .platform import ConfigError, PlatformSpec, load_spec, stack_schema
+from .platform import ConfigError, PlatformSpec, job_shm_size, load_spec, missing_credentials, stack_schema
+from .pools import ERDMA_INSTANCE_FAMILIES, Fabric, GpuPoolSpec, TaintSpec
 from .registry import RegistrySpec
-from .storage import NasSpec, OssSpec, StorageSpec, VolumeSpec
+from .storage import EXTREME_ROOT, NasSpec, OssSpec, StorageSpec, VolumeSpec
 
 __all__ = [
+    "ApiServerSpec",
+    "AutoscalerSpec",
     "Cidr",
     "ClusterSpec",
     "ConfigError",
     "Cpu",
-    "DEFAULT_ADDONS",
     "DEFAULT_CPU_SHM_GIB",
     "DEFAULT_GPU_TAINT_KEY",
     "DEFAULT_OPERATOR_VERSION",
@@ -63,7 +64,10 @@ __all__ = [
     "DEFAULT_VOLCANO_VERSION",
     "DEFAULT_VPC_CIDR",
     "DnsLabel",
+    "ERDMA_INSTANCE_FAMILIES",
+    "EXTREME_ROOT",
     "ElasticSpec",
+    "Fabric",
     "GpuPoolSpec",
     "JOB_NAME_MAX",
     "LocalClusterSpec",
@@ -74,7 +78,6 @@ __all__ = [
     "PROJECT",
     "PlatformSpec",
     "Quantity",
-    "RDMA_INSTANCE_FAMILIES",
     "REGION_KEY",
     "RegistrySpec",
     "RunPolicySpec",
@@ -82,6 +85,7 @@ __all__ = [
     "SchedulingSpec",
     "Spec",
     "StorageSpec",
+    "SystemPoolSpec",
     "TaintSpec",
     "TrainerArgs",
     "TrainingJobSpec",
@@ -90,7 +94,9 @@ __all__ = [
     "VolcanoSpec",
     "VolumeSpec",
     "field_error",
+    "job_shm_size",
     "load_spec",
+    "missing_credentials",
     "quantity_bytes",
     "stack_schema",
 ]

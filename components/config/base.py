@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated
+from collections.abc import Iterable
+from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
 )
 from pydantic.alias_generators import to_camel
@@ -89,10 +91,70 @@ def _cpu(value: str) -> str:
     return value
 
 
+def _number_as_text(value: Any) -> Any:
+    """Kubernetes YAML writes ``cpu: 6`` and ``memory: 24``, and ``pulumi config set --path``
+    stores such values as numbers: read them as the quantities they are."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    return value
+
+
+def _cidr_with_prefix(value: Any) -> Any:
+    # ip_network("10.0.0.0") is a /32: a NAS rule or vSwitch of one address is never meant.
+    if isinstance(value, str) and "/" not in value:
+        raise ValueError(f"{value!r} has no prefix length: write a CIDR block such as '{value}/16'")
+    return value
+
+
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+
+
+def _label_key(value: str) -> str:
+    prefix, _, name = value.rpartition("/")
+    if (
+        len(name) > 63
+        or not _LABEL_NAME.match(name)
+        or (prefix and (len(prefix) > 253 or not all(_DNS_1123_LABEL.match(p) for p in prefix.split("."))))
+    ):
+        raise ValueError(
+            f"{value!r} is not a valid Kubernetes label or taint key: an optional DNS prefix and '/', then at most "
+            "63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit (e.g. 'example.com/team')"
+        )
+    return value
+
+
+def _label_value(value: str) -> str:
+    if value and (len(value) > 63 or not _LABEL_NAME.match(value)):
+        raise ValueError(
+            f"{value!r} is not a valid Kubernetes label value: at most 63 letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit"
+        )
+    return value
+
+
+def _env_name(value: str) -> str:
+    if not _ENV_NAME.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid environment variable name: letters, digits, '_', '-' and '.', "
+            "not starting with a digit"
+        )
+    return value
+
+
 DnsLabel = Annotated[str, AfterValidator(_dns_label)]
-Quantity = Annotated[str, AfterValidator(_quantity)]
-Cpu = Annotated[str, AfterValidator(_cpu)]
-Cidr = ipaddress.IPv4Network
+Quantity = Annotated[str, BeforeValidator(_number_as_text), AfterValidator(_quantity)]
+Cpu = Annotated[str, BeforeValidator(_number_as_text), AfterValidator(_cpu)]
+Cidr = Annotated[ipaddress.IPv4Network, BeforeValidator(_cidr_with_prefix)]
+LabelKey = Annotated[str, AfterValidator(_label_key)]
+LabelValue = Annotated[str, BeforeValidator(_number_as_text), AfterValidator(_label_value)]
+EnvName = Annotated[str, AfterValidator(_env_name)]
+EnvValue = Annotated[str, BeforeValidator(_number_as_text)]
+Labels = dict[LabelKey, LabelValue]
 
 
 def field_error(key: str, message: str) -> PydanticCustomError:
@@ -110,3 +172,12 @@ class Spec(BaseModel):
         frozen=True,
         use_attribute_docstrings=True,
     )
+
+
+def set_but_unused(model: BaseModel, fields: Iterable[str], where: str) -> None:
+    """Refuse a setting that would be silently ignored: the first of ``fields`` given
+    explicitly in the stack although it has no effect ``where``."""
+    for name in fields:
+        if name in model.model_fields_set:
+            key = model.__class__.model_fields[name].alias or name
+            raise field_error(key, f"{key} has no effect {where}: drop it")

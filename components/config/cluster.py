@@ -1,13 +1,13 @@
-"""Where the platform runs: the VPC, the ACK cluster and its GPU node pool."""
+"""Where the platform runs: the VPC and the ACK cluster, and how Pulumi reaches its API."""
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Literal
 
 from pydantic import Field, model_validator
 
 from .base import (
-    DEFAULT_GPU_TAINT_KEY,
     DEFAULT_POD_CIDR,
     DEFAULT_SERVICE_CIDR,
     DEFAULT_VPC_CIDR,
@@ -15,6 +15,7 @@ from .base import (
     DnsLabel,
     Spec,
     field_error,
+    set_but_unused,
 )
 
 # --- network -------------------------------------------------------------------------
@@ -34,13 +35,13 @@ class NetworkSpec(Spec):
     """Adopt this existing VPC instead of creating one (needs ``vswitchIds``)."""
     vswitch_ids: list[str] = Field(default_factory=list)
     """Existing vSwitch ids to place nodes in (adopt mode only)."""
-    vpc_cidr: Cidr = Field(default=Cidr(DEFAULT_VPC_CIDR))
+    vpc_cidr: Cidr = Field(default=ipaddress.IPv4Network(DEFAULT_VPC_CIDR))
     """IPv4 block of the VPC. In adopt mode give the real one: the NAS access rule is limited to it."""
     vswitches: list[VSwitchSpec] = Field(default_factory=list)
     """vSwitches to create, one per zone (create mode only; at least one)."""
-    pod_cidr: Cidr = Field(default=Cidr(DEFAULT_POD_CIDR))
+    pod_cidr: Cidr = Field(default=ipaddress.IPv4Network(DEFAULT_POD_CIDR))
     """Pod IP range (Flannel); must overlap neither the VPC nor ``serviceCidr``."""
-    service_cidr: Cidr = Field(default=Cidr(DEFAULT_SERVICE_CIDR))
+    service_cidr: Cidr = Field(default=ipaddress.IPv4Network(DEFAULT_SERVICE_CIDR))
     """Service IP range; must overlap neither the VPC nor ``podCidr``."""
 
     @model_validator(mode="after")
@@ -80,16 +81,10 @@ class NetworkSpec(Spec):
 
 # --- cluster -------------------------------------------------------------------------
 
-DEFAULT_ADDONS = (
-    "csi-plugin",
-    "csi-provisioner",
-    "storage-operator",
-    "ack-node-problem-detector",
-    "managed-aliyun-acr-credential-helper",
-)
-"""Add-ons every training cluster gets: NAS/OSS volumes need the CSI pair and the storage
-operator; the problem detector lets auto-repair replace nodes with failing GPUs; the ACR
-credential helper lets nodes pull private ACR images with no password stored anywhere."""
+CLUSTER_SPECS = ("ack.standard", "ack.pro.small", "ack.pro.xlarge", "ack.pro.2xlarge", "ack.pro.4xlarge")
+"""``cluster_spec`` values pulumi-alicloud 4.0.0 documents for ``cs.ManagedKubernetes``."""
+
+PRIVATE_ACCESS = ("vpn", "cen", "express-connect", "in-vpc")
 
 
 class LocalClusterSpec(Spec):
@@ -99,6 +94,48 @@ class LocalClusterSpec(Spec):
     """kubeconfig context to deploy to (e.g. ``kind-training``); the current context when unset."""
     render_yaml_to_directory: str | None = Field(default=None)
     """Write the manifests to this directory instead of applying them (no cluster needed)."""
+
+
+class ApiServerSpec(Spec):
+    """How Pulumi and kubectl reach the Kubernetes API of a cluster this stack creates.
+    Pulumi applies every in-cluster object through it, so a stack must say how."""
+
+    public: bool = False
+    """Give the API server an internet endpoint. Takes effect when the cluster is created only."""
+    allowed_cidrs: list[Cidr] = Field(default_factory=list)
+    """Source ranges that may reach the API server: where Pulumi, CI and kubectl connect from.
+    Required with ``public``; ``0.0.0.0/0`` is refused."""
+    private_access: Literal["vpn", "cen", "express-connect", "in-vpc"] | None = Field(default=None)
+    """Without ``public``: how the machine running Pulumi reaches the VPC (a VPN gateway, CEN,
+    Express Connect, or a runner inside the VPC)."""
+
+
+class SystemPoolSpec(Spec):
+    """Untainted nodes for the cluster's own workloads: the Training Operator, Volcano,
+    CoreDNS, the CSI controllers and TensorBoard. The GPU pool is tainted and may be empty."""
+
+    enabled: bool | None = None
+    """On when this stack creates the cluster; an adopted cluster brings its own nodes."""
+    instance_types: list[str] = Field(
+        default_factory=lambda: ["ecs.g7.xlarge", "ecs.g8i.xlarge", "ecs.g6.xlarge"], min_length=1
+    )
+    """4-vCPU, 16-GiB general-purpose types in order of preference; later ones are fallbacks."""
+    size: int = Field(default=2, ge=1, le=50)
+    """Nodes (fixed): two keep CoreDNS and the controllers running through a node's loss."""
+    system_disk_gib: int = Field(default=120, ge=40, le=2048)
+
+
+class AutoscalerSpec(Spec):
+    """ACK's cluster autoscaler, which grows the GPU pool from zero for pending pods. Node
+    pools scale only once it is configured for the cluster (ACK: auto scaling of nodes)."""
+
+    enabled: bool | None = None
+    """On when this stack creates the cluster and the GPU pool autoscales; an adopted cluster
+    keeps its own settings unless this is ``true``."""
+    idle_minutes: int = Field(default=10, ge=1, le=1440)
+    """An idle node is removed after this long (``unneeded_duration``)."""
+    gpu_utilization_threshold: float = Field(default=0.5, gt=0, le=1)
+    """A GPU node counts as idle below this share of its GPUs requested."""
 
 
 class ClusterSpec(Spec):
@@ -112,14 +149,24 @@ class ClusterSpec(Spec):
     """Use a non-ACK cluster: no cloud resources are created at all."""
     version: str | None = None
     """Kubernetes version, e.g. ``1.33.1-aliyun.1``; ACK's default when unset."""
-    cluster_spec: Literal["ack.pro.small", "ack.pro.medium"] = Field(default="ack.pro.small")
-    """ACK Pro edition size."""
+    cluster_spec: Literal[CLUSTER_SPECS] = Field(default="ack.pro.small")  # type: ignore[valid-type]
+    """ACK edition: ``ack.standard`` (basic), ``ack.pro.small`` (Pro), or a provisioned Pro control plane."""
     deletion_protection: bool = Field(default=True)
     """Refuse deletion of the cluster through the API until switched off."""
-    public_api_endpoint: bool = Field(default=False)
-    """Expose the API server on the internet. Off: reach it from inside the VPC (VPN, bastion)."""
-    addons: list[str] = Field(default_factory=lambda: list(DEFAULT_ADDONS))
-    """ACK add-ons to install besides the Flannel network plugin; the RDMA device plugin comes with an RDMA pool."""
+    api_server: ApiServerSpec = Field(default_factory=ApiServerSpec)
+    """How Pulumi reaches the API server of a new cluster."""
+    system_pool: SystemPoolSpec = Field(default_factory=SystemPoolSpec)
+    autoscaler: AutoscalerSpec = Field(default_factory=AutoscalerSpec)
+    addons: list[DnsLabel] = Field(default_factory=list)
+    """ACK add-ons to install besides those the platform derives (network, storage, node repair, fabric, registry)."""
+
+    @property
+    def creates_cluster(self) -> bool:
+        return self.local is None and self.existing_cluster_id is None
+
+    @property
+    def has_system_pool(self) -> bool:
+        return self.creates_cluster if self.system_pool.enabled is None else self.system_pool.enabled
 
     @model_validator(mode="after")
     def _check(self) -> ClusterSpec:
@@ -128,94 +175,24 @@ class ClusterSpec(Spec):
                 "existingClusterId",
                 "a local cluster cannot also adopt an ACK cluster: drop one of local, existingClusterId",
             )
-        return self
-
-
-# --- GPU node pool -------------------------------------------------------------------
-
-RDMA_INSTANCE_FAMILIES = (
-    "ecs.ebmgn7ex.",
-    "ecs.ebmgn7e.",
-    "ecs.ebmgn8v.",
-    "ecs.ebmgn8is.",
-    "ecs.gn8is.",
-    "ecs.ebmgn8te.",
-)
-"""Instance families with RDMA or eRDMA NICs; the RDMA device plugin exposes them as ``rdma/hca``."""
-
-
-class TaintSpec(Spec):
-    key: str = DEFAULT_GPU_TAINT_KEY
-    value: str = "present"
-    effect: Literal["NoSchedule", "NoExecute", "PreferNoSchedule"] = "NoSchedule"
-
-
-class GpuPoolSpec(Spec):
-    """An autoscaling node pool of GPU instances, tainted so only GPU work lands there."""
-
-    name: DnsLabel = "gpu"
-    """Node pool name; nodes are labelled ``ack-training-platform/pool=<name>``."""
-    instance_types: list[str]
-    """ECS instance types in order of preference; later ones are fallbacks when one is sold out."""
-    gpus_per_node: int = Field(ge=1, le=16)
-    """GPUs in each of the instance types (they must agree)."""
-    spot_strategy: Literal["NoSpot", "SpotWithPriceLimit", "SpotAsPriceGo"] = Field(default="NoSpot")
-    """``NoSpot`` (on-demand), ``SpotAsPriceGo`` (spot at market price) or ``SpotWithPriceLimit``."""
-    spot_price_limit: float | None = Field(default=None, gt=0)
-    """Hourly price cap per instance, required with ``SpotWithPriceLimit``."""
-    compensate_with_on_demand: bool = Field(default=True)
-    """Start on-demand instances when spot capacity is gone."""
-    min_size: int = Field(default=0, ge=0)
-    """Fewest nodes; 0 lets an idle pool cost nothing."""
-    max_size: int = Field(default=1, ge=1, le=1000)
-    """Most nodes the autoscaler may start."""
-    desired_size: int | None = Field(default=None, ge=0)
-    """Fixed size: only when ``minSize == maxSize`` (autoscaling off); must equal them."""
-    taint: TaintSpec = Field(default_factory=TaintSpec)
-    """Taint on every node; jobs get the matching toleration from the pool."""
-    labels: dict[str, str] = Field(default_factory=dict)
-    """Extra node labels."""
-    system_disk_gib: int = Field(default=120, ge=40, le=2048)
-    """System disk size; training images are large."""
-    data_disk_gib: int = Field(default=200, ge=0, le=32768)
-    """Data disk for container images and local scratch (0: none)."""
-    disk_category: Literal["cloud_essd", "cloud_auto", "cloud_efficiency"] = Field(default="cloud_essd")
-    auto_repair: bool = Field(default=True)
-    """Let ACK replace nodes that fail health checks (e.g. a GPU fell off the bus)."""
-    rdma: bool = False
-    """Install the RDMA device plugin and expose ``rdma/hca``; needs RDMA-capable instance types."""
-    driver_version: str | None = Field(default=None)
-    """Pin the NVIDIA driver, e.g. ``550.127.08`` (ACK label ``ack.aliyun.com/nvidia-driver-version``)."""
-
-    @model_validator(mode="after")
-    def _check(self) -> GpuPoolSpec:
-        if not self.instance_types:
-            raise field_error("instanceTypes", "list at least one GPU instance type, e.g. ['ecs.gn7i-c8g1.2xlarge']")
-        if self.min_size > self.max_size:
-            raise field_error("minSize", f"minSize ({self.min_size}) must not exceed maxSize ({self.max_size})")
-        if self.desired_size is not None and not self.min_size <= self.desired_size <= self.max_size:
-            raise field_error(
-                "desiredSize",
-                f"desiredSize ({self.desired_size}) must lie between minSize ({self.min_size}) and maxSize ({self.max_size})",
-            )
-        if self.desired_size is not None and self.min_size != self.max_size:
-            raise field_error(
-                "desiredSize",
-                "desiredSize fixes the pool size and conflicts with autoscaling: drop it, or set minSize == maxSize",
-            )
-        if (self.spot_strategy == "SpotWithPriceLimit") != (self.spot_price_limit is not None):
-            raise field_error(
-                "spotPriceLimit", "spotPriceLimit is required with, and only with, spotStrategy SpotWithPriceLimit"
-            )
-        if self.rdma:
-            plain = [t for t in self.instance_types if not t.startswith(RDMA_INSTANCE_FAMILIES)]
-            if plain:
+        if not self.creates_cluster:
+            mode = "a local cluster" if self.local is not None else "an adopted cluster (existingClusterId)"
+            set_but_unused(self, ("version", "cluster_spec", "deletion_protection", "api_server"), f"with {mode}")
+            if self.local is not None:
+                set_but_unused(self, ("system_pool", "autoscaler", "addons"), f"with {mode}")
+            elif self.system_pool.enabled:
                 raise field_error(
-                    "rdma",
-                    f"instance types {plain} have no RDMA NIC; use families {', '.join(f.rstrip('.') for f in RDMA_INSTANCE_FAMILIES)}",
+                    "systemPool.enabled",
+                    "an adopted cluster runs its system workloads on its own nodes: drop systemPool",
+                )
+            return self
+        api = self.api_server
+        if api.public and api.private_access is not None:
+            raise field_error("apiServer.privateAccess", "privateAccess describes a private API server: drop it")
+        for i, block in enumerate(api.allowed_cidrs):
+            if block.prefixlen == 0:
+                raise field_error(
+                    f"apiServer.allowedCidrs[{i}]",
+                    f"{block} opens the API server to the whole internet: list the ranges you connect from",
                 )
         return self
-
-    @property
-    def autoscaling(self) -> bool:
-        return self.min_size != self.max_size

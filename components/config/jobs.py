@@ -7,7 +7,20 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from .base import _DNS_1035_LABEL, JOB_NAME_MAX, Cpu, DnsLabel, Quantity, Spec, field_error, quantity_bytes
+from .base import (
+    _DNS_1035_LABEL,
+    JOB_NAME_MAX,
+    Cpu,
+    DnsLabel,
+    EnvName,
+    EnvValue,
+    LabelKey,
+    Labels,
+    Quantity,
+    Spec,
+    field_error,
+    quantity_bytes,
+)
 
 # --- jobs ----------------------------------------------------------------------------
 
@@ -73,9 +86,23 @@ class RunPolicySpec(Spec):
     """Pod restarts allowed before the job fails (preemptions count)."""
     active_deadline_seconds: int | None = Field(default=None, ge=1)
     ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
+    """Refused: the job is a Pulumi resource, and one the operator deleted would be created, and trained, again
+    by the next ``pulumi up --refresh``. Remove the job from the stack to delete it."""
     clean_pod_policy: Literal["None", "Running", "All"] = Field(default="None")
     """``None`` keeps finished pods so their logs stay readable."""
     suspend: bool = False
+    """Stop the job's pods and keep the job; set back to ``false`` to resume it (the only change made in place)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> RunPolicySpec:
+        if self.ttl_seconds_after_finished is not None:
+            raise field_error(
+                "ttlSecondsAfterFinished",
+                "a job the operator deletes after it finishes would be created and trained again by the next "
+                "pulumi up --refresh: drop the TTL and remove the job from the stack when you are done with it "
+                "(cleanPodPolicy frees its pods)",
+            )
+        return self
 
 
 class SchedulingSpec(Spec):
@@ -94,9 +121,9 @@ class TrainingJobSpec(Spec):
     preset: Literal["train", "netbench"] = "train"
     """``train`` runs the trainer; ``netbench`` measures all-reduce bandwidth across the nodes."""
     namespace: DnsLabel | None = None
-    """Namespace; the platform's training namespace when unset."""
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
+    """Must be the platform's training namespace, which holds the claims and the pull secret (its default)."""
+    labels: Labels = Field(default_factory=dict)
+    annotations: dict[LabelKey, EnvValue] = Field(default_factory=dict)
     image: str | None = None
     """Full image reference, pinned by tag (not ``latest``) or digest."""
     image_tag: str | None = Field(default=None)
@@ -106,7 +133,8 @@ class TrainingJobSpec(Spec):
     args: list[str] = Field(default_factory=list)
     """Extra arguments appended to the command (e.g. trainer flags not in ``trainer``)."""
     trainer: TrainerArgs = Field(default_factory=TrainerArgs)
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[EnvName, EnvValue] = Field(default_factory=dict)
+    """Extra environment variables; numbers are written as text."""
     nodes: int = Field(default=1, ge=1, le=512)
     """Pods: one Master plus ``nodes - 1`` Workers."""
     elastic: ElasticSpec | None = None
@@ -122,7 +150,7 @@ class TrainingJobSpec(Spec):
     shm_size: Quantity | None = Field(default=None)
     """``/dev/shm`` size; 16Gi per GPU (2Gi for CPU jobs) when unset. Counts against ``memory``."""
     network: Literal["tcp", "rdma"] = "tcp"
-    """``rdma`` enables NCCL over InfiniBand/RoCE with host networking (needs an RDMA pool)."""
+    """``rdma`` runs NCCL over the GPU pool's RDMA fabric (eRDMA) with host networking; needs a pool with a fabric."""
     nccl_debug: Literal["INFO", "WARN", "TRACE"] | None = Field(default=None)
     restart_policy: Literal["OnFailure", "ExitCode", "Never"] = Field(default="OnFailure")
     run_policy: RunPolicySpec = Field(default_factory=RunPolicySpec)
@@ -162,6 +190,11 @@ class TrainingJobSpec(Spec):
                 f"minAvailable ({self.scheduling.min_available}) exceeds the job's {self.max_pods} pods",
             )
         return self
+
+    @property
+    def min_pods(self) -> int:
+        """Pods that must run at once: all of them, or an elastic job's minimum."""
+        return self.elastic.min_nodes if self.elastic else self.nodes
 
     @property
     def max_pods(self) -> int:

@@ -3,21 +3,35 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+import re
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from .base import PROJECT, REGION_KEY, SECRET_KEYS, Spec, field_error
-from .cluster import ClusterSpec, GpuPoolSpec, NetworkSpec
+from .base import (
+    DEFAULT_CPU_SHM_GIB,
+    DEFAULT_SHM_PER_GPU_GIB,
+    PROJECT,
+    REGION_KEY,
+    SECRET_KEYS,
+    Spec,
+    field_error,
+    quantity_bytes,
+)
+from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
 from .jobs import TrainingJobSpec
 from .operator import OperatorSpec, TrainingNamespaceSpec
+from .pools import GpuPoolSpec
 from .registry import RegistrySpec
 from .storage import StorageSpec
 
 # --- the platform --------------------------------------------------------------------
+
+
+IMAGE_MIRROR = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9][a-z0-9._-]*)+$")
 
 
 class PlatformSpec(Spec):
@@ -33,6 +47,10 @@ class PlatformSpec(Spec):
     storage: StorageSpec = Field(default_factory=StorageSpec)
     registry: RegistrySpec | None = None
     """Container registry for the training image; jobs must then give full image references."""
+    image_mirror: str | None = Field(default=None)
+    """Pull third-party images (the operator, Volcano, the operator's init container) from this registry path
+    instead, e.g. ``registry-vpc.cn-hangzhou.aliyuncs.com/mirror``: ``<mirror>/<last path part>:<tag>``.
+    ``python -m components.images`` lists what to copy there."""
     operator: OperatorSpec = Field(default_factory=OperatorSpec)
     training: TrainingNamespaceSpec = Field(default_factory=TrainingNamespaceSpec)
     jobs: list[TrainingJobSpec] = Field(default_factory=list)
@@ -42,8 +60,37 @@ class PlatformSpec(Spec):
     def is_local(self) -> bool:
         return self.cluster.local is not None
 
+    @property
+    def nas_zone(self) -> str | None:
+        """Zone of an extreme file system: its own, else the first vSwitch's."""
+        nas = self.storage.nas
+        if nas is None or nas.file_system_type != "extreme":
+            return None
+        if nas.zone_id is not None:
+            return nas.zone_id
+        return self.network.vswitches[0].zone_id if self.network and self.network.vswitches else None
+
+    @property
+    def nas_vswitch(self) -> int:
+        """Index of the vSwitch the NAS mount target uses: one in an extreme file system's zone."""
+        zones = [vsw.zone_id for vsw in self.network.vswitches] if self.network else []
+        return zones.index(self.nas_zone) if self.nas_zone in zones else 0
+
+    @property
+    def autoscaler_enabled(self) -> bool:
+        """Whether the stack configures ACK's cluster autoscaler (needed by an autoscaling pool)."""
+        if self.cluster.autoscaler.enabled is not None:
+            return self.cluster.autoscaler.enabled
+        return self.cluster.creates_cluster and self.gpu_pool is not None and self.gpu_pool.autoscaling
+
     @model_validator(mode="after")
     def _check(self) -> PlatformSpec:
+        if self.image_mirror is not None and not IMAGE_MIRROR.match(self.image_mirror):
+            raise field_error(
+                "imageMirror",
+                f"{self.image_mirror!r} is not a registry path: write host/namespace without scheme or tag, "
+                "e.g. 'registry-vpc.cn-hangzhou.aliyuncs.com/mirror'",
+            )
         if self.is_local:
             for key, value in (
                 ("network", self.network),
@@ -55,62 +102,147 @@ class PlatformSpec(Spec):
                 if value is not None:
                     raise field_error(key, f"a local cluster (cluster.local) creates no cloud resources: remove {key}")
         else:
-            if self.region is None:
-                raise PydanticCustomError(
-                    "platform",
-                    "ACK stacks need the region: pulumi config set alicloud:region cn-hangzhou",
-                    {"key": "<region>"},
-                )
-            if self.network is None:
+            self._check_cloud()
+        self._check_jobs()
+        return self
+
+    def _check_cloud(self) -> None:
+        if self.region is None:
+            raise PydanticCustomError(
+                "platform",
+                "ACK stacks need the region: pulumi config set alicloud:region cn-hangzhou",
+                {"key": "<region>"},
+            )
+        if self.network is None:
+            raise field_error(
+                "network",
+                "ACK stacks need a network for nodes and NAS: give network.vswitches, "
+                "or adopt a VPC with network.vpcId and network.vswitchIds",
+            )
+        api = self.cluster.api_server
+        if self.cluster.creates_cluster and api.public and not api.allowed_cidrs:
+            raise field_error(
+                "cluster.apiServer.allowedCidrs",
+                "a public API server needs the source ranges that may reach it "
+                "(where Pulumi, CI and kubectl connect from), e.g. ['203.0.113.0/24']",
+            )
+        if self.cluster.creates_cluster and not api.public and api.private_access is None:
+            raise field_error(
+                "cluster.apiServer",
+                "Pulumi applies every in-cluster object through the API server, which is private by default: "
+                "set public: true with allowedCidrs, or keep it private and set privateAccess to how this "
+                f"machine reaches the VPC ({', '.join(PRIVATE_ACCESS)})",
+            )
+        if self.cluster.existing_cluster_id is not None and self.network.vpc_id is None:
+            raise field_error(
+                "network.vswitches",
+                "an adopted cluster (cluster.existingClusterId) lives in a VPC already: adopt it with "
+                "network.vpcId and network.vswitchIds instead of creating vSwitches",
+            )
+        if self.storage.nas is None:
+            raise field_error(
+                "storage.nas", "ACK stacks keep data on NAS: add storage.nas (may be {} for the defaults)"
+            )
+        nas = self.storage.nas
+        if nas.access_cidr is not None and not nas.access_cidr.subnet_of(self.network.vpc_cidr):
+            raise field_error(
+                "storage.nas.accessCidr",
+                f"{nas.access_cidr} is wider than the VPC ({self.network.vpc_cidr}): NAS access is limited to the VPC",
+            )
+        if nas.file_system_type == "extreme" and nas.existing_file_system_id is None:
+            zones = [vsw.zone_id for vsw in self.network.vswitches]
+            if self.nas_zone is None:
                 raise field_error(
-                    "network",
-                    "ACK stacks need a network for nodes and NAS: give network.vswitches, "
-                    "or adopt a VPC with network.vpcId and network.vswitchIds",
+                    "storage.nas.zoneId",
+                    "an extreme file system lives in one zone: give the zone of the vSwitch its mount target uses "
+                    "(network.vswitchIds[0])",
                 )
-            if self.storage.nas is None:
+            if zones and self.nas_zone not in zones:
                 raise field_error(
-                    "storage.nas", "ACK stacks keep data on NAS: add storage.nas (may be {} for the defaults)"
+                    "storage.nas.zoneId",
+                    f"{self.nas_zone!r} has no vSwitch for the mount target; use one of {zones}",
                 )
-            nas = self.storage.nas
-            if nas.access_cidr is not None and not nas.access_cidr.subnet_of(self.network.vpc_cidr):
-                raise field_error(
-                    "storage.nas.accessCidr",
-                    f"{nas.access_cidr} is wider than the VPC ({self.network.vpc_cidr}): NAS access is limited to the VPC",
-                )
+
+    def _check_jobs(self) -> None:
         names = [job.name for job in self.jobs]
+        pool = self.gpu_pool
         for i, job in enumerate(self.jobs):
+            key = f"jobs[{i}]"
             if job.name in names[:i]:
-                raise field_error(f"jobs[{i}].name", f"job name {job.name!r} is used twice")
+                raise field_error(f"{key}.name", f"job name {job.name!r} is used twice")
+            if job.namespace not in (None, self.training.namespace):
+                raise field_error(
+                    f"{key}.namespace",
+                    f"the data and output claims and the pull secret live in training.namespace "
+                    f"({self.training.namespace!r}), so pods in {job.namespace!r} could not start: drop namespace, "
+                    "or set training.namespace",
+                )
             if job.image_tag is not None and self.registry is None:
                 raise field_error(
-                    f"jobs[{i}].image_tag",
+                    f"{key}.image_tag",
                     "imageTag needs a registry; without one give a full image reference in image",
                 )
             gpus = self.job_gpus(job)
-            if gpus and self.gpu_pool is None:
+            if gpus and pool is None:
                 raise field_error(
-                    f"jobs[{i}].gpus_per_node",
+                    f"{key}.gpus_per_node",
                     f"the job asks for {gpus} GPUs per node but the stack has no gpuPool; set gpusPerNode: 0 for a CPU job",
                 )
-            if self.gpu_pool is not None and gpus > self.gpu_pool.gpus_per_node:
+            if pool is not None and gpus:
+                if gpus > pool.gpus_per_node:
+                    raise field_error(
+                        f"{key}.gpus_per_node",
+                        f"{gpus} GPUs per pod do not fit on a {pool.gpus_per_node}-GPU node of pool {pool.name!r}",
+                    )
+                if job.max_pods > pool.max_size:
+                    raise field_error(
+                        f"{key}.nodes",
+                        f"the job runs {job.max_pods} pods, one per GPU node, but gpuPool.maxSize is {pool.max_size}: "
+                        "raise maxSize or run fewer nodes",
+                    )
+                if job.gpus_per_node is None and job.procs_per_node not in (None, gpus):
+                    raise field_error(
+                        f"{key}.procsPerNode",
+                        f"procsPerNode ({job.procs_per_node}) must equal the job's {gpus} GPUs per pod: "
+                        "one process drives one GPU",
+                    )
+            quota = self.training.gpu_quota
+            if quota is not None and gpus * job.min_pods > quota:
                 raise field_error(
-                    f"jobs[{i}].gpus_per_node",
-                    f"{gpus} GPUs per pod do not fit on a {self.gpu_pool.gpus_per_node}-GPU node of pool {self.gpu_pool.name!r}",
+                    f"{key}.nodes",
+                    f"the job needs {gpus * job.min_pods} GPUs at once but training.gpuQuota is {quota}: "
+                    "it could never start; raise the quota or shrink the job",
                 )
-            if job.network == "rdma" and not (self.gpu_pool and self.gpu_pool.rdma):
-                raise field_error(f"jobs[{i}].network", "rdma networking needs a gpuPool with rdma: true")
+            shm = job_shm_size(job, gpus)
+            if job.shm_size is None and quantity_bytes(shm) >= quantity_bytes(job.memory):
+                raise field_error(
+                    f"{key}.memory",
+                    f"memory {job.memory} leaves no room for the default /dev/shm of {shm} "
+                    f"({DEFAULT_SHM_PER_GPU_GIB}Gi per GPU, {DEFAULT_CPU_SHM_GIB}Gi for CPU jobs), which counts "
+                    "against it: raise memory or set shmSize",
+                )
+            if job.network == "rdma" and (pool is None or pool.fabric == "none"):
+                raise field_error(
+                    f"{key}.network", "rdma networking needs a gpuPool with an RDMA fabric (fabric: erdma)"
+                )
             if (job.scheduling.queue or job.scheduling.min_available) and not self.operator.volcano.enabled:
                 raise field_error(
-                    f"jobs[{i}].scheduling",
+                    f"{key}.scheduling",
                     "queues and gang scheduling need Volcano: set operator.volcano.enabled: true",
                 )
-        return self
 
     def job_gpus(self, job: TrainingJobSpec) -> int:
         """GPUs per pod of ``job``: its own setting, else the whole node of the GPU pool."""
         if job.gpus_per_node is not None:
             return job.gpus_per_node
         return self.gpu_pool.gpus_per_node if self.gpu_pool is not None else 0
+
+
+def job_shm_size(job: TrainingJobSpec, gpus: int) -> str:
+    """``/dev/shm`` size: as configured, else sized for the data loader workers per GPU."""
+    if job.shm_size is not None:
+        return job.shm_size
+    return f"{DEFAULT_SHM_PER_GPU_GIB * gpus}Gi" if gpus else f"{DEFAULT_CPU_SHM_GIB}Gi"
 
 
 # --- loading -------------------------------------------------------------------------
@@ -127,12 +259,14 @@ class ConfigError(Exception):
         return "invalid stack configuration:\n" + "\n".join(f"  {p}" for p in self.problems)
 
 
-def load_spec(raw: Mapping[str, Any]) -> PlatformSpec:
+def load_spec(raw: Mapping[str, Any], secret_keys: Collection[str] = (), *, credentials: bool = True) -> PlatformSpec:
     """Validate a stack's config.
 
     Args:
         raw: namespaced config keys to values, as in a stack file's ``config:`` section
             (``{"ack-training-platform:gpuPool": {...}, "alicloud:region": "cn-hangzhou"}``).
+        secret_keys: the namespaced keys whose values are encrypted (``pulumi config set --secret``).
+        credentials: require the secret keys the spec needs (the offline plan does without).
 
     Returns:
         The validated spec.
@@ -141,7 +275,24 @@ def load_spec(raw: Mapping[str, Any]) -> PlatformSpec:
         ConfigError: with one message per problem, each naming its stack key.
     """
     prefix = PROJECT + ":"
+    misspelled = [
+        f"{key}: unknown config namespace {key.split(':', 1)[0]!r}; did you mean {prefix!r}? "
+        f"(run: pulumi config rm {key}, then set {prefix}{key.split(':', 1)[1]})"
+        for key in raw
+        if ":" in key
+        and not key.startswith(prefix)
+        and difflib.get_close_matches(key.split(":", 1)[0], [PROJECT], n=1, cutoff=0.8)
+    ]
+    if misspelled:
+        raise ConfigError(misspelled)
     ours = {k[len(prefix) :]: v for k, v in raw.items() if k.startswith(prefix)}
+    plaintext = [
+        f"{prefix}{key}: a credential must be encrypted; run: pulumi config set --secret {key} <value>"
+        for key in SECRET_KEYS
+        if key in ours and prefix + key not in secret_keys
+    ]
+    if plaintext:
+        raise ConfigError(plaintext)
     data = {k: v for k, v in ours.items() if k not in SECRET_KEYS}
     if REGION_KEY in raw:
         if "region" in data:
@@ -151,17 +302,22 @@ def load_spec(raw: Mapping[str, Any]) -> PlatformSpec:
         spec = PlatformSpec.model_validate(data)
     except ValidationError as err:
         raise ConfigError([_describe(e) for e in err.errors()]) from None
+    if credentials:
+        missing = [
+            f"{prefix}{key}: {needs} is set but this credential is missing; run: pulumi config set --secret {key} <value>"
+            for key, needs in missing_credentials(spec, raw).items()
+        ]
+        if missing:
+            raise ConfigError(missing)
+    return spec
+
+
+def missing_credentials(spec: PlatformSpec, raw: Mapping[str, Any]) -> dict[str, str]:
+    """Secret stack keys ``spec`` needs that ``raw`` lacks, each with the key needing it."""
     needed = {"registryPassword": "registry.username"} if spec.registry and spec.registry.username else {}
     if spec.storage.oss is not None:
         needed.update(ossAccessKeyId="storage.oss", ossAccessKeySecret="storage.oss")
-    missing = [
-        f"{prefix}{key}: {user} is set but this credential is missing; run: pulumi config set --secret {key} <value>"
-        for key, user in needed.items()
-        if key not in ours
-    ]
-    if missing:
-        raise ConfigError(missing)
-    return spec
+    return {key: needs for key, needs in needed.items() if f"{PROJECT}:{key}" not in raw}
 
 
 def _describe(error: Mapping[str, Any]) -> str:
@@ -170,8 +326,13 @@ def _describe(error: Mapping[str, Any]) -> str:
     key_in_ctx = (error.get("ctx") or {}).get("key")
     if key_in_ctx == "<region>":
         return f"{REGION_KEY}: {error['msg']}"
+    if loc[:1] == ["region"]:
+        return f"{REGION_KEY}: a region id such as 'cn-hangzhou' (got {error['input']!r})"
     if key_in_ctx:
         loc += _split_key(key_in_ctx)
+    if loc[-1:] == ["[key]"]:
+        # A bad key of a mapping (a label, an env name): the message quotes it.
+        loc = loc[:-2]
     path = _key_path(loc)
     if kind == "extra_forbidden":
         valid = _valid_keys(loc[:-1])

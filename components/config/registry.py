@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from .base import DnsLabel, Spec, field_error
+from .base import DnsLabel, Spec, field_error, set_but_unused
 
 # --- registry ------------------------------------------------------------------------
 
@@ -24,14 +24,30 @@ class RegistrySpec(Spec):
     """Use this existing enterprise instance (edition enterprise) instead of buying one."""
     enterprise_instance_name: DnsLabel | None = Field(default=None)
     """Name of the enterprise instance (its registry host is ``<name>-registry-vpc.<region>.cr.aliyuncs.com``)."""
+    link_vpc: bool = Field(default=True)
+    """Link the enterprise instance's VPC endpoint to the stack's VPC, without which nodes cannot reach it
+    (off when an adopted instance is linked already)."""
     existing_repository_url: str | None = Field(default=None)
     """Adopt any registry: create nothing and pull from this repository URL."""
     username: str | None = None
-    """Login for an image pull secret, for registries the ACR credential helper does not cover;
-    its password is the secret key ``registryPassword``."""
+    """Login for an image pull secret; its password is the secret key ``registryPassword``. Required for the
+    personal edition, which the password-free ACR credential helper does not cover."""
 
     @model_validator(mode="after")
     def _check(self) -> RegistrySpec:
+        if self.edition == "personal":
+            set_but_unused(
+                self, ("enterprise_instance_id", "enterprise_instance_name", "link_vpc"), "with the personal edition"
+            )
+            if self.username is None and self.existing_repository_url is None:
+                raise field_error(
+                    "username",
+                    "nodes pull from a personal-edition registry with a password: the ACR credential helper serves "
+                    "enterprise instances (and personal ones created on or before 2024-09-08) only; set username "
+                    "and run: pulumi config set --secret registryPassword <password>",
+                )
+        if self.existing_repository_url is not None:
+            set_but_unused(self, ("namespace", "repository", "link_vpc"), "with existingRepositoryUrl")
         if (
             self.edition == "enterprise"
             and self.existing_repository_url is None

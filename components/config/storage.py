@@ -6,7 +6,11 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from .base import Cidr, DnsLabel, Quantity, Spec, field_error
+from .base import Cidr, DnsLabel, Quantity, Spec, field_error, set_but_unused
+
+EXTREME_ROOT = "/share"
+"""Extreme NAS exports only ``/share`` and below (alibaba-cloud-csi-driver ``pkg/nas/utils.go``
+strips it; ACK docs: an extreme NAS path must have ``/share`` as its parent)."""
 
 # --- storage -------------------------------------------------------------------------
 
@@ -15,7 +19,8 @@ class VolumeSpec(Spec):
     claim_name: DnsLabel
     """PersistentVolumeClaim name."""
     size: Quantity
-    """Requested size, e.g. ``500Gi`` (NAS bills what is used; this is the quota)."""
+    """Size recorded on the volume, e.g. ``500Gi``. NAS bills what is used and does not enforce it here:
+    the shared volumes are fixed directories, which get no quota."""
 
 
 class NasSpec(Spec):
@@ -32,11 +37,17 @@ class NasSpec(Spec):
     capacity_gib: int | None = Field(default=None, ge=100)
     """Provisioned capacity, required for extreme file systems."""
     zone_id: str | None = Field(default=None)
-    """Zone of an extreme file system; the first vSwitch's zone when unset."""
+    """Zone of an extreme file system; the first vSwitch's zone when unset (required with an adopted VPC)."""
     access_cidr: Cidr | None = Field(default=None)
     """Source range of the NAS access rule; the VPC CIDR when unset. Must lie inside the VPC."""
-    base_path: str = Field(default="/training", pattern=r"^/[A-Za-z0-9/_-]*$")
-    """Directory on the file system under which volumes are created."""
+    base_path: str | None = Field(default=None, pattern=r"^/[A-Za-z0-9/_-]*[A-Za-z0-9_-]$")
+    """Directory on the file system that holds the volumes: ``/training``, or ``/share/training`` on extreme NAS."""
+
+    @property
+    def volume_root(self) -> str:
+        if self.base_path is not None:
+            return self.base_path
+        return f"{EXTREME_ROOT}/training" if self.file_system_type == "extreme" else "/training"
 
     @model_validator(mode="after")
     def _check(self) -> NasSpec:
@@ -45,15 +56,29 @@ class NasSpec(Spec):
                 "existingMountTargetDomain",
                 "adopting a file system needs both existingFileSystemId and existingMountTargetDomain",
             )
+        if self.existing_file_system_id is not None:
+            set_but_unused(self, ("storage_type", "capacity_gib", "zone_id"), "with an adopted file system")
         if self.file_system_type == "extreme":
-            if self.storage_type not in ("standard", "advance"):
+            if not self.volume_root.startswith(EXTREME_ROOT + "/"):
+                raise field_error(
+                    "basePath",
+                    f"{self.volume_root!r} is outside {EXTREME_ROOT}: extreme NAS exports only {EXTREME_ROOT} and below, "
+                    f"e.g. '{EXTREME_ROOT}/training'",
+                )
+            if self.existing_file_system_id is None and self.storage_type not in ("standard", "advance"):
                 raise field_error(
                     "storageType",
                     f"extreme file systems take storageType 'standard' or 'advance', not {self.storage_type!r}",
                 )
             if self.capacity_gib is None and self.existing_file_system_id is None:
                 raise field_error("capacityGib", "extreme file systems need capacityGib (at least 100)")
-        elif self.storage_type not in ("Performance", "Capacity", "Premium"):
+        else:
+            set_but_unused(self, ("capacity_gib", "zone_id"), "on a standard file system (extreme only)")
+        if (
+            self.file_system_type == "standard"
+            and self.existing_file_system_id is None
+            and self.storage_type not in ("Performance", "Capacity", "Premium")
+        ):
             raise field_error(
                 "storageType",
                 f"standard file systems take storageType 'Performance', 'Capacity' or 'Premium', not {self.storage_type!r}",

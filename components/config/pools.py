@@ -1,0 +1,122 @@
+"""The node pools: tainted GPU nodes, their network fabric, and the system nodes."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from .base import DEFAULT_GPU_TAINT_KEY, DnsLabel, LabelKey, Labels, LabelValue, Spec, field_error
+
+Fabric = Literal["none", "erdma", "rdma"]
+
+ERDMA_INSTANCE_FAMILIES = ("ecs.gn8is.", "ecs.ebmgn8is.", "ecs.gn8v.", "ecs.ebmgn8v.")
+"""The GPU families ACK lists for eRDMA (ACK: "Submit a PyTorch distributed training job
+through Arena and enable eRDMA acceleration"); their NICs reach NCCL through the
+``ack-erdma-controller`` add-on as the ``aliyun/erdma`` resource."""
+
+AUTOSCALER_TAG_LIMIT = 12
+"""ACK's autoscaler recognises a pool's labels and taints, which it needs to start a node
+for a pending pod, only while its ECS tags, taints and labels number fewer than 12
+(ACK: FAQ about node auto scaling)."""
+
+
+class TaintSpec(Spec):
+    key: LabelKey = DEFAULT_GPU_TAINT_KEY
+    value: LabelValue = "present"
+    effect: Literal["NoSchedule", "NoExecute", "PreferNoSchedule"] = "NoSchedule"
+
+
+class GpuPoolSpec(Spec):
+    """An autoscaling node pool of GPU instances, tainted so only GPU work lands there."""
+
+    name: DnsLabel = "gpu"
+    """Node pool name; nodes are labelled ``ack-training-platform/pool=<name>``."""
+    instance_types: list[str]
+    """ECS instance types in order of preference; later ones are fallbacks when one is sold out."""
+    gpus_per_node: int = Field(ge=1, le=16)
+    """GPUs in each of the instance types (they must agree)."""
+    spot_strategy: Literal["NoSpot", "SpotWithPriceLimit", "SpotAsPriceGo"] = Field(default="NoSpot")
+    """``NoSpot`` (on-demand), ``SpotAsPriceGo`` (spot at market price) or ``SpotWithPriceLimit``."""
+    spot_price_limit: float | None = Field(default=None, gt=0)
+    """Hourly price cap per instance, required with ``SpotWithPriceLimit``."""
+    compensate_with_on_demand: bool = Field(default=True)
+    """Start on-demand instances when spot capacity is gone (spot pools only)."""
+    min_size: int = Field(default=0, ge=0)
+    """Fewest nodes; 0 lets an idle pool cost nothing."""
+    max_size: int = Field(default=1, ge=1, le=1000)
+    """Most nodes the autoscaler may start."""
+    desired_size: int | None = Field(default=None, ge=0)
+    """Fixed size: only when ``minSize == maxSize`` (autoscaling off); must equal them."""
+    taint: TaintSpec = Field(default_factory=TaintSpec)
+    """Taint on every node; jobs get the matching toleration from the pool."""
+    labels: Labels = Field(default_factory=dict)
+    """Extra node labels."""
+    system_disk_gib: int = Field(default=120, ge=40, le=2048)
+    """System disk size; training images are large."""
+    data_disk_gib: int = Field(default=200, ge=0, le=32768)
+    """Data disk for container images and local scratch (0: none)."""
+    disk_category: Literal["cloud_essd", "cloud_auto", "cloud_efficiency"] = Field(default="cloud_essd")
+    auto_repair: bool = Field(default=True)
+    """Let ACK replace nodes that fail health checks (e.g. a GPU fell off the bus)."""
+    fabric: Fabric = "none"
+    """GPU-to-GPU network across nodes: ``none`` (TCP), ``erdma`` (Elastic RDMA on gn8is, ebmgn8is, gn8v, ebmgn8v),
+    or ``rdma`` (Lingjun)."""
+    driver_version: str | None = Field(default=None)
+    """Pin the NVIDIA driver, e.g. ``550.127.08`` (ACK label ``ack.aliyun.com/nvidia-driver-version``)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> GpuPoolSpec:
+        if not self.instance_types:
+            raise field_error("instanceTypes", "list at least one GPU instance type, e.g. ['ecs.gn7i-c8g1.2xlarge']")
+        if self.min_size > self.max_size:
+            raise field_error("minSize", f"minSize ({self.min_size}) must not exceed maxSize ({self.max_size})")
+        if self.desired_size is not None and not self.min_size <= self.desired_size <= self.max_size:
+            raise field_error(
+                "desiredSize",
+                f"desiredSize ({self.desired_size}) must lie between minSize ({self.min_size}) and maxSize ({self.max_size})",
+            )
+        if self.desired_size is not None and self.min_size != self.max_size:
+            raise field_error(
+                "desiredSize",
+                "desiredSize fixes the pool size and conflicts with autoscaling: drop it, or set minSize == maxSize",
+            )
+        if (self.spot_strategy == "SpotWithPriceLimit") != (self.spot_price_limit is not None):
+            raise field_error(
+                "spotPriceLimit", "spotPriceLimit is required with, and only with, spotStrategy SpotWithPriceLimit"
+            )
+        if self.spot_strategy == "NoSpot" and "compensate_with_on_demand" in self.model_fields_set:
+            raise field_error(
+                "compensateWithOnDemand",
+                "compensateWithOnDemand applies to spot pools only: drop it, or set spotStrategy",
+            )
+        if self.fabric == "erdma":
+            other = [t for t in self.instance_types if not t.startswith(ERDMA_INSTANCE_FAMILIES)]
+            if other:
+                raise field_error(
+                    "fabric",
+                    f"instance types {other} have no eRDMA NIC for GPUs; eRDMA needs families "
+                    f"{', '.join(f.removeprefix('ecs.').rstrip('.') for f in ERDMA_INSTANCE_FAMILIES)}",
+                )
+        if self.fabric == "rdma":
+            raise field_error(
+                "fabric",
+                "Lingjun RDMA (rdma/hca) needs Lingjun nodes and Terway exclusive-ENI networking, which this platform "
+                "does not create; ECS GPU families with RDMA NICs (ebmgn8v, gn8v, ebmgn8is, gn8is) use fabric: erdma",
+            )
+        if self.autoscaling and self.autoscaler_tag_count >= AUTOSCALER_TAG_LIMIT:
+            raise field_error(
+                "labels",
+                f"the autoscaler reads a pool's labels and taints only while they and its tags number fewer than "
+                f"{AUTOSCALER_TAG_LIMIT}; this pool has {self.autoscaler_tag_count}: drop some labels",
+            )
+        return self
+
+    @property
+    def autoscaling(self) -> bool:
+        return self.min_size != self.max_size
+
+    @property
+    def autoscaler_tag_count(self) -> int:
+        # The pool label, the driver label, the taint and the eRDMA resource tag come with the pool.
+        return 2 + len(self.labels) + (self.driver_version is not None) + (self.fabric == "erdma")

@@ -1,0 +1,59 @@
+"""The ACK add-ons a platform needs, derived from its spec rather than listed by hand."""
+
+from __future__ import annotations
+
+import json
+
+from ..config import PlatformSpec
+
+NETWORK_PLUGIN = "flannel"
+CREATION_ADDONS = (NETWORK_PLUGIN, "csi-plugin", "csi-provisioner")
+"""Chosen when the cluster is created: the network plugin can be chosen only then
+(``pod_cidr`` means Flannel), and NAS volumes need the CSI driver from the start."""
+BASE_ADDONS = ("storage-operator", "ack-node-problem-detector")
+NODE_REPAIR_ADDON = "node-lifecycle-controller"
+"""Node pool auto-repair needs it beside ack-node-problem-detector (pulumi-alicloud 4.0.0,
+``cs.NodePoolManagementArgs.auto_repair``)."""
+ACR_HELPER_ADDON = "managed-aliyun-acr-credential-helper"
+
+
+def cluster_addons(spec: PlatformSpec) -> list[str]:
+    """Add-ons managed as resources of their own, so that editing the list changes the
+    cluster (``ManagedKubernetes.addons`` applies at creation only). An adopted cluster
+    gets the CSI pair here too: installing an add-on that is there already adopts it."""
+    repair = spec.cluster.has_system_pool or (spec.gpu_pool is not None and spec.gpu_pool.auto_repair)
+    names = [
+        *(() if spec.cluster.creates_cluster else CREATION_ADDONS[1:]),
+        *BASE_ADDONS,
+        *((NODE_REPAIR_ADDON,) if repair else ()),
+        *spec.cluster.addons,
+    ]
+    return [name for i, name in enumerate(names) if name not in names[:i] and name not in CREATION_ADDONS[:1]]
+
+
+def acr_helper_config(instance_id: str, region: str, namespaces: list[str]) -> str:
+    """Configuration of the password-free ACR credential helper: which enterprise instance
+    it logs in to, and the namespaces whose service accounts get its pull credentials
+    (ACR: "Pull images without a secret"; every service account there: ``*``)."""
+    return json.dumps(
+        {
+            "AcrInstanceInfo": [{"instanceId": instance_id, "regionId": region}],
+            "watchNamespace": ",".join(namespaces),
+            "serviceAccount": "*",
+            "expiringThreshold": "15m",
+        },
+        sort_keys=True,
+    )
+
+
+API_SERVER_PORT = 6443
+
+
+def api_server_acl_command(region: str, load_balancer_id: str, acl_id: str) -> str:
+    """The command that turns an access list on for the API server: ACK applies API server
+    access control as a whitelist on the port-6443 listener of the API server's load
+    balancer (ACK: "Configure access control for the API server"), set through the CLB API."""
+    return (
+        f"aliyun slb SetLoadBalancerTCPListenerAttribute --RegionId {region} --LoadBalancerId {load_balancer_id} "
+        f"--ListenerPort {API_SERVER_PORT} --AclStatus on --AclType white --AclId {acl_id}"
+    )
