@@ -14,7 +14,7 @@ from components import (
     TrainingOperator,
     local_provider,
 )
-from components.manifests import OPERATOR_NAMESPACE, POOL_LABEL, SYSTEM_POOL, VOLCANO_NAMESPACE, cluster_addons
+from components.manifests import OPERATOR_NAMESPACE, VOLCANO_NAMESPACE, cluster_addons, system_node_selector
 from components.stack import stack_secret, stack_spec
 
 spec = stack_spec()
@@ -88,7 +88,7 @@ operator = TrainingOperator(
     spec.operator,
     provider=provider,
     image_mirror=spec.image_mirror,
-    node_selector={POOL_LABEL: SYSTEM_POOL} if spec.cluster.has_system_pool else None,
+    node_selector=system_node_selector(spec.cluster),
 )
 jobs = [
     TrainingJob(

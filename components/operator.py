@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pulumi
 import pulumi_kubernetes as k8s
 
@@ -12,7 +10,7 @@ from .config import OperatorSpec
 from .manifests import (
     VOLCANO_NAMESPACE,
     VOLCANO_REPOSITORY,
-    customize_operator_object,
+    operator_customization,
     operator_source,
     volcano_values,
 )
@@ -28,7 +26,8 @@ class TrainingOperator(pulumi.ComponentResource):
 
     The overlay is rendered by the kubernetes provider at deploy time (it fetches the
     pinned tag with ``git``); each rendered object passes through
-    :func:`~components.manifests.customize_operator_object` before it is applied, so no
+    :func:`~components.manifests.customize_operator_object` before it is applied (``python -m
+    components.upstream operator`` shows the result for a stack), so no
     overlay is written to disk and the inputs are the same on every machine. Volcano is a
     Helm release, not a ``helm.v4.Chart``: its admission secret comes from a pre-install
     hook, which only a release runs.
@@ -80,20 +79,12 @@ class TrainingOperator(pulumi.ComponentResource):
                 )
             )
 
-        def customize(obj: dict[str, Any]) -> None:
-            customize_operator_object(
-                obj,
-                gang_scheduler="volcano" if spec.volcano.enabled else None,
-                mirror=image_mirror,
-                node_selector=node_selector,
-            )
-
         # Started with --gang-scheduler-name=volcano, the operator exits unless Volcano's
         # PodGroup CRD exists (v1.9.4 cmd/training-operator.v1/main.go).
         overlay = k8s.kustomize.Directory(
             name,
             directory=source,
-            transformations=[customize],
+            transformations=[operator_customization(spec, mirror=image_mirror, node_selector=node_selector)],
             opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=volcano),
         )
         self.ready = overlay.resources.apply(lambda rendered: [*volcano, *rendered.values()])

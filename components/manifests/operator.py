@@ -9,9 +9,11 @@ volcano-sh/volcano's chart at v1.12.1.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from .base import Manifest
+from ..config import ClusterSpec, OperatorSpec
+from .base import POOL_LABEL, SYSTEM_POOL, Manifest
 
 OPERATOR_REPOSITORY = "https://github.com/kubeflow/trainer.git"
 """kubeflow/training-operator was renamed kubeflow/trainer; its v1 tags live on there."""
@@ -136,6 +138,18 @@ def customize_operator_object(
     container["args"] = kept + [f"{flag}={value}" for flag, value in flags.items()]
 
 
+def operator_customization(
+    operator: OperatorSpec, *, mirror: str | None, node_selector: dict[str, str] | None
+) -> Callable[[Manifest], None]:
+    """What the platform changes in each rendered object of the operator's overlay."""
+    gang_scheduler = "volcano" if operator.volcano.enabled else None
+
+    def customize(obj: Manifest) -> None:
+        customize_operator_object(obj, gang_scheduler=gang_scheduler, mirror=mirror, node_selector=node_selector)
+
+    return customize
+
+
 def volcano_values(*, mirror: str | None, node_selector: dict[str, str] | None) -> dict[str, Any]:
     """Values for the Volcano chart (keys of its ``values.yaml`` at v1.12.1).
 
@@ -172,3 +186,8 @@ def third_party_images(*, operator_version: str | None, volcano_version: str | N
     if volcano_version is not None:
         images += [f"docker.io/{name}:v{volcano_version}" for name in VOLCANO_IMAGES]
     return images
+
+
+def system_node_selector(cluster: ClusterSpec) -> dict[str, str] | None:
+    """Labels of the nodes for the operator and Volcano: the system pool, when there is one."""
+    return {POOL_LABEL: SYSTEM_POOL} if cluster.has_system_pool else None
