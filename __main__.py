@@ -12,7 +12,7 @@ from components import (
     TrainingJob,
     TrainingNamespace,
     TrainingOperator,
-    local_provider,
+    local_providers,
 )
 from components.manifests import OPERATOR_NAMESPACE, VOLCANO_NAMESPACE, cluster_addons, system_node_selector
 from components.stack import stack_secret, stack_spec
@@ -20,9 +20,9 @@ from components.stack import stack_secret, stack_spec
 spec = stack_spec()
 pool = registry = None
 if spec.cluster.local is not None:
-    provider = local_provider(spec.cluster.local)
+    provider, kept_provider = local_providers(spec.cluster.local)
     namespace = TrainingNamespace("training", spec.training, provider=provider)
-    volumes = SharedVolumes("shared", spec.storage, namespace=namespace, provider=provider)
+    volumes = SharedVolumes("shared", spec.storage, namespace=namespace, provider=kept_provider)
 else:
     network = Network(spec.cluster.name, spec.network)
     cluster = AckCluster(
@@ -42,6 +42,8 @@ else:
             cluster_id=cluster.cluster_id,
             vswitch_ids=network.vswitch_ids,
             autoscaler=cluster.autoscaler,
+            addons=cluster.addons,
+            keep_addons=cluster.adopted,
         )
     namespace = TrainingNamespace("training", spec.training, provider=provider)
     storage = NasStorage(
@@ -57,7 +59,7 @@ else:
         "shared",
         spec.storage,
         namespace=namespace,
-        provider=provider,
+        provider=cluster.kept_provider,
         nas_server=storage.server,
         depends_on=storage.ready,
         region=spec.region,
@@ -75,6 +77,7 @@ else:
             vswitch_id=network.first_vswitch_id,
             # With a mirror, the operator's and Volcano's pods pull from the registry too.
             pulling_namespaces=[OPERATOR_NAMESPACE, VOLCANO_NAMESPACE] if spec.image_mirror else [],
+            keep_addons=cluster.adopted,
             password=stack_secret("registryPassword"),
         )
     pulumi.export("clusterId", cluster.cluster_id)
@@ -89,6 +92,7 @@ operator = TrainingOperator(
     provider=provider,
     image_mirror=spec.image_mirror,
     node_selector=system_node_selector(spec.cluster),
+    pulls_after=registry.ready if registry is not None and spec.image_mirror else None,
 )
 jobs = [
     TrainingJob(

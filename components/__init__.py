@@ -8,7 +8,7 @@ Specs (``components.config``) and manifest builders (``components.manifests``) a
 pure and import no Pulumi; nothing here imports torch.
 """
 
-from .cluster import AckCluster, local_provider
+from .cluster import AckCluster, local_providers
 from .config import ConfigError, PlatformSpec, TrainingJobSpec, load_spec
 from .gpu_pool import GpuNodePool
 from .manifests import Placement
@@ -34,5 +34,5 @@ __all__ = [
     "TrainingNamespace",
     "TrainingOperator",
     "load_spec",
-    "local_provider",
+    "local_providers",
 ]

@@ -38,6 +38,11 @@ class AckCluster(pulumi.ComponentResource):
         provider: a kubernetes provider for the cluster. Every object applied through it
             waits for the system nodes and the add-ons. Its ``cluster_identifier`` is the
             cluster id, so rotating credentials does not replace every Kubernetes object.
+        kept_provider: the same, for objects kept on delete (the shared volumes): it
+            updates such an object when it is created again rather than failing because it
+            exists (pulumi-kubernetes 4.29 and later refuse by default).
+        addons: the add-on resources.
+        adopted: whether the cluster existed before this stack.
         autoscaler: the autoscaler configuration, which autoscaling pools must wait for.
         api_server_access: the access list of a public API server and the command that
             binds it, or ``None``.
@@ -98,7 +103,8 @@ class AckCluster(pulumi.ComponentResource):
         addon_options = pulumi.ResourceOptions(
             parent=self, depends_on=list(nodes), retain_on_delete=spec.existing_cluster_id is not None
         )
-        installed = [
+        self.adopted = spec.existing_cluster_id is not None
+        self.addons: list[pulumi.Resource] = [
             alicloud.cs.KubernetesAddon(f"{name}-{addon}", cluster_id=self.cluster_id, name=addon, opts=addon_options)
             for addon in addons
         ]
@@ -107,11 +113,16 @@ class AckCluster(pulumi.ComponentResource):
         )
         # The SDK does not mark the credential secret; without this it would land in plain state.
         self.kubeconfig = pulumi.Output.secret(credential.kube_config)
+        ready = pulumi.ResourceOptions(parent=self, depends_on=[*nodes, *self.addons])
         self.provider = k8s.Provider(
-            f"{name}-k8s",
+            f"{name}-k8s", kubeconfig=self.kubeconfig, cluster_identifier=self.cluster_id, opts=ready
+        )
+        self.kept_provider = k8s.Provider(
+            f"{name}-k8s-kept",
             kubeconfig=self.kubeconfig,
             cluster_identifier=self.cluster_id,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*nodes, *installed]),
+            upsert_existing_objects=True,
+            opts=ready,
         )
         self.register_outputs({"clusterId": self.cluster_id, "kubeconfig": self.kubeconfig})
 
@@ -126,7 +137,8 @@ class AckCluster(pulumi.ComponentResource):
             multi_az_policy="BALANCE",
             desired_size=str(pool.size),
             labels=[alicloud.cs.NodePoolLabelArgs(key=POOL_LABEL, value=SYSTEM_POOL)],
-            management=alicloud.cs.NodePoolManagementArgs(enable=True, auto_repair=True),
+            # Auto-repair needs add-ons whose pods run on these very nodes: off here.
+            management=alicloud.cs.NodePoolManagementArgs(enable=True, auto_repair=False),
             system_disk_category="cloud_essd",
             system_disk_size=pool.system_disk_gib,
             install_cloud_monitor=True,
@@ -161,6 +173,11 @@ class AckCluster(pulumi.ComponentResource):
         )
 
 
-def local_provider(spec: LocalClusterSpec) -> k8s.Provider:
-    """A kubernetes provider for a non-ACK cluster, or one that only renders YAML."""
-    return k8s.Provider("local-k8s", context=spec.context, render_yaml_to_directory=spec.render_yaml_to_directory)
+def local_providers(spec: LocalClusterSpec) -> tuple[k8s.Provider, k8s.Provider]:
+    """Kubernetes providers for a non-ACK cluster, or ones that only render YAML: one for
+    all objects, one for objects kept on delete (see :class:`AckCluster`)."""
+    settings = {"context": spec.context, "render_yaml_to_directory": spec.render_yaml_to_directory}
+    return (
+        k8s.Provider("local-k8s", **settings),
+        k8s.Provider("local-k8s-kept", upsert_existing_objects=True, **settings),
+    )

@@ -21,6 +21,9 @@ class GpuNodePool(pulumi.ComponentResource):
         vswitch_ids: vSwitches to start nodes in, in order of preference.
         autoscaler: the cluster's autoscaler configuration; an autoscaling pool grows
             only once it exists.
+        addons: the cluster's add-ons; auto-repair needs node-lifecycle-controller and
+            ack-node-problem-detector installed first.
+        keep_addons: leave the fabric add-on installed when the pool goes (an adopted cluster).
 
     Attributes:
         spec: the pool's spec.
@@ -38,6 +41,8 @@ class GpuNodePool(pulumi.ComponentResource):
         cluster_id: pulumi.Input[str],
         vswitch_ids: pulumi.Input[list[str]],
         autoscaler: pulumi.Resource | None = None,
+        addons: list[pulumi.Resource] | None = None,
+        keep_addons: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:GpuNodePool", name, None, opts)
@@ -65,7 +70,9 @@ class GpuNodePool(pulumi.ComponentResource):
             )
             if spec.autoscaling
             else None,
-            desired_size=None if spec.autoscaling else str(spec.min_size),
+            desired_size=None
+            if spec.autoscaling
+            else str(spec.min_size if spec.desired_size is None else spec.desired_size),
             labels=[alicloud.cs.NodePoolLabelArgs(key=k, value=v) for k, v in pool_node_labels(spec).items()],
             taints=[
                 alicloud.cs.NodePoolTaintArgs(key=spec.taint.key, value=spec.taint.value, effect=spec.taint.effect)
@@ -78,7 +85,9 @@ class GpuNodePool(pulumi.ComponentResource):
             if spec.data_disk_gib
             else None,
             install_cloud_monitor=True,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[autoscaler] if autoscaler is not None else None),
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[*([autoscaler] if autoscaler is not None else []), *(addons or [])]
+            ),
         )
         self.node_pool_id = pool.node_pool_id
         self.ready: list[pulumi.Resource] = [pool]
@@ -90,7 +99,7 @@ class GpuNodePool(pulumi.ComponentResource):
                     cluster_id=cluster_id,
                     name=fabric.addon,
                     config=fabric.addon_config,
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=[pool]),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[pool], retain_on_delete=keep_addons),
                 )
             )
         self.register_outputs({"nodePoolId": self.node_pool_id})

@@ -38,6 +38,8 @@ class TrainingOperator(pulumi.ComponentResource):
         provider: the cluster's kubernetes provider.
         image_mirror: registry path the third-party images were copied to.
         node_selector: labels of the nodes for the operator and Volcano (the system pool).
+        pulls_after: what must exist before their images can be pulled (the mirror
+            registry's VPC link and credential helper).
 
     Attributes:
         ready: what a PyTorchJob must wait for (the operator's objects and CRDs, Volcano);
@@ -53,6 +55,7 @@ class TrainingOperator(pulumi.ComponentResource):
         provider: k8s.Provider,
         image_mirror: str | None = None,
         node_selector: dict[str, str] | None = None,
+        pulls_after: list[pulumi.Resource] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         source = operator_source(spec.version) if spec.install else None
@@ -63,6 +66,7 @@ class TrainingOperator(pulumi.ComponentResource):
             self.register_outputs({})
             return
         volcano: list[pulumi.Resource] = []
+        wait = list(pulls_after or [])
         if spec.volcano.enabled:
             volcano.append(
                 k8s.helm.v3.Release(
@@ -75,7 +79,7 @@ class TrainingOperator(pulumi.ComponentResource):
                     create_namespace=True,
                     values=volcano_values(mirror=image_mirror, node_selector=node_selector),
                     timeout=RELEASE_TIMEOUT_S,
-                    opts=pulumi.ResourceOptions(parent=self, provider=provider),
+                    opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=wait),
                 )
             )
 
@@ -85,7 +89,7 @@ class TrainingOperator(pulumi.ComponentResource):
             name,
             directory=source,
             transformations=[operator_customization(spec, mirror=image_mirror, node_selector=node_selector)],
-            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=volcano),
+            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[*wait, *volcano]),
         )
         self.ready = overlay.resources.apply(lambda rendered: [*volcano, *rendered.values()])
         self.register_outputs({})

@@ -44,6 +44,7 @@ class ContainerRegistry(pulumi.ComponentResource):
         vpc_id: the VPC an enterprise instance's endpoint is linked to.
         vswitch_id: the vSwitch of that endpoint.
         pulling_namespaces: every namespace whose pods pull from this registry.
+        keep_addons: leave the credential helper installed when the registry goes (an adopted cluster).
         password: the ``registryPassword`` secret, for ``spec.username``.
 
     Attributes:
@@ -65,6 +66,7 @@ class ContainerRegistry(pulumi.ComponentResource):
         vpc_id: pulumi.Input[str],
         vswitch_id: pulumi.Input[str],
         pulling_namespaces: Sequence[str] = (),
+        keep_addons: bool = False,
         password: pulumi.Output[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
@@ -140,7 +142,7 @@ class ContainerRegistry(pulumi.ComponentResource):
                     config=pulumi.Output.from_input(instance_id).apply(
                         lambda id_: acr_helper_config(id_, region, sorted({namespace.name, *pulling_namespaces}))
                     ),
-                    opts=child,
+                    opts=pulumi.ResourceOptions(parent=self, retain_on_delete=keep_addons),
                 )
             )
             public, vpc = enterprise_hosts(spec.enterprise_instance_name, region)

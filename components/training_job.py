@@ -6,7 +6,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from ._k8s import TOKEN, resource_args
-from .config import TrainingJobSpec
+from .config import TrainingJobSpec, job_gpus
 from .gpu_pool import GpuNodePool
 from .manifests import CPU_PLACEMENT, REPLACED_ON_CHANGE, JobContext, kubectl_commands, pytorch_job
 from .namespace import TrainingNamespace
@@ -76,7 +76,7 @@ class TrainingJob(pulumi.ComponentResource):
                 f"{namespace.name!r}"
             )
         placement = pool.placement if pool is not None else CPU_PLACEMENT
-        gpus = spec.gpus_per_node if spec.gpus_per_node is not None else placement.gpus_per_node
+        gpus = job_gpus(spec, placement.gpus_per_node)
 
         self.manifest = pytorch_job(
             spec,

@@ -260,7 +260,7 @@ INVALID = [
     (
         "job needs more nodes than the pool has",
         {"jobs.0.nodes": 3},
-        "ack-training-platform:jobs[0].nodes: the job runs 3 pods, one per GPU node, but gpuPool.maxSize is 2: "
+        "ack-training-platform:jobs[0].nodes: the job's 3 pods need 3 GPU nodes but gpuPool.maxSize is 2: "
         "raise maxSize or run fewer nodes",
     ),
     (
@@ -276,10 +276,31 @@ INVALID = [
         "process drives one GPU",
     ),
     (
-        "default shm larger than memory",
-        {"jobs.0.memory": "16Gi"},
-        "ack-training-platform:jobs[0].memory: memory 16Gi leaves no room for the default /dev/shm of 16Gi (16Gi per "
-        "GPU, 2Gi for CPU jobs), which counts against it: raise memory or set shmSize",
+        "platform add-on listed again",
+        {"cluster.addons": ["ack-erdma-controller", "logtail-ds"]},
+        "ack-training-platform:cluster.addons: ['ack-erdma-controller'] are installed and configured by the platform "
+        "where it needs them: list only other add-ons",
+    ),
+    (
+        "gpu pool named like the system pool",
+        {"gpuPool.name": "system"},
+        "ack-training-platform:gpuPool.name: 'system' names the platform's system pool: pick another name",
+    ),
+    (
+        "autoscaling pool without the autoscaler",
+        {"cluster.autoscaler": {"enabled": False}},
+        "ack-training-platform:cluster.autoscaler.enabled: the GPU pool autoscales, which ACK does only with the "
+        "cluster autoscaler configured: drop enabled: false, or give the pool a fixed size (minSize == maxSize)",
+    ),
+    (
+        "mirror in the instance this stack buys",
+        {
+            "registry": {"edition": "enterprise", "enterpriseInstanceName": "ml"},
+            "imageMirror": "ml-registry-vpc.cn-hangzhou.cr.aliyuncs.com/mirror",
+        },
+        "ack-training-platform:imageMirror: the mirror is in the enterprise instance this stack buys, so its images "
+        "cannot be copied before the operator and Volcano pull them: adopt the instance "
+        "(registry.enterpriseInstanceId) once it exists, or mirror into another registry",
     ),
     (
         "label key with a space",
@@ -496,3 +517,41 @@ def test_extreme_nas_takes_the_first_vswitch_zone_and_lives_under_share() -> Non
         }
     )
     assert validate(config).nas_vswitch == 1
+
+
+def test_default_shm_never_crowds_out_the_pod() -> None:
+    # 8 GPUs want 128Gi of /dev/shm; a pod of the default 64Gi gets half of its memory.
+    from components.config import job_shm_size
+
+    prod = validate(stack_config("prod"))
+    job = prod.jobs[0].model_copy(update={"memory": "64Gi"})
+    assert job_shm_size(job, 8) == "32Gi"
+    assert job_shm_size(prod.jobs[0], 8) == "128Gi"  # 1600Gi of memory has room for it
+    assert job_shm_size(job, 0) == "2Gi"
+
+
+def test_pods_that_fit_a_node_together_need_fewer_nodes() -> None:
+    config = dev(**{"gpuPool.gpusPerNode": 8, "gpuPool.maxSize": 1, "jobs.0.nodes": 2, "jobs.0.gpusPerNode": 4})
+    config[cfg("training")]["gpuQuota"] = 8
+    assert validate(config).jobs[0].nodes == 2  # two 4-GPU pods share one 8-GPU node
+    config = dev(**{"gpuPool.gpusPerNode": 8, "gpuPool.maxSize": 1, "jobs.0.nodes": 2, "jobs.0.gpusPerNode": 4})
+    config[cfg("training")]["gpuQuota"] = 8
+    config[cfg("gpuPool")].update(fabric="erdma", instanceTypes=["ecs.ebmgn8v.48xlarge"])
+    config[cfg("jobs")][0]["network"] = "rdma"
+    with pytest.raises(ConfigError) as raised:
+        validate(config)  # host-network pods of one job would bind the same ports
+    assert raised.value.problems == [
+        "ack-training-platform:jobs[0].nodes: the job's 2 pods need 2 GPU nodes but gpuPool.maxSize is 1: "
+        "raise maxSize or run fewer nodes"
+    ]
+
+
+def test_adopted_cluster_refuses_system_pool_settings() -> None:
+    config = dev(**{"cluster": {"existingClusterId": "c-1", "systemPool": {"size": 3}}})
+    config[cfg("network")] = {"vpcId": "vpc-1", "vswitchIds": ["vsw-1"], "vpcCidr": "10.0.0.0/8"}
+    with pytest.raises(ConfigError) as raised:
+        validate(config)
+    assert raised.value.problems == [
+        "ack-training-platform:cluster.systemPool.size: size has no effect with an adopted cluster "
+        "(existingClusterId): drop it"
+    ]

@@ -175,9 +175,15 @@ BUILDS = [
     # (case, spec, context, expectation on the manifest)
     (
         "shm sized per GPU",
-        TrainingJobSpec(name="a", image=IMAGE),
+        TrainingJobSpec(name="a", image=IMAGE, memory="512Gi"),
         context(POOL_8_ERDMA, 8),
         lambda j: _pod(j)["volumes"][0]["emptyDir"] == {"medium": "Memory", "sizeLimit": "128Gi"},
+    ),
+    (
+        "shm at most half the memory",
+        TrainingJobSpec(name="a", image=IMAGE),
+        context(POOL_8_ERDMA, 8),
+        lambda j: _pod(j)["volumes"][0]["emptyDir"] == {"medium": "Memory", "sizeLimit": "32Gi"},
     ),
     (
         "shm for CPU jobs",
@@ -218,6 +224,22 @@ BUILDS = [
             and _env(j)["NCCL_IB_GID_INDEX"] == "1"
             and "NCCL_IB_HCA" not in _env(j)
         ),
+    ),
+    (
+        "flight recorder dumps on the output volume",
+        TrainingJobSpec(name="run-7", image=IMAGE),
+        context(POOL_1, 1),
+        lambda j: (
+            _env(j)["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "2000"
+            and _env(j)["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1"
+            and _env(j)["TORCH_FR_DUMP_TEMP_FILE"] == "/mnt/output/run-7/nccl_trace_rank_"
+        ),
+    ),
+    (
+        "no flight recorder without NCCL",
+        TrainingJobSpec(name="a", image="trainer:0.1.0", gpus_per_node=0),
+        context(CPU_PLACEMENT, 0),
+        lambda j: not any(name.startswith(("TORCH_NCCL", "TORCH_FR")) for name in _env(j)),
     ),
     (
         "nccl debug",
@@ -319,7 +341,7 @@ def test_builder(case: str, spec: TrainingJobSpec, ctx: JobContext, check) -> No
         (
             TrainingJobSpec(name="a", image=IMAGE, nodes=5),
             context(POOL_1, 1),
-            "job 'a' runs 5 pods but its pool has at most 4 nodes",
+            "job 'a' needs 5 nodes for its 5 pods but its pool has at most 4",
         ),
     ],
 )

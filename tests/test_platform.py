@@ -97,8 +97,8 @@ def test_secrets_stay_secret(run_stack) -> None:
     assert plan.outputs["kubeconfig"] == SECRET
     secret = plan.one("kubernetes:core/v1:Secret")
     assert secret.inputs["stringData"] == SECRET
-    provider = plan.one("pulumi:providers:kubernetes")
-    assert provider.inputs["kubeconfig"] == SECRET
+    for provider in plan.of_type("pulumi:providers:kubernetes"):
+        assert provider.inputs["kubeconfig"] == SECRET
 
 
 def test_registry_password_plaintext_never_reaches_a_plain_output(run_stack, monkeypatch, tmp_path) -> None:
@@ -151,7 +151,8 @@ def test_public_api_server_admits_only_its_ranges(run_stack) -> None:
     acl = plan.one("alicloud:slb/acl:Acl")
     entries = plan.of_type("alicloud:slb/aclEntryAttachment:AclEntryAttachment")
     # The configured range, the nodes' VPC and ACK's control plane (which must reach it).
-    assert [e.inputs["entry"] for e in entries] == ["203.0.113.0/24", "192.168.0.0/16", "100.104.0.0/16"]
+    # Siblings register in no fixed order.
+    assert sorted(e.inputs["entry"] for e in entries) == ["100.104.0.0/16", "192.168.0.0/16", "203.0.113.0/24"]
     assert all(acl.urn in e.dependencies for e in entries)
     assert plan.outputs["apiServerAccess"] == UNKNOWN  # the bind command needs the new load balancer's id
 
@@ -184,11 +185,23 @@ def test_cluster_gets_system_nodes_and_its_add_ons_as_resources(run_stack) -> No
 
 def test_everything_in_the_cluster_waits_for_system_nodes_and_add_ons(run_stack) -> None:
     plan = run_stack(stack_config("dev"))
-    provider = plan.one("pulumi:providers:kubernetes")
+    providers = plan.of_type("pulumi:providers:kubernetes")
     waits_for = {plan.one(POOL, "training-dev-system").urn, *(a.urn for a in plan.of_type(ADDON))}
-    assert waits_for <= set(provider.dependencies)
+    assert len(providers) == 2 and all(waits_for <= set(p.dependencies) for p in providers)
     kubernetes = [r for r in plan.resources if r.custom and r.type.startswith("kubernetes:") and r.provider]
-    assert kubernetes and all(r.provider == provider.urn for r in kubernetes)
+    assert kubernetes and all(r.provider in {p.urn for p in providers} for r in kubernetes)
+
+
+def test_only_kept_objects_may_be_created_over_existing_ones(run_stack) -> None:
+    # Kept claims and volumes outlive `pulumi destroy` and replacements; creating them again
+    # must update what is there, which pulumi-kubernetes refuses by default.
+    for stack in ("dev", "local"):
+        plan = run_stack(stack_config(stack), stack)
+        kept = {p.urn for p in plan.of_type("pulumi:providers:kubernetes") if p.inputs.get("upsertExistingObjects")}
+        assert len(kept) == 1
+        users = {r.type for r in plan.resources if r.provider in kept}
+        assert users == ({PVC, PV} if stack == "dev" else {PVC})
+        assert all(r.retain_on_delete for r in plan.resources if r.provider in kept)
 
 
 def test_autoscaling_is_configured_before_the_pool_can_grow(run_stack) -> None:
@@ -203,14 +216,13 @@ def test_autoscaling_is_configured_before_the_pool_can_grow(run_stack) -> None:
 
 def test_kubernetes_provider_survives_credential_rotation(run_stack) -> None:
     plan = run_stack(stack_config("dev"))
-    provider = plan.one("pulumi:providers:kubernetes")
+    provider = plan.one("pulumi:providers:kubernetes", "training-dev-k8s")
     assert provider.inputs["clusterIdentifier"] == UNKNOWN  # the new cluster's id
     adopted = stack_config("dev")
     adopted[cfg("network")] = {"vpcId": "vpc-1", "vswitchIds": ["vsw-1"], "vpcCidr": "10.0.0.0/8"}
     adopted[cfg("cluster")] = {"existingClusterId": "c-0123456789abcdef"}
-    provider = run_stack(adopted).one("pulumi:providers:kubernetes")
-    assert provider.inputs["clusterIdentifier"] == "c-0123456789abcdef"
-    assert all(r.provider == provider.urn for r in run_stack(adopted).of_type(PVC))
+    providers = run_stack(adopted).of_type("pulumi:providers:kubernetes")
+    assert [p.inputs["clusterIdentifier"] for p in providers] == ["c-0123456789abcdef"] * 2
 
 
 def test_gpu_pool(run_stack) -> None:
@@ -222,6 +234,18 @@ def test_gpu_pool(run_stack) -> None:
     assert pool["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
     assert {"key": "ack-training-platform/pool", "value": "gpu"} in pool["labels"]
     assert pool["management"] == {"enable": True, "autoRepair": True}
+
+
+def test_auto_repair_waits_for_the_add_ons_it_needs(run_stack) -> None:
+    plan = run_stack(stack_config("dev"))
+    repair = {
+        a.urn
+        for a in plan.of_type(ADDON)
+        if a.inputs["name"] in ("node-lifecycle-controller", "ack-node-problem-detector")
+    }
+    assert len(repair) == 2 and repair <= set(plan.one(POOL, "gpu").dependencies)
+    # The add-ons' pods run on the system nodes, which therefore start without auto-repair.
+    assert plan.one(POOL, "training-dev-system").inputs["management"] == {"enable": True, "autoRepair": False}
 
 
 def test_erdma_pool_wires_the_fabric_end_to_end(run_stack) -> None:
@@ -243,6 +267,11 @@ def test_erdma_pool_wires_the_fabric_end_to_end(run_stack) -> None:
     assert env["NCCL_IB_GID_INDEX"] == "1" and env["NCCL_IB_DISABLE"] == "0"
     assert "NCCL_IB_HCA" not in env  # "mlx5" would exclude the erdma devices
     assert addon.urn in job.dependencies
+    assert not addon.retain_on_delete  # it goes with the cluster this stack created
+    adopted = stack_config("prod")
+    adopted[cfg("cluster")] = {"existingClusterId": "c-1"}
+    kept = run_stack(adopted, "prod")
+    assert all(a.retain_on_delete for a in kept.of_type(ADDON))  # leaving the stack uninstalls nothing
 
 
 def test_fixed_size_pool_uses_desired_size(run_stack) -> None:
@@ -280,12 +309,14 @@ def test_adopt_mode_creates_none_of_the_adopted(run_stack) -> None:
 def test_local_stack_creates_no_cloud_resources(run_stack) -> None:
     plan = run_stack(stack_config("local"), "local")
     assert not [r for r in plan.resources if r.type.startswith("alicloud:")]
-    assert plan.one("pulumi:providers:kubernetes").inputs["context"] == "kind-training"
+    assert {p.inputs["context"] for p in plan.of_type("pulumi:providers:kubernetes")} == {"kind-training"}
     assert not plan.of_type(SC)
 
 
 def test_enterprise_registry_is_reachable_and_pulls_without_a_password(run_stack) -> None:
-    plan = run_stack(stack_config("prod"), "prod")
+    config = stack_config("prod")
+    del config[cfg("registry")]["enterpriseInstanceId"], config[cfg("imageMirror")]
+    plan = run_stack(config, "prod")
     instance = plan.one("alicloud:cr/registryEnterpriseInstance:RegistryEnterpriseInstance")
     assert instance.protect
     assert instance.inputs["renewalStatus"] == "AutoRenewal" and instance.inputs["renewPeriod"] == 1
@@ -294,6 +325,14 @@ def test_enterprise_registry_is_reachable_and_pulls_without_a_password(run_stack
     assert link["vswitchId"] == "vsw-0jlp3zgdgalsyjm8g73ex" and link["enableCreateDnsRecordInPvzt"] is True
     helper = plan.one(ADDON, "registry-managed-aliyun-acr-credential-helper")
     assert helper.inputs["config"] == UNKNOWN  # it names the new instance's id
+    adopted = run_stack(stack_config("prod"), "prod")
+    assert not adopted.of_type("alicloud:cr/registryEnterpriseInstance:RegistryEnterpriseInstance")
+    config = json.loads(adopted.one(ADDON, "registry-managed-aliyun-acr-credential-helper").inputs["config"])
+    # The mirror's pods pull from the instance too.
+    assert config["watchNamespace"] == "kubeflow,training,volcano-system"
+    assert config["AcrInstanceInfo"] == [{"instanceId": "cri-0jl6b5ykcjznb4rb", "regionId": "cn-wulanchabu"}]
+    release = adopted.one("kubernetes:helm.sh/v3:Release")
+    assert {adopted.one("alicloud:cr/vpcEndpointLinkedVpc:VpcEndpointLinkedVpc").urn} <= set(release.dependencies)
     assert plan.outputs["registry"] == {
         "pushUrl": "ml-registry-registry.cn-wulanchabu.cr.aliyuncs.com/ml/trainer",
         "pullUrl": "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/ml/trainer",

@@ -43,8 +43,17 @@ from .cluster import (
 )
 from .jobs import ElasticSpec, RunPolicySpec, SchedulingSpec, TrainerArgs, TrainingJobSpec
 from .operator import OperatorSpec, TrainingNamespaceSpec, VolcanoSpec
-from .platform import ConfigError, PlatformSpec, job_shm_size, load_spec, missing_credentials, stack_schema
-from .pools import ERDMA_INSTANCE_FAMILIES, Fabric, GpuPoolSpec, TaintSpec
+from .platform import (
+    ConfigError,
+    PlatformSpec,
+    job_gpus,
+    job_shm_size,
+    load_spec,
+    missing_credentials,
+    nodes_needed,
+    stack_schema,
+)
+from .pools import ERDMA_INSTANCE_FAMILIES, SYSTEM_POOL_NAME, Fabric, GpuPoolSpec, TaintSpec
 from .registry import RegistrySpec
 from .storage import EXTREME_ROOT, NasSpec, OssSpec, StorageSpec, VolumeSpec
 
@@ -82,6 +91,7 @@ __all__ = [
     "RegistrySpec",
     "RunPolicySpec",
     "SECRET_KEYS",
+    "SYSTEM_POOL_NAME",
     "SchedulingSpec",
     "Spec",
     "StorageSpec",
@@ -94,9 +104,11 @@ __all__ = [
     "VolcanoSpec",
     "VolumeSpec",
     "field_error",
+    "job_gpus",
     "job_shm_size",
     "load_spec",
     "missing_credentials",
+    "nodes_needed",
     "quantity_bytes",
     "stack_schema",
 ]

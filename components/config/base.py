@@ -174,10 +174,11 @@ class Spec(BaseModel):
     )
 
 
-def set_but_unused(model: BaseModel, fields: Iterable[str], where: str) -> None:
+def set_but_unused(model: BaseModel, fields: Iterable[str], where: str, *, under: str = "") -> None:
     """Refuse a setting that would be silently ignored: the first of ``fields`` given
-    explicitly in the stack although it has no effect ``where``."""
+    explicitly in the stack although it has no effect ``where``. ``under`` is the key of
+    ``model`` below the model that validates."""
     for name in fields:
         if name in model.model_fields_set:
             key = model.__class__.model_fields[name].alias or name
-            raise field_error(key, f"{key} has no effect {where}: drop it")
+            raise field_error(f"{under}{key}", f"{key} has no effect {where}: drop it")

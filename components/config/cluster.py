@@ -86,6 +86,21 @@ CLUSTER_SPECS = ("ack.standard", "ack.pro.small", "ack.pro.xlarge", "ack.pro.2xl
 
 PRIVATE_ACCESS = ("vpn", "cen", "express-connect", "in-vpc")
 
+PLATFORM_ADDONS = frozenset(
+    {
+        "flannel",
+        "csi-plugin",
+        "csi-provisioner",
+        "storage-operator",
+        "ack-node-problem-detector",
+        "node-lifecycle-controller",
+        "ack-erdma-controller",
+        "managed-aliyun-acr-credential-helper",
+    }
+)
+"""Add-ons the platform installs itself, some with a configuration; a second resource for one
+would fight over it, and removing either would uninstall it."""
+
 
 class LocalClusterSpec(Spec):
     """A cluster that is not on Alibaba Cloud: kind, minikube, or no cluster at all."""
@@ -104,7 +119,8 @@ class ApiServerSpec(Spec):
     """Give the API server an internet endpoint. Takes effect when the cluster is created only."""
     allowed_cidrs: list[Cidr] = Field(default_factory=list)
     """Source ranges that may reach the API server: where Pulumi, CI and kubectl connect from.
-    Required with ``public``; ``0.0.0.0/0`` is refused."""
+    Required with ``public``; ``0.0.0.0/0`` is refused. The list covers the internal endpoint too
+    (one load balancer serves both)."""
     private_access: Literal["vpn", "cen", "express-connect", "in-vpc"] | None = Field(default=None)
     """Without ``public``: how the machine running Pulumi reaches the VPC (a VPN gateway, CEN,
     Express Connect, or a runner inside the VPC)."""
@@ -185,7 +201,17 @@ class ClusterSpec(Spec):
                     "systemPool.enabled",
                     "an adopted cluster runs its system workloads on its own nodes: drop systemPool",
                 )
+            else:
+                set_but_unused(
+                    self.system_pool, ("instance_types", "size", "system_disk_gib"), f"with {mode}", under="systemPool."
+                )
             return self
+        managed = sorted(set(self.addons) & PLATFORM_ADDONS)
+        if managed:
+            raise field_error(
+                "addons",
+                f"{managed} are installed and configured by the platform where it needs them: list only other add-ons",
+            )
         api = self.api_server
         if api.public and api.private_access is not None:
             raise field_error("apiServer.privateAccess", "privateAccess describes a private API server: drop it")

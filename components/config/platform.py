@@ -50,7 +50,7 @@ class PlatformSpec(Spec):
     image_mirror: str | None = Field(default=None)
     """Pull third-party images (the operator, Volcano, the operator's init container) from this registry path
     instead, e.g. ``registry-vpc.cn-hangzhou.aliyuncs.com/mirror``: ``<mirror>/<last path part>:<tag>``.
-    ``python -m components.images`` lists what to copy there."""
+    ``python -m components.upstream images`` lists what to copy there."""
     operator: OperatorSpec = Field(default_factory=OperatorSpec)
     training: TrainingNamespaceSpec = Field(default_factory=TrainingNamespaceSpec)
     jobs: list[TrainingJobSpec] = Field(default_factory=list)
@@ -139,6 +139,27 @@ class PlatformSpec(Spec):
                 "an adopted cluster (cluster.existingClusterId) lives in a VPC already: adopt it with "
                 "network.vpcId and network.vswitchIds instead of creating vSwitches",
             )
+        registry = self.registry
+        if (
+            self.image_mirror is not None
+            and registry is not None
+            and registry.edition == "enterprise"
+            and registry.enterprise_instance_id is None
+            and registry.existing_repository_url is None
+            and self.image_mirror.startswith(f"{registry.enterprise_instance_name}-registry")
+        ):
+            raise field_error(
+                "imageMirror",
+                "the mirror is in the enterprise instance this stack buys, so its images cannot be copied before "
+                "the operator and Volcano pull them: adopt the instance (registry.enterpriseInstanceId) once it "
+                "exists, or mirror into another registry",
+            )
+        if self.gpu_pool is not None and self.gpu_pool.autoscaling and self.cluster.autoscaler.enabled is False:
+            raise field_error(
+                "cluster.autoscaler.enabled",
+                "the GPU pool autoscales, which ACK does only with the cluster autoscaler configured: drop "
+                "enabled: false, or give the pool a fixed size (minSize == maxSize)",
+            )
         if self.storage.nas is None:
             raise field_error(
                 "storage.nas", "ACK stacks keep data on NAS: add storage.nas (may be {} for the defaults)"
@@ -194,10 +215,11 @@ class PlatformSpec(Spec):
                         f"{key}.gpus_per_node",
                         f"{gpus} GPUs per pod do not fit on a {pool.gpus_per_node}-GPU node of pool {pool.name!r}",
                     )
-                if job.max_pods > pool.max_size:
+                needed = nodes_needed(job, gpus, pool.gpus_per_node)
+                if needed > pool.max_size:
                     raise field_error(
                         f"{key}.nodes",
-                        f"the job runs {job.max_pods} pods, one per GPU node, but gpuPool.maxSize is {pool.max_size}: "
+                        f"the job's {job.max_pods} pods need {needed} GPU nodes but gpuPool.maxSize is {pool.max_size}: "
                         "raise maxSize or run fewer nodes",
                     )
                 if job.gpus_per_node is None and job.procs_per_node not in (None, gpus):
@@ -213,14 +235,6 @@ class PlatformSpec(Spec):
                     f"the job needs {gpus * job.min_pods} GPUs at once but training.gpuQuota is {quota}: "
                     "it could never start; raise the quota or shrink the job",
                 )
-            shm = job_shm_size(job, gpus)
-            if job.shm_size is None and quantity_bytes(shm) >= quantity_bytes(job.memory):
-                raise field_error(
-                    f"{key}.memory",
-                    f"memory {job.memory} leaves no room for the default /dev/shm of {shm} "
-                    f"({DEFAULT_SHM_PER_GPU_GIB}Gi per GPU, {DEFAULT_CPU_SHM_GIB}Gi for CPU jobs), which counts "
-                    "against it: raise memory or set shmSize",
-                )
             if job.network == "rdma" and (pool is None or pool.fabric == "none"):
                 raise field_error(
                     f"{key}.network", "rdma networking needs a gpuPool with an RDMA fabric (fabric: erdma)"
@@ -233,16 +247,30 @@ class PlatformSpec(Spec):
 
     def job_gpus(self, job: TrainingJobSpec) -> int:
         """GPUs per pod of ``job``: its own setting, else the whole node of the GPU pool."""
-        if job.gpus_per_node is not None:
-            return job.gpus_per_node
-        return self.gpu_pool.gpus_per_node if self.gpu_pool is not None else 0
+        return job_gpus(job, self.gpu_pool.gpus_per_node if self.gpu_pool is not None else 0)
 
 
 def job_shm_size(job: TrainingJobSpec, gpus: int) -> str:
-    """``/dev/shm`` size: as configured, else sized for the data loader workers per GPU."""
+    """``/dev/shm`` size: as configured, else sized for the data loader workers per GPU but
+    at most half the pod's memory, which it counts against."""
     if job.shm_size is not None:
         return job.shm_size
-    return f"{DEFAULT_SHM_PER_GPU_GIB * gpus}Gi" if gpus else f"{DEFAULT_CPU_SHM_GIB}Gi"
+    size = min(
+        (DEFAULT_SHM_PER_GPU_GIB * gpus if gpus else DEFAULT_CPU_SHM_GIB) * 2**30, quantity_bytes(job.memory) // 2
+    )
+    return f"{size // 2**30}Gi" if size % 2**30 == 0 else f"{size // 2**20}Mi"
+
+
+def job_gpus(job: TrainingJobSpec, pool_gpus: int) -> int:
+    """GPUs per pod of ``job``: its own setting, else the whole node of a pool with ``pool_gpus``."""
+    return job.gpus_per_node if job.gpus_per_node is not None else pool_gpus
+
+
+def nodes_needed(job: TrainingJobSpec, gpus: int, gpus_per_node: int) -> int:
+    """GPU nodes ``job``'s pods need at most: as many as fit a node share one, except on the
+    host network (RDMA), where two pods of a job would bind the same ports."""
+    per_node = 1 if job.network == "rdma" else max(gpus_per_node // gpus, 1)
+    return -(-job.max_pods // per_node)
 
 
 # --- loading -------------------------------------------------------------------------

@@ -10,6 +10,9 @@ from .base import DEFAULT_GPU_TAINT_KEY, DnsLabel, LabelKey, Labels, LabelValue,
 
 Fabric = Literal["none", "erdma", "rdma"]
 
+SYSTEM_POOL_NAME = "system"
+"""The untainted pool for the cluster's own workloads (``cluster.systemPool``)."""
+
 ERDMA_INSTANCE_FAMILIES = ("ecs.gn8is.", "ecs.ebmgn8is.", "ecs.gn8v.", "ecs.ebmgn8v.")
 """The GPU families ACK lists for eRDMA (ACK: "Submit a PyTorch distributed training job
 through Arena and enable eRDMA acceleration"); their NICs reach NCCL through the
@@ -67,6 +70,8 @@ class GpuPoolSpec(Spec):
 
     @model_validator(mode="after")
     def _check(self) -> GpuPoolSpec:
+        if self.name == SYSTEM_POOL_NAME:
+            raise field_error("name", f"{SYSTEM_POOL_NAME!r} names the platform's system pool: pick another name")
         if not self.instance_types:
             raise field_error("instanceTypes", "list at least one GPU instance type, e.g. ['ecs.gn7i-c8g1.2xlarge']")
         if self.min_size > self.max_size:

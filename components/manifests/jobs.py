@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-from ..config import TrainingJobSpec, job_shm_size
+from ..config import TrainingJobSpec, job_shm_size, nodes_needed
 from .base import MANAGED_BY, Manifest
 from .placement import GPU_RESOURCE, Placement
 
@@ -25,6 +25,8 @@ REPLACED_ON_CHANGE = (
 """What the v1 operator reads only when it starts a job: a change there replaces the job
 (deleted first, then created again, resuming from its last checkpoint); ``suspend`` and
 labels change in place."""
+FLIGHT_RECORDER_ENTRIES = 2000
+"""Collectives each rank remembers; torch's own default once the recorder is on."""
 TERMINATION_GRACE_S = 120
 """How long an evicted pod has to stop: the trainer checkpoints on SIGTERM, and torchrun
 waits this long less ten seconds before it kills the workers (its own default is 30 s)."""
@@ -55,12 +57,23 @@ class JobContext:
     image_pull_secret: str | None = None
 
 
-def _network_env(job: TrainingJobSpec, gpus: int, placement: Placement) -> dict[str, str]:
+def _network_env(job: TrainingJobSpec, gpus: int, placement: Placement, output_path: str) -> dict[str, str]:
     env: dict[str, str] = {}
     if gpus:
         # NCCL hangs survivors of a dead peer until the collective timeout; this makes
         # the watchdog tear the process down so the pod restarts and resumes instead.
         env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "3"
+        # The flight recorder keeps each rank's last collectives and writes them out when a
+        # collective times out, so a hung job leaves evidence on the output volume
+        # (torch 2.13: FlightRecorder.hpp, ProcessGroupNCCL.hpp; the dump file prefix is
+        # TORCH_FR_DUMP_TEMP_FILE, followed by the rank).
+        env.update(
+            {
+                "TORCH_NCCL_TRACE_BUFFER_SIZE": str(FLIGHT_RECORDER_ENTRIES),
+                "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+                "TORCH_FR_DUMP_TEMP_FILE": f"{output_path}/nccl_trace_rank_",
+            }
+        )
         if job.network == "rdma" and placement.fabric is not None:
             env.update(placement.fabric.nccl_env)
         else:
@@ -112,10 +125,13 @@ def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         raise ValueError(
             f"job {job.name!r} asks for {ctx.gpus} GPUs per pod but its placement offers {placement.gpus_per_node}"
         )
-    if ctx.gpus and placement.max_nodes is not None and job.max_pods > placement.max_nodes:
-        raise ValueError(
-            f"job {job.name!r} runs {job.max_pods} pods but its pool has at most {placement.max_nodes} nodes"
-        )
+    if ctx.gpus and placement.max_nodes is not None:
+        needed = nodes_needed(job, ctx.gpus, placement.gpus_per_node)
+        if needed > placement.max_nodes:
+            raise ValueError(
+                f"job {job.name!r} needs {needed} nodes for its {job.max_pods} pods but its pool has at most "
+                f"{placement.max_nodes}"
+            )
     fabric = placement.fabric if job.network == "rdma" else None
     if job.network == "rdma" and fabric is None:
         raise ValueError(f"job {job.name!r} uses rdma networking but its placement has no RDMA fabric")
@@ -129,7 +145,7 @@ def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
         "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": str(TERMINATION_GRACE_S - 10),
         "PYTHONUNBUFFERED": "1",
-        **_network_env(job, ctx.gpus, placement),
+        **_network_env(job, ctx.gpus, placement, output_path),
         **job.env,
     }
     limits = {"cpu": job.cpu, "memory": job.memory}
