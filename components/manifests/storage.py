@@ -66,12 +66,10 @@ def claim_ref(namespace: str, claim: str, uid: str) -> Manifest:
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": namespace, "name": claim, "uid": uid}
 
 
-def nas_persistent_volume(name: str, server: str, path: str, size: str, access_mode: str, ref: Manifest) -> Manifest:
-    """A static NAS volume at a fixed directory, reserved for one claim and kept on delete.
-
-    The CSI plugin creates the directory on first mount when it is missing
-    (alibaba-cloud-csi-driver v1.34.1 and later, ``pkg/nas/utils.go``).
-    """
+def _static_volume(
+    name: str, size: str, access_mode: str, ref: Manifest, driver: str, csi: Manifest, **spec: object
+) -> Manifest:
+    """A volume that exists before any claim, reserved for the claim ``ref``, kept on delete."""
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
@@ -81,15 +79,21 @@ def nas_persistent_volume(name: str, server: str, path: str, size: str, access_m
             "accessModes": [access_mode],
             "persistentVolumeReclaimPolicy": "Retain",
             "storageClassName": "",
-            "mountOptions": list(NFS_MOUNT_OPTIONS),
             "claimRef": ref,
-            "csi": {
-                "driver": NAS_PROVISIONER,
-                "volumeHandle": name,
-                "volumeAttributes": {"server": server, "path": path},
-            },
+            "csi": {"driver": driver, "volumeHandle": name, **csi},
+            **spec,
         },
     }
+
+
+def nas_persistent_volume(name: str, server: str, path: str, size: str, access_mode: str, ref: Manifest) -> Manifest:
+    """A static NAS volume at a fixed directory, reserved for one claim and kept on delete.
+
+    The CSI plugin creates the directory on first mount when it is missing
+    (alibaba-cloud-csi-driver v1.34.1 and later, ``pkg/nas/utils.go``).
+    """
+    csi = {"volumeAttributes": {"server": server, "path": path}}
+    return _static_volume(name, size, access_mode, ref, NAS_PROVISIONER, csi, mountOptions=list(NFS_MOUNT_OPTIONS))
 
 
 def oss_persistent_volume(
@@ -97,31 +101,18 @@ def oss_persistent_volume(
 ) -> Manifest:
     """A static, read-only OSS volume (ossfs through the OSS CSI plugin), reserved for one
     claim and kept on delete."""
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": name, "labels": dict(MANAGED_BY)},
-        "spec": {
-            "capacity": {"storage": size},
-            "accessModes": ["ReadOnlyMany"],
-            "persistentVolumeReclaimPolicy": "Retain",
-            "storageClassName": "",
-            "claimRef": ref,
-            "csi": {
-                "driver": OSS_PROVISIONER,
-                "volumeHandle": name,
-                "readOnly": True,
-                "nodePublishSecretRef": {"name": secret_name, "namespace": secret_namespace},
-                # Metadata caching off: datasets change between runs, stale listings would hide files.
-                "volumeAttributes": {
-                    "bucket": oss.bucket,
-                    "url": endpoint,
-                    "path": oss.path,
-                    "otherOpts": "-o umask=022 -o max_stat_cache_size=0 -o allow_other",
-                },
-            },
+    csi = {
+        "readOnly": True,
+        "nodePublishSecretRef": {"name": secret_name, "namespace": secret_namespace},
+        # Metadata caching off: datasets change between runs, stale listings would hide files.
+        "volumeAttributes": {
+            "bucket": oss.bucket,
+            "url": endpoint,
+            "path": oss.path,
+            "otherOpts": "-o umask=022 -o max_stat_cache_size=0 -o allow_other",
         },
     }
+    return _static_volume(name, size, "ReadOnlyMany", ref, OSS_PROVISIONER, csi)
 
 
 def persistent_volume_claim(
