@@ -306,7 +306,30 @@ BUILDS = [
         context(POOL_1, 1),
         lambda j: (
             _env(j)["OUTPUT_PATH"] == "/mnt/output/run-7"
-            and _env(j)["MODEL_PATH"] == "/mnt/output/run-7/final_model.pt"
+            and _env(j)["FINAL_MODEL_PATH"] == "/mnt/output/run-7/final_model.pt"
+            and "MODEL_PATH" not in _env(j)
+        ),
+    ),
+    (
+        "fine-tuning starts from MODEL_PATH",
+        TrainingJobSpec(
+            name="tune",
+            image=IMAGE,
+            trainer={"init_from": "/mnt/data/base/final_model.pt", "final_model_path": "/mnt/output/tuned.pt"},
+        ),
+        context(POOL_1, 1),
+        lambda j: (
+            _env(j)["MODEL_PATH"] == "/mnt/data/base/final_model.pt"
+            and _env(j)["FINAL_MODEL_PATH"] == "/mnt/output/tuned.pt"
+        ),
+    ),
+    (
+        "max steps alone: the trainer chooses the epochs",
+        TrainingJobSpec(name="a", image=IMAGE, trainer={"max_steps": 10000}),
+        context(POOL_1, 1),
+        lambda j: (
+            "--epochs" not in _pod(j)["containers"][0]["command"]
+            and _pod(j)["containers"][0]["command"][-2:] == ["--max-steps", "10000"]
         ),
     ),
 ]

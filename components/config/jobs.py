@@ -47,12 +47,18 @@ class ElasticSpec(Spec):
         return self
 
 
+AbsolutePath = Annotated[str, Field(pattern=r"^/")]
+
+
 class TrainerArgs(Spec):
     """Flags for the bundled trainer (``python -m trainer``)."""
 
     model: Literal["cnn", "gpt"] = "cnn"
     max_steps: int | None = Field(default=None, ge=1)
-    epochs: int = Field(default=1, ge=1)
+    """Optimizer steps; with ``epochs`` the run ends at whichever comes first, and the learning rate
+    anneals to that end."""
+    epochs: int | None = Field(default=None, ge=1)
+    """Passes over the data; unlimited under ``maxSteps`` alone, one when neither is set."""
     batch_size: int = Field(default=64, ge=1)
     """Per process."""
     lr: float | None = Field(default=None, gt=0)
@@ -60,13 +66,17 @@ class TrainerArgs(Spec):
     """Steps between checkpoints; the most work a preemption can lose."""
     synthetic_data: bool = Field(default=False)
     """Train on generated data instead of the data volume (smoke tests)."""
+    init_from: AbsolutePath | None = Field(default=None)
+    """Pretrained weights to start from, a plain state_dict (``.pt`` or ``.safetensors``), e.g. on the data
+    volume (``/mnt/data/...``); passed as ``MODEL_PATH``. A job that has checkpoints resumes from them instead."""
+    final_model_path: AbsolutePath | None = Field(default=None)
+    """Where the final weights go (``FINAL_MODEL_PATH``); ``final_model.pt`` in the job's output directory
+    when unset."""
 
     def to_flags(self) -> list[str]:
         flags = [
             "--model",
             self.model,
-            "--epochs",
-            str(self.epochs),
             "--batch-size",
             str(self.batch_size),
             "--checkpoint-every",
@@ -74,6 +84,8 @@ class TrainerArgs(Spec):
         ]
         if self.max_steps is not None:
             flags += ["--max-steps", str(self.max_steps)]
+        if self.epochs is not None:
+            flags += ["--epochs", str(self.epochs)]
         if self.lr is not None:
             flags += ["--lr", repr(self.lr)]
         if self.synthetic_data:

@@ -140,7 +140,10 @@ def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
     env = {
         "TRAIN_DATA_PATH": DATA_MOUNT,
         "OUTPUT_PATH": output_path,
-        "MODEL_PATH": f"{output_path}/final_model.pt",
+        # MODEL_PATH names weights to start from, as in the PyTorchJob examples; the final
+        # model has its own variable.
+        **({"MODEL_PATH": job.trainer.init_from} if job.trainer.init_from else {}),
+        "FINAL_MODEL_PATH": job.trainer.final_model_path or f"{output_path}/final_model.pt",
         # A restarted torchrun can fail or stall on the shared rendezvous store (pytorch#135712).
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
         "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": str(TERMINATION_GRACE_S - 10),
