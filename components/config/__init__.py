@@ -18,12 +18,14 @@ from .base import (
     DEFAULT_POD_CIDR,
     DEFAULT_SERVICE_CIDR,
     DEFAULT_SHM_PER_GPU_GIB,
+    DEFAULT_TRAINER_V2_VERSION,
     DEFAULT_VOLCANO_VERSION,
     DEFAULT_VPC_CIDR,
     JOB_NAME_MAX,
     PROJECT,
     REGION_KEY,
     SECRET_KEYS,
+    TRAINER_V2_MIN_KUBERNETES,
     Cidr,
     Cpu,
     DnsLabel,
@@ -41,8 +43,18 @@ from .cluster import (
     SystemPoolSpec,
     VSwitchSpec,
 )
-from .jobs import ElasticSpec, RunPolicySpec, SchedulingSpec, TrainerArgs, TrainingJobSpec
-from .operator import OperatorSpec, TrainingNamespaceSpec, VolcanoSpec
+from .jobs import (
+    BACKENDS,
+    TORCHRUN_ENV_PREFIX,
+    Backend,
+    ElasticSpec,
+    RunPolicySpec,
+    SchedulingSpec,
+    TrainerArgs,
+    TrainingJobSpec,
+    v2_conflict,
+)
+from .operator import KueueSpec, OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, VolcanoSpec
 from .platform import ConfigError, PlatformSpec, job_shm_size, load_spec, missing_credentials, stack_schema
 from .pools import ERDMA_INSTANCE_FAMILIES, Fabric, GpuPoolSpec, TaintSpec
 from .registry import RegistrySpec
@@ -51,6 +63,8 @@ from .storage import EXTREME_ROOT, NasSpec, OssSpec, StorageSpec, VolumeSpec
 __all__ = [
     "ApiServerSpec",
     "AutoscalerSpec",
+    "BACKENDS",
+    "Backend",
     "Cidr",
     "ClusterSpec",
     "ConfigError",
@@ -61,6 +75,7 @@ __all__ = [
     "DEFAULT_POD_CIDR",
     "DEFAULT_SERVICE_CIDR",
     "DEFAULT_SHM_PER_GPU_GIB",
+    "DEFAULT_TRAINER_V2_VERSION",
     "DEFAULT_VOLCANO_VERSION",
     "DEFAULT_VPC_CIDR",
     "DnsLabel",
@@ -70,6 +85,7 @@ __all__ = [
     "Fabric",
     "GpuPoolSpec",
     "JOB_NAME_MAX",
+    "KueueSpec",
     "LocalClusterSpec",
     "NasSpec",
     "NetworkSpec",
@@ -86,8 +102,11 @@ __all__ = [
     "Spec",
     "StorageSpec",
     "SystemPoolSpec",
+    "TORCHRUN_ENV_PREFIX",
+    "TRAINER_V2_MIN_KUBERNETES",
     "TaintSpec",
     "TrainerArgs",
+    "TrainerV2Spec",
     "TrainingJobSpec",
     "TrainingNamespaceSpec",
     "VSwitchSpec",
@@ -99,4 +118,5 @@ __all__ = [
     "missing_credentials",
     "quantity_bytes",
     "stack_schema",
+    "v2_conflict",
 ]

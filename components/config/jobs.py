@@ -1,9 +1,10 @@
-"""One training job: what it runs, on how many nodes, with which resources and policies."""
+"""One training job: what it runs, on how many nodes, with which resources and policies,
+and which Kubeflow API runs it (``backend``: the v1 PyTorchJob or the v2 TrainJob)."""
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import AfterValidator, Field, model_validator
 
@@ -23,6 +24,16 @@ from .base import (
 )
 
 # --- jobs ----------------------------------------------------------------------------
+
+Backend = Literal["v1", "v2"]
+BACKENDS: tuple[str, ...] = get_args(Backend)
+TORCHRUN_ENV_PREFIX = "PET_"
+"""torchrun reads every ``PET_<FLAG>`` variable as its ``--<flag>``. Trainer v2 sets
+``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR`` and
+``PET_MASTER_PORT`` and its webhook refuses a TrainJob that sets them (kubeflow/trainer
+v2.3.0 ``pkg/constants/constants.go`` ``TorchRunReservedEnvNames``,
+``pkg/runtime/framework/plugins/torch/torch.go`` ``Validate``); any other ``PET_`` name
+would silently change how torchrun starts the trainer, so a v2 job may set none."""
 
 
 def _job_name(value: str) -> str:
@@ -155,9 +166,14 @@ class TrainingJobSpec(Spec):
     restart_policy: Literal["OnFailure", "ExitCode", "Never"] = Field(default="OnFailure")
     run_policy: RunPolicySpec = Field(default_factory=RunPolicySpec)
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
+    backend: Backend | None = None
+    """``v1``: a PyTorchJob for the Training Operator; ``v2``: a TrainJob for Kubeflow Trainer v2.
+    ``training.backend`` when unset."""
 
     @model_validator(mode="after")
     def _check(self) -> TrainingJobSpec:
+        if self.backend == "v2" and (conflict := v2_conflict(self)) is not None:
+            raise field_error(*conflict)
         if (self.image is None) == (self.image_tag is None):
             raise field_error(
                 "image", "give exactly one of image (a full reference) or imageTag (a tag in the platform registry)"
@@ -199,6 +215,67 @@ class TrainingJobSpec(Spec):
     @property
     def max_pods(self) -> int:
         return self.elastic.max_nodes if self.elastic else self.nodes
+
+
+def v2_conflict(job: TrainingJobSpec) -> tuple[str, str] | None:
+    """The first setting of ``job`` that Trainer v2 has no counterpart for, as (key below
+    the job, what to do instead); ``None`` when the job can run as a TrainJob.
+
+    The v2.3.0 TrainJob (``pkg/apis/trainer/v1alpha1/trainjob_types.go``) has a fixed
+    ``numNodes``, no restart or clean-pod policy and no backoff limit of its own (the
+    runtime's JobSet holds the failure policy), and its runtime patches cannot set a pod's
+    priority class; queueing is Kueue's (or a runtime's ``podGroupPolicy``), not a job's.
+    """
+    run, scheduling = job.run_policy, job.scheduling
+    keep_v1 = "or keep the job on backend v1"
+    if job.elastic is not None:
+        return (
+            "elastic",
+            "Trainer v2 has no elastic training (v2.3.0 runs a fixed numNodes): give a fixed nodes instead, " + keep_v1,
+        )
+    if "restart_policy" in job.model_fields_set:
+        return (
+            "restartPolicy",
+            "a TrainJob has no restart policy: the platform runtime restarts all of a job's pods together after a "
+            f"failure, which resumes from the last checkpoint; drop restartPolicy, {keep_v1}",
+        )
+    if "backoff_limit" in run.model_fields_set:
+        return (
+            "runPolicy.backoffLimit",
+            "a TrainJob has no backoff limit of its own: the platform runtime allows "
+            f"{RunPolicySpec().backoff_limit} restarts of the whole job; drop backoffLimit, {keep_v1}",
+        )
+    if "clean_pod_policy" in run.model_fields_set:
+        return (
+            "runPolicy.cleanPodPolicy",
+            f"a TrainJob keeps its finished pods until the job is removed from the stack; drop cleanPodPolicy, {keep_v1}",
+        )
+    if scheduling.queue is not None:
+        return (
+            "scheduling.queue",
+            "a Volcano queue has no counterpart for a TrainJob: queue v2 jobs with Kueue "
+            f"(trainerV2.kueue.enabled: true, which puts every v2 job in the platform's queue) and drop queue, {keep_v1}",
+        )
+    if scheduling.min_available is not None:
+        return (
+            "scheduling.minAvailable",
+            "a Volcano gang size has no counterpart for a TrainJob: with trainerV2.kueue.enabled Kueue admits all of "
+            f"a job's pods together; drop minAvailable, {keep_v1}",
+        )
+    if scheduling.priority_class is not None:
+        return (
+            "scheduling.priorityClass",
+            f"a TrainJob's runtime patches cannot set a pod priority class (v2.3.0); drop priorityClass, {keep_v1}",
+        )
+    reserved = sorted(name for name in job.env if name.startswith(TORCHRUN_ENV_PREFIX))
+    if reserved:
+        return (
+            "env",
+            f"{', '.join(reserved)}: Trainer v2 sets torchrun's PET_* variables itself (PET_NNODES, "
+            "PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT) and torchrun reads any other "
+            "as a flag; drop them and give torchrun flags in command",
+        )
+    return None
 
 
 def _pinned(image: str, key: str) -> None:
