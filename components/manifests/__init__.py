@@ -60,6 +60,17 @@ from .storage import (
     persistent_volume_claim,
     shared_volume_path,
 )
+from .trainjob import (
+    PATCH_MANAGER,
+    QUEUE_LABEL,
+    REPLACED_ON_CHANGE_V2,
+    TRAINER_API,
+    TRAINER_NODE,
+    runtime_name,
+    train_job,
+    training_runtime,
+    trainjob_kubectl_commands,
+)
 
 __all__ = [
     "ACR_HELPER_ADDON",
@@ -79,11 +90,16 @@ __all__ = [
     "NODE_REPAIR_ADDON",
     "OPERATOR_NAMESPACE",
     "OUTPUT_MOUNT",
+    "PATCH_MANAGER",
     "POOL_LABEL",
+    "QUEUE_LABEL",
     "Placement",
     "REPLACED_ON_CHANGE",
+    "REPLACED_ON_CHANGE_V2",
     "SYSTEM_POOL",
     "TERMINATION_GRACE_S",
+    "TRAINER_API",
+    "TRAINER_NODE",
     "VOLCANO_NAMESPACE",
     "VOLCANO_REPOSITORY",
     "VOLCANO_SCHEDULER_CONF",
@@ -107,8 +123,12 @@ __all__ = [
     "pool_placement",
     "pool_tags",
     "pytorch_job",
+    "runtime_name",
     "shared_volume_path",
     "third_party_images",
+    "train_job",
     "training_namespace",
+    "training_runtime",
+    "trainjob_kubectl_commands",
     "volcano_values",
 ]
