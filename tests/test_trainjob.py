@@ -10,12 +10,15 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import cfg, stack_config
 from fixtures.models import assert_matches_model
+from fixtures.operator_overlay import kustomize_invoke
 from kubeflow_trainer_api.models import TrainerV1alpha1ClusterTrainingRuntime, TrainerV1alpha1TrainJob
 from test_jobs import CPU_PLACEMENT, IMAGE, POOL_1, POOL_8_ERDMA, context
 
-from components.config import TrainingJobSpec
-from components.manifests import JobContext, pytorch_job, train_job, training_runtime
+from components.config import TrainingJobSpec, load_spec
+from components.manifests import JobContext, pytorch_job, train_job, trainer_v2_values, training_runtime
+from components.upstream import image_copies
 
 GOLDEN = Path(__file__).parent / "golden" / "v2"
 
@@ -351,3 +354,121 @@ def test_builder(case: str, spec: TrainingJobSpec, ctx: JobContext, check) -> No
 def test_builder_refuses_what_v2_cannot_run(spec, ctx, message: str) -> None:
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         train_job(spec, ctx)
+
+
+TRAINJOB = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob"
+RUNTIME = "kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+MIRROR = "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/mirror"
+
+
+def test_one_key_moves_a_stack_to_trainer_v2(run_stack) -> None:
+    config = stack_config("dev")
+    config[cfg("training")]["backend"] = "v2"
+    plan = run_stack(config)
+    assert not plan.of_type("kubernetes:kubeflow.org/v1:PyTorchJob")
+    release = plan.one(RELEASE, "kubeflow-trainer")
+    inputs = release.inputs
+    assert (inputs["chart"], inputs["version"], inputs["namespace"]) == (
+        "oci://ghcr.io/kubeflow/charts/kubeflow-trainer",
+        "2.3.0",
+        "kubeflow-system",
+    )
+    assert inputs["createNamespace"] is True
+    system = {"ack-training-platform/pool": "system"}
+    assert inputs["values"] == {
+        "jobset": {"install": True, "controller": {"nodeSelector": system}},
+        "manager": {"nodeSelector": system},
+    }
+    runtime = plan.one(RUNTIME)
+    assert runtime.inputs["metadata"]["name"] == "ack-training-platform-torch"
+    assert release.urn in runtime.dependencies
+    job = plan.one(TRAINJOB)
+    assert {release.urn, runtime.urn} | {
+        c.urn for c in plan.of_type("kubernetes:core/v1:PersistentVolumeClaim")
+    } <= set(job.dependencies)
+    assert job.inputs["spec"]["trainer"]["image"] == "(known after deploy)"  # the personal registry's host
+    assert _pod_patch(job.inputs)["imagePullSecrets"] == [{"name": "registry-pull"}]
+    # Same lifecycle as v1: immutable parts replace the job, deleted first; suspend changes in place.
+    assert job.delete_before_replace
+    assert set(job.replace_on_changes) == {
+        "spec.runtimeRef",
+        "spec.trainer",
+        "spec.runtimePatches",
+        "spec.activeDeadlineSeconds",
+        "spec.managedBy",
+    }
+    assert plan.outputs["jobs"]["mnist-dev"]["commands"]["status"] == "kubectl -n training get trainjob mnist-dev -w"
+
+
+def test_v1_and_v2_run_side_by_side_through_the_mirror(run_stack) -> None:
+    config = stack_config("prod")
+    netbench = config[cfg("jobs")][1]
+    netbench.update(backend="v2")
+    del netbench["restartPolicy"]
+    plan = run_stack(config, "prod", invokes=kustomize_invoke())
+    assert [j.name for j in plan.of_type("kubernetes:kubeflow.org/v1:PyTorchJob")] == ["gpt-pretrain"]
+    job = plan.one(TRAINJOB).inputs
+    assert job["metadata"]["name"] == "nccl-check"
+    assert job["spec"]["runtimeRef"]["name"] == "ack-training-platform-torch-erdma"
+    assert sorted(r.inputs["metadata"]["name"] for r in plan.of_type(RUNTIME)) == [
+        "ack-training-platform-torch",
+        "ack-training-platform-torch-erdma",
+    ]
+    assert plan.one("kubernetes:kustomize:Directory") and plan.one(RELEASE, "volcano")
+    values = plan.one(RELEASE, "kubeflow-trainer").inputs["values"]
+    assert values["image"] == {"registry": MIRROR, "repository": "trainer-controller-manager"}
+    assert values["jobset"]["image"] == {"registry": MIRROR, "repository": "jobset", "tag": "v0.12.0"}
+
+
+def test_kueue_queues_v2_jobs_with_the_gpu_quota(run_stack) -> None:
+    config = stack_config("dev")
+    config[cfg("training")]["backend"] = "v2"
+    config[cfg("trainerV2")] = {"kueue": {"enabled": True}}
+    plan = run_stack(config)
+    cluster_queue = plan.one("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue").inputs
+    flavor = cluster_queue["spec"]["resourceGroups"][0]["flavors"][0]
+    assert {r["name"]: r["nominalQuota"] for r in flavor["resources"]} == {
+        "cpu": "1024",
+        "memory": "8Ti",
+        "nvidia.com/gpu": "2",
+    }
+    assert cluster_queue["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "training"}}
+    local = plan.one("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue").inputs
+    assert (local["metadata"]["namespace"], local["spec"]["clusterQueue"]) == ("training", "training")
+    job = plan.one(TRAINJOB)
+    assert job.inputs["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "training"
+    assert "suspend" not in job.inputs["spec"]
+    assert plan.one("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue").urn in job.dependencies
+
+
+def test_a_cluster_with_trainer_v2_gets_only_the_runtimes(run_stack) -> None:
+    config = stack_config("dev")
+    config[cfg("jobs")][0]["backend"] = "v2"
+    config[cfg("trainerV2")] = {"install": False}
+    plan = run_stack(config)
+    assert not plan.of_type(RELEASE)
+    assert plan.one(RUNTIME).urn in plan.one(TRAINJOB).dependencies
+    assert not plan.of_type("kubernetes:kubeflow.org/v1:PyTorchJob")
+
+
+def test_stacks_without_v2_jobs_install_nothing_of_it(run_stack) -> None:
+    plan = run_stack(stack_config("dev"))
+    assert not plan.of_type(RUNTIME) and not plan.of_type(TRAINJOB)
+    assert not any(r.type.endswith(":TrainerV2") for r in plan.resources)
+
+
+def test_trainer_v2_images_are_listed_for_the_mirror_as_the_chart_pulls_them() -> None:
+    config = stack_config("prod")
+    config[cfg("trainerV2")] = {"install": True}
+    spec = load_spec(config, credentials=False)
+    copies = dict(image_copies(spec))
+    # The chart writes <image.registry>/<image.repository>:<tag>, the tag defaulting to v<chart version>.
+    values = trainer_v2_values(spec.trainer_v2, mirror=MIRROR, node_selector=None)
+    manager = f"{values['image']['registry']}/{values['image']['repository']}:v2.3.0"
+    assert copies["ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0"] == manager
+    jobset = values["jobset"]["image"]
+    assert (
+        copies["registry.k8s.io/jobset/jobset:v0.12.0"]
+        == f"{jobset['registry']}/{jobset['repository']}:{jobset['tag']}"
+    )

@@ -60,6 +60,14 @@ from .storage import (
     persistent_volume_claim,
     shared_volume_path,
 )
+from .trainer_v2 import (
+    TRAINER_V2_NAMESPACE,
+    kueue_objects,
+    kueue_queue_name,
+    trainer_v2_images,
+    trainer_v2_values,
+    v2_fabrics,
+)
 from .trainjob import (
     PATCH_MANAGER,
     QUEUE_LABEL,
@@ -99,6 +107,7 @@ __all__ = [
     "SYSTEM_POOL",
     "TERMINATION_GRACE_S",
     "TRAINER_API",
+    "TRAINER_V2_NAMESPACE",
     "TRAINER_NODE",
     "VOLCANO_NAMESPACE",
     "VOLCANO_REPOSITORY",
@@ -110,6 +119,8 @@ __all__ = [
     "customize_operator_object",
     "docker_config_json",
     "job_command",
+    "kueue_objects",
+    "kueue_queue_name",
     "kubectl_commands",
     "mirrored",
     "nas_persistent_volume",
@@ -129,6 +140,9 @@ __all__ = [
     "train_job",
     "training_namespace",
     "training_runtime",
+    "trainer_v2_images",
+    "trainer_v2_values",
     "trainjob_kubectl_commands",
+    "v2_fabrics",
     "volcano_values",
 ]

@@ -1,0 +1,149 @@
+"""Kubeflow Trainer v2 as this platform installs it (its Helm chart with JobSet), and Kueue's
+queue for v2 jobs.
+
+Facts about the chart are from kubeflow/trainer at tag v2.3.0,
+``charts/kubeflow-trainer/`` (``Chart.yaml``: version 2.3.0, dependency ``jobset`` 0.12.0
+from ``oci://registry.k8s.io/jobset/charts`` under ``jobset.install``; ``values.yaml``:
+``image.registry``/``image.repository``, ``manager.nodeSelector``, runtimes off by default;
+``templates/_helpers.tpl``: the manager image tag defaults to ``v<chart version>``). The
+JobSet subchart's values (``image.registry``/``repository``/``tag``,
+``controller.nodeSelector``) are kubernetes-sigs/jobset's ``charts/jobset/values.yaml``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import PlatformSpec, TrainerV2Spec
+from .base import MANAGED_BY, Manifest
+from .placement import FABRICS, GPU_RESOURCE, FabricProfile
+
+TRAINER_V2_CHART = "oci://ghcr.io/kubeflow/charts/kubeflow-trainer"
+TRAINER_V2_NAMESPACE = "kubeflow-system"
+"""The namespace of the upstream installation guide (``docs/operator-guides/installation.md``)."""
+TRAINER_V2_IMAGE = "ghcr.io/kubeflow/trainer/trainer-controller-manager"
+JOBSET_IMAGE = "registry.k8s.io/jobset/jobset"
+JOBSET_VERSIONS = {"v2.3.0": "v0.12.0"}
+"""The JobSet release each Trainer release's chart depends on (its ``Chart.yaml``)."""
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+"""Kueue's current API (kubernetes-sigs/kueue ``site/static/examples/admin/single-clusterqueue-setup.yaml``)."""
+KUEUE_FLAVOR = "default-flavor"
+
+
+def trainer_v2_chart_version(spec: TrainerV2Spec) -> str:
+    """The chart version of a release tag: the tag without ``v``."""
+    return spec.version.removeprefix("v")
+
+
+def trainer_v2_values(
+    spec: TrainerV2Spec, *, mirror: str | None, node_selector: dict[str, str] | None
+) -> dict[str, Any]:
+    """Values for the kubeflow-trainer chart.
+
+    Args:
+        spec: the Trainer v2 settings.
+        mirror: registry path the third-party images were copied to.
+        node_selector: labels of the nodes for the controllers (the system pool).
+
+    Raises:
+        ValueError: ``mirror`` is set and the JobSet release of ``spec.version`` is not known here.
+    """
+    values: dict[str, Any] = {"jobset": {"install": spec.jobset}}
+    if node_selector:
+        values["manager"] = {"nodeSelector": dict(node_selector)}
+        if spec.jobset:
+            values["jobset"]["controller"] = {"nodeSelector": dict(node_selector)}
+    if mirror is not None:
+        # The charts write <registry>/<repository>:<tag>, which is mirrored()'s layout.
+        values["image"] = {"registry": mirror, "repository": TRAINER_V2_IMAGE.rsplit("/", 1)[-1]}
+        if spec.jobset:
+            values["jobset"]["image"] = {
+                "registry": mirror,
+                "repository": JOBSET_IMAGE.rsplit("/", 1)[-1],
+                "tag": _jobset_version(spec.version),
+            }
+    return values
+
+
+def _jobset_version(version: str) -> str:
+    if version not in JOBSET_VERSIONS:
+        raise ValueError(f"the JobSet release of Trainer {version} is not known: read it from its chart's Chart.yaml")
+    return JOBSET_VERSIONS[version]
+
+
+def trainer_v2_images(spec: TrainerV2Spec) -> list[str]:
+    """The images Trainer v2's chart pulls (the controller, and JobSet when it installs it)."""
+    images = [f"{TRAINER_V2_IMAGE}:{spec.version}"]
+    if spec.jobset:
+        images.append(f"{JOBSET_IMAGE}:{_jobset_version(spec.version)}")
+    return images
+
+
+def v2_fabrics(spec: PlatformSpec) -> list[FabricProfile | None]:
+    """The networks the stack's v2 jobs run over, one platform runtime each: always the pod
+    network (``None``), and the GPU pool's fabric when a v2 job uses ``network: rdma``."""
+    fabric = FABRICS.get(spec.gpu_pool.fabric) if spec.gpu_pool is not None else None
+    uses_fabric = any(spec.job_backend(job) == "v2" and job.network == "rdma" for job in spec.jobs)
+    return [None, fabric] if fabric is not None and uses_fabric else [None]
+
+
+def kueue_queue_name(spec: PlatformSpec) -> str:
+    """The ClusterQueue and LocalQueue of the stack's v2 jobs, named after their namespace."""
+    return spec.training.namespace
+
+
+def kueue_gpu_quota(spec: PlatformSpec) -> int:
+    """GPUs the queue admits at once: ``training.gpuQuota``, else what the GPU pool can hold."""
+    if spec.training.gpu_quota is not None:
+        return spec.training.gpu_quota
+    return spec.gpu_pool.gpus_per_node * spec.gpu_pool.max_size if spec.gpu_pool is not None else 0
+
+
+def kueue_objects(spec: PlatformSpec) -> list[Manifest]:
+    """ResourceFlavor, ClusterQueue and LocalQueue that admit the stack's v2 jobs.
+
+    Kueue admits a job only when its ClusterQueue covers every resource the job's pods
+    request, and admits all of a job's pods together by quota, before any node exists:
+    the pods are then created, stay pending, and the autoscaler adds nodes for them.
+    The queue admits only workloads of the training namespace.
+    """
+    name = kueue_queue_name(spec)
+    resources = [
+        ("cpu", spec.trainer_v2.kueue.cpu_quota),
+        ("memory", spec.trainer_v2.kueue.memory_quota),
+        (GPU_RESOURCE, str(kueue_gpu_quota(spec))),
+    ]
+    fabric = FABRICS.get(spec.gpu_pool.fabric) if spec.gpu_pool is not None else None
+    if fabric is not None:
+        # One device resource per job pod, and one job pod per node.
+        resources.append((fabric.resource, str(spec.gpu_pool.max_size)))
+    labels = dict(MANAGED_BY)
+    return [
+        {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": KUEUE_FLAVOR, "labels": labels}},
+        {
+            "apiVersion": KUEUE_API,
+            "kind": "ClusterQueue",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": spec.training.namespace}},
+                "resourceGroups": [
+                    {
+                        "coveredResources": [resource for resource, _ in resources],
+                        "flavors": [
+                            {
+                                "name": KUEUE_FLAVOR,
+                                "resources": [{"name": r, "nominalQuota": quota} for r, quota in resources],
+                            }
+                        ],
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": KUEUE_API,
+            "kind": "LocalQueue",
+            "metadata": {"name": name, "namespace": spec.training.namespace, "labels": labels},
+            "spec": {"clusterQueue": name},
+        },
+    ]
