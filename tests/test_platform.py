@@ -20,6 +20,7 @@ from components.plan import SECRET, UNKNOWN, Plan
 FS = "alicloud:nas/fileSystem:FileSystem"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 SC = "kubernetes:storage.k8s.io/v1:StorageClass"
+TRAINJOB = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob"
 JOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
 PV = "kubernetes:core/v1:PersistentVolume"
 POOL = "alicloud:cs/nodePool:NodePool"
@@ -39,7 +40,7 @@ CLOUD = (
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_stack_plans(run_stack, stack: str) -> None:
     plan = run_stack(stack_config(stack), stack)
-    assert len(plan.of_type(JOB)) == len(stack_config(stack)[cfg("jobs")])
+    assert len(plan.of_type(JOB) + plan.of_type(TRAINJOB)) == len(stack_config(stack)[cfg("jobs")])
     for obj in plan.kubernetes_objects():
         assert {"apiVersion", "kind", "metadata"} <= obj.keys()
 

@@ -472,3 +472,23 @@ def test_trainer_v2_images_are_listed_for_the_mirror_as_the_chart_pulls_them() -
         copies["registry.k8s.io/jobset/jobset:v0.12.0"]
         == f"{jobset['registry']}/{jobset['repository']}:{jobset['tag']}"
     )
+
+
+def test_local_stack_runs_the_same_job_on_both_backends(run_stack, tmp_path: Path) -> None:
+    from components.plan import write_manifests
+
+    plan = run_stack(stack_config("local"), "local")
+    v1 = plan.one("kubernetes:kubeflow.org/v1:PyTorchJob").inputs
+    v2 = plan.one(TRAINJOB).inputs
+    assert (v1["metadata"]["name"], v2["metadata"]["name"]) == ("mnist-cpu", "mnist-cpu-v2")
+    assert v2["spec"]["trainer"]["command"][-len(v1_flags := _flags(v1)) :] == v1_flags
+    assert v2["spec"]["trainer"]["numProcPerNode"] == int(v1["spec"]["nprocPerNode"])
+    written = {p.name for p in write_manifests(plan, tmp_path)}
+    assert {"6-clustertrainingruntime-ack-training-platform-torch.yaml", "6-trainjob-mnist-cpu-v2.yaml"} <= written
+    for path in tmp_path.glob("6-trainjob-*.yaml"):
+        assert_matches_model(yaml.safe_load(path.read_text()), TrainerV1alpha1TrainJob)
+
+
+def _flags(job: dict[str, Any]) -> list[str]:
+    command = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
+    return command[command.index("trainer") + 1 :]
