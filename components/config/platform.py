@@ -49,9 +49,9 @@ class PlatformSpec(Spec):
     registry: RegistrySpec | None = None
     """Container registry for the training image; jobs must then give full image references."""
     image_mirror: str | None = Field(default=None)
-    """Pull third-party images (the operator, Volcano, the operator's init container) from this registry path
-    instead, e.g. ``registry-vpc.cn-hangzhou.aliyuncs.com/mirror``: ``<mirror>/<last path part>:<tag>``.
-    ``python -m components.images`` lists what to copy there."""
+    """Pull third-party images (the operator, Volcano, the operator's init container, Trainer v2, JobSet) from
+    this registry path instead, e.g. ``registry-vpc.cn-hangzhou.aliyuncs.com/mirror``:
+    ``<mirror>/<last path part>:<tag>``. ``python -m components.upstream images`` lists what to copy there."""
     operator: OperatorSpec = Field(default_factory=OperatorSpec)
     trainer_v2: TrainerV2Spec = Field(default_factory=TrainerV2Spec, alias="trainerV2")
     training: TrainingNamespaceSpec = Field(default_factory=TrainingNamespaceSpec)
