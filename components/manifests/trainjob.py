@@ -20,6 +20,12 @@ Why the platform owns its runtimes rather than patching upstream's ``torch-distr
 - what differs per job goes in the TrainJob: ``trainer`` (image, command, env, nodes,
   processes, resources) and one runtime patch owned by the platform (placement, the
   shared volumes, service account, pull secret, the fabric's security context, pod labels).
+
+Trainer merges each patch into the runtime's JobSet spec as a strategic merge patch
+(``pkg/runtime/core/trainingruntime.go`` ``mergeRuntimePatches``), keyed by name for the
+replicated jobs (``zz_generated.openapi.go``: JobSetSpec ``replicatedJobs``
+``x-kubernetes-patch-merge-key: name``), the containers and the volumes: the runtime's
+``dshm`` volume takes the job's size, and the job's mounts add to the runtime's.
 """
 
 from __future__ import annotations
@@ -221,7 +227,8 @@ def train_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
 
 
 def trainjob_kubectl_commands(name: str, namespace: str) -> dict[str, str]:
-    """Commands to follow a TrainJob; its pods carry JobSet's job name label."""
+    """Commands to follow a TrainJob; JobSet labels its pods with the TrainJob's name
+    (``jobset.sigs.k8s.io/jobset-name``: v2.3.0 ``docs/user-guides/megatron.md``)."""
     selector = f"jobset.sigs.k8s.io/jobset-name={name}"
     return {
         "status": f"kubectl -n {namespace} get trainjob {name} -w",
