@@ -455,6 +455,12 @@ INVALID = [
         "(spec.active: false)",
     ),
     (
+        "Kueue without v2 jobs",
+        {"trainerV2.kueue": {"enabled": True}},
+        "ack-training-platform:trainerV2.kueue.enabled: Kueue queues v2 jobs only and no job runs on backend v2: "
+        "set training.backend: v2 (or a job's backend: v2), or drop kueue",
+    ),
+    (
         "unknown backend",
         {"jobs.0.backend": "v3"},
         "ack-training-platform:jobs[0].backend: Input should be 'v1' or 'v2' (got 'v3')",

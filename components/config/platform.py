@@ -126,6 +126,12 @@ class PlatformSpec(Spec):
         return self
 
     def _check_trainer_v2(self) -> None:
+        if self.trainer_v2.kueue.enabled and not self.uses_trainer_v2:
+            raise field_error(
+                "trainerV2.kueue.enabled",
+                "Kueue queues v2 jobs only and no job runs on backend v2: set training.backend: v2 (or a job's "
+                "backend: v2), or drop kueue",
+            )
         version = self.cluster.version
         match = re.match(r"^(\d+)\.(\d+)", version or "")
         if self.uses_trainer_v2 and match and (int(match[1]), int(match[2])) < TRAINER_V2_MIN_KUBERNETES:
