@@ -92,7 +92,8 @@ def training_runtime(fabric: FabricProfile | None = None) -> Manifest:
     A failed pod fails its Job at once (``backoffLimit: 0``, ``restartPolicy: Never``), and
     the JobSet then recreates every node's Job (``failurePolicy.maxRestarts``): torchrun's
     static rendezvous cannot take back one restarted node, and the trainer resumes all of
-    them from the last checkpoint.
+    them from the last checkpoint. NCCL's settings are there for GPU jobs; CPU jobs (gloo)
+    ignore them.
 
     Args:
         fabric: the RDMA fabric of the jobs it runs, or ``None`` for NCCL over TCP.
