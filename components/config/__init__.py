@@ -44,8 +44,6 @@ from .cluster import (
     VSwitchSpec,
 )
 from .jobs import (
-    BACKENDS,
-    TORCHRUN_ENV_PREFIX,
     Backend,
     ElasticSpec,
     RunPolicySpec,
@@ -63,7 +61,6 @@ from .storage import EXTREME_ROOT, NasSpec, OssSpec, StorageSpec, VolumeSpec
 __all__ = [
     "ApiServerSpec",
     "AutoscalerSpec",
-    "BACKENDS",
     "Backend",
     "Cidr",
     "ClusterSpec",
@@ -102,7 +99,6 @@ __all__ = [
     "Spec",
     "StorageSpec",
     "SystemPoolSpec",
-    "TORCHRUN_ENV_PREFIX",
     "TRAINER_V2_MIN_KUBERNETES",
     "TaintSpec",
     "TrainerArgs",

@@ -4,7 +4,7 @@ and which Kubeflow API runs it (``backend``: the v1 PyTorchJob or the v2 TrainJo
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
@@ -26,7 +26,6 @@ from .base import (
 # --- jobs ----------------------------------------------------------------------------
 
 Backend = Literal["v1", "v2"]
-BACKENDS: tuple[str, ...] = get_args(Backend)
 TORCHRUN_ENV_PREFIX = "PET_"
 """torchrun reads every ``PET_<FLAG>`` variable as its ``--<flag>``. Trainer v2 sets
 ``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR`` and
