@@ -117,14 +117,15 @@ class RunPolicySpec(Spec):
 
 class SchedulingSpec(Spec):
     queue: str | None = None
-    """Volcano queue (needs ``operator.volcano.enabled``)."""
+    """Volcano queue (needs ``operator.volcano.enabled``); v1 only: v2 jobs queue with ``trainerV2.kueue``."""
     priority_class: str | None = Field(default=None)
     min_available: int | None = Field(default=None, ge=1)
-    """Gang size: pods that must be schedulable together (needs Volcano)."""
+    """Gang size: pods that must be schedulable together (needs Volcano); v1 only."""
 
 
 class TrainingJobSpec(Spec):
-    """One PyTorchJob running the bundled trainer (or your own command)."""
+    """One training job running the bundled trainer (or your own command): a PyTorchJob on backend v1, a
+    TrainJob on backend v2."""
 
     name: Annotated[str, AfterValidator(_job_name)]
     """Job name (DNS-1035 label, at most 40 characters)."""
@@ -146,9 +147,9 @@ class TrainingJobSpec(Spec):
     env: dict[EnvName, EnvValue] = Field(default_factory=dict)
     """Extra environment variables; numbers are written as text."""
     nodes: int = Field(default=1, ge=1, le=512)
-    """Pods: one Master plus ``nodes - 1`` Workers."""
+    """Pods, one per node: on v1 one Master plus ``nodes - 1`` Workers, on v2 the TrainJob's ``numNodes``."""
     elastic: ElasticSpec | None = None
-    """Elastic job (Workers only, c10d rendezvous) instead of a fixed ``nodes``."""
+    """Elastic job (Workers only, c10d rendezvous) instead of a fixed ``nodes``; v1 only."""
     gpus_per_node: int | None = Field(default=None, ge=0, le=16)
     """GPUs per pod; the GPU pool's ``gpusPerNode`` when unset, 0 for a CPU job."""
     procs_per_node: int | None = Field(default=None, ge=1, le=64)
@@ -163,6 +164,7 @@ class TrainingJobSpec(Spec):
     """``rdma`` runs NCCL over the GPU pool's RDMA fabric (eRDMA) with host networking; needs a pool with a fabric."""
     nccl_debug: Literal["INFO", "WARN", "TRACE"] | None = Field(default=None)
     restart_policy: Literal["OnFailure", "ExitCode", "Never"] = Field(default="OnFailure")
+    """v1 only: on v2 the platform runtime restarts all of a job's pods together after a failure."""
     run_policy: RunPolicySpec = Field(default_factory=RunPolicySpec)
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
     backend: Backend | None = None
