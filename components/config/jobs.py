@@ -93,13 +93,13 @@ class TrainerArgs(Spec):
 
 class RunPolicySpec(Spec):
     backoff_limit: int = Field(default=6, ge=0)
-    """Pod restarts allowed before the job fails (preemptions count)."""
+    """Pod restarts allowed before the job fails (preemptions count); v1 only: v2 jobs restart whole up to 6 times."""
     active_deadline_seconds: int | None = Field(default=None, ge=1)
     ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
     """Refused: the job is a Pulumi resource, and one the operator deleted would be created, and trained, again
     by the next ``pulumi up --refresh``. Remove the job from the stack to delete it."""
     clean_pod_policy: Literal["None", "Running", "All"] = Field(default="None")
-    """``None`` keeps finished pods so their logs stay readable."""
+    """``None`` keeps finished pods so their logs stay readable; v1 only (v2 keeps them)."""
     suspend: bool = False
     """Stop the job's pods and keep the job; set back to ``false`` to resume it (the only change made in place)."""
 
