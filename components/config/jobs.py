@@ -244,7 +244,8 @@ def v2_conflict(job: TrainingJobSpec) -> tuple[str, str] | None:
         return (
             "runPolicy.backoffLimit",
             "a TrainJob has no backoff limit of its own: the platform runtime allows "
-            f"{RunPolicySpec().backoff_limit} restarts of the whole job; drop backoffLimit, {keep_v1}",
+            f"{RunPolicySpec.model_fields['backoff_limit'].default} restarts of the whole job; drop backoffLimit, "
+            + keep_v1,
         )
     if "clean_pod_policy" in run.model_fields_set:
         return (

@@ -30,7 +30,7 @@ replicated jobs (``zz_generated.openapi.go``: JobSetSpec ``replicatedJobs``
 
 from __future__ import annotations
 
-from ..config import PROJECT, TrainingJobSpec, v2_conflict
+from ..config import PROJECT, RunPolicySpec, TrainingJobSpec, v2_conflict
 from .base import MANAGED_BY, Manifest
 from .jobs import (
     HOST_NETWORK,
@@ -63,7 +63,7 @@ PATCH_MANAGER = f"{PROJECT}/platform"
 managers (Kueue's ``kueue.x-k8s.io/manager``) keep patches of their own beside it."""
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 """The LocalQueue a TrainJob is submitted to (Kueue: "Run A TrainJob")."""
-JOB_RESTARTS = 6
+JOB_RESTARTS = RunPolicySpec.model_fields["backoff_limit"].default
 """Restarts of a whole job after a pod fails, as many as a v1 job's default ``backoffLimit``."""
 DEFAULT_SHM = "2Gi"
 """``/dev/shm`` in the runtime; each TrainJob patches in its own size."""
