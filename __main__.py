@@ -16,6 +16,7 @@ from components import (
     local_provider,
 )
 from components.manifests import (
+    KUEUE_NAMESPACE,
     OPERATOR_NAMESPACE,
     TRAINER_V2_NAMESPACE,
     VOLCANO_NAMESPACE,
@@ -83,8 +84,8 @@ else:
             cluster_id=cluster.cluster_id,
             vpc_id=network.vpc_id,
             vswitch_id=network.first_vswitch_id,
-            # With a mirror, the operator's, Volcano's and Trainer v2's pods pull from the registry too.
-            pulling_namespaces=[OPERATOR_NAMESPACE, VOLCANO_NAMESPACE, TRAINER_V2_NAMESPACE]
+            # With a mirror, the operator's, Volcano's, Trainer v2's and Kueue's pods pull from the registry too.
+            pulling_namespaces=[OPERATOR_NAMESPACE, VOLCANO_NAMESPACE, TRAINER_V2_NAMESPACE, KUEUE_NAMESPACE]
             if spec.image_mirror
             else [],
             password=stack_secret("registryPassword"),

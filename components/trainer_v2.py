@@ -12,8 +12,11 @@ from ._k8s import TOKEN, resource_args
 from .config import TrainerV2Spec
 from .manifests import FabricProfile, Manifest, runtime_name, training_runtime
 from .manifests.trainer_v2 import (
+    KUEUE_CHART,
+    KUEUE_NAMESPACE,
     TRAINER_V2_CHART,
     TRAINER_V2_NAMESPACE,
+    kueue_values,
     trainer_v2_chart_version,
     trainer_v2_values,
 )
@@ -25,10 +28,13 @@ RELEASE_TIMEOUT_S = 900
 class TrainerV2(pulumi.ComponentResource):
     """Installs Kubeflow Trainer v2 from its OCI Helm chart at a pinned release (CRDs,
     controller, webhooks, and JobSet as its dependency, in ``kubeflow-system``), then the
-    platform's ClusterTrainingRuntimes, and Kueue's queue when one is given.
+    platform's ClusterTrainingRuntimes, and Kueue's queue when one is given, with Kueue
+    itself from its OCI chart when ``spec.kueue.install``.
 
-    The chart is a Helm release, like Volcano: the kubernetes provider renders it at deploy
-    time, and hooks run. The runtimes wait for the release, whose CRDs and webhook they need.
+    The charts are Helm releases, like Volcano: the kubernetes provider renders them at
+    deploy time, and hooks run. The runtimes wait for Trainer's release and the queue for
+    Kueue's, whose CRDs and webhooks they need; a job waits for all of it, since a TrainJob
+    created before Kueue's webhook would start without being admitted.
 
     Args:
         name: Pulumi resource name.
@@ -36,7 +42,8 @@ class TrainerV2(pulumi.ComponentResource):
             the queue), for a cluster that runs Trainer v2 already.
         provider: the cluster's kubernetes provider.
         fabrics: the distinct networks jobs run over (``None``: the pod network); one runtime each.
-        queue_objects: Kueue's ResourceFlavor, ClusterQueue and LocalQueue, or none.
+        queue_objects: Kueue's ResourceFlavor, ClusterQueue and LocalQueue, or none (then
+            Kueue is not installed either).
         queue: the LocalQueue in ``queue_objects`` that admits the jobs.
         image_mirror: registry path the third-party images were copied to.
         node_selector: labels of the nodes for the controllers (the system pool).
@@ -82,12 +89,28 @@ class TrainerV2(pulumi.ComponentResource):
             )
             for fabric in fabrics
         ]
+        kueue: list[pulumi.Resource] = []
+        if queue_objects and spec.kueue.install:
+            kueue.append(
+                k8s.helm.v3.Release(
+                    "kueue",
+                    name="kueue",
+                    chart=KUEUE_CHART,
+                    version=spec.kueue.version,
+                    namespace=KUEUE_NAMESPACE,
+                    create_namespace=True,
+                    values=kueue_values(spec.kueue, mirror=image_mirror, node_selector=node_selector),
+                    timeout=RELEASE_TIMEOUT_S,
+                    opts=pulumi.ResourceOptions(parent=self, provider=provider),
+                )
+            )
+        after_kueue = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=kueue)
         self.queue_resources = [
             k8s.apiextensions.CustomResource(
-                f"{obj['kind'].lower()}-{obj['metadata']['name']}", **resource_args(obj), opts=after_install
+                f"{obj['kind'].lower()}-{obj['metadata']['name']}", **resource_args(obj), opts=after_kueue
             )
             for obj in queue_objects
         ]
         self.queue = queue
-        self.ready: list[pulumi.Resource] = [*installed, *self.runtimes, *self.queue_resources]
+        self.ready: list[pulumi.Resource] = [*installed, *self.runtimes, *kueue, *self.queue_resources]
         self.register_outputs({"queue": queue})

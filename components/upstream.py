@@ -7,6 +7,8 @@ the real thing where there is network::
     helm template volcano volcano-sh/volcano --version 1.12.1 -f values.json
     python -m components.upstream trainer-v2-values --stack prod > values.json
     helm template kubeflow-trainer oci://ghcr.io/kubeflow/charts/kubeflow-trainer --version 2.3.0 -f values.json
+    python -m components.upstream kueue-values --stack prod > values.json
+    helm template kueue oci://registry.k8s.io/kueue/charts/kueue --version 0.19.2 -f values.json
     python -m components.upstream images --stack prod                # what to copy into imageMirror
 
 Exit status: 0 done, 2 invalid stack or input.
@@ -22,6 +24,7 @@ import yaml
 
 from .config import ConfigError, PlatformSpec, load_spec
 from .manifests import (
+    kueue_values,
     mirrored,
     operator_customization,
     system_node_selector,
@@ -71,7 +74,7 @@ def image_copies(spec: PlatformSpec) -> list[tuple[str, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m components.upstream", description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=["operator", "volcano-values", "trainer-v2-values", "images"])
+    parser.add_argument("what", choices=["operator", "volcano-values", "trainer-v2-values", "kueue-values", "images"])
     parser.add_argument("--stack", required=True, help="plans stacks/Pulumi.<stack>.yaml")
     args = parser.parse_args(argv)
     try:
@@ -84,6 +87,11 @@ def main(argv: list[str] | None = None) -> int:
         elif args.what == "trainer-v2-values":
             values = trainer_v2_values(
                 spec.trainer_v2, mirror=spec.image_mirror, node_selector=system_node_selector(spec.cluster)
+            )
+            print(json.dumps(values, indent=2))
+        elif args.what == "kueue-values":
+            values = kueue_values(
+                spec.trainer_v2.kueue, mirror=spec.image_mirror, node_selector=system_node_selector(spec.cluster)
             )
             print(json.dumps(values, indent=2))
         else:

@@ -17,7 +17,14 @@ from kubeflow_trainer_api.models import TrainerV1alpha1ClusterTrainingRuntime, T
 from test_jobs import CPU_PLACEMENT, IMAGE, POOL_1, POOL_8_ERDMA, context
 
 from components.config import TrainingJobSpec, load_spec
-from components.manifests import JobContext, pytorch_job, train_job, trainer_v2_values, training_runtime
+from components.manifests import (
+    JobContext,
+    kueue_values,
+    pytorch_job,
+    train_job,
+    trainer_v2_values,
+    training_runtime,
+)
 from components.upstream import image_copies
 
 GOLDEN = Path(__file__).parent / "golden" / "v2"
@@ -439,7 +446,36 @@ def test_kueue_queues_v2_jobs_with_the_gpu_quota(run_stack) -> None:
     job = plan.one(TRAINJOB)
     assert job.inputs["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "training"
     assert "suspend" not in job.inputs["spec"]
-    assert plan.one("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue").urn in job.dependencies
+    kueue = plan.one(RELEASE, "kueue")
+    # A TrainJob created before Kueue's webhook would start unadmitted: it waits for Kueue and its queue.
+    assert {kueue.urn, plan.one("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue").urn} <= set(job.dependencies)
+    assert all(kueue.urn in q.dependencies for q in plan.resources if q.type.startswith("kubernetes:kueue.x-k8s.io/"))
+    inputs = kueue.inputs
+    assert (inputs["chart"], inputs["version"], inputs["namespace"]) == (
+        "oci://registry.k8s.io/kueue/charts/kueue",
+        "0.19.2",
+        "kueue-system",
+    )
+    manager = inputs["values"]["controllerManager"]
+    assert manager["manager"]["image"] == {
+        "repository": "registry.k8s.io/kueue/kueue",
+        "tag": "v0.19.2",
+        "pullPolicy": "IfNotPresent",
+    }
+    assert manager["nodeSelector"] == {"ack-training-platform/pool": "system"}
+    config = yaml.safe_load(inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    assert "trainer.kubeflow.org/trainjob" in config["integrations"]["frameworks"]
+    # All of a job's pods run within the timeout, new nodes included, or the job goes back to the queue.
+    assert config["waitForPodsReady"] == {"timeout": "30m", "blockAdmission": False}
+
+
+def test_kueue_running_already_gets_only_the_queue(run_stack) -> None:
+    config = stack_config("dev")
+    config[cfg("training")]["backend"] = "v2"
+    config[cfg("trainerV2")] = {"kueue": {"enabled": True, "install": False}}
+    plan = run_stack(config)
+    assert [r.name for r in plan.of_type(RELEASE)] == ["kubeflow-trainer"]
+    assert plan.one("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue")
 
 
 def test_a_cluster_with_trainer_v2_gets_only_the_runtimes(run_stack) -> None:
@@ -472,6 +508,13 @@ def test_trainer_v2_images_are_listed_for_the_mirror_as_the_chart_pulls_them() -
         copies["registry.k8s.io/jobset/jobset:v0.12.0"]
         == f"{jobset['registry']}/{jobset['repository']}:{jobset['tag']}"
     )
+    assert "registry.k8s.io/kueue/kueue:v0.19.2" not in copies
+    config[cfg("trainerV2")] = {"install": True, "kueue": {"enabled": True}}
+    queued = load_spec(config, credentials=False)
+    # The Kueue chart writes <repository>:<tag>.
+    kueue = kueue_values(queued.trainer_v2.kueue, mirror=MIRROR, node_selector=None)["controllerManager"]["manager"]
+    mirrored_kueue = f"{kueue['image']['repository']}:{kueue['image']['tag']}"
+    assert dict(image_copies(queued))["registry.k8s.io/kueue/kueue:v0.19.2"] == mirrored_kueue
 
 
 def test_local_stack_runs_the_same_job_on_both_backends(run_stack, tmp_path: Path) -> None:

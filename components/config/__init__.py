@@ -14,6 +14,7 @@ tests and the README's config reference all read the same models.
 from .base import (
     DEFAULT_CPU_SHM_GIB,
     DEFAULT_GPU_TAINT_KEY,
+    DEFAULT_KUEUE_VERSION,
     DEFAULT_OPERATOR_VERSION,
     DEFAULT_POD_CIDR,
     DEFAULT_SERVICE_CIDR,
@@ -68,6 +69,7 @@ __all__ = [
     "Cpu",
     "DEFAULT_CPU_SHM_GIB",
     "DEFAULT_GPU_TAINT_KEY",
+    "DEFAULT_KUEUE_VERSION",
     "DEFAULT_OPERATOR_VERSION",
     "DEFAULT_POD_CIDR",
     "DEFAULT_SERVICE_CIDR",

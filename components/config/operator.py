@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 
 from .base import (
     _VERSION_TAG,
+    DEFAULT_KUEUE_VERSION,
     DEFAULT_OPERATOR_VERSION,
     DEFAULT_TRAINER_V2_VERSION,
     DEFAULT_VOLCANO_VERSION,
@@ -53,12 +54,19 @@ class OperatorSpec(Spec):
 
 
 class KueueSpec(Spec):
-    """Queueing and quota for v2 jobs with Kueue, which must already run in the cluster with
-    its TrainJob integration on (Kueue: "Run A TrainJob")."""
+    """Queueing and quota for v2 jobs with Kueue."""
 
     enabled: bool = False
     """Create a ClusterQueue with the GPU quota and a LocalQueue in the training namespace, and
     label every v2 job with it (``kueue.x-k8s.io/queue-name``)."""
+    install: bool = True
+    """Install Kueue from its Helm chart with the TrainJob integration and ``waitForPodsReady`` (off: the
+    cluster runs Kueue already, with its TrainJob integration on)."""
+    version: str = Field(default=DEFAULT_KUEUE_VERSION, pattern=r"^\d+\.\d+\.\d+$")
+    """Kueue Helm chart version (pinned)."""
+    pods_ready_timeout_minutes: int = Field(default=30, ge=1)
+    """How long an admitted job's pods may take to run, new GPU nodes included; then Kueue evicts the job
+    and requeues it, so a job holds its quota only while all of its pods can run."""
     cpu_quota: Cpu = "1024"
     """CPUs the queue admits at once. Kueue admits a job only when its queue covers every
     resource the pods request; GPUs are the quota that matters (``training.gpuQuota``)."""

@@ -61,9 +61,11 @@ from .storage import (
     shared_volume_path,
 )
 from .trainer_v2 import (
+    KUEUE_NAMESPACE,
     TRAINER_V2_NAMESPACE,
     kueue_objects,
     kueue_queue_name,
+    kueue_values,
     trainer_v2_images,
     trainer_v2_values,
     v2_fabrics,
@@ -86,6 +88,7 @@ __all__ = [
     "FabricProfile",
     "GPU_RESOURCE",
     "JobContext",
+    "KUEUE_NAMESPACE",
     "MANAGED_BY",
     "MASTER_PORT",
     "Manifest",
@@ -113,6 +116,7 @@ __all__ = [
     "job_command",
     "kueue_objects",
     "kueue_queue_name",
+    "kueue_values",
     "kubectl_commands",
     "mirrored",
     "nas_persistent_volume",

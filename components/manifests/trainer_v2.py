@@ -1,5 +1,5 @@
-"""Kubeflow Trainer v2 as this platform installs it (its Helm chart with JobSet), and Kueue's
-queue for v2 jobs.
+"""Kubeflow Trainer v2 as this platform installs it (its Helm chart with JobSet), and Kueue
+with its queue for v2 jobs.
 
 Facts about the chart are from kubeflow/trainer at tag v2.3.0,
 ``charts/kubeflow-trainer/`` (``Chart.yaml``: version 2.3.0, dependency ``jobset`` 0.12.0
@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import PlatformSpec, TrainerV2Spec
+import yaml
+
+from ..config import KueueSpec, PlatformSpec, TrainerV2Spec
 from .base import MANAGED_BY, Manifest
+from .operator import mirrored
 from .placement import FABRICS, GPU_RESOURCE, FabricProfile
 
 TRAINER_V2_CHART = "oci://ghcr.io/kubeflow/charts/kubeflow-trainer"
@@ -27,8 +30,17 @@ JOBSET_VERSIONS = {"v2.3.0": "v0.12.0"}
 """The JobSet release each Trainer release's chart depends on (its ``Chart.yaml``)."""
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
-"""Kueue's current API (kubernetes-sigs/kueue ``site/static/examples/admin/single-clusterqueue-setup.yaml``)."""
+"""Kueue's API for queues (kubernetes-sigs/kueue v0.19.2 ``apis/kueue/v1beta2``)."""
 KUEUE_FLAVOR = "default-flavor"
+KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
+"""kubernetes-sigs/kueue v0.19.2 ``charts/kueue/README.md.gotmpl``."""
+KUEUE_NAMESPACE = "kueue-system"
+KUEUE_IMAGE = "registry.k8s.io/kueue/kueue"
+"""The released image, ``v<chart version>`` (v0.19.2 ``hack/testing/e2e-common.sh``); the chart's own
+``values.yaml`` names a staging image, so the platform sets it."""
+KUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob")
+"""The integrations Kueue manages: TrainJobs, and the JobSets and Jobs they become (the chart's
+default list holds these among others; v0.19.2 ``charts/kueue/values.yaml``)."""
 
 
 def trainer_v2_chart_version(spec: TrainerV2Spec) -> str:
@@ -73,11 +85,55 @@ def _jobset_version(version: str) -> str:
 
 
 def trainer_v2_images(spec: TrainerV2Spec) -> list[str]:
-    """The images Trainer v2's chart pulls (the controller, and JobSet when it installs it)."""
+    """The images Trainer v2's chart pulls (the controller, and JobSet when it installs it),
+    and Kueue's controller when the stack installs Kueue."""
     images = [f"{TRAINER_V2_IMAGE}:{spec.version}"]
     if spec.jobset:
         images.append(f"{JOBSET_IMAGE}:{_jobset_version(spec.version)}")
+    if spec.kueue.enabled and spec.kueue.install:
+        images.append(kueue_image(spec.kueue))
     return images
+
+
+def kueue_values(spec: KueueSpec, *, mirror: str | None, node_selector: dict[str, str] | None) -> dict[str, Any]:
+    """Values for the Kueue chart (keys of its v0.19.2 ``values.yaml``).
+
+    The manager's configuration replaces the chart's default one: the same ports and leader
+    election, only the integrations v2 jobs need, and ``waitForPodsReady``, which evicts
+    and requeues a job whose pods do not all run within the timeout. Kueue admits a job by
+    quota before its nodes exist, so the pods are created and the autoscaler adds nodes
+    for them; the timeout gives a job that cannot get all its nodes back to the queue
+    (Kueue: ``apis/config/v1beta2/configuration_types.go`` ``WaitForPodsReady``).
+
+    Args:
+        spec: the Kueue settings.
+        mirror: registry path the third-party images were copied to.
+        node_selector: labels of the nodes for Kueue's controller (the system pool).
+    """
+    config = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "waitForPodsReady": {"timeout": f"{spec.pods_ready_timeout_minutes}m", "blockAdmission": False},
+        "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
+    }
+    image = mirrored(kueue_image(spec), mirror) if mirror is not None else kueue_image(spec)
+    repository, _, tag = image.rpartition(":")
+    manager: dict[str, Any] = {"image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"}}
+    controller: dict[str, Any] = {"manager": manager}
+    if node_selector:
+        controller["nodeSelector"] = dict(node_selector)
+    return {
+        "controllerManager": controller,
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(config, sort_keys=False)},
+    }
+
+
+def kueue_image(spec: KueueSpec) -> str:
+    return f"{KUEUE_IMAGE}:v{spec.version}"
 
 
 def v2_fabrics(spec: PlatformSpec) -> list[FabricProfile | None]:
