@@ -9,12 +9,20 @@ from components import (
     NasStorage,
     Network,
     SharedVolumes,
+    TrainerV2,
     TrainingJob,
     TrainingNamespace,
     TrainingOperator,
     local_providers,
 )
-from components.manifests import OPERATOR_NAMESPACE, VOLCANO_NAMESPACE, cluster_addons, system_node_selector
+from components.manifests import (
+    cluster_addons,
+    kueue_objects,
+    kueue_queue_name,
+    mirrored_namespaces,
+    system_node_selector,
+    v2_fabrics,
+)
 from components.stack import stack_secret, stack_spec
 
 spec = stack_spec()
@@ -75,8 +83,8 @@ else:
             cluster_id=cluster.cluster_id,
             vpc_id=network.vpc_id,
             vswitch_id=network.first_vswitch_id,
-            # With a mirror, the operator's and Volcano's pods pull from the registry too.
-            pulling_namespaces=[OPERATOR_NAMESPACE, VOLCANO_NAMESPACE] if spec.image_mirror else [],
+            # With a mirror, what the stack installs pulls from the registry too.
+            pulling_namespaces=mirrored_namespaces(spec),
             keep_addons=cluster.adopted,
             password=stack_secret("registryPassword"),
         )
@@ -94,6 +102,21 @@ operator = TrainingOperator(
     node_selector=system_node_selector(spec.cluster),
     pulls_after=registry.ready if registry is not None and spec.image_mirror else None,
 )
+queued = spec.trainer_v2.kueue.enabled
+trainer_v2 = (
+    TrainerV2(
+        "trainer-v2",
+        spec.trainer_v2,
+        provider=provider,
+        fabrics=v2_fabrics(spec),
+        queue_objects=kueue_objects(spec) if queued else (),
+        queue=kueue_queue_name(spec) if queued else None,
+        image_mirror=spec.image_mirror,
+        node_selector=system_node_selector(spec.cluster),
+    )
+    if spec.uses_trainer_v2
+    else None
+)
 jobs = [
     TrainingJob(
         job.name,
@@ -103,6 +126,8 @@ jobs = [
         pool=pool,
         registry=registry,
         operator=operator,
+        trainer_v2=trainer_v2,
+        backend=spec.job_backend(job),
         provider=provider,
     )
     for job in spec.jobs

@@ -17,6 +17,7 @@ from .network import Network
 from .operator import TrainingOperator
 from .registry import ContainerRegistry
 from .storage import NasStorage, SharedVolumes
+from .trainer_v2 import TrainerV2
 from .training_job import TrainingJob
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "Placement",
     "PlatformSpec",
     "SharedVolumes",
+    "TrainerV2",
     "TrainingJob",
     "TrainingJobSpec",
     "TrainingNamespace",

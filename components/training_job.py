@@ -1,4 +1,5 @@
-"""TrainingJob: one typed job in, one kubeflow.org/v1 PyTorchJob out."""
+"""TrainingJob: one typed job in, one kubeflow.org/v1 PyTorchJob (backend v1) or one
+trainer.kubeflow.org/v1alpha1 TrainJob (backend v2) out."""
 
 from __future__ import annotations
 
@@ -6,13 +7,23 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from ._k8s import TOKEN, resource_args
-from .config import TrainingJobSpec, job_gpus
+from .config import Backend, TrainingJobSpec, job_gpus
 from .gpu_pool import GpuNodePool
-from .manifests import CPU_PLACEMENT, REPLACED_ON_CHANGE, JobContext, kubectl_commands, pytorch_job
+from .manifests import (
+    CPU_PLACEMENT,
+    REPLACED_ON_CHANGE,
+    REPLACED_ON_CHANGE_V2,
+    JobContext,
+    kubectl_commands,
+    pytorch_job,
+    train_job,
+    trainjob_kubectl_commands,
+)
 from .namespace import TrainingNamespace
 from .operator import TrainingOperator
 from .registry import ContainerRegistry
 from .storage import SharedVolumes
+from .trainer_v2 import TrainerV2
 
 IMAGE_PLACEHOLDER = "<image>"
 
@@ -27,14 +38,15 @@ def job_image(spec: TrainingJobSpec, registry: ContainerRegistry | None) -> pulu
 
 
 class TrainingJob(pulumi.ComponentResource):
-    """A PyTorchJob whose placement, volumes, image and pull secret come from the
-    platform's objects.
+    """A PyTorchJob (backend v1) or a TrainJob (backend v2) whose placement, volumes, image
+    and pull secret come from the platform's objects.
 
-    Lifecycle: the v1 operator reads a job's replicas, command and policies only when it
-    starts the job, so a change to any of them replaces the job (the old one is deleted
-    first; the new one resumes from the job's last checkpoint). ``runPolicy.suspend`` and
-    labels change in place. A finished job stays finished: it is deleted only by removing
-    it from the stack.
+    Lifecycle, the same on both backends: the v1 operator reads a job's replicas, command
+    and policies only when it starts the job, and Trainer v2 keeps a TrainJob's trainer,
+    runtime and patches immutable, so a change to any of them replaces the job (the old one
+    is deleted first; the new one resumes from the job's last checkpoint).
+    ``runPolicy.suspend`` and labels change in place. A finished job stays finished: it is
+    deleted only by removing it from the stack.
 
     Args:
         name: Pulumi resource name.
@@ -43,12 +55,14 @@ class TrainingJob(pulumi.ComponentResource):
         storage: the shared data/output volumes.
         pool: the GPU pool; ``None`` for CPU jobs.
         registry: the registry (image and pull secret); ``None`` for a full ``image``.
-        operator: the Training Operator; the job waits for its CRDs.
+        operator: the Training Operator; a v1 job waits for its CRDs.
+        trainer_v2: Trainer v2; a v2 job waits for it and its runtimes, and joins its queue.
+        backend: ``v1`` or ``v2``; the spec's own ``backend`` (else ``v1``) when unset.
         provider: the cluster's kubernetes provider.
 
     Attributes:
-        manifest: the emitted PyTorchJob; its image is an output, which may be known only
-            after deployment.
+        manifest: the emitted PyTorchJob or TrainJob; its image is an output, which may be
+            known only after deployment.
         commands: ``kubectl`` commands to follow the job.
 
     Raises:
@@ -66,6 +80,8 @@ class TrainingJob(pulumi.ComponentResource):
         pool: GpuNodePool | None = None,
         registry: ContainerRegistry | None = None,
         operator: TrainingOperator | None = None,
+        trainer_v2: TrainerV2 | None = None,
+        backend: Backend | None = None,
         provider: k8s.Provider,
         opts: pulumi.ResourceOptions | None = None,
     ):
@@ -77,26 +93,35 @@ class TrainingJob(pulumi.ComponentResource):
             )
         placement = pool.placement if pool is not None else CPU_PLACEMENT
         gpus = job_gpus(spec, placement.gpus_per_node)
-
-        self.manifest = pytorch_job(
-            spec,
-            JobContext(
-                namespace=namespace.name,
-                image=IMAGE_PLACEHOLDER,
-                gpus=gpus,
-                placement=placement,
-                data_claim=storage.data_claim,
-                output_claim=storage.output_claim,
-                service_account=namespace.service_account,
-                image_pull_secret=registry.pull_secret if registry is not None else None,
-            ),
+        backend = backend or spec.backend or "v1"
+        ctx = JobContext(
+            namespace=namespace.name,
+            image=IMAGE_PLACEHOLDER,
+            gpus=gpus,
+            placement=placement,
+            data_claim=storage.data_claim,
+            output_claim=storage.output_claim,
+            service_account=namespace.service_account,
+            image_pull_secret=registry.pull_secret if registry is not None else None,
+            queue=trainer_v2.queue if trainer_v2 is not None else None,
         )
         # The registry's URL may be known only after deployment; everything else is known now.
         image = job_image(spec, registry)
-        for replica in self.manifest["spec"]["pytorchReplicaSpecs"].values():
-            for container in replica["template"]["spec"]["containers"]:
-                container["image"] = image
-        depends_on = pulumi.Output.from_input(operator.ready if operator else []).apply(
+        if backend == "v2":
+            self.manifest = train_job(spec, ctx)
+            self.manifest["spec"]["trainer"]["image"] = image
+            controller: pulumi.Input[list[pulumi.Resource]] = trainer_v2.ready if trainer_v2 else []
+            replaced_on_change = REPLACED_ON_CHANGE_V2
+            self.commands = trainjob_kubectl_commands(spec.name, namespace.name)
+        else:
+            self.manifest = pytorch_job(spec, ctx)
+            for replica in self.manifest["spec"]["pytorchReplicaSpecs"].values():
+                for container in replica["template"]["spec"]["containers"]:
+                    container["image"] = image
+            controller = operator.ready if operator else []
+            replaced_on_change = REPLACED_ON_CHANGE
+            self.commands = kubectl_commands(spec.name, namespace.name)
+        depends_on = pulumi.Output.from_input(controller).apply(
             lambda ready: [
                 namespace.namespace,
                 *storage.claims,
@@ -112,11 +137,10 @@ class TrainingJob(pulumi.ComponentResource):
                 parent=self,
                 provider=provider,
                 depends_on=depends_on,
-                replace_on_changes=list(REPLACED_ON_CHANGE),
+                replace_on_changes=list(replaced_on_change),
                 delete_before_replace=True,
             ),
         )
         self.job_name = spec.name
         self.namespace = namespace.name
-        self.commands = kubectl_commands(spec.name, namespace.name)
         self.register_outputs({"name": self.job_name, "namespace": self.namespace, "commands": self.commands})

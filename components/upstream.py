@@ -5,6 +5,10 @@ the real thing where there is network::
         | python -m components.upstream operator --stack prod        # the objects Pulumi applies
     python -m components.upstream volcano-values --stack prod > values.json
     helm template volcano volcano-sh/volcano --version 1.12.1 -f values.json
+    python -m components.upstream trainer-v2-values --stack prod > values.json
+    helm template kubeflow-trainer oci://ghcr.io/kubeflow/charts/kubeflow-trainer --version 2.3.0 -f values.json
+    python -m components.upstream kueue-values --stack prod > values.json
+    helm template kueue oci://registry.k8s.io/kueue/charts/kueue --version 0.19.2 -f values.json
     python -m components.upstream images --stack prod                # what to copy into imageMirror
 
 Exit status: 0 done, 2 invalid stack or input.
@@ -19,7 +23,16 @@ import sys
 import yaml
 
 from .config import ConfigError, PlatformSpec, load_spec
-from .manifests import mirrored, operator_customization, system_node_selector, third_party_images, volcano_values
+from .manifests import (
+    kueue_values,
+    mirrored,
+    operator_customization,
+    system_node_selector,
+    third_party_images,
+    trainer_v2_images,
+    trainer_v2_values,
+    volcano_values,
+)
 from .plan import PlanError, find_project_dir, read_stack_file, stack_path
 
 
@@ -54,12 +67,14 @@ def image_copies(spec: PlatformSpec) -> list[tuple[str, str]]:
         if spec.operator.install and spec.operator.volcano.enabled
         else None,
     )
+    if spec.installs_trainer_v2:
+        images += trainer_v2_images(spec.trainer_v2)
     return [(image, mirrored(image, spec.image_mirror)) for image in images]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m components.upstream", description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=["operator", "volcano-values", "images"])
+    parser.add_argument("what", choices=["operator", "volcano-values", "trainer-v2-values", "kueue-values", "images"])
     parser.add_argument("--stack", required=True, help="plans stacks/Pulumi.<stack>.yaml")
     args = parser.parse_args(argv)
     try:
@@ -68,6 +83,16 @@ def main(argv: list[str] | None = None) -> int:
             print(yaml.safe_dump_all(customize_rendered(sys.stdin.read(), spec), sort_keys=False), end="")
         elif args.what == "volcano-values":
             values = volcano_values(mirror=spec.image_mirror, node_selector=system_node_selector(spec.cluster))
+            print(json.dumps(values, indent=2))
+        elif args.what == "trainer-v2-values":
+            values = trainer_v2_values(
+                spec.trainer_v2, mirror=spec.image_mirror, node_selector=system_node_selector(spec.cluster)
+            )
+            print(json.dumps(values, indent=2))
+        elif args.what == "kueue-values":
+            values = kueue_values(
+                spec.trainer_v2.kueue, mirror=spec.image_mirror, node_selector=system_node_selector(spec.cluster)
+            )
             print(json.dumps(values, indent=2))
         else:
             for source, target in image_copies(spec):

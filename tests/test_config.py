@@ -59,7 +59,7 @@ INVALID = [
         "unknown top-level key",
         {"gpuPol": {}},
         "ack-training-platform:gpuPol: unknown key; did you mean 'gpuPool'? valid keys: cluster, gpuPool, imageMirror, "
-        "jobs, network, operator, registry, storage, training",
+        "jobs, network, operator, registry, storage, trainerV2, training",
     ),
     (
         "min above max",
@@ -399,6 +399,94 @@ INVALID = [
         "alicloud:region: a region id such as 'cn-hangzhou' (got ['cn-hangzhou'])",
     ),
     (
+        "v2 on a cluster older than 1.31",
+        {"cluster.version": "1.30.7-aliyun.1", "training.backend": "v2"},
+        "ack-training-platform:cluster.version: Kubernetes 1.30.7-aliyun.1 is too old for Trainer v2, which needs "
+        "1.31 or later: raise cluster.version, or keep the jobs on backend v1 (training.backend, jobs[].backend)",
+    ),
+    (
+        "v2 release tag",
+        {"trainerV2.version": "v1.9.4"},
+        "ack-training-platform:trainerV2.version: 'v1.9.4' is not a Trainer v2 release tag: pin one such as 'v2.3.0'",
+    ),
+    (
+        "elastic job on v2",
+        {"jobs.0.backend": "v2", "jobs.0.elastic": {"minNodes": 1, "maxNodes": 2}},
+        "ack-training-platform:jobs[0].elastic: Trainer v2 has no elastic training (v2.3.0 runs a fixed numNodes): "
+        "give a fixed nodes instead, or keep the job on backend v1",
+    ),
+    (
+        "restart policy on v2",
+        {"jobs.0.backend": "v2", "jobs.0.restartPolicy": "ExitCode"},
+        "ack-training-platform:jobs[0].restartPolicy: a TrainJob has no restart policy: the platform runtime "
+        "restarts all of a job's pods together after a failure, which resumes from the last checkpoint; drop "
+        "restartPolicy, or keep the job on backend v1",
+    ),
+    (
+        "backoff limit on v2",
+        {"jobs.0.backend": "v2", "jobs.0.runPolicy": {"backoffLimit": 2}},
+        "ack-training-platform:jobs[0].runPolicy.backoffLimit: a TrainJob has no backoff limit of its own: the "
+        "platform runtime allows 6 restarts of the whole job; drop backoffLimit, or keep the job on backend v1",
+    ),
+    (
+        "clean pod policy on v2",
+        {"jobs.0.backend": "v2", "jobs.0.runPolicy": {"cleanPodPolicy": "All"}},
+        "ack-training-platform:jobs[0].runPolicy.cleanPodPolicy: a TrainJob keeps its finished pods until the job "
+        "is removed from the stack; drop cleanPodPolicy, or keep the job on backend v1",
+    ),
+    (
+        "Volcano queue on v2",
+        {"jobs.0.backend": "v2", "jobs.0.scheduling": {"queue": "default"}},
+        "ack-training-platform:jobs[0].scheduling.queue: a Volcano queue has no counterpart for a TrainJob: queue "
+        "v2 jobs with Kueue (trainerV2.kueue.enabled: true, which puts every v2 job in the platform's queue) and "
+        "drop queue, or keep the job on backend v1",
+    ),
+    (
+        "gang size on v2",
+        {"jobs.0.backend": "v2", "jobs.0.scheduling": {"minAvailable": 1}},
+        "ack-training-platform:jobs[0].scheduling.minAvailable: a Volcano gang size has no counterpart for a "
+        "TrainJob: with trainerV2.kueue.enabled Kueue admits all of a job's pods together; drop minAvailable, or "
+        "keep the job on backend v1",
+    ),
+    (
+        "priority class on v2",
+        {"jobs.0.backend": "v2", "jobs.0.scheduling": {"priorityClass": "high"}},
+        "ack-training-platform:jobs[0].scheduling.priorityClass: a TrainJob's runtime patches cannot set a pod "
+        "priority class (v2.3.0); drop priorityClass, or keep the job on backend v1",
+    ),
+    (
+        "torchrun's variables on v2",
+        {"jobs.0.backend": "v2", "jobs.0.env": {"PET_NNODES": "2", "PET_RDZV_BACKEND": "c10d", "OMP": "1"}},
+        "ack-training-platform:jobs[0].env: PET_NNODES, PET_RDZV_BACKEND: Trainer v2 sets torchrun's PET_* "
+        "variables itself (PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT) and "
+        "torchrun reads any other as a flag; drop them and give torchrun flags in command",
+    ),
+    (
+        "stack default v2 applies the same rules",
+        {"training.backend": "v2", "jobs.0.restartPolicy": "Never"},
+        "ack-training-platform:jobs[0].restartPolicy: a TrainJob has no restart policy: the platform runtime "
+        "restarts all of a job's pods together after a failure, which resumes from the last checkpoint; drop "
+        "restartPolicy, or keep the job on backend v1 (training.backend is v2)",
+    ),
+    (
+        "suspend with Kueue",
+        {"training.backend": "v2", "trainerV2.kueue": {"enabled": True}, "jobs.0.runPolicy": {"suspend": True}},
+        "ack-training-platform:jobs[0].runPolicy.suspend: Kueue suspends and resumes queued TrainJobs itself "
+        "(trainerV2.kueue.enabled): drop suspend, and stop a queued job by deactivating its Kueue Workload "
+        "(spec.active: false)",
+    ),
+    (
+        "Kueue without v2 jobs",
+        {"trainerV2.kueue": {"enabled": True}},
+        "ack-training-platform:trainerV2.kueue.enabled: Kueue queues v2 jobs only and no job runs on backend v2: "
+        "set training.backend: v2 (or a job's backend: v2), or drop kueue",
+    ),
+    (
+        "unknown backend",
+        {"jobs.0.backend": "v3"},
+        "ack-training-platform:jobs[0].backend: Input should be 'v1' or 'v2' (got 'v3')",
+    ),
+    (
         "wrong type",
         {"gpuPool.maxSize": "many"},
         "ack-training-platform:gpuPool.maxSize: Input should be a valid integer, unable to parse string as an integer (got 'many')",
@@ -424,6 +512,22 @@ def test_invalid_config_names_the_key(case: str, changes: dict[str, Any], messag
         with pytest.raises(ConfigError) as raised:
             validate(config)
     assert raised.value.problems == [message]
+
+
+def test_one_key_moves_every_job_to_v2_and_a_job_can_stay_on_v1() -> None:
+    spec = validate(dev(**{"training.backend": "v2", "cluster.version": "1.31.1-aliyun.1"}))
+    assert [spec.job_backend(job) for job in spec.jobs] == ["v2"]
+    assert spec.uses_trainer_v2 and spec.installs_trainer_v2
+    pinned = validate(dev(**{"training.backend": "v2", "jobs.0.backend": "v1", "jobs.0.restartPolicy": "ExitCode"}))
+    assert [pinned.job_backend(job) for job in pinned.jobs] == ["v1"]
+    assert not pinned.uses_trainer_v2
+
+
+def test_trainer_v2_is_installed_only_when_used_or_asked_for() -> None:
+    assert not validate(dev()).uses_trainer_v2
+    assert validate(dev(**{"trainerV2.install": True})).installs_trainer_v2
+    adopted = validate(dev(**{"jobs.0.backend": "v2", "trainerV2.install": False}))
+    assert adopted.uses_trainer_v2 and not adopted.installs_trainer_v2
 
 
 def test_local_stack_refuses_cloud_resources() -> None:

@@ -1,14 +1,15 @@
-"""Emitted PyTorchJobs run in the training image as the Training Operator starts them,
-without Docker or a cluster.
+"""Emitted PyTorchJobs run in the training image as the Training Operator starts them, and
+emitted TrainJobs as Kubeflow Trainer v2 starts them, without Docker or a cluster.
 
 The image is what ``trainer/Dockerfile`` builds: its COPY sources under a temporary root,
-its ENV and WORKDIR, its user. A pod's environment is the image's, then the container's
-from the job, then what the operator (v1.9) appends; its command gets Kubernetes'
-``$(VAR)`` expansion. Absolute paths (the image's and the volumes' mount points) live
-under the root. The Master's Service resolves to 127.0.0.1, and as every pod shares this
-host's ports, the Master's port is a free one rather than the container port. Pods run as
-this test's user (the interpreter here may be out of the image user's reach); a separate
-test checks that user against a fresh volume's permissions.
+its ENV and WORKDIR, its user. A v1 pod's environment is the image's, then the container's
+from the job, then what the operator (v1.9) appends; a v2 pod's is the image's, then the
+runtime's, then the TrainJob's, then what Trainer v2.3.0's torch plugin sets. Commands get
+Kubernetes' ``$(VAR)`` expansion. Absolute paths (the image's and the volumes' mount
+points) live under the root. The Master's Service resolves to 127.0.0.1, and as every pod
+shares this host's ports, the Master's port is a free one rather than the container port.
+Pods run as this test's user (the interpreter here may be out of the image user's reach);
+a separate test checks that user against a fresh volume's permissions.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import pytest
 from conftest import ROOT, free_port
 
 from components.config import TrainingJobSpec
-from components.manifests import CPU_PLACEMENT, JobContext, pytorch_job
+from components.manifests import CPU_PLACEMENT, JobContext, pytorch_job, train_job, training_runtime
 
 DOCKERFILE = ROOT / "trainer" / "Dockerfile"
 PORT_NAME = "pytorchjob-port"
@@ -153,31 +154,25 @@ def default_port_taken() -> Iterator[None]:
     holder.close()
 
 
-def run_pods(job: dict[str, Any], image: Image) -> list[tuple[int, str]]:
-    """Start every replica's pod as the operator would and wait for all of them."""
-    port = free_port()  # the Master's, or for elastic jobs the rendezvous endpoint's
-    pods = []
-    for replica, replica_spec in job["spec"]["pytorchReplicaSpecs"].items():
-        for index in range(replica_spec["replicas"]):
-            container = replica_spec["template"]["spec"]["containers"][0]
-            env = {
-                **image.env,
-                **{e["name"]: e["value"] for e in container["env"]},
-                **operator_env(job, replica, index, port),
-            }
-            env = {k: str(image.path(v)) if v.startswith("/") else v for k, v in env.items()}
-            env["PATH"] = f"{Path(sys.executable).parent}:/usr/bin:/bin"  # the base image's python
-            env["HOME"] = str(image.path(f"/home/{image.user}"))
-            pods.append(
-                subprocess.Popen(
-                    [expand(word, env) for word in container["command"]],
-                    cwd=image.path(image.workdir),
-                    env=env,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    text=True,
-                )
-            )
+def start_pod(command: list[str], env: dict[str, str], image: Image) -> subprocess.Popen:
+    """One pod's container: ``env`` over the image's, paths under the image root, the
+    command ``$(VAR)``-expanded."""
+    env = {**image.env, **env}
+    env = {k: str(image.path(v)) if v.startswith("/") else v for k, v in env.items()}
+    env["PATH"] = f"{Path(sys.executable).parent}:/usr/bin:/bin"  # the base image's python
+    env["HOME"] = str(image.path(f"/home/{image.user}"))
+    return subprocess.Popen(
+        [expand(word, env) for word in command],
+        cwd=image.path(image.workdir),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def wait_for(pods: list[subprocess.Popen]) -> list[tuple[int, str]]:
+    """Each pod's exit status and output; all are killed when one hangs."""
     results = []
     for pod in pods:
         try:
@@ -188,6 +183,58 @@ def run_pods(job: dict[str, Any], image: Image) -> list[tuple[int, str]]:
             out, _ = pod.communicate()
         results.append((pod.returncode, out))
     return results
+
+
+def run_pods(job: dict[str, Any], image: Image) -> list[tuple[int, str]]:
+    """Start every replica's pod as the operator would and wait for all of them."""
+    port = free_port()  # the Master's, or for elastic jobs the rendezvous endpoint's
+    pods = []
+    for replica, replica_spec in job["spec"]["pytorchReplicaSpecs"].items():
+        for index in range(replica_spec["replicas"]):
+            container = replica_spec["template"]["spec"]["containers"][0]
+            env = {
+                **{e["name"]: e["value"] for e in container["env"]},
+                **operator_env(job, replica, index, port),
+            }
+            pods.append(start_pod(container["command"], env, image))
+    return wait_for(pods)
+
+
+TRAINER_V2_PORT = 29500
+"""``PET_MASTER_PORT`` on every TrainJob (v2.3.0 ``pkg/constants`` ``ContainerTrainerPort``)."""
+
+
+def trainer_v2_env(job: dict[str, Any], runtime: dict[str, Any], node_rank: int) -> dict[str, str]:
+    """The trainer container's environment as Trainer v2.3.0 builds it
+    (``pkg/runtime/framework/plugins/torch/torch.go`` ``EnforceMLPolicy``): the runtime's
+    ``node`` container env, the TrainJob's ``trainer.env`` over it, then torchrun's five
+    variables. ``PET_NODE_RANK`` is the pod's Job completion index."""
+    trainer, name = job["spec"]["trainer"], job["metadata"]["name"]
+    rjob = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
+    node = next(c for c in rjob["template"]["spec"]["template"]["spec"]["containers"] if c["name"] == "node")
+    return {
+        **{e["name"]: e["value"] for e in node.get("env", [])},
+        **{e["name"]: e["value"] for e in trainer.get("env", [])},
+        "PET_NNODES": str(trainer["numNodes"]),
+        "PET_NPROC_PER_NODE": str(trainer["numProcPerNode"]),
+        "PET_NODE_RANK": str(node_rank),
+        "PET_MASTER_ADDR": f"{name}-node-0-0.{name}",
+        "PET_MASTER_PORT": str(TRAINER_V2_PORT),
+    }
+
+
+def run_trainjob_pods(job: dict[str, Any], runtime: dict[str, Any], image: Image) -> list[tuple[int, str]]:
+    """Start one pod per node of a TrainJob as Trainer v2 would and wait for all of them.
+    Node 0's name (JobSet's headless Service) resolves to 127.0.0.1 here and its port is
+    a free one, since every pod shares this host."""
+    name, port = job["metadata"]["name"], free_port()
+    pods = []
+    for rank in range(job["spec"]["trainer"]["numNodes"]):
+        env = trainer_v2_env(job, runtime, rank)
+        assert (env["PET_MASTER_ADDR"], env["PET_MASTER_PORT"]) == (f"{name}-node-0-0.{name}", "29500")
+        env |= {"PET_MASTER_ADDR": "127.0.0.1", "PET_MASTER_PORT": str(port)}
+        pods.append(start_pod(job["spec"]["trainer"]["command"], env, image))
+    return wait_for(pods)
 
 
 def fresh_nas_volume(path: Path) -> Path:
@@ -250,13 +297,42 @@ def test_emitted_job_trains_in_the_image(
             data_claim="data",
             output_claim="out",
         )
-        results = run_pods(pytorch_job(spec, ctx), image)
-        assert [code for code, _ in results] == [0] * len(results), results
-        master_log = results[0][1]
-        assert f"training cnn on {world} process(es)" in "".join(log for _, log in results)
-        assert "256 samples" in master_log
-        assert (output / name / "final_model.pt").is_file()
-        # maxSteps alone sets no epoch limit: all 12 steps run (the elastic job's epoch is 8).
-        assert (output / name / "checkpoints" / f"step-{12:09d}").is_dir()
+        assert_trained(run_pods(pytorch_job(spec, ctx), image), output / name, world)
+    finally:
+        shutil.rmtree(root)
+
+
+def assert_trained(results: list[tuple[int, str]], output: Path, world: int) -> None:
+    """Every pod exited 0 after training on ``world`` processes, with the final model and
+    the last checkpoint in the job's output directory."""
+    assert [code for code, _ in results] == [0] * len(results), results
+    assert f"training cnn on {world} process(es)" in "".join(log for _, log in results)
+    assert "256 samples" in results[0][1]
+    assert (output / "final_model.pt").is_file()
+    # maxSteps alone sets no epoch limit: all 12 steps run (an epoch of the elastic job is 8).
+    assert (output / "checkpoints" / f"step-{12:09d}").is_dir()
+
+
+@pytest.mark.parametrize(
+    ("name", "shape"),
+    [("v2-one-node", {"procs_per_node": 2}), ("v2-two-nodes", {"nodes": 2, "procs_per_node": 1})],
+)
+def test_emitted_trainjob_trains_in_the_image_as_trainer_v2_starts_it(
+    name: str, shape: dict[str, Any], default_port_taken: None
+) -> None:
+    root = Path(tempfile.mkdtemp(prefix="image-"))
+    try:
+        image = build(root)
+        output = volumes(image)
+        spec = TrainingJobSpec(name=name, image="trainer:0.1.0", backend="v2", **shape, **CPU_JOB)
+        ctx = JobContext(
+            namespace="training",
+            image="trainer:0.1.0",
+            gpus=0,
+            placement=CPU_PLACEMENT,
+            data_claim="data",
+            output_claim="out",
+        )
+        assert_trained(run_trainjob_pods(train_job(spec, ctx), training_runtime(), image), output / name, 2)
     finally:
         shutil.rmtree(root)

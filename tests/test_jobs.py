@@ -8,11 +8,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-import kubeflow.training.models as kf_models
-import kubernetes.client.models as k8s_models
 import pytest
 import yaml
 from conftest import cfg, stack_config
+from fixtures.models import assert_matches_model
 from fixtures.operator_overlay import OPERATOR_IMAGE, kustomize_invoke, rendered_overlay
 from kubeflow.training.api_client import ApiClient
 
@@ -89,37 +88,6 @@ def test_golden_manifests(case: str) -> None:
     if os.environ.get("UPDATE_GOLDEN"):
         path.write_text(text)
     assert text == path.read_text(), f"{path.name} changed; review and rerun with UPDATE_GOLDEN=1"
-
-
-def _model(name: str) -> Any:
-    return getattr(kf_models, name, None) or getattr(k8s_models, name)
-
-
-def assert_matches_model(value: Any, type_name: str, path: str = "") -> None:
-    """Every field of ``value`` exists in the official model ``type_name`` with its type."""
-    if type_name.startswith("list["):
-        assert isinstance(value, list), f"{path}: expected a list"
-        for i, item in enumerate(value):
-            assert_matches_model(item, type_name[5:-1], f"{path}[{i}]")
-        return
-    if type_name.startswith("dict("):
-        assert isinstance(value, dict), f"{path}: expected a map"
-        inner = type_name[5:-1].split(", ", 1)[1]
-        for key, item in value.items():
-            assert_matches_model(item, inner, f"{path}.{key}")
-        return
-    primitive = {"str": str, "int": int, "bool": bool, "float": (int, float), "object": object}
-    if type_name in primitive:
-        assert isinstance(value, primitive[type_name]) and not (type_name == "int" and isinstance(value, bool)), (
-            f"{path}: {value!r} is not {type_name}"
-        )
-        return
-    model = _model(type_name)
-    assert isinstance(value, dict), f"{path}: expected an object of {type_name}"
-    by_json = {json_key: attr for attr, json_key in model.attribute_map.items()}
-    for key, item in value.items():
-        assert key in by_json, f"{path}.{key}: not a field of {type_name}"
-        assert_matches_model(item, model.openapi_types[by_json[key]], f"{path}.{key}")
 
 
 def webhook_problems(job: dict[str, Any]) -> list[str]:

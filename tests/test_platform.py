@@ -20,6 +20,7 @@ from components.plan import SECRET, UNKNOWN, Plan
 FS = "alicloud:nas/fileSystem:FileSystem"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 SC = "kubernetes:storage.k8s.io/v1:StorageClass"
+TRAINJOB = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob"
 JOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
 PV = "kubernetes:core/v1:PersistentVolume"
 POOL = "alicloud:cs/nodePool:NodePool"
@@ -39,7 +40,7 @@ CLOUD = (
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_stack_plans(run_stack, stack: str) -> None:
     plan = run_stack(stack_config(stack), stack)
-    assert len(plan.of_type(JOB)) == len(stack_config(stack)[cfg("jobs")])
+    assert len(plan.of_type(JOB) + plan.of_type(TRAINJOB)) == len(stack_config(stack)[cfg("jobs")])
     for obj in plan.kubernetes_objects():
         assert {"apiVersion", "kind", "metadata"} <= obj.keys()
 
@@ -520,3 +521,18 @@ def test_components_compose_in_another_stack(run_stack) -> None:
     assert all(c.retain_on_delete for c in plan.of_type(PVC))
     assert plan.one("alicloud:cs/nodePool:NodePool").inputs["clusterId"] == "c-example"
     assert plan.outputs["commands"]["status"] == "kubectl -n team-a get pytorchjob finetune -w"
+    # The same job on Trainer v2: the same placement, volumes and resources, on the platform's runtime.
+    train_job = plan.one(TRAINJOB).inputs
+    patch = train_job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
+    v2_pod = patch["template"]["spec"]["template"]["spec"]
+    assert (v2_pod["tolerations"], v2_pod["nodeSelector"], v2_pod["volumes"]) == (
+        pod["tolerations"],
+        pod["nodeSelector"],
+        pod["volumes"],
+    )
+    assert train_job["spec"]["trainer"]["resourcesPerNode"] == pod["containers"][0]["resources"]
+    assert not plan.of_type("kubernetes:helm.sh/v3:Release")
+    assert (
+        plan.one("kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime").urn
+        in plan.one(TRAINJOB).dependencies
+    )

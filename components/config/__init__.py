@@ -14,16 +14,19 @@ tests and the README's config reference all read the same models.
 from .base import (
     DEFAULT_CPU_SHM_GIB,
     DEFAULT_GPU_TAINT_KEY,
+    DEFAULT_KUEUE_VERSION,
     DEFAULT_OPERATOR_VERSION,
     DEFAULT_POD_CIDR,
     DEFAULT_SERVICE_CIDR,
     DEFAULT_SHM_PER_GPU_GIB,
+    DEFAULT_TRAINER_V2_VERSION,
     DEFAULT_VOLCANO_VERSION,
     DEFAULT_VPC_CIDR,
     JOB_NAME_MAX,
     PROJECT,
     REGION_KEY,
     SECRET_KEYS,
+    TRAINER_V2_MIN_KUBERNETES,
     Cidr,
     Cpu,
     DnsLabel,
@@ -41,8 +44,16 @@ from .cluster import (
     SystemPoolSpec,
     VSwitchSpec,
 )
-from .jobs import ElasticSpec, RunPolicySpec, SchedulingSpec, TrainerArgs, TrainingJobSpec
-from .operator import OperatorSpec, TrainingNamespaceSpec, VolcanoSpec
+from .jobs import (
+    Backend,
+    ElasticSpec,
+    RunPolicySpec,
+    SchedulingSpec,
+    TrainerArgs,
+    TrainingJobSpec,
+    v2_conflict,
+)
+from .operator import KueueSpec, OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, VolcanoSpec
 from .platform import (
     ConfigError,
     PlatformSpec,
@@ -60,16 +71,19 @@ from .storage import EXTREME_ROOT, NasSpec, OssSpec, StorageSpec, VolumeSpec
 __all__ = [
     "ApiServerSpec",
     "AutoscalerSpec",
+    "Backend",
     "Cidr",
     "ClusterSpec",
     "ConfigError",
     "Cpu",
     "DEFAULT_CPU_SHM_GIB",
     "DEFAULT_GPU_TAINT_KEY",
+    "DEFAULT_KUEUE_VERSION",
     "DEFAULT_OPERATOR_VERSION",
     "DEFAULT_POD_CIDR",
     "DEFAULT_SERVICE_CIDR",
     "DEFAULT_SHM_PER_GPU_GIB",
+    "DEFAULT_TRAINER_V2_VERSION",
     "DEFAULT_VOLCANO_VERSION",
     "DEFAULT_VPC_CIDR",
     "DnsLabel",
@@ -79,6 +93,7 @@ __all__ = [
     "Fabric",
     "GpuPoolSpec",
     "JOB_NAME_MAX",
+    "KueueSpec",
     "LocalClusterSpec",
     "NasSpec",
     "NetworkSpec",
@@ -96,8 +111,10 @@ __all__ = [
     "Spec",
     "StorageSpec",
     "SystemPoolSpec",
+    "TRAINER_V2_MIN_KUBERNETES",
     "TaintSpec",
     "TrainerArgs",
+    "TrainerV2Spec",
     "TrainingJobSpec",
     "TrainingNamespaceSpec",
     "VSwitchSpec",
@@ -111,4 +128,5 @@ __all__ = [
     "nodes_needed",
     "quantity_bytes",
     "stack_schema",
+    "v2_conflict",
 ]

@@ -28,6 +28,11 @@ REGION_KEY = "alicloud:region"
 DEFAULT_GPU_TAINT_KEY = "nvidia.com/gpu"
 DEFAULT_OPERATOR_VERSION = "v1.9.4"
 DEFAULT_VOLCANO_VERSION = "1.12.1"
+DEFAULT_TRAINER_V2_VERSION = "v2.3.0"
+DEFAULT_KUEUE_VERSION = "0.19.2"
+TRAINER_V2_MIN_KUBERNETES = (1, 31)
+"""Trainer v2 needs Kubernetes 1.31 or later (kubeflow/trainer v2.3.0
+``docs/operator-guides/installation.md`` and ``charts/kubeflow-trainer/README.md``)."""
 DEFAULT_VPC_CIDR = "192.168.0.0/16"
 DEFAULT_POD_CIDR = "172.20.0.0/16"
 DEFAULT_SERVICE_CIDR = "172.21.0.0/20"

@@ -1,4 +1,5 @@
-"""One training job: what it runs, on how many nodes, with which resources and policies."""
+"""One training job: what it runs, on how many nodes, with which resources and policies,
+and which Kubeflow API runs it (``backend``: the v1 PyTorchJob or the v2 TrainJob)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,15 @@ from .base import (
 )
 
 # --- jobs ----------------------------------------------------------------------------
+
+Backend = Literal["v1", "v2"]
+TORCHRUN_ENV_PREFIX = "PET_"
+"""torchrun reads every ``PET_<FLAG>`` variable as its ``--<flag>``. Trainer v2 sets
+``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR`` and
+``PET_MASTER_PORT`` and its webhook refuses a TrainJob that sets them (kubeflow/trainer
+v2.3.0 ``pkg/constants/constants.go`` ``TorchRunReservedEnvNames``,
+``pkg/runtime/framework/plugins/torch/torch.go`` ``Validate``); any other ``PET_`` name
+would silently change how torchrun starts the trainer, so a v2 job may set none."""
 
 
 def _job_name(value: str) -> str:
@@ -95,13 +105,13 @@ class TrainerArgs(Spec):
 
 class RunPolicySpec(Spec):
     backoff_limit: int = Field(default=6, ge=0)
-    """Pod restarts allowed before the job fails (preemptions count)."""
+    """Pod restarts allowed before the job fails (preemptions count); v1 only: v2 jobs restart whole up to 6 times."""
     active_deadline_seconds: int | None = Field(default=None, ge=1)
     ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
     """Refused: the job is a Pulumi resource, and one the operator deleted would be created, and trained, again
     by the next ``pulumi up --refresh``. Remove the job from the stack to delete it."""
     clean_pod_policy: Literal["None", "Running", "All"] = Field(default="None")
-    """``None`` keeps finished pods so their logs stay readable."""
+    """``None`` keeps finished pods so their logs stay readable; v1 only (v2 keeps them)."""
     suspend: bool = False
     """Stop the job's pods and keep the job; set back to ``false`` to resume it (the only change made in place)."""
 
@@ -119,14 +129,15 @@ class RunPolicySpec(Spec):
 
 class SchedulingSpec(Spec):
     queue: str | None = None
-    """Volcano queue (needs ``operator.volcano.enabled``)."""
+    """Volcano queue (needs ``operator.volcano.enabled``); v1 only: v2 jobs queue with ``trainerV2.kueue``."""
     priority_class: str | None = Field(default=None)
     min_available: int | None = Field(default=None, ge=1)
-    """Gang size: pods that must be schedulable together (needs Volcano)."""
+    """Gang size: pods that must be schedulable together (needs Volcano); v1 only."""
 
 
 class TrainingJobSpec(Spec):
-    """One PyTorchJob running the bundled trainer (or your own command)."""
+    """One training job running the bundled trainer (or your own command): a PyTorchJob on backend v1, a
+    TrainJob on backend v2."""
 
     name: Annotated[str, AfterValidator(_job_name)]
     """Job name (DNS-1035 label, at most 40 characters)."""
@@ -148,9 +159,9 @@ class TrainingJobSpec(Spec):
     env: dict[EnvName, EnvValue] = Field(default_factory=dict)
     """Extra environment variables; numbers are written as text."""
     nodes: int = Field(default=1, ge=1, le=512)
-    """Pods: one Master plus ``nodes - 1`` Workers."""
+    """Pods, one per node: on v1 one Master plus ``nodes - 1`` Workers, on v2 the TrainJob's ``numNodes``."""
     elastic: ElasticSpec | None = None
-    """Elastic job (Workers only, c10d rendezvous) instead of a fixed ``nodes``."""
+    """Elastic job (Workers only, c10d rendezvous) instead of a fixed ``nodes``; v1 only."""
     gpus_per_node: int | None = Field(default=None, ge=0, le=16)
     """GPUs per pod; the GPU pool's ``gpusPerNode`` when unset, 0 for a CPU job."""
     procs_per_node: int | None = Field(default=None, ge=1, le=64)
@@ -165,11 +176,17 @@ class TrainingJobSpec(Spec):
     """``rdma`` runs NCCL over the GPU pool's RDMA fabric (eRDMA) with host networking; needs a pool with a fabric."""
     nccl_debug: Literal["INFO", "WARN", "TRACE"] | None = Field(default=None)
     restart_policy: Literal["OnFailure", "ExitCode", "Never"] = Field(default="OnFailure")
+    """v1 only: on v2 the platform runtime restarts all of a job's pods together after a failure."""
     run_policy: RunPolicySpec = Field(default_factory=RunPolicySpec)
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
+    backend: Backend | None = None
+    """``v1``: a PyTorchJob for the Training Operator; ``v2``: a TrainJob for Kubeflow Trainer v2.
+    ``training.backend`` when unset."""
 
     @model_validator(mode="after")
     def _check(self) -> TrainingJobSpec:
+        if self.backend == "v2" and (conflict := v2_conflict(self)) is not None:
+            raise field_error(*conflict)
         if (self.image is None) == (self.image_tag is None):
             raise field_error(
                 "image", "give exactly one of image (a full reference) or imageTag (a tag in the platform registry)"
@@ -211,6 +228,68 @@ class TrainingJobSpec(Spec):
     @property
     def max_pods(self) -> int:
         return self.elastic.max_nodes if self.elastic else self.nodes
+
+
+def v2_conflict(job: TrainingJobSpec) -> tuple[str, str] | None:
+    """The first setting of ``job`` that Trainer v2 has no counterpart for, as (key below
+    the job, what to do instead); ``None`` when the job can run as a TrainJob.
+
+    The v2.3.0 TrainJob (``pkg/apis/trainer/v1alpha1/trainjob_types.go``) has a fixed
+    ``numNodes``, no restart or clean-pod policy and no backoff limit of its own (the
+    runtime's JobSet holds the failure policy), and its runtime patches cannot set a pod's
+    priority class; queueing is Kueue's (or a runtime's ``podGroupPolicy``), not a job's.
+    """
+    run, scheduling = job.run_policy, job.scheduling
+    keep_v1 = "or keep the job on backend v1"
+    if job.elastic is not None:
+        return (
+            "elastic",
+            "Trainer v2 has no elastic training (v2.3.0 runs a fixed numNodes): give a fixed nodes instead, " + keep_v1,
+        )
+    if "restart_policy" in job.model_fields_set:
+        return (
+            "restartPolicy",
+            "a TrainJob has no restart policy: the platform runtime restarts all of a job's pods together after a "
+            f"failure, which resumes from the last checkpoint; drop restartPolicy, {keep_v1}",
+        )
+    if "backoff_limit" in run.model_fields_set:
+        return (
+            "runPolicy.backoffLimit",
+            "a TrainJob has no backoff limit of its own: the platform runtime allows "
+            f"{RunPolicySpec.model_fields['backoff_limit'].default} restarts of the whole job; drop backoffLimit, "
+            + keep_v1,
+        )
+    if "clean_pod_policy" in run.model_fields_set:
+        return (
+            "runPolicy.cleanPodPolicy",
+            f"a TrainJob keeps its finished pods until the job is removed from the stack; drop cleanPodPolicy, {keep_v1}",
+        )
+    if scheduling.queue is not None:
+        return (
+            "scheduling.queue",
+            "a Volcano queue has no counterpart for a TrainJob: queue v2 jobs with Kueue "
+            f"(trainerV2.kueue.enabled: true, which puts every v2 job in the platform's queue) and drop queue, {keep_v1}",
+        )
+    if scheduling.min_available is not None:
+        return (
+            "scheduling.minAvailable",
+            "a Volcano gang size has no counterpart for a TrainJob: with trainerV2.kueue.enabled Kueue admits all of "
+            f"a job's pods together; drop minAvailable, {keep_v1}",
+        )
+    if scheduling.priority_class is not None:
+        return (
+            "scheduling.priorityClass",
+            f"a TrainJob's runtime patches cannot set a pod priority class (v2.3.0); drop priorityClass, {keep_v1}",
+        )
+    reserved = sorted(name for name in job.env if name.startswith(TORCHRUN_ENV_PREFIX))
+    if reserved:
+        return (
+            "env",
+            f"{', '.join(reserved)}: Trainer v2 sets torchrun's PET_* variables itself (PET_NNODES, "
+            "PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT) and torchrun reads any other "
+            "as a flag; drop them and give torchrun flags in command",
+        )
+    return None
 
 
 def _pinned(image: str, key: str) -> None:

@@ -1,10 +1,25 @@
-"""The Training Operator, Volcano and the namespace jobs run in."""
+"""The Training Operator (v1), Volcano, Kubeflow Trainer v2 with Kueue, and the namespace
+jobs run in."""
 
 from __future__ import annotations
 
+import re
+
 from pydantic import Field, model_validator
 
-from .base import _VERSION_TAG, DEFAULT_OPERATOR_VERSION, DEFAULT_VOLCANO_VERSION, DnsLabel, Spec, field_error
+from .base import (
+    _VERSION_TAG,
+    DEFAULT_KUEUE_VERSION,
+    DEFAULT_OPERATOR_VERSION,
+    DEFAULT_TRAINER_V2_VERSION,
+    DEFAULT_VOLCANO_VERSION,
+    Cpu,
+    DnsLabel,
+    Quantity,
+    Spec,
+    field_error,
+)
+from .jobs import Backend
 
 # --- operator and namespace ----------------------------------------------------------
 
@@ -38,10 +53,58 @@ class OperatorSpec(Spec):
         return self
 
 
+class KueueSpec(Spec):
+    """Queueing and quota for v2 jobs with Kueue."""
+
+    enabled: bool = False
+    """Create a ClusterQueue with the GPU quota and a LocalQueue in the training namespace, and
+    label every v2 job with it (``kueue.x-k8s.io/queue-name``)."""
+    install: bool = True
+    """Install Kueue from its Helm chart with the TrainJob integration and ``waitForPodsReady`` (off: the
+    cluster runs Kueue already, with its TrainJob integration on)."""
+    version: str = Field(default=DEFAULT_KUEUE_VERSION, pattern=r"^\d+\.\d+\.\d+$")
+    """Kueue Helm chart version (pinned)."""
+    pods_ready_timeout_minutes: int = Field(default=30, ge=1)
+    """How long an admitted job's pods may take to run, new GPU nodes included; then Kueue evicts the job
+    and requeues it, so a job holds its quota only while all of its pods can run."""
+    cpu_quota: Cpu = "1024"
+    """CPUs the queue admits at once. Kueue admits a job only when its queue covers every
+    resource the pods request; GPUs are the quota that matters (``training.gpuQuota``)."""
+    memory_quota: Quantity = "8Ti"
+    """Memory the queue admits at once (see ``cpuQuota``)."""
+
+
+class TrainerV2Spec(Spec):
+    """Kubeflow Trainer v2 (``trainer.kubeflow.org/v1alpha1``), which runs TrainJobs; it can run
+    beside the v1 Training Operator."""
+
+    install: bool | None = None
+    """Install its Helm chart (controller, CRDs, webhooks); on when a job runs on backend v2.
+    Off: the cluster has Trainer v2 already (the platform's runtimes are still created)."""
+    version: str = DEFAULT_TRAINER_V2_VERSION
+    """Release tag of kubeflow/trainer, pinned; the chart version is the tag without ``v``."""
+    jobset: bool = True
+    """Install JobSet, which Trainer v2 runs jobs with, as the chart's dependency (off: the cluster
+    runs JobSet already)."""
+    kueue: KueueSpec = Field(default_factory=KueueSpec)
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainerV2Spec:
+        if not re.match(r"^v2\.\d+\.\d+$", self.version):
+            raise field_error(
+                "version",
+                f"{self.version!r} is not a Trainer v2 release tag: pin one such as {DEFAULT_TRAINER_V2_VERSION!r}",
+            )
+        return self
+
+
 class TrainingNamespaceSpec(Spec):
-    """The namespace jobs run in."""
+    """The namespace jobs run in, and what every job there shares."""
 
     namespace: DnsLabel = "training"
     service_account: DnsLabel = Field(default="trainer")
     gpu_quota: int | None = Field(default=None, ge=0)
     """Most GPUs all jobs in the namespace may request together (no quota when unset)."""
+    backend: Backend = "v1"
+    """Kubeflow API of every job without its own ``backend``: ``v1`` (PyTorchJob, Training Operator) or ``v2``
+    (TrainJob, Kubeflow Trainer v2)."""

@@ -17,13 +17,14 @@ from .base import (
     PROJECT,
     REGION_KEY,
     SECRET_KEYS,
+    TRAINER_V2_MIN_KUBERNETES,
     Spec,
     field_error,
     quantity_bytes,
 )
 from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
-from .jobs import TrainingJobSpec
-from .operator import OperatorSpec, TrainingNamespaceSpec
+from .jobs import Backend, TrainingJobSpec, v2_conflict
+from .operator import OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec
 from .pools import GpuPoolSpec
 from .registry import RegistrySpec
 from .storage import StorageSpec
@@ -48,13 +49,30 @@ class PlatformSpec(Spec):
     registry: RegistrySpec | None = None
     """Container registry for the training image; jobs must then give full image references."""
     image_mirror: str | None = Field(default=None)
-    """Pull third-party images (the operator, Volcano, the operator's init container) from this registry path
-    instead, e.g. ``registry-vpc.cn-hangzhou.aliyuncs.com/mirror``: ``<mirror>/<last path part>:<tag>``.
-    ``python -m components.upstream images`` lists what to copy there."""
+    """Pull third-party images (the operator, Volcano, the operator's init container, Trainer v2, JobSet) from
+    this registry path instead, e.g. ``registry-vpc.cn-hangzhou.aliyuncs.com/mirror``:
+    ``<mirror>/<last path part>:<tag>``. ``python -m components.upstream images`` lists what to copy there."""
     operator: OperatorSpec = Field(default_factory=OperatorSpec)
+    trainer_v2: TrainerV2Spec = Field(default_factory=TrainerV2Spec, alias="trainerV2")
     training: TrainingNamespaceSpec = Field(default_factory=TrainingNamespaceSpec)
     jobs: list[TrainingJobSpec] = Field(default_factory=list)
-    """Training jobs to run; each becomes a PyTorchJob."""
+    """Training jobs to run; each becomes a PyTorchJob (backend v1) or a TrainJob (backend v2)."""
+
+    def job_backend(self, job: TrainingJobSpec) -> Backend:
+        """The API that runs ``job``: its own ``backend``, else the stack's ``training.backend``."""
+        return job.backend or self.training.backend
+
+    @property
+    def uses_trainer_v2(self) -> bool:
+        """Whether the stack sets up Trainer v2: a job runs on it, or its install is asked for."""
+        if self.trainer_v2.install is not None:
+            return self.trainer_v2.install or any(self.job_backend(job) == "v2" for job in self.jobs)
+        return any(self.job_backend(job) == "v2" for job in self.jobs)
+
+    @property
+    def installs_trainer_v2(self) -> bool:
+        """Whether the stack installs Trainer v2's chart (not when the cluster has it already)."""
+        return self.uses_trainer_v2 and self.trainer_v2.install is not False
 
     @property
     def is_local(self) -> bool:
@@ -103,8 +121,26 @@ class PlatformSpec(Spec):
                     raise field_error(key, f"a local cluster (cluster.local) creates no cloud resources: remove {key}")
         else:
             self._check_cloud()
+        self._check_trainer_v2()
         self._check_jobs()
         return self
+
+    def _check_trainer_v2(self) -> None:
+        if self.trainer_v2.kueue.enabled and not self.uses_trainer_v2:
+            raise field_error(
+                "trainerV2.kueue.enabled",
+                "Kueue queues v2 jobs only and no job runs on backend v2: set training.backend: v2 (or a job's "
+                "backend: v2), or drop kueue",
+            )
+        version = self.cluster.version
+        match = re.match(r"^(\d+)\.(\d+)", version or "")
+        if self.uses_trainer_v2 and match and (int(match[1]), int(match[2])) < TRAINER_V2_MIN_KUBERNETES:
+            needed = ".".join(map(str, TRAINER_V2_MIN_KUBERNETES))
+            raise field_error(
+                "cluster.version",
+                f"Kubernetes {version} is too old for Trainer v2, which needs {needed} or later: raise "
+                "cluster.version, or keep the jobs on backend v1 (training.backend, jobs[].backend)",
+            )
 
     def _check_cloud(self) -> None:
         if self.region is None:
@@ -191,6 +227,16 @@ class PlatformSpec(Spec):
             key = f"jobs[{i}]"
             if job.name in names[:i]:
                 raise field_error(f"{key}.name", f"job name {job.name!r} is used twice")
+            if self.job_backend(job) == "v2":
+                conflict = v2_conflict(job) if job.backend is None else None
+                if conflict is not None:
+                    raise field_error(f"{key}.{conflict[0]}", conflict[1] + " (training.backend is v2)")
+                if self.trainer_v2.kueue.enabled and job.run_policy.suspend:
+                    raise field_error(
+                        f"{key}.runPolicy.suspend",
+                        "Kueue suspends and resumes queued TrainJobs itself (trainerV2.kueue.enabled): drop suspend, "
+                        "and stop a queued job by deactivating its Kueue Workload (spec.active: false)",
+                    )
             if job.namespace not in (None, self.training.namespace):
                 raise field_error(
                     f"{key}.namespace",

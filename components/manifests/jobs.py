@@ -1,13 +1,14 @@
-"""The PyTorchJob (``kubeflow.org/v1``) a training job becomes."""
+"""The PyTorchJob (``kubeflow.org/v1``) a training job becomes on backend v1, and the pieces
+of a pod that every backend shares: environment, command, resources, volumes, placement."""
 
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
 
-from ..config import TrainingJobSpec, job_shm_size, nodes_needed
+from ..config import Backend, TrainingJobSpec, job_shm_size, nodes_needed
 from .base import MANAGED_BY, Manifest
-from .placement import GPU_RESOURCE, Placement
+from .placement import GPU_RESOURCE, FabricProfile, Placement
 
 DATA_MOUNT = "/mnt/data"
 OUTPUT_MOUNT = "/mnt/output"
@@ -30,6 +31,9 @@ FLIGHT_RECORDER_ENTRIES = 2000
 TERMINATION_GRACE_S = 120
 """How long an evicted pod has to stop: the trainer checkpoints on SIGTERM, and torchrun
 waits this long less ten seconds before it kills the workers (its own default is 30 s)."""
+HOST_NETWORK = {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}
+"""Pods on an RDMA fabric use the node's network, as in ACK's NCCL example for eRDMA, and
+still resolve the cluster's Services."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,7 @@ class JobContext:
         output_claim: claim of the checkpoint/output volume.
         service_account: pods' service account (it carries the pull secret).
         image_pull_secret: pull secret name, or ``None`` for public images.
+        queue: Kueue LocalQueue that admits the job (v2), or ``None`` for no queueing.
     """
 
     namespace: str
@@ -55,39 +60,64 @@ class JobContext:
     output_claim: str
     service_account: str | None = None
     image_pull_secret: str | None = None
+    queue: str | None = None
 
 
-def _network_env(job: TrainingJobSpec, gpus: int, placement: Placement, output_path: str) -> dict[str, str]:
-    env: dict[str, str] = {}
-    if gpus:
+TCP_NCCL_ENV = {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "eth0"}
+"""NCCL over the pod network when the job uses no RDMA fabric."""
+
+
+def runtime_env() -> dict[str, str]:
+    """What every trainer process needs, whichever job it belongs to."""
+    return {
+        # A restarted torchrun can fail or stall on the shared rendezvous store (pytorch#135712).
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+        "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": str(TERMINATION_GRACE_S - 10),
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def nccl_env(fabric: FabricProfile | None) -> dict[str, str]:
+    """NCCL's settings for a GPU job over ``fabric`` (``None``: TCP)."""
+    return {
         # NCCL hangs survivors of a dead peer until the collective timeout; this makes
         # the watchdog tear the process down so the pod restarts and resumes instead.
-        env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "3"
-        # The flight recorder keeps each rank's last collectives and writes them out when a
-        # collective times out, so a hung job leaves evidence on the output volume
-        # (torch 2.13: FlightRecorder.hpp, ProcessGroupNCCL.hpp; the dump file prefix is
-        # TORCH_FR_DUMP_TEMP_FILE, followed by the rank).
-        env.update(
-            {
-                "TORCH_NCCL_TRACE_BUFFER_SIZE": str(FLIGHT_RECORDER_ENTRIES),
-                "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
-                "TORCH_FR_DUMP_TEMP_FILE": f"{output_path}/nccl_trace_rank_",
-            }
-        )
-        if job.network == "rdma" and placement.fabric is not None:
-            env.update(placement.fabric.nccl_env)
-        else:
-            env.update({"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "eth0"})
-        if job.nccl_debug:
-            env["NCCL_DEBUG"] = job.nccl_debug
-    return env
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
+        **(fabric.nccl_env if fabric is not None else TCP_NCCL_ENV),
+    }
 
 
-def job_command(job: TrainingJobSpec, procs: int) -> list[str]:
+def flight_recorder_env(job: TrainingJobSpec) -> dict[str, str]:
+    """The NCCL flight recorder: each rank keeps its last collectives and writes them out when
+    a collective times out, so a hung job leaves evidence in its output directory (torch 2.13:
+    ``FlightRecorder.hpp``, ``ProcessGroupNCCL.hpp``; the dump file prefix is
+    ``TORCH_FR_DUMP_TEMP_FILE``, followed by the rank)."""
+    return {
+        "TORCH_NCCL_TRACE_BUFFER_SIZE": str(FLIGHT_RECORDER_ENTRIES),
+        "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+        "TORCH_FR_DUMP_TEMP_FILE": f"{OUTPUT_MOUNT}/{job.name}/nccl_trace_rank_",
+    }
+
+
+def job_env(job: TrainingJobSpec) -> dict[str, str]:
+    """Where this job's data and outputs are: one output directory per job. ``MODEL_PATH``
+    names weights to start from, as in the PyTorchJob examples; the final model has its own
+    variable."""
+    output_path = f"{OUTPUT_MOUNT}/{job.name}"
+    return {
+        "TRAIN_DATA_PATH": DATA_MOUNT,
+        "OUTPUT_PATH": output_path,
+        **({"MODEL_PATH": job.trainer.init_from} if job.trainer.init_from else {}),
+        "FINAL_MODEL_PATH": job.trainer.final_model_path or f"{output_path}/final_model.pt",
+    }
+
+
+def job_command(job: TrainingJobSpec, procs: int, backend: Backend = "v1") -> list[str]:
     """The container command: ``trainer.launch``, which is torchrun with exit statuses
     that ``restartPolicy: ExitCode`` can act on (an evicted pod exits 143, not 1).
-    torchrun reads the node count and node rank from the ``PET_*`` variables the operator
-    (v1.9) injects, but the rest needs saying:
+
+    On v1, torchrun reads the node count and node rank from the ``PET_*`` variables the
+    operator (v1.9) injects, but the rest needs saying:
 
     - the processes per node, because the operator injects ``PET_NPROC_PER_NODE`` only
       for jobs with a Master, so an elastic job would start one process per node;
@@ -95,30 +125,31 @@ def job_command(job: TrainingJobSpec, procs: int) -> list[str]:
       the operator's ``MASTER_ADDR`` and ``MASTER_PORT`` (Kubernetes expands ``$(VAR)``
       from the container's environment), and without them every node would rendezvous
       with itself at 127.0.0.1:29500. Elastic jobs meet at ``PET_RDZV_ENDPOINT``.
+
+    On v2, Trainer's torch plugin injects all five of torchrun's settings into every node
+    (``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR``,
+    ``PET_MASTER_PORT``: kubeflow/trainer v2.3.0
+    ``pkg/runtime/framework/plugins/torch/torch.go`` ``EnforceMLPolicy``), so the command
+    names none of them.
     """
     if job.command is not None:
         return [*job.command, *job.args]
-    launcher = ["python", "-m", "trainer.launch", f"--nproc-per-node={procs}"]
-    if job.elastic is None and job.nodes > 1:
-        launcher += ["--master-addr=$(MASTER_ADDR)", "--master-port=$(MASTER_PORT)"]
+    launcher = ["python", "-m", "trainer.launch"]
+    if backend == "v1":
+        launcher.append(f"--nproc-per-node={procs}")
+        if job.elastic is None and job.nodes > 1:
+            launcher += ["--master-addr=$(MASTER_ADDR)", "--master-port=$(MASTER_PORT)"]
     if job.preset == "netbench":
         return [*launcher, "-m", "trainer.bench", *job.args]
     return [*launcher, "-m", "trainer", *job.trainer.to_flags(), *job.args]
 
 
-def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
-    """The ``kubeflow.org/v1`` PyTorchJob for ``job``.
-
-    Args:
-        job: the validated job spec.
-        ctx: what the job takes from the pool, storage and registry.
-
-    Returns:
-        A complete PyTorchJob object.
+def job_fabric(job: TrainingJobSpec, ctx: JobContext) -> FabricProfile | None:
+    """The RDMA fabric ``job`` uses, after checking that the job fits its placement.
 
     Raises:
-        ValueError: the job does not fit its placement: more GPUs or nodes than the pool
-            offers, or RDMA networking on a pool without a fabric.
+        ValueError: more GPUs or nodes than the pool offers, or RDMA networking on a pool
+            without a fabric.
     """
     placement = ctx.placement
     if ctx.gpus and placement.gpus_per_node < ctx.gpus:
@@ -135,27 +166,89 @@ def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
     fabric = placement.fabric if job.network == "rdma" else None
     if job.network == "rdma" and fabric is None:
         raise ValueError(f"job {job.name!r} uses rdma networking but its placement has no RDMA fabric")
-    procs = ctx.gpus or job.procs_per_node or 1
-    output_path = f"{OUTPUT_MOUNT}/{job.name}"
-    env = {
-        "TRAIN_DATA_PATH": DATA_MOUNT,
-        "OUTPUT_PATH": output_path,
-        # MODEL_PATH names weights to start from, as in the PyTorchJob examples; the final
-        # model has its own variable.
-        **({"MODEL_PATH": job.trainer.init_from} if job.trainer.init_from else {}),
-        "FINAL_MODEL_PATH": job.trainer.final_model_path or f"{output_path}/final_model.pt",
-        # A restarted torchrun can fail or stall on the shared rendezvous store (pytorch#135712).
-        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
-        "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": str(TERMINATION_GRACE_S - 10),
-        "PYTHONUNBUFFERED": "1",
-        **_network_env(job, ctx.gpus, placement, output_path),
-        **job.env,
-    }
+    return fabric
+
+
+def job_resources(job: TrainingJobSpec, gpus: int, fabric: FabricProfile | None) -> Manifest:
+    """Requests equal to limits per pod: CPU, memory, the GPUs and the fabric's devices."""
     limits = {"cpu": job.cpu, "memory": job.memory}
-    if ctx.gpus:
-        limits[GPU_RESOURCE] = str(ctx.gpus)
+    if gpus:
+        limits[GPU_RESOURCE] = str(gpus)
     if fabric is not None:
         limits[fabric.resource] = "1"
+    return {"requests": dict(limits), "limits": dict(limits)}
+
+
+SHM_MOUNT = {"name": "dshm", "mountPath": "/dev/shm"}
+
+
+def shared_volume_mounts() -> list[Manifest]:
+    """The data volume (read-only) and the output volume."""
+    return [
+        {"name": "data", "mountPath": DATA_MOUNT, "readOnly": True},
+        {"name": "output", "mountPath": OUTPUT_MOUNT},
+    ]
+
+
+def job_volumes(job: TrainingJobSpec, ctx: JobContext) -> list[Manifest]:
+    """``/dev/shm`` sized for the job, and the shared data and output claims."""
+    return [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": job_shm_size(job, ctx.gpus)}},
+        {"name": "data", "persistentVolumeClaim": {"claimName": ctx.data_claim, "readOnly": True}},
+        {"name": "output", "persistentVolumeClaim": {"claimName": ctx.output_claim}},
+    ]
+
+
+def placement_fields(ctx: JobContext) -> Manifest:
+    """Pod fields from the pool and the registry: node selector, tolerations, service
+    account, pull secret."""
+    fields: Manifest = {}
+    if ctx.placement.node_selector:
+        fields["nodeSelector"] = dict(ctx.placement.node_selector)
+    if ctx.placement.tolerations:
+        fields["tolerations"] = [dict(t) for t in ctx.placement.tolerations]
+    if ctx.service_account:
+        fields["serviceAccountName"] = ctx.service_account
+    if ctx.image_pull_secret:
+        fields["imagePullSecrets"] = [{"name": ctx.image_pull_secret}]
+    return fields
+
+
+def job_labels(job: TrainingJobSpec) -> dict[str, str]:
+    return {**MANAGED_BY, "app.kubernetes.io/name": job.name, **job.labels}
+
+
+def job_metadata(job: TrainingJobSpec, namespace: str, labels: dict[str, str]) -> Manifest:
+    metadata: Manifest = {"name": job.name, "namespace": namespace, "labels": labels}
+    if job.annotations:
+        metadata["annotations"] = dict(job.annotations)
+    return metadata
+
+
+def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
+    """The ``kubeflow.org/v1`` PyTorchJob for ``job``.
+
+    Args:
+        job: the validated job spec.
+        ctx: what the job takes from the pool, storage and registry.
+
+    Returns:
+        A complete PyTorchJob object.
+
+    Raises:
+        ValueError: the job does not fit its placement: more GPUs or nodes than the pool
+            offers, or RDMA networking on a pool without a fabric.
+    """
+    fabric = job_fabric(job, ctx)
+    procs = ctx.gpus or job.procs_per_node or 1
+    env = {
+        **job_env(job),
+        **runtime_env(),
+        **(nccl_env(fabric) if ctx.gpus else {}),
+        **(flight_recorder_env(job) if ctx.gpus else {}),
+        **({"NCCL_DEBUG": job.nccl_debug} if ctx.gpus and job.nccl_debug else {}),
+        **job.env,
+    }
     container: Manifest = {
         "name": "pytorch",
         "image": ctx.image,
@@ -163,38 +256,23 @@ def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         "command": job_command(job, procs),
         "env": [{"name": k, "value": v} for k, v in env.items()],
         "ports": [{"name": "pytorchjob-port", "containerPort": MASTER_PORT}],
-        "resources": {"requests": dict(limits), "limits": dict(limits)},
-        "volumeMounts": [
-            {"name": "dshm", "mountPath": "/dev/shm"},
-            {"name": "data", "mountPath": DATA_MOUNT, "readOnly": True},
-            {"name": "output", "mountPath": OUTPUT_MOUNT},
-        ],
+        "resources": job_resources(job, ctx.gpus, fabric),
+        "volumeMounts": [dict(SHM_MOUNT), *shared_volume_mounts()],
     }
     if fabric is not None:
         container["securityContext"] = dict(fabric.security_context)
-    labels = {**MANAGED_BY, "app.kubernetes.io/name": job.name, **job.labels}
+    labels = job_labels(job)
     pod_spec: Manifest = {
         "containers": [container],
-        "volumes": [
-            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": job_shm_size(job, ctx.gpus)}},
-            {"name": "data", "persistentVolumeClaim": {"claimName": ctx.data_claim, "readOnly": True}},
-            {"name": "output", "persistentVolumeClaim": {"claimName": ctx.output_claim}},
-        ],
+        "volumes": job_volumes(job, ctx),
         # Lets the trainer's SIGTERM handler finish a checkpoint on eviction or spot reclaim.
         "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
+        **placement_fields(ctx),
     }
-    if placement.node_selector:
-        pod_spec["nodeSelector"] = dict(placement.node_selector)
-    if placement.tolerations:
-        pod_spec["tolerations"] = [dict(t) for t in placement.tolerations]
-    if ctx.service_account:
-        pod_spec["serviceAccountName"] = ctx.service_account
-    if ctx.image_pull_secret:
-        pod_spec["imagePullSecrets"] = [{"name": ctx.image_pull_secret}]
     if job.scheduling.priority_class:
         pod_spec["priorityClassName"] = job.scheduling.priority_class
     if fabric is not None:
-        pod_spec.update({"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"})
+        pod_spec.update(HOST_NETWORK)
 
     def replica(replicas: int) -> Manifest:
         return {
@@ -218,10 +296,12 @@ def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         if job.nodes > 1:
             spec["pytorchReplicaSpecs"]["Worker"] = replica(job.nodes - 1)
     spec["runPolicy"] = _run_policy(job)
-    metadata: Manifest = {"name": job.name, "namespace": ctx.namespace, "labels": labels}
-    if job.annotations:
-        metadata["annotations"] = dict(job.annotations)
-    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": metadata, "spec": spec}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": job_metadata(job, ctx.namespace, labels),
+        "spec": spec,
+    }
 
 
 def _run_policy(job: TrainingJobSpec) -> Manifest:

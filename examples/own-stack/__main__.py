@@ -1,5 +1,6 @@
 """A team's own stack: an existing ACK cluster gets a spot GPU pool, shared volumes and
-one fine-tuning job, composed from the platform's components.
+one fine-tuning job, composed from the platform's components; the same job runs again on
+Kubeflow Trainer v2, which the cluster already runs.
 
     pulumi config set clusterId c-xxxxxxxx
     pulumi config set --secret kubeconfig "$(cat ~/.kube/ack)"
@@ -10,8 +11,8 @@ one fine-tuning job, composed from the platform's components.
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import GpuNodePool, SharedVolumes, TrainingJob, TrainingNamespace
-from components.config import GpuPoolSpec, StorageSpec, TrainingJobSpec, TrainingNamespaceSpec
+from components import GpuNodePool, SharedVolumes, TrainerV2, TrainingJob, TrainingNamespace
+from components.config import GpuPoolSpec, StorageSpec, TrainerV2Spec, TrainingJobSpec, TrainingNamespaceSpec
 
 config = pulumi.Config()
 cluster_id = config.get("clusterId") or "c-example"
@@ -37,18 +38,25 @@ volumes = SharedVolumes(
     namespace=namespace,
     provider=provider,
 )
-job = TrainingJob(
-    "finetune",
-    TrainingJobSpec(
-        name="finetune",
-        image="registry-vpc.cn-hangzhou.aliyuncs.com/team-a/trainer:v1.4.2",
-        cpu="6",
-        memory="24Gi",
-        trainer={"model": "gpt", "max_steps": 20000, "batch_size": 16},
-    ),
+finetune = TrainingJobSpec(
+    name="finetune",
+    image="registry-vpc.cn-hangzhou.aliyuncs.com/team-a/trainer:v1.4.2",
+    cpu="6",
+    memory="24Gi",
+    trainer={"model": "gpt", "max_steps": 20000, "batch_size": 16},
+)
+job = TrainingJob("finetune", finetune, namespace=namespace, storage=volumes, pool=pool, provider=provider)
+pulumi.export("commands", job.commands)
+
+# Trainer v2 runs in the cluster already: only the platform's runtime is created.
+trainer_v2 = TrainerV2("trainer-v2", TrainerV2Spec(install=False), provider=provider)
+job_v2 = TrainingJob(
+    "finetune-v2",
+    finetune.model_copy(update={"name": "finetune-v2", "backend": "v2"}),
     namespace=namespace,
     storage=volumes,
     pool=pool,
+    trainer_v2=trainer_v2,
     provider=provider,
 )
-pulumi.export("commands", job.commands)
+pulumi.export("commandsV2", job_v2.commands)

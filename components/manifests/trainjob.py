@@ -1,0 +1,241 @@
+"""The TrainJob (``trainer.kubeflow.org/v1alpha1``) a training job becomes on backend v2,
+and the platform's ClusterTrainingRuntimes it runs on.
+
+The API is Kubeflow Trainer v2.3.0's: ``pkg/apis/trainer/v1alpha1/trainjob_types.go`` and
+``trainingruntime_types.go`` in kubeflow/trainer at tag v2.3.0, whose webhooks
+(``pkg/webhooks/``, and the plugins' ``Validate`` under ``pkg/runtime/framework/plugins/``)
+are the rules the tests check.
+
+Why the platform owns its runtimes rather than patching upstream's ``torch-distributed``:
+
+- the chart installs no runtime by default (``runtimes.defaultEnabled: false``,
+  ``charts/kubeflow-trainer/values.yaml``), so a stack would have to switch one on anyway,
+  and upstream's would change under the stack with every Trainer release;
+- what every job needs cannot be patched per job: a TrainJob's runtime patches may not set
+  environment variables on the trainer container ``node`` (JobSet plugin, ``Validate``),
+  a pod's host network, its DNS policy or a failure policy (``PodSpecPatch``,
+  ``JobSetSpecPatch``). The runtime carries those: torchrun's settings, NCCL's for the
+  fabric, ``/dev/shm``, the grace period for the SIGTERM checkpoint and how a failed job
+  restarts. Jobs on an RDMA fabric need the host network, so each fabric gets a runtime;
+- what differs per job goes in the TrainJob: ``trainer`` (image, command, env, nodes,
+  processes, resources) and one runtime patch owned by the platform (placement, the
+  shared volumes, service account, pull secret, the fabric's security context, pod labels).
+
+Trainer merges each patch into the runtime's JobSet spec as a strategic merge patch
+(``pkg/runtime/core/trainingruntime.go`` ``mergeRuntimePatches``), keyed by name for the
+replicated jobs (``zz_generated.openapi.go``: JobSetSpec ``replicatedJobs``
+``x-kubernetes-patch-merge-key: name``), the containers and the volumes: the runtime's
+``dshm`` volume takes the job's size, and the job's mounts add to the runtime's.
+"""
+
+from __future__ import annotations
+
+from ..config import PROJECT, RunPolicySpec, TrainingJobSpec, v2_conflict
+from .base import MANAGED_BY, Manifest
+from .jobs import (
+    HOST_NETWORK,
+    SHM_MOUNT,
+    TERMINATION_GRACE_S,
+    JobContext,
+    flight_recorder_env,
+    job_command,
+    job_env,
+    job_fabric,
+    job_labels,
+    job_metadata,
+    job_resources,
+    job_volumes,
+    nccl_env,
+    placement_fields,
+    runtime_env,
+    shared_volume_mounts,
+)
+from .placement import FabricProfile
+
+TRAINER_API = "trainer.kubeflow.org/v1alpha1"
+RUNTIME_PREFIX = f"{PROJECT}-torch"
+TRAINER_NODE = "node"
+"""The trainer's replicated job and container: Trainer v2 injects torchrun's variables into the
+container of this name in the job labelled as the trainer ancestor (``pkg/constants``: ``Node``,
+``LabelTrainJobAncestor``), and the runtime webhook requires it (``validateReplicatedJobs``)."""
+ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
+PATCH_MANAGER = f"{PROJECT}/platform"
+"""Owner of the platform's runtime patch: the webhook requires a domain-prefixed path, and other
+managers (Kueue's ``kueue.x-k8s.io/manager``) keep patches of their own beside it."""
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+"""The LocalQueue a TrainJob is submitted to (Kueue: "Run A TrainJob")."""
+JOB_RESTARTS = RunPolicySpec.model_fields["backoff_limit"].default
+"""Restarts of a whole job after a pod fails, as many as a v1 job's default ``backoffLimit``."""
+DEFAULT_SHM = "2Gi"
+"""``/dev/shm`` in the runtime; each TrainJob patches in its own size."""
+REPLACED_ON_CHANGE_V2 = (
+    "spec.runtimeRef",
+    "spec.trainer",
+    "spec.runtimePatches",
+    "spec.activeDeadlineSeconds",
+    "spec.managedBy",
+)
+"""What Trainer v2 keeps immutable: ``runtimeRef``, ``trainer``, ``activeDeadlineSeconds`` and
+``managedBy`` (``self == oldSelf`` rules in ``trainjob_types.go``), and ``runtimePatches``,
+which may change only while the job is suspended (JobSet plugin,
+``checkRuntimePatchesImmutability``). A change there replaces the job (deleted first, then
+created again, resuming from its last checkpoint); ``suspend`` and labels change in place."""
+
+
+def runtime_name(fabric: FabricProfile | None) -> str:
+    """The platform runtime for jobs over ``fabric`` (``None``: the pod network)."""
+    return RUNTIME_PREFIX if fabric is None else f"{RUNTIME_PREFIX}-{fabric.name}"
+
+
+def training_runtime(fabric: FabricProfile | None = None) -> Manifest:
+    """The platform's ClusterTrainingRuntime for torchrun jobs over ``fabric``.
+
+    A failed pod fails its Job at once (``backoffLimit: 0``, ``restartPolicy: Never``), and
+    the JobSet then recreates every node's Job (``failurePolicy.maxRestarts``): torchrun's
+    static rendezvous cannot take back one restarted node, and the trainer resumes all of
+    them from the last checkpoint. NCCL's settings are there for GPU jobs; CPU jobs (gloo)
+    ignore them.
+
+    Args:
+        fabric: the RDMA fabric of the jobs it runs, or ``None`` for NCCL over TCP.
+
+    Returns:
+        A complete ClusterTrainingRuntime object.
+    """
+    env = {**runtime_env(), **nccl_env(fabric)}
+    pod: Manifest = {
+        "restartPolicy": "Never",
+        # Lets the trainer's SIGTERM handler finish a checkpoint on eviction or spot reclaim.
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
+        "containers": [
+            {
+                "name": TRAINER_NODE,
+                "env": [{"name": k, "value": v} for k, v in env.items()],
+                "volumeMounts": [dict(SHM_MOUNT)],
+            }
+        ],
+        "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": DEFAULT_SHM}}],
+    }
+    if fabric is not None:
+        pod.update(HOST_NETWORK)
+    return {
+        "apiVersion": TRAINER_API,
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {
+            "name": runtime_name(fabric),
+            "labels": {**MANAGED_BY, "trainer.kubeflow.org/framework": "torch"},
+        },
+        "spec": {
+            "mlPolicy": {"numNodes": 1, "torch": {}},
+            "template": {
+                "spec": {
+                    "failurePolicy": {"maxRestarts": JOB_RESTARTS},
+                    "replicatedJobs": [
+                        {
+                            "name": TRAINER_NODE,
+                            "replicas": 1,
+                            "template": {
+                                "metadata": {"labels": {ANCESTOR_LABEL: "trainer"}},
+                                "spec": {"backoffLimit": 0, "template": {"spec": pod}},
+                            },
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
+def train_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
+    """The ``trainer.kubeflow.org/v1alpha1`` TrainJob for ``job``.
+
+    Args:
+        job: the validated job spec (one without v1-only settings; see
+            :func:`components.config.v2_conflict`).
+        ctx: what the job takes from the pool, storage, registry and queue.
+
+    Returns:
+        A complete TrainJob object, on the runtime :func:`runtime_name` gives for its fabric.
+
+    Raises:
+        ValueError: the job does not fit its placement (see :func:`job_fabric`), or has a
+            setting Trainer v2 has no counterpart for.
+    """
+    conflict = v2_conflict(job)
+    if conflict is not None:
+        raise ValueError(f"job {job.name!r} cannot run on Trainer v2: {conflict[0]}: {conflict[1]}")
+    fabric = job_fabric(job, ctx)
+    procs = ctx.gpus or job.procs_per_node or 1
+    env = {
+        **job_env(job),
+        **(flight_recorder_env(job) if ctx.gpus else {}),
+        **({"NCCL_DEBUG": job.nccl_debug} if ctx.gpus and job.nccl_debug else {}),
+        **job.env,
+    }
+    container: Manifest = {"name": TRAINER_NODE, "volumeMounts": shared_volume_mounts()}
+    if fabric is not None:
+        container["securityContext"] = dict(fabric.security_context)
+    labels = job_labels(job)
+    pod_patch: Manifest = {
+        **placement_fields(ctx),
+        "volumes": job_volumes(job, ctx),
+        "containers": [container],
+    }
+    patch = {
+        "manager": PATCH_MANAGER,
+        "trainingRuntimeSpec": {
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": TRAINER_NODE,
+                            "template": {
+                                "spec": {"template": {"metadata": {"labels": dict(labels)}, "spec": pod_patch}}
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    }
+    spec: Manifest = {
+        "runtimeRef": {
+            "name": runtime_name(fabric),
+            "apiGroup": TRAINER_API.split("/")[0],
+            "kind": "ClusterTrainingRuntime",
+        },
+        "trainer": {
+            "image": ctx.image,
+            "command": job_command(job, procs, backend="v2"),
+            "env": [{"name": k, "value": v} for k, v in env.items()],
+            "numNodes": job.nodes,
+            "numProcPerNode": procs,
+            "resourcesPerNode": job_resources(job, ctx.gpus, fabric),
+        },
+        "runtimePatches": [patch],
+    }
+    if ctx.queue is None:
+        # Kueue owns spec.suspend of a queued job: it suspends it at creation and resumes it
+        # once admitted, so the platform leaves the field alone there.
+        spec["suspend"] = job.run_policy.suspend
+    if job.run_policy.active_deadline_seconds is not None:
+        spec["activeDeadlineSeconds"] = job.run_policy.active_deadline_seconds
+    metadata_labels = {**labels, **({QUEUE_LABEL: ctx.queue} if ctx.queue else {})}
+    return {
+        "apiVersion": TRAINER_API,
+        "kind": "TrainJob",
+        "metadata": job_metadata(job, ctx.namespace, metadata_labels),
+        "spec": spec,
+    }
+
+
+def trainjob_kubectl_commands(name: str, namespace: str) -> dict[str, str]:
+    """Commands to follow a TrainJob; JobSet labels its pods with the TrainJob's name
+    (``jobset.sigs.k8s.io/jobset-name``: v2.3.0 ``docs/user-guides/megatron.md``)."""
+    selector = f"jobset.sigs.k8s.io/jobset-name={name}"
+    return {
+        "status": f"kubectl -n {namespace} get trainjob {name} -w",
+        "describe": f"kubectl -n {namespace} describe trainjob {name}",
+        "pods": f"kubectl -n {namespace} get pods -l {selector} -o wide",
+        "logs": f"kubectl -n {namespace} logs -f --max-log-requests 64 -l {selector}",
+    }

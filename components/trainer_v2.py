@@ -1,0 +1,116 @@
+"""Kubeflow Trainer v2 (TrainJobs), the platform's runtimes for it and, optionally, Kueue's
+queue for its jobs. It can run beside the v1 Training Operator."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from ._k8s import TOKEN, resource_args
+from .config import TrainerV2Spec
+from .manifests import FabricProfile, Manifest, runtime_name, training_runtime
+from .manifests.trainer_v2 import (
+    KUEUE_CHART,
+    KUEUE_NAMESPACE,
+    TRAINER_V2_CHART,
+    TRAINER_V2_NAMESPACE,
+    kueue_values,
+    trainer_v2_chart_version,
+    trainer_v2_values,
+)
+
+RELEASE_TIMEOUT_S = 900
+"""The controllers may wait for a system node and for their images."""
+
+
+class TrainerV2(pulumi.ComponentResource):
+    """Installs Kubeflow Trainer v2 from its OCI Helm chart at a pinned release (CRDs,
+    controller, webhooks, and JobSet as its dependency, in ``kubeflow-system``), then the
+    platform's ClusterTrainingRuntimes, and Kueue's queue when one is given, with Kueue
+    itself from its OCI chart when ``spec.kueue.install``.
+
+    The charts are Helm releases, like Volcano: the kubernetes provider renders them at
+    deploy time, and hooks run. The runtimes wait for Trainer's release and the queue for
+    Kueue's, whose CRDs and webhooks they need; a job waits for all of it, since a TrainJob
+    created before Kueue's webhook would start without being admitted.
+
+    Args:
+        name: Pulumi resource name.
+        spec: the Trainer v2 settings; ``install: false`` creates only the runtimes (and
+            the queue), for a cluster that runs Trainer v2 already.
+        provider: the cluster's kubernetes provider.
+        fabrics: the distinct networks jobs run over (``None``: the pod network); one runtime each.
+        queue_objects: Kueue's ResourceFlavor, ClusterQueue and LocalQueue, or none (then
+            Kueue is not installed either).
+        queue: the LocalQueue in ``queue_objects`` that admits the jobs.
+        image_mirror: registry path the third-party images were copied to.
+        node_selector: labels of the nodes for the controllers (the system pool).
+
+    Attributes:
+        ready: what a TrainJob must wait for (the release, the runtimes, the queue).
+        queue: the LocalQueue jobs are labelled with, or ``None``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        spec: TrainerV2Spec,
+        *,
+        provider: k8s.Provider,
+        fabrics: Sequence[FabricProfile | None] = (None,),
+        queue_objects: Sequence[Manifest] = (),
+        queue: str | None = None,
+        image_mirror: str | None = None,
+        node_selector: dict[str, str] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__(f"{TOKEN}:TrainerV2", name, None, opts)
+        installed: list[pulumi.Resource] = []
+        if spec.install is not False:
+            installed.append(
+                k8s.helm.v3.Release(
+                    "kubeflow-trainer",
+                    name="kubeflow-trainer",
+                    chart=TRAINER_V2_CHART,
+                    version=trainer_v2_chart_version(spec),
+                    namespace=TRAINER_V2_NAMESPACE,
+                    create_namespace=True,
+                    values=trainer_v2_values(spec, mirror=image_mirror, node_selector=node_selector),
+                    timeout=RELEASE_TIMEOUT_S,
+                    opts=pulumi.ResourceOptions(parent=self, provider=provider),
+                )
+            )
+        after_install = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=installed)
+        self.runtimes = [
+            k8s.apiextensions.CustomResource(
+                runtime_name(fabric), **resource_args(training_runtime(fabric)), opts=after_install
+            )
+            for fabric in fabrics
+        ]
+        kueue: list[pulumi.Resource] = []
+        if queue_objects and spec.kueue.install:
+            kueue.append(
+                k8s.helm.v3.Release(
+                    "kueue",
+                    name="kueue",
+                    chart=KUEUE_CHART,
+                    version=spec.kueue.version,
+                    namespace=KUEUE_NAMESPACE,
+                    create_namespace=True,
+                    values=kueue_values(spec.kueue, mirror=image_mirror, node_selector=node_selector),
+                    timeout=RELEASE_TIMEOUT_S,
+                    opts=pulumi.ResourceOptions(parent=self, provider=provider),
+                )
+            )
+        after_kueue = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=kueue)
+        self.queue_resources = [
+            k8s.apiextensions.CustomResource(
+                f"{obj['kind'].lower()}-{obj['metadata']['name']}", **resource_args(obj), opts=after_kueue
+            )
+            for obj in queue_objects
+        ]
+        self.queue = queue
+        self.ready: list[pulumi.Resource] = [*installed, *self.runtimes, *kueue, *self.queue_resources]
+        self.register_outputs({"queue": queue})

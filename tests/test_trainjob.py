@@ -1,0 +1,537 @@
+"""Backend v2: the pure TrainJob and ClusterTrainingRuntime builders, golden manifests, the
+official ``kubeflow-trainer-api`` models and Trainer v2.3.0's webhook rules."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import cfg, stack_config
+from fixtures.models import assert_matches_model
+from fixtures.operator_overlay import kustomize_invoke
+from kubeflow_trainer_api.models import TrainerV1alpha1ClusterTrainingRuntime, TrainerV1alpha1TrainJob
+from test_jobs import CPU_PLACEMENT, IMAGE, POOL_1, POOL_8_ERDMA, context
+
+from components.config import TrainingJobSpec, load_spec
+from components.manifests import (
+    JobContext,
+    kueue_values,
+    pytorch_job,
+    train_job,
+    trainer_v2_values,
+    training_runtime,
+)
+from components.upstream import image_copies
+
+GOLDEN = Path(__file__).parent / "golden" / "v2"
+
+REPRESENTATIVE = {
+    "single-node-1gpu": (
+        TrainingJobSpec(name="mnist", image=IMAGE, backend="v2"),
+        context(POOL_1, 1, image_pull_secret="registry-pull"),
+    ),
+    "multi-node-4x8-erdma": (
+        TrainingJobSpec(
+            name="gpt-pretrain",
+            image=IMAGE,
+            backend="v2",
+            nodes=4,
+            network="rdma",
+            cpu="180",
+            memory="1600Gi",
+            trainer={"model": "gpt", "max_steps": 100000, "batch_size": 16},
+            run_policy={"active_deadline_seconds": 86400},
+        ),
+        context(POOL_8_ERDMA, 8, queue="training"),
+    ),
+    "cpu-local": (
+        TrainingJobSpec(
+            name="mnist-cpu",
+            image="trainer:0.1.0",
+            backend="v2",
+            gpus_per_node=0,
+            procs_per_node=2,
+            cpu="2",
+            memory="4Gi",
+            trainer={"max_steps": 200, "synthetic_data": True},
+        ),
+        context(CPU_PLACEMENT, 0),
+    ),
+}
+
+
+def emitted(case: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The runtime a case's job runs on, and its TrainJob."""
+    spec, ctx = REPRESENTATIVE[case]
+    fabric = ctx.placement.fabric if spec.network == "rdma" else None
+    return training_runtime(fabric), train_job(spec, ctx)
+
+
+@pytest.mark.parametrize("case", REPRESENTATIVE)
+def test_golden_manifests(case: str) -> None:
+    text = yaml.safe_dump_all(emitted(case), sort_keys=False)
+    path = GOLDEN / f"{case}.yaml"
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text(), f"{path.name} changed; review and rerun with UPDATE_GOLDEN=1"
+
+
+RESERVED_ENV = {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}
+"""v2.3.0 ``pkg/constants/constants.go`` ``TorchRunReservedEnvNames``."""
+ENV_LOCKED_CONTAINERS = {"node", "dataset-initializer", "model-initializer"}
+"""Containers a runtime patch may not give env (JobSet plugin ``Validate``)."""
+ANCESTOR_CONTAINERS = {
+    "trainer": "node",
+    "model-initializer": "model-initializer",
+    "dataset-initializer": "dataset-initializer",
+}
+"""``pkg/webhooks/trainingruntime_webhook.go`` ``expectedContainerNames``."""
+DNS_1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def runtime_problems(runtime: dict[str, Any]) -> list[str]:
+    """The ClusterTrainingRuntime webhook's rules (``validateReplicatedJobs``) and the CRD's
+    one-ML-policy rule (``MLPolicy`` XValidation)."""
+    problems = []
+    policies = {"torch", "mpi", "jax", "xgboost", "flux"} & set(runtime["spec"].get("mlPolicy", {}))
+    if len(policies) > 1:
+        problems.append("more than one ML policy")
+    for rjob in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+        ancestor = (
+            rjob["template"].get("metadata", {}).get("labels", {}).get("trainer.kubeflow.org/trainjob-ancestor-step")
+        )
+        if ancestor in ANCESTOR_CONTAINERS:
+            if rjob.get("replicas", 1) != 1:
+                problems.append(f"{rjob['name']}: replicas always must be 1")
+            names = {c["name"] for c in rjob["template"]["spec"]["template"]["spec"]["containers"]}
+            if ANCESTOR_CONTAINERS[ancestor] not in names:
+                problems.append(f"{rjob['name']}: must contain the required container for the ancestor: {ancestor}")
+    return problems
+
+
+def trainjob_problems(job: dict[str, Any], runtime: dict[str, Any]) -> list[str]:
+    """The TrainJob rules of the CRD (name, ``managedBy``, at most 16 patches) and the
+    webhook: the torch plugin's reserved env, the JobSet plugin's patch checks."""
+    problems = []
+    name = job["metadata"]["name"]
+    if not re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name) or len(name) > 63:
+        problems.append("metadata.name must match RFC 1035 DNS label format")
+    spec = job["spec"]
+    ref = spec["runtimeRef"]
+    if (ref.get("apiGroup"), ref.get("kind"), ref["name"]) != (
+        "trainer.kubeflow.org",
+        runtime["kind"],
+        runtime["metadata"]["name"],
+    ):
+        problems.append("runtimeRef does not name the runtime")
+    if spec.get("managedBy") not in (None, "trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.io/multikueue"):
+        problems.append("managedBy")
+    reserved = sorted(RESERVED_ENV & {e["name"] for e in spec.get("trainer", {}).get("env", [])})
+    if reserved:
+        problems.append(f"must not have reserved envs, invalid envs configured: {reserved}")
+    patches = spec.get("runtimePatches", [])
+    if len(patches) > 16 or len({p["manager"] for p in patches}) != len(patches):
+        problems.append("runtimePatches: at most 16, one per manager")
+    containers = {
+        rjob["name"]: {
+            c["name"]
+            for c in [
+                *rjob["template"]["spec"]["template"]["spec"].get("initContainers", []),
+                *rjob["template"]["spec"]["template"]["spec"]["containers"],
+            ]
+        }
+        for rjob in runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    }
+    for patch in patches:
+        host, _, rest = patch["manager"].partition("/")
+        if not (DNS_1123_SUBDOMAIN.match(host) and rest):
+            problems.append(f"manager {patch['manager']!r} is not a domain-prefixed path")
+        template = patch.get("trainingRuntimeSpec", {}).get("template", {})
+        if set(template.get("metadata", {})) - {"labels", "annotations"}:
+            problems.append("JobSet patch metadata: only labels and annotations")
+        for rjob in template.get("spec", {}).get("replicatedJobs", []):
+            if rjob["name"] not in containers:
+                problems.append("must not have replicated job that doesn't exist in the runtime job template")
+                continue
+            pod = rjob.get("template", {}).get("spec", {}).get("template", {})
+            if set(pod.get("metadata", {})) - {"labels", "annotations"}:
+                problems.append("pod patch metadata: only labels and annotations")
+            for kind in ("initContainers", "containers"):
+                for c in pod.get("spec", {}).get(kind, []):
+                    if c["name"] not in containers[rjob["name"]]:
+                        problems.append(
+                            f"must not have {kind[:-1]} that doesn't exist in the runtime job {rjob['name']}"
+                        )
+                    elif kind == "containers" and c.get("env") and c["name"] in ENV_LOCKED_CONTAINERS:
+                        problems.append(
+                            "must not have envs for the dataset-initializer, model-initializer, node containers"
+                        )
+    return problems
+
+
+@pytest.mark.parametrize("case", REPRESENTATIVE)
+def test_manifests_fit_official_models_and_webhooks(case: str) -> None:
+    runtime, job = emitted(case)
+    assert_matches_model(runtime, TrainerV1alpha1ClusterTrainingRuntime)
+    assert_matches_model(job, TrainerV1alpha1TrainJob)
+    # The models' own parsers take them, and give back the same objects.
+    assert TrainerV1alpha1ClusterTrainingRuntime.from_dict(runtime).to_dict() == runtime
+    assert TrainerV1alpha1TrainJob.from_dict(job).to_dict() == job
+    assert runtime_problems(runtime) == []
+    assert trainjob_problems(job, runtime) == []
+    trainer = job["spec"]["trainer"]
+    resources = trainer["resourcesPerNode"]
+    assert resources["limits"] == resources["requests"]
+    assert trainer["numProcPerNode"] == int(
+        resources["limits"].get("nvidia.com/gpu", REPRESENTATIVE[case][0].procs_per_node or 1)
+    )
+    runtime_env = {
+        e["name"]: e["value"]
+        for e in runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
+            "containers"
+        ][0]["env"]
+    }
+    assert runtime_env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
+
+
+def test_model_check_catches_an_unknown_field() -> None:
+    runtime, job = emitted("single-node-1gpu")
+    pod = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
+    pod["template"]["spec"]["template"]["spec"]["hostNetwork"] = True
+    with pytest.raises(AssertionError, match=r"\.spec\.hostNetwork: not a field of TrainerV1alpha1PodSpecPatch"):
+        assert_matches_model(job, TrainerV1alpha1TrainJob)
+    runtime["spec"]["mlPolicy"]["torch"]["numProcPerNode"] = 8
+    with pytest.raises(
+        AssertionError, match=r"torch\.numProcPerNode: not a field of TrainerV1alpha1TorchMLPolicySource"
+    ):
+        assert_matches_model(runtime, TrainerV1alpha1ClusterTrainingRuntime)
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (
+            lambda job: job["spec"]["trainer"]["env"].append({"name": "PET_NNODES", "value": "2"}),
+            "must not have reserved envs, invalid envs configured: ['PET_NNODES']",
+        ),
+        (
+            lambda job: _pod_patch(job)["containers"][0].update(env=[{"name": "A", "value": "1"}]),
+            "must not have envs for the dataset-initializer, model-initializer, node containers",
+        ),
+        (
+            lambda job: _pod_patch(job)["containers"].append({"name": "sidecar"}),
+            "must not have container that doesn't exist in the runtime job node",
+        ),
+        (
+            lambda job: job["spec"]["runtimePatches"][0].update(manager="platform"),
+            "manager 'platform' is not a domain-prefixed path",
+        ),
+        (
+            lambda job: _replicated_job_patch(job).update(name="worker"),
+            "must not have replicated job that doesn't exist in the runtime job template",
+        ),
+    ],
+)
+def test_webhook_rules_catch_what_trainer_v2_refuses(change, problem: str) -> None:
+    runtime, job = emitted("single-node-1gpu")
+    change(job)
+    assert problem in trainjob_problems(job, runtime)
+
+
+def _replicated_job_patch(job: dict[str, Any]) -> dict[str, Any]:
+    return job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
+
+
+def _pod_patch(job: dict[str, Any]) -> dict[str, Any]:
+    return _replicated_job_patch(job)["template"]["spec"]["template"]["spec"]
+
+
+def test_the_same_spec_runs_on_either_backend_with_the_same_pods() -> None:
+    """Switching the backend changes the API, not what the pods get."""
+    spec, ctx = REPRESENTATIVE["multi-node-4x8-erdma"]
+    runtime, job = emitted("multi-node-4x8-erdma")
+    v1 = pytorch_job(spec.model_copy(update={"backend": "v1"}), ctx)
+    v1_pod = v1["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    v1_container = v1_pod["containers"][0]
+    runtime_pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    patch = _pod_patch(job)
+    v2_env = {
+        **{e["name"]: e["value"] for e in runtime_pod["containers"][0]["env"]},
+        **{e["name"]: e["value"] for e in job["spec"]["trainer"]["env"]},
+    }
+    assert v2_env == {e["name"]: e["value"] for e in v1_container["env"]}
+    assert job["spec"]["trainer"]["resourcesPerNode"] == v1_container["resources"]
+    assert patch["volumes"] == v1_pod["volumes"]
+    assert (
+        runtime_pod["containers"][0]["volumeMounts"] + patch["containers"][0]["volumeMounts"]
+        == v1_container["volumeMounts"]
+    )
+    assert patch["containers"][0]["securityContext"] == v1_container["securityContext"]
+    for key in ("nodeSelector", "tolerations", "serviceAccountName"):
+        assert patch[key] == v1_pod[key]
+    for key in ("hostNetwork", "dnsPolicy", "terminationGracePeriodSeconds"):
+        assert runtime_pod[key] == v1_pod[key]
+    assert job["spec"]["trainer"]["numNodes"] == 4 and job["spec"]["trainer"]["numProcPerNode"] == 8
+    # v2 sets torchrun's node count, rank and master itself: the command names none of them.
+    assert job["spec"]["trainer"]["command"][:4] == ["python", "-m", "trainer.launch", "-m"]
+
+
+BUILDS = [
+    (
+        "queued jobs carry the LocalQueue and leave suspend to Kueue",
+        TrainingJobSpec(name="a", image=IMAGE, backend="v2"),
+        context(POOL_1, 1, queue="training"),
+        lambda j: j["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "training" and "suspend" not in j["spec"],
+    ),
+    (
+        "suspend changes in place without a queue",
+        TrainingJobSpec(name="a", image=IMAGE, backend="v2", run_policy={"suspend": True}),
+        context(POOL_1, 1),
+        lambda j: j["spec"]["suspend"] is True and "kueue.x-k8s.io/queue-name" not in j["metadata"]["labels"],
+    ),
+    (
+        "tcp jobs run on the pod network runtime",
+        TrainingJobSpec(name="a", image=IMAGE, backend="v2"),
+        context(POOL_8_ERDMA, 8),
+        lambda j: (
+            j["spec"]["runtimeRef"]["name"] == "ack-training-platform-torch"
+            and "securityContext" not in _pod_patch(j)["containers"][0]
+        ),
+    ),
+    (
+        "shm sized per GPU",
+        TrainingJobSpec(name="a", image=IMAGE, backend="v2", memory="512Gi"),
+        context(POOL_8_ERDMA, 8),
+        lambda j: (
+            _pod_patch(j)["volumes"][0] == {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "128Gi"}}
+        ),
+    ),
+    (
+        "user env wins over the runtime's",
+        TrainingJobSpec(name="a", image=IMAGE, backend="v2", env={"NCCL_SOCKET_IFNAME": "bond0"}, nccl_debug="INFO"),
+        context(POOL_1, 1),
+        lambda j: (
+            {"name": "NCCL_SOCKET_IFNAME", "value": "bond0"} in j["spec"]["trainer"]["env"]
+            and {"name": "NCCL_DEBUG", "value": "INFO"} in j["spec"]["trainer"]["env"]
+        ),
+    ),
+    (
+        "netbench preset",
+        TrainingJobSpec(name="a", image=IMAGE, backend="v2", preset="netbench", nodes=2),
+        context(POOL_8_ERDMA, 8),
+        lambda j: j["spec"]["trainer"]["command"] == ["python", "-m", "trainer.launch", "-m", "trainer.bench"],
+    ),
+    (
+        "a custom command is kept as written",
+        TrainingJobSpec(name="a", image=IMAGE, backend="v2", command=["torchrun", "train.py"], args=["--x"]),
+        context(POOL_1, 1),
+        lambda j: j["spec"]["trainer"]["command"] == ["torchrun", "train.py", "--x"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "spec", "ctx", "check"), BUILDS, ids=[b[0] for b in BUILDS])
+def test_builder(case: str, spec: TrainingJobSpec, ctx: JobContext, check) -> None:
+    job = train_job(spec, ctx)
+    assert check(job)
+    assert_matches_model(job, TrainerV1alpha1TrainJob)
+
+
+@pytest.mark.parametrize(
+    ("spec", "ctx", "message"),
+    [
+        (
+            TrainingJobSpec(name="a", image=IMAGE, elastic={"min_nodes": 1, "max_nodes": 2}),
+            context(POOL_1, 1),
+            "job 'a' cannot run on Trainer v2: elastic: Trainer v2 has no elastic training (v2.3.0 runs a fixed "
+            "numNodes): give a fixed nodes instead, or keep the job on backend v1",
+        ),
+        (
+            TrainingJobSpec(name="a", image=IMAGE, network="rdma"),
+            context(POOL_1, 1),
+            "job 'a' uses rdma networking but its placement has no RDMA fabric",
+        ),
+    ],
+)
+def test_builder_refuses_what_v2_cannot_run(spec, ctx, message: str) -> None:
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        train_job(spec, ctx)
+
+
+TRAINJOB = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob"
+RUNTIME = "kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+MIRROR = "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/mirror"
+
+
+def test_one_key_moves_a_stack_to_trainer_v2(run_stack) -> None:
+    config = stack_config("dev")
+    config[cfg("training")]["backend"] = "v2"
+    plan = run_stack(config)
+    assert not plan.of_type("kubernetes:kubeflow.org/v1:PyTorchJob")
+    release = plan.one(RELEASE, "kubeflow-trainer")
+    inputs = release.inputs
+    assert (inputs["chart"], inputs["version"], inputs["namespace"]) == (
+        "oci://ghcr.io/kubeflow/charts/kubeflow-trainer",
+        "2.3.0",
+        "kubeflow-system",
+    )
+    assert inputs["createNamespace"] is True
+    system = {"ack-training-platform/pool": "system"}
+    assert inputs["values"] == {
+        "jobset": {"install": True, "controller": {"nodeSelector": system}},
+        "manager": {"nodeSelector": system},
+    }
+    runtime = plan.one(RUNTIME)
+    assert runtime.inputs["metadata"]["name"] == "ack-training-platform-torch"
+    assert release.urn in runtime.dependencies
+    job = plan.one(TRAINJOB)
+    assert {release.urn, runtime.urn} | {
+        c.urn for c in plan.of_type("kubernetes:core/v1:PersistentVolumeClaim")
+    } <= set(job.dependencies)
+    assert job.inputs["spec"]["trainer"]["image"] == "(known after deploy)"  # the personal registry's host
+    assert _pod_patch(job.inputs)["imagePullSecrets"] == [{"name": "registry-pull"}]
+    # Same lifecycle as v1: immutable parts replace the job, deleted first; suspend changes in place.
+    assert job.delete_before_replace
+    assert set(job.replace_on_changes) == {
+        "spec.runtimeRef",
+        "spec.trainer",
+        "spec.runtimePatches",
+        "spec.activeDeadlineSeconds",
+        "spec.managedBy",
+    }
+    assert plan.outputs["jobs"]["mnist-dev"]["commands"]["status"] == "kubectl -n training get trainjob mnist-dev -w"
+
+
+def test_v1_and_v2_run_side_by_side_through_the_mirror(run_stack) -> None:
+    config = stack_config("prod")
+    netbench = config[cfg("jobs")][1]
+    netbench.update(backend="v2")
+    del netbench["restartPolicy"]
+    plan = run_stack(config, "prod", invokes=kustomize_invoke())
+    assert [j.name for j in plan.of_type("kubernetes:kubeflow.org/v1:PyTorchJob")] == ["gpt-pretrain"]
+    job = plan.one(TRAINJOB).inputs
+    assert job["metadata"]["name"] == "nccl-check"
+    assert job["spec"]["runtimeRef"]["name"] == "ack-training-platform-torch-erdma"
+    assert sorted(r.inputs["metadata"]["name"] for r in plan.of_type(RUNTIME)) == [
+        "ack-training-platform-torch",
+        "ack-training-platform-torch-erdma",
+    ]
+    assert plan.one("kubernetes:kustomize:Directory") and plan.one(RELEASE, "volcano")
+    values = plan.one(RELEASE, "kubeflow-trainer").inputs["values"]
+    assert values["image"] == {"registry": MIRROR, "repository": "trainer-controller-manager"}
+    assert values["jobset"]["image"] == {"registry": MIRROR, "repository": "jobset", "tag": "v0.12.0"}
+
+
+def test_kueue_queues_v2_jobs_with_the_gpu_quota(run_stack) -> None:
+    config = stack_config("dev")
+    config[cfg("training")]["backend"] = "v2"
+    config[cfg("trainerV2")] = {"kueue": {"enabled": True}}
+    plan = run_stack(config)
+    cluster_queue = plan.one("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue").inputs
+    flavor = cluster_queue["spec"]["resourceGroups"][0]["flavors"][0]
+    assert {r["name"]: r["nominalQuota"] for r in flavor["resources"]} == {
+        "cpu": "1024",
+        "memory": "8Ti",
+        "nvidia.com/gpu": "2",
+    }
+    assert cluster_queue["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "training"}}
+    local = plan.one("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue").inputs
+    assert (local["metadata"]["namespace"], local["spec"]["clusterQueue"]) == ("training", "training")
+    job = plan.one(TRAINJOB)
+    assert job.inputs["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "training"
+    assert "suspend" not in job.inputs["spec"]
+    kueue = plan.one(RELEASE, "kueue")
+    # A TrainJob created before Kueue's webhook would start unadmitted: it waits for Kueue and its queue.
+    assert {kueue.urn, plan.one("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue").urn} <= set(job.dependencies)
+    assert all(kueue.urn in q.dependencies for q in plan.resources if q.type.startswith("kubernetes:kueue.x-k8s.io/"))
+    inputs = kueue.inputs
+    assert (inputs["chart"], inputs["version"], inputs["namespace"]) == (
+        "oci://registry.k8s.io/kueue/charts/kueue",
+        "0.19.2",
+        "kueue-system",
+    )
+    manager = inputs["values"]["controllerManager"]
+    assert manager["manager"]["image"] == {
+        "repository": "registry.k8s.io/kueue/kueue",
+        "tag": "v0.19.2",
+        "pullPolicy": "IfNotPresent",
+    }
+    assert manager["nodeSelector"] == {"ack-training-platform/pool": "system"}
+    config = yaml.safe_load(inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    assert "trainer.kubeflow.org/trainjob" in config["integrations"]["frameworks"]
+    # All of a job's pods run within the timeout, new nodes included, or the job goes back to the queue.
+    assert config["waitForPodsReady"] == {"timeout": "30m", "blockAdmission": False}
+
+
+def test_kueue_running_already_gets_only_the_queue(run_stack) -> None:
+    config = stack_config("dev")
+    config[cfg("training")]["backend"] = "v2"
+    config[cfg("trainerV2")] = {"kueue": {"enabled": True, "install": False}}
+    plan = run_stack(config)
+    assert [r.name for r in plan.of_type(RELEASE)] == ["kubeflow-trainer"]
+    assert plan.one("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue")
+
+
+def test_a_cluster_with_trainer_v2_gets_only_the_runtimes(run_stack) -> None:
+    config = stack_config("dev")
+    config[cfg("jobs")][0]["backend"] = "v2"
+    config[cfg("trainerV2")] = {"install": False}
+    plan = run_stack(config)
+    assert not plan.of_type(RELEASE)
+    assert plan.one(RUNTIME).urn in plan.one(TRAINJOB).dependencies
+    assert not plan.of_type("kubernetes:kubeflow.org/v1:PyTorchJob")
+
+
+def test_stacks_without_v2_jobs_install_nothing_of_it(run_stack) -> None:
+    plan = run_stack(stack_config("dev"))
+    assert not plan.of_type(RUNTIME) and not plan.of_type(TRAINJOB)
+    assert not any(r.type.endswith(":TrainerV2") for r in plan.resources)
+
+
+def test_trainer_v2_images_are_listed_for_the_mirror_as_the_chart_pulls_them() -> None:
+    config = stack_config("prod")
+    config[cfg("trainerV2")] = {"install": True}
+    spec = load_spec(config, credentials=False)
+    copies = dict(image_copies(spec))
+    # The chart writes <image.registry>/<image.repository>:<tag>, the tag defaulting to v<chart version>.
+    values = trainer_v2_values(spec.trainer_v2, mirror=MIRROR, node_selector=None)
+    manager = f"{values['image']['registry']}/{values['image']['repository']}:v2.3.0"
+    assert copies["ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0"] == manager
+    jobset = values["jobset"]["image"]
+    assert (
+        copies["registry.k8s.io/jobset/jobset:v0.12.0"]
+        == f"{jobset['registry']}/{jobset['repository']}:{jobset['tag']}"
+    )
+    assert "registry.k8s.io/kueue/kueue:v0.19.2" not in copies
+    config[cfg("trainerV2")] = {"install": True, "kueue": {"enabled": True}}
+    queued = load_spec(config, credentials=False)
+    # The Kueue chart writes <repository>:<tag>.
+    kueue = kueue_values(queued.trainer_v2.kueue, mirror=MIRROR, node_selector=None)["controllerManager"]["manager"]
+    mirrored_kueue = f"{kueue['image']['repository']}:{kueue['image']['tag']}"
+    assert dict(image_copies(queued))["registry.k8s.io/kueue/kueue:v0.19.2"] == mirrored_kueue
+
+
+def test_local_stack_runs_the_same_job_on_both_backends(run_stack, tmp_path: Path) -> None:
+    from components.plan import write_manifests
+
+    plan = run_stack(stack_config("local"), "local")
+    v1 = plan.one("kubernetes:kubeflow.org/v1:PyTorchJob").inputs
+    v2 = plan.one(TRAINJOB).inputs
+    assert (v1["metadata"]["name"], v2["metadata"]["name"]) == ("mnist-cpu", "mnist-cpu-v2")
+    assert v2["spec"]["trainer"]["command"][-len(v1_flags := _flags(v1)) :] == v1_flags
+    assert v2["spec"]["trainer"]["numProcPerNode"] == int(v1["spec"]["nprocPerNode"])
+    written = {p.name for p in write_manifests(plan, tmp_path)}
+    assert {"6-clustertrainingruntime-ack-training-platform-torch.yaml", "6-trainjob-mnist-cpu-v2.yaml"} <= written
+    for path in tmp_path.glob("6-trainjob-*.yaml"):
+        assert_matches_model(yaml.safe_load(path.read_text()), TrainerV1alpha1TrainJob)
+
+
+def _flags(job: dict[str, Any]) -> list[str]:
+    command = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
+    return command[command.index("trainer") + 1 :]
