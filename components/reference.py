@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from .config import PROJECT, REGION_KEY, PlatformSpec
-from .config.platform import _model_of
+from .config.loading import _model_of
 
 START = "<!-- config-reference:start -->"
 END = "<!-- config-reference:end -->"

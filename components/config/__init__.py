@@ -53,17 +53,9 @@ from .jobs import (
     TrainingJobSpec,
     v2_conflict,
 )
+from .loading import ConfigError, load_spec, missing_credentials, stack_schema
 from .operator import KueueSpec, OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, VolcanoSpec
-from .platform import (
-    ConfigError,
-    PlatformSpec,
-    job_gpus,
-    job_shm_size,
-    load_spec,
-    missing_credentials,
-    nodes_needed,
-    stack_schema,
-)
+from .platform import PlatformSpec, job_gpus, job_shm_size, nodes_needed
 from .pools import ERDMA_INSTANCE_FAMILIES, SYSTEM_POOL_NAME, Fabric, GpuPoolSpec, TaintSpec
 from .registry import RegistrySpec
 from .storage import EXTREME_ROOT, NasSpec, OssSpec, StorageSpec, VolumeSpec

@@ -1,22 +1,15 @@
-"""The whole platform spec, cross-area rules, and loading a stack's config into it."""
+"""The whole platform spec and the rules that cross areas."""
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Collection, Mapping
-from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from .base import (
     DEFAULT_CPU_SHM_GIB,
     DEFAULT_SHM_PER_GPU_GIB,
-    PROJECT,
-    REGION_KEY,
-    SECRET_KEYS,
     TRAINER_V2_MIN_KUBERNETES,
     Spec,
     field_error,
@@ -317,166 +310,3 @@ def nodes_needed(job: TrainingJobSpec, gpus: int, gpus_per_node: int) -> int:
     host network (RDMA), where two pods of a job would bind the same ports."""
     per_node = 1 if job.network == "rdma" else max(gpus_per_node // gpus, 1)
     return -(-job.max_pods // per_node)
-
-
-# --- loading -------------------------------------------------------------------------
-
-
-class ConfigError(Exception):
-    """A stack's configuration is invalid; ``problems`` holds one message per bad key."""
-
-    def __init__(self, problems: list[str]):
-        super().__init__("\n".join(problems))
-        self.problems = problems
-
-    def __str__(self) -> str:
-        return "invalid stack configuration:\n" + "\n".join(f"  {p}" for p in self.problems)
-
-
-def load_spec(raw: Mapping[str, Any], secret_keys: Collection[str] = (), *, credentials: bool = True) -> PlatformSpec:
-    """Validate a stack's config.
-
-    Args:
-        raw: namespaced config keys to values, as in a stack file's ``config:`` section
-            (``{"ack-training-platform:gpuPool": {...}, "alicloud:region": "cn-hangzhou"}``).
-        secret_keys: the namespaced keys whose values are encrypted (``pulumi config set --secret``).
-        credentials: require the secret keys the spec needs (the offline plan does without).
-
-    Returns:
-        The validated spec.
-
-    Raises:
-        ConfigError: with one message per problem, each naming its stack key.
-    """
-    prefix = PROJECT + ":"
-    misspelled = [
-        f"{key}: unknown config namespace {key.split(':', 1)[0]!r}; did you mean {prefix!r}? "
-        f"(run: pulumi config rm {key}, then set {prefix}{key.split(':', 1)[1]})"
-        for key in raw
-        if ":" in key
-        and not key.startswith(prefix)
-        and difflib.get_close_matches(key.split(":", 1)[0], [PROJECT], n=1, cutoff=0.8)
-    ]
-    if misspelled:
-        raise ConfigError(misspelled)
-    ours = {k[len(prefix) :]: v for k, v in raw.items() if k.startswith(prefix)}
-    plaintext = [
-        f"{prefix}{key}: a credential must be encrypted; run: pulumi config set --secret {key} <value>"
-        for key in SECRET_KEYS
-        if key in ours and prefix + key not in secret_keys
-    ]
-    if plaintext:
-        raise ConfigError(plaintext)
-    data = {k: v for k, v in ours.items() if k not in SECRET_KEYS}
-    if REGION_KEY in raw:
-        if "region" in data:
-            raise ConfigError([f"{prefix}region: the region is the provider's key; set {REGION_KEY} instead"])
-        data["region"] = raw[REGION_KEY]
-    try:
-        spec = PlatformSpec.model_validate(data)
-    except ValidationError as err:
-        raise ConfigError([_describe(e) for e in err.errors()]) from None
-    if credentials:
-        missing = [
-            f"{prefix}{key}: {needs} is set but this credential is missing; run: pulumi config set --secret {key} <value>"
-            for key, needs in missing_credentials(spec, raw).items()
-        ]
-        if missing:
-            raise ConfigError(missing)
-    return spec
-
-
-def missing_credentials(spec: PlatformSpec, raw: Mapping[str, Any]) -> dict[str, str]:
-    """Secret stack keys ``spec`` needs that ``raw`` lacks, each with the key needing it."""
-    needed = {"registryPassword": "registry.username"} if spec.registry and spec.registry.username else {}
-    if spec.storage.oss is not None:
-        needed.update(ossAccessKeyId="storage.oss", ossAccessKeySecret="storage.oss")
-    return {key: needs for key, needs in needed.items() if f"{PROJECT}:{key}" not in raw}
-
-
-def _describe(error: Mapping[str, Any]) -> str:
-    loc = list(error["loc"])
-    kind = error["type"]
-    key_in_ctx = (error.get("ctx") or {}).get("key")
-    if key_in_ctx == "<region>":
-        return f"{REGION_KEY}: {error['msg']}"
-    if loc[:1] == ["region"]:
-        return f"{REGION_KEY}: a region id such as 'cn-hangzhou' (got {error['input']!r})"
-    if key_in_ctx:
-        loc += _split_key(key_in_ctx)
-    if loc[-1:] == ["[key]"]:
-        # A bad key of a mapping (a label, an env name): the message quotes it.
-        loc = loc[:-2]
-    path = _key_path(loc)
-    if kind == "extra_forbidden":
-        valid = _valid_keys(loc[:-1])
-        hint = difflib.get_close_matches(str(loc[-1]), valid, n=1)
-        suggestion = f"did you mean {hint[0]!r}? " if hint else ""
-        return f"{path}: unknown key; {suggestion}valid keys: {', '.join(valid)}"
-    if kind == "missing":
-        return f"{path}: required key is missing"
-    message = error["msg"].removeprefix("Value error, ")
-    if kind in ("platform", "value_error"):
-        return f"{path}: {message}"
-    return f"{path}: {message} (got {error['input']!r})"
-
-
-def _split_key(key: str) -> list[str | int]:
-    parts: list[str | int] = []
-    for part in key.split("."):
-        name, *indexes = part.split("[")
-        parts.append(to_camel(name))
-        parts += [int(i.rstrip("]")) for i in indexes]
-    return parts
-
-
-def _key_path(loc: list[Any]) -> str:
-    path = PROJECT + ":"
-    for i, part in enumerate(loc):
-        if isinstance(part, int):
-            path += f"[{part}]"
-        else:
-            path += ("." if i else "") + str(part)
-    return path
-
-
-def _valid_keys(loc: list[Any]) -> list[str]:
-    """The camelCase keys allowed at ``loc`` (a path into PlatformSpec)."""
-    model: Any = PlatformSpec
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        field = next(f for name, f in model.model_fields.items() if part in (name, f.alias))
-        model = _model_of(field.annotation)
-    # `region` is read from the provider's alicloud:region, never from our namespace.
-    return (
-        sorted(
-            (f.alias or name)
-            for name, f in model.model_fields.items()
-            if not (model is PlatformSpec and name == "region")
-        )
-        if model
-        else []
-    )
-
-
-def _model_of(annotation: Any) -> Any:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()):
-        found = _model_of(arg)
-        if found is not None:
-            return found
-    return None
-
-
-def stack_schema() -> dict[str, Any]:
-    """JSON schema of the stack keys under the ``ack-training-platform:`` namespace."""
-    schema = PlatformSpec.model_json_schema(by_alias=True)
-    schema["properties"].pop("region", None)
-    schema["title"] = f"{PROJECT} stack configuration"
-    schema["description"] = (
-        f"Keys under the '{PROJECT}:' namespace of a stack file. The region is the provider's "
-        f"own key, {REGION_KEY}; credentials are the secret keys {', '.join(SECRET_KEYS)}."
-    )
-    return schema
