@@ -71,7 +71,9 @@ def checkpoint_overhead(repeats: int) -> dict[str, Any]:
     code = (
         "import json, statistics, tempfile, time, torch\n"
         "from trainer.data import synthetic_images\n"
-        "from trainer.train import Config, Trainer, topology\n"
+        "from trainer.config import Config\n"
+        "from trainer.topology import topology\n"
+        "from trainer.train import Trainer\n"
         "torch.set_num_threads(2)\n"
         "cfg = Config(output_dir=tempfile.mkdtemp(), max_steps=10**6)\n"
         "t = Trainer(cfg, topology(), synthetic_images(8192, 1))\n"

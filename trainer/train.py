@@ -24,16 +24,13 @@ cuDNN/NCCL kernels are not bit-deterministic, so a resumed run matches statistic
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
-import json
-import math
 import os
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -51,40 +48,20 @@ from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from . import checkpoint
+from .config import DEFAULT_LR, Config, UsageError, parse_args
 from .data import DataError, GlobalOrder, TokenDataset, load_images, load_tokens, synthetic_images, synthetic_tokens
+from .metrics import Metrics, log, peak_tflops
 from .models import GPT, GPT_SIZES, MnistCNN
+from .schedule import lr_factor, planned_steps
+from .topology import TRANSIENT_STATUS, Topology, default_threads, topology
 
-DEFAULT_LR = {"cnn": 1e-3, "gpt": 6e-4}
-WARMUP_STEPS = 20
 STOP_CHECK_SECONDS = 2.0
 STOP_CHECK_MAX_STEPS = 10
 """The ranks agree on a SIGTERM about every two seconds of training, but at most every ten
 steps: a collective per step costs a few percent on CPU, while slow steps (a large model)
 must still leave the checkpoint time inside the eviction grace period."""
-PEAK_TFLOPS = {
-    "H200": 989.0,
-    "H20": 148.0,
-    "H100 PCIe": 756.0,
-    "H100 NVL": 835.0,
-    "H100": 989.0,
-    "H800": 989.0,
-    "A100": 312.0,
-    "A800": 312.0,
-    "A10": 125.0,
-    "L40S": 362.0,
-    "L20": 119.5,
-}
-"""Dense bf16 tensor-core TFLOP/s for MFU, by device-name substring. Order matters: the
-first substring found wins, so "H200" precedes "H20" and "A100" precedes "A10"."""
-
-
 FULL_STATE = StateDictOptions(full_state_dict=True, cpu_offload=True)
 """Checkpoints hold whole tensors (gathered to rank 0), so any world size can resume them."""
-
-
-def peak_tflops(device_name: str) -> float | None:
-    """The dense bf16 peak of a GPU named like ``torch.cuda.get_device_name``; None if unknown."""
-    return next((peak for key, peak in PEAK_TFLOPS.items() if key in device_name), None)
 
 
 def stop_check_interval(step_time_s: float) -> int:
@@ -96,170 +73,6 @@ def summed_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.T
     """Cross-entropy summed over every target, in fp32. Compiled, the upcast fuses into
     the reduction, so fp32 logits (13 GB for GPT-2 small at batch 64) are never stored."""
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), reduction="sum")
-
-
-class UsageError(ValueError):
-    """Inconsistent flags or an unusable output directory."""
-
-
-@dataclass
-class Config:
-    """Every knob of a run; flags override the environment, which overrides the defaults."""
-
-    model: str = "cnn"
-    data_dir: str | None = None
-    """None: deterministic synthetic data."""
-    output_dir: str = "trainer-output"
-    model_path: str | None = None
-    """Where the final plain state_dict goes; ``<output_dir>/final_model.pt`` when unset."""
-    batch_size: int = 64
-    """Per process, per micro-step."""
-    grad_accum: int = 1
-    max_steps: int | None = None
-    epochs: int | None = None
-    """Both unset: one epoch."""
-    lr: float | None = None
-    seed: int = 1234
-    checkpoint_every: int = 200
-    """Optimizer steps between checkpoints: the most work a SIGKILL can lose."""
-    keep_checkpoints: int = 3
-    log_every: int = 20
-    gpt_size: str = "tiny"
-    synthetic_size: int = 60_000
-    """Samples (cnn) or windows (gpt) of synthetic data."""
-    timeout_s: float = 300.0
-    """Collective timeout: how long survivors wait for a dead peer before failing."""
-    compile: bool = False
-    """torch.compile the model and the loss."""
-    peak_tflops: float | None = None
-    """Per-device peak FLOP/s (in TFLOP/s) behind MFU; None: looked up from the GPU's name."""
-    channels_last: bool = True
-    fsdp: bool = False
-    """Shard parameters, gradients and optimizer state (FSDP2 ``fully_shard``) instead of DDP."""
-
-    def validate(self) -> None:
-        if self.model not in ("cnn", "gpt"):
-            raise UsageError(f"--model {self.model!r}: choose cnn or gpt")
-        if self.gpt_size not in GPT_SIZES:
-            raise UsageError(f"--gpt-size {self.gpt_size!r}: choose one of {', '.join(GPT_SIZES)}")
-        for flag, value in (
-            ("--batch-size", self.batch_size),
-            ("--grad-accum", self.grad_accum),
-            ("--checkpoint-every", self.checkpoint_every),
-            ("--log-every", self.log_every),
-            ("--keep-checkpoints", self.keep_checkpoints),
-            ("--synthetic-size", self.synthetic_size),
-        ):
-            if value < 1:
-                raise UsageError(f"{flag} must be at least 1, got {value}")
-        for flag, value in (("--max-steps", self.max_steps), ("--epochs", self.epochs)):
-            if value is not None and value < 1:
-                raise UsageError(f"{flag} must be at least 1, got {value}")
-        for flag, value in (("--lr", self.lr), ("--peak-tflops", self.peak_tflops)):
-            if value is not None and not value > 0:
-                raise UsageError(f"{flag} must be positive, got {value}")
-        if self.fsdp and self.model != "gpt":
-            raise UsageError("--fsdp shards the gpt model; the cnn is small enough for plain DDP")
-
-
-def parse_args(argv: list[str] | None = None) -> Config:
-    env = os.environ
-    p = argparse.ArgumentParser(prog="python -m trainer", description="DDP trainer with exact resume.")
-    p.add_argument("--model", default="cnn", help="cnn (MNIST convnet) or gpt (small decoder)")
-    p.add_argument(
-        "--data-dir",
-        default=env.get("TRAIN_DATA_PATH"),
-        help="train.npz (cnn) or train.bin (gpt); default $TRAIN_DATA_PATH",
-    )
-    p.add_argument("--synthetic", action="store_true", help="use synthetic data even if $TRAIN_DATA_PATH is set")
-    p.add_argument(
-        "--output-dir",
-        default=env.get("OUTPUT_PATH", Config.output_dir),
-        help="checkpoints and metrics; default $OUTPUT_PATH",
-    )
-    p.add_argument(
-        "--model-path",
-        default=env.get("MODEL_PATH"),
-        help="final state_dict; default $MODEL_PATH or <output-dir>/final_model.pt",
-    )
-    p.add_argument("--batch-size", type=int, default=Config.batch_size, help="per process")
-    p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step")
-    p.add_argument("--max-steps", type=int)
-    p.add_argument("--epochs", type=int)
-    p.add_argument("--lr", type=float)
-    p.add_argument("--seed", type=int, default=Config.seed)
-    p.add_argument("--checkpoint-every", type=int, default=Config.checkpoint_every, help="steps")
-    p.add_argument("--keep-checkpoints", type=int, default=Config.keep_checkpoints)
-    p.add_argument("--log-every", type=int, default=Config.log_every, help="steps")
-    p.add_argument("--gpt-size", default="tiny", help=f"one of {', '.join(GPT_SIZES)}")
-    p.add_argument("--synthetic-size", type=int, default=Config.synthetic_size)
-    p.add_argument("--timeout-s", type=float, default=Config.timeout_s, help="collective timeout")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model and the loss")
-    p.add_argument(
-        "--peak-tflops",
-        type=float,
-        help="per-device peak TFLOP/s for MFU; default: the GPU's dense bf16 peak, looked up by name",
-    )
-    p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
-    p.add_argument("--fsdp", action="store_true", help="shard the gpt model with FSDP2 instead of replicating it (DDP)")
-    args = vars(p.parse_args(argv))
-    if args.pop("synthetic"):
-        args["data_dir"] = None
-    cfg = Config(**args)
-    cfg.validate()
-    return cfg
-
-
-def cpu_quota() -> int:
-    """CPUs this process may use: the cgroup quota when one is set, else its affinity."""
-    try:
-        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
-        if quota != "max":
-            return max(1, int(int(quota) / int(period)))
-    except (OSError, ValueError):
-        pass
-    return len(os.sched_getaffinity(0))
-
-
-def default_threads(local_world: int) -> int:
-    """Intra-op threads: ``OMP_NUM_THREADS`` when given, else the CPU quota shared out
-    among the local processes (oversubscribing costs ~40% on CPU)."""
-    if os.environ.get("OMP_NUM_THREADS", "").isdigit():
-        return int(os.environ["OMP_NUM_THREADS"])
-    return max(1, cpu_quota() // local_world)
-
-
-def lr_factor(step: int, total: int) -> float:
-    """The learning rate at ``step`` as a fraction of the base: linear warmup, then cosine
-    decay to 10% at ``total`` steps."""
-    if step < WARMUP_STEPS:
-        return (step + 1) / WARMUP_STEPS
-    if step >= total:
-        return 0.1
-    progress = (step - WARMUP_STEPS) / max(1, total - WARMUP_STEPS)
-    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
-
-
-@dataclass(frozen=True)
-class Topology:
-    rank: int
-    world: int
-    local_rank: int
-    local_world: int
-    device: torch.device
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-
-def topology() -> Topology:
-    env = os.environ
-    local_rank = int(env.get("LOCAL_RANK", 0))  # the operator sets no LOCAL_RANK outside torchrun
-    device = torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
-    return Topology(
-        int(env.get("RANK", 0)), int(env.get("WORLD_SIZE", 1)), local_rank, int(env.get("LOCAL_WORLD_SIZE", 1)), device
-    )
 
 
 class Trainer:
@@ -315,7 +128,7 @@ class Trainer:
             foreach=self.sharded or None,
         )
         self.order = GlobalOrder(len(dataset), cfg.batch_size * topo.world * cfg.grad_accum, cfg.seed)
-        self.total_steps = cfg.max_steps or self.order.steps_per_epoch * (cfg.epochs or 1)
+        self.total_steps = planned_steps(0, 0, 0, self.order, cfg.max_steps, cfg.epoch_limit)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_factor(s, self.total_steps))
         self.step = 0
         self.epoch = 0
@@ -401,6 +214,9 @@ class Trainer:
         # The schedule is a function of the step and this run's flags: a run resumed with a
         # new --max-steps, --epochs or --lr follows the new curve from its first step rather
         # than taking one step at the rate the old run stopped at.
+        self.total_steps = planned_steps(
+            self.step, self.epoch, self.position, self.order, self.cfg.max_steps, self.cfg.epoch_limit
+        )
         self.scheduler.base_lrs = [self.base_lr for _ in self.optimizer.param_groups]
         for group in self.optimizer.param_groups:
             group["lr"] = self.base_lr * lr_factor(self.step, self.total_steps)
@@ -474,7 +290,7 @@ class Trainer:
     def _finished(self) -> bool:
         if self.cfg.max_steps is not None and self.step >= self.cfg.max_steps:
             return True
-        epochs = self.cfg.epochs or (None if self.cfg.max_steps else 1)
+        epochs = self.cfg.epoch_limit
         return epochs is not None and self.epoch >= epochs
 
     def _stop_everywhere(self) -> bool:
@@ -554,36 +370,6 @@ class Trainer:
         log(f"final model: {path}")
 
 
-class Metrics:
-    """``metrics.jsonl`` (one object per log step) and TensorBoard when it is installed."""
-
-    def __init__(self, path: Path):
-        self.file = open(path, "a", buffering=1)
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self.tensorboard = SummaryWriter(str(path.parent / "tensorboard"))
-        except ImportError:
-            self.tensorboard = None
-
-    def close(self) -> None:
-        self.file.close()
-        if self.tensorboard is not None:
-            self.tensorboard.close()
-
-    def log(self, row: dict[str, Any]) -> None:
-        self.file.write(json.dumps(row) + "\n")
-        print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
-        if self.tensorboard is not None:
-            for key, value in row.items():
-                if key != "step":
-                    self.tensorboard.add_scalar(key, value, row["step"])
-
-
-def log(message: str) -> None:
-    print(message, flush=True)
-
-
 def load_dataset(cfg: Config) -> Any:
     if cfg.data_dir is None:
         if cfg.model == "cnn":
@@ -624,13 +410,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return 2
     torch.set_num_threads(default_threads(topo.local_world))
-    if topo.world > 1:
-        backend = "nccl" if topo.device.type == "cuda" else "gloo"
-        if topo.device.type == "cuda":
-            torch.cuda.set_device(topo.device)
-        dist.init_process_group(backend, timeout=timedelta(seconds=cfg.timeout_s))
     trainer: Trainer | None = None
     try:
+        if topo.world > 1:
+            backend = "nccl" if topo.device.type == "cuda" else "gloo"
+            if topo.device.type == "cuda":
+                torch.cuda.set_device(topo.device)
+            dist.init_process_group(backend, timeout=timedelta(seconds=cfg.timeout_s))
         trainer = Trainer(cfg, topo, dataset)
         signal.signal(signal.SIGTERM, lambda signum, frame: setattr(trainer, "stop_signal", signum))
         trainer.resume()
@@ -643,6 +429,10 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return 2
+    except (dist.DistNetworkError, dist.DistStoreError) as err:
+        # The store on the Master is unreachable or lost: a retry can find it.
+        print(f"error: lost the other processes ({err})", file=sys.stderr, flush=True)
+        return TRANSIENT_STATUS
     finally:
         if trainer is not None:
             trainer.close()
