@@ -15,7 +15,7 @@ import pytest
 import torch
 from conftest import ROOT, free_port
 
-from trainer.checkpoint import list_checkpoints
+from trainer.checkpoint import list_checkpoints, read_commit
 from trainer.data import GlobalOrder
 from trainer.models import MnistCNN
 
@@ -108,7 +108,7 @@ def test_sigkilled_worker_resumes_bit_identical(tmp_path: Path) -> None:
     out = tmp_path / "killed"
     launcher = start(torchrun(*args, "--output-dir", str(out), restarts=1))
     try:
-        wait_for(lambda: (out / "checkpoints" / "step-000000030").is_dir())
+        wait_for(lambda: read_commit(out / "checkpoints" / "step-000000030") is not None)
         workers = children(launcher.pid)
         assert len(workers) == 2
         os.kill(max(workers), signal.SIGKILL)
@@ -134,9 +134,9 @@ def test_sigterm_checkpoints_the_current_step(tmp_path: Path) -> None:
         log, _ = launcher.communicate(timeout=120)
     finally:
         launcher.kill()
-    saved = sorted((tmp_path / "checkpoints").iterdir())
+    saved = list_checkpoints(tmp_path / "checkpoints")
     assert len(saved) == 1, log
-    meta = json.loads((saved[0] / "meta.json").read_text())
+    meta = read_commit(saved[0])
     assert meta["reason"] == "sigterm"
     assert meta["step"] >= metrics(tmp_path)[-1]["step"] >= 20
 
@@ -157,7 +157,7 @@ def test_truncated_newest_checkpoint_is_skipped(tmp_path: Path) -> None:
         ]
     )
     assert first.returncode == 0, first.stderr
-    newest = tmp_path / "checkpoints" / "step-000000040" / "state.pt"
+    newest = tmp_path / "checkpoints" / "step-000000040" / "__0_0.distcp"
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
     second = run([sys.executable, "-m", "trainer", "--max-steps", "50", "--output-dir", str(tmp_path), *SMALL])
     assert second.returncode == 0, second.stderr
@@ -168,13 +168,20 @@ def test_truncated_newest_checkpoint_is_skipped(tmp_path: Path) -> None:
 def test_resume_with_fewer_processes_continues_at_the_same_sample(tmp_path: Path) -> None:
     first = run(torchrun("trainer", "--max-steps", "10", "--output-dir", str(tmp_path), *SMALL))
     assert first.returncode == 0, first.stderr
-    state = torch.load(tmp_path / "checkpoints" / "step-000000010" / "state.pt", weights_only=False)
+    state = read_commit(tmp_path / "checkpoints" / "step-000000010")
     assert (state["position"], state["world_size"]) == (10 * 16 * 2, 2)
     second = run([sys.executable, "-m", "trainer", "--max-steps", "12", "--output-dir", str(tmp_path), *SMALL])
     assert second.returncode == 0, second.stderr
     assert "resumed from step-000000010: step 10, epoch 0, sample 320" in second.stdout
-    state = torch.load(tmp_path / "checkpoints" / "step-000000012" / "state.pt", weights_only=False)
-    assert state["position"] == 320 + 2 * 16
+    # The global batch is kept: one process accumulates two micro-batches of 16.
+    assert "keeping the checkpoint's global batch of 32: 1 process(es) × batch 16 × 2" in second.stdout
+    state = read_commit(tmp_path / "checkpoints" / "step-000000012")
+    assert (state["position"], state["global_batch"]) == (320 + 2 * 32, 32)
+    odd_batch = ["--max-steps", "14", "--output-dir", str(tmp_path), *SMALL, "--batch-size", "12"]
+    odd = run(torchrun("trainer", *odd_batch, launcher="trainer.launch"))
+    assert odd.returncode == 2
+    assert "global batch of 32 samples per step, which 2 process(es) × --batch-size 12 cannot make up" in odd.stderr
+    assert "(e.g. --batch-size 8)" in odd.stderr
 
 
 @pytest.mark.parametrize(
@@ -244,7 +251,7 @@ def test_pod_launcher_exits_retryable_after_eviction_or_a_killed_worker(tmp_path
     # Plain torchrun exits 1 for both, which restartPolicy ExitCode would take as final.
     assert (evicted.returncode, killed.returncode) == (143, 137), logs
     newest = list_checkpoints(tmp_path / "evicted" / "checkpoints")[-1]
-    assert json.loads((newest / "meta.json").read_text())["reason"] == "sigterm"
+    assert read_commit(newest)["reason"] == "sigterm"
 
 
 @pytest.mark.parametrize(
@@ -371,14 +378,14 @@ def test_a_resumed_run_follows_its_own_schedule_from_the_first_step(tmp_path: Pa
     finished = Trainer(Config(output_dir=str(tmp_path), batch_size=8, max_steps=25), topology(), data)
     permutation = finished.order.permutation(0)
     while finished.step < 25:
-        finished.train_step(permutation)
-    state = finished.state_dict()
+        loss = finished.train_step(permutation)
+    finished.save_checkpoint("final", loss, wait=True)
     finished.close()
     assert finished.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 1e-3)
 
     for lr in (None, 2e-3):
         extended = Trainer(Config(output_dir=str(tmp_path), batch_size=8, max_steps=30, lr=lr), topology(), data)
-        extended.load_state_dict(state)
+        assert extended.resume()
         extended.close()
         base = lr or 1e-3
         assert extended.optimizer.param_groups[0]["lr"] == base * lr_factor(25, 30) > 0.5 * base

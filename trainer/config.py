@@ -38,6 +38,12 @@ class Config:
     checkpoint_every: int = 200
     """Optimizer steps between checkpoints: the most work a SIGKILL can lose."""
     keep_checkpoints: int = 3
+    """Committed checkpoints kept; the newest one with a finite loss is kept besides."""
+    async_checkpoint: bool = False
+    """Write checkpoints in a background thread once the state is copied to host memory."""
+    storage_wait_s: float = 30.0
+    """How long a rank waits to see a checkpoint rank 0 picked before all give it up
+    (shared storage can show each node a stale listing for a while)."""
     log_every: int = 20
     gpt_size: str = "tiny"
     synthetic_size: int = 60_000
@@ -77,6 +83,8 @@ class Config:
         for flag, value in (("--max-steps", self.max_steps), ("--epochs", self.epochs)):
             if value is not None and value < 1:
                 raise UsageError(f"{flag} must be at least 1, got {value}")
+        if self.storage_wait_s < 0:
+            raise UsageError(f"--storage-wait-s must not be negative, got {self.storage_wait_s}")
         for flag, value in (("--lr", self.lr), ("--peak-tflops", self.peak_tflops)):
             if value is not None and not value > 0:
                 raise UsageError(f"{flag} must be positive, got {value}")
@@ -112,6 +120,17 @@ def parse_args(argv: list[str] | None = None) -> Config:
     p.add_argument("--seed", type=int, default=Config.seed)
     p.add_argument("--checkpoint-every", type=int, default=Config.checkpoint_every, help="steps")
     p.add_argument("--keep-checkpoints", type=int, default=Config.keep_checkpoints)
+    p.add_argument(
+        "--async-checkpoint",
+        action="store_true",
+        help="write checkpoints in the background once the state is copied to host memory",
+    )
+    p.add_argument(
+        "--storage-wait-s",
+        type=float,
+        default=Config.storage_wait_s,
+        help="seconds a rank waits to see the checkpoint rank 0 picked before all fall back to an older one",
+    )
     p.add_argument("--log-every", type=int, default=Config.log_every, help="steps")
     p.add_argument("--gpt-size", default="tiny", help=f"one of {', '.join(GPT_SIZES)}")
     p.add_argument("--synthetic-size", type=int, default=Config.synthetic_size)

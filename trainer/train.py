@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
 import torch.nn.functional as F
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
@@ -61,7 +62,7 @@ STOP_CHECK_MAX_STEPS = 10
 steps: a collective per step costs a few percent on CPU, while slow steps (a large model)
 must still leave the checkpoint time inside the eviction grace period."""
 FULL_STATE = StateDictOptions(full_state_dict=True, cpu_offload=True)
-"""Checkpoints hold whole tensors (gathered to rank 0), so any world size can resume them."""
+"""The final model holds whole tensors, gathered to rank 0 from the shards under FSDP."""
 
 
 def stop_check_interval(step_time_s: float) -> int:
@@ -127,6 +128,7 @@ class Trainer:
             fused=not self.sharded,
             foreach=self.sharded or None,
         )
+        self.grad_accum = cfg.grad_accum
         self.order = GlobalOrder(len(dataset), cfg.batch_size * topo.world * cfg.grad_accum, cfg.seed)
         self.total_steps = planned_steps(0, 0, 0, self.order, cfg.max_steps, cfg.epoch_limit)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_factor(s, self.total_steps))
@@ -134,6 +136,13 @@ class Trainer:
         self.epoch = 0
         self.position = 0
         self.saved_step: int | None = None
+        # The checkpoint and resume collectives move small CPU tensors, with async saves from
+        # a background thread: a gloo group of their own keeps them apart from training's
+        # collectives (NCCL on GPUs), which they would otherwise interleave with.
+        self.group = dist.new_group(backend="gloo") if topo.world > 1 else None
+        self.checkpointer = checkpoint.Checkpointer(
+            self.output / "checkpoints", self.group, topo.is_main, cfg.keep_checkpoints, cfg.async_checkpoint
+        )
         self.metrics = Metrics(self.output / "metrics.jsonl") if topo.is_main else None
         self.stop_signal: int | None = None
         self.stop_check_every = STOP_CHECK_MAX_STEPS
@@ -159,6 +168,11 @@ class Trainer:
         dist.all_gather(gathered, on_device)
         return [t.cpu() for t in gathered]
 
+    def _all_reduce(self, value: torch.Tensor) -> torch.Tensor:
+        if self.topo.world > 1:
+            dist.all_reduce(value)
+        return value
+
     def model_state(self) -> dict[str, torch.Tensor] | None:
         """The whole model on the CPU for rank 0 (gathered from the shards with FSDP, which
         makes this a collective); ``None`` on other ranks, which write nothing."""
@@ -169,48 +183,71 @@ class Trainer:
         return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything a resumed run needs to continue exactly. A collective: every rank calls
-        it; only rank 0's carries the model and optimizer state."""
-        cuda = self.topo.device.type == "cuda"
-        if self.sharded:
-            optimizer = get_optimizer_state_dict(self.model, self.optimizer, options=FULL_STATE)
-        else:
-            optimizer = self.optimizer.state_dict() if self.topo.is_main else None
+        """The tensors a resumed run needs, as each rank holds them (DTensor shards under
+        FSDP, whole tensors under DDP, which DCP writes once). A collective."""
+        state: dict[str, Any] = {
+            "model": get_model_state_dict(self.model),
+            "optimizer": get_optimizer_state_dict(self.model, self.optimizer)["state"],
+            "rng": torch.stack(self._gather(torch.get_rng_state())),
+        }
+        if self.topo.device.type == "cuda":
+            state["cuda_rng"] = torch.stack(self._gather(torch.cuda.get_rng_state(self.topo.device)))
+        return state
+
+    def commit_record(self, reason: str, loss: float) -> dict[str, Any]:
+        """What a checkpoint's marker records besides the tensors."""
         return {
-            "model": self.model_state(),
-            "optimizer": optimizer,
-            "scheduler": self.scheduler.state_dict(),
             "step": self.step,
             "epoch": self.epoch,
             "position": self.position,
-            "rng": self._gather(torch.get_rng_state()),
-            "cuda_rng": self._gather(torch.cuda.get_rng_state(self.topo.device)) if cuda else None,
+            "reason": reason,
+            "loss": loss,
+            "scheduler": self.scheduler.state_dict(),
             "world_size": self.topo.world,
+            "global_batch": self.order.global_batch,
             "threads": self.threads,
             "config": asdict(self.cfg),
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        saved = state["config"]
+    def load_checkpoint(self, path: Path, commit: dict[str, Any]) -> None:
+        """Load a checkpoint into this run, every rank reading its own part. A collective.
+
+        Raises:
+            UsageError: the checkpoint is of another kind of run.
+        """
+        saved = commit["config"]
         for key, flag in (("model", "--model"), ("fsdp", "--fsdp")):
             if saved.get(key, False) != getattr(self.cfg, key):
                 raise UsageError(
                     f"--output-dir {self.output} holds a checkpoint of a run with {flag} "
                     f"{saved.get(key, False)!r}, not {getattr(self.cfg, key)!r}: use another output directory"
                 )
-        if self.sharded:
-            set_state_dict(
-                self.model,
-                self.optimizer,
-                model_state_dict=state["model"],
-                optim_state_dict=state["optimizer"],
-                options=StateDictOptions(full_state_dict=True),
-            )
-        else:
-            self.model.load_state_dict(state["model"])
-            self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
+        if commit["global_batch"] != self.order.global_batch:
+            self._keep_global_batch(commit["global_batch"])
+        # The live tensors are the destination: DCP reads into them in place, so a rank
+        # never holds a second copy of its state.
+        optimizer = get_optimizer_state_dict(self.model, self.optimizer)
+        state = {"model": get_model_state_dict(self.model), "optimizer": optimizer["state"]}
+        same_world = commit["world_size"] == self.topo.world
+        cuda = self.topo.device.type == "cuda"
+        if same_world:
+            state["rng"] = torch.stack(self._gather(torch.get_rng_state()))
+            if cuda:
+                state["cuda_rng"] = torch.stack(self._gather(torch.cuda.get_rng_state(self.topo.device)))
+        dcp.load(
+            state,
+            storage_reader=checkpoint.SafeReader(path),
+            process_group=self.group,
+            no_dist=self.group is None,
+        )
+        set_state_dict(
+            self.model,
+            self.optimizer,
+            model_state_dict=state["model"],
+            optim_state_dict={"state": state["optimizer"], "param_groups": optimizer["param_groups"]},
+        )
+        self.scheduler.load_state_dict(commit["scheduler"])
+        self.step, self.epoch, self.position = commit["step"], commit["epoch"], commit["position"]
         # The schedule is a function of the step and this run's flags: a run resumed with a
         # new --max-steps, --epochs or --lr follows the new curve from its first step rather
         # than taking one step at the rate the old run stopped at.
@@ -221,35 +258,77 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = self.base_lr * lr_factor(self.step, self.total_steps)
         self.saved_step = self.step
-        if state["world_size"] == self.topo.world:
-            torch.set_rng_state(state["rng"][self.topo.rank])
-            if state["cuda_rng"] is not None and self.topo.device.type == "cuda":
-                torch.cuda.set_rng_state(state["cuda_rng"][self.topo.rank], self.topo.device)
+        if same_world:
+            # A row of the stacked states is a view into it; the generators read a state
+            # from the start of its storage, so each gets a copy of its own.
+            torch.set_rng_state(state["rng"][self.topo.rank].clone())
+            if cuda:
+                torch.cuda.set_rng_state(state["cuda_rng"][self.topo.rank].clone(), self.topo.device)
         else:
             # Elastic resize: data position is exact, dropout streams start anew.
             torch.manual_seed(self.cfg.seed + self.topo.rank + 7919 * self.step)
-        if state["threads"] != torch.get_num_threads():
+        if commit["threads"] != torch.get_num_threads():
             # The intra-op thread count changes reduction order, so it is part of the state.
-            torch.set_num_threads(state["threads"])
-            self.threads = state["threads"]
+            torch.set_num_threads(commit["threads"])
+            self.threads = commit["threads"]
 
-    def save_checkpoint(self, reason: str) -> None:
-        """A collective: every rank calls it at the same step; rank 0 writes."""
-        state = self.state_dict()
-        self.saved_step = self.step
+    def _keep_global_batch(self, global_batch: int) -> None:
+        """Resume at another world size with the checkpoint's global batch, by changing the
+        gradient accumulation: the optimizer and the learning-rate schedule then see the
+        same steps as before the resize, and data positions stay step boundaries.
+
+        Raises:
+            UsageError: this world size and ``--batch-size`` cannot make up the global batch.
+        """
+        per_micro_step = self.cfg.batch_size * self.topo.world
+        if global_batch % per_micro_step:
+            fits = [b for b in range(1, self.cfg.batch_size + 1) if global_batch % (b * self.topo.world) == 0]
+            fix = (
+                f"e.g. --batch-size {fits[-1]}"
+                if fits
+                else f"no batch size can: use a process count that divides {global_batch}"
+            )
+            raise UsageError(
+                f"--output-dir {self.output} holds a run with a global batch of {global_batch} samples per step, "
+                f"which {self.topo.world} process(es) × --batch-size {self.cfg.batch_size} cannot make up "
+                f"by accumulating gradients ({fix}); a resized run keeps the global batch so that its "
+                "optimizer steps and learning-rate schedule stay those of the run it continues"
+            )
+        self.grad_accum = global_batch // per_micro_step
+        self.order = GlobalOrder(self.order.size, global_batch, self.cfg.seed)
         if self.topo.is_main:
-            path = checkpoint.save(self.output / "checkpoints", self.step, state, reason, self.cfg.keep_checkpoints)
-            log(f"checkpoint {path.name} ({reason})")
+            log(
+                f"keeping the checkpoint's global batch of {global_batch}: {self.topo.world} process(es) × "
+                f"batch {self.cfg.batch_size} × {self.grad_accum} accumulated micro-batches"
+            )
+
+    def save_checkpoint(self, reason: str, loss: torch.Tensor, wait: bool = False) -> None:
+        """Checkpoint the current step unless it already is. A collective.
+
+        Args:
+            reason: why (periodic, sigterm, final), recorded in the marker.
+            loss: this rank's share of the step's loss.
+            wait: return only once the checkpoint is committed, even with async saves.
+        """
+        if self.saved_step == self.step:
+            self.checkpointer.wait()
+            return
+        mean_loss = self._all_reduce(loss.detach().clone()).item() / self.topo.world
+        self.checkpointer.save(self.state_dict(), self.commit_record(reason, mean_loss), wait=wait)
+        self.saved_step = self.step
 
     def resume(self) -> bool:
-        found = checkpoint.load_latest(self.output / "checkpoints")
-        if found is None:
-            return False
-        path, state = found
-        self.load_state_dict(state)
-        if self.topo.is_main:
+        """Resume the newest checkpoint every rank can read. A collective.
+
+        Returns:
+            Whether a checkpoint was resumed.
+        """
+        root = self.output / "checkpoints"
+        agreement = checkpoint.Agreement(self.group, self.topo.is_main, self.cfg.storage_wait_s)
+        path = agreement.resume(root, self.load_checkpoint)
+        if self.topo.is_main and path is not None:
             log(f"resumed from {path.name}: step {self.step}, epoch {self.epoch}, sample {self.position}")
-        return True
+        return path is not None
 
     # --- training --------------------------------------------------------------------
 
@@ -257,7 +336,7 @@ class Trainer:
         """One optimizer step over the next global batch; returns this rank's loss share."""
         lo, hi = self.order.step_slice(self.position)
         total = hi - lo
-        micro = self.cfg.grad_accum
+        micro = self.grad_accum
         bounds = [lo + total * i // micro for i in range(micro + 1)]
         loss_share = torch.zeros((), device=self.topo.device)
         for i in range(micro):
@@ -305,6 +384,7 @@ class Trainer:
         permutation = self.order.permutation(self.epoch)
         window_start, window_steps = time.perf_counter(), 0
         window_samples = 0
+        loss = torch.zeros((), device=self.topo.device)
         while not self._finished():
             if self.position >= self.order.size:
                 self.epoch, self.position = self.epoch + 1, 0
@@ -320,21 +400,22 @@ class Trainer:
                 # One collective for both: the loss across ranks, and a step time every
                 # rank agrees on, so they all check for SIGTERM at the same steps.
                 stats = torch.stack([loss, torch.tensor(step_time, device=loss.device)])
-                if self.topo.world > 1:
-                    dist.all_reduce(stats)
-                loss_value, step_time = (stats / self.topo.world).tolist()
+                loss_value, step_time = (self._all_reduce(stats) / self.topo.world).tolist()
                 self.stop_check_every = stop_check_interval(step_time)
                 elapsed = time.perf_counter() - window_start
                 if self.metrics is not None:
                     self.metrics.log(self._metrics(loss_value, window_samples / elapsed, elapsed / window_steps))
                 window_start, window_steps, window_samples = time.perf_counter(), 0, 0
             if self.step % self.stop_check_every == 0 and self._stop_everywhere():
-                self.save_checkpoint("sigterm")
+                self.save_checkpoint("sigterm", loss, wait=True)
                 return 128 + signal.SIGTERM
+            saving = time.perf_counter()
             if self.step % self.cfg.checkpoint_every == 0:
-                self.save_checkpoint("periodic")
-        if self.saved_step != self.step:
-            self.save_checkpoint("final")
+                self.save_checkpoint("periodic", loss)
+            self.checkpointer.poll()
+            # Throughput and MFU are of training: time spent saving is left out of the window.
+            window_start += time.perf_counter() - saving
+        self.save_checkpoint("final", loss, wait=True)
         self.write_final_model()
         return 0
 
