@@ -386,10 +386,10 @@ def test_a_resumed_run_follows_its_own_schedule_from_the_first_step(tmp_path: Pa
     for lr in (None, 2e-3):
         extended = Trainer(Config(output_dir=str(tmp_path), batch_size=8, max_steps=30, lr=lr), topology(), data)
         assert extended.resume()
-        extended.close()
         base = lr or 1e-3
         assert extended.optimizer.param_groups[0]["lr"] == base * lr_factor(25, 30) > 0.5 * base
         extended.train_step(permutation)
+        extended.close()
         assert extended.scheduler.get_last_lr()[0] == base * lr_factor(26, 30)
 
 
@@ -420,6 +420,9 @@ def test_compiled_ddp_matches_eager_resumes_and_reports_mfu(tmp_path: Path) -> N
     ("name", "peak"),
     [
         ("NVIDIA H200", 989.0),
+        ("NVIDIA H200 NVL", 835.0),
+        ("NVIDIA H800", 989.0),
+        ("NVIDIA H800 PCIe", 756.0),
         ("NVIDIA H20", 148.0),
         ("NVIDIA H100 80GB HBM3", 989.0),
         ("NVIDIA H100 PCIe", 756.0),
@@ -488,7 +491,7 @@ def test_runs_as_the_operator_launches_pods(tmp_path: Path) -> None:
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": str(port),
         "OUTPUT_PATH": str(tmp_path),
-        "MODEL_PATH": str(tmp_path / "model" / "weights.pt"),
+        "FINAL_MODEL_PATH": str(tmp_path / "model" / "weights.pt"),
     }
     env.pop("LOCAL_RANK", None)
     pods = [

@@ -23,8 +23,11 @@ class Config:
     data_dir: str | None = None
     """None: deterministic synthetic data."""
     output_dir: str = "trainer-output"
-    model_path: str | None = None
+    final_model_path: str | None = None
     """Where the final plain state_dict goes; ``<output_dir>/final_model.pt`` when unset."""
+    init_from: str | None = None
+    """Pretrained weights (a plain state_dict, ``.pt`` or ``.safetensors``) a new run starts
+    from; a run that resumes a checkpoint ignores them."""
     batch_size: int = 64
     """Per process, per micro-step."""
     grad_accum: int = 1
@@ -45,6 +48,14 @@ class Config:
     """How long a rank waits to see a checkpoint rank 0 picked before all give it up
     (shared storage can show each node a stale listing for a while)."""
     log_every: int = 20
+    clip_grad: float | None = None
+    """Largest gradient norm (L2, over all parameters); None: no clipping. The norm is
+    measured and logged either way."""
+    max_nonfinite_steps: int = 20
+    """Consecutive steps with non-finite gradients (each skipped) after which the run stops."""
+    fault_nonfinite_steps: tuple[int, ...] = ()
+    """Fault injection for tests and cluster drills, from ``$TRAINER_FAULT_NONFINITE_STEPS``
+    (comma-separated step numbers): the highest rank's loss at those steps becomes NaN."""
     gpt_size: str = "tiny"
     synthetic_size: int = 60_000
     """Samples (cnn) or windows (gpt) of synthetic data."""
@@ -77,6 +88,7 @@ class Config:
             ("--log-every", self.log_every),
             ("--keep-checkpoints", self.keep_checkpoints),
             ("--synthetic-size", self.synthetic_size),
+            ("--max-nonfinite-steps", self.max_nonfinite_steps),
         ):
             if value < 1:
                 raise UsageError(f"{flag} must be at least 1, got {value}")
@@ -85,7 +97,7 @@ class Config:
                 raise UsageError(f"{flag} must be at least 1, got {value}")
         if self.storage_wait_s < 0:
             raise UsageError(f"--storage-wait-s must not be negative, got {self.storage_wait_s}")
-        for flag, value in (("--lr", self.lr), ("--peak-tflops", self.peak_tflops)):
+        for flag, value in (("--lr", self.lr), ("--peak-tflops", self.peak_tflops), ("--clip-grad", self.clip_grad)):
             if value is not None and not value > 0:
                 raise UsageError(f"{flag} must be positive, got {value}")
         if self.fsdp and self.model != "gpt":
@@ -108,9 +120,14 @@ def parse_args(argv: list[str] | None = None) -> Config:
         help="checkpoints and metrics; default $OUTPUT_PATH",
     )
     p.add_argument(
-        "--model-path",
-        default=env.get("MODEL_PATH"),
-        help="final state_dict; default $MODEL_PATH or <output-dir>/final_model.pt",
+        "--final-model-path",
+        default=env.get("FINAL_MODEL_PATH"),
+        help="where the final state_dict goes; default $FINAL_MODEL_PATH or <output-dir>/final_model.pt",
+    )
+    p.add_argument(
+        "--init-from",
+        default=env.get("MODEL_PATH") or None,
+        help="pretrained weights to start a new run from (plain state_dict, .pt or .safetensors); default $MODEL_PATH",
     )
     p.add_argument("--batch-size", type=int, default=Config.batch_size, help="per process")
     p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step")
@@ -131,6 +148,13 @@ def parse_args(argv: list[str] | None = None) -> Config:
         default=Config.storage_wait_s,
         help="seconds a rank waits to see the checkpoint rank 0 picked before all fall back to an older one",
     )
+    p.add_argument("--clip-grad", type=float, help="clip the gradient norm to this (default: no clipping)")
+    p.add_argument(
+        "--max-nonfinite-steps",
+        type=int,
+        default=Config.max_nonfinite_steps,
+        help="stop after this many consecutive steps with non-finite gradients (each is skipped)",
+    )
     p.add_argument("--log-every", type=int, default=Config.log_every, help="steps")
     p.add_argument("--gpt-size", default="tiny", help=f"one of {', '.join(GPT_SIZES)}")
     p.add_argument("--synthetic-size", type=int, default=Config.synthetic_size)
@@ -144,6 +168,11 @@ def parse_args(argv: list[str] | None = None) -> Config:
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
     p.add_argument("--fsdp", action="store_true", help="shard the gpt model with FSDP2 instead of replicating it (DDP)")
     args = vars(p.parse_args(argv))
+    faults = env.get("TRAINER_FAULT_NONFINITE_STEPS", "")
+    try:
+        args["fault_nonfinite_steps"] = tuple(int(step) for step in faults.split(",") if step.strip())
+    except ValueError:
+        raise UsageError(f"$TRAINER_FAULT_NONFINITE_STEPS {faults!r}: give comma-separated step numbers") from None
     if args.pop("synthetic"):
         args["data_dir"] = None
     cfg = Config(**args)

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+import resource
 from pathlib import Path
 from typing import Any
 
+import torch
+
 PEAK_TFLOPS = {
+    "H200 NVL": 835.0,
     "H200": 989.0,
     "H20": 148.0,
     "H100 PCIe": 756.0,
     "H100 NVL": 835.0,
     "H100": 989.0,
+    "H800 PCIe": 756.0,
     "H800": 989.0,
     "A100": 312.0,
     "A800": 312.0,
@@ -20,7 +25,8 @@ PEAK_TFLOPS = {
     "L20": 119.5,
 }
 """Dense bf16 tensor-core TFLOP/s for MFU, by device-name substring. Order matters: the
-first substring found wins, so "H200" precedes "H20" and "A100" precedes "A10"."""
+first substring found wins, so "H200 NVL" precedes "H200", which precedes "H20", and
+"A100" precedes "A10". PCIe and NVL cards run lower clocks than the SXM parts."""
 
 
 def peak_tflops(device_name: str) -> float | None:
@@ -31,12 +37,20 @@ def peak_tflops(device_name: str) -> float | None:
 class Metrics:
     """``metrics.jsonl`` (one object per log step) and TensorBoard when it is installed."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, after_step: int = 0):
+        if path.exists():
+            # A resumed run logs the steps after its checkpoint again: drop the rows the
+            # interrupted run wrote for them, so every step appears once.
+            rows = path.read_text().splitlines(keepends=True)
+            kept = [row for row in rows if _step_of(row) is not None and _step_of(row) <= after_step]
+            if len(kept) < len(rows):
+                path.write_text("".join(kept))
         self.file = open(path, "a", buffering=1)
         try:
             from torch.utils.tensorboard import SummaryWriter
 
-            self.tensorboard = SummaryWriter(str(path.parent / "tensorboard"))
+            # purge_step: TensorBoard hides the events an interrupted run wrote past it.
+            self.tensorboard = SummaryWriter(str(path.parent / "tensorboard"), purge_step=after_step + 1)
         except ImportError:
             self.tensorboard = None
 
@@ -57,3 +71,18 @@ class Metrics:
 def log(message: str) -> None:
     """A console line, flushed at once so a killed pod's log keeps it."""
     print(message, flush=True)
+
+
+def _step_of(row: str) -> int | None:
+    """The step of a ``metrics.jsonl`` line; None for a line torn by a kill."""
+    try:
+        return int(json.loads(row)["step"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    """This process's peak memory: CUDA allocations on a GPU, resident set size on CPU."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB

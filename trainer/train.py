@@ -9,9 +9,10 @@ Launch it anywhere::
         --rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:29400 -m trainer --model gpt
 
 In a PyTorchJob the operator injects ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``,
-``RANK`` and the ``PET_*`` variables torchrun reads; ``TRAIN_DATA_PATH``, ``OUTPUT_PATH``
-and ``MODEL_PATH`` give the defaults of ``--data-dir``, ``--output-dir`` and
-``--model-path``. ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` keeps torchrun restarts from
+``RANK`` and the ``PET_*`` variables torchrun reads; ``TRAIN_DATA_PATH``, ``OUTPUT_PATH``,
+``MODEL_PATH`` and ``FINAL_MODEL_PATH`` give the defaults of ``--data-dir``,
+``--output-dir``, ``--init-from`` (pretrained weights to start from) and
+``--final-model-path``. ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` keeps torchrun restarts from
 failing or stalling on a stale rendezvous store (pytorch/pytorch#135712).
 
 NCCL on CUDA, gloo on CPU. Checkpoints every ``--checkpoint-every`` steps and on SIGTERM
@@ -25,44 +26,39 @@ cuDNN/NCCL kernels are not bit-deterministic, so a resumed run matches statistic
 from __future__ import annotations
 
 import contextlib
-import io
+import math
 import os
 import signal
 import sys
 import time
-from dataclasses import asdict
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
 import torch.nn.functional as F
-from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
-    get_model_state_dict,
-    get_optimizer_state_dict,
-    set_state_dict,
-)
 from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from . import checkpoint
 from .config import DEFAULT_LR, Config, UsageError, parse_args
 from .data import DataError, GlobalOrder, TokenDataset, load_images, load_tokens, synthetic_images, synthetic_tokens
-from .metrics import Metrics, log, peak_tflops
+from .metrics import Metrics, log, peak_memory_mb, peak_tflops
 from .models import GPT, GPT_SIZES, MnistCNN
+from .numerics import NonFiniteError, StepGuard
 from .schedule import lr_factor, planned_steps
+from .state import TrainerState
 from .topology import TRANSIENT_STATUS, Topology, default_threads, topology
+from .weights import WeightsError
 
 STOP_CHECK_SECONDS = 2.0
 STOP_CHECK_MAX_STEPS = 10
 """The ranks agree on a SIGTERM about every two seconds of training, but at most every ten
 steps: a collective per step costs a few percent on CPU, while slow steps (a large model)
 must still leave the checkpoint time inside the eviction grace period."""
-FULL_STATE = StateDictOptions(full_state_dict=True, cpu_offload=True)
-"""The final model holds whole tensors, gathered to rank 0 from the shards under FSDP."""
 
 
 def stop_check_interval(step_time_s: float) -> int:
@@ -70,13 +66,19 @@ def stop_check_interval(step_time_s: float) -> int:
     return max(1, min(STOP_CHECK_MAX_STEPS, int(STOP_CHECK_SECONDS / step_time_s)))
 
 
+IGNORE_INDEX = -100
+"""Target of padding rows, which the loss skips."""
+
+
 def summed_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Cross-entropy summed over every target, in fp32. Compiled, the upcast fuses into
     the reduction, so fp32 logits (13 GB for GPT-2 small at batch 64) are never stored."""
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), reduction="sum")
+    return F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), reduction="sum", ignore_index=IGNORE_INDEX
+    )
 
 
-class Trainer:
+class Trainer(TrainerState):
     """Owns the model, optimizer, data order and position of one run.
 
     Args:
@@ -94,7 +96,13 @@ class Trainer:
             model: torch.nn.Module = MnistCNN()
             self.memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
         else:
-            model = GPT(GPT_SIZES[cfg.gpt_size])
+            shape = GPT_SIZES[cfg.gpt_size]
+            declared = getattr(dataset, "vocab_size", None)
+            if declared and declared > shape.vocab_size:
+                # The data's vocabulary, padded to a multiple of 64 for tensor cores.
+                shape = replace(shape, vocab_size=-(-declared // 64) * 64)
+            model = GPT(shape)
+            dataset.limit = shape.vocab_size
             self.memory_format = torch.contiguous_format
         self.model = model.to(topo.device, memory_format=self.memory_format)
         torch.manual_seed(cfg.seed + topo.rank)  # distinct dropout per rank
@@ -119,15 +127,11 @@ class Trainer:
             self.forward = torch.compile(self.forward)
             self.loss = torch.compile(summed_cross_entropy)
         self.base_lr = cfg.lr or DEFAULT_LR[cfg.model]
-        # The fused kernel exists for CPU and CUDA and beats the per-tensor loop on both;
-        # sharded (DTensor) parameters take the per-tensor loop.
-        self.optimizer = torch.optim.AdamW(
-            self.model.parameters(),
-            lr=self.base_lr,
-            weight_decay=0.0,
-            fused=not self.sharded,
-            foreach=self.sharded or None,
-        )
+        # The fused kernel exists for CPU and CUDA, takes DTensor parameters (FSDP2) too,
+        # beats the per-tensor loop, and alone honours found_inf, which skips a non-finite
+        # step without a host sync.
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=self.base_lr, weight_decay=0.0, fused=True)
+        self.guard = StepGuard(self.optimizer, cfg.clip_grad, cfg.max_nonfinite_steps, topo.device)
         self.grad_accum = cfg.grad_accum
         self.order = GlobalOrder(len(dataset), cfg.batch_size * topo.world * cfg.grad_accum, cfg.seed)
         self.total_steps = planned_steps(0, 0, 0, self.order, cfg.max_steps, cfg.epoch_limit)
@@ -143,7 +147,9 @@ class Trainer:
         self.checkpointer = checkpoint.Checkpointer(
             self.output / "checkpoints", self.group, topo.is_main, cfg.keep_checkpoints, cfg.async_checkpoint
         )
-        self.metrics = Metrics(self.output / "metrics.jsonl") if topo.is_main else None
+        self.metrics: Metrics | None = None
+        self.loader = ThreadPoolExecutor(1, thread_name_prefix="prefetch")
+        self.prefetched: tuple[tuple[int, int], Future] | None = None
         self.stop_signal: int | None = None
         self.stop_check_every = STOP_CHECK_MAX_STEPS
         self.autocast = (
@@ -156,199 +162,51 @@ class Trainer:
         self.flops_per_sample = flops * self.model.cfg.seq_len if flops and peak else None
         self.peak_flops = peak * 1e12 if peak else None
 
-    # --- state -----------------------------------------------------------------------
-
-    def _gather(self, state: torch.Tensor) -> list[torch.Tensor]:
-        """Every rank's copy of a fixed-size byte tensor (all_gather_object needs NumPy in
-        some builds; plain tensors do not)."""
-        if self.topo.world == 1:
-            return [state]
-        on_device = state.to(self.topo.device)
-        gathered = [torch.empty_like(on_device) for _ in range(self.topo.world)]
-        dist.all_gather(gathered, on_device)
-        return [t.cpu() for t in gathered]
-
-    def _all_reduce(self, value: torch.Tensor) -> torch.Tensor:
-        if self.topo.world > 1:
-            dist.all_reduce(value)
-        return value
-
-    def model_state(self) -> dict[str, torch.Tensor] | None:
-        """The whole model on the CPU for rank 0 (gathered from the shards with FSDP, which
-        makes this a collective); ``None`` on other ranks, which write nothing."""
-        if self.sharded:
-            return get_model_state_dict(self.model, options=FULL_STATE)
-        if not self.topo.is_main:
-            return None
-        return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
-
-    def state_dict(self) -> dict[str, Any]:
-        """The tensors a resumed run needs, as each rank holds them (DTensor shards under
-        FSDP, whole tensors under DDP, which DCP writes once). A collective."""
-        state: dict[str, Any] = {
-            "model": get_model_state_dict(self.model),
-            "optimizer": get_optimizer_state_dict(self.model, self.optimizer)["state"],
-            "rng": torch.stack(self._gather(torch.get_rng_state())),
-        }
-        if self.topo.device.type == "cuda":
-            state["cuda_rng"] = torch.stack(self._gather(torch.cuda.get_rng_state(self.topo.device)))
-        return state
-
-    def commit_record(self, reason: str, loss: float) -> dict[str, Any]:
-        """What a checkpoint's marker records besides the tensors."""
-        return {
-            "step": self.step,
-            "epoch": self.epoch,
-            "position": self.position,
-            "reason": reason,
-            "loss": loss,
-            "scheduler": self.scheduler.state_dict(),
-            "world_size": self.topo.world,
-            "global_batch": self.order.global_batch,
-            "threads": self.threads,
-            "config": asdict(self.cfg),
-        }
-
-    def load_checkpoint(self, path: Path, commit: dict[str, Any]) -> None:
-        """Load a checkpoint into this run, every rank reading its own part. A collective.
-
-        Raises:
-            UsageError: the checkpoint is of another kind of run.
-        """
-        saved = commit["config"]
-        for key, flag in (("model", "--model"), ("fsdp", "--fsdp")):
-            if saved.get(key, False) != getattr(self.cfg, key):
-                raise UsageError(
-                    f"--output-dir {self.output} holds a checkpoint of a run with {flag} "
-                    f"{saved.get(key, False)!r}, not {getattr(self.cfg, key)!r}: use another output directory"
-                )
-        if commit["global_batch"] != self.order.global_batch:
-            self._keep_global_batch(commit["global_batch"])
-        # The live tensors are the destination: DCP reads into them in place, so a rank
-        # never holds a second copy of its state.
-        optimizer = get_optimizer_state_dict(self.model, self.optimizer)
-        state = {"model": get_model_state_dict(self.model), "optimizer": optimizer["state"]}
-        same_world = commit["world_size"] == self.topo.world
-        cuda = self.topo.device.type == "cuda"
-        if same_world:
-            state["rng"] = torch.stack(self._gather(torch.get_rng_state()))
-            if cuda:
-                state["cuda_rng"] = torch.stack(self._gather(torch.cuda.get_rng_state(self.topo.device)))
-        dcp.load(
-            state,
-            storage_reader=checkpoint.SafeReader(path),
-            process_group=self.group,
-            no_dist=self.group is None,
-        )
-        set_state_dict(
-            self.model,
-            self.optimizer,
-            model_state_dict=state["model"],
-            optim_state_dict={"state": state["optimizer"], "param_groups": optimizer["param_groups"]},
-        )
-        self.scheduler.load_state_dict(commit["scheduler"])
-        self.step, self.epoch, self.position = commit["step"], commit["epoch"], commit["position"]
-        # The schedule is a function of the step and this run's flags: a run resumed with a
-        # new --max-steps, --epochs or --lr follows the new curve from its first step rather
-        # than taking one step at the rate the old run stopped at.
-        self.total_steps = planned_steps(
-            self.step, self.epoch, self.position, self.order, self.cfg.max_steps, self.cfg.epoch_limit
-        )
-        self.scheduler.base_lrs = [self.base_lr for _ in self.optimizer.param_groups]
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.base_lr * lr_factor(self.step, self.total_steps)
-        self.saved_step = self.step
-        if same_world:
-            # A row of the stacked states is a view into it; the generators read a state
-            # from the start of its storage, so each gets a copy of its own.
-            torch.set_rng_state(state["rng"][self.topo.rank].clone())
-            if cuda:
-                torch.cuda.set_rng_state(state["cuda_rng"][self.topo.rank].clone(), self.topo.device)
-        else:
-            # Elastic resize: data position is exact, dropout streams start anew.
-            torch.manual_seed(self.cfg.seed + self.topo.rank + 7919 * self.step)
-        if commit["threads"] != torch.get_num_threads():
-            # The intra-op thread count changes reduction order, so it is part of the state.
-            torch.set_num_threads(commit["threads"])
-            self.threads = commit["threads"]
-
-    def _keep_global_batch(self, global_batch: int) -> None:
-        """Resume at another world size with the checkpoint's global batch, by changing the
-        gradient accumulation: the optimizer and the learning-rate schedule then see the
-        same steps as before the resize, and data positions stay step boundaries.
-
-        Raises:
-            UsageError: this world size and ``--batch-size`` cannot make up the global batch.
-        """
-        per_micro_step = self.cfg.batch_size * self.topo.world
-        if global_batch % per_micro_step:
-            fits = [b for b in range(1, self.cfg.batch_size + 1) if global_batch % (b * self.topo.world) == 0]
-            fix = (
-                f"e.g. --batch-size {fits[-1]}"
-                if fits
-                else f"no batch size can: use a process count that divides {global_batch}"
-            )
-            raise UsageError(
-                f"--output-dir {self.output} holds a run with a global batch of {global_batch} samples per step, "
-                f"which {self.topo.world} process(es) × --batch-size {self.cfg.batch_size} cannot make up "
-                f"by accumulating gradients ({fix}); a resized run keeps the global batch so that its "
-                "optimizer steps and learning-rate schedule stay those of the run it continues"
-            )
-        self.grad_accum = global_batch // per_micro_step
-        self.order = GlobalOrder(self.order.size, global_batch, self.cfg.seed)
-        if self.topo.is_main:
-            log(
-                f"keeping the checkpoint's global batch of {global_batch}: {self.topo.world} process(es) × "
-                f"batch {self.cfg.batch_size} × {self.grad_accum} accumulated micro-batches"
-            )
-
-    def save_checkpoint(self, reason: str, loss: torch.Tensor, wait: bool = False) -> None:
-        """Checkpoint the current step unless it already is. A collective.
-
-        Args:
-            reason: why (periodic, sigterm, final), recorded in the marker.
-            loss: this rank's share of the step's loss.
-            wait: return only once the checkpoint is committed, even with async saves.
-        """
-        if self.saved_step == self.step:
-            self.checkpointer.wait()
-            return
-        mean_loss = self._all_reduce(loss.detach().clone()).item() / self.topo.world
-        self.checkpointer.save(self.state_dict(), self.commit_record(reason, mean_loss), wait=wait)
-        self.saved_step = self.step
-
-    def resume(self) -> bool:
-        """Resume the newest checkpoint every rank can read. A collective.
-
-        Returns:
-            Whether a checkpoint was resumed.
-        """
-        root = self.output / "checkpoints"
-        agreement = checkpoint.Agreement(self.group, self.topo.is_main, self.cfg.storage_wait_s)
-        path = agreement.resume(root, self.load_checkpoint)
-        if self.topo.is_main and path is not None:
-            log(f"resumed from {path.name}: step {self.step}, epoch {self.epoch}, sample {self.position}")
-        return path is not None
-
     # --- training --------------------------------------------------------------------
 
-    def train_step(self, permutation: torch.Tensor) -> torch.Tensor:
-        """One optimizer step over the next global batch; returns this rank's loss share."""
-        lo, hi = self.order.step_slice(self.position)
-        total = hi - lo
-        micro = self.grad_accum
-        bounds = [lo + total * i // micro for i in range(micro + 1)]
-        loss_share = torch.zeros((), device=self.topo.device)
-        for i in range(micro):
+    def _batches(self, permutation: torch.Tensor, position: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """This rank's micro-batches for the step that starts at ``position``, on the host."""
+        lo, hi = self.order.step_slice(position)
+        bounds = [lo + (hi - lo) * i // self.grad_accum for i in range(self.grad_accum + 1)]
+        batches = []
+        for i in range(self.grad_accum):
             rlo, rhi = GlobalOrder.rank_share(bounds[i], bounds[i + 1], self.topo.rank, self.topo.world)
             x, y = self.dataset.batch(permutation[rlo:rhi])
+            if self.cfg.compile:
+                # Compiled graphs are specialised on shapes and strides: the epoch's last,
+                # smaller step is padded to the usual shape with targets the loss ignores,
+                # and every batch is made contiguous (token windows are strided views),
+                # so no step recompiles.
+                pad = self.cfg.batch_size - len(y)
+                x = torch.cat([x, x.new_zeros((pad, *x.shape[1:]))])
+                y = torch.cat([y, y.new_full((pad, *y.shape[1:]), IGNORE_INDEX)])
+            if self.topo.device.type == "cuda":
+                x, y = x.pin_memory(), y.pin_memory()  # so the copies below overlap compute
+            batches.append((x, y))
+        return batches
+
+    def train_step(self, permutation: torch.Tensor) -> torch.Tensor:
+        """One optimizer step over the next global batch; returns this rank's loss share.
+
+        The next step's batches are read in a background thread meanwhile, so the latency
+        of shared storage (page faults on a memory-mapped NAS file) overlaps compute.
+        """
+        lo, hi = self.order.step_slice(self.position)
+        total = hi - lo
+        ahead = self.prefetched
+        batches = ahead[1].result() if ahead and ahead[0] == (self.epoch, lo) else self._batches(permutation, lo)
+        self.prefetched = None
+        if hi < self.order.size:
+            self.prefetched = ((self.epoch, hi), self.loader.submit(self._batches, permutation, hi))
+        loss_share = torch.zeros((), device=self.topo.device)
+        for i, (x, y) in enumerate(batches):
             x = x.to(self.topo.device, non_blocking=True)
             if x.dim() == 4:
                 x = x.contiguous(memory_format=self.memory_format)
             y = y.to(self.topo.device, non_blocking=True)
             # Shares can differ by one sample (the epoch's last step): weighting each rank's
             # summed loss by world/total makes DDP's mean over ranks the mean over samples.
-            last = i == micro - 1
+            last = i == len(batches) - 1
             if self.sharded:
                 self.model.set_requires_gradient_sync(last)
             sync = contextlib.nullcontext() if self.ddp is None or last else self.ddp.no_sync()
@@ -357,8 +215,11 @@ class Trainer:
                     out = self.forward(x)
                     summed = self.loss(out, y)
                     loss = summed / (y[0].numel() if y.dim() > 1 and len(y) else 1) * self.topo.world / total
+                if self.step + 1 in self.cfg.fault_nonfinite_steps and self.topo.rank == self.topo.world - 1:
+                    loss = loss * math.nan
                 loss.backward()
             loss_share += loss.detach()
+        self.guard.before_step(self.model.parameters())
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
@@ -381,6 +242,10 @@ class Trainer:
 
     def train(self) -> int:
         """Train until done or stopped. Returns the exit status (143 after SIGTERM)."""
+        if self.topo.is_main:
+            # Opened here, after any resume: rows past the resumed step are dropped, as the
+            # run is about to log those steps again.
+            self.metrics = Metrics(self.output / "metrics.jsonl", after_step=self.step)
         permutation = self.order.permutation(self.epoch)
         window_start, window_steps = time.perf_counter(), 0
         window_samples = 0
@@ -396,19 +261,17 @@ class Trainer:
             window_steps += 1
             window_samples += self.position - before
             if self.step % self.cfg.log_every == 0:
-                step_time = (time.perf_counter() - window_start) / window_steps
-                # One collective for both: the loss across ranks, and a step time every
-                # rank agrees on, so they all check for SIGTERM at the same steps.
-                stats = torch.stack([loss, torch.tensor(step_time, device=loss.device)])
-                loss_value, step_time = (self._all_reduce(stats) / self.topo.world).tolist()
-                self.stop_check_every = stop_check_interval(step_time)
                 elapsed = time.perf_counter() - window_start
+                row = self._metrics(loss, elapsed, window_steps, window_samples)
+                self.stop_check_every = stop_check_interval(row["step_time_s"])
                 if self.metrics is not None:
-                    self.metrics.log(self._metrics(loss_value, window_samples / elapsed, elapsed / window_steps))
+                    self.metrics.log(row)
                 window_start, window_steps, window_samples = time.perf_counter(), 0, 0
-            if self.step % self.stop_check_every == 0 and self._stop_everywhere():
-                self.save_checkpoint("sigterm", loss, wait=True)
-                return 128 + signal.SIGTERM
+            if self.step % self.stop_check_every == 0:
+                self.guard.check(self.step)
+                if self._stop_everywhere():
+                    self.save_checkpoint("sigterm", loss, wait=True)
+                    return 128 + signal.SIGTERM
             saving = time.perf_counter()
             if self.step % self.cfg.checkpoint_every == 0:
                 self.save_checkpoint("periodic", loss)
@@ -419,14 +282,27 @@ class Trainer:
         self.write_final_model()
         return 0
 
-    def _metrics(self, loss: float, samples_per_s: float, step_time: float) -> dict[str, Any]:
+    def _metrics(self, loss: torch.Tensor, elapsed: float, steps: int, samples: int) -> dict[str, Any]:
+        """The log row for a window of ``steps`` steps. A collective: one all-gather of every
+        rank's loss, step time and peak memory, so the row shows stragglers, and every rank
+        gets the same mean step time to pace its SIGTERM checks with."""
+        local = torch.tensor([0.0, elapsed / steps, peak_memory_mb(self.topo.device)], device=loss.device)
+        local[0] = loss
+        ranks = torch.stack(self._gather(local))
+        step_time = ranks[:, 1].mean().item()
+        samples_per_s = samples / elapsed
         row = {
             "step": self.step,
             "epoch": self.epoch,
-            "loss": round(loss, 6),
+            "loss": round(ranks[:, 0].sum().item() / self.topo.world, 6),
             "lr": self.scheduler.get_last_lr()[0],
             "samples_per_s": round(samples_per_s, 2),
             "step_time_s": round(step_time, 5),
+            "step_time_max_s": round(ranks[:, 1].max().item(), 5),
+            "slowest_rank": int(ranks[:, 1].argmax().item()),
+            "peak_memory_mb": round(ranks[:, 2].max().item(), 1),
+            "grad_norm": round(self.guard.norm.item(), 6),
+            "nonfinite_steps": int(self.guard.skipped.item()),
         }
         if isinstance(self.model, GPT):
             row["tokens_per_s"] = round(samples_per_s * self.model.cfg.seq_len, 1)
@@ -435,20 +311,9 @@ class Trainer:
         return row
 
     def close(self) -> None:
+        self.loader.shutdown(cancel_futures=True)
         if self.metrics is not None:
             self.metrics.close()
-
-    def write_final_model(self) -> None:
-        """Rank 0 writes a plain state_dict; a collective under FSDP (the shards are gathered)."""
-        weights = self.model_state()
-        if weights is None or not self.topo.is_main:
-            return
-        path = Path(self.cfg.model_path) if self.cfg.model_path else self.output / "final_model.pt"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        buffer = io.BytesIO()
-        torch.save(weights, buffer)
-        checkpoint.write_atomic(path, buffer.getvalue())
-        log(f"final model: {path}")
 
 
 def load_dataset(cfg: Config) -> Any:
@@ -465,7 +330,7 @@ def load_dataset(cfg: Config) -> Any:
     if cfg.model == "cnn":
         return load_images(data_dir)
     gpt = GPT_SIZES[cfg.gpt_size]
-    return load_tokens(data_dir, gpt.seq_len, gpt.vocab_size)
+    return load_tokens(data_dir, gpt.seq_len)
 
 
 def check_output_dir(path: Path, rank: int) -> None:
@@ -486,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
         # Validate everything before joining the process group: a bad flag or data dir
         # fails fast on every rank instead of leaving the others waiting in a collective.
         check_output_dir(Path(cfg.output_dir), topo.rank)
+        if cfg.init_from and not Path(cfg.init_from).is_file():
+            raise UsageError(f"--init-from {cfg.init_from}: no such file (pretrained weights to start from)")
         dataset = load_dataset(cfg)
     except (UsageError, DataError) as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
@@ -500,16 +367,20 @@ def main(argv: list[str] | None = None) -> int:
             dist.init_process_group(backend, timeout=timedelta(seconds=cfg.timeout_s))
         trainer = Trainer(cfg, topo, dataset)
         signal.signal(signal.SIGTERM, lambda signum, frame: setattr(trainer, "stop_signal", signum))
-        trainer.resume()
+        if not trainer.resume() and cfg.init_from:
+            trainer.init_weights(Path(cfg.init_from))
         if topo.is_main:
             log(
                 f"training {cfg.model} on {topo.world} process(es), {torch.get_num_threads()} thread(s) each, "
                 f"{len(dataset)} samples, global batch {trainer.order.global_batch}, device {topo.device}"
             )
         return trainer.train()
-    except UsageError as err:
+    except (UsageError, WeightsError, DataError) as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return 2
+    except NonFiniteError as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        return 1
     except (dist.DistNetworkError, dist.DistStoreError) as err:
         # The store on the Master is unreachable or lost: a retry can find it.
         print(f"error: lost the other processes ({err})", file=sys.stderr, flush=True)
