@@ -61,7 +61,11 @@ def test_a_run_that_keeps_producing_nonfinite_losses_stops_with_a_clear_error(tm
 def test_metrics_hold_each_step_once_after_a_resume(tmp_path: Path) -> None:
     args = [sys.executable, "-m", "trainer", "--checkpoint-every", "10", "--log-every", "5"]
     args += ["--output-dir", str(tmp_path), "--synthetic-size", "2048", "--batch-size", "16"]
-    assert run([*args, "--max-steps", "30"]).returncode == 0
+    # Jobs point the NCCL flight recorder at the output volume; the trainer makes the directory.
+    env = {**ENV, "TORCH_FR_DUMP_TEMP_FILE": str(tmp_path / "flight-recorder" / "rank_")}
+    first = subprocess.run([*args, "--max-steps", "30"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert first.returncode == 0, first.stderr
+    assert (tmp_path / "flight-recorder").is_dir()
     # Killed after logging step 30, before its checkpoint was committed.
     shutil.rmtree(tmp_path / "checkpoints" / "step-000000030")
     resumed = run([*args, "--max-steps", "40"])

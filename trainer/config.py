@@ -66,8 +66,11 @@ class Config:
     peak_tflops: float | None = None
     """Per-device peak FLOP/s (in TFLOP/s) behind MFU; None: looked up from the GPU's name."""
     channels_last: bool = True
+    activation_checkpointing: bool = False
+    """Recompute the gpt blocks' activations in the backward pass (less memory, more compute)."""
     fsdp: bool = False
-    """Shard parameters, gradients and optimizer state (FSDP2 ``fully_shard``) instead of DDP."""
+    """Shard parameters, gradients and optimizer state (FSDP2 ``fully_shard``) instead of DDP;
+    on several nodes, shard within each node and replicate across them (HSDP)."""
 
     @property
     def epoch_limit(self) -> int | None:
@@ -100,6 +103,8 @@ class Config:
         for flag, value in (("--lr", self.lr), ("--peak-tflops", self.peak_tflops), ("--clip-grad", self.clip_grad)):
             if value is not None and not value > 0:
                 raise UsageError(f"{flag} must be positive, got {value}")
+        if self.activation_checkpointing and self.model != "gpt":
+            raise UsageError("--activation-checkpointing applies to the gpt model's blocks")
         if self.fsdp and self.model != "gpt":
             raise UsageError("--fsdp shards the gpt model; the cnn is small enough for plain DDP")
 
@@ -166,7 +171,16 @@ def parse_args(argv: list[str] | None = None) -> Config:
         help="per-device peak TFLOP/s for MFU; default: the GPU's dense bf16 peak, looked up by name",
     )
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
-    p.add_argument("--fsdp", action="store_true", help="shard the gpt model with FSDP2 instead of replicating it (DDP)")
+    p.add_argument(
+        "--activation-checkpointing",
+        action="store_true",
+        help="recompute the gpt blocks' activations in the backward pass instead of storing them",
+    )
+    p.add_argument(
+        "--fsdp",
+        action="store_true",
+        help="shard the gpt model with FSDP2 instead of replicating it (DDP); HSDP on several nodes",
+    )
     args = vars(p.parse_args(argv))
     faults = env.get("TRAINER_FAULT_NONFINITE_STEPS", "")
     try:

@@ -53,3 +53,12 @@ def topology() -> Topology:
     return Topology(
         int(env.get("RANK", 0)), int(env.get("WORLD_SIZE", 1)), local_rank, int(env.get("LOCAL_WORLD_SIZE", 1)), device
     )
+
+
+def prepare_flight_recorder() -> None:
+    """Create the directory the NCCL flight recorder dumps into on a collective timeout
+    (``TORCH_FR_DUMP_TEMP_FILE``, or its older name ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE``, is
+    a path prefix; torch writes ``<prefix><rank>`` but creates no directory)."""
+    prefix = os.environ.get("TORCH_FR_DUMP_TEMP_FILE") or os.environ.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+    if prefix:
+        Path(prefix).parent.mkdir(parents=True, exist_ok=True)

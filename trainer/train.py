@@ -1,4 +1,4 @@
-"""The bundled DDP trainer: trains, checkpoints atomically, resumes exactly.
+"""The bundled trainer (DDP, FSDP2 or HSDP): trains, checkpoints in shards, resumes exactly.
 
 Launch it anywhere::
 
@@ -17,10 +17,15 @@ failing or stalling on a stale rendezvous store (pytorch/pytorch#135712).
 
 NCCL on CUDA, gloo on CPU. Checkpoints every ``--checkpoint-every`` steps and on SIGTERM
 (then exit status 143, which ``python -m trainer.launch``, the pods' torchrun, passes on
-so ``restartPolicy: ExitCode`` retries); on start the newest whole
-checkpoint in ``<output-dir>/checkpoints`` is resumed. On CPU a resumed run ends with
-weights bit-identical to an uninterrupted one (same world size and thread count); on GPU
-cuDNN/NCCL kernels are not bit-deterministic, so a resumed run matches statistically.
+so ``restartPolicy: ExitCode`` retries); on start the ranks agree on the newest committed
+checkpoint in ``<output-dir>/checkpoints`` that every one of them can read and resume it
+(:mod:`trainer.checkpoint`). On CPU a resumed run ends with weights bit-identical to an
+uninterrupted one (same world size and thread count); on GPU cuDNN/NCCL kernels are not
+bit-deterministic, so a resumed run matches statistically.
+
+This module holds the training loop and ``main``; :mod:`trainer.config` the flags,
+:mod:`trainer.parallel` DDP/FSDP, :mod:`trainer.state` checkpoint and weights I/O,
+:mod:`trainer.numerics` the non-finite guard, :mod:`trainer.metrics` what is logged.
 """
 
 from __future__ import annotations
@@ -40,8 +45,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch.distributed.fsdp import fully_shard
-from torch.nn.parallel import DistributedDataParallel
 
 from . import checkpoint
 from .config import DEFAULT_LR, Config, UsageError, parse_args
@@ -49,9 +52,10 @@ from .data import DataError, GlobalOrder, TokenDataset, load_images, load_tokens
 from .metrics import Metrics, log, peak_memory_mb, peak_tflops
 from .models import GPT, GPT_SIZES, MnistCNN
 from .numerics import NonFiniteError, StepGuard
+from .parallel import parallelize
 from .schedule import lr_factor, planned_steps
 from .state import TrainerState
-from .topology import TRANSIENT_STATUS, Topology, default_threads, topology
+from .topology import TRANSIENT_STATUS, Topology, default_threads, prepare_flight_recorder, topology
 from .weights import WeightsError
 
 STOP_CHECK_SECONDS = 2.0
@@ -106,26 +110,11 @@ class Trainer(TrainerState):
             self.memory_format = torch.contiguous_format
         self.model = model.to(topo.device, memory_format=self.memory_format)
         torch.manual_seed(cfg.seed + topo.rank)  # distinct dropout per rank
-        self.ddp = None
-        self.sharded = cfg.fsdp and topo.world > 1
-        if self.sharded:
-            for block in self.model.blocks:
-                fully_shard(block)
-            fully_shard(self.model)
-        elif topo.world > 1:
-            # Gradients as views into the all-reduce buckets: one copy fewer per step.
-            self.ddp = DistributedDataParallel(
-                self.model,
-                device_ids=[topo.device.index] if topo.device.type == "cuda" else None,
-                gradient_as_bucket_view=True,
-            )
-        self.forward = self.ddp if self.ddp is not None else self.model
-        self.loss = summed_cross_entropy
-        if cfg.compile:
-            # Two graphs: compiling the DDP wrapper is the supported way to keep its
-            # bucketed all-reduce overlapping the backward pass.
-            self.forward = torch.compile(self.forward)
-            self.loss = torch.compile(summed_cross_entropy)
+        parallel = parallelize(self.model, cfg, topo)
+        self.forward, self.ddp, self.sharded = parallel.forward, parallel.ddp, parallel.sharded
+        self.parallel_kind = parallel.kind
+        # The loss is a graph of its own, so the fp32 upcast of the logits fuses into the sum.
+        self.loss = torch.compile(summed_cross_entropy) if cfg.compile else summed_cross_entropy
         self.base_lr = cfg.lr or DEFAULT_LR[cfg.model]
         # The fused kernel exists for CPU and CUDA, takes DTensor parameters (FSDP2) too,
         # beats the per-tensor loop, and alone honours found_inf, which skips a non-finite
@@ -152,8 +141,11 @@ class Trainer(TrainerState):
         self.prefetched: tuple[tuple[int, int], Future] | None = None
         self.stop_signal: int | None = None
         self.stop_check_every = STOP_CHECK_MAX_STEPS
+        # bf16 on GPUs: autocast under DDP; FSDP casts by its mixed-precision policy instead.
         self.autocast = (
-            torch.autocast("cuda", dtype=torch.bfloat16) if topo.device.type == "cuda" else contextlib.nullcontext()
+            torch.autocast("cuda", dtype=torch.bfloat16)
+            if topo.device.type == "cuda" and not self.sharded
+            else contextlib.nullcontext()
         )
         flops = self.model.flops_per_token() if isinstance(self.model, GPT) else None
         peak = cfg.peak_tflops or (
@@ -351,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         # Validate everything before joining the process group: a bad flag or data dir
         # fails fast on every rank instead of leaving the others waiting in a collective.
         check_output_dir(Path(cfg.output_dir), topo.rank)
+        prepare_flight_recorder()
         if cfg.init_from and not Path(cfg.init_from).is_file():
             raise UsageError(f"--init-from {cfg.init_from}: no such file (pretrained weights to start from)")
         dataset = load_dataset(cfg)
@@ -371,7 +364,8 @@ def main(argv: list[str] | None = None) -> int:
             trainer.init_weights(Path(cfg.init_from))
         if topo.is_main:
             log(
-                f"training {cfg.model} on {topo.world} process(es), {torch.get_num_threads()} thread(s) each, "
+                f"training {cfg.model} on {topo.world} process(es) ({trainer.parallel_kind}), "
+                f"{torch.get_num_threads()} thread(s) each, "
                 f"{len(dataset)} samples, global batch {trainer.order.global_batch}, device {topo.device}"
             )
         return trainer.train()
