@@ -111,7 +111,9 @@ class Config:
 
 def parse_args(argv: list[str] | None = None) -> Config:
     env = os.environ
-    p = argparse.ArgumentParser(prog="python -m trainer", description="DDP trainer with exact resume.")
+    p = argparse.ArgumentParser(
+        prog="python -m trainer", description="DDP/FSDP trainer with sharded checkpoints and exact resume."
+    )
     p.add_argument("--model", default="cnn", help="cnn (MNIST convnet) or gpt (small decoder)")
     p.add_argument(
         "--data-dir",
@@ -136,8 +138,8 @@ def parse_args(argv: list[str] | None = None) -> Config:
     )
     p.add_argument("--batch-size", type=int, default=Config.batch_size, help="per process")
     p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step")
-    p.add_argument("--max-steps", type=int)
-    p.add_argument("--epochs", type=int)
+    p.add_argument("--max-steps", type=int, help="the run ends here or at the end of --epochs, whichever comes first")
+    p.add_argument("--epochs", type=int, help="epochs to train; default: no epoch limit under --max-steps, else 1")
     p.add_argument("--lr", type=float)
     p.add_argument("--seed", type=int, default=Config.seed)
     p.add_argument("--checkpoint-every", type=int, default=Config.checkpoint_every, help="steps")
