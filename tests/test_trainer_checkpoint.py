@@ -14,7 +14,7 @@ import torch
 from conftest import ROOT, free_port
 from test_trainer import ENV, SMALL, final_weights, run, torchrun
 
-from trainer.checkpoint import CheckpointError, list_checkpoints, prune, read_commit, read_metadata
+from trainer.checkpoint import CheckpointError, list_checkpoints, prune, read_commit, read_metadata, verify
 
 GPT = ["--model", "gpt", "--batch-size", "4", "--synthetic-size", "400", "--log-every", "6", "--checkpoint-every", "6"]
 
@@ -114,8 +114,14 @@ def test_keep_last_k_never_deletes_the_newest_checkpoint_with_a_finite_loss(tmp_
         (path / "commit.json").write_text(json.dumps({"step": step, "loss": loss, "reason": "periodic"}))
     for step in (15, 60):
         (tmp_path / f"step-{step:09d}").mkdir()  # saves that never finished
+    former = tmp_path / "step-000000005"  # the single-file format: neither resumed nor removed
+    former.mkdir()
+    (former / "state.pt").write_bytes(b"")
     prune(tmp_path, keep=2)
+    with pytest.raises(CheckpointError, match="former single-file format"):
+        verify(former)
     assert [p.name for p in list_checkpoints(tmp_path)] == [
+        "step-000000005",
         "step-000000020",
         "step-000000040",
         "step-000000050",

@@ -50,6 +50,9 @@ warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavai
 
 PREFIX = "step-"
 MARKER = "commit.json"
+FORMER_STATE = "state.pt"
+"""The single file of the former checkpoint format: such directories are neither resumed
+nor removed, so an upgrade never deletes them."""
 METADATA = ".metadata"
 
 
@@ -159,6 +162,10 @@ def verify(path: Path) -> dict[str, Any]:
         CheckpointError: what is wrong with it.
     """
     commit = read_commit(path)
+    if commit is None and (path / FORMER_STATE).exists():
+        raise CheckpointError(
+            f"a checkpoint in the former single-file format ({FORMER_STATE}), which this trainer does not resume"
+        )
     if commit is None:
         raise CheckpointError(f"no readable {MARKER} (a save that did not finish)")
     needed: dict[str, int] = {}
@@ -267,7 +274,7 @@ def prune(root: Path, keep: int) -> None:
     """Rank 0, after a commit: keep the newest ``keep`` committed checkpoints, and always
     the newest one whose loss was finite, so a run gone numerically bad can still go back
     to a sound state; remove saves that never finished and are older than the newest
-    committed checkpoint.
+    committed checkpoint. Checkpoints of the former format are left alone.
 
     Uncommitted directories newer than that are left alone: a stale NFS lookup can hide a
     marker that exists, and the next save of that step starts by clearing it anyway.
@@ -278,6 +285,8 @@ def prune(root: Path, keep: int) -> None:
     keep_paths = {path for path, _ in committed[-keep:]} | set(finite[-1:])
     newest = committed[-1][0] if committed else None
     for path, commit in listed:
+        if commit is None and (path / FORMER_STATE).exists():
+            continue
         if commit is None and newest is not None and path < newest:
             warn(f"removing {path}: a save that did not finish")
         elif commit is None or path in keep_paths:
