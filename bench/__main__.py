@@ -2,6 +2,7 @@
 
     python -m bench [--repeats 3] [--steps 300] [--only NAME ...]
     python -m bench --only gpt --gpt-size 124m --gpt-batch-size 32   # on a GPU: tokens/s and MFU
+    python -m bench --only checkpoint-format                         # full-state vs sharded saves
 
 This machine's speed drifts, so each comparison runs its sides in turn (A, B, A, B, …)
 in fresh processes and reports medians and the ratio of medians. Results also go to
@@ -14,6 +15,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -71,7 +73,9 @@ def checkpoint_overhead(repeats: int) -> dict[str, Any]:
     code = (
         "import json, statistics, tempfile, time, torch\n"
         "from trainer.data import synthetic_images\n"
-        "from trainer.train import Config, Trainer, topology\n"
+        "from trainer.config import Config\n"
+        "from trainer.topology import topology\n"
+        "from trainer.train import Trainer\n"
         "torch.set_num_threads(2)\n"
         "cfg = Config(output_dir=tempfile.mkdtemp(), max_steps=10**6)\n"
         "t = Trainer(cfg, topology(), synthetic_images(8192, 1))\n"
@@ -80,7 +84,7 @@ def checkpoint_overhead(repeats: int) -> dict[str, Any]:
         "    s = time.perf_counter(); t.train_step(perm); steps.append(time.perf_counter() - s)\n"
         "    t.position %= 8192 - 64\n"
         f"for i in range({repeats * 2}):\n"
-        "    s = time.perf_counter(); t.step += 1; t.save_checkpoint('bench'); saves.append(time.perf_counter() - s)\n"
+        "    s = time.perf_counter(); t.step += 1; t.save_checkpoint('bench', torch.zeros(()), wait=True); saves.append(time.perf_counter() - s)\n"
         "print(json.dumps({'step_s': statistics.median(steps[10:]), 'save_s': statistics.median(saves)}))\n"
     )
     out = subprocess.run([PY, "-c", code], cwd=ROOT, env=_env(2), capture_output=True, text=True, check=True)
@@ -201,6 +205,34 @@ def gpt_compile(size: str, batch: int, steps: int, repeats: int) -> dict[str, An
     return row
 
 
+def checkpoint_formats(repeats: int) -> dict[str, Any]:
+    """GPT-2 small's state saved the former way (gathered to rank 0, one file) and sharded
+    (DCP, sync and async), 2 processes on CPU, sides alternated, medians."""
+    sides = ("full", "dcp", "dcp-async")
+    runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
+    for _ in range(repeats):
+        for side in sides:
+            out = tempfile.mkdtemp(prefix="bench-ckpt-")
+            cmd = [PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+            cmd += ["-m", "bench.checkpoints", "--side", side, "--dir", str(Path(out) / "checkpoint")]
+            done = subprocess.run(cmd, cwd=ROOT, env=_env(1), capture_output=True, text=True, check=True)
+            runs[side].append(json.loads(done.stdout.strip().splitlines()[-1]))
+            shutil.rmtree(out)
+    row: dict[str, Any] = {"world_size": 2, "model": "gpt 124m + AdamW, FSDP2", "runs": runs}
+    for side in sides:
+        row[side] = {
+            "save_s": statistics.median(r["seconds"] for r in runs[side]),
+            "peak_rss_rank0_mib": statistics.median(r["peak_rss_mib"][0] for r in runs[side]),
+            "peak_rss_rank1_mib": statistics.median(r["peak_rss_mib"][1] for r in runs[side]),
+            "rss_before_rank0_mib": statistics.median(r["peak_rss_before_mib"][0] for r in runs[side]),
+            "rss_before_rank1_mib": statistics.median(r["peak_rss_before_mib"][1] for r in runs[side]),
+        }
+        if side == "dcp-async":
+            row[side]["blocked_s"] = statistics.median(r["blocked_seconds"] for r in runs[side])
+        print(f"checkpoint {side}: {row[side]}", flush=True)
+    return row
+
+
 def plan_vs_imports(repeats: int) -> dict[str, Any]:
     commands = {
         "plan": [PY, "-m", "components.plan", "--stack", "prod"],
@@ -235,13 +267,28 @@ def main() -> int:
     p = argparse.ArgumentParser(prog="python -m bench")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--steps", type=int, default=300)
-    p.add_argument("--only", nargs="*", help="efficiency tutorial-1 tutorial-2 threads checkpoint resume plan gpt")
+    p.add_argument(
+        "--only",
+        nargs="*",
+        help="efficiency tutorial-1 tutorial-2 threads checkpoint checkpoint-format resume plan gpt",
+    )
     p.add_argument("--gpt-size", default="tiny", help="gpt benchmark model: tiny (CPU) or 124m (GPU)")
     p.add_argument("--gpt-batch-size", type=int, default=16, help="gpt benchmark batch per process")
     p.add_argument("--gpt-steps", type=int, default=60, help="gpt benchmark steps per run")
     args = p.parse_args()
     want = set(
-        args.only or ["efficiency", "tutorial-1", "tutorial-2", "threads", "checkpoint", "resume", "plan", "gpt"]
+        args.only
+        or [
+            "efficiency",
+            "tutorial-1",
+            "tutorial-2",
+            "threads",
+            "checkpoint",
+            "checkpoint-format",
+            "resume",
+            "plan",
+            "gpt",
+        ]
     )
     # --only refreshes its entries and keeps the others, so the file stays the README's source.
     path = ROOT / "bench" / "results.json"
@@ -262,6 +309,8 @@ def main() -> int:
         results["checkpoint"] = checkpoint_overhead(r)
     if "resume" in want:
         results["resume"] = kill_to_resume(r)
+    if "checkpoint-format" in want:
+        results["checkpoint_format"] = checkpoint_formats(r)
     if "plan" in want:
         results["plan"] = plan_vs_imports(max(r, 5))
     if "gpt" in want:

@@ -28,9 +28,11 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
+from trainer.config import Config
 from trainer.data import ImageDataset, synthetic_images
 from trainer.models import MnistCNN
-from trainer.train import Config, Trainer, topology
+from trainer.topology import topology
+from trainer.train import Trainer
 
 SAMPLES = 60_000
 SEED = 1234

@@ -15,7 +15,7 @@ import pytest
 import torch
 from conftest import ROOT, free_port
 
-from trainer.checkpoint import list_checkpoints
+from trainer.checkpoint import list_checkpoints, read_commit
 from trainer.data import GlobalOrder
 from trainer.models import MnistCNN
 
@@ -108,7 +108,7 @@ def test_sigkilled_worker_resumes_bit_identical(tmp_path: Path) -> None:
     out = tmp_path / "killed"
     launcher = start(torchrun(*args, "--output-dir", str(out), restarts=1))
     try:
-        wait_for(lambda: (out / "checkpoints" / "step-000000030").is_dir())
+        wait_for(lambda: read_commit(out / "checkpoints" / "step-000000030") is not None)
         workers = children(launcher.pid)
         assert len(workers) == 2
         os.kill(max(workers), signal.SIGKILL)
@@ -134,9 +134,9 @@ def test_sigterm_checkpoints_the_current_step(tmp_path: Path) -> None:
         log, _ = launcher.communicate(timeout=120)
     finally:
         launcher.kill()
-    saved = sorted((tmp_path / "checkpoints").iterdir())
+    saved = list_checkpoints(tmp_path / "checkpoints")
     assert len(saved) == 1, log
-    meta = json.loads((saved[0] / "meta.json").read_text())
+    meta = read_commit(saved[0])
     assert meta["reason"] == "sigterm"
     assert meta["step"] >= metrics(tmp_path)[-1]["step"] >= 20
 
@@ -157,7 +157,7 @@ def test_truncated_newest_checkpoint_is_skipped(tmp_path: Path) -> None:
         ]
     )
     assert first.returncode == 0, first.stderr
-    newest = tmp_path / "checkpoints" / "step-000000040" / "state.pt"
+    newest = tmp_path / "checkpoints" / "step-000000040" / "__0_0.distcp"
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
     second = run([sys.executable, "-m", "trainer", "--max-steps", "50", "--output-dir", str(tmp_path), *SMALL])
     assert second.returncode == 0, second.stderr
@@ -168,13 +168,20 @@ def test_truncated_newest_checkpoint_is_skipped(tmp_path: Path) -> None:
 def test_resume_with_fewer_processes_continues_at_the_same_sample(tmp_path: Path) -> None:
     first = run(torchrun("trainer", "--max-steps", "10", "--output-dir", str(tmp_path), *SMALL))
     assert first.returncode == 0, first.stderr
-    state = torch.load(tmp_path / "checkpoints" / "step-000000010" / "state.pt", weights_only=False)
+    state = read_commit(tmp_path / "checkpoints" / "step-000000010")
     assert (state["position"], state["world_size"]) == (10 * 16 * 2, 2)
     second = run([sys.executable, "-m", "trainer", "--max-steps", "12", "--output-dir", str(tmp_path), *SMALL])
     assert second.returncode == 0, second.stderr
     assert "resumed from step-000000010: step 10, epoch 0, sample 320" in second.stdout
-    state = torch.load(tmp_path / "checkpoints" / "step-000000012" / "state.pt", weights_only=False)
-    assert state["position"] == 320 + 2 * 16
+    # The global batch is kept: one process accumulates two micro-batches of 16.
+    assert "keeping the checkpoint's global batch of 32: 1 process(es) × batch 16 × 2" in second.stdout
+    state = read_commit(tmp_path / "checkpoints" / "step-000000012")
+    assert (state["position"], state["global_batch"]) == (320 + 2 * 32, 32)
+    odd_batch = ["--max-steps", "14", "--output-dir", str(tmp_path), *SMALL, "--batch-size", "12"]
+    odd = run(torchrun("trainer", *odd_batch, launcher="trainer.launch"))
+    assert odd.returncode == 2
+    assert "global batch of 32 samples per step, which 2 process(es) × --batch-size 12 cannot make up" in odd.stderr
+    assert "(e.g. --batch-size 8)" in odd.stderr
 
 
 @pytest.mark.parametrize(
@@ -244,12 +251,12 @@ def test_pod_launcher_exits_retryable_after_eviction_or_a_killed_worker(tmp_path
     # Plain torchrun exits 1 for both, which restartPolicy ExitCode would take as final.
     assert (evicted.returncode, killed.returncode) == (143, 137), logs
     newest = list_checkpoints(tmp_path / "evicted" / "checkpoints")[-1]
-    assert json.loads((newest / "meta.json").read_text())["reason"] == "sigterm"
+    assert read_commit(newest)["reason"] == "sigterm"
 
 
 @pytest.mark.parametrize(
     ("codes", "status"),
-    [([-9, 1], 137), ([1, -6], 134), ([143, 143], 143), ([2, 2], 2), ([1], 1)],
+    [([-9, 1], 137), ([1, -6], 134), ([143, 143], 143), ([2, 2], 2), ([1], 1), ([2, -15], 2), ([-15], 143)],
 )
 def test_pod_launcher_status_prefers_signals(codes: list[int], status: int) -> None:
     from trainer.launch import exit_status
@@ -361,25 +368,28 @@ def test_fsdp_gpt_learns_and_resumes_bit_identical(tmp_path: Path) -> None:
 def test_a_resumed_run_follows_its_own_schedule_from_the_first_step(tmp_path: Path) -> None:
     # Extending a finished run (or changing --lr): the checkpoint's optimizer holds the
     # rate the old run ended on (the 10% floor); the next step must use the new schedule's.
+    from trainer.config import Config
     from trainer.data import synthetic_images
-    from trainer.train import Config, Trainer, lr_factor, topology
+    from trainer.schedule import lr_factor
+    from trainer.topology import topology
+    from trainer.train import Trainer
 
     data = synthetic_images(256, 3)
     finished = Trainer(Config(output_dir=str(tmp_path), batch_size=8, max_steps=25), topology(), data)
     permutation = finished.order.permutation(0)
     while finished.step < 25:
-        finished.train_step(permutation)
-    state = finished.state_dict()
+        loss = finished.train_step(permutation)
+    finished.save_checkpoint("final", loss, wait=True)
     finished.close()
     assert finished.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 1e-3)
 
     for lr in (None, 2e-3):
         extended = Trainer(Config(output_dir=str(tmp_path), batch_size=8, max_steps=30, lr=lr), topology(), data)
-        extended.load_state_dict(state)
-        extended.close()
+        assert extended.resume()
         base = lr or 1e-3
         assert extended.optimizer.param_groups[0]["lr"] == base * lr_factor(25, 30) > 0.5 * base
         extended.train_step(permutation)
+        extended.close()
         assert extended.scheduler.get_last_lr()[0] == base * lr_factor(26, 30)
 
 
@@ -410,6 +420,9 @@ def test_compiled_ddp_matches_eager_resumes_and_reports_mfu(tmp_path: Path) -> N
     ("name", "peak"),
     [
         ("NVIDIA H200", 989.0),
+        ("NVIDIA H200 NVL", 835.0),
+        ("NVIDIA H800", 989.0),
+        ("NVIDIA H800 PCIe", 756.0),
         ("NVIDIA H20", 148.0),
         ("NVIDIA H100 80GB HBM3", 989.0),
         ("NVIDIA H100 PCIe", 756.0),
@@ -420,7 +433,7 @@ def test_compiled_ddp_matches_eager_resumes_and_reports_mfu(tmp_path: Path) -> N
     ],
 )
 def test_mfu_peak_is_looked_up_by_the_most_specific_name(name: str, peak: float | None) -> None:
-    from trainer.train import peak_tflops
+    from trainer.metrics import peak_tflops
 
     assert peak_tflops(name) == peak
 
@@ -478,7 +491,7 @@ def test_runs_as_the_operator_launches_pods(tmp_path: Path) -> None:
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": str(port),
         "OUTPUT_PATH": str(tmp_path),
-        "MODEL_PATH": str(tmp_path / "model" / "weights.pt"),
+        "FINAL_MODEL_PATH": str(tmp_path / "model" / "weights.pt"),
     }
     env.pop("LOCAL_RANK", None)
     pods = [
@@ -564,8 +577,10 @@ def test_accumulated_and_uneven_batches_give_the_mean_gradient(tmp_path: Path) -
     # itself shows whether the loss weighting makes each step the mean over its samples.
     import torch.nn.functional as F
 
+    from trainer.config import Config
     from trainer.data import synthetic_images
-    from trainer.train import Config, Trainer, topology
+    from trainer.topology import topology
+    from trainer.train import Trainer
 
     data = synthetic_images(40, 7)  # 40 samples, batch 32: the epoch's second step holds 8
 
@@ -596,3 +611,86 @@ def test_accumulated_and_uneven_batches_give_the_mean_gradient(tmp_path: Path) -
         (gradient(32, 1, 32), reference(permutation[32:])),
     ):
         assert all(torch.allclose(got[n], want[n], atol=1e-6, rtol=1e-4) for n in want)
+
+
+def test_lr_anneals_to_the_end_of_the_epochs_when_max_steps_outruns_them(tmp_path: Path) -> None:
+    # A job with maxSteps 10000 on 64 steps per epoch: the run ends with the epoch, and the
+    # learning rate must have reached the floor of the decay there, not be still at its peak.
+    result = run(
+        torchrun(
+            "trainer",
+            "--max-steps",
+            "10000",
+            "--epochs",
+            "1",
+            "--output-dir",
+            str(tmp_path),
+            *SMALL,
+            "--log-every",
+            "8",
+        )
+    )
+    assert result.returncode == 0, result.stderr
+    rows = metrics(tmp_path)
+    assert rows[-1]["step"] == 2048 // (16 * 2)
+    assert rows[-1]["lr"] == pytest.approx(0.1 * 1e-3)
+    lrs = [r["lr"] for r in rows if r["step"] >= 20]
+    assert lrs == sorted(lrs, reverse=True)
+
+
+@pytest.mark.parametrize(
+    ("max_steps", "epochs", "position", "epoch", "step", "total"),
+    [
+        (None, 2, 0, 0, 0, 2 * 7),  # 100 samples, global batch 16: 7 steps per epoch
+        (5, 2, 0, 0, 0, 5),
+        (100, 2, 0, 0, 0, 14),
+        (100, None, 0, 0, 0, 100),
+        # Resumed at another world size after 3 steps of 16: 52 samples left in 2 steps of
+        # 32, then one more epoch of 4 steps.
+        (None, 2, 48, 0, 3, 3 + 2 + 4),
+    ],
+)
+def test_planned_steps_end_at_max_steps_or_the_last_epoch(max_steps, epochs, position, epoch, step, total) -> None:
+    from trainer.schedule import planned_steps
+
+    batch = 16 if step == 0 else 32
+    assert planned_steps(step, epoch, position, GlobalOrder(100, batch, 0), max_steps, epochs) == total
+
+
+@pytest.mark.parametrize(
+    "rendezvous",
+    [
+        # A PyTorchJob Worker whose Master pod is not up yet: its name does not resolve.
+        ["--nnodes=2", "--node-rank=1", "--master-addr=master-not-up.invalid", "--rdzv-conf=timeout=2"],
+        # An elastic job whose rendezvous host is gone.
+        ["--nnodes=1:2", "--rdzv-backend=c10d", "--rdzv-conf=join_timeout=2,read_timeout=2"],
+    ],
+)
+def test_pod_launcher_exits_retryable_when_the_rendezvous_fails(rendezvous: list[str]) -> None:
+    port = free_port()
+    endpoint = (
+        [f"--master-port={port}"] if "--nnodes=2" in rendezvous else [f"--rdzv-endpoint=master-not-up.invalid:{port}"]
+    )
+    cmd = [sys.executable, "-m", "trainer.launch", *rendezvous, *endpoint, "--nproc-per-node=1", "-m", "trainer"]
+    result = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 203, result.stderr[-2000:]
+    assert "exiting 203 to be retried" in result.stderr
+
+
+def test_a_worker_launched_directly_exits_retryable_when_the_master_never_comes_up(tmp_path: Path) -> None:
+    env = {**ENV, "WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "master-not-up.invalid", "MASTER_PORT": "29500"}
+    cmd = [sys.executable, "-m", "trainer", "--timeout-s", "2", "--output-dir", str(tmp_path)]
+    result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 203, result.stderr[-2000:]
+    assert "error: lost the other processes" in result.stderr
+
+
+def test_pod_launcher_turns_off_the_shared_rendezvous_store_unless_told_otherwise() -> None:
+    cmd = [sys.executable, "-m", "trainer.launch", "--standalone", "--nproc-per-node=1", "--no-python", "printenv"]
+    unset = {k: v for k, v in ENV.items() if k != "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"}
+    for env, want in ((unset, "1"), ({**ENV, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "0"}, "0")):
+        result = subprocess.run(
+            [*cmd, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip().splitlines()[-1].endswith(want)

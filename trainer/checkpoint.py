@@ -1,26 +1,63 @@
-"""Checkpoints that survive being killed at any instant.
+"""Sharded checkpoints that every rank writes and reads in parallel, resumed by agreement.
 
-A checkpoint is a directory ``checkpoints/step-<N>/`` holding ``state.pt`` and
-``meta.json`` (the state's SHA-256, step and why it was written). It is written under a
-temporary name, fsynced, and renamed into place, so ``step-<N>`` either exists whole
-or not at all; a checkpoint whose hash does not match (a torn copy, a full disk) is
-skipped on load with a warning and the previous one is used.
+A checkpoint is a directory ``checkpoints/step-<N>/`` written with
+``torch.distributed.checkpoint`` (DCP): each rank writes its own shard files
+(``__<rank>_<i>.distcp``), rank 0 writes DCP's ``.metadata`` once every rank has
+finished, and then ``commit.json``, the commit marker, holding the step, the data
+position, the loss and the config. A directory without a readable marker is a save that
+was cut short (a SIGKILL, a full disk): it is never resumed, and rank 0 removes it once a
+newer checkpoint is committed. DCP records global tensor shapes, so a checkpoint resumes at another world
+size, DDP or FSDP, each rank reading only the slices it holds.
+
+Resume is agreed, because NAS (NFSv3) listings and attributes can lag by tens of seconds
+and differ between nodes: rank 0 alone lists the directory, checks the newest candidate
+(marker, metadata and shard sizes: small reads and ``stat`` calls, never the state) and
+broadcasts its step; every rank then checks that it sees that checkpoint too, waiting a
+while for a lagging view, and only when all do do they load it together. Otherwise they
+all move on to the next older checkpoint: no rank ever continues from a different state.
+
+DCP's ``.metadata`` is a pickle; it is read with an unpickler that accepts only the
+checkpoint metadata classes, tensor sizes and dtypes, the ``weights_only=True`` rule for
+everything read from shared storage. Checkpoints hold tensors only, so DCP never unpickles
+anything else.
 """
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
+import math
 import os
+import pickle
 import shutil
 import sys
+import time
+import warnings
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
+from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
+
+# A one-process run saves and loads without a process group, on purpose.
+warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
 
 PREFIX = "step-"
+MARKER = "commit.json"
+FORMER_STATE = "state.pt"
+"""The single file of the former checkpoint format: such directories are neither resumed
+nor removed, so an upgrade never deletes them."""
+METADATA = ".metadata"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint directory that cannot be resumed (uncommitted, torn or unreadable)."""
 
 
 def _fsync_dir(path: Path) -> None:
@@ -32,7 +69,8 @@ def _fsync_dir(path: Path) -> None:
 
 
 def write_atomic(path: Path, payload: bytes) -> None:
-    """Write ``payload`` to ``path`` through a temporary file, fsync and rename."""
+    """Write ``payload`` to ``path`` through a temporary file, fsync and rename, so readers
+    see the old file or the whole new one."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     with open(tmp, "wb") as f:
         f.write(payload)
@@ -42,65 +80,282 @@ def write_atomic(path: Path, payload: bytes) -> None:
     _fsync_dir(path.parent)
 
 
-def save(root: Path, step: int, state: dict[str, Any], reason: str, keep: int) -> Path:
-    """Write checkpoint ``step`` under ``root`` and prune all but the newest ``keep``.
-
-    Returns:
-        The checkpoint directory.
-    """
-    root.mkdir(parents=True, exist_ok=True)
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    payload = buffer.getvalue()
-    final = root / f"{PREFIX}{step:09d}"
-    tmp = root / f".{final.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    for name, data in (
-        ("state.pt", payload),
-        (
-            "meta.json",
-            json.dumps(
-                {"step": step, "reason": reason, "bytes": len(payload), "sha256": hashlib.sha256(payload).hexdigest()}
-            ).encode(),
-        ),
-    ):
-        with open(tmp / name, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-    _fsync_dir(tmp)
-    if final.exists():
-        # The same step again (a SIGTERM right after a periodic save): keep the first.
-        shutil.rmtree(tmp)
-        return final
-    os.rename(tmp, final)
-    _fsync_dir(root)
-    for old in list_checkpoints(root)[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
-    return final
+def step_dir(root: Path, step: int) -> Path:
+    return root / f"{PREFIX}{step:09d}"
 
 
 def list_checkpoints(root: Path) -> list[Path]:
-    """Checkpoint directories, oldest first (temporary ones excluded)."""
+    """Checkpoint directories, committed or not, oldest first."""
     if not root.is_dir():
         return []
     return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith(PREFIX))
 
 
-def _load_verified(path: Path) -> dict[str, Any]:
-    meta = json.loads((path / "meta.json").read_text())
-    payload = (path / "state.pt").read_bytes()
-    if hashlib.sha256(payload).hexdigest() != meta["sha256"]:
-        raise ValueError(f"state.pt is {len(payload)} bytes and does not match its recorded hash")
-    return torch.load(io.BytesIO(payload), map_location="cpu", weights_only=False)
+def read_commit(path: Path) -> dict[str, Any] | None:
+    """The commit marker of ``path``, or None when the save never finished."""
+    try:
+        return json.loads((path / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
 
 
-def load_latest(root: Path) -> tuple[Path, dict[str, Any]] | None:
-    """The newest checkpoint that is whole, or ``None``; broken ones are reported and skipped."""
-    for path in reversed(list_checkpoints(root)):
+_SAFE_GLOBALS = {
+    ("torch", "Size"),
+    ("torch.serialization", "_get_layout"),
+    ("pathlib", "PosixPath"),
+    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
+}
+_SAFE_MODULES = {"torch.distributed.checkpoint.metadata"}
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    """Unpickles DCP metadata and nothing else: no code runs from a crafted file."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module in _SAFE_MODULES or (module, name) in _SAFE_GLOBALS:
+            return super().find_class(module, name)
+        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
+            return getattr(torch, name)
+        raise pickle.UnpicklingError(f"{module}.{name} is not allowed in checkpoint metadata")
+
+
+def read_metadata(path: Path) -> Metadata:
+    """DCP's metadata of the checkpoint at ``path``, unpickled through an allow-list.
+
+    Raises:
+        CheckpointError: the file is missing, unreadable or holds something else.
+    """
+    try:
+        with open(path / METADATA, "rb") as f:
+            metadata = _MetadataUnpickler(f).load()
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as err:
+        raise CheckpointError(f"{METADATA}: {err}") from None
+    if not isinstance(metadata, Metadata):
+        raise CheckpointError(f"{METADATA} holds a {type(metadata).__name__}, not checkpoint metadata")
+    return metadata
+
+
+class SafeReader(FileSystemReader):
+    """DCP's file reader with the allow-listed metadata unpickler.
+
+    ``read_metadata`` deliberately takes no ``rank`` keyword: with one, DCP falls back to
+    per-rank metadata files when the global one is missing and stops using collectives on
+    that rank alone, which leaves the other ranks waiting in a collective.
+    """
+
+    def read_metadata(self) -> Metadata:  # type: ignore[override]
+        metadata = read_metadata(Path(self.path))
+        if getattr(metadata, "storage_meta", None) is None:
+            metadata.storage_meta = StorageMeta()
+        metadata.storage_meta.load_id = self.load_id
+        return metadata
+
+
+def verify(path: Path) -> dict[str, Any]:
+    """Check a checkpoint without reading its state: the marker, the metadata, and that
+    every shard file exists and is as long as the metadata says.
+
+    Returns:
+        The commit marker.
+
+    Raises:
+        CheckpointError: what is wrong with it.
+    """
+    commit = read_commit(path)
+    if commit is None and (path / FORMER_STATE).exists():
+        raise CheckpointError(
+            f"a checkpoint in the former single-file format ({FORMER_STATE}), which this trainer does not resume"
+        )
+    if commit is None:
+        raise CheckpointError(f"no readable {MARKER} (a save that did not finish)")
+    needed: dict[str, int] = {}
+    for info in read_metadata(path).storage_data.values():
+        end = info.offset + info.length
+        needed[info.relative_path] = max(needed.get(info.relative_path, 0), end)
+    for name, size in needed.items():
         try:
-            return path, _load_verified(path)
-        except (OSError, ValueError, KeyError, RuntimeError, json.JSONDecodeError) as err:
-            print(f"warning: skipping checkpoint {path}: {err}", file=sys.stderr, flush=True)
-    return None
+            actual = (path / name).stat().st_size
+        except OSError as err:
+            raise CheckpointError(f"{name}: {err.strerror}") from None
+        if actual < size:
+            raise CheckpointError(f"{name} is {actual} bytes, the metadata needs {size}")
+    return commit
+
+
+def warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Agreement:
+    """How the ranks settle on one checkpoint.
+
+    Args:
+        group: the process group (None when there is one process).
+        is_main: whether this is rank 0, which lists and picks.
+        wait_s: how long a rank keeps looking for a checkpoint rank 0 sees before the ranks
+            give it up together (NFS attribute caches hold a stale view for up to 60 s).
+    """
+
+    group: dist.ProcessGroup | None
+    is_main: bool
+    wait_s: float
+
+    def _broadcast(self, value: int) -> int:
+        if self.group is None:
+            return value
+        t = torch.tensor([value], dtype=torch.int64)
+        dist.broadcast(t, group_src=0, group=self.group)
+        return int(t.item())
+
+    def _all(self, ok: bool) -> bool:
+        if self.group is None:
+            return ok
+        t = torch.tensor([1 if ok else 0], dtype=torch.int64)
+        dist.all_reduce(t, op=dist.ReduceOp.MIN, group=self.group)
+        return bool(t.item())
+
+    def _next_candidate(self, root: Path, below: float) -> int:
+        """Rank 0: the newest checkpoint under ``below`` that checks out, or -1."""
+        for path in reversed(list_checkpoints(root)):
+            step = int(path.name.removeprefix(PREFIX))
+            if step >= below:
+                continue
+            try:
+                verify(path)
+                return step
+            except CheckpointError as err:
+                warn(f"skipping checkpoint {path}: {err}")
+        return -1
+
+    def _sees(self, path: Path) -> bool:
+        """Whether this rank sees the checkpoint whole, retrying while its view lags."""
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            try:
+                verify(path)
+                return True
+            except CheckpointError as err:
+                if time.monotonic() >= deadline:
+                    warn(f"this rank cannot read checkpoint {path}: {err}")
+                    return False
+            time.sleep(min(1.0, self.wait_s))
+
+    def resume(self, root: Path, load: Callable[[Path, dict[str, Any]], None]) -> Path | None:
+        """Load the newest checkpoint every rank can read, on every rank. A collective.
+
+        Args:
+            root: the checkpoints directory.
+            load: loads one checkpoint given its path and commit marker (a collective).
+
+        Returns:
+            The checkpoint loaded, or None when there is none.
+        """
+        below = math.inf
+        while True:
+            step = self._broadcast(self._next_candidate(root, below) if self.is_main else 0)
+            if step < 0:
+                return None
+            path = step_dir(root, step)
+            if self._all(self._sees(path)):
+                try:
+                    load(path, verify(path))
+                    return path
+                except CheckpointException as err:
+                    # DCP gathers every rank's failure and raises on all of them.
+                    if self.is_main:
+                        warn(f"skipping checkpoint {path}: loading failed ({err})")
+            elif self.is_main:
+                warn(f"skipping checkpoint {path}: not every rank can read it")
+            below = step
+
+
+def prune(root: Path, keep: int) -> None:
+    """Rank 0, after a commit: keep the newest ``keep`` committed checkpoints, and always
+    the newest one whose loss was finite, so a run gone numerically bad can still go back
+    to a sound state; remove saves that never finished and are older than the newest
+    committed checkpoint. Checkpoints of the former format are left alone.
+
+    Uncommitted directories newer than that are left alone: a stale NFS lookup can hide a
+    marker that exists, and the next save of that step starts by clearing it anyway.
+    """
+    listed = [(path, read_commit(path)) for path in list_checkpoints(root)]
+    committed = [(path, commit) for path, commit in listed if commit is not None]
+    finite = [path for path, commit in committed if math.isfinite(commit.get("loss", math.nan))]
+    keep_paths = {path for path, _ in committed[-keep:]} | set(finite[-1:])
+    newest = committed[-1][0] if committed else None
+    for path, commit in listed:
+        if commit is None and (path / FORMER_STATE).exists():
+            continue
+        if commit is None and newest is not None and path < newest:
+            warn(f"removing {path}: a save that did not finish")
+        elif commit is None or path in keep_paths:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+
+
+class Checkpointer:
+    """Writes checkpoints, in the background with ``async_save``.
+
+    Args:
+        root: the checkpoints directory.
+        group: the process group for DCP's collectives, or None for one process.
+        is_main: whether this is rank 0, which commits and prunes.
+        keep: committed checkpoints to keep.
+        async_save: return once the state is copied to host memory and write it in a
+            background thread, so steps do not wait on the NAS.
+    """
+
+    def __init__(self, root: Path, group: dist.ProcessGroup | None, is_main: bool, keep: int, async_save: bool):
+        self.root, self.group, self.is_main, self.keep = root, group, is_main, keep
+        self.async_save = async_save
+        self.pending: tuple[Future, Path, dict[str, Any]] | None = None
+
+    def save(self, state: dict[str, Any], commit: dict[str, Any], wait: bool) -> None:
+        """Save ``state`` (tensors only) as checkpoint ``commit["step"]``. A collective.
+
+        Args:
+            state: nested dicts of tensors (plain or DTensor).
+            commit: what the marker records; JSON-serialisable.
+            wait: return only once the checkpoint is committed (a SIGTERM or the last save).
+        """
+        self.wait()
+        path = step_dir(self.root, commit["step"])
+        if self.is_main and (path / MARKER).exists():
+            # The same step again, after resuming an older checkpoint: uncommit it first, so
+            # a save cut short here leaves an uncommitted directory, not a mix of two saves.
+            (path / MARKER).unlink()
+            _fsync_dir(path)
+        if self.group is not None:
+            dist.barrier(group=self.group)
+        # Every rank's writer creates the directory, so no rank waits for another's mkdir
+        # to show on shared storage.
+        kwargs = {"storage_writer": FileSystemWriter(path), "process_group": self.group, "no_dist": self.group is None}
+        if self.async_save and not wait:
+            self.pending = (dcp.async_save(state, **kwargs), path, commit)
+        else:
+            dcp.save(state, **kwargs)
+            self._commit(path, commit)
+
+    def poll(self) -> None:
+        """Commit a background save that has finished; cheap enough to call every step."""
+        if self.pending is not None and self.pending[0].done():
+            self.wait()
+
+    def wait(self) -> None:
+        """Finish and commit the background save, if one is running."""
+        if self.pending is None:
+            return
+        future, path, commit = self.pending
+        self.pending = None
+        future.result()
+        self._commit(path, commit)
+
+    def _commit(self, path: Path, commit: dict[str, Any]) -> None:
+        # DCP has written .metadata only after gathering every rank's write results, so once
+        # rank 0's save returns, every shard is on disk: the marker can go in.
+        if not self.is_main:
+            return
+        write_atomic(path / MARKER, json.dumps(commit).encode())
+        prune(self.root, self.keep)
+        print(f"checkpoint {path.name} ({commit['reason']})", flush=True)

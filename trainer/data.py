@@ -41,12 +41,22 @@ class ImageDataset:
 
 
 class TokenDataset:
-    """Non-overlapping windows of ``seq_len + 1`` tokens from a flat uint16 file."""
+    """Non-overlapping windows of ``seq_len + 1`` tokens from a flat token array.
 
-    def __init__(self, tokens: np.ndarray, seq_len: int):
+    Args:
+        tokens: token ids (uint16 or uint32), typically a memory map.
+        seq_len: tokens per training window.
+        vocab_size: the vocabulary the file declares, or None when it does not say.
+    """
+
+    def __init__(self, tokens: np.ndarray, seq_len: int, vocab_size: int | None = None):
         self.tokens = tokens
         self.seq_len = seq_len
+        self.vocab_size = vocab_size
         self.windows = (len(tokens) - 1) // seq_len
+        self.limit: int | None = None
+        """Token ids must lie below this (the model's vocabulary); checked batch by batch,
+        so nothing scans a file of billions of tokens at start-up."""
 
     def __len__(self) -> int:
         return self.windows
@@ -54,6 +64,11 @@ class TokenDataset:
     def batch(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         starts = index.numpy()[:, None] * self.seq_len
         rows = torch.from_numpy(self.tokens[starts + np.arange(self.seq_len + 1)].astype(np.int64))
+        if self.limit is not None and len(rows) and int(rows.max()) >= self.limit:
+            raise DataError(
+                f"token id {int(rows.max())} in windows {index.tolist()} is not below the model's vocabulary "
+                f"size {self.limit}: write the file with a header that declares its vocabulary"
+            )
         return rows[:, :-1], rows[:, 1:]
 
 
@@ -107,23 +122,77 @@ def load_images(data_dir: Path) -> ImageDataset:
     return ImageDataset(torch.from_numpy(images), torch.from_numpy(labels.astype(np.int64)))
 
 
-def load_tokens(data_dir: Path, seq_len: int, vocab_size: int) -> TokenDataset:
-    """``data_dir/train.bin``: a flat array of uint16 token ids, memory-mapped."""
+TOKEN_MAGIC = 20240520
+"""First int32 of a token file with a header (llm.c's value, so its files load too)."""
+HEADER_INTS = 256
+"""The header: 256 int32 values, of which [magic, version, token count, vocabulary size]."""
+TOKEN_VERSIONS = {1: np.uint16, 2: np.uint32}
+"""Header version → token dtype: uint32 for vocabularies above 65535."""
+
+
+def write_tokens(path: Path, tokens: np.ndarray, vocab_size: int) -> None:
+    """Write ``tokens`` as a token file with a header, uint16 when the vocabulary fits in
+    it and uint32 otherwise.
+
+    Raises:
+        ValueError: a token id is not below ``vocab_size``.
+    """
+    if len(tokens) and int(tokens.max()) >= vocab_size:
+        raise ValueError(f"token id {int(tokens.max())} is not below the vocabulary size {vocab_size}")
+    version = 1 if vocab_size <= 2**16 else 2
+    header = np.zeros(HEADER_INTS, np.int32)
+    header[:4] = [TOKEN_MAGIC, version, len(tokens), vocab_size]
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        f.write(tokens.astype(TOKEN_VERSIONS[version]).tobytes())
+
+
+def open_tokens(path: Path) -> tuple[np.ndarray, int | None]:
+    """Memory-map a token file: with a header (dtype, count and vocabulary read from it)
+    or without one (flat uint16, vocabulary unknown). Reads 1 KiB, whatever the size.
+
+    Returns:
+        The tokens and the declared vocabulary size (None when the file has no header).
+
+    Raises:
+        DataError: the header and the file disagree.
+    """
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        header = np.frombuffer(f.read(HEADER_INTS * 4).ljust(HEADER_INTS * 4, b"\0"), np.int32)
+    if header[0] != TOKEN_MAGIC:
+        if size % 2:
+            raise DataError(f"{path.name} has an odd size; without a header it must hold uint16 token ids")
+        return np.memmap(path, dtype=np.uint16, mode="r"), None
+    version, count, vocab = (int(v) for v in header[1:4])
+    if version not in TOKEN_VERSIONS:
+        raise DataError(f"{path.name}: header version {version} is unknown (1: uint16 tokens, 2: uint32)")
+    dtype = np.dtype(TOKEN_VERSIONS[version])
+    if size != HEADER_INTS * 4 + count * dtype.itemsize:
+        raise DataError(
+            f"{path.name}: the header declares {count} {dtype.name} tokens, but the file holds "
+            f"{(size - HEADER_INTS * 4) / dtype.itemsize:g} (truncated or still being written?)"
+        )
+    tokens = np.memmap(path, dtype=dtype, mode="r", offset=HEADER_INTS * 4, shape=(count,))
+    return tokens, vocab or None
+
+
+def load_tokens(data_dir: Path, seq_len: int) -> TokenDataset:
+    """``data_dir/train.bin``: token ids, memory-mapped (see :func:`open_tokens`)."""
     path = data_dir / "train.bin"
     if not path.is_file():
-        raise DataError(f"--data-dir {data_dir}: no train.bin (expected a flat file of uint16 token ids)")
-    if path.stat().st_size % 2:
-        raise DataError(f"--data-dir {data_dir}: train.bin has an odd size; it must hold uint16 token ids")
-    tokens = np.memmap(path, dtype=np.uint16, mode="r")
+        raise DataError(
+            f"--data-dir {data_dir}: no train.bin (expected token ids: flat uint16, or uint16/uint32 after a header)"
+        )
+    try:
+        tokens, vocab = open_tokens(path)
+    except DataError as err:
+        raise DataError(f"--data-dir {data_dir}: {err}") from None
     if len(tokens) < seq_len + 1:
         raise DataError(
             f"--data-dir {data_dir}: train.bin holds {len(tokens)} tokens, fewer than one window of {seq_len + 1}"
         )
-    if int(tokens.max()) >= vocab_size:
-        raise DataError(
-            f"--data-dir {data_dir}: train.bin has token id {int(tokens.max())} >= vocabulary size {vocab_size}"
-        )
-    return TokenDataset(tokens, seq_len)
+    return TokenDataset(tokens, seq_len, vocab)
 
 
 @dataclass(frozen=True)

@@ -9,42 +9,75 @@ process and exits:
 - 128 + N when torchrun got signal N, or when a worker died of signal N or exited with a
   status of 128 or more itself (eviction, a peer's NCCL abort, the OOM killer):
   retryable;
+- 203 (``TRANSIENT_STATUS``) when the rendezvous, the store or the network failed: a
+  Master pod not up yet (its name does not resolve, or nothing listens), a lost
+  rendezvous host, a store timeout. Retryable: the next attempt usually finds the peers;
 - otherwise the failed worker's own status, 1-127 (a bad flag, bad data, a bug): a retry
   would fail the same way;
 - 0 when training finished.
+
+It also sets ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` when the environment does not say
+otherwise: with the shared store a restarted torchrun can fail or stall (pytorch/pytorch#135712).
 
     python -m trainer.launch [torchrun flags] -m trainer [trainer flags]
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 
+from torch.distributed import DistNetworkError, DistStoreError
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+from torch.distributed.elastic.rendezvous import RendezvousError
 from torch.distributed.run import main as torchrun
+
+from .topology import TRANSIENT_STATUS
+
+TRANSIENT_ERRORS = (RendezvousError, DistNetworkError, DistStoreError, TimeoutError, ConnectionError)
+"""Failures to reach or keep the other nodes: a retry can succeed once they are reachable."""
 
 
 def exit_status(worker_codes: list[int]) -> int:
     """One status for the failed workers (``exitcode`` < 0: killed by that signal).
 
-    A signal anywhere wins: when one worker is killed, the others often fail first with
+    A signal anywhere wins, except the SIGTERM with which torchrun stops the others after
+    a failure: when one worker is killed, the others often fail first with
     an ordinary error (gloo's "connection closed by peer" is a RuntimeError), which is a
     consequence, not the cause. A bug that makes a peer abort is then retried too, as
     often as the job's ``backoffLimit`` allows.
     """
-    statuses = [128 - code if code < 0 else code for code in worker_codes]
+    # torchrun stops the surviving workers with SIGTERM once one fails; a worker that had
+    # not failed yet then shows as killed by SIGTERM, which says nothing about the cause.
+    causes = [code for code in worker_codes if code != -signal.SIGTERM] or worker_codes
+    statuses = [128 - code if code < 0 else code for code in causes]
     signalled = [status for status in statuses if status >= 128]
     return (signalled or statuses)[0]
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run torchrun with ``argv`` (``sys.argv[1:]`` when None).
+
+    Returns:
+        The exit status, as the module docstring lists.
+    """
+    os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
     try:
         torchrun(argv)
     except SignalException as stopped:
         return 128 + int(stopped.sigval)
     except ChildFailedError as failed:
         return exit_status([failure.exitcode for failure in failed.failures.values()])
+    except TRANSIENT_ERRORS as unreachable:
+        # torch has logged the failure in detail; this line says what happens next.
+        print(
+            f"error: cannot reach the other nodes ({unreachable}); exiting {TRANSIENT_STATUS} to be retried",
+            file=sys.stderr,
+            flush=True,
+        )
+        return TRANSIENT_STATUS
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The bundled DDP trainer: trains, checkpoints atomically, resumes exactly.
+"""The bundled trainer (DDP, FSDP2 or HSDP): trains, checkpoints in shards, resumes exactly.
 
 Launch it anywhere::
 
@@ -9,31 +9,35 @@ Launch it anywhere::
         --rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:29400 -m trainer --model gpt
 
 In a PyTorchJob the operator injects ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``,
-``RANK`` and the ``PET_*`` variables torchrun reads; ``TRAIN_DATA_PATH``, ``OUTPUT_PATH``
-and ``MODEL_PATH`` give the defaults of ``--data-dir``, ``--output-dir`` and
-``--model-path``. ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` keeps torchrun restarts from
+``RANK`` and the ``PET_*`` variables torchrun reads; ``TRAIN_DATA_PATH``, ``OUTPUT_PATH``,
+``MODEL_PATH`` and ``FINAL_MODEL_PATH`` give the defaults of ``--data-dir``,
+``--output-dir``, ``--init-from`` (pretrained weights to start from) and
+``--final-model-path``. ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` keeps torchrun restarts from
 failing or stalling on a stale rendezvous store (pytorch/pytorch#135712).
 
 NCCL on CUDA, gloo on CPU. Checkpoints every ``--checkpoint-every`` steps and on SIGTERM
 (then exit status 143, which ``python -m trainer.launch``, the pods' torchrun, passes on
-so ``restartPolicy: ExitCode`` retries); on start the newest whole
-checkpoint in ``<output-dir>/checkpoints`` is resumed. On CPU a resumed run ends with
-weights bit-identical to an uninterrupted one (same world size and thread count); on GPU
-cuDNN/NCCL kernels are not bit-deterministic, so a resumed run matches statistically.
+so ``restartPolicy: ExitCode`` retries); on start the ranks agree on the newest committed
+checkpoint in ``<output-dir>/checkpoints`` that every one of them can read and resume it
+(:mod:`trainer.checkpoint`). On CPU a resumed run ends with weights bit-identical to an
+uninterrupted one (same world size and thread count); on GPU cuDNN/NCCL kernels are not
+bit-deterministic, so a resumed run matches statistically.
+
+This module holds the training loop and ``main``; :mod:`trainer.config` the flags,
+:mod:`trainer.parallel` DDP/FSDP, :mod:`trainer.state` checkpoint and weights I/O,
+:mod:`trainer.numerics` the non-finite guard, :mod:`trainer.metrics` what is logged.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import io
-import json
 import math
 import os
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -41,50 +45,24 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
-    get_model_state_dict,
-    get_optimizer_state_dict,
-    set_state_dict,
-)
-from torch.distributed.fsdp import fully_shard
-from torch.nn.parallel import DistributedDataParallel
 
 from . import checkpoint
+from .config import DEFAULT_LR, Config, UsageError, parse_args
 from .data import DataError, GlobalOrder, TokenDataset, load_images, load_tokens, synthetic_images, synthetic_tokens
+from .metrics import Metrics, log, peak_memory_mb, peak_tflops
 from .models import GPT, GPT_SIZES, MnistCNN
+from .numerics import NonFiniteError, StepGuard
+from .parallel import parallelize
+from .schedule import lr_factor, planned_steps
+from .state import TrainerState
+from .topology import TRANSIENT_STATUS, Topology, default_threads, prepare_flight_recorder, topology
+from .weights import WeightsError
 
-DEFAULT_LR = {"cnn": 1e-3, "gpt": 6e-4}
-WARMUP_STEPS = 20
 STOP_CHECK_SECONDS = 2.0
 STOP_CHECK_MAX_STEPS = 10
 """The ranks agree on a SIGTERM about every two seconds of training, but at most every ten
 steps: a collective per step costs a few percent on CPU, while slow steps (a large model)
 must still leave the checkpoint time inside the eviction grace period."""
-PEAK_TFLOPS = {
-    "H200": 989.0,
-    "H20": 148.0,
-    "H100 PCIe": 756.0,
-    "H100 NVL": 835.0,
-    "H100": 989.0,
-    "H800": 989.0,
-    "A100": 312.0,
-    "A800": 312.0,
-    "A10": 125.0,
-    "L40S": 362.0,
-    "L20": 119.5,
-}
-"""Dense bf16 tensor-core TFLOP/s for MFU, by device-name substring. Order matters: the
-first substring found wins, so "H200" precedes "H20" and "A100" precedes "A10"."""
-
-
-FULL_STATE = StateDictOptions(full_state_dict=True, cpu_offload=True)
-"""Checkpoints hold whole tensors (gathered to rank 0), so any world size can resume them."""
-
-
-def peak_tflops(device_name: str) -> float | None:
-    """The dense bf16 peak of a GPU named like ``torch.cuda.get_device_name``; None if unknown."""
-    return next((peak for key, peak in PEAK_TFLOPS.items() if key in device_name), None)
 
 
 def stop_check_interval(step_time_s: float) -> int:
@@ -92,177 +70,19 @@ def stop_check_interval(step_time_s: float) -> int:
     return max(1, min(STOP_CHECK_MAX_STEPS, int(STOP_CHECK_SECONDS / step_time_s)))
 
 
+IGNORE_INDEX = -100
+"""Target of padding rows, which the loss skips."""
+
+
 def summed_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Cross-entropy summed over every target, in fp32. Compiled, the upcast fuses into
     the reduction, so fp32 logits (13 GB for GPT-2 small at batch 64) are never stored."""
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), reduction="sum")
-
-
-class UsageError(ValueError):
-    """Inconsistent flags or an unusable output directory."""
-
-
-@dataclass
-class Config:
-    """Every knob of a run; flags override the environment, which overrides the defaults."""
-
-    model: str = "cnn"
-    data_dir: str | None = None
-    """None: deterministic synthetic data."""
-    output_dir: str = "trainer-output"
-    model_path: str | None = None
-    """Where the final plain state_dict goes; ``<output_dir>/final_model.pt`` when unset."""
-    batch_size: int = 64
-    """Per process, per micro-step."""
-    grad_accum: int = 1
-    max_steps: int | None = None
-    epochs: int | None = None
-    """Both unset: one epoch."""
-    lr: float | None = None
-    seed: int = 1234
-    checkpoint_every: int = 200
-    """Optimizer steps between checkpoints: the most work a SIGKILL can lose."""
-    keep_checkpoints: int = 3
-    log_every: int = 20
-    gpt_size: str = "tiny"
-    synthetic_size: int = 60_000
-    """Samples (cnn) or windows (gpt) of synthetic data."""
-    timeout_s: float = 300.0
-    """Collective timeout: how long survivors wait for a dead peer before failing."""
-    compile: bool = False
-    """torch.compile the model and the loss."""
-    peak_tflops: float | None = None
-    """Per-device peak FLOP/s (in TFLOP/s) behind MFU; None: looked up from the GPU's name."""
-    channels_last: bool = True
-    fsdp: bool = False
-    """Shard parameters, gradients and optimizer state (FSDP2 ``fully_shard``) instead of DDP."""
-
-    def validate(self) -> None:
-        if self.model not in ("cnn", "gpt"):
-            raise UsageError(f"--model {self.model!r}: choose cnn or gpt")
-        if self.gpt_size not in GPT_SIZES:
-            raise UsageError(f"--gpt-size {self.gpt_size!r}: choose one of {', '.join(GPT_SIZES)}")
-        for flag, value in (
-            ("--batch-size", self.batch_size),
-            ("--grad-accum", self.grad_accum),
-            ("--checkpoint-every", self.checkpoint_every),
-            ("--log-every", self.log_every),
-            ("--keep-checkpoints", self.keep_checkpoints),
-            ("--synthetic-size", self.synthetic_size),
-        ):
-            if value < 1:
-                raise UsageError(f"{flag} must be at least 1, got {value}")
-        for flag, value in (("--max-steps", self.max_steps), ("--epochs", self.epochs)):
-            if value is not None and value < 1:
-                raise UsageError(f"{flag} must be at least 1, got {value}")
-        for flag, value in (("--lr", self.lr), ("--peak-tflops", self.peak_tflops)):
-            if value is not None and not value > 0:
-                raise UsageError(f"{flag} must be positive, got {value}")
-        if self.fsdp and self.model != "gpt":
-            raise UsageError("--fsdp shards the gpt model; the cnn is small enough for plain DDP")
-
-
-def parse_args(argv: list[str] | None = None) -> Config:
-    env = os.environ
-    p = argparse.ArgumentParser(prog="python -m trainer", description="DDP trainer with exact resume.")
-    p.add_argument("--model", default="cnn", help="cnn (MNIST convnet) or gpt (small decoder)")
-    p.add_argument(
-        "--data-dir",
-        default=env.get("TRAIN_DATA_PATH"),
-        help="train.npz (cnn) or train.bin (gpt); default $TRAIN_DATA_PATH",
-    )
-    p.add_argument("--synthetic", action="store_true", help="use synthetic data even if $TRAIN_DATA_PATH is set")
-    p.add_argument(
-        "--output-dir",
-        default=env.get("OUTPUT_PATH", Config.output_dir),
-        help="checkpoints and metrics; default $OUTPUT_PATH",
-    )
-    p.add_argument(
-        "--model-path",
-        default=env.get("MODEL_PATH"),
-        help="final state_dict; default $MODEL_PATH or <output-dir>/final_model.pt",
-    )
-    p.add_argument("--batch-size", type=int, default=Config.batch_size, help="per process")
-    p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step")
-    p.add_argument("--max-steps", type=int)
-    p.add_argument("--epochs", type=int)
-    p.add_argument("--lr", type=float)
-    p.add_argument("--seed", type=int, default=Config.seed)
-    p.add_argument("--checkpoint-every", type=int, default=Config.checkpoint_every, help="steps")
-    p.add_argument("--keep-checkpoints", type=int, default=Config.keep_checkpoints)
-    p.add_argument("--log-every", type=int, default=Config.log_every, help="steps")
-    p.add_argument("--gpt-size", default="tiny", help=f"one of {', '.join(GPT_SIZES)}")
-    p.add_argument("--synthetic-size", type=int, default=Config.synthetic_size)
-    p.add_argument("--timeout-s", type=float, default=Config.timeout_s, help="collective timeout")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model and the loss")
-    p.add_argument(
-        "--peak-tflops",
-        type=float,
-        help="per-device peak TFLOP/s for MFU; default: the GPU's dense bf16 peak, looked up by name",
-    )
-    p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
-    p.add_argument("--fsdp", action="store_true", help="shard the gpt model with FSDP2 instead of replicating it (DDP)")
-    args = vars(p.parse_args(argv))
-    if args.pop("synthetic"):
-        args["data_dir"] = None
-    cfg = Config(**args)
-    cfg.validate()
-    return cfg
-
-
-def cpu_quota() -> int:
-    """CPUs this process may use: the cgroup quota when one is set, else its affinity."""
-    try:
-        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
-        if quota != "max":
-            return max(1, int(int(quota) / int(period)))
-    except (OSError, ValueError):
-        pass
-    return len(os.sched_getaffinity(0))
-
-
-def default_threads(local_world: int) -> int:
-    """Intra-op threads: ``OMP_NUM_THREADS`` when given, else the CPU quota shared out
-    among the local processes (oversubscribing costs ~40% on CPU)."""
-    if os.environ.get("OMP_NUM_THREADS", "").isdigit():
-        return int(os.environ["OMP_NUM_THREADS"])
-    return max(1, cpu_quota() // local_world)
-
-
-def lr_factor(step: int, total: int) -> float:
-    """The learning rate at ``step`` as a fraction of the base: linear warmup, then cosine
-    decay to 10% at ``total`` steps."""
-    if step < WARMUP_STEPS:
-        return (step + 1) / WARMUP_STEPS
-    if step >= total:
-        return 0.1
-    progress = (step - WARMUP_STEPS) / max(1, total - WARMUP_STEPS)
-    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
-
-
-@dataclass(frozen=True)
-class Topology:
-    rank: int
-    world: int
-    local_rank: int
-    local_world: int
-    device: torch.device
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-
-def topology() -> Topology:
-    env = os.environ
-    local_rank = int(env.get("LOCAL_RANK", 0))  # the operator sets no LOCAL_RANK outside torchrun
-    device = torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
-    return Topology(
-        int(env.get("RANK", 0)), int(env.get("WORLD_SIZE", 1)), local_rank, int(env.get("LOCAL_WORLD_SIZE", 1)), device
+    return F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), reduction="sum", ignore_index=IGNORE_INDEX
     )
 
 
-class Trainer:
+class Trainer(TrainerState):
     """Owns the model, optimizer, data order and position of one run.
 
     Args:
@@ -280,52 +100,52 @@ class Trainer:
             model: torch.nn.Module = MnistCNN()
             self.memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
         else:
-            model = GPT(GPT_SIZES[cfg.gpt_size])
+            shape = GPT_SIZES[cfg.gpt_size]
+            declared = getattr(dataset, "vocab_size", None)
+            if declared and declared > shape.vocab_size:
+                # The data's vocabulary, padded to a multiple of 64 for tensor cores.
+                shape = replace(shape, vocab_size=-(-declared // 64) * 64)
+            model = GPT(shape)
+            dataset.limit = shape.vocab_size
             self.memory_format = torch.contiguous_format
         self.model = model.to(topo.device, memory_format=self.memory_format)
         torch.manual_seed(cfg.seed + topo.rank)  # distinct dropout per rank
-        self.ddp = None
-        self.sharded = cfg.fsdp and topo.world > 1
-        if self.sharded:
-            for block in self.model.blocks:
-                fully_shard(block)
-            fully_shard(self.model)
-        elif topo.world > 1:
-            # Gradients as views into the all-reduce buckets: one copy fewer per step.
-            self.ddp = DistributedDataParallel(
-                self.model,
-                device_ids=[topo.device.index] if topo.device.type == "cuda" else None,
-                gradient_as_bucket_view=True,
-            )
-        self.forward = self.ddp if self.ddp is not None else self.model
-        self.loss = summed_cross_entropy
-        if cfg.compile:
-            # Two graphs: compiling the DDP wrapper is the supported way to keep its
-            # bucketed all-reduce overlapping the backward pass.
-            self.forward = torch.compile(self.forward)
-            self.loss = torch.compile(summed_cross_entropy)
+        parallel = parallelize(self.model, cfg, topo)
+        self.forward, self.ddp, self.sharded = parallel.forward, parallel.ddp, parallel.sharded
+        self.parallel_kind = parallel.kind
+        # The loss is a graph of its own, so the fp32 upcast of the logits fuses into the sum.
+        self.loss = torch.compile(summed_cross_entropy) if cfg.compile else summed_cross_entropy
         self.base_lr = cfg.lr or DEFAULT_LR[cfg.model]
-        # The fused kernel exists for CPU and CUDA and beats the per-tensor loop on both;
-        # sharded (DTensor) parameters take the per-tensor loop.
-        self.optimizer = torch.optim.AdamW(
-            self.model.parameters(),
-            lr=self.base_lr,
-            weight_decay=0.0,
-            fused=not self.sharded,
-            foreach=self.sharded or None,
-        )
+        # The fused kernel exists for CPU and CUDA, takes DTensor parameters (FSDP2) too,
+        # beats the per-tensor loop, and alone honours found_inf, which skips a non-finite
+        # step without a host sync.
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=self.base_lr, weight_decay=0.0, fused=True)
+        self.guard = StepGuard(self.optimizer, cfg.clip_grad, cfg.max_nonfinite_steps, topo.device)
+        self.grad_accum = cfg.grad_accum
         self.order = GlobalOrder(len(dataset), cfg.batch_size * topo.world * cfg.grad_accum, cfg.seed)
-        self.total_steps = cfg.max_steps or self.order.steps_per_epoch * (cfg.epochs or 1)
+        self.total_steps = planned_steps(0, 0, 0, self.order, cfg.max_steps, cfg.epoch_limit)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_factor(s, self.total_steps))
         self.step = 0
         self.epoch = 0
         self.position = 0
         self.saved_step: int | None = None
-        self.metrics = Metrics(self.output / "metrics.jsonl") if topo.is_main else None
+        # The checkpoint and resume collectives move small CPU tensors, with async saves from
+        # a background thread: a gloo group of their own keeps them apart from training's
+        # collectives (NCCL on GPUs), which they would otherwise interleave with.
+        self.group = dist.new_group(backend="gloo") if topo.world > 1 else None
+        self.checkpointer = checkpoint.Checkpointer(
+            self.output / "checkpoints", self.group, topo.is_main, cfg.keep_checkpoints, cfg.async_checkpoint
+        )
+        self.metrics: Metrics | None = None
+        self.loader = ThreadPoolExecutor(1, thread_name_prefix="prefetch")
+        self.prefetched: tuple[tuple[int, int], Future] | None = None
         self.stop_signal: int | None = None
         self.stop_check_every = STOP_CHECK_MAX_STEPS
+        # bf16 on GPUs: autocast under DDP; FSDP casts by its mixed-precision policy instead.
         self.autocast = (
-            torch.autocast("cuda", dtype=torch.bfloat16) if topo.device.type == "cuda" else contextlib.nullcontext()
+            torch.autocast("cuda", dtype=torch.bfloat16)
+            if topo.device.type == "cuda" and not self.sharded
+            else contextlib.nullcontext()
         )
         flops = self.model.flops_per_token() if isinstance(self.model, GPT) else None
         peak = cfg.peak_tflops or (
@@ -334,126 +154,51 @@ class Trainer:
         self.flops_per_sample = flops * self.model.cfg.seq_len if flops and peak else None
         self.peak_flops = peak * 1e12 if peak else None
 
-    # --- state -----------------------------------------------------------------------
-
-    def _gather(self, state: torch.Tensor) -> list[torch.Tensor]:
-        """Every rank's copy of a fixed-size byte tensor (all_gather_object needs NumPy in
-        some builds; plain tensors do not)."""
-        if self.topo.world == 1:
-            return [state]
-        on_device = state.to(self.topo.device)
-        gathered = [torch.empty_like(on_device) for _ in range(self.topo.world)]
-        dist.all_gather(gathered, on_device)
-        return [t.cpu() for t in gathered]
-
-    def model_state(self) -> dict[str, torch.Tensor] | None:
-        """The whole model on the CPU for rank 0 (gathered from the shards with FSDP, which
-        makes this a collective); ``None`` on other ranks, which write nothing."""
-        if self.sharded:
-            return get_model_state_dict(self.model, options=FULL_STATE)
-        if not self.topo.is_main:
-            return None
-        return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
-
-    def state_dict(self) -> dict[str, Any]:
-        """Everything a resumed run needs to continue exactly. A collective: every rank calls
-        it; only rank 0's carries the model and optimizer state."""
-        cuda = self.topo.device.type == "cuda"
-        if self.sharded:
-            optimizer = get_optimizer_state_dict(self.model, self.optimizer, options=FULL_STATE)
-        else:
-            optimizer = self.optimizer.state_dict() if self.topo.is_main else None
-        return {
-            "model": self.model_state(),
-            "optimizer": optimizer,
-            "scheduler": self.scheduler.state_dict(),
-            "step": self.step,
-            "epoch": self.epoch,
-            "position": self.position,
-            "rng": self._gather(torch.get_rng_state()),
-            "cuda_rng": self._gather(torch.cuda.get_rng_state(self.topo.device)) if cuda else None,
-            "world_size": self.topo.world,
-            "threads": self.threads,
-            "config": asdict(self.cfg),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        saved = state["config"]
-        for key, flag in (("model", "--model"), ("fsdp", "--fsdp")):
-            if saved.get(key, False) != getattr(self.cfg, key):
-                raise UsageError(
-                    f"--output-dir {self.output} holds a checkpoint of a run with {flag} "
-                    f"{saved.get(key, False)!r}, not {getattr(self.cfg, key)!r}: use another output directory"
-                )
-        if self.sharded:
-            set_state_dict(
-                self.model,
-                self.optimizer,
-                model_state_dict=state["model"],
-                optim_state_dict=state["optimizer"],
-                options=StateDictOptions(full_state_dict=True),
-            )
-        else:
-            self.model.load_state_dict(state["model"])
-            self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
-        # The schedule is a function of the step and this run's flags: a run resumed with a
-        # new --max-steps, --epochs or --lr follows the new curve from its first step rather
-        # than taking one step at the rate the old run stopped at.
-        self.scheduler.base_lrs = [self.base_lr for _ in self.optimizer.param_groups]
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.base_lr * lr_factor(self.step, self.total_steps)
-        self.saved_step = self.step
-        if state["world_size"] == self.topo.world:
-            torch.set_rng_state(state["rng"][self.topo.rank])
-            if state["cuda_rng"] is not None and self.topo.device.type == "cuda":
-                torch.cuda.set_rng_state(state["cuda_rng"][self.topo.rank], self.topo.device)
-        else:
-            # Elastic resize: data position is exact, dropout streams start anew.
-            torch.manual_seed(self.cfg.seed + self.topo.rank + 7919 * self.step)
-        if state["threads"] != torch.get_num_threads():
-            # The intra-op thread count changes reduction order, so it is part of the state.
-            torch.set_num_threads(state["threads"])
-            self.threads = state["threads"]
-
-    def save_checkpoint(self, reason: str) -> None:
-        """A collective: every rank calls it at the same step; rank 0 writes."""
-        state = self.state_dict()
-        self.saved_step = self.step
-        if self.topo.is_main:
-            path = checkpoint.save(self.output / "checkpoints", self.step, state, reason, self.cfg.keep_checkpoints)
-            log(f"checkpoint {path.name} ({reason})")
-
-    def resume(self) -> bool:
-        found = checkpoint.load_latest(self.output / "checkpoints")
-        if found is None:
-            return False
-        path, state = found
-        self.load_state_dict(state)
-        if self.topo.is_main:
-            log(f"resumed from {path.name}: step {self.step}, epoch {self.epoch}, sample {self.position}")
-        return True
-
     # --- training --------------------------------------------------------------------
 
-    def train_step(self, permutation: torch.Tensor) -> torch.Tensor:
-        """One optimizer step over the next global batch; returns this rank's loss share."""
-        lo, hi = self.order.step_slice(self.position)
-        total = hi - lo
-        micro = self.cfg.grad_accum
-        bounds = [lo + total * i // micro for i in range(micro + 1)]
-        loss_share = torch.zeros((), device=self.topo.device)
-        for i in range(micro):
+    def _batches(self, permutation: torch.Tensor, position: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """This rank's micro-batches for the step that starts at ``position``, on the host."""
+        lo, hi = self.order.step_slice(position)
+        bounds = [lo + (hi - lo) * i // self.grad_accum for i in range(self.grad_accum + 1)]
+        batches = []
+        for i in range(self.grad_accum):
             rlo, rhi = GlobalOrder.rank_share(bounds[i], bounds[i + 1], self.topo.rank, self.topo.world)
             x, y = self.dataset.batch(permutation[rlo:rhi])
+            if self.cfg.compile:
+                # Compiled graphs are specialised on shapes and strides: the epoch's last,
+                # smaller step is padded to the usual shape with targets the loss ignores,
+                # and every batch is made contiguous (token windows are strided views),
+                # so no step recompiles.
+                pad = self.cfg.batch_size - len(y)
+                x = torch.cat([x, x.new_zeros((pad, *x.shape[1:]))])
+                y = torch.cat([y, y.new_full((pad, *y.shape[1:]), IGNORE_INDEX)])
+            if self.topo.device.type == "cuda":
+                x, y = x.pin_memory(), y.pin_memory()  # so the copies below overlap compute
+            batches.append((x, y))
+        return batches
+
+    def train_step(self, permutation: torch.Tensor) -> torch.Tensor:
+        """One optimizer step over the next global batch; returns this rank's loss share.
+
+        The next step's batches are read in a background thread meanwhile, so the latency
+        of shared storage (page faults on a memory-mapped NAS file) overlaps compute.
+        """
+        lo, hi = self.order.step_slice(self.position)
+        total = hi - lo
+        ahead = self.prefetched
+        batches = ahead[1].result() if ahead and ahead[0] == (self.epoch, lo) else self._batches(permutation, lo)
+        self.prefetched = None
+        if hi < self.order.size:
+            self.prefetched = ((self.epoch, hi), self.loader.submit(self._batches, permutation, hi))
+        loss_share = torch.zeros((), device=self.topo.device)
+        for i, (x, y) in enumerate(batches):
             x = x.to(self.topo.device, non_blocking=True)
             if x.dim() == 4:
                 x = x.contiguous(memory_format=self.memory_format)
             y = y.to(self.topo.device, non_blocking=True)
             # Shares can differ by one sample (the epoch's last step): weighting each rank's
             # summed loss by world/total makes DDP's mean over ranks the mean over samples.
-            last = i == micro - 1
+            last = i == len(batches) - 1
             if self.sharded:
                 self.model.set_requires_gradient_sync(last)
             sync = contextlib.nullcontext() if self.ddp is None or last else self.ddp.no_sync()
@@ -462,8 +207,11 @@ class Trainer:
                     out = self.forward(x)
                     summed = self.loss(out, y)
                     loss = summed / (y[0].numel() if y.dim() > 1 and len(y) else 1) * self.topo.world / total
+                if self.step + 1 in self.cfg.fault_nonfinite_steps and self.topo.rank == self.topo.world - 1:
+                    loss = loss * math.nan
                 loss.backward()
             loss_share += loss.detach()
+        self.guard.before_step(self.model.parameters())
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
@@ -474,7 +222,7 @@ class Trainer:
     def _finished(self) -> bool:
         if self.cfg.max_steps is not None and self.step >= self.cfg.max_steps:
             return True
-        epochs = self.cfg.epochs or (None if self.cfg.max_steps else 1)
+        epochs = self.cfg.epoch_limit
         return epochs is not None and self.epoch >= epochs
 
     def _stop_everywhere(self) -> bool:
@@ -486,9 +234,14 @@ class Trainer:
 
     def train(self) -> int:
         """Train until done or stopped. Returns the exit status (143 after SIGTERM)."""
+        if self.topo.is_main:
+            # Opened here, after any resume: rows past the resumed step are dropped, as the
+            # run is about to log those steps again.
+            self.metrics = Metrics(self.output / "metrics.jsonl", after_step=self.step)
         permutation = self.order.permutation(self.epoch)
         window_start, window_steps = time.perf_counter(), 0
         window_samples = 0
+        loss = torch.zeros((), device=self.topo.device)
         while not self._finished():
             if self.position >= self.order.size:
                 self.epoch, self.position = self.epoch + 1, 0
@@ -500,36 +253,48 @@ class Trainer:
             window_steps += 1
             window_samples += self.position - before
             if self.step % self.cfg.log_every == 0:
-                step_time = (time.perf_counter() - window_start) / window_steps
-                # One collective for both: the loss across ranks, and a step time every
-                # rank agrees on, so they all check for SIGTERM at the same steps.
-                stats = torch.stack([loss, torch.tensor(step_time, device=loss.device)])
-                if self.topo.world > 1:
-                    dist.all_reduce(stats)
-                loss_value, step_time = (stats / self.topo.world).tolist()
-                self.stop_check_every = stop_check_interval(step_time)
                 elapsed = time.perf_counter() - window_start
+                row = self._metrics(loss, elapsed, window_steps, window_samples)
+                self.stop_check_every = stop_check_interval(row["step_time_s"])
                 if self.metrics is not None:
-                    self.metrics.log(self._metrics(loss_value, window_samples / elapsed, elapsed / window_steps))
+                    self.metrics.log(row)
                 window_start, window_steps, window_samples = time.perf_counter(), 0, 0
-            if self.step % self.stop_check_every == 0 and self._stop_everywhere():
-                self.save_checkpoint("sigterm")
-                return 128 + signal.SIGTERM
+            if self.step % self.stop_check_every == 0:
+                self.guard.check(self.step)
+                if self._stop_everywhere():
+                    self.save_checkpoint("sigterm", loss, wait=True)
+                    return 128 + signal.SIGTERM
+            saving = time.perf_counter()
             if self.step % self.cfg.checkpoint_every == 0:
-                self.save_checkpoint("periodic")
-        if self.saved_step != self.step:
-            self.save_checkpoint("final")
+                self.save_checkpoint("periodic", loss)
+            self.checkpointer.poll()
+            # Throughput and MFU are of training: time spent saving is left out of the window.
+            window_start += time.perf_counter() - saving
+        self.save_checkpoint("final", loss, wait=True)
         self.write_final_model()
         return 0
 
-    def _metrics(self, loss: float, samples_per_s: float, step_time: float) -> dict[str, Any]:
+    def _metrics(self, loss: torch.Tensor, elapsed: float, steps: int, samples: int) -> dict[str, Any]:
+        """The log row for a window of ``steps`` steps. A collective: one all-gather of every
+        rank's loss, step time and peak memory, so the row shows stragglers, and every rank
+        gets the same mean step time to pace its SIGTERM checks with."""
+        local = torch.tensor([0.0, elapsed / steps, peak_memory_mb(self.topo.device)], device=loss.device)
+        local[0] = loss
+        ranks = torch.stack(self._gather(local))
+        step_time = ranks[:, 1].mean().item()
+        samples_per_s = samples / elapsed
         row = {
             "step": self.step,
             "epoch": self.epoch,
-            "loss": round(loss, 6),
+            "loss": round(ranks[:, 0].sum().item() / self.topo.world, 6),
             "lr": self.scheduler.get_last_lr()[0],
             "samples_per_s": round(samples_per_s, 2),
             "step_time_s": round(step_time, 5),
+            "step_time_max_s": round(ranks[:, 1].max().item(), 5),
+            "slowest_rank": int(ranks[:, 1].argmax().item()),
+            "peak_memory_mb": round(ranks[:, 2].max().item(), 1),
+            "grad_norm": round(self.guard.norm.item(), 6),
+            "nonfinite_steps": int(self.guard.skipped.item()),
         }
         if isinstance(self.model, GPT):
             row["tokens_per_s"] = round(samples_per_s * self.model.cfg.seq_len, 1)
@@ -538,50 +303,9 @@ class Trainer:
         return row
 
     def close(self) -> None:
+        self.loader.shutdown(cancel_futures=True)
         if self.metrics is not None:
             self.metrics.close()
-
-    def write_final_model(self) -> None:
-        """Rank 0 writes a plain state_dict; a collective under FSDP (the shards are gathered)."""
-        weights = self.model_state()
-        if weights is None or not self.topo.is_main:
-            return
-        path = Path(self.cfg.model_path) if self.cfg.model_path else self.output / "final_model.pt"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        buffer = io.BytesIO()
-        torch.save(weights, buffer)
-        checkpoint.write_atomic(path, buffer.getvalue())
-        log(f"final model: {path}")
-
-
-class Metrics:
-    """``metrics.jsonl`` (one object per log step) and TensorBoard when it is installed."""
-
-    def __init__(self, path: Path):
-        self.file = open(path, "a", buffering=1)
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self.tensorboard = SummaryWriter(str(path.parent / "tensorboard"))
-        except ImportError:
-            self.tensorboard = None
-
-    def close(self) -> None:
-        self.file.close()
-        if self.tensorboard is not None:
-            self.tensorboard.close()
-
-    def log(self, row: dict[str, Any]) -> None:
-        self.file.write(json.dumps(row) + "\n")
-        print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
-        if self.tensorboard is not None:
-            for key, value in row.items():
-                if key != "step":
-                    self.tensorboard.add_scalar(key, value, row["step"])
-
-
-def log(message: str) -> None:
-    print(message, flush=True)
 
 
 def load_dataset(cfg: Config) -> Any:
@@ -598,7 +322,7 @@ def load_dataset(cfg: Config) -> Any:
     if cfg.model == "cnn":
         return load_images(data_dir)
     gpt = GPT_SIZES[cfg.gpt_size]
-    return load_tokens(data_dir, gpt.seq_len, gpt.vocab_size)
+    return load_tokens(data_dir, gpt.seq_len)
 
 
 def check_output_dir(path: Path, rank: int) -> None:
@@ -619,30 +343,42 @@ def main(argv: list[str] | None = None) -> int:
         # Validate everything before joining the process group: a bad flag or data dir
         # fails fast on every rank instead of leaving the others waiting in a collective.
         check_output_dir(Path(cfg.output_dir), topo.rank)
+        prepare_flight_recorder()
+        if cfg.init_from and not Path(cfg.init_from).is_file():
+            raise UsageError(f"--init-from {cfg.init_from}: no such file (pretrained weights to start from)")
         dataset = load_dataset(cfg)
     except (UsageError, DataError) as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return 2
     torch.set_num_threads(default_threads(topo.local_world))
-    if topo.world > 1:
-        backend = "nccl" if topo.device.type == "cuda" else "gloo"
-        if topo.device.type == "cuda":
-            torch.cuda.set_device(topo.device)
-        dist.init_process_group(backend, timeout=timedelta(seconds=cfg.timeout_s))
     trainer: Trainer | None = None
     try:
+        if topo.world > 1:
+            backend = "nccl" if topo.device.type == "cuda" else "gloo"
+            if topo.device.type == "cuda":
+                torch.cuda.set_device(topo.device)
+            dist.init_process_group(backend, timeout=timedelta(seconds=cfg.timeout_s))
         trainer = Trainer(cfg, topo, dataset)
         signal.signal(signal.SIGTERM, lambda signum, frame: setattr(trainer, "stop_signal", signum))
-        trainer.resume()
+        if not trainer.resume() and cfg.init_from:
+            trainer.init_weights(Path(cfg.init_from))
         if topo.is_main:
             log(
-                f"training {cfg.model} on {topo.world} process(es), {torch.get_num_threads()} thread(s) each, "
+                f"training {cfg.model} on {topo.world} process(es) ({trainer.parallel_kind}), "
+                f"{torch.get_num_threads()} thread(s) each, "
                 f"{len(dataset)} samples, global batch {trainer.order.global_batch}, device {topo.device}"
             )
         return trainer.train()
-    except UsageError as err:
+    except (UsageError, WeightsError, DataError) as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return 2
+    except NonFiniteError as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        return 1
+    except (dist.DistNetworkError, dist.DistStoreError) as err:
+        # The store on the Master is unreachable or lost: a retry can find it.
+        print(f"error: lost the other processes ({err})", file=sys.stderr, flush=True)
+        return TRANSIENT_STATUS
     finally:
         if trainer is not None:
             trainer.close()

@@ -1,0 +1,44 @@
+"""FSDP2 as multi-node jobs run it: HSDP across nodes, activation checkpointing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+from conftest import ROOT, free_port
+from test_trainer import ENV, final_weights, metrics, run, torchrun
+
+GPT = ["--model", "gpt", "--batch-size", "4", "--synthetic-size", "200", "--log-every", "3", "--checkpoint-every", "6"]
+
+
+def test_a_two_node_fsdp_job_shards_within_nodes_and_resumes_on_one_node(tmp_path: Path) -> None:
+    # Two pods of one process each, as the operator launches them: two nodes, so HSDP with
+    # two replicas of one shard. Its checkpoint then resumes as plain FSDP on one node.
+    port = free_port()
+    env = {**ENV, "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    cmd = [sys.executable, "-m", "trainer", *GPT, "--fsdp", "--max-steps", "6", "--output-dir", str(tmp_path)]
+    pods = [
+        subprocess.Popen(
+            cmd, cwd=ROOT, env={**env, "RANK": str(r)}, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for r in range(2)
+    ]
+    outputs = [pod.communicate(timeout=180) for pod in pods]
+    assert [pod.returncode for pod in pods] == [0, 0], outputs
+    assert "training gpt on 2 process(es) (HSDP, 2 replicas × 1 shards)" in outputs[0][0]
+    resumed = run(torchrun("trainer", *GPT, "--fsdp", "--max-steps", "9", "--output-dir", str(tmp_path)))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "(FSDP)" in resumed.stdout and "resumed from step-000000006" in resumed.stdout
+    rows = metrics(tmp_path)
+    assert [r["step"] for r in rows] == [3, 6, 9] and rows[-1]["loss"] < rows[0]["loss"]
+
+
+def test_activation_checkpointing_recomputes_the_same_gradients(tmp_path: Path) -> None:
+    common = [sys.executable, "-m", "trainer", *GPT, "--max-steps", "3"]
+    plain = run([*common, "--output-dir", str(tmp_path / "plain")])
+    recomputed = run([*common, "--activation-checkpointing", "--output-dir", str(tmp_path / "recomputed")])
+    assert plain.returncode == recomputed.returncode == 0, plain.stderr + recomputed.stderr
+    a, b = final_weights(tmp_path / "plain"), final_weights(tmp_path / "recomputed")
+    assert all(torch.equal(a[k], b[k]) for k in a)

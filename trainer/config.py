@@ -1,0 +1,196 @@
+"""The run's configuration: one validated :class:`Config`, built from flags and the environment."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+
+from .models import GPT_SIZES
+
+DEFAULT_LR = {"cnn": 1e-3, "gpt": 6e-4}
+
+
+class UsageError(ValueError):
+    """Inconsistent flags or an unusable output directory."""
+
+
+@dataclass
+class Config:
+    """Every knob of a run; flags override the environment, which overrides the defaults."""
+
+    model: str = "cnn"
+    data_dir: str | None = None
+    """None: deterministic synthetic data."""
+    output_dir: str = "trainer-output"
+    final_model_path: str | None = None
+    """Where the final plain state_dict goes; ``<output_dir>/final_model.pt`` when unset."""
+    init_from: str | None = None
+    """Pretrained weights (a plain state_dict, ``.pt`` or ``.safetensors``) a new run starts
+    from; a run that resumes a checkpoint ignores them."""
+    batch_size: int = 64
+    """Per process, per micro-step."""
+    grad_accum: int = 1
+    max_steps: int | None = None
+    epochs: int | None = None
+    """The run ends at whichever of ``max_steps`` and ``epochs`` comes first, and the
+    learning rate anneals to that end; with only one given the other is no limit, with
+    neither the run is one epoch."""
+    lr: float | None = None
+    seed: int = 1234
+    checkpoint_every: int = 200
+    """Optimizer steps between checkpoints: the most work a SIGKILL can lose."""
+    keep_checkpoints: int = 3
+    """Committed checkpoints kept; the newest one with a finite loss is kept besides."""
+    async_checkpoint: bool = False
+    """Write checkpoints in a background thread once the state is copied to host memory."""
+    storage_wait_s: float = 30.0
+    """How long a rank waits to see a checkpoint rank 0 picked before all give it up
+    (shared storage can show each node a stale listing for a while)."""
+    log_every: int = 20
+    clip_grad: float | None = None
+    """Largest gradient norm (L2, over all parameters); None: no clipping. The norm is
+    measured and logged either way."""
+    max_nonfinite_steps: int = 20
+    """Consecutive steps with non-finite gradients (each skipped) after which the run stops."""
+    fault_nonfinite_steps: tuple[int, ...] = ()
+    """Fault injection for tests and cluster drills, from ``$TRAINER_FAULT_NONFINITE_STEPS``
+    (comma-separated step numbers): the highest rank's loss at those steps becomes NaN."""
+    gpt_size: str = "tiny"
+    synthetic_size: int = 60_000
+    """Samples (cnn) or windows (gpt) of synthetic data."""
+    timeout_s: float = 300.0
+    """Collective timeout: how long survivors wait for a dead peer before failing."""
+    compile: bool = False
+    """torch.compile the model and the loss."""
+    peak_tflops: float | None = None
+    """Per-device peak FLOP/s (in TFLOP/s) behind MFU; None: looked up from the GPU's name."""
+    channels_last: bool = True
+    activation_checkpointing: bool = False
+    """Recompute the gpt blocks' activations in the backward pass (less memory, more compute)."""
+    fsdp: bool = False
+    """Shard parameters, gradients and optimizer state (FSDP2 ``fully_shard``) instead of DDP;
+    on several nodes, shard within each node and replicate across them (HSDP)."""
+
+    @property
+    def epoch_limit(self) -> int | None:
+        """Epochs the run may take: ``--epochs``, unlimited under ``--max-steps`` alone, else one."""
+        if self.epochs is not None:
+            return self.epochs
+        return None if self.max_steps is not None else 1
+
+    def validate(self) -> None:
+        if self.model not in ("cnn", "gpt"):
+            raise UsageError(f"--model {self.model!r}: choose cnn or gpt")
+        if self.gpt_size not in GPT_SIZES:
+            raise UsageError(f"--gpt-size {self.gpt_size!r}: choose one of {', '.join(GPT_SIZES)}")
+        for flag, value in (
+            ("--batch-size", self.batch_size),
+            ("--grad-accum", self.grad_accum),
+            ("--checkpoint-every", self.checkpoint_every),
+            ("--log-every", self.log_every),
+            ("--keep-checkpoints", self.keep_checkpoints),
+            ("--synthetic-size", self.synthetic_size),
+            ("--max-nonfinite-steps", self.max_nonfinite_steps),
+        ):
+            if value < 1:
+                raise UsageError(f"{flag} must be at least 1, got {value}")
+        for flag, value in (("--max-steps", self.max_steps), ("--epochs", self.epochs)):
+            if value is not None and value < 1:
+                raise UsageError(f"{flag} must be at least 1, got {value}")
+        if self.storage_wait_s < 0:
+            raise UsageError(f"--storage-wait-s must not be negative, got {self.storage_wait_s}")
+        for flag, value in (("--lr", self.lr), ("--peak-tflops", self.peak_tflops), ("--clip-grad", self.clip_grad)):
+            if value is not None and not value > 0:
+                raise UsageError(f"{flag} must be positive, got {value}")
+        if self.activation_checkpointing and self.model != "gpt":
+            raise UsageError("--activation-checkpointing applies to the gpt model's blocks")
+        if self.fsdp and self.model != "gpt":
+            raise UsageError("--fsdp shards the gpt model; the cnn is small enough for plain DDP")
+
+
+def parse_args(argv: list[str] | None = None) -> Config:
+    env = os.environ
+    p = argparse.ArgumentParser(
+        prog="python -m trainer", description="DDP/FSDP trainer with sharded checkpoints and exact resume."
+    )
+    p.add_argument("--model", default="cnn", help="cnn (MNIST convnet) or gpt (small decoder)")
+    p.add_argument(
+        "--data-dir",
+        default=env.get("TRAIN_DATA_PATH"),
+        help="train.npz (cnn) or train.bin (gpt); default $TRAIN_DATA_PATH",
+    )
+    p.add_argument("--synthetic", action="store_true", help="use synthetic data even if $TRAIN_DATA_PATH is set")
+    p.add_argument(
+        "--output-dir",
+        default=env.get("OUTPUT_PATH", Config.output_dir),
+        help="checkpoints and metrics; default $OUTPUT_PATH",
+    )
+    p.add_argument(
+        "--final-model-path",
+        default=env.get("FINAL_MODEL_PATH"),
+        help="where the final state_dict goes; default $FINAL_MODEL_PATH or <output-dir>/final_model.pt",
+    )
+    p.add_argument(
+        "--init-from",
+        default=env.get("MODEL_PATH") or None,
+        help="pretrained weights to start a new run from (plain state_dict, .pt or .safetensors); default $MODEL_PATH",
+    )
+    p.add_argument("--batch-size", type=int, default=Config.batch_size, help="per process")
+    p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step")
+    p.add_argument("--max-steps", type=int, help="the run ends here or at the end of --epochs, whichever comes first")
+    p.add_argument("--epochs", type=int, help="epochs to train; default: no epoch limit under --max-steps, else 1")
+    p.add_argument("--lr", type=float)
+    p.add_argument("--seed", type=int, default=Config.seed)
+    p.add_argument("--checkpoint-every", type=int, default=Config.checkpoint_every, help="steps")
+    p.add_argument("--keep-checkpoints", type=int, default=Config.keep_checkpoints)
+    p.add_argument(
+        "--async-checkpoint",
+        action="store_true",
+        help="write checkpoints in the background once the state is copied to host memory",
+    )
+    p.add_argument(
+        "--storage-wait-s",
+        type=float,
+        default=Config.storage_wait_s,
+        help="seconds a rank waits to see the checkpoint rank 0 picked before all fall back to an older one",
+    )
+    p.add_argument("--clip-grad", type=float, help="clip the gradient norm to this (default: no clipping)")
+    p.add_argument(
+        "--max-nonfinite-steps",
+        type=int,
+        default=Config.max_nonfinite_steps,
+        help="stop after this many consecutive steps with non-finite gradients (each is skipped)",
+    )
+    p.add_argument("--log-every", type=int, default=Config.log_every, help="steps")
+    p.add_argument("--gpt-size", default="tiny", help=f"one of {', '.join(GPT_SIZES)}")
+    p.add_argument("--synthetic-size", type=int, default=Config.synthetic_size)
+    p.add_argument("--timeout-s", type=float, default=Config.timeout_s, help="collective timeout")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model and the loss")
+    p.add_argument(
+        "--peak-tflops",
+        type=float,
+        help="per-device peak TFLOP/s for MFU; default: the GPU's dense bf16 peak, looked up by name",
+    )
+    p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
+    p.add_argument(
+        "--activation-checkpointing",
+        action="store_true",
+        help="recompute the gpt blocks' activations in the backward pass instead of storing them",
+    )
+    p.add_argument(
+        "--fsdp",
+        action="store_true",
+        help="shard the gpt model with FSDP2 instead of replicating it (DDP); HSDP on several nodes",
+    )
+    args = vars(p.parse_args(argv))
+    faults = env.get("TRAINER_FAULT_NONFINITE_STEPS", "")
+    try:
+        args["fault_nonfinite_steps"] = tuple(int(step) for step in faults.split(",") if step.strip())
+    except ValueError:
+        raise UsageError(f"$TRAINER_FAULT_NONFINITE_STEPS {faults!r}: give comma-separated step numbers") from None
+    if args.pop("synthetic"):
+        args["data_dir"] = None
+    cfg = Config(**args)
+    cfg.validate()
+    return cfg

@@ -1,0 +1,88 @@
+"""What a run reports: ``metrics.jsonl``, TensorBoard, the console, and the MFU peaks."""
+
+from __future__ import annotations
+
+import json
+import resource
+from pathlib import Path
+from typing import Any
+
+import torch
+
+PEAK_TFLOPS = {
+    "H200 NVL": 835.0,
+    "H200": 989.0,
+    "H20": 148.0,
+    "H100 PCIe": 756.0,
+    "H100 NVL": 835.0,
+    "H100": 989.0,
+    "H800 PCIe": 756.0,
+    "H800": 989.0,
+    "A100": 312.0,
+    "A800": 312.0,
+    "A10": 125.0,
+    "L40S": 362.0,
+    "L20": 119.5,
+}
+"""Dense bf16 tensor-core TFLOP/s for MFU, by device-name substring. Order matters: the
+first substring found wins, so "H200 NVL" precedes "H200", which precedes "H20", and
+"A100" precedes "A10". PCIe and NVL cards run lower clocks than the SXM parts."""
+
+
+def peak_tflops(device_name: str) -> float | None:
+    """The dense bf16 peak of a GPU named like ``torch.cuda.get_device_name``; None if unknown."""
+    return next((peak for key, peak in PEAK_TFLOPS.items() if key in device_name), None)
+
+
+class Metrics:
+    """``metrics.jsonl`` (one object per log step) and TensorBoard when it is installed."""
+
+    def __init__(self, path: Path, after_step: int = 0):
+        if path.exists():
+            # A resumed run logs the steps after its checkpoint again: drop the rows the
+            # interrupted run wrote for them, so every step appears once.
+            rows = path.read_text().splitlines(keepends=True)
+            kept = [row for row in rows if _step_of(row) is not None and _step_of(row) <= after_step]
+            if len(kept) < len(rows):
+                path.write_text("".join(kept))
+        self.file = open(path, "a", buffering=1)
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+
+            # purge_step: TensorBoard hides the events an interrupted run wrote past it.
+            self.tensorboard = SummaryWriter(str(path.parent / "tensorboard"), purge_step=after_step + 1)
+        except ImportError:
+            self.tensorboard = None
+
+    def close(self) -> None:
+        self.file.close()
+        if self.tensorboard is not None:
+            self.tensorboard.close()
+
+    def log(self, row: dict[str, Any]) -> None:
+        self.file.write(json.dumps(row) + "\n")
+        print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+        if self.tensorboard is not None:
+            for key, value in row.items():
+                if key != "step":
+                    self.tensorboard.add_scalar(key, value, row["step"])
+
+
+def log(message: str) -> None:
+    """A console line, flushed at once so a killed pod's log keeps it."""
+    print(message, flush=True)
+
+
+def _step_of(row: str) -> int | None:
+    """The step of a ``metrics.jsonl`` line; None for a line torn by a kill."""
+    try:
+        return int(json.loads(row)["step"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    """This process's peak memory: CUDA allocations on a GPU, resident set size on CPU."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB

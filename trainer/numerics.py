@@ -1,0 +1,67 @@
+"""Numerical safety: the gradient norm, optional clipping, and skipping steps whose
+gradients are not finite, without a host sync per step.
+
+The decision is the same on every rank without a collective of its own: it is taken on
+the gradients after their all-reduce (DDP) or from a norm FSDP reduces across the shards,
+so a NaN on any one rank poisons the gradients, and the norm, everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+from torch.distributed.tensor import DTensor
+
+
+class NonFiniteError(RuntimeError):
+    """Training kept producing non-finite gradients; continuing would only skip steps."""
+
+
+class StepGuard:
+    """Computes the gradient norm before each optimizer step, clips to it, and makes the
+    fused optimizer skip the step (its ``found_inf``, as for AMP's GradScaler) when the
+    norm is not finite. Counters stay on the device until someone reads them.
+
+    Args:
+        optimizer: a fused optimizer (``fused=True``), which honours ``found_inf``.
+        clip: the largest gradient norm allowed, or None not to clip.
+        max_consecutive: skipped steps in a row after which :meth:`check` raises.
+        device: where the gradients live.
+    """
+
+    def __init__(
+        self, optimizer: torch.optim.Optimizer, clip: float | None, max_consecutive: int, device: torch.device
+    ):
+        self.optimizer, self.clip, self.max_consecutive = optimizer, clip, max_consecutive
+        self.norm = torch.zeros((), device=device)
+        self.skipped = torch.zeros((), device=device)
+        self.consecutive = torch.zeros((), device=device)
+
+    def before_step(self, params: Iterable[torch.nn.Parameter]) -> None:
+        """Measure (and clip) the gradients of ``params`` and arm the skip for this step."""
+        params = [p for p in params if p.grad is not None]
+        norm = torch.nn.utils.get_total_norm([p.grad for p in params], foreach=True)
+        if isinstance(norm, DTensor):
+            norm = norm.full_tensor()  # the partial norms of the shards, reduced across ranks
+        if self.clip is not None:
+            torch.nn.utils.clip_grads_with_norm_(params, self.clip, norm, foreach=True)
+        found_inf = (~torch.isfinite(norm)).float()
+        self.optimizer.found_inf = found_inf
+        self.norm = norm.detach()
+        self.skipped += found_inf
+        self.consecutive = (self.consecutive + found_inf) * found_inf
+
+    def check(self, step: int) -> None:
+        """Raise when the last ``max_consecutive`` steps were all skipped (a host sync).
+
+        Raises:
+            NonFiniteError: with the step and what to do about it.
+        """
+        run = int(self.consecutive.item())
+        if run >= self.max_consecutive:
+            raise NonFiniteError(
+                f"the last {run} steps (to step {step}) all had non-finite gradients and were skipped; stopping "
+                "without a checkpoint or final model (the newest checkpoint with a finite loss is kept): "
+                "lower --lr or set --clip-grad, then resume"
+            )

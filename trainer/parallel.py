@@ -1,0 +1,94 @@
+"""How the model is spread over the job's processes: DDP, FSDP2, or HSDP across nodes.
+
+- **DDP** (the default): every rank holds the model; gradients are all-reduced in buckets,
+  as views into those buckets.
+- **FSDP2** (``--fsdp``): parameters, gradients and optimizer state are sharded, block by
+  block. On CUDA the blocks compute in bf16 and reduce gradients in fp32
+  (``MixedPrecisionPolicy``), the way large runs keep both speed and stable sums.
+- **HSDP**: an FSDP job on several nodes shards within each node and replicates across
+  nodes (a 2-D device mesh), so the all-gathers of every layer stay on the fast
+  intra-node links and only one gradient all-reduce per step crosses the network.
+
+``--activation-checkpointing`` recomputes each block's activations in the backward pass;
+``--compile`` compiles each block on its own under FSDP, leaving the per-block
+all-gathers and reduce-scatters to FSDP's hooks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.nn.parallel import DistributedDataParallel
+
+from .config import Config
+from .topology import Topology
+
+
+@dataclass
+class Parallel:
+    """The model as the training loop calls it.
+
+    Args:
+        forward: what the loop calls: the DDP wrapper, or the model itself (FSDP, or one
+            process).
+        ddp: the DDP wrapper, for ``no_sync`` during gradient accumulation; None otherwise.
+        sharded: whether the parameters are FSDP shards (DTensors).
+    """
+
+    forward: torch.nn.Module
+    ddp: DistributedDataParallel | None
+    sharded: bool
+    kind: str
+    """For the start-up log line: DDP, FSDP, HSDP (with its mesh), or one process."""
+
+
+def fsdp_mesh(topo: Topology) -> DeviceMesh | None:
+    """The HSDP mesh (replicate across nodes, shard within a node) for a job on several
+    nodes with the same number of processes each; None (plain FSDP over every rank) on
+    one node."""
+    nodes = topo.world // topo.local_world
+    if nodes < 2 or topo.world % topo.local_world:
+        return None
+    return init_device_mesh(topo.device.type, (nodes, topo.local_world), mesh_dim_names=("replicate", "shard"))
+
+
+def parallelize(model: torch.nn.Module, cfg: Config, topo: Topology) -> Parallel:
+    """Wrap ``model`` (already on its device) for data parallelism over the job.
+
+    Returns:
+        How the loop calls the model; ``model`` itself keeps its parameter names.
+    """
+    if getattr(model, "blocks", None) is not None:
+        model.checkpoint_activations = cfg.activation_checkpointing
+    if cfg.fsdp and topo.world > 1:
+        # bf16 compute, fp32 gradient reduction on GPUs; CPUs here have no fast bf16 and
+        # keep fp32, which also keeps CPU runs bit-reproducible.
+        cuda = topo.device.type == "cuda"
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if cuda else None
+        mesh = fsdp_mesh(topo)
+        kwargs = {"mesh": mesh, **({"mp_policy": policy} if policy else {})}
+        for block in model.blocks:
+            if cfg.compile:
+                block.compile()
+            fully_shard(block, **kwargs)
+        fully_shard(model, **kwargs)
+        kind = f"HSDP, {mesh.shape[0]} replicas × {mesh.shape[1]} shards" if mesh is not None else "FSDP"
+        return Parallel(model, None, True, kind)
+    forward: torch.nn.Module = model
+    ddp = None
+    if topo.world > 1:
+        # Gradients as views into the all-reduce buckets: one copy fewer per step.
+        ddp = DistributedDataParallel(
+            model,
+            device_ids=[topo.device.index] if topo.device.type == "cuda" else None,
+            gradient_as_bucket_view=True,
+        )
+        forward = ddp
+    if cfg.compile:
+        # Compiling the DDP wrapper is the supported way to keep its bucketed all-reduce
+        # overlapping the backward pass.
+        forward = torch.compile(forward)
+    return Parallel(forward, ddp, False, "DDP" if ddp is not None else "one process")

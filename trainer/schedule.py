@@ -1,0 +1,48 @@
+"""The learning-rate schedule: a pure function of the step and the run's length."""
+
+from __future__ import annotations
+
+import math
+
+from .data import GlobalOrder
+
+WARMUP_STEPS = 20
+
+
+def lr_factor(step: int, total: int) -> float:
+    """The learning rate at ``step`` as a fraction of the base: linear warmup, then cosine
+    decay to 10% at ``total`` steps."""
+    if step < WARMUP_STEPS:
+        return (step + 1) / WARMUP_STEPS
+    if step >= total:
+        return 0.1
+    progress = (step - WARMUP_STEPS) / max(1, total - WARMUP_STEPS)
+    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def planned_steps(
+    step: int, epoch: int, position: int, order: GlobalOrder, max_steps: int | None, epochs: int | None
+) -> int:
+    """The step a run ends at: ``--max-steps`` or the end of its last epoch, whichever
+    comes first, counted from where the run stands now.
+
+    Counting from the current position rather than multiplying epochs by steps per epoch
+    keeps the end right after an elastic resize, which changes the global batch and so
+    the steps an epoch takes.
+
+    Args:
+        step: optimizer steps taken so far.
+        epoch: the current epoch (0-based).
+        position: samples of the current epoch already consumed.
+        order: the data order, which knows the epoch size and the global batch.
+        max_steps: ``--max-steps``, or None.
+        epochs: ``--epochs``, or None for no epoch limit (then ``max_steps`` is set).
+
+    Returns:
+        The total number of optimizer steps of the run.
+    """
+    ends = [max_steps] if max_steps is not None else []
+    if epochs is not None:
+        this_epoch = math.ceil(max(0, order.size - position) / order.global_batch) if epoch < epochs else 0
+        ends.append(step + this_epoch + max(0, epochs - epoch - 1) * order.steps_per_epoch)
+    return min(ends)

@@ -1,0 +1,234 @@
+"""The Trainer's state: what a checkpoint holds, how a run resumes one (at the same or
+another world size), and the plain weights a run starts from and ends with.
+
+:class:`TrainerState` is the half of :class:`trainer.train.Trainer` that deals with
+state; the other half trains. It uses the Trainer's model, optimizer, scheduler, data
+order and position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_state_dict,
+)
+
+from . import checkpoint
+from .config import UsageError
+from .data import GlobalOrder
+from .metrics import log
+from .schedule import lr_factor, planned_steps
+from .weights import WeightsError, export
+from .weights import load as load_weights
+
+FULL_STATE = StateDictOptions(full_state_dict=True, cpu_offload=True)
+"""The final model holds whole tensors, gathered to rank 0 from the shards under FSDP."""
+
+
+class TrainerState:
+    """Checkpointing, resuming and plain weights for :class:`trainer.train.Trainer`."""
+
+    def _gather(self, state: torch.Tensor) -> list[torch.Tensor]:
+        """Every rank's copy of a fixed-size byte tensor (all_gather_object needs NumPy in
+        some builds; plain tensors do not)."""
+        if self.topo.world == 1:
+            return [state]
+        on_device = state.to(self.topo.device)
+        gathered = [torch.empty_like(on_device) for _ in range(self.topo.world)]
+        dist.all_gather(gathered, on_device)
+        return [t.cpu() for t in gathered]
+
+    def _all_reduce(self, value: torch.Tensor) -> torch.Tensor:
+        if self.topo.world > 1:
+            dist.all_reduce(value)
+        return value
+
+    def model_state(self) -> dict[str, torch.Tensor] | None:
+        """The whole model on the CPU for rank 0 (gathered from the shards with FSDP, which
+        makes this a collective); ``None`` on other ranks, which write nothing."""
+        if self.sharded:
+            return get_model_state_dict(self.model, options=FULL_STATE)
+        if not self.topo.is_main:
+            return None
+        return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        """The tensors a resumed run needs, as each rank holds them (DTensor shards under
+        FSDP, whole tensors under DDP, which DCP writes once). A collective."""
+        state: dict[str, Any] = {
+            "model": get_model_state_dict(self.model),
+            "optimizer": get_optimizer_state_dict(self.model, self.optimizer)["state"],
+            "rng": torch.stack(self._gather(torch.get_rng_state())),
+        }
+        if self.topo.device.type == "cuda":
+            state["cuda_rng"] = torch.stack(self._gather(torch.cuda.get_rng_state(self.topo.device)))
+        return state
+
+    def commit_record(self, reason: str, loss: float) -> dict[str, Any]:
+        """What a checkpoint's marker records besides the tensors."""
+        return {
+            "step": self.step,
+            "epoch": self.epoch,
+            "position": self.position,
+            "reason": reason,
+            "loss": loss,
+            "scheduler": self.scheduler.state_dict(),
+            "world_size": self.topo.world,
+            "global_batch": self.order.global_batch,
+            "threads": self.threads,
+            "config": asdict(self.cfg),
+        }
+
+    def load_checkpoint(self, path: Path, commit: dict[str, Any]) -> None:
+        """Load a checkpoint into this run, every rank reading its own part. A collective.
+
+        Raises:
+            UsageError: the checkpoint is of another kind of run.
+        """
+        saved = commit["config"]
+        for key, flag in (("model", "--model"), ("fsdp", "--fsdp")):
+            if saved.get(key, False) != getattr(self.cfg, key):
+                raise UsageError(
+                    f"--output-dir {self.output} holds a checkpoint of a run with {flag} "
+                    f"{saved.get(key, False)!r}, not {getattr(self.cfg, key)!r}: use another output directory"
+                )
+        if commit["global_batch"] != self.order.global_batch:
+            self._keep_global_batch(commit["global_batch"])
+        # The live tensors are the destination: DCP reads into them in place, so a rank
+        # never holds a second copy of its state.
+        optimizer = get_optimizer_state_dict(self.model, self.optimizer)
+        state = {"model": get_model_state_dict(self.model), "optimizer": optimizer["state"]}
+        same_world = commit["world_size"] == self.topo.world
+        cuda = self.topo.device.type == "cuda"
+        if same_world:
+            state["rng"] = torch.stack(self._gather(torch.get_rng_state()))
+            if cuda:
+                state["cuda_rng"] = torch.stack(self._gather(torch.cuda.get_rng_state(self.topo.device)))
+        dcp.load(
+            state,
+            storage_reader=checkpoint.SafeReader(path),
+            process_group=self.group,
+            no_dist=self.group is None,
+        )
+        set_state_dict(
+            self.model,
+            self.optimizer,
+            model_state_dict=state["model"],
+            optim_state_dict={"state": state["optimizer"], "param_groups": optimizer["param_groups"]},
+        )
+        self.scheduler.load_state_dict(commit["scheduler"])
+        self.step, self.epoch, self.position = commit["step"], commit["epoch"], commit["position"]
+        # The schedule is a function of the step and this run's flags: a run resumed with a
+        # new --max-steps, --epochs or --lr follows the new curve from its first step rather
+        # than taking one step at the rate the old run stopped at.
+        self.total_steps = planned_steps(
+            self.step, self.epoch, self.position, self.order, self.cfg.max_steps, self.cfg.epoch_limit
+        )
+        self.scheduler.base_lrs = [self.base_lr for _ in self.optimizer.param_groups]
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.base_lr * lr_factor(self.step, self.total_steps)
+        self.saved_step = self.step
+        if same_world:
+            # A row of the stacked states is a view into it; the generators read a state
+            # from the start of its storage, so each gets a copy of its own.
+            torch.set_rng_state(state["rng"][self.topo.rank].clone())
+            if cuda:
+                torch.cuda.set_rng_state(state["cuda_rng"][self.topo.rank].clone(), self.topo.device)
+        else:
+            # Elastic resize: data position is exact, dropout streams start anew.
+            torch.manual_seed(self.cfg.seed + self.topo.rank + 7919 * self.step)
+        if commit["threads"] != torch.get_num_threads():
+            # The intra-op thread count changes reduction order, so it is part of the state.
+            torch.set_num_threads(commit["threads"])
+            self.threads = commit["threads"]
+
+    def _keep_global_batch(self, global_batch: int) -> None:
+        """Resume at another world size with the checkpoint's global batch, by changing the
+        gradient accumulation: the optimizer and the learning-rate schedule then see the
+        same steps as before the resize, and data positions stay step boundaries.
+
+        Raises:
+            UsageError: this world size and ``--batch-size`` cannot make up the global batch.
+        """
+        per_micro_step = self.cfg.batch_size * self.topo.world
+        if global_batch % per_micro_step:
+            fits = [b for b in range(1, self.cfg.batch_size + 1) if global_batch % (b * self.topo.world) == 0]
+            fix = (
+                f"e.g. --batch-size {fits[-1]}"
+                if fits
+                else f"no batch size can: use a process count that divides {global_batch}"
+            )
+            raise UsageError(
+                f"--output-dir {self.output} holds a run with a global batch of {global_batch} samples per step, "
+                f"which {self.topo.world} process(es) × --batch-size {self.cfg.batch_size} cannot make up "
+                f"by accumulating gradients ({fix}); a resized run keeps the global batch so that its "
+                "optimizer steps and learning-rate schedule stay those of the run it continues"
+            )
+        self.grad_accum = global_batch // per_micro_step
+        self.order = GlobalOrder(self.order.size, global_batch, self.cfg.seed)
+        if self.topo.is_main:
+            log(
+                f"keeping the checkpoint's global batch of {global_batch}: {self.topo.world} process(es) × "
+                f"batch {self.cfg.batch_size} × {self.grad_accum} accumulated micro-batches"
+            )
+
+    def save_checkpoint(self, reason: str, loss: torch.Tensor, wait: bool = False) -> None:
+        """Checkpoint the current step unless it already is. A collective.
+
+        Args:
+            reason: why (periodic, sigterm, final), recorded in the marker.
+            loss: this rank's share of the step's loss.
+            wait: return only once the checkpoint is committed, even with async saves.
+        """
+        if self.saved_step == self.step:
+            self.checkpointer.wait()
+            return
+        mean_loss = self._all_reduce(loss.detach().clone()).item() / self.topo.world
+        self.checkpointer.save(self.state_dict(), self.commit_record(reason, mean_loss), wait=wait)
+        self.saved_step = self.step
+
+    def resume(self) -> bool:
+        """Resume the newest checkpoint every rank can read. A collective.
+
+        Returns:
+            Whether a checkpoint was resumed.
+        """
+        root = self.output / "checkpoints"
+        agreement = checkpoint.Agreement(self.group, self.topo.is_main, self.cfg.storage_wait_s)
+        path = agreement.resume(root, self.load_checkpoint)
+        if self.topo.is_main and path is not None:
+            log(f"resumed from {path.name}: step {self.step}, epoch {self.epoch}, sample {self.position}")
+        return path is not None
+
+    def write_final_model(self) -> None:
+        """Rank 0 exports the model's weights; a collective under FSDP (the shards are gathered)."""
+        weights = self.model_state()
+        if weights is None or not self.topo.is_main:
+            return
+        path = Path(self.cfg.final_model_path) if self.cfg.final_model_path else self.output / "final_model.pt"
+        for written in export(weights, path):
+            log(f"final model: {written}")
+
+    def init_weights(self, path: Path) -> None:
+        """Start from pretrained weights: every rank maps the file and keeps its own part.
+
+        Raises:
+            WeightsError: the file does not hold weights of this model.
+        """
+        weights = load_weights(path)
+        try:
+            set_model_state_dict(self.model, weights, options=StateDictOptions(full_state_dict=True))
+        except (RuntimeError, KeyError, ValueError) as err:
+            raise WeightsError(f"--init-from {path}: does not fit --model {self.cfg.model} ({err})") from None
+        if self.topo.is_main:
+            log(f"initialised from {path}")

@@ -1,0 +1,64 @@
+"""Where this process sits in the job: rank, world, device and intra-op threads."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+TRANSIENT_STATUS = 128 + 75
+"""Exit status for failures a retry can fix (the rendezvous, the store or the network):
+128 + EX_TEMPFAIL, inside the 128-255 range ``restartPolicy: ExitCode`` retries and above
+128 + 64, the highest signal number, so it never reads as "killed by signal N"."""
+
+
+def cpu_quota() -> int:
+    """CPUs this process may use: the cgroup quota when one is set, else its affinity."""
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+        if quota != "max":
+            return max(1, int(int(quota) / int(period)))
+    except (OSError, ValueError):
+        pass
+    return len(os.sched_getaffinity(0))
+
+
+def default_threads(local_world: int) -> int:
+    """Intra-op threads: ``OMP_NUM_THREADS`` when given, else the CPU quota shared out
+    among the local processes (oversubscribing costs ~40% on CPU)."""
+    if os.environ.get("OMP_NUM_THREADS", "").isdigit():
+        return int(os.environ["OMP_NUM_THREADS"])
+    return max(1, cpu_quota() // local_world)
+
+
+@dataclass(frozen=True)
+class Topology:
+    rank: int
+    world: int
+    local_rank: int
+    local_world: int
+    device: torch.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def topology() -> Topology:
+    env = os.environ
+    local_rank = int(env.get("LOCAL_RANK", 0))  # the operator sets no LOCAL_RANK outside torchrun
+    device = torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
+    return Topology(
+        int(env.get("RANK", 0)), int(env.get("WORLD_SIZE", 1)), local_rank, int(env.get("LOCAL_WORLD_SIZE", 1)), device
+    )
+
+
+def prepare_flight_recorder() -> None:
+    """Create the directory the NCCL flight recorder dumps into on a collective timeout
+    (``TORCH_FR_DUMP_TEMP_FILE``, or its older name ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE``, is
+    a path prefix; torch writes ``<prefix><rank>`` but creates no directory)."""
+    prefix = os.environ.get("TORCH_FR_DUMP_TEMP_FILE") or os.environ.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+    if prefix:
+        Path(prefix).parent.mkdir(parents=True, exist_ok=True)
