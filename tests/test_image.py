@@ -270,6 +270,10 @@ def volumes(image: Image) -> Path:
     return fresh_nas_volume(image.path("/mnt/output"))
 
 
+CPU_CONTEXT = JobContext(
+    namespace="training", image="trainer:0.1.0", gpus=0, placement=CPU_PLACEMENT, data_claim="data", output_claim="out"
+)
+"""What an emitted CPU job takes from the platform, as the image tests run it."""
 CPU_JOB = {"gpus_per_node": 0, "cpu": "2", "memory": "4Gi", "trainer": {"max_steps": 12, "batch_size": 8}}
 
 
@@ -289,15 +293,7 @@ def test_emitted_job_trains_in_the_image(
         image = build(root)
         output = volumes(image)
         spec = TrainingJobSpec(name=name, image="trainer:0.1.0", **shape, **CPU_JOB)
-        ctx = JobContext(
-            namespace="training",
-            image="trainer:0.1.0",
-            gpus=0,
-            placement=CPU_PLACEMENT,
-            data_claim="data",
-            output_claim="out",
-        )
-        assert_trained(run_pods(pytorch_job(spec, ctx), image), output / name, world)
+        assert_trained(run_pods(pytorch_job(spec, CPU_CONTEXT), image), output / name, world)
     finally:
         shutil.rmtree(root)
 
@@ -325,14 +321,6 @@ def test_emitted_trainjob_trains_in_the_image_as_trainer_v2_starts_it(
         image = build(root)
         output = volumes(image)
         spec = TrainingJobSpec(name=name, image="trainer:0.1.0", backend="v2", **shape, **CPU_JOB)
-        ctx = JobContext(
-            namespace="training",
-            image="trainer:0.1.0",
-            gpus=0,
-            placement=CPU_PLACEMENT,
-            data_claim="data",
-            output_claim="out",
-        )
-        assert_trained(run_trainjob_pods(train_job(spec, ctx), training_runtime(), image), output / name, 2)
+        assert_trained(run_trainjob_pods(train_job(spec, CPU_CONTEXT), training_runtime(), image), output / name, 2)
     finally:
         shutil.rmtree(root)
