@@ -1,0 +1,108 @@
+"""The Prometheus metrics the trainer and its all-reduce benchmark serve.
+
+One table that the trainer's exporter, the platform's alert rules and its dashboard all
+read, so a renamed metric cannot leave an alert or a panel watching nothing. Pure data:
+the components import it without importing torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+METRICS_PORT = 9464
+"""The port a job's rank 0 serves ``/metrics`` on (the port registered for Prometheus
+exporters of OpenTelemetry, unused by the operator, torchrun and the GPU exporter)."""
+METRICS_PORT_NAME = "metrics"
+"""The container port's name, which the PodMonitor scrapes by."""
+RANK_LABEL = "rank"
+SIZE_LABEL = "size_bytes"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One exported metric.
+
+    Args:
+        name: the name as scraped (a counter's includes its ``_total`` suffix).
+        kind: ``gauge`` or ``counter``.
+        help: the HELP text.
+        labels: label names beyond the ones Prometheus adds when it scrapes.
+        column: the ``metrics.jsonl`` key holding the same value, if there is one.
+    """
+
+    name: str
+    kind: str
+    help: str
+    labels: tuple[str, ...] = ()
+    column: str | None = None
+
+
+STEP = Metric("trainer_step", "gauge", "Optimizer steps completed.", column="step")
+EPOCH = Metric("trainer_epoch", "gauge", "Epoch of the last logged step.", column="epoch")
+LOSS = Metric("trainer_loss", "gauge", "Training loss at the last log step, mean over the ranks.", column="loss")
+LEARNING_RATE = Metric("trainer_learning_rate", "gauge", "Learning rate at the last log step.", column="lr")
+SAMPLES_PER_SECOND = Metric(
+    "trainer_samples_per_second", "gauge", "Samples per second over the last log window.", column="samples_per_s"
+)
+TOKENS_PER_SECOND = Metric(
+    "trainer_tokens_per_second", "gauge", "Tokens per second over the last log window.", column="tokens_per_s"
+)
+MFU = Metric(
+    "trainer_mfu_ratio",
+    "gauge",
+    "Model FLOPs utilisation (0-1) over the last log window, checkpoint time excluded.",
+    column="mfu",
+)
+STEP_TIME = Metric(
+    "trainer_step_time_seconds", "gauge", "Mean step time of each rank over the last log window.", labels=(RANK_LABEL,)
+)
+PEAK_MEMORY = Metric(
+    "trainer_peak_memory_bytes", "gauge", "Peak accelerator (or host) memory of each rank.", labels=(RANK_LABEL,)
+)
+GRAD_NORM = Metric(
+    "trainer_grad_norm", "gauge", "Gradient norm at the last log step, before clipping.", column="grad_norm"
+)
+NONFINITE_STEPS = Metric(
+    "trainer_nonfinite_steps_total",
+    "counter",
+    "Steps skipped because a rank's loss or gradients were not finite.",
+    column="nonfinite_steps",
+)
+CHECKPOINT_STEP = Metric("trainer_last_checkpoint_step", "gauge", "Step of the last committed checkpoint.")
+CHECKPOINT_TIME = Metric(
+    "trainer_last_checkpoint_timestamp_seconds", "gauge", "Unix time at which the last checkpoint was committed."
+)
+CHECKPOINT_EVERY = Metric("trainer_checkpoint_every_steps", "gauge", "Steps between periodic checkpoints.")
+RESTARTS = Metric(
+    "trainer_restarts",
+    "gauge",
+    "Times torchrun restarted this run's workers in this pod (TORCHELASTIC_RESTART_COUNT).",
+)
+ALLREDUCE_BUS_BANDWIDTH = Metric(
+    "trainer_allreduce_bus_bandwidth_bytes_per_second",
+    "gauge",
+    "All-reduce bus bandwidth measured by trainer.bench, by message size.",
+    labels=(SIZE_LABEL,),
+)
+
+TRAINING = (
+    STEP,
+    EPOCH,
+    LOSS,
+    LEARNING_RATE,
+    SAMPLES_PER_SECOND,
+    TOKENS_PER_SECOND,
+    MFU,
+    STEP_TIME,
+    PEAK_MEMORY,
+    GRAD_NORM,
+    NONFINITE_STEPS,
+    CHECKPOINT_STEP,
+    CHECKPOINT_TIME,
+    CHECKPOINT_EVERY,
+    RESTARTS,
+)
+"""What a training run's rank 0 serves."""
+BENCHMARK = (ALLREDUCE_BUS_BANDWIDTH,)
+"""What ``python -m trainer.bench`` serves."""
+ALL = TRAINING + BENCHMARK
