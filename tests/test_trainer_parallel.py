@@ -42,3 +42,19 @@ def test_activation_checkpointing_recomputes_the_same_gradients(tmp_path: Path) 
     assert plain.returncode == recomputed.returncode == 0, plain.stderr + recomputed.stderr
     a, b = final_weights(tmp_path / "plain"), final_weights(tmp_path / "recomputed")
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_sharded_gpt_starts_from_the_weights_a_whole_one_does(tmp_path: Path) -> None:
+    # FSDP builds the GPT on the meta device and draws each rank's shards from the same
+    # whole tensors a DDP run draws. After one AdamW step, which moves no weight by more
+    # than the learning rate, the two runs' weights lie within two learning rates of each
+    # other; shards drawn any other way would be off by the init's spread (0.02).
+    lr = 1e-4
+    args = [*GPT, "--max-steps", "1", "--lr", str(lr)]
+    sharded = run(torchrun("trainer", *args, "--fsdp", "--output-dir", str(tmp_path / "fsdp")))
+    whole = run(torchrun("trainer", *args, "--output-dir", str(tmp_path / "ddp")))
+    assert sharded.returncode == whole.returncode == 0, sharded.stderr + whole.stderr
+    a, b = final_weights(tmp_path / "fsdp"), final_weights(tmp_path / "ddp")
+    assert a.keys() == b.keys()
+    assert max((a[k] - b[k]).abs().max().item() for k in a) <= 2 * lr
+    assert all(torch.equal(w["head.weight"], w["tok.weight"]) for w in (a, b))  # still tied

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.tensor import DTensor, distribute_tensor
 from torch.utils.checkpoint import checkpoint
 
 
@@ -127,12 +128,40 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(cfg.n_embd)
         self.head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         self.head.weight = self.tok.weight
-        # GPT-2's init: the two projections that write into the residual stream in each
-        # block (attention and MLP) are scaled down by sqrt(2 * layers).
-        for name, p in self.named_parameters():
-            if p.dim() >= 2:
-                std = 0.02 / math.sqrt(2 * cfg.n_layer) if name.endswith("proj.weight") else 0.02
-                nn.init.normal_(p, 0.0, std)
+        if not self.tok.weight.is_meta:
+            self.init_weights()
+
+    def init_weights(self, generator: torch.Generator | None = None) -> None:
+        """GPT-2's initialisation: normal(0, 0.02) matrices, with the two projections that
+        write into the residual stream in each block (attention and MLP) scaled down by
+        sqrt(2 * layers); zero biases; unit LayerNorm scales.
+
+        Each parameter is drawn whole from ``generator``, in a fixed order, and a sharded
+        parameter (a DTensor of a model built on the meta device and handed to FSDP) keeps
+        its own slice of it. Every world size therefore starts from the same weights, no
+        rank ever holds more than one whole parameter, and no rank draws numbers for
+        another's shard differently.
+
+        Args:
+            generator: where the numbers come from; the default generator of each
+                parameter's device when None.
+        """
+        with torch.no_grad():
+            for name, param in self.named_parameters():
+                device = generator.device if generator is not None else param.device
+                if param.dim() >= 2:
+                    std = 0.02 / math.sqrt(2 * self.cfg.n_layer) if name.endswith("proj.weight") else 0.02
+                    whole = torch.empty(param.shape, device=device).normal_(0.0, std, generator=generator)
+                elif name.endswith("bias"):
+                    whole = torch.zeros(param.shape, device=device)
+                else:
+                    whole = torch.ones(param.shape, device=device)
+                if isinstance(param, DTensor):
+                    # src_data_rank=None: every rank drew the same whole tensor, so each
+                    # keeps its slice without a scatter from rank 0.
+                    whole = distribute_tensor(whole, param.device_mesh, param.placements, src_data_rank=None)
+                    param, whole = param.to_local(), whole.to_local()
+                param.copy_(whole)
 
     checkpoint_activations = False
     """Recompute each block's activations in the backward pass instead of storing them:

@@ -9,6 +9,10 @@
   nodes (a 2-D device mesh), so the all-gathers of every layer stay on the fast
   intra-node links and only one gradient all-reduce per step crosses the network.
 
+A GPT is built on the meta device, with no storage: DDP materialises it whole on every
+rank, FSDP only after sharding, so no rank ever holds the whole model, and both draw the
+same initial weights (:meth:`trainer.models.GPT.init_weights`).
+
 ``--activation-checkpointing`` recomputes each block's activations in the backward pass;
 ``--compile`` compiles each block on its own under FSDP, leaving the per-block
 all-gathers and reduce-scatters to FSDP's hooks.
@@ -55,8 +59,26 @@ def fsdp_mesh(topo: Topology) -> DeviceMesh | None:
     return init_device_mesh(topo.device.type, (nodes, topo.local_world), mesh_dim_names=("replicate", "shard"))
 
 
+def materialize(model: torch.nn.Module, cfg: Config, topo: Topology) -> None:
+    """Give a model built on the meta device its storage on this rank's device and its
+    initial weights, drawn from ``--seed``; a model with storage is left as it is."""
+    if not any(p.is_meta for p in model.parameters()):
+        return
+    # Swapping the tensors into the existing Parameter objects, rather than making new
+    # ones module by module, keeps a parameter that two modules share (the GPT's tied
+    # embedding) one parameter. FSDP's DTensors are always swapped.
+    swapping = torch.__future__.get_swap_module_params_on_conversion()
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    try:
+        model.to_empty(device=topo.device)
+    finally:
+        torch.__future__.set_swap_module_params_on_conversion(swapping)
+    model.init_weights(torch.Generator(topo.device).manual_seed(cfg.seed))
+
+
 def parallelize(model: torch.nn.Module, cfg: Config, topo: Topology) -> Parallel:
-    """Wrap ``model`` (already on its device) for data parallelism over the job.
+    """Wrap ``model`` (on its device, or on the meta device) for data parallelism over the
+    job, giving a meta-device model its storage and initial weights.
 
     Returns:
         How the loop calls the model; ``model`` itself keeps its parameter names.
@@ -75,8 +97,10 @@ def parallelize(model: torch.nn.Module, cfg: Config, topo: Topology) -> Parallel
                 block.compile()
             fully_shard(block, **kwargs)
         fully_shard(model, **kwargs)
+        materialize(model, cfg, topo)
         kind = f"HSDP, {mesh.shape[0]} replicas × {mesh.shape[1]} shards" if mesh is not None else "FSDP"
         return Parallel(model, None, True, kind)
+    materialize(model, cfg, topo)
     forward: torch.nn.Module = model
     ddp = None
     if topo.world > 1:

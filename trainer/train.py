@@ -97,18 +97,19 @@ class Trainer(TrainerState):
         self.threads = torch.get_num_threads()
         torch.manual_seed(cfg.seed)  # identical initial weights on every rank
         if cfg.model == "cnn":
-            model: torch.nn.Module = MnistCNN()
             self.memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
+            model: torch.nn.Module = MnistCNN().to(topo.device, memory_format=self.memory_format)
         else:
             shape = GPT_SIZES[cfg.gpt_size]
             declared = getattr(dataset, "vocab_size", None)
             if declared and declared > shape.vocab_size:
                 # The data's vocabulary, padded to a multiple of 64 for tensor cores.
                 shape = replace(shape, vocab_size=-(-declared // 64) * 64)
-            model = GPT(shape)
+            with torch.device("meta"):  # storage comes once it is known how it is sharded
+                model = GPT(shape)
             dataset.limit = shape.vocab_size
             self.memory_format = torch.contiguous_format
-        self.model = model.to(topo.device, memory_format=self.memory_format)
+        self.model = model
         torch.manual_seed(cfg.seed + topo.rank)  # distinct dropout per rank
         parallel = parallelize(self.model, cfg, topo)
         self.forward, self.ddp, self.sharded = parallel.forward, parallel.ddp, parallel.sharded
