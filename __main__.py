@@ -6,6 +6,7 @@ from components import (
     AckCluster,
     ContainerRegistry,
     GpuNodePool,
+    Monitoring,
     NasStorage,
     Network,
     SharedVolumes,
@@ -26,7 +27,7 @@ from components.manifests import (
 from components.stack import stack_secret, stack_spec
 
 spec = stack_spec()
-pool = registry = None
+pool = registry = cluster = None
 if spec.cluster.local is not None:
     provider, kept_provider = local_providers(spec.cluster.local)
     namespace = TrainingNamespace("training", spec.training, provider=provider)
@@ -133,6 +134,19 @@ jobs = [
     for job in spec.jobs
 ]
 
+monitoring = Monitoring(
+    "monitoring",
+    spec,
+    namespace=namespace,
+    storage=volumes,
+    provider=provider,
+    node_selector=system_node_selector(spec.cluster),
+    registry=registry,
+    cluster_id=cluster.cluster_id if cluster is not None else None,
+    arms_after=cluster.addons if cluster is not None else None,
+)
+
 pulumi.export("namespace", namespace.name)
 pulumi.export("volumeClaims", {"data": volumes.data_claim, "output": volumes.output_claim})
+pulumi.export("tensorboard", monitoring.tensorboard_command)
 pulumi.export("jobs", {job.job_name: {"namespace": job.namespace, "commands": job.commands} for job in jobs})

@@ -12,6 +12,7 @@ from .cluster import AckCluster, local_providers
 from .config import ConfigError, PlatformSpec, TrainingJobSpec, load_spec
 from .gpu_pool import GpuNodePool
 from .manifests import Placement
+from .monitoring import Monitoring
 from .namespace import TrainingNamespace
 from .network import Network
 from .operator import TrainingOperator
@@ -25,6 +26,7 @@ __all__ = [
     "ConfigError",
     "ContainerRegistry",
     "GpuNodePool",
+    "Monitoring",
     "NasStorage",
     "Network",
     "Placement",

@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from .config import PROJECT, ConfigError, load_spec, missing_credentials, stack_schema
+from .config import PROJECT, ConfigError, PlatformSpec, load_spec, missing_credentials, stack_schema
 
 SECRET = "[secret]"
 UNKNOWN = "(known after deploy)"
@@ -328,11 +328,19 @@ def with_unset_credentials(config: Mapping[str, Any]) -> tuple[dict[str, Any], l
     Raises:
         ConfigError: the config is invalid.
     """
-    plain = {k: SECRET if _is_secure(v) else v for k, v in config.items()}
-    secret_keys = [k for k, v in config.items() if _is_secure(v)]
-    spec = load_spec(plain, secret_keys, credentials=False)
-    unset = [f"{PROJECT}:{key}" for key in missing_credentials(spec, plain)]
+    spec = offline_spec(config)
+    unset = [f"{PROJECT}:{key}" for key in missing_credentials(spec, config)]
     return {**config, **{key: {"secure": SECRET} for key in unset}}, unset
+
+
+def offline_spec(config: Mapping[str, Any]) -> PlatformSpec:
+    """The validated spec of a stack's ``config:`` section, credentials or not.
+
+    Raises:
+        ConfigError: the config is invalid.
+    """
+    plain = {k: SECRET if _is_secure(v) else v for k, v in config.items()}
+    return load_spec(plain, [k for k, v in config.items() if _is_secure(v)], credentials=False)
 
 
 def plan_stack(config: Mapping[str, Any], *, stack: str, project_dir: Path) -> tuple[Plan, list[str]]:
@@ -354,6 +362,19 @@ def write_manifests(plan: Plan, out: Path) -> list[Path]:
     return written
 
 
+def write_dashboard(spec: PlatformSpec, out: Path) -> Path | None:
+    """Write the training dashboard to ``out/dashboards/``, for Grafana's import (ARMS Grafana
+    included), when the stack has one; return its path."""
+    if not spec.monitoring.dashboard:
+        return None
+    from .manifests.dashboard import DASHBOARD_FILE, training_dashboard
+
+    path = out / "dashboards" / DASHBOARD_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(training_dashboard(spec.training.namespace), indent=2, sort_keys=True) + "\n")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m components.plan", description=__doc__.split("\n\n")[0])
     source = parser.add_mutually_exclusive_group()
@@ -373,11 +394,13 @@ def main(argv: list[str] | None = None) -> int:
         project_dir = find_project_dir()
         path = args.stack_file or stack_path(project_dir, args.stack)
         stack = args.stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
-        plan, unset = plan_stack(read_stack_file(path), stack=stack, project_dir=project_dir)
+        config = read_stack_file(path)
+        plan, unset = plan_stack(config, stack=stack, project_dir=project_dir)
     except (ConfigError, PlanError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     written = write_manifests(plan, args.out) if args.out else []
+    dashboard = write_dashboard(offline_spec(config), args.out) if args.out else None
     if args.json:
         print(json.dumps(plan.as_json(), indent=2, default=str))
         return 0
@@ -393,6 +416,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nplanned without {key}: set it with pulumi config set --secret {key.split(':', 1)[1]} <value>")
     if written:
         print(f"\nwrote {len(written)} Kubernetes objects to {args.out}")
+    if dashboard:
+        print(f"wrote the Grafana dashboard to {dashboard}")
     print(f"\nplanned in {time.perf_counter() - started:.2f}s")
     return 0
 

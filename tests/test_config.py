@@ -59,7 +59,7 @@ INVALID = [
         "unknown top-level key",
         {"gpuPol": {}},
         "ack-training-platform:gpuPol: unknown key; did you mean 'gpuPool'? valid keys: cluster, gpuPool, imageMirror, "
-        "jobs, network, operator, registry, storage, trainerV2, training",
+        "jobs, monitoring, network, operator, registry, storage, trainerV2, training",
     ),
     (
         "min above max",
@@ -487,6 +487,49 @@ INVALID = [
         "ack-training-platform:jobs[0].backend: Input should be 'v1' or 'v2' (got 'v3')",
     ),
     (
+        "unknown Prometheus",
+        {"monitoring.prometheus": "thanos"},
+        "ack-training-platform:monitoring.prometheus: Input should be 'arms', 'operator' or 'none' (got 'thanos')",
+    ),
+    (
+        "misspelled alert threshold",
+        {"monitoring.alerts": {"noProgressMinute": 10}},
+        "ack-training-platform:monitoring.alerts.noProgressMinute: unknown key; did you mean 'noProgressMinutes'? "
+        "valid keys: checkpointIntervals, minBusBandwidthGbps, minMfu, noProgressMinutes, restartsPerHour",
+    ),
+    (
+        "no-progress window too short",
+        {"monitoring.alerts": {"noProgressMinutes": 1}},
+        "ack-training-platform:monitoring.alerts.noProgressMinutes: Input should be greater than or equal to 5 (got 1)",
+    ),
+    (
+        "MFU as a percentage",
+        {"monitoring.alerts": {"minMfu": 30}},
+        "ack-training-platform:monitoring.alerts.minMfu: Input should be less than 1 (got 30)",
+    ),
+    (
+        "one checkpoint interval",
+        {"monitoring.alerts": {"checkpointIntervals": 1}},
+        "ack-training-platform:monitoring.alerts.checkpointIntervals: Input should be greater than or equal to 2 (got 1)",
+    ),
+    (
+        "TensorBoard image twice",
+        {"monitoring.tensorboard": {"image": "trainer:0.1.0", "imageTag": "v0.1.0"}},
+        "ack-training-platform:monitoring.tensorboard.image: give image or imageTag, not both: drop one of them",
+    ),
+    (
+        "TensorBoard without an image",
+        {"jobs": []},
+        "ack-training-platform:monitoring.tensorboard.image: TensorBoard runs from the training image, and the "
+        "stack has no job to take it from: give image (or imageTag), or set enabled: false",
+    ),
+    (
+        "TensorBoard tag without a registry",
+        {"registry": None, "jobs": [], "monitoring.tensorboard": {"imageTag": "v0.1.0"}},
+        "ack-training-platform:monitoring.tensorboard.imageTag: imageTag needs a registry; without one give a "
+        "full image reference in image",
+    ),
+    (
         "wrong type",
         {"gpuPool.maxSize": "many"},
         "ack-training-platform:gpuPool.maxSize: Input should be a valid integer, unable to parse string as an integer (got 'many')",
@@ -512,6 +555,24 @@ def test_invalid_config_names_the_key(case: str, changes: dict[str, Any], messag
         with pytest.raises(ConfigError) as raised:
             validate(config)
     assert raised.value.problems == [message]
+
+
+def test_arms_needs_an_ack_cluster() -> None:
+    config = stack_config("local")
+    config[cfg("monitoring")] = {"prometheus": "arms"}
+    with pytest.raises(ConfigError) as raised:
+        load_spec(config)
+    assert raised.value.problems == [
+        "ack-training-platform:monitoring.prometheus: ARMS is ACK's managed Prometheus and a local cluster has "
+        "none: use operator (a prometheus-operator running in the cluster) or none"
+    ]
+
+
+def test_prometheus_defaults_to_arms_on_ack_and_none_locally() -> None:
+    for stack, mode in (("local", "none"), ("dev", "arms")):
+        config = stack_config(stack)
+        config.pop(cfg("monitoring"), None)
+        assert load_spec(config, credentials=False).prometheus == mode
 
 
 def test_one_key_moves_every_job_to_v2_and_a_job_can_stay_on_v1() -> None:

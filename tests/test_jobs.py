@@ -453,7 +453,9 @@ def test_operator_is_pinned_without_volcano(run_stack) -> None:
     operator = plan.one("ack-training-platform:components:TrainingOperator")
     assert operator.inputs["source"].endswith("overlays/standalone?ref=v1.9.4")
     assert not plan.of_type("kubernetes:helm.sh/v3:Release")
-    container = plan.one("kubernetes:apps/v1:Deployment").inputs["spec"]["template"]["spec"]["containers"][0]
+    container = plan.one("kubernetes:apps/v1:Deployment", "kubeflow/training-operator").inputs["spec"]["template"][
+        "spec"
+    ]["containers"][0]
     assert "args" not in container and container["image"] == OPERATOR_IMAGE
     config = stack_config("dev")
     config[cfg("operator")] = {"install": False}

@@ -177,7 +177,13 @@ def test_cluster_gets_system_nodes_and_its_add_ons_as_resources(run_stack) -> No
     assert [a["name"] for a in cluster["addons"]] == ["flannel", "csi-plugin", "csi-provisioner"]
     assert cluster["podCidr"] == "172.20.0.0/16" and cluster["serviceCidr"] == "172.21.0.0/20"
     addons = {a.inputs["name"]: a for a in plan.of_type(ADDON)}
-    assert set(addons) == {"storage-operator", "ack-node-problem-detector", "node-lifecycle-controller"}
+    # arms-prometheus: the dev stack's alerts and scraping live in ACK's managed Prometheus.
+    assert set(addons) == {
+        "storage-operator",
+        "ack-node-problem-detector",
+        "node-lifecycle-controller",
+        "arms-prometheus",
+    }
     system = plan.one(POOL, "training-dev-system")
     assert system.inputs["desiredSize"] == "2" and "taints" not in system.inputs
     assert system.inputs["labels"] == [{"key": "ack-training-platform/pool", "value": "system"}]
@@ -386,11 +392,14 @@ def test_plan_cli_writes_applyable_yaml(tmp_path) -> None:
     assert "alicloud:nas/fileSystem:FileSystem  nas  [protect]" in result.stdout
     assert "Traceback" not in result.stderr
     kinds = []
-    for path in sorted(tmp_path.iterdir()):
+    for path in sorted(tmp_path.glob("*.yaml")):
         docs = list(yaml.safe_load_all(path.read_text()))
         assert len(docs) == 1 and docs[0]["metadata"]["name"]
         kinds.append(docs[0]["kind"])
-    assert kinds[0] == "Namespace" and kinds[-1] == "PyTorchJob"
+    assert kinds[0] == "Namespace" and "PyTorchJob" in kinds
+    # The dashboard to import into ARMS Grafana, beside the objects.
+    assert "wrote the Grafana dashboard to" in result.stdout
+    assert json.loads((tmp_path / "dashboards" / "training.json").read_text())["uid"] == "ack-training-job"
 
 
 @pytest.mark.parametrize("stack", STACKS)

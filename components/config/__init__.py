@@ -54,6 +54,7 @@ from .jobs import (
     v2_conflict,
 )
 from .loading import ConfigError, load_spec, missing_credentials, stack_schema
+from .monitoring import AlertThresholds, MonitoringSpec, PrometheusMode, TensorBoardSpec
 from .operator import KueueSpec, OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, VolcanoSpec
 from .platform import PlatformSpec, job_gpus, job_shm_size, nodes_needed
 from .pools import ERDMA_INSTANCE_FAMILIES, SYSTEM_POOL_NAME, Fabric, GpuPoolSpec, TaintSpec
@@ -61,6 +62,7 @@ from .registry import RegistrySpec
 from .storage import EXTREME_ROOT, NasSpec, OssSpec, StorageSpec, VolumeSpec
 
 __all__ = [
+    "AlertThresholds",
     "ApiServerSpec",
     "AutoscalerSpec",
     "Backend",
@@ -87,12 +89,14 @@ __all__ = [
     "JOB_NAME_MAX",
     "KueueSpec",
     "LocalClusterSpec",
+    "MonitoringSpec",
     "NasSpec",
     "NetworkSpec",
     "OperatorSpec",
     "OssSpec",
     "PROJECT",
     "PlatformSpec",
+    "PrometheusMode",
     "Quantity",
     "REGION_KEY",
     "RegistrySpec",
@@ -105,6 +109,7 @@ __all__ = [
     "SystemPoolSpec",
     "TRAINER_V2_MIN_KUBERNETES",
     "TaintSpec",
+    "TensorBoardSpec",
     "TrainerArgs",
     "TrainerV2Spec",
     "TrainingJobSpec",

@@ -17,6 +17,7 @@ from .base import (
 )
 from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
 from .jobs import Backend, TrainingJobSpec, v2_conflict
+from .monitoring import MonitoringSpec, PrometheusMode
 from .operator import OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec
 from .pools import GpuPoolSpec
 from .registry import RegistrySpec
@@ -50,6 +51,23 @@ class PlatformSpec(Spec):
     training: TrainingNamespaceSpec = Field(default_factory=TrainingNamespaceSpec)
     jobs: list[TrainingJobSpec] = Field(default_factory=list)
     """Training jobs to run; each becomes a PyTorchJob (backend v1) or a TrainJob (backend v2)."""
+    monitoring: MonitoringSpec = Field(default_factory=MonitoringSpec)
+
+    @property
+    def prometheus(self) -> PrometheusMode:
+        """The Prometheus that watches the jobs: as configured, else ARMS on ACK and none locally."""
+        if self.monitoring.prometheus is not None:
+            return self.monitoring.prometheus
+        return "none" if self.is_local else "arms"
+
+    def tensorboard_image(self) -> tuple[str | None, str | None]:
+        """TensorBoard's image as ``(full reference, tag in the registry)``, one of them set: its own,
+        else the first job's."""
+        board = self.monitoring.tensorboard
+        if board.image is not None or board.image_tag is not None:
+            return board.image, board.image_tag
+        first = self.jobs[0] if self.jobs else None
+        return (first.image, first.image_tag) if first is not None else (None, None)
 
     def job_backend(self, job: TrainingJobSpec) -> Backend:
         """The API that runs ``job``: its own ``backend``, else the stack's ``training.backend``."""
@@ -116,7 +134,33 @@ class PlatformSpec(Spec):
             self._check_cloud()
         self._check_trainer_v2()
         self._check_jobs()
+        self._check_monitoring()
         return self
+
+    def _check_monitoring(self) -> None:
+        if self.is_local and self.monitoring.prometheus == "arms":
+            raise field_error(
+                "monitoring.prometheus",
+                "ARMS is ACK's managed Prometheus and a local cluster has none: use operator (a prometheus-operator "
+                "running in the cluster) or none",
+            )
+        board = self.monitoring.tensorboard
+        if not board.enabled:
+            return
+        if board.image is not None and board.image_tag is not None:
+            raise field_error("monitoring.tensorboard.image", "give image or imageTag, not both: drop one of them")
+        image, tag = self.tensorboard_image()
+        if image is None and tag is None:
+            raise field_error(
+                "monitoring.tensorboard.image",
+                "TensorBoard runs from the training image, and the stack has no job to take it from: give "
+                "image (or imageTag), or set enabled: false",
+            )
+        if tag is not None and self.registry is None:
+            raise field_error(
+                "monitoring.tensorboard.imageTag",
+                "imageTag needs a registry; without one give a full image reference in image",
+            )
 
     def _check_trainer_v2(self) -> None:
         if self.trainer_v2.kueue.enabled and not self.uses_trainer_v2:

@@ -15,6 +15,9 @@ NODE_REPAIR_ADDON = "node-lifecycle-controller"
 """Node pool auto-repair needs it beside ack-node-problem-detector (pulumi-alicloud 4.0.0,
 ``cs.NodePoolManagementArgs.auto_repair``)."""
 ACR_HELPER_ADDON = "managed-aliyun-acr-credential-helper"
+ARMS_ADDON = "arms-prometheus"
+"""ACK's managed Prometheus agent: it creates the cluster's ARMS Prometheus instance, named by the
+cluster id, and runs kube-state-metrics (ACK: "ack-arms-prometheus")."""
 
 
 def cluster_addons(spec: PlatformSpec) -> list[str]:
@@ -26,6 +29,7 @@ def cluster_addons(spec: PlatformSpec) -> list[str]:
         *(() if spec.cluster.creates_cluster else CREATION_ADDONS[1:]),
         *BASE_ADDONS,
         *((NODE_REPAIR_ADDON,) if repair else ()),
+        *((ARMS_ADDON,) if spec.prometheus == "arms" else ()),
         *spec.cluster.addons,
     ]
     return [name for i, name in enumerate(names) if name not in names[:i] and name not in CREATION_ADDONS[:1]]

@@ -1,0 +1,67 @@
+"""Monitoring: which Prometheus scrapes the jobs and evaluates the alerts, the alert
+thresholds, the Grafana dashboard and TensorBoard."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from .base import Cpu, Quantity, Spec
+
+PrometheusMode = Literal["arms", "operator", "none"]
+
+DEFAULT_NO_PROGRESS_MINUTES = 15
+"""Long enough for a checkpoint save or a slow evaluation, short enough that a hung
+collective does not burn an hour of GPUs unnoticed."""
+DEFAULT_CHECKPOINT_INTERVALS = 3
+"""One missed checkpoint can be a slow save; three in a row mean saving is broken."""
+DEFAULT_RESTARTS_PER_HOUR = 3
+
+
+class AlertThresholds(Spec):
+    """When the platform's alerts fire. A threshold left unset switches its alert off."""
+
+    no_progress_minutes: int = Field(default=DEFAULT_NO_PROGRESS_MINUTES, ge=5, le=1440)
+    """Minutes without a new optimizer step (``trainer_step`` unchanged) before a running job counts as stuck."""
+    checkpoint_intervals: int = Field(default=DEFAULT_CHECKPOINT_INTERVALS, ge=2, le=100)
+    """How many checkpoint intervals (the job's ``checkpointEvery`` steps) training may run past its last
+    committed checkpoint."""
+    restarts_per_hour: int = Field(default=DEFAULT_RESTARTS_PER_HOUR, ge=1, le=1000)
+    """Container restarts of one training pod within an hour that count as restarting repeatedly."""
+    min_bus_bandwidth_gbps: float | None = Field(default=None, gt=0)
+    """Lowest acceptable all-reduce bus bandwidth of the ``netbench`` job, GB/s (10^9 bytes per second), at
+    its best message size. Unset: no alert (what is good depends on the fabric and GPU count)."""
+    min_mfu: float | None = Field(default=None, gt=0, lt=1)
+    """Lowest acceptable model FLOPs utilisation (0-1) of a GPU job over 30 minutes. Unset: no alert (what
+    is good depends on the model and the GPU)."""
+
+
+class TensorBoardSpec(Spec):
+    """TensorBoard over every job's ``<output>/<job>/tensorboard`` events, on the system nodes."""
+
+    enabled: bool = True
+    image: str | None = None
+    """Full image reference with ``tensorboard`` installed; default: the first job's training image, which
+    installs it (``trainer/Dockerfile``)."""
+    image_tag: str | None = None
+    """Tag of the training image in the platform's registry (instead of ``image``)."""
+    cpu: Cpu = "500m"
+    """CPU requested (and the limit): TensorBoard reads event files and serves a few users."""
+    memory: Quantity = "2Gi"
+    """Memory requested (and the limit): it holds the loaded scalars of every run in memory."""
+
+
+class MonitoringSpec(Spec):
+    """How the platform watches its jobs (metric names: ``trainer/metric_names.py``)."""
+
+    prometheus: PrometheusMode | None = None
+    """``arms``: ACK's managed Prometheus (the ``arms-prometheus`` add-on), scraping configured and alert
+    rules created through the ARMS API; ``operator``: a prometheus-operator the cluster runs already
+    (PodMonitor, PrometheusRule and dashboard ConfigMap objects); ``none``. Default: ``arms`` on ACK,
+    ``none`` on a local cluster."""
+    alerts: AlertThresholds = Field(default_factory=AlertThresholds)
+    dashboard: bool = True
+    """Generate the training dashboard: a ConfigMap for Grafana's dashboard sidecar (``operator``) and
+    ``dashboards/training.json`` in the offline plan's output, to import into ARMS Grafana."""
+    tensorboard: TensorBoardSpec = Field(default_factory=TensorBoardSpec)

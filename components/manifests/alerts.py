@@ -1,0 +1,236 @@
+"""The platform's alerts: one table, rendered as a PrometheusRule (prometheus-operator), as
+the arguments of ARMS alert rules, and as a plain rules file for ``promtool``.
+
+Each alert says what broke and what to look at first, in the style of the kube-prometheus
+mixins: ``expr``, ``for``, ``labels.severity``, ``annotations.summary`` and ``description``.
+Metric names come from ``trainer/metric_names.py`` and :mod:`.kube_metrics`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from trainer import metric_names as trainer
+
+from ..config import PlatformSpec
+from . import kube_metrics as kube
+from .base import MANAGED_BY, Manifest
+from .scraping import JOB_LABEL, MONITORING_API
+from .trainjob import TRAINER_NODE
+
+RULE_GROUP = "ack-training-platform.training"
+RULE_NAME = "ack-training-platform-training"
+V1_CONTAINER = "pytorch"
+"""The trainer container of a PyTorchJob (the v1 operator's webhook requires the name)."""
+FAILED_WINDOW = "10m"
+"""How long a failed v1 job keeps its alert: the operator counts failures, and an increase over
+this window holds the alert long enough to be delivered."""
+MFU_WINDOW = "30m"
+"""MFU swings with evaluation and checkpoint steps; half an hour's mean does not."""
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One alerting rule.
+
+    Args:
+        name: the alert name.
+        expr: PromQL; a series in its result is a firing alert.
+        for_minutes: how long the condition must hold.
+        severity: ``critical`` (act now) or ``warning`` (act today).
+        summary: one line, with label templates.
+        description: what happened and what to do first.
+        threshold_key: the stack key that sets its threshold, if one does.
+    """
+
+    name: str
+    expr: str
+    for_minutes: int
+    severity: Literal["critical", "warning"]
+    summary: str
+    description: str
+    threshold_key: str | None = None
+
+
+def _sel(metric: str, namespace: str, *matchers: str) -> str:
+    """``metric`` in ``namespace``, with more label ``matchers`` such as ``'condition="true"'``."""
+    joined = ",".join([f'namespace="{namespace}"', *matchers])
+    return f"{metric}{{{joined}}}"
+
+
+def alerts(spec: PlatformSpec) -> list[Alert]:
+    """The alerts for ``spec``'s jobs, with its thresholds (``monitoring.alerts``).
+
+    Args:
+        spec: the validated platform spec.
+
+    Returns:
+        The alerts, in a fixed order; those whose threshold is unset, or whose backend the
+        stack does not run, are left out.
+    """
+    ns = spec.training.namespace
+    limits = spec.monitoring.alerts
+    job = f"{{{{ $labels.{JOB_LABEL} }}}}"
+    rules: list[Alert] = []
+    if spec.operator.install:
+        rules.append(
+            Alert(
+                "TrainingJobFailed",
+                f'increase({kube.OPERATOR_JOBS_FAILED}{{job_namespace="{ns}"}}[{FAILED_WINDOW}]) > 0',
+                1,
+                "critical",
+                "A PyTorchJob failed in namespace {{ $labels.job_namespace }}.",
+                "The Training Operator marked a {{ $labels.framework }} job as failed: its restarts "
+                f"(runPolicy.backoffLimit) are used up. Find it with `kubectl -n {ns} get pytorchjobs`, then read "
+                "its pods' logs (finished pods are kept) and the NCCL traces in its output directory.",
+            )
+        )
+    if spec.uses_trainer_v2:
+        failed = (
+            _sel(kube.JOB_FAILED, ns, 'condition="true"') + " * on (namespace, job_name) group_left (owner_name) "
+            f'{kube.JOB_OWNER}{{owner_kind="JobSet"}}'
+        )
+        rules.append(
+            Alert(
+                "TrainJobFailed",
+                f'max by (namespace, {JOB_LABEL}) (label_replace({failed}, "{JOB_LABEL}", "$1", "owner_name", '
+                '"(.+)")) > 0',
+                5,
+                "critical",
+                f"TrainJob {job} failed in namespace {{{{ $labels.namespace }}}}.",
+                "A node Job of the TrainJob stayed failed after the JobSet's restarts were used up. Read "
+                f"`kubectl -n {ns} describe trainjob {job}` and its pods' logs; fix the cause, then remove and "
+                "add the job again (it resumes from its last checkpoint).",
+            )
+        )
+    restarts = _sel(kube.POD_RESTARTS, ns, f'container=~"{V1_CONTAINER}|{TRAINER_NODE}"')
+    rules.append(
+        Alert(
+            "TrainingPodRestarting",
+            f"increase({restarts}[1h]) >= {limits.restarts_per_hour}",
+            5,
+            "warning",
+            "Training pod {{ $labels.pod }} restarted {{ $value | humanize }} times in an hour.",
+            "Each restart resumes from the last checkpoint and loses the steps since. Look at "
+            f"`kubectl -n {ns} describe pod {{{{ $labels.pod }}}}` (OOMKilled, evicted, exit code) and the previous "
+            "container's log (`kubectl logs --previous`).",
+            "monitoring.alerts.restartsPerHour",
+        )
+    )
+    window = f"{limits.no_progress_minutes}m"
+    step = _sel(trainer.STEP.name, ns)
+    rules.append(
+        Alert(
+            "TrainingNoProgress",
+            # The offset term keeps a job that started less than a window ago (loading data, compiling) quiet.
+            f"changes({step}[{window}]) == 0 and {step} offset {window}",
+            1,
+            "critical",
+            f"Training job {job} made no optimizer step in {window}.",
+            f"{job} is stuck: a hung collective, a stalled data read or a dead peer. Its "
+            "GPUs are paid for meanwhile. Check the rank 0 log, the GPU utilisation panel, and the NCCL "
+            "flight-recorder dumps (nccl_trace_rank_*) in its output directory; deleting the pods restarts the job "
+            "from its last checkpoint.",
+            "monitoring.alerts.noProgressMinutes",
+        )
+    )
+    every = _sel(trainer.CHECKPOINT_EVERY.name, ns)
+    rules.append(
+        Alert(
+            "TrainingCheckpointStale",
+            f"({step} - {_sel(trainer.CHECKPOINT_STEP.name, ns)}) > {limits.checkpoint_intervals} * {every} "
+            f"and {every} > 0",
+            10,
+            "warning",
+            f"Training job {job} has not committed a checkpoint in {limits.checkpoint_intervals} intervals.",
+            f"{job} is {{{{ $value }}}} steps past its last committed checkpoint: a preemption now loses them. "
+            "Check the rank 0 log for checkpoint errors and the free space of the output volume.",
+            "monitoring.alerts.checkpointIntervals",
+        )
+    )
+    if limits.min_bus_bandwidth_gbps is not None:
+        floor = round(limits.min_bus_bandwidth_gbps * 1e9)
+        rules.append(
+            Alert(
+                "AllReduceBandwidthLow",
+                f"max by (namespace, {JOB_LABEL}) ({_sel(trainer.ALLREDUCE_BUS_BANDWIDTH.name, ns)}) < {floor}",
+                1,
+                "warning",
+                f"All-reduce bus bandwidth of {job} is {{{{ $value | humanize }}}}B/s.",
+                f"The netbench job's best all-reduce bus bandwidth is below {limits.min_bus_bandwidth_gbps} GB/s: "
+                "multi-node jobs will be network-bound. Check that its pods got the RDMA devices "
+                "(NCCL_DEBUG=INFO shows the transport) and that the nodes share a fabric.",
+                "monitoring.alerts.minBusBandwidthGbps",
+            )
+        )
+    if limits.min_mfu is not None:
+        mfu = _sel(trainer.MFU.name, ns)
+        rules.append(
+            Alert(
+                "TrainingMfuLow",
+                f"avg_over_time({mfu}[{MFU_WINDOW}]) < {limits.min_mfu} and {mfu} > 0",
+                15,
+                "warning",
+                f"Training job {job} uses {{{{ $value | humanizePercentage }}}} of its GPUs' FLOPs.",
+                f"Model FLOPs utilisation has stayed below {limits.min_mfu:.0%} for {MFU_WINDOW}: the GPUs wait on "
+                "data loading, communication or small batches. Compare the per-rank step times for a straggler "
+                "and the GPU utilisation panel.",
+                "monitoring.alerts.minMfu",
+            )
+        )
+    return rules
+
+
+def rule_group(rules: list[Alert]) -> Manifest:
+    """``rules`` as one Prometheus rule group, as both a rules file and a PrometheusRule hold it."""
+    return {
+        "name": RULE_GROUP,
+        "rules": [
+            {
+                "alert": rule.name,
+                "expr": rule.expr,
+                "for": f"{rule.for_minutes}m",
+                "labels": {"severity": rule.severity},
+                "annotations": {"summary": rule.summary, "description": rule.description},
+            }
+            for rule in rules
+        ],
+    }
+
+
+def prometheus_rule(rules: list[Alert], namespace: str) -> Manifest:
+    """The PrometheusRule (``monitoring.coreos.com/v1``) holding ``rules``.
+
+    Args:
+        rules: the alerts (:func:`alerts`).
+        namespace: where the object lives (the training namespace).
+
+    Returns:
+        A complete PrometheusRule object.
+    """
+    return {
+        "apiVersion": MONITORING_API,
+        "kind": "PrometheusRule",
+        "metadata": {"name": RULE_NAME, "namespace": namespace, "labels": dict(MANAGED_BY)},
+        "spec": {"groups": [rule_group(rules)]},
+    }
+
+
+def arms_alert_rule(rule: Alert) -> dict[str, object]:
+    """Keyword arguments of ``alicloud.arms.PrometheusAlertRule`` (pulumi-alicloud 4.0.0) for
+    ``rule``, less the cluster id: ARMS evaluates alert rules it stores itself (API
+    ``CreatePrometheusAlertRule``), with the duration in minutes and the summary as the
+    notification's message."""
+    return {
+        "prometheus_alert_rule_name": rule.name,
+        "expression": rule.expr,
+        "duration": str(rule.for_minutes),
+        "message": rule.summary,
+        "labels": [{"name": "severity", "value": rule.severity}],
+        "annotations": [
+            {"name": "summary", "value": rule.summary},
+            {"name": "description", "value": rule.description},
+        ],
+        "notify_type": "ALERT_MANAGER",
+    }

@@ -1,0 +1,147 @@
+"""The Grafana dashboard of a training job, generated with grafana-foundation-sdk, and the
+ConfigMap that hands it to Grafana's dashboard sidecar.
+
+Queries name metrics only through ``trainer/metric_names.py`` and :mod:`.gpu_metrics`; the
+``job`` variable picks one job among those that served ``trainer_step`` in the namespace.
+"""
+
+from __future__ import annotations
+
+import json
+
+from grafana_foundation_sdk.builders import dashboard as gf
+from grafana_foundation_sdk.builders import prometheus, timeseries
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models.dashboard import DataSourceRef
+
+from trainer import metric_names as trainer
+
+from . import gpu_metrics as gpu
+from .base import MANAGED_BY, Manifest
+from .scraping import JOB_LABEL
+
+DASHBOARD_UID = "ack-training-job"
+DASHBOARD_FILE = "training.json"
+DASHBOARD_CONFIGMAP = "ack-training-platform-dashboard"
+SIDECAR_LABEL = {"grafana_dashboard": "1"}
+"""The label Grafana's dashboard sidecar looks for by default, as kube-prometheus-stack
+configures it (grafana chart ``values.yaml``: ``sidecar.dashboards.label: grafana_dashboard``,
+``labelValue: "1"``)."""
+DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
+
+
+def _panel(title: str, unit: str, *queries: tuple[str, str], description: str = "") -> timeseries.Panel:
+    panel = timeseries.Panel().title(title).unit(unit).datasource(DATASOURCE).span(12).height(8)
+    if description:
+        panel = panel.description(description)
+    for ref, (expr, legend) in zip("ABCDEFGH", queries, strict=False):
+        panel = panel.with_target(prometheus.Dataquery().expr(expr).legend_format(legend).ref_id(ref))
+    return panel
+
+
+def training_dashboard(namespace: str) -> dict[str, object]:
+    """The dashboard of one training job in ``namespace``, as Grafana's JSON model.
+
+    Args:
+        namespace: the training namespace.
+
+    Returns:
+        The dashboard JSON (a dict), ready to import or to put in a ConfigMap.
+    """
+    job = f'namespace="{namespace}",{JOB_LABEL}="$job"'
+    # Pods of a job are named after it on both backends (<job>-master-0, <job>-node-0-0-...).
+    pods = f'{gpu.NAMESPACE_LABEL}="{namespace}",{gpu.POD_LABEL}=~"$job-.*"'
+
+    def series(metric: trainer.Metric) -> str:
+        return f"{metric.name}{{{job}}}"
+
+    board = (
+        gf.Dashboard("Training job")
+        .uid(DASHBOARD_UID)
+        .tags(["ack-training-platform", "training"])
+        .refresh("30s")
+        .time("now-6h", "now")
+        .with_variable(gf.DatasourceVariable("datasource").label("Data source").type("prometheus"))
+        .with_variable(
+            gf.QueryVariable("job")
+            .label("Job")
+            .datasource(DATASOURCE)
+            .query(f'label_values({trainer.STEP.name}{{namespace="{namespace}"}}, {JOB_LABEL})')
+        )
+        .with_row(gf.Row("Training"))
+        .with_panel(_panel("Loss", "none", (series(trainer.LOSS), "loss")))
+        .with_panel(_panel("Gradient norm", "none", (series(trainer.GRAD_NORM), "grad norm (before clipping)")))
+        .with_panel(
+            _panel(
+                "Throughput",
+                "short",
+                (series(trainer.SAMPLES_PER_SECOND), "samples/s"),
+                (series(trainer.TOKENS_PER_SECOND), "tokens/s"),
+            )
+        )
+        .with_panel(
+            _panel(
+                "Model FLOPs utilisation",
+                "percentunit",
+                (series(trainer.MFU), "MFU"),
+                description="Share of the GPUs' peak FLOPs the model's arithmetic used; checkpoint time excluded.",
+            )
+        )
+        .with_panel(
+            _panel(
+                "Step time per rank",
+                "s",
+                (series(trainer.STEP_TIME), f"rank {{{{{trainer.RANK_LABEL}}}}}"),
+                description="A rank well above the others is a straggler the whole job waits for.",
+            )
+        )
+        .with_panel(
+            _panel(
+                "Checkpoint age",
+                "s",
+                (f"time() - {series(trainer.CHECKPOINT_TIME)}", "since the last committed checkpoint"),
+                description="What a preemption now would lose.",
+            )
+        )
+        .with_row(gf.Row("GPUs"))
+        .with_panel(
+            _panel("GPU utilisation per pod", "percent", (f"avg by (pod) ({gpu.GPU_UTIL}{{{pods}}})", "{{pod}}"))
+        )
+        .with_panel(
+            _panel(
+                "GPU memory used per pod",
+                "decmbytes",
+                (f"sum by (pod) ({gpu.GPU_MEMORY_USED}{{{pods}}})", "{{pod}}"),
+            )
+        )
+    )
+    return json.loads(json.dumps(board.build(), cls=JSONEncoder))
+
+
+def dashboard_configmap(dashboard: dict[str, object], namespace: str) -> Manifest:
+    """The ConfigMap that Grafana's dashboard sidecar loads ``dashboard`` from.
+
+    Args:
+        dashboard: the dashboard JSON (:func:`training_dashboard`).
+        namespace: where the ConfigMap lives; the sidecar must watch it (kube-prometheus-stack's
+            ``sidecar.dashboards.searchNamespace``, else Grafana's own namespace only).
+
+    Returns:
+        A complete ConfigMap object.
+    """
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": DASHBOARD_CONFIGMAP,
+            "namespace": namespace,
+            "labels": {**MANAGED_BY, **SIDECAR_LABEL},
+        },
+        "data": {DASHBOARD_FILE: json.dumps(dashboard, indent=2, sort_keys=True)},
+    }
+
+
+def dashboard_queries(dashboard: dict[str, object]) -> list[str]:
+    """Every PromQL expression of ``dashboard``'s panels."""
+    panels: list[dict] = dashboard.get("panels", [])  # type: ignore[assignment]
+    return [target["expr"] for panel in panels for target in panel.get("targets", []) if "expr" in target]

@@ -1,0 +1,106 @@
+"""TensorBoard over every job's event files, on the system nodes.
+
+The trainer writes TensorBoard events to ``<output dir>/tensorboard`` and each job's output
+dir is ``/mnt/output/<job>`` on the output claim (``job_env`` in ``jobs.py``), so one
+``--logdir`` over the claim's root shows every job, each run named by its path.
+"""
+
+from __future__ import annotations
+
+from ..config import TensorBoardSpec
+from .base import MANAGED_BY, Manifest
+from .jobs import OUTPUT_MOUNT
+
+TENSORBOARD = "tensorboard"
+TENSORBOARD_PORT = 6006
+"""TensorBoard's own default port."""
+TRAINER_UID = 1000
+"""The training image's non-root user (``trainer/Dockerfile``: ``useradd --uid 1000 trainer``)."""
+LABELS = {**MANAGED_BY, "app.kubernetes.io/name": TENSORBOARD}
+
+
+def tensorboard_objects(
+    spec: TensorBoardSpec,
+    *,
+    namespace: str,
+    image: str,
+    output_claim: str,
+    node_selector: dict[str, str] | None,
+    image_pull_secret: str | None = None,
+) -> list[Manifest]:
+    """The Deployment and Service of TensorBoard.
+
+    It runs from the training image, which installs ``tensorboard`` for the trainer's own event
+    files and is already in a registry the cluster pulls from, so nothing third-party is pulled.
+    The output claim is mounted read-only: TensorBoard only reads, and a mistake there cannot
+    touch a checkpoint.
+
+    Args:
+        spec: TensorBoard's settings.
+        namespace: the training namespace, where the output claim is.
+        image: the training image, pinned.
+        output_claim: the claim holding every job's output directory.
+        node_selector: the system pool's labels, or ``None`` where there is no system pool.
+        image_pull_secret: pull secret for the image, or ``None``.
+
+    Returns:
+        ``[Deployment, Service]``.
+    """
+    resources = {"cpu": spec.cpu, "memory": spec.memory}
+    pod: Manifest = {
+        "securityContext": {"runAsNonRoot": True, "runAsUser": TRAINER_UID, "runAsGroup": TRAINER_UID},
+        "containers": [
+            {
+                "name": TENSORBOARD,
+                "image": image,
+                "imagePullPolicy": "IfNotPresent",
+                # The image's entrypoint is the trainer's launcher.
+                "command": ["tensorboard"],
+                "args": [f"--logdir={OUTPUT_MOUNT}", "--host=0.0.0.0", f"--port={TENSORBOARD_PORT}"],
+                "ports": [{"name": "http", "containerPort": TENSORBOARD_PORT}],
+                "resources": {"requests": dict(resources), "limits": dict(resources)},
+                "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 10},
+                "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True},
+                "volumeMounts": [
+                    {"name": "output", "mountPath": OUTPUT_MOUNT, "readOnly": True},
+                    # TensorBoard keeps its instance info in the temp directory.
+                    {"name": "tmp", "mountPath": "/tmp"},
+                ],
+            }
+        ],
+        "volumes": [
+            {"name": "output", "persistentVolumeClaim": {"claimName": output_claim, "readOnly": True}},
+            {"name": "tmp", "emptyDir": {}},
+        ],
+    }
+    if node_selector:
+        pod["nodeSelector"] = dict(node_selector)
+    if image_pull_secret:
+        pod["imagePullSecrets"] = [{"name": image_pull_secret}]
+    metadata = {"name": TENSORBOARD, "namespace": namespace, "labels": dict(LABELS)}
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata,
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": dict(LABELS)},
+            "template": {"metadata": {"labels": dict(LABELS)}, "spec": pod},
+        },
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": dict(metadata, labels=dict(LABELS)),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": dict(LABELS),
+            "ports": [{"name": "http", "port": TENSORBOARD_PORT, "targetPort": "http"}],
+        },
+    }
+    return [deployment, service]
+
+
+def port_forward_command(namespace: str) -> str:
+    """The command that opens TensorBoard on http://localhost:6006."""
+    return f"kubectl -n {namespace} port-forward svc/{TENSORBOARD} {TENSORBOARD_PORT}:{TENSORBOARD_PORT}"

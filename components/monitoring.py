@@ -1,0 +1,131 @@
+"""Monitoring: scraping of the training pods, the alert rules, the dashboard and TensorBoard."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_alicloud as alicloud
+import pulumi_kubernetes as k8s
+import yaml
+
+from ._k8s import TOKEN, resource_args
+from .config import PlatformSpec
+from .manifests import OPERATOR_NAMESPACE, Manifest
+from .manifests.alerts import alerts, arms_alert_rule, prometheus_rule
+from .manifests.dashboard import dashboard_configmap, training_dashboard
+from .manifests.scraping import operator_pod_monitor, trainer_pod_monitor
+from .manifests.tensorboard import port_forward_command, tensorboard_objects
+from .namespace import TrainingNamespace
+from .registry import ContainerRegistry
+from .storage import SharedVolumes
+
+ARMS_MONITORING_TYPE = "podMonitor"
+"""``alicloud.arms.PrometheusMonitoring`` takes a PodMonitor's YAML with this type (pulumi-alicloud
+4.0.0 ``arms/prometheus_monitoring.py``)."""
+
+
+def tensorboard_image(spec: PlatformSpec, registry: ContainerRegistry | None) -> pulumi.Output[str]:
+    """TensorBoard's image: its own reference, or its tag (else the first job's) in the registry.
+
+    Raises:
+        ValueError: the image is a tag but no registry was passed.
+    """
+    image, tag = spec.tensorboard_image()
+    if image is not None:
+        return pulumi.Output.from_input(image)
+    if registry is None:
+        raise ValueError(f"TensorBoard's image is tag {tag!r} but no registry was passed")
+    return pulumi.Output.concat(registry.repository_url, ":", tag)
+
+
+class Monitoring(pulumi.ComponentResource):
+    """What watches the training jobs, as ``spec.monitoring`` asks.
+
+    - ``operator``: PodMonitors for the jobs and the v1 operator, a PrometheusRule and the
+      dashboard ConfigMap, for a prometheus-operator the cluster runs; its CRDs must exist.
+    - ``arms``: the same PodMonitors registered with ACK's managed Prometheus through the ARMS
+      API and one ARMS alert rule per alert, all waiting for the ``arms-prometheus`` add-on.
+    - TensorBoard (``tensorboard.enabled``), on the system nodes with the output claim read-only.
+
+    Args:
+        name: Pulumi resource name.
+        spec: the platform spec.
+        namespace: the training namespace.
+        storage: the shared volumes (TensorBoard reads the output claim).
+        provider: the cluster's kubernetes provider.
+        node_selector: the system pool's labels, or ``None``.
+        registry: the registry the training image is in, or ``None``.
+        cluster_id: the ACK cluster's id; ARMS names the cluster's Prometheus instance by it.
+        arms_after: what must exist before ARMS objects can be created (the add-ons).
+
+    Attributes:
+        tensorboard_command: the ``kubectl port-forward`` command, or ``None``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        spec: PlatformSpec,
+        *,
+        namespace: TrainingNamespace,
+        storage: SharedVolumes,
+        provider: k8s.Provider,
+        node_selector: dict[str, str] | None = None,
+        registry: ContainerRegistry | None = None,
+        cluster_id: pulumi.Input[str] | None = None,
+        arms_after: list[pulumi.Resource] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__(f"{TOKEN}:Monitoring", name, None, opts)
+        ns = namespace.name
+        in_cluster = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[namespace.namespace])
+        monitors = [trainer_pod_monitor(ns)]
+        if spec.operator.install:
+            monitors.append(operator_pod_monitor(OPERATOR_NAMESPACE))
+        rules = alerts(spec)
+        if spec.prometheus == "operator":
+            for obj in [*monitors, prometheus_rule(rules, ns)]:
+                self._object(obj, in_cluster)
+            if spec.monitoring.dashboard:
+                self._object(dashboard_configmap(training_dashboard(ns), ns), in_cluster)
+        elif spec.prometheus == "arms":
+            if cluster_id is None:
+                raise ValueError("monitoring with ARMS needs the ACK cluster's id")
+            arms = pulumi.ResourceOptions(parent=self, depends_on=list(arms_after or []))
+            for monitor in monitors:
+                alicloud.arms.PrometheusMonitoring(
+                    monitor["metadata"]["name"],
+                    cluster_id=cluster_id,
+                    type=ARMS_MONITORING_TYPE,
+                    config_yaml=yaml.safe_dump(monitor, sort_keys=False),
+                    status="run",
+                    opts=arms,
+                )
+            for rule in rules:
+                alicloud.arms.PrometheusAlertRule(rule.name, cluster_id=cluster_id, **arms_alert_rule(rule), opts=arms)
+        self.tensorboard_command: str | None = None
+        if spec.monitoring.tensorboard.enabled:
+            image = tensorboard_image(spec, registry)
+            objects = tensorboard_objects(
+                spec.monitoring.tensorboard,
+                namespace=ns,
+                image="<image>",
+                output_claim=storage.output_claim,
+                node_selector=node_selector,
+                image_pull_secret=registry.pull_secret if registry is not None else None,
+            )
+            objects[0]["spec"]["template"]["spec"]["containers"][0]["image"] = image
+            waits = pulumi.ResourceOptions(depends_on=[*storage.claims, *(registry.ready if registry else [])])
+            for obj in objects:
+                self._object(obj, pulumi.ResourceOptions.merge(in_cluster, waits))
+            self.tensorboard_command = port_forward_command(ns)
+        self.register_outputs({"tensorboard": self.tensorboard_command})
+
+    def _object(self, obj: Manifest, opts: pulumi.ResourceOptions) -> pulumi.Resource:
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        if kind == "Deployment":
+            return k8s.apps.v1.Deployment(f"{name}-{kind.lower()}", **resource_args(obj), opts=opts)
+        if kind == "Service":
+            return k8s.core.v1.Service(f"{name}-{kind.lower()}", **resource_args(obj), opts=opts)
+        if kind == "ConfigMap":
+            return k8s.core.v1.ConfigMap(name, **resource_args(obj), opts=opts)
+        return k8s.apiextensions.CustomResource(name, **resource_args(obj), opts=opts)

@@ -1,0 +1,310 @@
+"""Monitoring, read as policy: what each mode creates, alerts that fire when they should
+(``promtool test rules``), objects valid against prometheus-operator's API, and a dashboard
+that watches only metrics someone serves."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from typing import Any
+
+import pytest
+import yaml
+from conftest import cfg, stack_config
+
+from components.config import load_spec
+from components.manifests import gpu_metrics, kube_metrics
+from components.manifests.alerts import alerts, prometheus_rule, rule_group
+from components.manifests.dashboard import dashboard_queries, training_dashboard
+from components.manifests.scraping import operator_pod_monitor, trainer_pod_monitor
+from components.plan import SECRET, UNKNOWN
+from trainer import metric_names
+
+MONITORING = "alicloud:arms/prometheusMonitoring:PrometheusMonitoring"
+ALERT_RULE = "alicloud:arms/prometheusAlertRule:PrometheusAlertRule"
+CR = "kubernetes:monitoring.coreos.com/v1:"
+
+
+def operator_config() -> dict[str, Any]:
+    """The dev stack on a cluster with its own prometheus-operator, every alert on, and v2 too."""
+    config = stack_config("dev")
+    config[cfg("monitoring")] = {"prometheus": "operator", "alerts": {"minMfu": 0.25, "minBusBandwidthGbps": 20}}
+    config[cfg("trainerV2")] = {"install": True}
+    config[cfg("cluster")]["version"] = "1.33.1-aliyun.1"
+    return config
+
+
+def test_arms_mode_registers_scraping_and_rules_with_arms_after_its_add_on(run_stack) -> None:
+    plan = run_stack(stack_config("dev"), "dev")
+    addon = next(
+        a for a in plan.of_type("alicloud:cs/kubernetesAddon:KubernetesAddon") if a.inputs["name"] == "arms-prometheus"
+    )
+    spec = load_spec(stack_config("dev"), credentials=False)
+    monitors = {m.name: m for m in plan.of_type(MONITORING)}
+    assert set(monitors) == {"ack-training-platform-trainer", "ack-training-platform-training-operator"}
+    for monitor in monitors.values():
+        assert monitor.inputs["type"] == "podMonitor" and addon.urn in monitor.dependencies
+        assert yaml.safe_load(monitor.inputs["configYaml"])["kind"] == "PodMonitor"
+    rules = {r.name: r for r in plan.of_type(ALERT_RULE)}
+    assert set(rules) == {a.name for a in alerts(spec)}
+    for rule in alerts(spec):
+        recorded = rules[rule.name]
+        assert recorded.inputs["expression"] == rule.expr and recorded.inputs["duration"] == str(rule.for_minutes)
+        assert {"name": "severity", "value": rule.severity} in recorded.inputs["labels"]
+        assert addon.urn in recorded.dependencies
+    # Nothing for a prometheus-operator the cluster does not run.
+    assert not [r for r in plan.resources if r.type.startswith(CR)]
+
+
+def test_operator_mode_creates_the_custom_resources_and_the_dashboard(run_stack) -> None:
+    plan = run_stack(operator_config())
+    assert {r.name for r in plan.of_type(CR + "PodMonitor")} == {
+        "ack-training-platform-trainer",
+        "ack-training-platform-training-operator",
+    }
+    rule = plan.one(CR + "PrometheusRule").inputs
+    assert [r["alert"] for r in rule["spec"]["groups"][0]["rules"]] == [
+        a.name for a in alerts(load_spec(operator_config(), credentials=False))
+    ]
+    dashboard = plan.one("kubernetes:core/v1:ConfigMap", "ack-training-platform-dashboard").inputs
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["training.json"])["uid"] == "ack-training-job"
+    assert not plan.of_type(MONITORING) and not plan.of_type(ALERT_RULE)
+    assert not [
+        a for a in plan.of_type("alicloud:cs/kubernetesAddon:KubernetesAddon") if a.inputs["name"] == "arms-prometheus"
+    ]
+
+
+def test_no_prometheus_creates_no_monitoring_objects(run_stack) -> None:
+    plan = run_stack(stack_config("local"), "local")
+    assert not [r for r in plan.resources if r.type.startswith(CR) or r.type.startswith("alicloud:arms")]
+    assert plan.outputs["tensorboard"] == "kubectl -n training port-forward svc/tensorboard 6006:6006"
+
+
+def test_tensorboard_runs_on_the_system_pool_reading_the_output_claim_only(run_stack) -> None:
+    plan = run_stack(stack_config("dev"), "dev")
+    deployment = plan.one("kubernetes:apps/v1:Deployment", "tensorboard-deployment")
+    pod = deployment.inputs["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"ack-training-platform/pool": "system"}
+    assert pod["volumes"][0]["persistentVolumeClaim"] == {"claimName": "training-output", "readOnly": True}
+    container = pod["containers"][0]
+    assert all(m["readOnly"] for m in container["volumeMounts"] if m["name"] == "output")
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["resources"]["requests"] == container["resources"]["limits"]
+    assert container["image"] == UNKNOWN  # the training image in the registry created with the stack
+    assert plan.one("kubernetes:core/v1:PersistentVolumeClaim", "training-output").urn in deployment.dependencies
+    assert "port-forward svc/tensorboard" in plan.outputs["tensorboard"]
+
+
+def test_monitoring_puts_no_secret_in_outputs_or_objects(run_stack) -> None:
+    config = operator_config()
+    config[cfg("registry")]["username"] = "ml-pull@example.com"
+    config[cfg("registryPassword")] = {"secure": "v1:AAAA"}
+    plan = run_stack(config)
+    monitoring = [r for r in plan.resources if "monitoring" in r.parent or r.name == "monitoring"]
+    assert monitoring and SECRET not in json.dumps([r.inputs for r in monitoring])
+    assert plan.outputs["tensorboard"] != SECRET and "AAAA" not in json.dumps(plan.outputs)
+
+
+# --- prometheus-operator's API ----------------------------------------------------------
+
+
+def strict_errors(obj: dict[str, Any]) -> list[str]:
+    """Fields of ``obj`` that prometheus-operator's v0.80 API does not have, or values it refuses.
+
+    The models ignore unknown fields, so what they drop is what the API would prune or refuse.
+    """
+    from cloudcoil.models.prometheus_operator import v1
+    from pydantic import ValidationError
+
+    model = {"PodMonitor": v1.PodMonitor, "PrometheusRule": v1.PrometheusRule}[obj["kind"]]
+    try:
+        parsed = model.model_validate(obj)
+    except ValidationError as err:
+        return [str(err)]
+    kept = parsed.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+    def dropped(given: Any, back: Any, path: str) -> list[str]:
+        if isinstance(given, dict):
+            return [
+                p
+                for key, value in given.items()
+                for p in (dropped(value, back[key], f"{path}.{key}") if key in back else [f"{path}.{key}"])
+            ]
+        if isinstance(given, list):
+            return [p for i, (a, b) in enumerate(zip(given, back, strict=True)) for p in dropped(a, b, f"{path}[{i}]")]
+        return [] if given == back else [f"{path}: {given!r} became {back!r}"]
+
+    return dropped(obj, kept, "")
+
+
+def test_monitoring_objects_are_valid_prometheus_operator_objects() -> None:
+    spec = load_spec(operator_config(), credentials=False)
+    for obj in (
+        trainer_pod_monitor("training"),
+        operator_pod_monitor("kubeflow"),
+        prometheus_rule(alerts(spec), "training"),
+    ):
+        assert strict_errors(obj) == [], obj["kind"]
+
+
+def test_the_schema_check_catches_a_misspelled_field() -> None:
+    monitor = trainer_pod_monitor("training")
+    monitor["spec"]["podMetricsEndpoints"][0]["relabellings"] = monitor["spec"]["podMetricsEndpoints"][0].pop(
+        "relabelings"
+    )
+    assert strict_errors(monitor) == [".spec.podMetricsEndpoints[0].relabellings"]
+    rule = prometheus_rule(alerts(load_spec(operator_config(), credentials=False)), "training")
+    rule["spec"]["groups"][0]["rules"][0]["severity"] = "critical"
+    assert strict_errors(rule) == [".spec.groups[0].rules[0].severity"]
+
+
+# --- alerts under promtool --------------------------------------------------------------
+
+T = 'namespace="training",training_job="gpt",pod="gpt-master-0"'
+LABELS = {"namespace": "training", "training_job": "gpt", "pod": "gpt-master-0"}
+STEP, CKPT, EVERY = (metric_names.STEP.name, metric_names.CHECKPOINT_STEP.name, metric_names.CHECKPOINT_EVERY.name)
+RESTARTS = kube_metrics.POD_RESTARTS + '{namespace="training",pod="gpt-master-0",container="pytorch"}'
+FAILED_V2 = kube_metrics.JOB_FAILED + '{namespace="training",job_name="gpt-node-0",condition="true"}'
+OWNER = kube_metrics.JOB_OWNER + '{namespace="training",job_name="gpt-node-0",owner_kind="JobSet",owner_name="gpt"}'
+BANDWIDTH = metric_names.ALLREDUCE_BUS_BANDWIDTH.name
+
+# alert -> (eval time, series that make it fire, labels it fires with, series that keep it quiet)
+CASES: dict[str, tuple[str, dict[str, str], dict[str, str], dict[str, str]]] = {
+    "TrainingJobFailed": (
+        "15m",
+        {kube_metrics.OPERATOR_JOBS_FAILED + '{job_namespace="training",framework="pytorch"}': "0x10 1x10"},
+        {"job_namespace": "training", "framework": "pytorch", "severity": "critical"},
+        {kube_metrics.OPERATOR_JOBS_FAILED + '{job_namespace="training",framework="pytorch"}': "0x20"},
+    ),
+    "TrainJobFailed": (
+        "10m",
+        {FAILED_V2: "1x20", OWNER: "1x20"},
+        {"namespace": "training", "training_job": "gpt", "severity": "critical"},
+        {FAILED_V2: "0x20", OWNER: "1x20"},
+    ),
+    "TrainingPodRestarting": (
+        "10m",
+        {RESTARTS: "0 1 2 3 3 3 3 3 3 3 3"},
+        {"namespace": "training", "pod": "gpt-master-0", "container": "pytorch", "severity": "warning"},
+        {RESTARTS: "0 1 1 1 1 1 1 1 1 1 1"},
+    ),
+    "TrainingNoProgress": (
+        "45m",
+        {f"{STEP}{{{T}}}": "0+10x20 200x30"},  # stuck from minute 20
+        {**LABELS, "severity": "critical"},
+        {f"{STEP}{{{T}}}": "0+10x50"},
+    ),
+    "TrainingCheckpointStale": (
+        "20m",
+        {f"{STEP}{{{T}}}": "0+100x30", f"{CKPT}{{{T}}}": "0x30", f"{EVERY}{{{T}}}": "200x30"},
+        {**LABELS, "severity": "warning"},
+        {f"{STEP}{{{T}}}": "0+100x30", f"{CKPT}{{{T}}}": "0+100x30", f"{EVERY}{{{T}}}": "200x30"},
+    ),
+    "AllReduceBandwidthLow": (
+        "5m",
+        {
+            f'{BANDWIDTH}{{{T},size_bytes="1048576"}}': "1e9x10",
+            f'{BANDWIDTH}{{{T},size_bytes="1073741824"}}': "15e9x10",
+        },
+        {"namespace": "training", "training_job": "gpt", "severity": "warning"},
+        {
+            f'{BANDWIDTH}{{{T},size_bytes="1048576"}}': "1e9x10",
+            f'{BANDWIDTH}{{{T},size_bytes="1073741824"}}': "25e9x10",
+        },
+    ),
+    "TrainingMfuLow": (
+        "50m",
+        {f"{metric_names.MFU.name}{{{T}}}": "0.1x60"},
+        {**LABELS, "severity": "warning"},
+        {f"{metric_names.MFU.name}{{{T}}}": "0.4x60"},
+    ),
+}
+
+
+def promtool() -> str:
+    found = shutil.which("promtool")
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("promtool is missing: .ci/run installs Debian's prometheus package, which ships it")
+        pytest.skip("promtool is not installed (Debian: apt-get install prometheus)")
+    return found
+
+
+def test_every_alert_fires_when_it_should_and_only_then(tmp_path) -> None:
+    tool = promtool()
+    rules = alerts(load_spec(operator_config(), credentials=False))
+    assert {r.name for r in rules} == set(CASES), "every alert needs a firing and a quiet case"
+    group = rule_group(rules)
+    (tmp_path / "full.yaml").write_text(yaml.safe_dump({"groups": [group]}))
+    checked = subprocess.run([tool, "check", "rules", str(tmp_path / "full.yaml")], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr  # templates in the annotations parse
+    # promtool compares annotations too; the expressions, durations and labels are under test here.
+    for rule in group["rules"]:
+        del rule["annotations"]
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": [group]}))
+    tests = []
+    for name, (at, firing, labels, quiet) in CASES.items():
+        for series, expected in ((firing, [{"exp_labels": labels}]), (quiet, [])):
+            tests.append(
+                {
+                    "interval": "1m",
+                    "input_series": [{"series": s, "values": v} for s, v in series.items()],
+                    "alert_rule_test": [{"eval_time": at, "alertname": name, "exp_alerts": expected}],
+                }
+            )
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump({"rule_files": ["rules.yaml"], "tests": tests}))
+    result = subprocess.run([tool, "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_job_that_just_started_is_not_stuck(tmp_path) -> None:
+    tool = promtool()
+    group = rule_group(
+        [a for a in alerts(load_spec(operator_config(), credentials=False)) if a.name == "TrainingNoProgress"]
+    )
+    del group["rules"][0]["annotations"]
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": [group]}))
+    test = {
+        "interval": "1m",
+        "input_series": [{"series": f"{STEP}{{{T}}}", "values": "0x12"}],  # loading data for 12 minutes
+        "alert_rule_test": [{"eval_time": "12m", "alertname": "TrainingNoProgress", "exp_alerts": []}],
+    }
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump({"rule_files": ["rules.yaml"], "tests": [test]}))
+    result = subprocess.run([tool, "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# --- the dashboard ------------------------------------------------------------------------
+
+PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "offset", "bool", "and", "or", "unless"}
+
+
+def metric_names_in(expr: str) -> set[str]:
+    """Metric names a PromQL expression reads: identifiers that are not functions, keywords,
+    label names in matchers or grouping clauses, strings or durations."""
+    expr = re.sub(r'"(?:[^"\\]|\\.)*"', "", expr)
+    expr = re.sub(r"\{[^}]*\}|\[[^\]]*\]", " ", expr)
+    expr = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", expr)
+    expr = re.sub(r"\b\d+(\.\d+)?([smhdwy]|e\d+)?\b", " ", expr)
+    names = re.findall(r"[A-Za-z_:][A-Za-z0-9_:]*\b(?!\s*\()", expr)
+    return {n for n in names if n not in PROMQL_WORDS}
+
+
+def test_the_promql_reader_finds_metrics_and_only_metrics() -> None:
+    assert metric_names_in('sum by (pod) (rate(a_total{pod=~"x-.*"}[5m])) / on (pod) b offset 5m') == {"a_total", "b"}
+
+
+def test_every_panel_reads_metrics_that_are_served() -> None:
+    served = {m.name for m in metric_names.ALL} | set(gpu_metrics.EXPORTED) | set(kube_metrics.KUBE_STATE_METRICS)
+    queries = dashboard_queries(training_dashboard("training"))
+    assert len(queries) >= 9
+    for query in queries:
+        read = metric_names_in(query)
+        assert read and read <= served, query
+    panels = {p["title"] for p in training_dashboard("training")["panels"]}
+    assert {"Loss", "Throughput", "Model FLOPs utilisation", "Step time per rank", "Checkpoint age"} <= panels
+    assert {"GPU utilisation per pod", "GPU memory used per pod", "Gradient norm"} <= panels
