@@ -15,26 +15,13 @@ from .manifests.dashboard import dashboard_configmap, training_dashboard
 from .manifests.scraping import operator_pod_monitor, trainer_pod_monitor
 from .manifests.tensorboard import port_forward_command, tensorboard_objects
 from .namespace import TrainingNamespace
-from .registry import ContainerRegistry
+from .registry import ContainerRegistry, pinned_image
 from .storage import SharedVolumes
+from .training_job import IMAGE_PLACEHOLDER
 
 ARMS_MONITORING_TYPE = "podMonitor"
 """``alicloud.arms.PrometheusMonitoring`` takes a PodMonitor's YAML with this type (pulumi-alicloud
 4.0.0 ``arms/prometheus_monitoring.py``)."""
-
-
-def tensorboard_image(spec: PlatformSpec, registry: ContainerRegistry | None) -> pulumi.Output[str]:
-    """TensorBoard's image: its own reference, or its tag (else the first job's) in the registry.
-
-    Raises:
-        ValueError: the image is a tag but no registry was passed.
-    """
-    image, tag = spec.tensorboard_image()
-    if image is not None:
-        return pulumi.Output.from_input(image)
-    if registry is None:
-        raise ValueError(f"TensorBoard's image is tag {tag!r} but no registry was passed")
-    return pulumi.Output.concat(registry.repository_url, ":", tag)
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -104,11 +91,11 @@ class Monitoring(pulumi.ComponentResource):
                 alicloud.arms.PrometheusAlertRule(rule.name, cluster_id=cluster_id, **arms_alert_rule(rule), opts=arms)
         self.tensorboard_command: str | None = None
         if spec.monitoring.tensorboard.enabled:
-            image = tensorboard_image(spec, registry)
+            image = pinned_image(*spec.tensorboard_image(), registry, "TensorBoard")
             objects = tensorboard_objects(
                 spec.monitoring.tensorboard,
                 namespace=ns,
-                image="<image>",
+                image=IMAGE_PLACEHOLDER,
                 output_claim=storage.output_claim,
                 node_selector=node_selector,
                 image_pull_secret=registry.pull_secret if registry is not None else None,

@@ -168,3 +168,25 @@ class ContainerRegistry(pulumi.ComponentResource):
             )
             self.pull_secret = PULL_SECRET
         self.register_outputs({"repositoryUrl": self.repository_url, "pushUrl": self.push_url})
+
+
+def pinned_image(
+    image: str | None, tag: str | None, registry: ContainerRegistry | None, owner: str
+) -> pulumi.Output[str]:
+    """An image given as a full reference, or as a tag of the training image in the platform
+    registry (the specs make sure exactly one is set).
+
+    Args:
+        image: the full reference, or ``None``.
+        tag: the tag in the registry, used when ``image`` is ``None``.
+        registry: the platform registry, or ``None``.
+        owner: what the image is for, for the error (``job 'x'``, ``TensorBoard``).
+
+    Raises:
+        ValueError: only a tag is given and there is no registry.
+    """
+    if image is not None:
+        return pulumi.Output.from_input(image)
+    if registry is None:
+        raise ValueError(f"{owner} gives image tag {tag!r} but no registry was passed")
+    return pulumi.Output.concat(registry.repository_url, ":", tag)

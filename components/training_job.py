@@ -21,20 +21,12 @@ from .manifests import (
 )
 from .namespace import TrainingNamespace
 from .operator import TrainingOperator
-from .registry import ContainerRegistry
+from .registry import ContainerRegistry, pinned_image
 from .storage import SharedVolumes
 from .trainer_v2 import TrainerV2
 
 IMAGE_PLACEHOLDER = "<image>"
-
-
-def job_image(spec: TrainingJobSpec, registry: ContainerRegistry | None) -> pulumi.Output[str]:
-    """The job's pinned image: its own reference, or its tag in the platform registry."""
-    if spec.image is not None:
-        return pulumi.Output.from_input(spec.image)
-    if registry is None:
-        raise ValueError(f"job {spec.name!r} gives imageTag but no registry was passed")
-    return pulumi.Output.concat(registry.repository_url, ":", spec.image_tag)
+"""Stands for the image in a builder's manifest until the component sets the image output."""
 
 
 class TrainingJob(pulumi.ComponentResource):
@@ -106,7 +98,7 @@ class TrainingJob(pulumi.ComponentResource):
             queue=trainer_v2.queue if trainer_v2 is not None else None,
         )
         # The registry's URL may be known only after deployment; everything else is known now.
-        image = job_image(spec, registry)
+        image = pinned_image(spec.image, spec.image_tag, registry, f"job {spec.name!r}")
         if backend == "v2":
             self.manifest = train_job(spec, ctx)
             self.manifest["spec"]["trainer"]["image"] = image

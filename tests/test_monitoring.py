@@ -99,6 +99,17 @@ def test_tensorboard_runs_on_the_system_pool_reading_the_output_claim_only(run_s
     assert "port-forward svc/tensorboard" in plan.outputs["tensorboard"]
 
 
+def test_a_job_named_tensorboard_is_not_behind_the_tensorboard_service(run_stack) -> None:
+    config = stack_config("local")
+    config[cfg("jobs")][0]["name"] = "tensorboard"
+    plan = run_stack(config, "local")
+    selector = plan.one("kubernetes:core/v1:Service", "tensorboard-service").inputs["spec"]["selector"]
+    job = plan.one("kubernetes:kubeflow.org/v1:PyTorchJob", "tensorboard")
+    for replica in job.inputs["spec"]["pytorchReplicaSpecs"].values():
+        pod_labels = replica["template"]["metadata"]["labels"]
+        assert not selector.items() <= pod_labels.items()
+
+
 def test_monitoring_puts_no_secret_in_outputs_or_objects(run_stack) -> None:
     config = operator_config()
     config[cfg("registry")]["username"] = "ml-pull@example.com"

@@ -16,7 +16,9 @@ TENSORBOARD_PORT = 6006
 """TensorBoard's own default port."""
 TRAINER_UID = 1000
 """The training image's non-root user (``trainer/Dockerfile``: ``useradd --uid 1000 trainer``)."""
-LABELS = {**MANAGED_BY, "app.kubernetes.io/name": TENSORBOARD}
+LABELS = {**MANAGED_BY, "app.kubernetes.io/name": TENSORBOARD, "app.kubernetes.io/component": TENSORBOARD}
+"""The component label keeps a training job that happens to be named ``tensorboard`` (its pods
+carry ``app.kubernetes.io/name: tensorboard`` too) out of the Service's selector."""
 
 
 def tensorboard_objects(
