@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from components.plan import Plan, run_program, with_unset_credentials
+from components.offline import Plan, run_program
+from components.plan import with_unset_credentials
 
 ROOT = Path(__file__).resolve().parents[1]
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from conftest import ROOT, STACKS, cfg, stack_config, with_pull_secret
 
-from components.plan import SECRET, UNKNOWN, Plan
+from components.offline import SECRET, UNKNOWN, Plan
 
 FS = "alicloud:nas/fileSystem:FileSystem"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
@@ -526,7 +526,7 @@ def test_oss_needs_its_credentials() -> None:
 def test_pulumi_up_reports_invalid_config_without_traceback() -> None:
     import pulumi
 
-    from components.plan import run_program
+    from components.offline import run_program
 
     config = stack_config("dev")
     config[cfg("gpuPool")]["minSize"] = 5
@@ -539,7 +539,7 @@ def test_pulumi_up_reports_invalid_config_without_traceback() -> None:
 
 
 def test_components_compose_in_another_stack(run_stack) -> None:
-    from components.plan import run_program
+    from components.offline import run_program
 
     plan = run_program({}, stack="dev", project_dir=ROOT / "examples" / "own-stack")
     job = plan.one(JOB).inputs

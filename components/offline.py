@@ -1,0 +1,274 @@
+"""The Pulumi program run under Pulumi's in-process mock engine, every resource recorded.
+
+The real SDK classes of pulumi-alicloud and pulumi-kubernetes still check every argument;
+each registered resource is kept with its inputs and options (:class:`Plan`), with values
+only known after deployment as ``(known after deploy)`` and secrets as ``[secret]``. The
+offline plan (:mod:`components.plan`) and the tests read the same records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import runpy
+import sys
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import PROJECT
+
+SECRET = "[secret]"
+UNKNOWN = "(known after deploy)"
+REMOTE = {
+    "kubernetes:helm.sh/v3:Release": lambda inputs: f"Helm chart {inputs.get('chart')} {inputs.get('version')}",
+    "ack-training-platform:components:TrainingOperator": lambda inputs: f"kustomize overlay {inputs.get('source')}",
+}
+"""What the kubernetes provider renders at deploy time (a chart, a remote overlay);
+offline it stays a reference."""
+KUSTOMIZE_INVOKE = "kubernetes:kustomize:directory"
+
+
+@dataclass
+class Recorded:
+    """One registered resource: what the engine would be asked to create."""
+
+    urn: str
+    type: str
+    name: str
+    parent: str
+    custom: bool
+    inputs: dict[str, Any]
+    protect: bool
+    retain_on_delete: bool
+    dependencies: list[str]
+    provider: str
+    replace_on_changes: list[str] = field(default_factory=list)
+    delete_before_replace: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "urn": self.urn,
+            "type": self.type,
+            "name": self.name,
+            "parent": self.parent or None,
+            "custom": self.custom,
+            "inputs": self.inputs,
+            "options": {
+                "protect": self.protect,
+                "retainOnDelete": self.retain_on_delete,
+                "dependencies": self.dependencies,
+                "provider": self.provider or None,
+                "replaceOnChanges": self.replace_on_changes,
+                "deleteBeforeReplace": self.delete_before_replace,
+            },
+        }
+
+
+@dataclass
+class Plan:
+    """Everything one run of the program registered, in registration order."""
+
+    stack: str
+    resources: list[Recorded]
+    outputs: dict[str, Any] = field(default_factory=dict)
+    secret_outputs: set[str] = field(default_factory=set)
+
+    def of_type(self, type_: str) -> list[Recorded]:
+        return [r for r in self.resources if r.type == type_]
+
+    def one(self, type_: str, name: str | None = None) -> Recorded:
+        found = [r for r in self.of_type(type_) if name is None or r.name == name]
+        if len(found) != 1:
+            raise LookupError(f"expected one {type_} {name or ''}, found {len(found)}")
+        return found[0]
+
+    def kubernetes_objects(self) -> list[dict[str, Any]]:
+        """Every Kubernetes object the stack would apply, as complete manifests, in the
+        order ``kubectl apply`` needs them (namespaces first, jobs last)."""
+        objects = [
+            _manifest_order(r.inputs)
+            for r in self.resources
+            if r.custom and r.type.startswith("kubernetes:") and r.type not in REMOTE
+        ]
+        return sorted(objects, key=lambda o: (apply_rank(o["kind"]), o["kind"], o["metadata"].get("name", "")))
+
+    def counts(self) -> Counter[str]:
+        return Counter(r.type for r in self.resources)
+
+    def tree(self) -> str:
+        children: dict[str, list[Recorded]] = {}
+        for r in self.resources:
+            children.setdefault(r.parent, []).append(r)
+        roots = [r for r in self.resources if r.parent not in {x.urn for x in self.resources}]
+        lines: list[str] = []
+
+        def walk(node: Recorded, depth: int) -> None:
+            flags = [f for f, on in (("protect", node.protect), ("retain-on-delete", node.retain_on_delete)) if on]
+            lines.append(f"{'  ' * depth}{node.type}  {node.name}" + (f"  [{', '.join(flags)}]" if flags else ""))
+            for child in children.get(node.urn, []):
+                walk(child, depth + 1)
+
+        for siblings in children.values():
+            siblings.sort(key=lambda r: (r.type, r.name))
+        for root in sorted(roots, key=lambda r: (r.type, r.name)):
+            walk(root, 0)
+        return "\n".join(lines)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"stack": self.stack, "resources": [r.as_json() for r in self.resources], "outputs": self.outputs}
+
+
+def _clean(value: Any) -> Any:
+    """Recorded inputs with secrets redacted and unknowns made explicit."""
+    from pulumi.output import Unknown
+    from pulumi.runtime import rpc
+
+    if rpc.is_rpc_secret(value):
+        return SECRET
+    if isinstance(value, Unknown):
+        return UNKNOWN
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        # The engine carries every number as a float.
+        return int(value)
+    return value
+
+
+_APPLY_ORDER = ("Namespace", "StorageClass", "ServiceAccount", "ResourceQuota", "Secret", "PersistentVolumeClaim")
+
+
+def apply_rank(kind: str) -> int:
+    return _APPLY_ORDER.index(kind) if kind in _APPLY_ORDER else len(_APPLY_ORDER)
+
+
+def _sorted(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _sorted(v) for k, v in sorted(value.items())}
+    if isinstance(value, list):
+        return [_sorted(v) for v in value]
+    return value
+
+
+def _manifest_order(obj: dict[str, Any]) -> dict[str, Any]:
+    """Stable key order (the engine returns maps unordered), apiVersion/kind/metadata first."""
+    head = {k: _sorted(obj[k]) for k in ("apiVersion", "kind", "metadata") if k in obj}
+    return {**head, **{k: _sorted(v) for k, v in sorted(obj.items()) if k not in head}}
+
+
+def _config_value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def is_secure(value: Any) -> bool:
+    return isinstance(value, dict) and set(value) == {"secure"}
+
+
+def run_program(
+    config: Mapping[str, Any], *, stack: str, project_dir: Path, invokes: Mapping[str, Any] | None = None
+) -> Plan:
+    """Run ``project_dir/__main__.py`` under mocks and record what it registers.
+
+    Args:
+        config: the stack's ``config:`` section (namespaced keys; ``{secure: ...}``
+            values become secrets whose plaintext is ``[secret]``).
+        stack: stack name the program sees.
+        project_dir: the directory holding ``Pulumi.yaml`` and ``__main__.py``.
+        invokes: answers to provider functions by token, e.g. what the kubernetes
+            provider's ``kubernetes:kustomize:directory`` renders. Offline, with none,
+            every function answers nothing.
+
+    Returns:
+        The recorded plan.
+    """
+    import pulumi
+    from pulumi.runtime import mocks, rpc, settings
+    from pulumi.runtime.stack import run_pulumi_func
+    from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
+
+    recorded: dict[str, Recorded] = {}
+    order: list[str] = []
+
+    class EchoMocks(mocks.Mocks):
+        """Resources get back their inputs and no id: a preview, where ids are unknown."""
+
+        def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str | None, dict]:
+            outputs = dict(args.inputs)
+            if args.typ.startswith("kubernetes:") and isinstance(outputs.get("metadata"), dict):
+                # The API server assigns every object a uid; it is unknown until the object exists.
+                outputs["metadata"] = {**outputs["metadata"], "uid": rpc.UNKNOWN}
+            return None, outputs
+
+        def call(self, args: mocks.MockCallArgs) -> dict:
+            return dict((invokes or {}).get(args.token, {}))
+
+    worker_loops: set[asyncio.AbstractEventLoop] = set()
+
+    class RecordingMonitor(mocks.MockMonitor):
+        """Records registrations, and the event loop the engine opens in each worker
+        thread so that they can be closed cleanly after the run."""
+
+        def Invoke(self, request: Any) -> Any:  # noqa: N802 (gRPC method names)
+            response = super().Invoke(request)
+            worker_loops.add(_ensure_event_loop())
+            return response
+
+        def RegisterResource(self, request: Any) -> Any:  # noqa: N802
+            response = super().RegisterResource(request)
+            worker_loops.add(_ensure_event_loop())
+            if request.type != "pulumi:pulumi:Stack":
+                urn = response.urn
+                order.append(urn)
+                recorded[urn] = Recorded(
+                    urn=urn,
+                    type=request.type,
+                    name=request.name,
+                    parent=request.parent,
+                    custom=request.custom,
+                    inputs=_clean(rpc.deserialize_properties(request.object, keep_unknowns=True)),
+                    protect=bool(request.protect),
+                    retain_on_delete=bool(request.retainOnDelete),
+                    dependencies=list(request.dependencies),
+                    provider=request.provider.rsplit("::", 1)[0] if request.provider else "",
+                    replace_on_changes=list(request.replaceOnChanges),
+                    delete_before_replace=bool(request.deleteBeforeReplace),
+                )
+            return response
+
+    values = {k: SECRET if is_secure(v) else _config_value(v) for k, v in config.items()}
+    secret_keys = [k for k, v in config.items() if is_secure(v)]
+    pulumi.runtime.set_all_config(values, secret_keys)
+    settings.set_root_resource(None)  # type: ignore[arg-type]  # a fresh Stack per run
+    monitor = RecordingMonitor(EchoMocks())
+    pulumi.runtime.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=True, monitor=monitor)
+    if str(project_dir) not in sys.path:
+        sys.path.insert(0, str(project_dir))
+    program = str(project_dir / "__main__.py")
+    plan = Plan(stack=stack, resources=[])
+    try:
+        _sync_await(run_pulumi_func(lambda: runpy.run_path(program, run_name="__main__")))
+        plan.resources = [recorded[urn] for urn in order]
+        root = settings.get_root_resource()
+        for key, output in getattr(root, "outputs", {}).items():
+            out = pulumi.Output.from_input(output)
+            if _sync_await(out.is_secret()):
+                plan.secret_outputs.add(key)
+                plan.outputs[key] = SECRET
+            else:
+                plan.outputs[key] = _clean(_sync_await(out.future(with_unknowns=True)))
+    finally:
+        # Close every loop the run opened now, while the interpreter is intact, rather
+        # than as "Invalid file descriptor" noise when they are collected; the next run
+        # gets a fresh loop with a live executor.
+        loop = asyncio.get_event_loop()
+        loop.run_until_complete(loop.shutdown_default_executor())
+        for opened in worker_loops - {loop}:
+            opened.close()
+        loop.close()
+        asyncio.set_event_loop(asyncio.new_event_loop())
+    return plan
