@@ -49,8 +49,10 @@ def training_dashboard(namespace: str) -> dict[str, object]:
         The dashboard JSON (a dict), ready to import or to put in a ConfigMap.
     """
     job = f'namespace="{namespace}",{JOB_LABEL}="$job"'
-    # Pods of a job are named after it on both backends (<job>-master-0, <job>-node-0-0-...).
-    pods = f'{gpu.NAMESPACE_LABEL}="{namespace}",{gpu.POD_LABEL}=~"$job-.*"'
+    # Pods are named after their job and replica on both backends (<job>-master-0,
+    # <job>-worker-3, <job>-node-0-0-<suffix>); naming the replica keeps job "gpt" from
+    # taking in the pods of job "gpt-large".
+    pods = f'{gpu.NAMESPACE_LABEL}="{namespace}",{gpu.POD_LABEL}=~"$job-(master|worker|node)-[0-9].*"'
 
     def series(metric: trainer.Metric) -> str:
         return f"{metric.name}{{{job}}}"
