@@ -18,7 +18,7 @@ from .operator import TrainingOperator
 from .registry import ContainerRegistry
 from .storage import NasStorage, SharedVolumes
 from .trainer_v2 import TrainerV2
-from .training_job import TrainingJob
+from .training_job import TrainingJob, platform_context
 
 __all__ = [
     "AckCluster",
@@ -37,4 +37,5 @@ __all__ = [
     "TrainingOperator",
     "load_spec",
     "local_providers",
+    "platform_context",
 ]
