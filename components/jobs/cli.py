@@ -179,7 +179,9 @@ def cmd_wait(jobs: JobsClient, args: argparse.Namespace, out: Callable[[str], No
         raise UsageError(str(err)) from None
     except TimeoutError:
         s = summarize(jobs.get_job(args.name), [], datetime.now(UTC))
-        raise Failure(f"timed out after {args.timeout:g}s waiting for {args.name} to be {args.phase}; it is {s.phase}")
+        raise Failure(
+            f"timed out after {args.timeout:g}s waiting for {args.name} to be {args.phase}; it is {s.phase}"
+        ) from None
     except WaitFailed:
         s = summarize(jobs.get_job(args.name), [], datetime.now(UTC))
         raise Failure(f"{args.name} failed: {s.reason}: {s.message}") from None
