@@ -1,0 +1,322 @@
+"""The job commands (``ack-jobs``) against a stand-in API server.
+
+Every command runs for real, through the official clients (``TrainingClient``,
+``TrainerClient``, the kubernetes client), against a local HTTP server on 127.0.0.1
+(``http.server`` in a thread) that answers exactly the Kubernetes API paths the commands
+use, with a kubeconfig pointing at it. The server records each request (method, path,
+query, body), so the tests check what the commands asked for as well as what they printed.
+The objects it serves are written here in the shapes the v1.9.4 operator and Trainer v2.3.0
+write (see ``components/jobs/status.py`` for the sources); the jobs themselves come from the
+platform's builders.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import pytest
+import yaml
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
+
+from components.config import TrainingJobSpec
+from components.jobs.cli import run
+from components.manifests import CPU_PLACEMENT, JobContext, pytorch_job, train_job, training_runtime
+from trainer.metric_names import LOSS, METRICS_PORT, MFU, SAMPLES_PER_SECOND, STEP
+
+NS = "training"
+V1 = f"/apis/kubeflow.org/v1/namespaces/{NS}/pytorchjobs"
+V2 = f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{NS}/trainjobs"
+PODS = f"/api/v1/namespaces/{NS}/pods"
+IMAGE = "registry.example.com/ml/trainer:v1.4.0"
+V1_LABEL = "training.kubeflow.org/"
+JOBSET = "jobset.sigs.k8s.io/"
+Handler = Callable[[dict[str, list[str]], Any], tuple[int, Any]]
+
+
+class FakeApi:
+    """Routes (method, path) → a fixed object or a handler; 404 for anything else."""
+
+    def __init__(self) -> None:
+        self.routes: dict[tuple[str, str], Any] = {}
+        self.requests: list[tuple[str, str, dict[str, list[str]], Any]] = []
+        self.pods: list[dict[str, Any]] = []
+        self.routes[("GET", PODS)] = self._pods
+
+    def _pods(self, query: dict[str, list[str]], _: Any) -> tuple[int, Any]:
+        wanted = dict(term.split("=", 1) for term in query.get("labelSelector", [""])[0].split(",") if term)
+        items = [p for p in self.pods if wanted.items() <= p["metadata"]["labels"].items()]
+        return 200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}
+
+    def paths(self, method: str) -> list[str]:
+        return [path for m, path, _, _ in self.requests if m == method]
+
+
+def _handler(api: FakeApi) -> type[BaseHTTPRequestHandler]:
+    class Serve(BaseHTTPRequestHandler):
+        def _serve(self) -> None:
+            url = urlsplit(self.path)
+            query = parse_qs(url.query)
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length)) if length else None
+            path = unquote(url.path)  # the client escapes the ':' of pod:port; the API server decodes it
+            api.requests.append((self.command, path, query, body))
+            route = api.routes.get((self.command, path))
+            if route is None:
+                status, payload = 404, {"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404}
+            else:
+                status, payload = route(query, body) if callable(route) else (200, route)
+            self.send_response(status)
+            if isinstance(payload, dict):
+                data = json.dumps(payload).encode()
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            elif isinstance(payload, str):
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(payload.encode())))
+                self.end_headers()
+                self.wfile.write(payload.encode())
+            else:  # a stream of lines, sent as they come; the connection closes at the end
+                self.send_header("Content-Type", "text/plain")
+                self.end_headers()
+                for line in payload:
+                    self.wfile.write(f"{line}\n".encode())
+                    self.wfile.flush()
+
+        do_GET = do_POST = do_DELETE = do_PATCH = _serve
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    return Serve
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[FakeApi, Path]]:
+    api = FakeApi()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(api))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(_kubeconfig(server.server_address[1])))
+    yield api, kubeconfig
+    server.shutdown()
+    server.server_close()
+
+
+def _kubeconfig(port: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "loopback", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [{"name": "tester", "user": {"token": "not-a-secret"}}],
+        "contexts": [{"name": "loopback", "context": {"cluster": "loopback", "user": "tester"}}],
+        "current-context": "loopback",
+    }
+
+
+def jobs(kubeconfig: Path, *argv: str) -> tuple[int, list[str]]:
+    """Run one command against the stand-in server; its exit status and printed lines."""
+    lines: list[str] = []
+    code = run(["--kubeconfig", str(kubeconfig), "--namespace", NS, *argv], out=lines.append)
+    return code, lines
+
+
+# --- objects in the shapes the controllers write ------------------------------------------
+
+CTX = JobContext(
+    namespace=NS,
+    image=IMAGE,
+    gpus=0,
+    placement=CPU_PLACEMENT,
+    data_claim="training-data",
+    output_claim="training-output",
+    service_account="trainer",
+)
+
+
+def _ago(delta: timedelta) -> str:
+    return (datetime.now(UTC) - delta).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def cond(kind: str, reason: str, message: str, status: str = "True") -> dict[str, str]:
+    return {
+        "type": kind,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": _ago(timedelta()),
+    }
+
+
+def v1_job(name: str, conditions: list[dict[str, str]], replicas: dict[str, Any], nodes: int = 2) -> dict[str, Any]:
+    job = pytorch_job(TrainingJobSpec(name=name, image=IMAGE, nodes=nodes), CTX)
+    job["metadata"]["creationTimestamp"] = _ago(timedelta(hours=3, minutes=5, seconds=30))
+    job["status"] = {"conditions": conditions, "replicaStatuses": replicas}
+    return job
+
+
+def v2_job(name: str, conditions: list[dict[str, str]], ready: int) -> dict[str, Any]:
+    job = train_job(TrainingJobSpec(name=name, image=IMAGE, nodes=2, backend="v2"), CTX)
+    job["metadata"]["creationTimestamp"] = _ago(timedelta(minutes=7, seconds=30))
+    job["status"] = {
+        "conditions": conditions,
+        "jobsStatus": [{"name": "node", "ready": ready, "active": 1, "succeeded": 0, "failed": 0, "suspended": 0}],
+    }
+    return job
+
+
+def v1_pod(job: str, kind: str, index: int, restarts: int = 0, phase: str = "Running") -> dict[str, Any]:
+    labels = {f"{V1_LABEL}job-name": job, f"{V1_LABEL}replica-type": kind, f"{V1_LABEL}replica-index": str(index)}
+    if kind == "master":
+        labels[f"{V1_LABEL}job-role"] = "master"
+    return _pod(f"{job}-{kind}-{index}", labels, "pytorch", restarts, phase)
+
+
+def v2_pod(job: str, index: int, restarts: int = 0) -> dict[str, Any]:
+    labels = {
+        f"{JOBSET}jobset-name": job,
+        f"{JOBSET}replicatedjob-name": "node",
+        "batch.kubernetes.io/job-completion-index": str(index),
+    }
+    return _pod(f"{job}-node-0-{index}-x7k2q", labels, "node", restarts, "Running")
+
+
+def _pod(name: str, labels: dict[str, str], container: str, restarts: int, phase: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "labels": labels, "creationTimestamp": _ago(timedelta(hours=1))},
+        "spec": {"containers": [{"name": container, "image": IMAGE}]},
+        "status": {
+            "phase": phase,
+            "containerStatuses": [
+                {
+                    "name": container,
+                    "image": IMAGE,
+                    "imageID": f"{IMAGE}@sha256:{'0' * 64}",
+                    "ready": phase == "Running",
+                    "restartCount": restarts,
+                    "state": {"running": {"startedAt": _ago(timedelta(minutes=30))}},
+                }
+            ],
+        },
+    }
+
+
+RUNNING_V1 = [
+    cond("Created", "PyTorchJobCreated", "PyTorchJob mnist is created."),
+    cond("Running", "PyTorchJobRunning", "PyTorchJob training/mnist is running."),
+]
+FAILED_V1 = [
+    cond("Created", "PyTorchJobCreated", "PyTorchJob mnist is created."),
+    cond("Running", "PyTorchJobRunning", "PyTorchJob training/mnist is running.", status="False"),
+    cond("Failed", "PyTorchJobFailed", "PyTorchJob mnist is failed because 1 Worker replica(s) failed."),
+]
+
+
+def serve_mnist(api: FakeApi, conditions: list[dict[str, str]] = RUNNING_V1) -> dict[str, Any]:
+    job = v1_job("mnist", conditions, {"Master": {"active": 1}, "Worker": {"active": 1, "failed": 1}})
+    api.routes[("GET", f"{V1}/mnist")] = job
+    api.pods += [v1_pod("mnist", "master", 0, restarts=2), v1_pod("mnist", "worker", 0)]
+    return job
+
+
+def serve_gpt(api: FakeApi, conditions: list[dict[str, str]] = ()) -> dict[str, Any]:
+    job = v2_job("gpt", list(conditions), ready=1)
+    api.routes[("GET", f"{V2}/gpt")] = job
+    runtime = training_runtime()
+    api.routes[
+        ("GET", f"/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes/{runtime['metadata']['name']}")
+    ] = runtime
+    api.pods += [v2_pod("gpt", 0), v2_pod("gpt", 1, restarts=1)]
+    return job
+
+
+def _rank0_metrics() -> str:
+    registry = CollectorRegistry()
+    for metric, value in ((STEP, 120), (LOSS, 0.25), (SAMPLES_PER_SECOND, 512.0), (MFU, 0.41)):
+        Gauge(metric.name, metric.help, registry=registry).set(value)
+    return generate_latest(registry).decode()
+
+
+# --- list and get ------------------------------------------------------------------------
+
+
+def test_list_shows_both_kinds_with_phase_replicas_restarts_and_age(cluster) -> None:
+    api, kubeconfig = cluster
+    mnist, gpt = serve_mnist(api), serve_gpt(api)
+    api.routes[("GET", V1)] = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJobList", "items": [mnist]}
+    api.routes[("GET", V2)] = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJobList", "items": [gpt]}
+    code, lines = jobs(kubeconfig, "list")
+    assert code == 0
+    assert [line.split()[:3] for line in lines] == [
+        ["NAME", "KIND", "PHASE"],
+        ["gpt", "TrainJob", "Running"],
+        ["mnist", "PyTorchJob", "Running"],
+    ]
+    # mnist: 2 container restarts on the Master and 1 Worker pod the operator replaced.
+    assert lines[2].split()[-2:] == ["3", "3h5m"] and lines[1].split()[-2:] == ["1", "7m"]
+    assert "Master 1/1 active; Worker 1/1 active, 1 failed" in lines[2]
+    assert "node 1/2 ready, 1 active" in lines[1]
+    selectors = [q["labelSelector"][0] for m, p, q, _ in api.requests if p == PODS]
+    assert selectors == ["jobset.sigs.k8s.io/jobset-name=gpt", "training.kubeflow.org/job-name=mnist"]
+
+
+def test_list_of_an_empty_namespace_without_trainer_v2(cluster) -> None:
+    api, kubeconfig = cluster
+    api.routes[("GET", V1)] = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJobList", "items": []}
+    assert jobs(kubeconfig, "list") == (0, [f"No jobs in namespace {NS}."])
+    assert ("GET", V2) in [(m, p) for m, p, _, _ in api.requests]
+
+
+def test_get_shows_conditions_restarts_and_rank0_metrics_through_the_pod_proxy(cluster) -> None:
+    api, kubeconfig = cluster
+    serve_mnist(api)
+    proxy = f"{PODS}/mnist-master-0:{METRICS_PORT}/proxy/metrics"
+    api.routes[("GET", proxy)] = _rank0_metrics()
+    code, lines = jobs(kubeconfig, "get", "mnist")
+    assert code == 0
+    assert lines[:6] == [
+        "Name:      mnist",
+        "Kind:      PyTorchJob",
+        "Phase:     Running",
+        "Age:       3h5m",
+        "Restarts:  3",
+        "Replicas:  Master 1/1 active; Worker 1/1 active, 1 failed",
+    ]
+    assert lines[8].split(None, 3) == ["Created", "True", "PyTorchJobCreated", "PyTorchJob mnist is created."]
+    assert lines[-1] == "Metrics:   step 120  loss 0.25  samples/s 512  MFU 0.41  (from mnist-master-0)"
+    assert proxy in api.paths("GET")
+
+
+def test_get_says_when_metrics_are_unreachable_and_carries_on(cluster) -> None:
+    api, kubeconfig = cluster
+    serve_gpt(api)
+    code, lines = jobs(kubeconfig, "get", "gpt")
+    assert code == 0
+    assert lines[2] == "Phase:     Running"
+    assert lines[-1] == "Metrics:   rank 0's /metrics unreachable (gpt-node-0-0-x7k2q): Not Found"
+
+
+def test_get_of_a_failed_job_names_the_reason(cluster) -> None:
+    api, kubeconfig = cluster
+    serve_mnist(api, FAILED_V1)
+    code, lines = jobs(kubeconfig, "get", "mnist")
+    assert code == 0 and lines[2] == "Phase:     Failed"
+    assert lines[3] == "Failure:   PyTorchJobFailed: PyTorchJob mnist is failed because 1 Worker replica(s) failed."
+
+
+def test_get_of_a_missing_job(cluster, capsys) -> None:
+    _, kubeconfig = cluster
+    assert jobs(kubeconfig, "get", "nope")[0] == 1
+    assert "no PyTorchJob or TrainJob named 'nope' in namespace training" in capsys.readouterr().err
