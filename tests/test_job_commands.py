@@ -13,6 +13,9 @@ platform's builders.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -23,6 +26,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 import yaml
+from conftest import ROOT
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from components.config import TrainingJobSpec
@@ -60,6 +64,8 @@ class FakeApi:
 
 def _handler(api: FakeApi) -> type[BaseHTTPRequestHandler]:
     class Serve(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # for chunked streams, as the API server sends them
+
         def _serve(self) -> None:
             url = urlsplit(self.path)
             query = parse_qs(url.query)
@@ -84,12 +90,15 @@ def _handler(api: FakeApi) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Content-Length", str(len(payload.encode())))
                 self.end_headers()
                 self.wfile.write(payload.encode())
-            else:  # a stream of lines, sent as they come; the connection closes at the end
+            else:  # a stream of lines, one chunk each as the API server sends a followed log
                 self.send_header("Content-Type", "text/plain")
+                self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 for line in payload:
-                    self.wfile.write(f"{line}\n".encode())
+                    data = f"{line}\n".encode()
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
                     self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
 
         do_GET = do_POST = do_DELETE = do_PATCH = _serve
 
@@ -320,3 +329,132 @@ def test_get_of_a_missing_job(cluster, capsys) -> None:
     _, kubeconfig = cluster
     assert jobs(kubeconfig, "get", "nope")[0] == 1
     assert "no PyTorchJob or TrainJob named 'nope' in namespace training" in capsys.readouterr().err
+
+
+# --- logs ----------------------------------------------------------------------------------
+
+
+def test_logs_of_the_master_and_of_a_worker(cluster) -> None:
+    api, kubeconfig = cluster
+    serve_mnist(api)
+    api.routes[("GET", f"{PODS}/mnist-master-0/log")] = "step 10 loss 2.1\nstep 20 loss 1.7\n"
+    api.routes[("GET", f"{PODS}/mnist-worker-0/log")] = "worker ready\n"
+    assert jobs(kubeconfig, "logs", "mnist") == (0, ["step 10 loss 2.1\nstep 20 loss 1.7"])
+    assert jobs(kubeconfig, "logs", "mnist", "--replica", "worker-0") == (0, ["worker ready"])
+    logs = [(p, q) for m, p, q, _ in api.requests if p.endswith("/log")]
+    assert logs == [
+        (f"{PODS}/mnist-master-0/log", {"container": ["pytorch"]}),
+        (f"{PODS}/mnist-worker-0/log", {"container": ["pytorch"]}),
+    ]
+    selectors = [q["labelSelector"][0] for m, p, q, _ in api.requests if p == PODS]
+    assert selectors[-1] == (
+        "training.kubeflow.org/job-name=mnist,training.kubeflow.org/replica-type=worker,"
+        "training.kubeflow.org/replica-index=0"
+    )
+
+
+def test_logs_follow_streams_lines_as_they_come(cluster) -> None:
+    # A separate process, so each line is read from its stdout while the server still holds
+    # the rest: the second line is sent only after the first one has been printed.
+    api, kubeconfig = cluster
+    serve_mnist(api)
+    first_printed = threading.Event()
+
+    def stream(query: dict[str, list[str]], _: Any) -> tuple[int, Iterator[str]]:
+        assert query["follow"] == ["True"]
+
+        def lines() -> Iterator[str]:
+            yield "step 10 loss 2.1"
+            assert first_printed.wait(timeout=60)
+            yield "step 20 loss 1.7"
+
+        return 200, lines()
+
+    api.routes[("GET", f"{PODS}/mnist-master-0/log")] = stream
+    command = [sys.executable, "-m", "components.jobs", "--kubeconfig", str(kubeconfig), "--namespace", NS]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with subprocess.Popen(
+        [*command, "logs", "mnist", "-f"], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
+    ) as proc:
+        assert proc.stdout.readline() == "[Pod mnist-master-0]: step 10 loss 2.1\n"
+        first_printed.set()
+        assert proc.stdout.readline() == "[Pod mnist-master-0]: step 20 loss 1.7\n"
+        assert proc.wait(timeout=60) == 0
+
+
+def test_logs_follow_of_a_trainjob_node(cluster) -> None:
+    api, kubeconfig = cluster
+    serve_gpt(api)
+    api.routes[("GET", f"{PODS}/gpt-node-0-1-x7k2q/log")] = lambda q, _: (200, iter(["rank 1 up", "rank 1 done"]))
+    assert jobs(kubeconfig, "logs", "gpt", "-f", "--replica", "node-1") == (0, ["rank 1 up", "rank 1 done"])
+    (query,) = [q for m, p, q, _ in api.requests if p.endswith("/log")]
+    assert query == {"container": ["node"], "follow": ["True"]}
+
+
+def test_logs_of_a_replica_a_pytorchjob_does_not_have(cluster, capsys) -> None:
+    api, kubeconfig = cluster
+    serve_mnist(api)
+    assert jobs(kubeconfig, "logs", "mnist", "--replica", "node-0")[0] == 2
+    assert "--replica 'node-0': a PyTorchJob has replicas master and worker-0, worker-1" in capsys.readouterr().err
+
+
+# --- wait and delete -------------------------------------------------------------------------
+
+
+def _changing(api: FakeApi, path: str, states: list[dict[str, Any]]) -> None:
+    """Serve ``states`` in turn at ``path``, then the last one for ever."""
+    served = iter(states)
+    last: list[dict[str, Any]] = []
+
+    def get(_: Any, __: Any) -> tuple[int, dict[str, Any]]:
+        last[:] = [next(served, last[0] if last else states[-1])]
+        return 200, last[0]
+
+    api.routes[("GET", path)] = get
+
+
+def test_wait_returns_once_the_condition_appears(cluster) -> None:
+    api, kubeconfig = cluster
+    created = serve_mnist(api, RUNNING_V1[:1])
+    running = {**created, "status": {**created["status"], "conditions": RUNNING_V1}}
+    _changing(api, f"{V1}/mnist", [created, created, running])
+    code, lines = jobs(kubeconfig, "wait", "mnist", "--for", "running", "--interval", "0.05", "--timeout", "60")
+    assert (code, lines) == (0, ["mnist is running"])
+    assert api.paths("GET").count(f"{V1}/mnist") >= 3
+
+
+def test_wait_for_a_trainjob_to_complete(cluster) -> None:
+    api, kubeconfig = cluster
+    running = serve_gpt(api)
+    done = {**running, "status": {**running["status"], "conditions": [cond("Complete", "AllJobsCompleted", "done")]}}
+    _changing(api, f"{V2}/gpt", [running, running, done])
+    assert jobs(kubeconfig, "wait", "gpt", "--interval", "0.05", "--timeout", "60") == (0, ["gpt is succeeded"])
+
+
+def test_wait_times_out_with_a_clear_message(cluster, capsys) -> None:
+    api, kubeconfig = cluster
+    serve_mnist(api)
+    code, lines = jobs(kubeconfig, "wait", "mnist", "--interval", "0.05", "--timeout", "0.2")
+    assert (code, lines) == (1, [])
+    err = capsys.readouterr().err
+    assert "ack-jobs wait: timed out after 0.2s waiting for mnist to be succeeded; it is Running" in err
+    assert "Traceback" not in err
+
+
+def test_wait_stops_when_the_job_fails(cluster, capsys) -> None:
+    api, kubeconfig = cluster
+    serve_mnist(api, FAILED_V1)
+    assert jobs(kubeconfig, "wait", "mnist", "--interval", "0.05", "--timeout", "60")[0] == 1
+    assert "mnist failed: PyTorchJobFailed: PyTorchJob mnist is failed because 1 Worker" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("serve", "path"), [(serve_mnist, f"{V1}/mnist"), (serve_gpt, f"{V2}/gpt")])
+def test_delete(cluster, serve, path: str) -> None:
+    api, kubeconfig = cluster
+    job = serve(api)
+    api.routes[("DELETE", path)] = {"kind": "Status", "apiVersion": "v1", "status": "Success"}
+    assert jobs(kubeconfig, "delete", job["metadata"]["name"]) == (
+        0,
+        [f"{job['kind']} {job['metadata']['name']} deleted"],
+    )
+    assert [(m, p, b) for m, p, _, b in api.requests if m == "DELETE"] == [("DELETE", path, None)]

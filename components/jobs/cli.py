@@ -26,15 +26,14 @@ from kubernetes.client.rest import ApiException
 from components.manifests.gpu_metrics import GPU_MEMORY_USED, GPU_UTIL, NAMESPACE_LABEL, POD_LABEL
 
 from . import connect, submit
-from .client import JobNotFound, JobsClient, WaitFailed, prometheus_query
+from .client import NODE_INDEX_LABEL, JobNotFound, JobsClient, WaitFailed, prometheus_query
 from .status import PYTORCHJOB, format_age, last_metrics, summarize
 
 WAIT_PHASES = ("created", "running", "restarting", "succeeded", "failed")
 RANK0_LABELS = {
-    # v1: the Master's pod (kubeflow.training constants JOB_ROLE_LABEL); v2: node 0 of the trainer
-    # (kubeflow.trainer constants JOB_INDEX_LABEL, the JobSet's completion index).
+    # v1: the Master's pod (kubeflow.training constants JOB_ROLE_LABEL); v2: node 0 of the trainer.
     "training.kubeflow.org/job-role": "master",
-    "batch.kubernetes.io/job-completion-index": "0",
+    NODE_INDEX_LABEL: "0",
 }
 
 

@@ -2,11 +2,13 @@
 
 - v1 PyTorchJobs: ``kubeflow-training`` 1.9.4's ``TrainingClient`` (list, get, pods, logs,
   wait, create, delete).
-- v2 TrainJobs: the ``kubeflow`` SDK 0.5's ``TrainerClient`` for logs, waiting and deleting.
-  Listing, reading and creating go through the kubernetes client's ``CustomObjectsApi``
-  instead: the SDK's ``TrainJob`` type keeps a status word but drops the conditions' reasons
-  and messages ``get`` shows, and ``TrainerClient.train`` builds its own TrainJob from a
-  runtime and a function or command, so it cannot submit the platform builder's TrainJob.
+- v2 TrainJobs: the kubernetes client's ``CustomObjectsApi`` and ``CoreV1Api``. The
+  ``kubeflow`` SDK's ``TrainerClient`` (0.5.0, which installs beside the pins) cannot read the
+  platform's jobs: its ``get_job``, ``get_job_logs`` and ``wait_for_job_status`` all resolve
+  the job's runtime first and refuse one whose trainer container has no image
+  (``kubeflow/trainer/backends/kubernetes/utils.py`` ``get_runtime_trainer``), while the
+  platform's runtimes leave the image to each TrainJob; and ``TrainerClient.train`` builds its
+  own TrainJob from a function or command, so it cannot submit the builder's.
 
 Everything returned is a plain dict with the API's camelCase keys, as :mod:`.status` reads it.
 """
@@ -14,30 +16,35 @@ Everything returned is a plain dict with the API's camelCase keys, as :mod:`.sta
 from __future__ import annotations
 
 import json
-import logging
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from kubeflow.common.types import KubernetesBackendConfig
-from kubeflow.trainer import TrainerClient
-from kubeflow.trainer.constants import constants as v2c
 from kubeflow.training import TrainingClient
 from kubeflow.training.constants import constants as v1c
 from kubeflow.training.utils.utils import FakeResponse
 from kubernetes import client as k8s
+from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
 from trainer.metric_names import METRICS_PORT
 
-from .status import PYTORCHJOB, TRAINJOB
+from ..manifests.trainjob import TRAINER_API, TRAINER_NODE
+from .status import PYTORCHJOB, TRAINJOB, job_phase
 
-V2_GROUP, V2_VERSION, V2_PLURAL = v2c.GROUP, v2c.VERSION, v2c.TRAINJOB_PLURAL
+V2_GROUP, V2_VERSION = TRAINER_API.split("/")
+V2_PLURAL = "trainjobs"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+NODE_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+"""How JobSet labels a TrainJob's pods (Trainer v2.3.0 ``docs/user-guides/megatron.md``; the
+completion index is the node's rank, as Kubernetes' indexed Jobs set it)."""
 V1_WAIT = {"created": "Created", "running": "Running", "restarting": "Restarting", "succeeded": "Succeeded"}
 """``wait --for`` → v1 condition type (``kubeflow.training.constants.JOB_CONDITIONS``)."""
-V2_WAIT = {"created": v2c.TRAINJOB_CREATED, "running": v2c.TRAINJOB_RUNNING, "succeeded": v2c.TRAINJOB_COMPLETE}
-"""``wait --for`` → the SDK's TrainJob status words (``kubeflow.trainer.constants``)."""
+V2_WAIT = {"created": "Created", "running": "Running", "succeeded": "Succeeded"}
+"""``wait --for`` → the TrainJob phase :func:`.status.job_phase` gives."""
 FAILED = "failed"
 
 
@@ -69,18 +76,6 @@ class JobsClient:
         self.custom = k8s.CustomObjectsApi(api)
         self._serializer = api
         self.v1 = TrainingClient(client_configuration=configuration, namespace=namespace)
-        self._configuration = configuration
-        self._v2: TrainerClient | None = None
-
-    @property
-    def v2(self) -> TrainerClient:
-        """The SDK client, made on first use: it reads Trainer's version ConfigMap when made."""
-        if self._v2 is None:
-            # The SDK logs a warning when that ConfigMap is missing; the commands do not need it.
-            logging.getLogger("kubeflow.trainer").setLevel(logging.ERROR)
-            config = KubernetesBackendConfig(namespace=self.namespace, client_configuration=self._configuration)
-            self._v2 = TrainerClient(backend_config=config)
-        return self._v2
 
     def _plain(self, model: Any) -> dict[str, Any]:
         return self._serializer.sanitize_for_serialization(model)
@@ -129,7 +124,9 @@ class JobsClient:
         name = job["metadata"]["name"]
         if job["kind"] == PYTORCHJOB:
             return [self._plain(pod) for pod in self.v1.get_job_pods(name)]
-        selector = f"{v2c.JOBSET_NAME_LABEL}={name}"
+        return self._v2_pods(f"{JOBSET_NAME_LABEL}={name}")
+
+    def _v2_pods(self, selector: str) -> list[dict[str, Any]]:
         return [
             self._plain(pod) for pod in self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
         ]
@@ -150,8 +147,7 @@ class JobsClient:
         """
         name = job["metadata"]["name"]
         if job["kind"] == TRAINJOB:
-            for line in self.v2.get_job_logs(name, follow=follow, step=replica):
-                emit(line)
+            self._v2_logs(name, replica, follow, emit)
             return
         kind, _, index = replica.partition("-")
         if kind not in v1c.PYTORCHJOB_REPLICA_TYPES or (kind == "worker") != index.isdigit():
@@ -163,6 +159,22 @@ class JobsClient:
             return
         for text in self.v1.get_job_logs(name, **options)[0].values():
             emit(text.rstrip("\n"))
+
+    def _v2_logs(self, name: str, replica: str, follow: bool, emit: Callable[[str], None]) -> None:
+        role, _, index = replica.rpartition("-")
+        if role != TRAINER_NODE or not index.isdigit():
+            raise ValueError(f"--replica {replica!r}: a TrainJob has replicas node-0, node-1, ...")
+        selector = f"{JOBSET_NAME_LABEL}={name},{REPLICATED_JOB_LABEL}={TRAINER_NODE},{NODE_INDEX_LABEL}={index}"
+        pods = self._v2_pods(selector)
+        if not pods:
+            raise JobNotFound(f"no pod for {replica} of TrainJob {name} yet")
+        options = {"name": pods[0]["metadata"]["name"], "namespace": self.namespace, "container": TRAINER_NODE}
+        if follow:
+            # As TrainingClient follows a log: the watch adds follow=true and yields each line.
+            for line in watch.Watch().stream(self.core.read_namespaced_pod_log, **options):
+                emit(line)
+            return
+        emit(self.core.read_namespaced_pod_log(**options).rstrip("\n"))
 
     def wait(self, job: dict[str, Any], phase: str, timeout: float, interval: float) -> None:
         """Return once the job reaches ``phase``.
@@ -183,14 +195,24 @@ class JobsClient:
                     name, expected_conditions=wanted, wait_timeout=timeout, polling_interval=interval
                 )
             else:
-                wanted = {v2c.TRAINJOB_FAILED} if phase == FAILED else {table[phase]}
-                self.v2.wait_for_job_status(name, status=wanted, timeout=timeout, polling_interval=interval)
+                self._v2_wait(name, "Failed" if phase == FAILED else table[phase], timeout, interval)
         except TimeoutError:
             raise
         except RuntimeError as err:
             if "is Failed" in str(err):
                 raise WaitFailed(name) from None
             raise
+
+    def _v2_wait(self, name: str, phase: str, timeout: float, interval: float) -> None:
+        # The same loop as TrainingClient.wait_for_job_conditions: a fixed number of polls.
+        for _ in range(max(round(timeout / interval), 1)):
+            current, _ = job_phase(self.get_job(name))
+            if current == phase:
+                return
+            if current == "Failed":
+                raise RuntimeError(f"TrainJob {name} is Failed")
+            time.sleep(interval)
+        raise TimeoutError(name)
 
     def create(self, manifest: dict[str, Any]) -> None:
         """Create the builder's PyTorchJob or TrainJob as it is.
@@ -212,7 +234,9 @@ class JobsClient:
         if job["kind"] == PYTORCHJOB:
             self.v1.delete_job(job["metadata"]["name"])
         else:
-            self.v2.delete_job(job["metadata"]["name"])
+            self.custom.delete_namespaced_custom_object(
+                V2_GROUP, V2_VERSION, self.namespace, V2_PLURAL, job["metadata"]["name"]
+            )
 
 
 def prometheus_query(base_url: str, query: str, timeout_s: float = 10.0) -> list[tuple[dict[str, str], float]]:
