@@ -140,7 +140,7 @@ def cmd_top(jobs: JobsClient, args: argparse.Namespace, out: Callable[[str], Non
     if not url:
         raise UsageError(
             "--prometheus-url: give the address of a Prometheus that scrapes ACK's GPU exporter, e.g. "
-            "kubectl -n arms-prom port-forward svc/<prometheus> 9090 and --prometheus-url http://localhost:9090"
+            "kubectl port-forward to its service and --prometheus-url http://localhost:9090"
         )
     ns = f'{NAMESPACE_LABEL}="{jobs.namespace}"'
     try:
