@@ -1,263 +1,42 @@
 """The job commands (``ack-jobs``) against a stand-in API server.
 
-Every command runs for real, through the official clients (``TrainingClient``,
-``TrainerClient``, the kubernetes client), against a local HTTP server on 127.0.0.1
-(``http.server`` in a thread) that answers exactly the Kubernetes API paths the commands
-use, with a kubeconfig pointing at it. The server records each request (method, path,
-query, body), so the tests check what the commands asked for as well as what they printed.
-The objects it serves are written here in the shapes the v1.9.4 operator and Trainer v2.3.0
-write (see ``components/jobs/status.py`` for the sources); the jobs themselves come from the
-platform's builders.
+Every command runs for real, through the official clients (``TrainingClient`` and the
+kubernetes client), against a local HTTP server on 127.0.0.1 (``http.server`` in a thread,
+``tests/loopback_api.py``) that answers exactly the Kubernetes API paths the commands use,
+with a kubeconfig pointing at it. The server records each request (method, path, query,
+body), so the tests check what the commands asked for as well as what they printed.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 import yaml
 from conftest import ROOT
-from prometheus_client import CollectorRegistry, Gauge, generate_latest
-
-from components.config import TrainingJobSpec
-from components.jobs.cli import run
-from components.manifests import CPU_PLACEMENT, JobContext, pytorch_job, train_job, training_runtime
-from components.manifests.gpu_metrics import GPU_MEMORY_USED, GPU_UTIL, NAMESPACE_LABEL, POD_LABEL
-from trainer.metric_names import LOSS, METRICS_PORT, MFU, SAMPLES_PER_SECOND, STEP
-
-NS = "training"
-V1 = f"/apis/kubeflow.org/v1/namespaces/{NS}/pytorchjobs"
-V2 = f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{NS}/trainjobs"
-PODS = f"/api/v1/namespaces/{NS}/pods"
-IMAGE = "registry.example.com/ml/trainer:v1.4.0"
-V1_LABEL = "training.kubeflow.org/"
-JOBSET = "jobset.sigs.k8s.io/"
-Handler = Callable[[dict[str, list[str]], Any], tuple[int, Any]]
-
-
-class FakeApi:
-    """Routes (method, path) → a fixed object or a handler; 404 for anything else."""
-
-    def __init__(self) -> None:
-        self.routes: dict[tuple[str, str], Any] = {}
-        self.requests: list[tuple[str, str, dict[str, list[str]], Any]] = []
-        self.pods: list[dict[str, Any]] = []
-        self.routes[("GET", PODS)] = self._pods
-
-    def _pods(self, query: dict[str, list[str]], _: Any) -> tuple[int, Any]:
-        wanted = dict(term.split("=", 1) for term in query.get("labelSelector", [""])[0].split(",") if term)
-        items = [p for p in self.pods if wanted.items() <= p["metadata"]["labels"].items()]
-        return 200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}
-
-    def paths(self, method: str) -> list[str]:
-        return [path for m, path, _, _ in self.requests if m == method]
-
-
-def _handler(api: FakeApi) -> type[BaseHTTPRequestHandler]:
-    class Serve(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # for chunked streams, as the API server sends them
-
-        def _serve(self) -> None:
-            url = urlsplit(self.path)
-            query = parse_qs(url.query)
-            length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length)) if length else None
-            path = unquote(url.path)  # the client escapes the ':' of pod:port; the API server decodes it
-            api.requests.append((self.command, path, query, body))
-            route = api.routes.get((self.command, path))
-            if route is None:
-                status, payload = 404, {"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404}
-            else:
-                status, payload = route(query, body) if callable(route) else (200, route)
-            self.send_response(status)
-            if isinstance(payload, dict):
-                data = json.dumps(payload).encode()
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            elif isinstance(payload, str):
-                self.send_header("Content-Type", "text/plain")
-                self.send_header("Content-Length", str(len(payload.encode())))
-                self.end_headers()
-                self.wfile.write(payload.encode())
-            else:  # a stream of lines, one chunk each as the API server sends a followed log
-                self.send_header("Content-Type", "text/plain")
-                self.send_header("Transfer-Encoding", "chunked")
-                self.end_headers()
-                for line in payload:
-                    data = f"{line}\n".encode()
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-                    self.wfile.flush()
-                self.wfile.write(b"0\r\n\r\n")
-
-        do_GET = do_POST = do_DELETE = do_PATCH = _serve
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    return Serve
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[tuple[FakeApi, Path]]:
-    api = FakeApi()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(api))
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump(_kubeconfig(server.server_address[1])))
-    yield api, kubeconfig
-    server.shutdown()
-    server.server_close()
-
-
-def _kubeconfig(port: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "loopback", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-        "users": [{"name": "tester", "user": {"token": "not-a-secret"}}],
-        "contexts": [{"name": "loopback", "context": {"cluster": "loopback", "user": "tester"}}],
-        "current-context": "loopback",
-    }
-
-
-def jobs(kubeconfig: Path, *argv: str) -> tuple[int, list[str]]:
-    """Run one command against the stand-in server; its exit status and printed lines."""
-    lines: list[str] = []
-    code = run(["--kubeconfig", str(kubeconfig), "--namespace", NS, *argv], out=lines.append)
-    return code, lines
-
-
-# --- objects in the shapes the controllers write ------------------------------------------
-
-CTX = JobContext(
-    namespace=NS,
-    image=IMAGE,
-    gpus=0,
-    placement=CPU_PLACEMENT,
-    data_claim="training-data",
-    output_claim="training-output",
-    service_account="trainer",
+from loopback_api import (
+    FAILED_V1,
+    NS,
+    PODS,
+    RUNNING_V1,
+    V1,
+    V2,
+    FakeApi,
+    cond,
+    jobs,
+    rank0_metrics,
+    serve_gpt,
+    serve_mnist,
 )
 
-
-def _ago(delta: timedelta) -> str:
-    return (datetime.now(UTC) - delta).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def cond(kind: str, reason: str, message: str, status: str = "True") -> dict[str, str]:
-    return {
-        "type": kind,
-        "status": status,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": _ago(timedelta()),
-    }
-
-
-def v1_job(name: str, conditions: list[dict[str, str]], replicas: dict[str, Any], nodes: int = 2) -> dict[str, Any]:
-    job = pytorch_job(TrainingJobSpec(name=name, image=IMAGE, nodes=nodes), CTX)
-    job["metadata"]["creationTimestamp"] = _ago(timedelta(hours=3, minutes=5, seconds=30))
-    job["status"] = {"conditions": conditions, "replicaStatuses": replicas}
-    return job
-
-
-def v2_job(name: str, conditions: list[dict[str, str]], ready: int) -> dict[str, Any]:
-    job = train_job(TrainingJobSpec(name=name, image=IMAGE, nodes=2, backend="v2"), CTX)
-    job["metadata"]["creationTimestamp"] = _ago(timedelta(minutes=7, seconds=30))
-    job["status"] = {
-        "conditions": conditions,
-        "jobsStatus": [{"name": "node", "ready": ready, "active": 1, "succeeded": 0, "failed": 0, "suspended": 0}],
-    }
-    return job
-
-
-def v1_pod(job: str, kind: str, index: int, restarts: int = 0, phase: str = "Running") -> dict[str, Any]:
-    labels = {f"{V1_LABEL}job-name": job, f"{V1_LABEL}replica-type": kind, f"{V1_LABEL}replica-index": str(index)}
-    if kind == "master":
-        labels[f"{V1_LABEL}job-role"] = "master"
-    return _pod(f"{job}-{kind}-{index}", labels, "pytorch", restarts, phase)
-
-
-def v2_pod(job: str, index: int, restarts: int = 0) -> dict[str, Any]:
-    labels = {
-        f"{JOBSET}jobset-name": job,
-        f"{JOBSET}replicatedjob-name": "node",
-        "batch.kubernetes.io/job-completion-index": str(index),
-    }
-    return _pod(f"{job}-node-0-{index}-x7k2q", labels, "node", restarts, "Running")
-
-
-def _pod(name: str, labels: dict[str, str], container: str, restarts: int, phase: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS, "labels": labels, "creationTimestamp": _ago(timedelta(hours=1))},
-        "spec": {"containers": [{"name": container, "image": IMAGE}]},
-        "status": {
-            "phase": phase,
-            "containerStatuses": [
-                {
-                    "name": container,
-                    "image": IMAGE,
-                    "imageID": f"{IMAGE}@sha256:{'0' * 64}",
-                    "ready": phase == "Running",
-                    "restartCount": restarts,
-                    "state": {"running": {"startedAt": _ago(timedelta(minutes=30))}},
-                }
-            ],
-        },
-    }
-
-
-RUNNING_V1 = [
-    cond("Created", "PyTorchJobCreated", "PyTorchJob mnist is created."),
-    cond("Running", "PyTorchJobRunning", "PyTorchJob training/mnist is running."),
-]
-FAILED_V1 = [
-    cond("Created", "PyTorchJobCreated", "PyTorchJob mnist is created."),
-    cond("Running", "PyTorchJobRunning", "PyTorchJob training/mnist is running.", status="False"),
-    cond("Failed", "PyTorchJobFailed", "PyTorchJob mnist is failed because 1 Worker replica(s) failed."),
-]
-
-
-def serve_mnist(api: FakeApi, conditions: list[dict[str, str]] = RUNNING_V1) -> dict[str, Any]:
-    job = v1_job("mnist", conditions, {"Master": {"active": 1}, "Worker": {"active": 1, "failed": 1}})
-    api.routes[("GET", f"{V1}/mnist")] = job
-    api.pods += [v1_pod("mnist", "master", 0, restarts=2), v1_pod("mnist", "worker", 0)]
-    return job
-
-
-def serve_gpt(api: FakeApi, conditions: list[dict[str, str]] = ()) -> dict[str, Any]:
-    job = v2_job("gpt", list(conditions), ready=1)
-    api.routes[("GET", f"{V2}/gpt")] = job
-    runtime = training_runtime()
-    api.routes[
-        ("GET", f"/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes/{runtime['metadata']['name']}")
-    ] = runtime
-    api.pods += [v2_pod("gpt", 0), v2_pod("gpt", 1, restarts=1)]
-    return job
-
-
-def _rank0_metrics() -> str:
-    registry = CollectorRegistry()
-    for metric, value in ((STEP, 120), (LOSS, 0.25), (SAMPLES_PER_SECOND, 512.0), (MFU, 0.41)):
-        Gauge(metric.name, metric.help, registry=registry).set(value)
-    return generate_latest(registry).decode()
-
+from components.manifests.gpu_metrics import GPU_MEMORY_USED, GPU_UTIL, NAMESPACE_LABEL, POD_LABEL
+from trainer.metric_names import METRICS_PORT
 
 # --- list and get ------------------------------------------------------------------------
 
@@ -289,11 +68,11 @@ def test_list_of_an_empty_namespace_without_trainer_v2(cluster) -> None:
     assert ("GET", V2) in [(m, p) for m, p, _, _ in api.requests]
 
 
-def test_get_shows_conditions_restarts_and_rank0_metrics_through_the_pod_proxy(cluster) -> None:
+def test_get_shows_conditions_restarts_andrank0_metrics_through_the_pod_proxy(cluster) -> None:
     api, kubeconfig = cluster
     serve_mnist(api)
     proxy = f"{PODS}/mnist-master-0:{METRICS_PORT}/proxy/metrics"
-    api.routes[("GET", proxy)] = _rank0_metrics()
+    api.routes[("GET", proxy)] = rank0_metrics()
     code, lines = jobs(kubeconfig, "get", "mnist")
     assert code == 0
     assert lines[:6] == [
@@ -459,150 +238,6 @@ def test_delete(cluster, serve, path: str) -> None:
         [f"{job['kind']} {job['metadata']['name']} deleted"],
     )
     assert [(m, p, b) for m, p, _, b in api.requests if m == "DELETE"] == [("DELETE", path, None)]
-
-
-# --- submit --------------------------------------------------------------------------------
-
-REGISTRY = "registry-vpc.cn-hangzhou.aliyuncs.com/ml/trainer"
-GPU_PLACEMENT = {
-    "nodeSelector": {"ack-training-platform/pool": "gpu"},
-    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}],
-    "gpusPerNode": 8,
-    "fabric": "erdma",
-    "maxNodes": 4,
-}
-DEFAULTS = {
-    "namespace": NS,
-    "backend": "v1",
-    "registry": REGISTRY,
-    "placement": GPU_PLACEMENT,
-    "dataClaim": "training-data",
-    "outputClaim": "training-output",
-    "serviceAccount": "trainer",
-    "imagePullSecret": "registry-pull",
-    "queue": "training",
-}
-
-
-def gpu_context(backend: str) -> JobContext:
-    """The context a stack with an 8-GPU eRDMA pool gives its jobs, written out by hand."""
-    from components.manifests.placement import ERDMA, Placement
-
-    placement = Placement(
-        node_selector=GPU_PLACEMENT["nodeSelector"],
-        tolerations=tuple(GPU_PLACEMENT["tolerations"]),
-        gpus_per_node=8,
-        fabric=ERDMA,
-        max_nodes=4,
-    )
-    return JobContext(
-        namespace=NS,
-        image=f"{REGISTRY}:v1.4.0",
-        gpus=8,
-        placement=placement,
-        data_claim="training-data",
-        output_claim="training-output",
-        service_account="trainer",
-        image_pull_secret="registry-pull",
-        queue="training" if backend == "v2" else None,
-    )
-
-
-@pytest.fixture
-def outputs(tmp_path: Path) -> Path:
-    path = tmp_path / "outputs.json"
-    path.write_text(json.dumps({"namespace": NS, "jobDefaults": DEFAULTS}))
-    return path
-
-
-FLAGS = ["--nodes", "2", "--model", "gpt", "--max-steps", "2000", "--network", "rdma", "--image-tag", "v1.4.0"]
-SPEC = {"nodes": 2, "trainer": {"model": "gpt", "maxSteps": 2000}, "network": "rdma", "imageTag": "v1.4.0"}
-
-
-@pytest.mark.parametrize("backend", ["v1", "v2"])
-def test_submit_dry_run_prints_the_builders_manifest(outputs: Path, backend: str) -> None:
-    lines: list[str] = []
-    argv = ["--outputs", str(outputs), "submit", "gpt-small", *FLAGS, "--backend", backend, "--dry-run"]
-    assert run([*argv, "--", "--grad-accum", "4"], out=lines.append) == 0
-    spec = TrainingJobSpec.model_validate(
-        {"name": "gpt-small", **SPEC, "backend": backend, "args": ["--grad-accum", "4"]}
-    )
-    builder = train_job if backend == "v2" else pytorch_job
-    assert yaml.safe_load("\n".join(lines)) == builder(spec, gpu_context(backend))
-
-
-@pytest.mark.parametrize("backend", ["v1", "v2"])
-def test_submit_creates_exactly_the_builders_manifest(cluster, outputs: Path, backend: str) -> None:
-    api, kubeconfig = cluster
-    collection = V2 if backend == "v2" else V1
-    api.routes[("POST", collection)] = lambda _, body: (201, body)
-    lines: list[str] = []
-    argv = ["--outputs", str(outputs), "--kubeconfig", str(kubeconfig), "submit", "gpt-small", *FLAGS]
-    assert run([*argv, "--backend", backend], out=lines.append) == 0
-    spec = TrainingJobSpec.model_validate({"name": "gpt-small", **SPEC, "backend": backend})
-    expected = (train_job if backend == "v2" else pytorch_job)(spec, gpu_context(backend))
-    assert [(m, p, b) for m, p, _, b in api.requests if m == "POST"] == [("POST", collection, expected)]
-    assert lines == [f"{expected['kind']} gpt-small created in {NS}"]
-
-
-@pytest.mark.parametrize(
-    ("flags", "message"),
-    [
-        (["--nodes", "0", "--image-tag", "v1"], "--nodes: Input should be greater than or equal to 1"),
-        (["--image-tag", "latest"], "--image-tag: 'latest' is not a pinned tag"),
-        (["--image", "trainer:latest"], "--image: 'trainer:latest' is not pinned"),
-        (["--gpus", "16", "--image-tag", "v1"], "--gpus, --nodes or --network: job 'bad' asks for 16 GPUs per pod"),
-        (["--env", "NO_EQUALS", "--image-tag", "v1"], "--env 'NO_EQUALS': give NAME=VALUE"),
-        (["--backend", "v2", "--env", "PET_X=1", "--image-tag", "v1"], "--env: PET_X: Trainer v2 sets torchrun's"),
-        (
-            ["--gpus", "4", "--procs-per-node", "2", "--image-tag", "v1"],
-            "--procs-per-node: procsPerNode (2) must equal",
-        ),
-        (["--max-steps", "0", "--image-tag", "v1"], "--max-steps: Input should be greater than or equal to 1"),
-    ],
-)
-def test_submit_with_bad_flags_names_the_flag_and_exits_2(outputs: Path, capsys, flags, message) -> None:
-    assert run(["--outputs", str(outputs), "submit", "bad", *flags, "--dry-run"]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith(f"ack-jobs submit: {message}") and "Traceback" not in err
-
-
-def test_submit_flag_of_the_wrong_type_exits_2(outputs: Path, capsys) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        run(["--outputs", str(outputs), "submit", "bad", "--max-steps", "many", "--dry-run"])
-    assert exit_.value.code == 2
-    assert "argument --max-steps: invalid int value: 'many'" in capsys.readouterr().err
-
-
-def test_submit_without_the_stacks_defaults(capsys) -> None:
-    assert run(["submit", "gpt-small", "--image-tag", "v1", "--dry-run"]) == 2
-    assert "--stack/--outputs: submit needs the stack's jobDefaults output" in capsys.readouterr().err
-
-
-# --- connecting through the stack's outputs -----------------------------------------------------
-
-
-def test_the_stacks_kubeconfig_is_used_from_a_private_file_that_is_removed(cluster, tmp_path, monkeypatch, capsys):
-    api, kubeconfig = cluster
-    api.routes[("GET", V1)] = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJobList", "items": []}
-    secret = kubeconfig.read_text()
-    path = tmp_path / "outputs.json"
-    path.write_text(json.dumps({"kubeconfig": secret, "namespace": NS}))
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    monkeypatch.setattr("tempfile.tempdir", str(scratch))
-    modes = []
-    real_load = __import__("kubernetes").config.load_kube_config
-
-    def load(config_file, **kwargs):
-        modes.append(os.stat(config_file).st_mode & 0o777)
-        return real_load(config_file=config_file, **kwargs)
-
-    monkeypatch.setattr("kubernetes.config.load_kube_config", load)
-    lines: list[str] = []
-    assert run(["--outputs", str(path), "list"], out=lines.append) == 0
-    assert modes == [0o600] and list(scratch.iterdir()) == []
-    assert "not-a-secret" not in "\n".join(lines) + capsys.readouterr().out
 
 
 # --- top -------------------------------------------------------------------------------------
