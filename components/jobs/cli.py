@@ -47,7 +47,7 @@ class Failure(Exception):
 
 def parser() -> argparse.ArgumentParser:
     """The command line of every command."""
-    top = argparse.ArgumentParser(prog="ack-jobs", description=__doc__.split("\n")[0])
+    top = argparse.ArgumentParser(prog="ack-jobs", description=__doc__.split("\n")[0].replace("``", ""))
     where = top.add_argument_group("where to connect")
     where.add_argument("--stack", help="read kubeconfig, namespace and job defaults from this Pulumi stack's outputs")
     where.add_argument("--outputs", metavar="FILE", help="the same outputs as a JSON file (pulumi stack output --json)")
