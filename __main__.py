@@ -15,9 +15,11 @@ from components import (
     TrainingNamespace,
     TrainingOperator,
     local_providers,
+    platform_context,
 )
 from components.manifests import (
     cluster_addons,
+    job_defaults,
     kueue_objects,
     kueue_queue_name,
     mirrored_namespaces,
@@ -150,3 +152,12 @@ pulumi.export("namespace", namespace.name)
 pulumi.export("volumeClaims", {"data": volumes.data_claim, "output": volumes.output_claim})
 pulumi.export("tensorboard", monitoring.tensorboard_command)
 pulumi.export("jobs", {job.job_name: {"namespace": job.namespace, "commands": job.commands} for job in jobs})
+# What `ack-jobs submit` builds a job with: the context the stack's own jobs get.
+pulumi.export(
+    "jobDefaults",
+    job_defaults(
+        platform_context(namespace=namespace, storage=volumes, pool=pool, registry=registry, trainer_v2=trainer_v2),
+        backend=spec.training.backend,
+        registry=registry.repository_url if registry is not None else None,
+    ),
+)

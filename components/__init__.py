@@ -19,7 +19,7 @@ from .operator import TrainingOperator
 from .registry import ContainerRegistry
 from .storage import NasStorage, SharedVolumes
 from .trainer_v2 import TrainerV2
-from .training_job import TrainingJob
+from .training_job import TrainingJob, platform_context
 
 __all__ = [
     "AckCluster",
@@ -39,4 +39,5 @@ __all__ = [
     "TrainingOperator",
     "load_spec",
     "local_providers",
+    "platform_context",
 ]

@@ -3,6 +3,8 @@ trainer.kubeflow.org/v1alpha1 TrainJob (backend v2) out."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pulumi
 import pulumi_kubernetes as k8s
 
@@ -27,6 +29,40 @@ from .trainer_v2 import TrainerV2
 
 IMAGE_PLACEHOLDER = "<image>"
 """Stands for the image in a builder's manifest until the component sets the image output."""
+
+
+def platform_context(
+    *,
+    namespace: TrainingNamespace,
+    storage: SharedVolumes,
+    pool: GpuNodePool | None = None,
+    registry: ContainerRegistry | None = None,
+    trainer_v2: TrainerV2 | None = None,
+) -> JobContext:
+    """What every job takes from the platform's objects, for a job using the pool's whole node.
+
+    Args:
+        namespace: where jobs run (its service account is used).
+        storage: the shared data/output volumes.
+        pool: the GPU pool; ``None`` for CPU jobs.
+        registry: the registry, whose pull secret jobs use; ``None`` for public images.
+        trainer_v2: Trainer v2, whose queue v2 jobs join; ``None`` without it.
+
+    Returns:
+        A context whose image is a placeholder and whose GPUs are the pool's per node.
+    """
+    placement = pool.placement if pool is not None else CPU_PLACEMENT
+    return JobContext(
+        namespace=namespace.name,
+        image=IMAGE_PLACEHOLDER,
+        gpus=placement.gpus_per_node,
+        placement=placement,
+        data_claim=storage.data_claim,
+        output_claim=storage.output_claim,
+        service_account=namespace.service_account,
+        image_pull_secret=registry.pull_secret if registry is not None else None,
+        queue=trainer_v2.queue if trainer_v2 is not None else None,
+    )
 
 
 class TrainingJob(pulumi.ComponentResource):
@@ -83,20 +119,11 @@ class TrainingJob(pulumi.ComponentResource):
                 f"job {spec.name!r} names namespace {spec.namespace!r}, but its volumes and pull secret are in "
                 f"{namespace.name!r}"
             )
-        placement = pool.placement if pool is not None else CPU_PLACEMENT
-        gpus = job_gpus(spec, placement.gpus_per_node)
         backend = backend or spec.backend or "v1"
-        ctx = JobContext(
-            namespace=namespace.name,
-            image=IMAGE_PLACEHOLDER,
-            gpus=gpus,
-            placement=placement,
-            data_claim=storage.data_claim,
-            output_claim=storage.output_claim,
-            service_account=namespace.service_account,
-            image_pull_secret=registry.pull_secret if registry is not None else None,
-            queue=trainer_v2.queue if trainer_v2 is not None else None,
+        ctx = platform_context(
+            namespace=namespace, storage=storage, pool=pool, registry=registry, trainer_v2=trainer_v2
         )
+        ctx = dataclasses.replace(ctx, gpus=job_gpus(spec, ctx.placement.gpus_per_node))
         # The registry's URL may be known only after deployment; everything else is known now.
         image = pinned_image(spec.image, spec.image_tag, registry, f"job {spec.name!r}")
         if backend == "v2":

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import copy
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from loopback_api import FakeApi, loopback
 
 from components.offline import Plan, run_program
 from components.plan import with_unset_credentials
@@ -52,3 +53,10 @@ def with_pull_secret(config: dict[str, Any]) -> dict[str, Any]:
     config[cfg("registry")]["username"] = "ml-pull@example.com"
     config[cfg("registryPassword")] = {"secure": "v1:AAAA"}
     return config
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[FakeApi, Path]]:
+    """A stand-in Kubernetes API server on 127.0.0.1 and a kubeconfig pointing at it."""
+    with loopback(tmp_path) as served:
+        yield served

@@ -7,6 +7,7 @@ reject unknown arguments, so a plan that completes is a plan whose arguments exi
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -566,3 +567,31 @@ def test_components_compose_in_another_stack(run_stack) -> None:
         plan.one("kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime").urn
         in plan.one(TRAINJOB).dependencies
     )
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_job_defaults_rebuild_the_stacks_own_jobs(run_stack, stack: str) -> None:
+    # `ack-jobs submit` builds from the exported jobDefaults: the same job must come out as the
+    # stack's own, on the same pool, claims, service account, pull secret and queue.
+    from components.config import PlatformSpec, job_gpus
+    from components.manifests import context_from_defaults, pytorch_job, train_job
+
+    config = stack_config(stack)
+    plan = run_stack(config, stack)
+    defaults = plan.outputs["jobDefaults"]
+    assert "jobDefaults" not in plan.secret_outputs
+    platform = PlatformSpec.model_validate({k.split(":", 1)[1]: v for k, v in config.items()})
+    assert defaults["backend"] == platform.training.backend
+    for job in platform.jobs:
+        backend = platform.job_backend(job)
+        built = plan.one(TRAINJOB if backend == "v2" else JOB, job.name).inputs
+        gpus = job_gpus(job, defaults["placement"]["gpusPerNode"])
+        ctx = context_from_defaults(defaults, image="<image>", gpus=gpus, backend=backend)
+        rebuilt = train_job(job, ctx) if backend == "v2" else pytorch_job(job, ctx)
+        assert _without_images(rebuilt) == _without_images(built)
+
+
+def _without_images(manifest: dict) -> dict:
+    # The stack's image may be its registry's URL, known only after deployment.
+    text = json.dumps(manifest)
+    return json.loads(re.sub(r'"image": "[^"]*"', '"image": null', text))

@@ -14,6 +14,7 @@ from .cluster import (
     api_server_acl_command,
     cluster_addons,
 )
+from .job_defaults import context_from_defaults, job_defaults
 from .jobs import (
     DATA_MOUNT,
     MASTER_PORT,
@@ -89,6 +90,8 @@ __all__ = [
     "FabricProfile",
     "GPU_RESOURCE",
     "JobContext",
+    "context_from_defaults",
+    "job_defaults",
     "KUEUE_NAMESPACE",
     "MANAGED_BY",
     "MASTER_PORT",

@@ -1,0 +1,213 @@
+"""What a job's status means, from the objects the API server returns: pure functions.
+
+Phases follow the conditions each controller writes:
+
+- v1 PyTorchJob (Training Operator v1.9.4): condition types ``Created``, ``Running``,
+  ``Restarting``, ``Succeeded``, ``Failed`` and ``Suspended``
+  (``pkg/apis/kubeflow.org/v1/common_types.go``), with reasons ``PyTorchJob`` + ``Created``,
+  ``Running``, ``Restarting``, ``Succeeded``, ``Failed``, ``Suspended`` or ``Resumed``
+  (``pkg/util/status.go`` ``NewReason``; ``pkg/controller.v1/pytorch/pytorchjob_controller.go``,
+  ``pkg/controller.v1/common/job.go``). ``Running`` and ``Restarting`` replace each other, a
+  finished job's ``Running`` turns ``False``, and nothing changes once ``Failed`` is set
+  (``setCondition``, ``filterOutCondition``).
+- v2 TrainJob (Trainer v2.3.0): ``Suspended``, ``Complete`` and ``Failed``
+  (``pkg/apis/trainer/v1alpha1/trainjob_types.go``); ``Complete`` and ``Failed`` are the
+  JobSet's conditions renamed (``pkg/runtime/framework/plugins/jobset/jobset.go`` ``Status``),
+  ``Failed`` with reason ``DeadlineExceeded`` is Trainer's own. There is no ``Running``
+  condition: a TrainJob runs while its child Jobs report ready pods (``jobsStatus``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from trainer.metric_names import LOSS, MFU, SAMPLES_PER_SECOND, STEP
+
+PYTORCHJOB = "PyTorchJob"
+TRAINJOB = "TrainJob"
+V1_PRECEDENCE = ("Failed", "Succeeded", "Suspended", "Restarting", "Running", "Created")
+"""The v1 condition that names the phase when several are ``True``: a finished job may
+still carry ``Created``, and a suspended one its last ``Running``."""
+V2_PHASES = (("Failed", "Failed"), ("Complete", "Succeeded"), ("Suspended", "Suspended"))
+"""TrainJob condition type → phase, first ``True`` one wins."""
+SHOWN_METRICS = {STEP.name: "step", LOSS.name: "loss", SAMPLES_PER_SECOND.name: "samples/s", MFU.name: "MFU"}
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """One job as ``list`` and ``get`` show it.
+
+    Args:
+        name: the job's name.
+        kind: ``PyTorchJob`` or ``TrainJob``.
+        phase: the phase its conditions give (``Pending`` before the controller wrote any).
+        reason: the deciding condition's reason ('' when none).
+        message: the deciding condition's message.
+        replicas: per replica type (v1) or replicated job (v2), e.g. ``1/2 running``.
+        restarts: container restarts in the job's pods plus pods the operator replaced.
+        age_s: seconds since the job was created.
+        conditions: every condition as ``(type, status, reason, message)``.
+    """
+
+    name: str
+    kind: str
+    phase: str
+    reason: str
+    message: str
+    replicas: dict[str, str]
+    restarts: int
+    age_s: float
+    conditions: tuple[tuple[str, str, str, str], ...] = field(default=())
+
+
+def _true(conditions: list[dict[str, Any]], kind: str) -> dict[str, Any] | None:
+    return next((c for c in conditions if c.get("type") == kind and c.get("status") == "True"), None)
+
+
+def job_phase(job: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    """The phase of a PyTorchJob or TrainJob and the condition that decided it.
+
+    Args:
+        job: the job object as the API server returns it (camelCase keys).
+
+    Returns:
+        ``(phase, condition)``; the phase is one of ``Pending``, ``Created``, ``Running``,
+        ``Restarting``, ``Succeeded``, ``Failed``, ``Suspended``; the condition is ``None``
+        when no condition decided it.
+    """
+    status = job.get("status") or {}
+    conditions = status.get("conditions") or []
+    if job.get("kind") == TRAINJOB:
+        for kind, phase in V2_PHASES:
+            if (condition := _true(conditions, kind)) is not None:
+                return phase, condition
+        ready = sum(child.get("ready") or 0 for child in status.get("jobsStatus") or [])
+        return ("Running" if ready else "Created"), None
+    for kind in V1_PRECEDENCE:
+        if (condition := _true(conditions, kind)) is not None:
+            return kind, condition
+    return "Pending", None
+
+
+def replica_counts(job: dict[str, Any]) -> dict[str, str]:
+    """Pods per replica type (v1) or child Jobs per replicated job (v2) and their states.
+
+    Args:
+        job: the job object.
+
+    Returns:
+        ``{"Master": "1/1 active", "Worker": "2/3 active, 1 failed"}``-style strings.
+    """
+    status = job.get("status") or {}
+    counts: dict[str, str] = {}
+    if job.get("kind") == TRAINJOB:
+        wanted = (job.get("spec") or {}).get("trainer", {}).get("numNodes", 1)
+        for child in status.get("jobsStatus") or []:
+            counts[child["name"]] = _states(child, wanted, ("ready", "active", "succeeded", "failed", "suspended"))
+        return counts
+    replica_status = status.get("replicaStatuses") or {}
+    for kind, spec in ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {}).items():
+        counts[kind] = _states(
+            replica_status.get(kind) or {}, spec.get("replicas", 1), ("active", "succeeded", "failed")
+        )
+    return counts
+
+
+def _states(counts: dict[str, Any], wanted: int, keys: tuple[str, ...]) -> str:
+    first, *rest = keys
+    parts = [f"{counts.get(first) or 0}/{wanted} {first}"]
+    parts += [f"{counts[key]} {key}" for key in rest if counts.get(key)]
+    return ", ".join(parts)
+
+
+def restarts(job: dict[str, Any], pods: list[dict[str, Any]]) -> int:
+    """How often the job's training restarted: containers restarted in place (``restartPolicy:
+    OnFailure``) plus, on v1, pods the operator recorded as failed and replaced
+    (``ExitCode``/``Never``; ``pkg/core/status.go`` ``UpdateJobReplicaStatuses``).
+
+    Args:
+        job: the job object.
+        pods: the job's pods.
+
+    Returns:
+        The count, 0 for a job that never restarted.
+    """
+    in_place = sum(
+        status.get("restartCount") or 0
+        for pod in pods
+        for status in (pod.get("status") or {}).get("containerStatuses") or []
+    )
+    replaced = 0
+    if job.get("kind") == PYTORCHJOB:
+        replica_status = (job.get("status") or {}).get("replicaStatuses") or {}
+        replaced = sum(counts.get("failed") or 0 for counts in replica_status.values())
+    return in_place + replaced
+
+
+def parse_time(value: str) -> datetime:
+    """An RFC 3339 timestamp as the API server writes it (``2026-11-22T06:00:00Z``)."""
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def summarize(job: dict[str, Any], pods: list[dict[str, Any]], now: datetime) -> JobSummary:
+    """Everything ``list`` and ``get`` show about one job.
+
+    Args:
+        job: the job object (camelCase keys, ``kind`` set).
+        pods: the job's pods (may be empty).
+        now: the current time, timezone-aware.
+
+    Returns:
+        The job's summary.
+    """
+    phase, condition = job_phase(job)
+    metadata = job.get("metadata") or {}
+    created = metadata.get("creationTimestamp")
+    conditions = tuple(
+        (c.get("type", ""), c.get("status", ""), c.get("reason") or "", c.get("message") or "")
+        for c in (job.get("status") or {}).get("conditions") or []
+    )
+    return JobSummary(
+        name=metadata.get("name", ""),
+        kind=job.get("kind", ""),
+        phase=phase,
+        reason=(condition or {}).get("reason") or "",
+        message=(condition or {}).get("message") or "",
+        replicas=replica_counts(job),
+        restarts=restarts(job, pods),
+        age_s=(now - parse_time(created)).total_seconds() if created else 0.0,
+        conditions=conditions,
+    )
+
+
+def format_age(seconds: float) -> str:
+    """An age as ``kubectl`` shows one: ``42s``, ``5m``, ``3h12m``, ``2d4h``."""
+    s = int(seconds)
+    if s < 120:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60}m" if s % 3600 // 60 else f"{s // 3600}h"
+    return f"{s // 86400}d{s % 86400 // 3600}h" if s % 86400 // 3600 else f"{s // 86400}d"
+
+
+def last_metrics(text: str) -> dict[str, float]:
+    """The training progress rank 0 serves on ``/metrics``.
+
+    Args:
+        text: a Prometheus text exposition.
+
+    Returns:
+        Display name → value for the step, loss, samples/s and MFU present in ``text``.
+    """
+    found: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in SHOWN_METRICS:
+                found[SHOWN_METRICS[sample.name]] = sample.value
+    return found

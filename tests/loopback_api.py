@@ -1,0 +1,252 @@
+"""A stand-in Kubernetes API server for the job commands' tests, and the objects it serves.
+
+A local HTTP server on 127.0.0.1 (``http.server`` in a thread) answers exactly the API paths
+a test routes, records each request (method, path, query, body), and streams followed logs
+in chunks as the API server does. The objects are written here in the shapes the v1.9.4
+operator and Trainer v2.3.0 write (sources in ``components/jobs/status.py``); the jobs
+themselves come from the platform's builders.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import yaml
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
+
+from components.config import TrainingJobSpec
+from components.jobs.cli import run
+from components.manifests import CPU_PLACEMENT, JobContext, pytorch_job, train_job, training_runtime
+from trainer.metric_names import LOSS, MFU, SAMPLES_PER_SECOND, STEP
+
+NS = "training"
+V1 = f"/apis/kubeflow.org/v1/namespaces/{NS}/pytorchjobs"
+V2 = f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{NS}/trainjobs"
+PODS = f"/api/v1/namespaces/{NS}/pods"
+IMAGE = "registry.example.com/ml/trainer:v1.4.0"
+V1_LABEL = "training.kubeflow.org/"
+JOBSET = "jobset.sigs.k8s.io/"
+
+
+class FakeApi:
+    """Routes (method, path) → a fixed object or a handler; 404 for anything else."""
+
+    def __init__(self) -> None:
+        self.routes: dict[tuple[str, str], Any] = {}
+        self.requests: list[tuple[str, str, dict[str, list[str]], Any]] = []
+        self.pods: list[dict[str, Any]] = []
+        self.routes[("GET", PODS)] = self._pods
+
+    def _pods(self, query: dict[str, list[str]], _: Any) -> tuple[int, Any]:
+        wanted = dict(term.split("=", 1) for term in query.get("labelSelector", [""])[0].split(",") if term)
+        items = [p for p in self.pods if wanted.items() <= p["metadata"]["labels"].items()]
+        return 200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}
+
+    def paths(self, method: str) -> list[str]:
+        return [path for m, path, _, _ in self.requests if m == method]
+
+
+def _handler(api: FakeApi) -> type[BaseHTTPRequestHandler]:
+    class Serve(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # for chunked streams, as the API server sends them
+
+        def _serve(self) -> None:
+            url = urlsplit(self.path)
+            query = parse_qs(url.query)
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length)) if length else None
+            path = unquote(url.path)  # the client escapes the ':' of pod:port; the API server decodes it
+            api.requests.append((self.command, path, query, body))
+            route = api.routes.get((self.command, path))
+            if route is None:
+                status, payload = 404, {"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404}
+            else:
+                status, payload = route(query, body) if callable(route) else (200, route)
+            self.send_response(status)
+            if isinstance(payload, dict):
+                data = json.dumps(payload).encode()
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            elif isinstance(payload, str):
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(payload.encode())))
+                self.end_headers()
+                self.wfile.write(payload.encode())
+            else:  # a stream of lines, one chunk each as the API server sends a followed log
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for line in payload:
+                    data = f"{line}\n".encode()
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+
+        do_GET = do_POST = do_DELETE = do_PATCH = _serve
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    return Serve
+
+
+def _kubeconfig(port: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "loopback", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [{"name": "tester", "user": {"token": "not-a-secret"}}],
+        "contexts": [{"name": "loopback", "context": {"cluster": "loopback", "user": "tester"}}],
+        "current-context": "loopback",
+    }
+
+
+def jobs(kubeconfig: Path, *argv: str) -> tuple[int, list[str]]:
+    """Run one command against the stand-in server; its exit status and printed lines."""
+    lines: list[str] = []
+    code = run(["--kubeconfig", str(kubeconfig), "--namespace", NS, *argv], out=lines.append)
+    return code, lines
+
+
+# --- objects in the shapes the controllers write ------------------------------------------
+
+CTX = JobContext(
+    namespace=NS,
+    image=IMAGE,
+    gpus=0,
+    placement=CPU_PLACEMENT,
+    data_claim="training-data",
+    output_claim="training-output",
+    service_account="trainer",
+)
+
+
+def _ago(delta: timedelta) -> str:
+    return (datetime.now(UTC) - delta).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def cond(kind: str, reason: str, message: str, status: str = "True") -> dict[str, str]:
+    return {
+        "type": kind,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": _ago(timedelta()),
+    }
+
+
+def v1_job(name: str, conditions: list[dict[str, str]], replicas: dict[str, Any], nodes: int = 2) -> dict[str, Any]:
+    job = pytorch_job(TrainingJobSpec(name=name, image=IMAGE, nodes=nodes), CTX)
+    job["metadata"]["creationTimestamp"] = _ago(timedelta(hours=3, minutes=5, seconds=30))
+    job["status"] = {"conditions": conditions, "replicaStatuses": replicas}
+    return job
+
+
+def v2_job(name: str, conditions: list[dict[str, str]], ready: int) -> dict[str, Any]:
+    job = train_job(TrainingJobSpec(name=name, image=IMAGE, nodes=2, backend="v2"), CTX)
+    job["metadata"]["creationTimestamp"] = _ago(timedelta(minutes=7, seconds=30))
+    job["status"] = {
+        "conditions": conditions,
+        "jobsStatus": [{"name": "node", "ready": ready, "active": 1, "succeeded": 0, "failed": 0, "suspended": 0}],
+    }
+    return job
+
+
+def v1_pod(job: str, kind: str, index: int, restarts: int = 0, phase: str = "Running") -> dict[str, Any]:
+    labels = {f"{V1_LABEL}job-name": job, f"{V1_LABEL}replica-type": kind, f"{V1_LABEL}replica-index": str(index)}
+    if kind == "master":
+        labels[f"{V1_LABEL}job-role"] = "master"
+    return _pod(f"{job}-{kind}-{index}", labels, "pytorch", restarts, phase)
+
+
+def v2_pod(job: str, index: int, restarts: int = 0) -> dict[str, Any]:
+    labels = {
+        f"{JOBSET}jobset-name": job,
+        f"{JOBSET}replicatedjob-name": "node",
+        "batch.kubernetes.io/job-completion-index": str(index),
+    }
+    return _pod(f"{job}-node-0-{index}-x7k2q", labels, "node", restarts, "Running")
+
+
+def _pod(name: str, labels: dict[str, str], container: str, restarts: int, phase: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "labels": labels, "creationTimestamp": _ago(timedelta(hours=1))},
+        "spec": {"containers": [{"name": container, "image": IMAGE}]},
+        "status": {
+            "phase": phase,
+            "containerStatuses": [
+                {
+                    "name": container,
+                    "image": IMAGE,
+                    "imageID": f"{IMAGE}@sha256:{'0' * 64}",
+                    "ready": phase == "Running",
+                    "restartCount": restarts,
+                    "state": {"running": {"startedAt": _ago(timedelta(minutes=30))}},
+                }
+            ],
+        },
+    }
+
+
+RUNNING_V1 = [
+    cond("Created", "PyTorchJobCreated", "PyTorchJob mnist is created."),
+    cond("Running", "PyTorchJobRunning", "PyTorchJob training/mnist is running."),
+]
+FAILED_V1 = [
+    cond("Created", "PyTorchJobCreated", "PyTorchJob mnist is created."),
+    cond("Running", "PyTorchJobRunning", "PyTorchJob training/mnist is running.", status="False"),
+    cond("Failed", "PyTorchJobFailed", "PyTorchJob mnist is failed because 1 Worker replica(s) failed."),
+]
+
+
+def serve_mnist(api: FakeApi, conditions: list[dict[str, str]] = RUNNING_V1) -> dict[str, Any]:
+    job = v1_job("mnist", conditions, {"Master": {"active": 1}, "Worker": {"active": 1, "failed": 1}})
+    api.routes[("GET", f"{V1}/mnist")] = job
+    api.pods += [v1_pod("mnist", "master", 0, restarts=2), v1_pod("mnist", "worker", 0)]
+    return job
+
+
+def serve_gpt(api: FakeApi, conditions: list[dict[str, str]] = ()) -> dict[str, Any]:
+    job = v2_job("gpt", list(conditions), ready=1)
+    api.routes[("GET", f"{V2}/gpt")] = job
+    runtime = training_runtime()
+    api.routes[
+        ("GET", f"/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes/{runtime['metadata']['name']}")
+    ] = runtime
+    api.pods += [v2_pod("gpt", 0), v2_pod("gpt", 1, restarts=1)]
+    return job
+
+
+def rank0_metrics() -> str:
+    registry = CollectorRegistry()
+    for metric, value in ((STEP, 120), (LOSS, 0.25), (SAMPLES_PER_SECOND, 512.0), (MFU, 0.41)):
+        Gauge(metric.name, metric.help, registry=registry).set(value)
+    return generate_latest(registry).decode()
+
+
+@contextmanager
+def loopback(directory: Path) -> Iterator[tuple[FakeApi, Path]]:
+    """A running stand-in server and a kubeconfig in ``directory`` pointing at it."""
+    api = FakeApi()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(api))
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    kubeconfig = directory / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(_kubeconfig(server.server_address[1])))
+    try:
+        yield api, kubeconfig
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,278 @@
+"""The job commands (``ack-jobs``) against a stand-in API server.
+
+Every command runs for real, through the official clients (``TrainingClient`` and the
+kubernetes client), against a local HTTP server on 127.0.0.1 (``http.server`` in a thread,
+``tests/loopback_api.py``) that answers exactly the Kubernetes API paths the commands use,
+with a kubeconfig pointing at it. The server records each request (method, path, query,
+body), so the tests check what the commands asked for as well as what they printed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import ROOT
+from loopback_api import (
+    FAILED_V1,
+    NS,
+    PODS,
+    RUNNING_V1,
+    V1,
+    V2,
+    FakeApi,
+    cond,
+    jobs,
+    rank0_metrics,
+    serve_gpt,
+    serve_mnist,
+)
+
+from components.manifests.gpu_metrics import GPU_MEMORY_USED, GPU_UTIL, NAMESPACE_LABEL, POD_LABEL
+from trainer.metric_names import METRICS_PORT
+
+# --- list and get ------------------------------------------------------------------------
+
+
+def test_list_shows_both_kinds_with_phase_replicas_restarts_and_age(cluster) -> None:
+    api, kubeconfig = cluster
+    mnist, gpt = serve_mnist(api), serve_gpt(api)
+    api.routes[("GET", V1)] = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJobList", "items": [mnist]}
+    api.routes[("GET", V2)] = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJobList", "items": [gpt]}
+    code, lines = jobs(kubeconfig, "list")
+    assert code == 0
+    assert [line.split()[:3] for line in lines] == [
+        ["NAME", "KIND", "PHASE"],
+        ["gpt", "TrainJob", "Running"],
+        ["mnist", "PyTorchJob", "Running"],
+    ]
+    # mnist: 2 container restarts on the Master and 1 Worker pod the operator replaced.
+    assert lines[2].split()[-2:] == ["3", "3h5m"] and lines[1].split()[-2:] == ["1", "7m"]
+    assert "Master 1/1 active; Worker 1/1 active, 1 failed" in lines[2]
+    assert "node 1/2 ready, 1 active" in lines[1]
+    selectors = [q["labelSelector"][0] for m, p, q, _ in api.requests if p == PODS]
+    assert selectors == ["jobset.sigs.k8s.io/jobset-name=gpt", "training.kubeflow.org/job-name=mnist"]
+
+
+def test_list_of_an_empty_namespace_without_trainer_v2(cluster) -> None:
+    api, kubeconfig = cluster
+    api.routes[("GET", V1)] = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJobList", "items": []}
+    assert jobs(kubeconfig, "list") == (0, [f"No jobs in namespace {NS}."])
+    assert ("GET", V2) in [(m, p) for m, p, _, _ in api.requests]
+
+
+def test_get_shows_conditions_restarts_andrank0_metrics_through_the_pod_proxy(cluster) -> None:
+    api, kubeconfig = cluster
+    serve_mnist(api)
+    proxy = f"{PODS}/mnist-master-0:{METRICS_PORT}/proxy/metrics"
+    api.routes[("GET", proxy)] = rank0_metrics()
+    code, lines = jobs(kubeconfig, "get", "mnist")
+    assert code == 0
+    assert lines[:6] == [
+        "Name:      mnist",
+        "Kind:      PyTorchJob",
+        "Phase:     Running",
+        "Age:       3h5m",
+        "Restarts:  3",
+        "Replicas:  Master 1/1 active; Worker 1/1 active, 1 failed",
+    ]
+    assert lines[8].split(None, 3) == ["Created", "True", "PyTorchJobCreated", "PyTorchJob mnist is created."]
+    assert lines[-1] == "Metrics:   step 120  loss 0.25  samples/s 512  MFU 0.41  (from mnist-master-0)"
+    assert proxy in api.paths("GET")
+
+
+def test_get_says_when_metrics_are_unreachable_and_carries_on(cluster) -> None:
+    api, kubeconfig = cluster
+    serve_gpt(api)
+    code, lines = jobs(kubeconfig, "get", "gpt")
+    assert code == 0
+    assert lines[2] == "Phase:     Running"
+    assert lines[-1] == "Metrics:   rank 0's /metrics unreachable (gpt-node-0-0-x7k2q): Not Found"
+
+
+def test_get_of_a_failed_job_names_the_reason(cluster) -> None:
+    api, kubeconfig = cluster
+    serve_mnist(api, FAILED_V1)
+    code, lines = jobs(kubeconfig, "get", "mnist")
+    assert code == 0 and lines[2] == "Phase:     Failed"
+    assert lines[3] == "Failure:   PyTorchJobFailed: PyTorchJob mnist is failed because 1 Worker replica(s) failed."
+
+
+def test_get_of_a_missing_job(cluster, capsys) -> None:
+    _, kubeconfig = cluster
+    assert jobs(kubeconfig, "get", "nope")[0] == 1
+    assert "no PyTorchJob or TrainJob named 'nope' in namespace training" in capsys.readouterr().err
+
+
+# --- logs ----------------------------------------------------------------------------------
+
+
+def test_logs_of_the_master_and_of_a_worker(cluster) -> None:
+    api, kubeconfig = cluster
+    serve_mnist(api)
+    api.routes[("GET", f"{PODS}/mnist-master-0/log")] = "step 10 loss 2.1\nstep 20 loss 1.7\n"
+    api.routes[("GET", f"{PODS}/mnist-worker-0/log")] = "worker ready\n"
+    assert jobs(kubeconfig, "logs", "mnist") == (0, ["step 10 loss 2.1\nstep 20 loss 1.7"])
+    assert jobs(kubeconfig, "logs", "mnist", "--replica", "worker-0") == (0, ["worker ready"])
+    logs = [(p, q) for m, p, q, _ in api.requests if p.endswith("/log")]
+    assert logs == [
+        (f"{PODS}/mnist-master-0/log", {"container": ["pytorch"]}),
+        (f"{PODS}/mnist-worker-0/log", {"container": ["pytorch"]}),
+    ]
+    selectors = [q["labelSelector"][0] for m, p, q, _ in api.requests if p == PODS]
+    assert selectors[-1] == (
+        "training.kubeflow.org/job-name=mnist,training.kubeflow.org/replica-type=worker,"
+        "training.kubeflow.org/replica-index=0"
+    )
+
+
+def test_logs_follow_streams_lines_as_they_come(cluster) -> None:
+    # A separate process, so each line is read from its stdout while the server still holds
+    # the rest: the second line is sent only after the first one has been printed.
+    api, kubeconfig = cluster
+    serve_mnist(api)
+    first_printed = threading.Event()
+
+    def stream(query: dict[str, list[str]], _: Any) -> tuple[int, Iterator[str]]:
+        assert query["follow"] == ["True"]
+
+        def lines() -> Iterator[str]:
+            yield "step 10 loss 2.1"
+            assert first_printed.wait(timeout=60)
+            yield "step 20 loss 1.7"
+
+        return 200, lines()
+
+    api.routes[("GET", f"{PODS}/mnist-master-0/log")] = stream
+    command = [sys.executable, "-m", "components.jobs", "--kubeconfig", str(kubeconfig), "--namespace", NS]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with subprocess.Popen(
+        [*command, "logs", "mnist", "-f"], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
+    ) as proc:
+        assert proc.stdout.readline() == "[Pod mnist-master-0]: step 10 loss 2.1\n"
+        first_printed.set()
+        assert proc.stdout.readline() == "[Pod mnist-master-0]: step 20 loss 1.7\n"
+        assert proc.wait(timeout=60) == 0
+
+
+def test_logs_follow_of_a_trainjob_node(cluster) -> None:
+    api, kubeconfig = cluster
+    serve_gpt(api)
+    api.routes[("GET", f"{PODS}/gpt-node-0-1-x7k2q/log")] = lambda q, _: (200, iter(["rank 1 up", "rank 1 done"]))
+    assert jobs(kubeconfig, "logs", "gpt", "-f", "--replica", "node-1") == (0, ["rank 1 up", "rank 1 done"])
+    (query,) = [q for m, p, q, _ in api.requests if p.endswith("/log")]
+    assert query == {"container": ["node"], "follow": ["True"]}
+
+
+def test_logs_of_a_replica_a_pytorchjob_does_not_have(cluster, capsys) -> None:
+    api, kubeconfig = cluster
+    serve_mnist(api)
+    assert jobs(kubeconfig, "logs", "mnist", "--replica", "node-0")[0] == 2
+    assert "--replica 'node-0': a PyTorchJob has replicas master and worker-0, worker-1" in capsys.readouterr().err
+
+
+# --- wait and delete -------------------------------------------------------------------------
+
+
+def _changing(api: FakeApi, path: str, states: list[dict[str, Any]]) -> None:
+    """Serve ``states`` in turn at ``path``, then the last one for ever."""
+    served = iter(states)
+    last: list[dict[str, Any]] = []
+
+    def get(_: Any, __: Any) -> tuple[int, dict[str, Any]]:
+        last[:] = [next(served, last[0] if last else states[-1])]
+        return 200, last[0]
+
+    api.routes[("GET", path)] = get
+
+
+def test_wait_returns_once_the_condition_appears(cluster) -> None:
+    api, kubeconfig = cluster
+    created = serve_mnist(api, RUNNING_V1[:1])
+    running = {**created, "status": {**created["status"], "conditions": RUNNING_V1}}
+    _changing(api, f"{V1}/mnist", [created, created, running])
+    code, lines = jobs(kubeconfig, "wait", "mnist", "--for", "running", "--interval", "0.05", "--timeout", "60")
+    assert (code, lines) == (0, ["mnist is running"])
+    assert api.paths("GET").count(f"{V1}/mnist") >= 3
+
+
+def test_wait_for_a_trainjob_to_complete(cluster) -> None:
+    api, kubeconfig = cluster
+    running = serve_gpt(api)
+    done = {**running, "status": {**running["status"], "conditions": [cond("Complete", "AllJobsCompleted", "done")]}}
+    _changing(api, f"{V2}/gpt", [running, running, done])
+    assert jobs(kubeconfig, "wait", "gpt", "--interval", "0.05", "--timeout", "60") == (0, ["gpt is succeeded"])
+
+
+def test_wait_times_out_with_a_clear_message(cluster, capsys) -> None:
+    api, kubeconfig = cluster
+    serve_mnist(api)
+    code, lines = jobs(kubeconfig, "wait", "mnist", "--interval", "0.05", "--timeout", "0.2")
+    assert (code, lines) == (1, [])
+    err = capsys.readouterr().err
+    assert "ack-jobs wait: timed out after 0.2s waiting for mnist to be succeeded; it is Running" in err
+    assert "Traceback" not in err
+
+
+def test_wait_stops_when_the_job_fails(cluster, capsys) -> None:
+    api, kubeconfig = cluster
+    serve_mnist(api, FAILED_V1)
+    assert jobs(kubeconfig, "wait", "mnist", "--interval", "0.05", "--timeout", "60")[0] == 1
+    assert "mnist failed: PyTorchJobFailed: PyTorchJob mnist is failed because 1 Worker" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("serve", "path"), [(serve_mnist, f"{V1}/mnist"), (serve_gpt, f"{V2}/gpt")])
+def test_delete(cluster, serve, path: str) -> None:
+    api, kubeconfig = cluster
+    job = serve(api)
+    api.routes[("DELETE", path)] = {"kind": "Status", "apiVersion": "v1", "status": "Success"}
+    assert jobs(kubeconfig, "delete", job["metadata"]["name"]) == (
+        0,
+        [f"{job['kind']} {job['metadata']['name']} deleted"],
+    )
+    assert [(m, p, b) for m, p, _, b in api.requests if m == "DELETE"] == [("DELETE", path, None)]
+
+
+# --- top -------------------------------------------------------------------------------------
+
+
+def test_top_shows_gpu_use_per_job_pod_from_prometheus(cluster) -> None:
+    api, kubeconfig = cluster
+    mnist = serve_mnist(api)
+    api.routes[("GET", V1)] = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJobList", "items": [mnist]}
+    per_pod = {"mnist-master-0": (97.5, 61234.0), "mnist-worker-0": (88.0, 60111.0), "other-pod": (50.0, 1.0)}
+
+    def query(params: dict[str, list[str]], _: Any) -> tuple[int, Any]:
+        expr = params["query"][0]
+        assert f'{NAMESPACE_LABEL}="{NS}"' in expr and f"by ({POD_LABEL})" in expr
+        column = 0 if GPU_UTIL in expr else 1
+        assert column == 0 or GPU_MEMORY_USED in expr
+        result = [{"metric": {POD_LABEL: pod}, "value": [0, str(v[column])]} for pod, v in per_pod.items()]
+        return 200, {"status": "success", "data": {"resultType": "vector", "result": result}}
+
+    api.routes[("GET", "/api/v1/query")] = query
+    url = f"http://127.0.0.1:{_port(kubeconfig)}"
+    code, lines = jobs(kubeconfig, "top", "--prometheus-url", url)
+    assert code == 0
+    assert [line.split() for line in lines] == [
+        ["JOB", "POD", "GPU-UTIL", "GPU-MEM-USED"],
+        ["mnist", "mnist-master-0", "98%", "61234", "MiB"],
+        ["mnist", "mnist-worker-0", "88%", "60111", "MiB"],
+    ]
+
+
+def _port(kubeconfig: Path) -> int:
+    return int(yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"].rsplit(":", 1)[1])
+
+
+def test_top_without_prometheus_says_how_to_give_one(cluster, capsys) -> None:
+    _, kubeconfig = cluster
+    assert jobs(kubeconfig, "top")[0] == 2
+    assert "ack-jobs top: --prometheus-url: give the address of a Prometheus" in capsys.readouterr().err

@@ -1,0 +1,209 @@
+"""What ``ack-jobs`` makes of a job's status: tables of status objects, written in the shapes
+the v1.9.4 Training Operator and Trainer v2.3.0 write (sources in ``components/jobs/status.py``),
+and the summaries expected of them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+
+from components.jobs.status import format_age, last_metrics, summarize
+from trainer.metric_names import LOSS, MFU, NONFINITE_STEPS, SAMPLES_PER_SECOND, STEP, STEP_TIME
+
+NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
+
+
+def c(kind: str, status: str = "True", reason: str = "", message: str = "") -> dict[str, str]:
+    return {"type": kind, "status": status, "reason": reason, "message": message}
+
+
+def pytorchjob(conditions: list[dict[str, str]], replicas: dict[str, dict[str, int]] | None = None) -> dict:
+    return {
+        "kind": "PyTorchJob",
+        "metadata": {"name": "mnist", "creationTimestamp": "2026-11-22T09:30:00Z"},
+        "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1}, "Worker": {"replicas": 3}}},
+        "status": {"conditions": conditions, "replicaStatuses": replicas or {}},
+    }
+
+
+def trainjob(conditions: list[dict[str, str]], ready: int = 0, failed: int = 0) -> dict:
+    return {
+        "kind": "TrainJob",
+        "metadata": {"name": "gpt", "creationTimestamp": "2026-11-22T11:59:18Z"},
+        "spec": {"trainer": {"numNodes": 4}},
+        "status": {
+            "conditions": conditions,
+            "jobsStatus": [{"name": "node", "ready": ready, "active": 4 - failed, "failed": failed}],
+        },
+    }
+
+
+def pod(restarts: int) -> dict:
+    return {"metadata": {"name": "p"}, "status": {"containerStatuses": [{"name": "pytorch", "restartCount": restarts}]}}
+
+
+CREATED = c("Created", reason="PyTorchJobCreated", message="PyTorchJob mnist is created.")
+RUNNING = c("Running", reason="PyTorchJobRunning", message="PyTorchJob training/mnist is running.")
+
+CASES = [
+    # (job, pods, phase, reason, restarts, replicas)
+    pytest.param(
+        {"kind": "PyTorchJob", "metadata": {"name": "mnist"}, "spec": {}}, [], "Pending", "", 0, {}, id="v1-no-status"
+    ),
+    pytest.param(pytorchjob([CREATED]), [], "Created", "PyTorchJobCreated", 0, None, id="v1-created"),
+    pytest.param(
+        pytorchjob([CREATED, RUNNING], {"Master": {"active": 1}, "Worker": {"active": 3}}),
+        [pod(0), pod(1)],
+        "Running",
+        "PyTorchJobRunning",
+        1,
+        {"Master": "1/1 active", "Worker": "3/3 active"},
+        id="v1-running-one-container-restart",
+    ),
+    pytest.param(
+        # Restarting replaces Running; the failed Worker pod is recreated (ExitCode policy).
+        pytorchjob(
+            [CREATED, c("Restarting", reason="PyTorchJobRestarting", message="1 Worker replica(s) failed.")],
+            {"Master": {"active": 1}, "Worker": {"active": 2, "failed": 1}},
+        ),
+        [pod(0)],
+        "Restarting",
+        "PyTorchJobRestarting",
+        1,
+        {"Master": "1/1 active", "Worker": "2/3 active, 1 failed"},
+        id="v1-restarting",
+    ),
+    pytest.param(
+        pytorchjob([CREATED, c("Running", "False", "PyTorchJobRunning"), c("Succeeded", reason="PyTorchJobSucceeded")]),
+        [],
+        "Succeeded",
+        "PyTorchJobSucceeded",
+        0,
+        None,
+        id="v1-succeeded-running-turned-false",
+    ),
+    pytest.param(
+        pytorchjob(
+            [CREATED, c("Running", "False", "PyTorchJobRunning"), c("Failed", reason="PyTorchJobFailed", message="x")],
+            {"Worker": {"failed": 2}},
+        ),
+        [pod(3)],
+        "Failed",
+        "PyTorchJobFailed",
+        5,
+        None,
+        id="v1-failed-counts-restarts-and-failed-pods",
+    ),
+    pytest.param(
+        pytorchjob(
+            [CREATED, c("Running", "False", "PyTorchJobSuspended"), c("Suspended", reason="PyTorchJobSuspended")]
+        ),
+        [],
+        "Suspended",
+        "PyTorchJobSuspended",
+        0,
+        None,
+        id="v1-suspended",
+    ),
+    pytest.param(
+        pytorchjob([CREATED, RUNNING, c("Suspended", "False", "PyTorchJobResumed")]),
+        [],
+        "Running",
+        "PyTorchJobRunning",
+        0,
+        None,
+        id="v1-resumed",
+    ),
+    pytest.param(trainjob([]), [], "Created", "", 0, {"node": "0/4 ready, 4 active"}, id="v2-pods-starting"),
+    pytest.param(trainjob([], ready=4), [pod(2)], "Running", "", 2, {"node": "4/4 ready, 4 active"}, id="v2-running"),
+    pytest.param(
+        trainjob([c("Complete", reason="AllJobsCompleted")]),
+        [],
+        "Succeeded",
+        "AllJobsCompleted",
+        0,
+        None,
+        id="v2-complete",
+    ),
+    pytest.param(
+        trainjob([c("Failed", reason="DeadlineExceeded", message="TrainJob exceeded its active deadline")], failed=4),
+        [],
+        "Failed",
+        "DeadlineExceeded",
+        0,
+        {"node": "0/4 ready, 4 failed"},
+        id="v2-deadline",
+    ),
+    pytest.param(
+        trainjob([c("Suspended", reason="Suspended", message="TrainJob is suspended")]),
+        [],
+        "Suspended",
+        "Suspended",
+        0,
+        None,
+        id="v2-suspended",
+    ),
+    pytest.param(
+        trainjob([c("Suspended", "False", "Resumed", "TrainJob is resumed")], ready=1),
+        [],
+        "Running",
+        "",
+        0,
+        None,
+        id="v2-resumed",
+    ),
+]
+
+
+@pytest.mark.parametrize(("job", "pods", "phase", "reason", "restarts", "replicas"), CASES)
+def test_summary(job, pods, phase, reason, restarts, replicas) -> None:
+    summary = summarize(job, pods, NOW)
+    assert (summary.phase, summary.reason, summary.restarts) == (phase, reason, restarts)
+    if replicas is not None:
+        assert summary.replicas == replicas
+
+
+def test_summary_keeps_the_deciding_message_and_every_condition() -> None:
+    summary = summarize(pytorchjob([CREATED, RUNNING]), [], NOW)
+    assert summary.message == "PyTorchJob training/mnist is running."
+    assert [cond[0] for cond in summary.conditions] == ["Created", "Running"]
+    assert summary.age_s == 2.5 * 3600
+    assert summarize(trainjob([]), [], NOW).age_s == 42
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [
+        (0, "0s"),
+        (42, "42s"),
+        (119, "119s"),
+        (120, "2m"),
+        (3599, "59m"),
+        (3600, "1h"),
+        (11130, "3h5m"),
+        (86400, "1d"),
+        (187200, "2d4h"),
+    ],
+)
+def test_age(seconds: float, shown: str) -> None:
+    assert format_age(seconds) == shown
+
+
+def test_last_metrics_reads_the_trainers_exposition() -> None:
+    registry = CollectorRegistry()
+    for metric, value in ((STEP, 300), (LOSS, 1.5), (SAMPLES_PER_SECOND, 2048), (MFU, 0.38)):
+        Gauge(metric.name, metric.help, registry=registry).set(value)
+    Gauge(STEP_TIME.name, STEP_TIME.help, STEP_TIME.labels, registry=registry).labels("0").set(0.2)
+    Counter(NONFINITE_STEPS.name.removesuffix("_total"), NONFINITE_STEPS.help, registry=registry).inc()
+    assert last_metrics(generate_latest(registry).decode()) == {
+        "step": 300,
+        "loss": 1.5,
+        "samples/s": 2048,
+        "MFU": 0.38,
+    }
+
+
+def test_last_metrics_before_the_first_log_step() -> None:
+    assert last_metrics("") == {}

@@ -1,0 +1,160 @@
+"""``ack-jobs submit`` and connecting through a stack's outputs.
+
+``submit --dry-run`` prints the builder's manifest and ``submit`` creates exactly it (the body
+the stand-in API server of ``tests/loopback_api.py`` received), on both backends; bad flags
+exit 2 naming the flag.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from loopback_api import NS, V1, V2
+
+from components.config import TrainingJobSpec
+from components.jobs.cli import run
+from components.manifests import JobContext, pytorch_job, train_job
+from components.manifests.placement import ERDMA, Placement
+
+REGISTRY = "registry-vpc.cn-hangzhou.aliyuncs.com/ml/trainer"
+GPU_PLACEMENT = {
+    "nodeSelector": {"ack-training-platform/pool": "gpu"},
+    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}],
+    "gpusPerNode": 8,
+    "fabric": "erdma",
+    "maxNodes": 4,
+}
+DEFAULTS = {
+    "namespace": NS,
+    "backend": "v1",
+    "registry": REGISTRY,
+    "placement": GPU_PLACEMENT,
+    "dataClaim": "training-data",
+    "outputClaim": "training-output",
+    "serviceAccount": "trainer",
+    "imagePullSecret": "registry-pull",
+    "queue": "training",
+}
+
+
+def gpu_context(backend: str) -> JobContext:
+    """The context a stack with an 8-GPU eRDMA pool gives its jobs, written out by hand."""
+    placement = Placement(
+        node_selector=GPU_PLACEMENT["nodeSelector"],
+        tolerations=tuple(GPU_PLACEMENT["tolerations"]),
+        gpus_per_node=8,
+        fabric=ERDMA,
+        max_nodes=4,
+    )
+    return JobContext(
+        namespace=NS,
+        image=f"{REGISTRY}:v1.4.0",
+        gpus=8,
+        placement=placement,
+        data_claim="training-data",
+        output_claim="training-output",
+        service_account="trainer",
+        image_pull_secret="registry-pull",
+        queue="training" if backend == "v2" else None,
+    )
+
+
+@pytest.fixture
+def outputs(tmp_path: Path) -> Path:
+    path = tmp_path / "outputs.json"
+    path.write_text(json.dumps({"namespace": NS, "jobDefaults": DEFAULTS}))
+    return path
+
+
+FLAGS = ["--nodes", "2", "--model", "gpt", "--max-steps", "2000", "--network", "rdma", "--image-tag", "v1.4.0"]
+SPEC = {"nodes": 2, "trainer": {"model": "gpt", "maxSteps": 2000}, "network": "rdma", "imageTag": "v1.4.0"}
+
+
+@pytest.mark.parametrize("backend", ["v1", "v2"])
+def test_submit_dry_run_prints_the_builders_manifest(outputs: Path, backend: str) -> None:
+    lines: list[str] = []
+    argv = ["--outputs", str(outputs), "submit", "gpt-small", *FLAGS, "--backend", backend, "--dry-run"]
+    assert run([*argv, "--", "--grad-accum", "4"], out=lines.append) == 0
+    spec = TrainingJobSpec.model_validate(
+        {"name": "gpt-small", **SPEC, "backend": backend, "args": ["--grad-accum", "4"]}
+    )
+    builder = train_job if backend == "v2" else pytorch_job
+    assert yaml.safe_load("\n".join(lines)) == builder(spec, gpu_context(backend))
+
+
+@pytest.mark.parametrize("backend", ["v1", "v2"])
+def test_submit_creates_exactly_the_builders_manifest(cluster, outputs: Path, backend: str) -> None:
+    api, kubeconfig = cluster
+    collection = V2 if backend == "v2" else V1
+    api.routes[("POST", collection)] = lambda _, body: (201, body)
+    lines: list[str] = []
+    argv = ["--outputs", str(outputs), "--kubeconfig", str(kubeconfig), "submit", "gpt-small", *FLAGS]
+    assert run([*argv, "--backend", backend], out=lines.append) == 0
+    spec = TrainingJobSpec.model_validate({"name": "gpt-small", **SPEC, "backend": backend})
+    expected = (train_job if backend == "v2" else pytorch_job)(spec, gpu_context(backend))
+    assert [(m, p, b) for m, p, _, b in api.requests if m == "POST"] == [("POST", collection, expected)]
+    assert lines == [f"{expected['kind']} gpt-small created in {NS}"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--nodes", "0", "--image-tag", "v1"], "--nodes: Input should be greater than or equal to 1"),
+        (["--image-tag", "latest"], "--image-tag: 'latest' is not a pinned tag"),
+        (["--image", "trainer:latest"], "--image: 'trainer:latest' is not pinned"),
+        (["--gpus", "16", "--image-tag", "v1"], "--gpus, --nodes or --network: job 'bad' asks for 16 GPUs per pod"),
+        (["--env", "NO_EQUALS", "--image-tag", "v1"], "--env 'NO_EQUALS': give NAME=VALUE"),
+        (["--backend", "v2", "--env", "PET_X=1", "--image-tag", "v1"], "--env: PET_X: Trainer v2 sets torchrun's"),
+        (
+            ["--gpus", "4", "--procs-per-node", "2", "--image-tag", "v1"],
+            "--procs-per-node: procsPerNode (2) must equal",
+        ),
+        (["--max-steps", "0", "--image-tag", "v1"], "--max-steps: Input should be greater than or equal to 1"),
+    ],
+)
+def test_submit_with_bad_flags_names_the_flag_and_exits_2(outputs: Path, capsys, flags, message) -> None:
+    assert run(["--outputs", str(outputs), "submit", "bad", *flags, "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ack-jobs submit: {message}") and "Traceback" not in err
+
+
+def test_submit_flag_of_the_wrong_type_exits_2(outputs: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        run(["--outputs", str(outputs), "submit", "bad", "--max-steps", "many", "--dry-run"])
+    assert exit_.value.code == 2
+    assert "argument --max-steps: invalid int value: 'many'" in capsys.readouterr().err
+
+
+def test_submit_without_the_stacks_defaults(capsys) -> None:
+    assert run(["submit", "gpt-small", "--image-tag", "v1", "--dry-run"]) == 2
+    assert "--stack/--outputs: submit needs the stack's jobDefaults output" in capsys.readouterr().err
+
+
+# --- connecting through the stack's outputs -----------------------------------------------------
+
+
+def test_the_stacks_kubeconfig_is_used_from_a_private_file_that_is_removed(cluster, tmp_path, monkeypatch, capsys):
+    api, kubeconfig = cluster
+    api.routes[("GET", V1)] = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJobList", "items": []}
+    secret = kubeconfig.read_text()
+    path = tmp_path / "outputs.json"
+    path.write_text(json.dumps({"kubeconfig": secret, "namespace": NS}))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(scratch))
+    modes = []
+    real_load = __import__("kubernetes").config.load_kube_config
+
+    def load(config_file, **kwargs):
+        modes.append(os.stat(config_file).st_mode & 0o777)
+        return real_load(config_file=config_file, **kwargs)
+
+    monkeypatch.setattr("kubernetes.config.load_kube_config", load)
+    lines: list[str] = []
+    assert run(["--outputs", str(path), "list"], out=lines.append) == 0
+    assert modes == [0o600] and list(scratch.iterdir()) == []
+    assert "not-a-secret" not in "\n".join(lines) + capsys.readouterr().out
