@@ -168,6 +168,32 @@ def test_metrics_are_served_only_when_a_port_is_given(tmp_path: Path, on: bool) 
     assert ("serving metrics on port" in log) is on
 
 
+def test_a_resumed_run_serves_the_checkpoint_it_resumed(tmp_path: Path) -> None:
+    trainer = [sys.executable, "-m", "trainer", "--output-dir", str(tmp_path), *SMALL]
+    first = run([*trainer, "--max-steps", "20", "--checkpoint-every", "20"])
+    assert first.returncode == 0, first.stderr
+    port = free_port()
+    resumed = start([*trainer, "--max-steps", "100000", "--checkpoint-every", "1000", "--metrics-port", str(port)])
+    seen: list[Samples] = []
+
+    def served_a_checkpoint() -> bool:
+        samples = scrape(port)
+        if samples is not None and CHECKPOINT_STEP.name in samples:
+            seen.append(samples)
+        return bool(seen)
+
+    try:
+        wait_for(served_a_checkpoint)
+        resumed.send_signal(signal.SIGTERM)
+        log, _ = resumed.communicate(timeout=120)
+    finally:
+        resumed.kill()
+    assert "resumed from step-000000020" in log
+    marker = step_dir(tmp_path / "checkpoints", 20) / MARKER
+    assert seen[0][CHECKPOINT_STEP.name][()] == 20
+    assert seen[0][CHECKPOINT_TIME.name][()] == marker.stat().st_mtime
+
+
 def test_a_port_in_use_costs_a_warning_not_the_run(tmp_path: Path) -> None:
     with socket.socket() as holder:
         holder.bind(("", 0))

@@ -25,7 +25,8 @@ bit-deterministic, so a resumed run matches statistically.
 
 This module holds the training loop and ``main``; :mod:`trainer.config` the flags,
 :mod:`trainer.parallel` DDP/FSDP, :mod:`trainer.state` checkpoint and weights I/O,
-:mod:`trainer.numerics` the non-finite guard, :mod:`trainer.metrics` what is logged.
+:mod:`trainer.numerics` the non-finite guard, :mod:`trainer.metrics` what is logged,
+:mod:`trainer.exporter` what rank 0 serves to Prometheus (``--metrics-port``).
 """
 
 from __future__ import annotations
