@@ -17,6 +17,7 @@ from kubeflow.training.api_client import ApiClient
 
 from components.config import GpuPoolSpec, TrainingJobSpec
 from components.manifests import CPU_PLACEMENT, JobContext, Placement, pool_placement, pytorch_job
+from trainer.metric_names import METRICS_PORT, METRICS_PORT_NAME
 
 GOLDEN = Path(__file__).parent / "golden"
 POOL_1 = pool_placement(GpuPoolSpec(instance_types=["ecs.gn7i-c8g1.2xlarge"], gpus_per_node=1, max_size=4))
@@ -314,6 +315,30 @@ def _env(job: dict[str, Any]) -> dict[str, str]:
 @pytest.mark.parametrize(("case", "spec", "ctx", "check"), BUILDS, ids=[b[0] for b in BUILDS])
 def test_builder(case: str, spec: TrainingJobSpec, ctx: JobContext, check) -> None:
     assert check(pytorch_job(spec, ctx))
+
+
+CUSTOM_COMMAND = TrainingJobSpec(name="own", image=IMAGE, nodes=2, command=["bash", "-c", "sleep 1"])
+
+
+def assert_every_pod_declares_the_metrics_port(containers: list[dict[str, Any]]) -> None:
+    """Each trainer container has ``METRICS_PORT`` and the named port the PodMonitor scrapes."""
+    assert containers
+    for container in containers:
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env["METRICS_PORT"] == str(METRICS_PORT)
+        named = [p for p in container["ports"] if p["name"] == METRICS_PORT_NAME]
+        assert [p["containerPort"] for p in named] == [METRICS_PORT]
+
+
+@pytest.mark.parametrize(
+    ("spec", "ctx"),
+    [*REPRESENTATIVE.values(), (CUSTOM_COMMAND, context(POOL_1, 1))],
+    ids=[*REPRESENTATIVE, "custom-command"],
+)
+def test_every_replica_declares_the_metrics_port(spec: TrainingJobSpec, ctx: JobContext) -> None:
+    # Rank 0 may land in any pod of an elastic job, so Master and Workers all declare it.
+    replicas = pytorch_job(spec, ctx)["spec"]["pytorchReplicaSpecs"].values()
+    assert_every_pod_declares_the_metrics_port([c for r in replicas for c in r["template"]["spec"]["containers"]])
 
 
 @pytest.mark.parametrize(

@@ -40,9 +40,9 @@ def run(cmd: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=timeout)
 
 
-def start(cmd: list[str]) -> subprocess.Popen:
+def start(cmd: list[str], env: dict[str, str] = ENV) -> subprocess.Popen:
     """A launcher in the background, its output (stdout and stderr) read at the end."""
-    return subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def metrics(out: Path) -> list[dict]:

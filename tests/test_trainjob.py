@@ -14,7 +14,15 @@ from conftest import cfg, stack_config
 from fixtures.models import assert_matches_model
 from fixtures.operator_overlay import kustomize_invoke
 from kubeflow_trainer_api.models import TrainerV1alpha1ClusterTrainingRuntime, TrainerV1alpha1TrainJob
-from test_jobs import CPU_PLACEMENT, IMAGE, POOL_1, POOL_8_ERDMA, context
+from test_jobs import (
+    CPU_PLACEMENT,
+    CUSTOM_COMMAND,
+    IMAGE,
+    POOL_1,
+    POOL_8_ERDMA,
+    assert_every_pod_declares_the_metrics_port,
+    context,
+)
 
 from components.config import TrainingJobSpec, load_spec
 from components.manifests import (
@@ -279,6 +287,25 @@ def test_the_same_spec_runs_on_either_backend_with_the_same_pods() -> None:
     assert job["spec"]["trainer"]["numNodes"] == 4 and job["spec"]["trainer"]["numProcPerNode"] == 8
     # v2 sets torchrun's node count, rank and master itself: the command names none of them.
     assert job["spec"]["trainer"]["command"][:4] == ["python", "-m", "trainer.launch", "-m"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "ctx"),
+    [
+        *REPRESENTATIVE.values(),
+        (CUSTOM_COMMAND.model_copy(update={"backend": "v2"}), context(POOL_8_ERDMA, 8)),
+    ],
+    ids=[*REPRESENTATIVE, "custom-command"],
+)
+def test_every_trainjob_pod_declares_the_metrics_port(spec: TrainingJobSpec, ctx: JobContext) -> None:
+    # The runtime holds the pods' env and ports; a TrainJob has no field for ports.
+    job = train_job(spec, ctx)
+    runtime = training_runtime(ctx.placement.fabric if spec.network == "rdma" else None)
+    assert job["spec"]["runtimeRef"]["name"] == runtime["metadata"]["name"]
+    jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    assert_every_pod_declares_the_metrics_port(
+        [c for rjob in jobs for c in rjob["template"]["spec"]["template"]["spec"]["containers"]]
+    )
 
 
 BUILDS = [

@@ -6,6 +6,11 @@
 Prints one JSON line per message size (powers of two from --min-size to --max-size):
 size in bytes, median time, algorithm bandwidth (size/time) and bus bandwidth
 (algbw × 2(n−1)/n, comparable across world sizes and with nccl-tests).
+
+With ``--metrics-port`` (default ``$METRICS_PORT``, set in the platform's jobs) rank 0 also
+serves the bus bandwidth by message size to Prometheus, and keeps serving for
+``--serve-after-s`` once done so that a scrape catches a job this short. The other ranks
+leave the process group first and exit, so the hold can fail no collective.
 """
 
 from __future__ import annotations
@@ -21,6 +26,13 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+
+from .config import add_metrics_port
+from .exporter import serve
+from .metric_names import ALLREDUCE_BUS_BANDWIDTH, BENCHMARK, SIZE_LABEL
+
+SERVE_AFTER_S = 75.0
+"""Long enough for two scrapes at Prometheus' usual 30 s interval."""
 
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
 
@@ -38,17 +50,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-size", type=parse_size, default=parse_size("1GiB"))
     p.add_argument("--iters", type=int, default=5, help="timed repetitions per size (median reported)")
     p.add_argument("--warmup", type=int, default=2)
+    add_metrics_port(p)
+    p.add_argument(
+        "--serve-after-s",
+        type=float,
+        default=SERVE_AFTER_S,
+        help="with --metrics-port: seconds rank 0 keeps serving the results once measured",
+    )
     args = p.parse_args(argv)
     if args.min_size > args.max_size:
         print(f"error: --min-size {args.min_size} exceeds --max-size {args.max_size}", file=sys.stderr)
+        return 2
+    if args.serve_after_s < 0:
+        print(f"error: --serve-after-s must not be negative, got {args.serve_after_s}", file=sys.stderr)
         return 2
     cuda = torch.cuda.is_available()
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
     dist.init_process_group("nccl" if cuda else "gloo", timeout=timedelta(seconds=300))
+    world, rank = dist.get_world_size(), dist.get_rank()
+    exporter = serve(args.metrics_port if rank == 0 else None, BENCHMARK)
     try:
-        world, rank = dist.get_world_size(), dist.get_rank()
         size = args.min_size
         while size <= args.max_size:
             tensor = torch.ones(size // 4, dtype=torch.float32, device=device)
@@ -65,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
                     times.append(time.perf_counter() - start)
             seconds = statistics.median(times)
             algbw = size / seconds / 1e9
+            busbw = algbw * 2 * (world - 1) / world
+            exporter.set(ALLREDUCE_BUS_BANDWIDTH, busbw * 1e9, **{SIZE_LABEL: str(size)})
             if rank == 0:
                 print(
                     json.dumps(
@@ -74,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                             "backend": dist.get_backend(),
                             "time_ms": round(seconds * 1e3, 3),
                             "algbw_GBps": round(algbw, 3),
-                            "busbw_GBps": round(algbw * 2 * (world - 1) / world, 3),
+                            "busbw_GBps": round(busbw, 3),
                         }
                     ),
                     flush=True,
@@ -82,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
             size *= 2
     finally:
         dist.destroy_process_group()
+    try:
+        exporter.hold(args.serve_after_s)
+    finally:
+        exporter.close()
     return 0
 
 

@@ -29,7 +29,6 @@ import math
 import os
 import pickle
 import shutil
-import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -44,6 +43,8 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
+
+from .metrics import warn
 
 # A one-process run saves and loads without a process group, on purpose.
 warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
@@ -182,10 +183,6 @@ def verify(path: Path) -> dict[str, Any]:
     return commit
 
 
-def warn(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr, flush=True)
-
-
 @dataclass
 class Agreement:
     """How the ranks settle on one checkpoint.
@@ -304,11 +301,21 @@ class Checkpointer:
         keep: committed checkpoints to keep.
         async_save: return once the state is copied to host memory and write it in a
             background thread, so steps do not wait on the NAS.
+        on_commit: called on rank 0 with the step and the Unix time once a checkpoint is
+            committed (with async saves, when the background save has finished).
     """
 
-    def __init__(self, root: Path, group: dist.ProcessGroup | None, is_main: bool, keep: int, async_save: bool):
+    def __init__(
+        self,
+        root: Path,
+        group: dist.ProcessGroup | None,
+        is_main: bool,
+        keep: int,
+        async_save: bool,
+        on_commit: Callable[[int, float], None] | None = None,
+    ):
         self.root, self.group, self.is_main, self.keep = root, group, is_main, keep
-        self.async_save = async_save
+        self.async_save, self.on_commit = async_save, on_commit
         self.pending: tuple[Future, Path, dict[str, Any]] | None = None
 
     def save(self, state: dict[str, Any], commit: dict[str, Any], wait: bool) -> None:
@@ -357,5 +364,7 @@ class Checkpointer:
         if not self.is_main:
             return
         write_atomic(path / MARKER, json.dumps(commit).encode())
+        if self.on_commit is not None:
+            self.on_commit(commit["step"], time.time())
         prune(self.root, self.keep)
         print(f"checkpoint {path.name} ({commit['reason']})", flush=True)

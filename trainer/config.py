@@ -71,6 +71,8 @@ class Config:
     fsdp: bool = False
     """Shard parameters, gradients and optimizer state (FSDP2 ``fully_shard``) instead of DDP;
     on several nodes, shard within each node and replicate across them (HSDP)."""
+    metrics_port: int | None = None
+    """TCP port on which rank 0 serves Prometheus metrics (:mod:`trainer.exporter`); None: off."""
 
     @property
     def epoch_limit(self) -> int | None:
@@ -107,6 +109,32 @@ class Config:
             raise UsageError("--activation-checkpointing applies to the gpt model's blocks")
         if self.fsdp and self.model != "gpt":
             raise UsageError("--fsdp shards the gpt model; the cnn is small enough for plain DDP")
+
+
+def metrics_port(text: str) -> int | None:
+    """``--metrics-port``'s value: a TCP port, or None (off) for an empty string."""
+    if not text.strip():
+        return None
+    if not text.strip().isdigit() or not 0 < int(text) < 65536:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a TCP port (1-65535; empty for no metrics; the default comes from $METRICS_PORT)"
+        )
+    return int(text)
+
+
+def add_metrics_port(parser: argparse.ArgumentParser) -> None:
+    """Add ``--metrics-port``, whose default is ``$METRICS_PORT`` (set in the platform's jobs):
+    off outside a cluster unless asked for.
+
+    Args:
+        parser: the command's parser.
+    """
+    parser.add_argument(
+        "--metrics-port",
+        type=metrics_port,
+        default=os.environ.get("METRICS_PORT"),
+        help="serve Prometheus metrics on this port from rank 0 (/metrics); default $METRICS_PORT, else off",
+    )
 
 
 def parse_args(argv: list[str] | None = None) -> Config:
@@ -183,6 +211,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
         action="store_true",
         help="shard the gpt model with FSDP2 instead of replicating it (DDP); HSDP on several nodes",
     )
+    add_metrics_port(p)
     args = vars(p.parse_args(argv))
     faults = env.get("TRAINER_FAULT_NONFINITE_STEPS", "")
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import resource
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,11 @@ class Metrics:
 def log(message: str) -> None:
     """A console line, flushed at once so a killed pod's log keeps it."""
     print(message, flush=True)
+
+
+def warn(message: str) -> None:
+    """A warning on stderr, flushed at once."""
+    print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
 def _step_of(row: str) -> int | None:

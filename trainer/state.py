@@ -208,6 +208,8 @@ class TrainerState:
         path = agreement.resume(root, self.load_checkpoint)
         if self.topo.is_main and path is not None:
             log(f"resumed from {path.name}: step {self.step}, epoch {self.epoch}, sample {self.position}")
+            # The marker's write is the commit, so its modification time is the commit time.
+            self.exporter.checkpoint_committed(self.step, (path / checkpoint.MARKER).stat().st_mtime)
         return path is not None
 
     def write_final_model(self) -> None:

@@ -25,7 +25,8 @@ bit-deterministic, so a resumed run matches statistically.
 
 This module holds the training loop and ``main``; :mod:`trainer.config` the flags,
 :mod:`trainer.parallel` DDP/FSDP, :mod:`trainer.state` checkpoint and weights I/O,
-:mod:`trainer.numerics` the non-finite guard, :mod:`trainer.metrics` what is logged.
+:mod:`trainer.numerics` the non-finite guard, :mod:`trainer.metrics` what is logged,
+:mod:`trainer.exporter` what rank 0 serves to Prometheus (``--metrics-port``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ import torch.nn.functional as F
 from . import checkpoint
 from .config import DEFAULT_LR, Config, UsageError, parse_args
 from .data import DataError, GlobalOrder, TokenDataset, load_images, load_tokens, synthetic_images, synthetic_tokens
+from .exporter import serve
+from .metric_names import CHECKPOINT_EVERY, RESTARTS, TRAINING
 from .metrics import Metrics, log, peak_memory_mb, peak_tflops
 from .models import GPT, GPT_SIZES, MnistCNN
 from .numerics import NonFiniteError, StepGuard
@@ -134,8 +137,16 @@ class Trainer(TrainerState):
         # a background thread: a gloo group of their own keeps them apart from training's
         # collectives (NCCL on GPUs), which they would otherwise interleave with.
         self.group = dist.new_group(backend="gloo") if topo.world > 1 else None
+        self.exporter = serve(cfg.metrics_port if topo.is_main else None, TRAINING)
+        self.exporter.set(CHECKPOINT_EVERY, cfg.checkpoint_every)
+        self.exporter.set(RESTARTS, int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)))
         self.checkpointer = checkpoint.Checkpointer(
-            self.output / "checkpoints", self.group, topo.is_main, cfg.keep_checkpoints, cfg.async_checkpoint
+            self.output / "checkpoints",
+            self.group,
+            topo.is_main,
+            cfg.keep_checkpoints,
+            cfg.async_checkpoint,
+            on_commit=self.exporter.checkpoint_committed,
         )
         self.metrics: Metrics | None = None
         self.loader = ThreadPoolExecutor(1, thread_name_prefix="prefetch")
@@ -301,12 +312,14 @@ class Trainer(TrainerState):
             row["tokens_per_s"] = round(samples_per_s * self.model.cfg.seq_len, 1)
         if self.flops_per_sample and self.peak_flops:
             row["mfu"] = round(samples_per_s * self.flops_per_sample / (self.peak_flops * self.topo.world), 4)
+        self.exporter.log_step(row, ranks[:, 1].tolist(), (ranks[:, 2] * 2**20).tolist())
         return row
 
     def close(self) -> None:
         self.loader.shutdown(cancel_futures=True)
         if self.metrics is not None:
             self.metrics.close()
+        self.exporter.close()
 
 
 def load_dataset(cfg: Config) -> Any:

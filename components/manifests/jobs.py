@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
+from trainer.metric_names import METRICS_PORT, METRICS_PORT_NAME
+
 from ..config import Backend, TrainingJobSpec, job_shm_size, nodes_needed
 from .base import MANAGED_BY, Manifest
 from .placement import GPU_RESOURCE, FabricProfile, Placement
@@ -74,7 +76,15 @@ def runtime_env() -> dict[str, str]:
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
         "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": str(TERMINATION_GRACE_S - 10),
         "PYTHONUNBUFFERED": "1",
+        # Rank 0 serves its metrics here; torchrun may give rank 0 to any pod of an elastic
+        # job, so every pod declares the port (the others leave it closed).
+        "METRICS_PORT": str(METRICS_PORT),
     }
+
+
+METRICS_CONTAINER_PORT = {"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"}
+"""The trainer container's metrics port, by which the PodMonitor scrapes it; the protocol is
+Kubernetes' default, written out as the Trainer v2 models fill it in."""
 
 
 def nccl_env(fabric: FabricProfile | None) -> dict[str, str]:
@@ -255,7 +265,7 @@ def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         "imagePullPolicy": "IfNotPresent",
         "command": job_command(job, procs),
         "env": [{"name": k, "value": v} for k, v in env.items()],
-        "ports": [{"name": "pytorchjob-port", "containerPort": MASTER_PORT}],
+        "ports": [{"name": "pytorchjob-port", "containerPort": MASTER_PORT}, dict(METRICS_CONTAINER_PORT)],
         "resources": job_resources(job, ctx.gpus, fabric),
         "volumeMounts": [dict(SHM_MOUNT), *shared_volume_mounts()],
     }

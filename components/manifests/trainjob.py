@@ -34,6 +34,7 @@ from ..config import PROJECT, RunPolicySpec, TrainingJobSpec, v2_conflict
 from .base import MANAGED_BY, Manifest
 from .jobs import (
     HOST_NETWORK,
+    METRICS_CONTAINER_PORT,
     SHM_MOUNT,
     TERMINATION_GRACE_S,
     JobContext,
@@ -111,6 +112,10 @@ def training_runtime(fabric: FabricProfile | None = None) -> Manifest:
             {
                 "name": TRAINER_NODE,
                 "env": [{"name": k, "value": v} for k, v in env.items()],
+                # A TrainJob cannot declare ports (its trainer and runtime patches have no
+                # field for them), so the runtime does; Trainer v2 adds its own to these
+                # (v2.3.0 pkg/apply/apply.go UpsertPort, plugins/torch/torch.go).
+                "ports": [dict(METRICS_CONTAINER_PORT)],
                 "volumeMounts": [dict(SHM_MOUNT)],
             }
         ],
