@@ -21,7 +21,9 @@ import pytest
 import yaml
 from conftest import ROOT
 from loopback_api import (
+    CTX,
     FAILED_V1,
+    IMAGE,
     NS,
     PODS,
     RUNNING_V1,
@@ -33,10 +35,14 @@ from loopback_api import (
     rank0_metrics,
     serve_gpt,
     serve_mnist,
+    v1_pod,
 )
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
+from components.config import TrainingJobSpec
+from components.manifests import pytorch_job
 from components.manifests.gpu_metrics import GPU_MEMORY_USED, GPU_UTIL, NAMESPACE_LABEL, POD_LABEL
-from trainer.metric_names import METRICS_PORT
+from trainer.metric_names import METRICS_PORT, RESTARTS
 
 # --- list and get ------------------------------------------------------------------------
 
@@ -86,6 +92,26 @@ def test_get_shows_conditions_restarts_andrank0_metrics_through_the_pod_proxy(cl
     assert lines[8].split(None, 3) == ["Created", "True", "PyTorchJobCreated", "PyTorchJob mnist is created."]
     assert lines[-1] == "Metrics:   step 120  loss 0.25  samples/s 512  MFU 0.41  (from mnist-master-0)"
     assert proxy in api.paths("GET")
+
+
+def test_get_of_an_elastic_job_finds_rank_0_on_whichever_worker_has_it(cluster) -> None:
+    # An elastic PyTorchJob has no Master: rendezvous put rank 0 on worker-1 here, and
+    # worker-0's first process serves only its pod's restarts.
+    api, kubeconfig = cluster
+    spec = TrainingJobSpec(name="elastic", image=IMAGE, elastic={"minNodes": 1, "maxNodes": 2})
+    job = pytorch_job(spec, CTX)
+    job["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    job["status"] = {"conditions": RUNNING_V1, "replicaStatuses": {"Worker": {"active": 2}}}
+    assert "Master" not in job["spec"]["pytorchReplicaSpecs"]
+    api.routes[("GET", f"{V1}/elastic")] = job
+    api.pods += [v1_pod("elastic", "worker", 0), v1_pod("elastic", "worker", 1)]
+    registry = CollectorRegistry()
+    Gauge(RESTARTS.name, RESTARTS.help, registry=registry).set(0)
+    api.routes[("GET", f"{PODS}/elastic-worker-0:{METRICS_PORT}/proxy/metrics")] = generate_latest(registry).decode()
+    api.routes[("GET", f"{PODS}/elastic-worker-1:{METRICS_PORT}/proxy/metrics")] = rank0_metrics()
+    code, lines = jobs(kubeconfig, "get", "elastic")
+    assert code == 0
+    assert lines[-1] == "Metrics:   step 120  loss 0.25  samples/s 512  MFU 0.41  (from elastic-worker-1)"
 
 
 def test_get_says_when_metrics_are_unreachable_and_carries_on(cluster) -> None:

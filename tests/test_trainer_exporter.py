@@ -26,6 +26,7 @@ from trainer.metric_names import (
     CHECKPOINT_TIME,
     NONFINITE_STEPS,
     PEAK_MEMORY,
+    POD,
     RANK_LABEL,
     RESTARTS,
     SIZE_LABEL,
@@ -104,6 +105,26 @@ def test_a_training_run_serves_what_it_logs_while_it_trains(tmp_path: Path) -> N
     assert marker.stat().st_mtime <= samples[CHECKPOINT_TIME.name][()] <= time.time()
     assert samples[CHECKPOINT_EVERY.name][()] == 20 and samples[RESTARTS.name][()] == 0
     assert launcher.returncode == 143, log
+
+
+def test_every_pod_of_a_run_is_a_live_scrape_target(tmp_path: Path) -> None:
+    # Two pods of one process each, as the operator starts them, each with its own port (on
+    # a cluster they have their own addresses). Rank 0's pod serves the run; the other pod
+    # serves its restarts, so Prometheus sees no target down in a healthy job.
+    ports = [free_port(), free_port()]
+    master = free_port()
+    env = {**OFF_ENV, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(master)}
+    cmd = [sys.executable, "-m", "trainer", "--max-steps", "100000", *SMALL, "--output-dir", str(tmp_path)]
+    pods = [start(cmd, env={**env, "RANK": str(rank), "METRICS_PORT": str(ports[rank])}) for rank in range(2)]
+    try:
+        wait_for(lambda: (scrape(ports[0]) or {}).get(STEP.name) is not None and scrape(ports[1]) is not None)
+        rank0, other = scrape(ports[0]), scrape(ports[1])
+    finally:
+        for pod in pods:
+            pod.kill()
+            pod.communicate()
+    assert {metric.name for metric in POD} <= set(rank0)
+    assert set(other) == {metric.name for metric in POD} and other[RESTARTS.name][()] == 0
 
 
 def test_the_benchmark_serves_bus_bandwidth_by_message_size() -> None:

@@ -1,9 +1,11 @@
 """Prometheus metrics over HTTP, served by rank 0 of a training run or of ``trainer.bench``.
 
 What is served is :mod:`trainer.metric_names`' table (``TRAINING`` or ``BENCHMARK``), in a
-registry of its own. Metrics are off unless a port is given (``--metrics-port``, default
-``$METRICS_PORT``, which the platform's jobs set): every other rank, and rank 0 when they
-are off, gets the no-op :class:`Exporter`, and ``prometheus_client`` is not even imported.
+registry of its own; the first process of each other pod of a run serves the short ``POD``
+table, and a value for a metric outside a process's table is dropped. Metrics are off unless
+a port is given (``--metrics-port``, default ``$METRICS_PORT``, which the platform's jobs
+set): the other processes, and all of them when metrics are off, get the no-op
+:class:`Exporter`, and ``prometheus_client`` is not even imported.
 
 Metrics never cost a run: a port that cannot be bound (on the host network another pod on
 the node may hold it) or a missing ``prometheus_client`` gives one warning, and the run goes
@@ -36,7 +38,7 @@ class Exporter:
         ``metrics.jsonl`` column shows.
 
         Args:
-            metric: an entry of the table this exporter serves.
+            metric: an entry of the tables; one outside this exporter's table is dropped.
             value: the new reading.
             labels: a value for each of ``metric.labels``.
         """
@@ -119,7 +121,9 @@ class PrometheusExporter(Exporter):
             for metric, labels, value in changes:
                 if set(labels) != set(metric.labels):
                     raise ValueError(f"{metric.name} takes labels {metric.labels}, got {tuple(labels)}")
-                samples = self.values[metric]
+                samples = self.values.get(metric)
+                if samples is None:
+                    continue  # not in this process's table: rank 0 serves it
                 key = tuple(labels[name] for name in metric.labels)
                 if metric.kind == "counter":
                     value = max(value, samples.get(key, 0.0))

@@ -103,6 +103,9 @@ TRAINING = (
     RESTARTS,
 )
 """What a training run's rank 0 serves."""
+POD = (RESTARTS,)
+"""What the first process of each other pod of a run serves: its pod's restarts. Every pod is
+then a live scrape target, which matters because rank 0 may be on any pod of an elastic job."""
 BENCHMARK = (ALLREDUCE_BUS_BANDWIDTH,)
 """What ``python -m trainer.bench`` serves."""
 ALL = TRAINING + BENCHMARK

@@ -51,7 +51,7 @@ from . import checkpoint
 from .config import DEFAULT_LR, Config, UsageError, parse_args
 from .data import DataError, GlobalOrder, TokenDataset, load_images, load_tokens, synthetic_images, synthetic_tokens
 from .exporter import serve
-from .metric_names import CHECKPOINT_EVERY, RESTARTS, TRAINING
+from .metric_names import CHECKPOINT_EVERY, POD, RESTARTS, TRAINING
 from .metrics import Metrics, log, peak_memory_mb, peak_tflops
 from .models import GPT, GPT_SIZES, MnistCNN
 from .numerics import NonFiniteError, StepGuard
@@ -137,7 +137,9 @@ class Trainer(TrainerState):
         # a background thread: a gloo group of their own keeps them apart from training's
         # collectives (NCCL on GPUs), which they would otherwise interleave with.
         self.group = dist.new_group(backend="gloo") if topo.world > 1 else None
-        self.exporter = serve(cfg.metrics_port if topo.is_main else None, TRAINING)
+        # The first process of every pod serves, so no pod is a dead scrape target; the
+        # training metrics come from rank 0 alone.
+        self.exporter = serve(cfg.metrics_port if topo.local_rank == 0 else None, TRAINING if topo.is_main else POD)
         self.exporter.set(CHECKPOINT_EVERY, cfg.checkpoint_every)
         self.exporter.set(RESTARTS, int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)))
         self.checkpointer = checkpoint.Checkpointer(

@@ -104,26 +104,35 @@ def cmd_get(jobs: JobsClient, args: argparse.Namespace, out: Callable[[str], Non
     if s.conditions:
         out("Conditions:")
         _table([("  TYPE", "STATUS", "REASON", "MESSAGE"), *(("  " + c[0], *c[1:]) for c in s.conditions)], out)
-    pod = _rank0(pods)
-    if pod is None:
+    candidates = _rank0_candidates(pods)
+    if not candidates:
         out("Metrics:   no rank 0 pod yet")
         return
-    try:
-        values = last_metrics(jobs.metrics_text(pod))
-    except (ApiException, OSError, ValueError) as err:
-        reason = err.reason if isinstance(err, ApiException) else type(err).__name__
-        out(f"Metrics:   rank 0's /metrics unreachable ({pod}): {reason}")
-        return
-    shown = "  ".join(f"{k} {v:g}" for k, v in values.items()) or "none served yet"
-    out(f"Metrics:   {shown}  (from {pod})")
+    unreachable = ""
+    for pod in candidates:
+        try:
+            values = last_metrics(jobs.metrics_text(pod))
+        except (ApiException, OSError, ValueError) as err:
+            unreachable = f"{pod}): {err.reason if isinstance(err, ApiException) else type(err).__name__}"
+            continue
+        if values or pod == candidates[-1]:
+            shown = "  ".join(f"{k} {v:g}" for k, v in values.items()) or "none served yet"
+            out(f"Metrics:   {shown}  (from {pod})")
+            return
+    out(f"Metrics:   rank 0's /metrics unreachable ({unreachable}")
 
 
-def _rank0(pods: list[dict[str, Any]]) -> str | None:
-    for pod in pods:
-        labels = pod["metadata"].get("labels") or {}
-        if any(labels.get(key) == value for key, value in RANK0_LABELS.items()):
-            return pod["metadata"]["name"]
-    return None
+def _rank0_candidates(pods: list[dict[str, Any]]) -> list[str]:
+    """The pods that may serve rank 0's metrics, to ask in turn: the Master (v1) or node 0
+    (v2); else, for an elastic PyTorchJob, whose rendezvous may put rank 0 on any worker,
+    every pod (the others serve only their restarts, ``trainer.metric_names.POD``)."""
+    names = [pod["metadata"]["name"] for pod in pods]
+    labelled = [
+        pod["metadata"]["name"]
+        for pod in pods
+        if any((pod["metadata"].get("labels") or {}).get(key) == value for key, value in RANK0_LABELS.items())
+    ]
+    return labelled or names
 
 
 def cmd_logs(jobs: JobsClient, args: argparse.Namespace, out: Callable[[str], None]) -> None:

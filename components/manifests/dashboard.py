@@ -99,6 +99,22 @@ def training_dashboard(namespace: str) -> dict[str, object]:
         )
         .with_panel(
             _panel(
+                "Peak memory per rank",
+                "bytes",
+                (series(trainer.PEAK_MEMORY), f"rank {{{{{trainer.RANK_LABEL}}}}}"),
+                description="Accelerator memory on GPUs; a rank near its device's size is about to run out.",
+            )
+        )
+        .with_panel(
+            _panel(
+                "Skipped non-finite steps",
+                "short",
+                (f"increase({series(trainer.NONFINITE_STEPS)}[$__rate_interval])", "skipped"),
+                description="Steps whose loss or gradients were not finite; a run of them stops training.",
+            )
+        )
+        .with_panel(
+            _panel(
                 "Checkpoint age",
                 "s",
                 (f"time() - {series(trainer.CHECKPOINT_TIME)}", "since the last committed checkpoint"),
