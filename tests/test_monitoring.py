@@ -187,7 +187,8 @@ BANDWIDTH = metric_names.ALLREDUCE_BUS_BANDWIDTH.name
 CASES: dict[str, tuple[str, dict[str, str], dict[str, str], dict[str, str]]] = {
     "TrainingJobFailed": (
         "15m",
-        {kube_metrics.OPERATOR_JOBS_FAILED + '{job_namespace="training",framework="pytorch"}': "0x10 1x10"},
+        # The operator serves the counter from the namespace's first failure on, already at 1.
+        {kube_metrics.OPERATOR_JOBS_FAILED + '{job_namespace="training",framework="pytorch"}': "_x10 1x10"},
         {"job_namespace": "training", "framework": "pytorch", "severity": "critical"},
         {kube_metrics.OPERATOR_JOBS_FAILED + '{job_namespace="training",framework="pytorch"}': "0x20"},
     ),
@@ -236,6 +237,35 @@ CASES: dict[str, tuple[str, dict[str, str], dict[str, str], dict[str, str]]] = {
 }
 
 
+# More situations an alert meets on a cluster: (alert, eval time, series, labels it fires with or None)
+MORE_CASES: list[tuple[str, str, dict[str, str], dict[str, str] | None]] = [
+    (  # a later failure in a namespace that had one before
+        "TrainingJobFailed",
+        "15m",
+        {kube_metrics.OPERATOR_JOBS_FAILED + '{job_namespace="training",framework="pytorch"}': "1x10 2x10"},
+        {"job_namespace": "training", "framework": "pytorch", "severity": "critical"},
+    ),
+    (  # the netbench pod serves its result for about a minute, then exits
+        "AllReduceBandwidthLow",
+        "5m",
+        {f'{BANDWIDTH}{{{T},size_bytes="1073741824"}}': "_x2 15e9x1"},
+        {"namespace": "training", "training_job": "gpt", "severity": "warning"},
+    ),
+    (  # a node Job failing for a moment while the JobSet restarts it
+        "TrainJobFailed",
+        "20m",
+        {FAILED_V2: "0x2 1x2 0x16", OWNER: "1x20"},
+        None,
+    ),
+    (  # a failed Job that is no TrainJob's
+        "TrainJobFailed",
+        "10m",
+        {FAILED_V2: "1x20", OWNER.replace('owner_kind="JobSet"', 'owner_kind="CronJob"'): "1x20"},
+        None,
+    ),
+]
+
+
 def promtool() -> str:
     found = shutil.which("promtool")
     if found is None:
@@ -267,6 +297,16 @@ def test_every_alert_fires_when_it_should_and_only_then(tmp_path) -> None:
                     "alert_rule_test": [{"eval_time": at, "alertname": name, "exp_alerts": expected}],
                 }
             )
+    for name, at, series, labels in MORE_CASES:
+        tests.append(
+            {
+                "interval": "1m",
+                "input_series": [{"series": s, "values": v} for s, v in series.items()],
+                "alert_rule_test": [
+                    {"eval_time": at, "alertname": name, "exp_alerts": [{"exp_labels": labels}] if labels else []}
+                ],
+            }
+        )
     (tmp_path / "tests.yaml").write_text(yaml.safe_dump({"rule_files": ["rules.yaml"], "tests": tests}))
     result = subprocess.run([tool, "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -319,3 +359,9 @@ def test_every_panel_reads_metrics_that_are_served() -> None:
     panels = {p["title"] for p in training_dashboard("training")["panels"]}
     assert {"Loss", "Throughput", "Model FLOPs utilisation", "Step time per rank", "Checkpoint age"} <= panels
     assert {"GPU utilisation per pod", "GPU memory used per pod", "Gradient norm"} <= panels
+
+
+def test_the_job_list_of_an_imported_dashboard_fills_itself() -> None:
+    # Grafana never queries a variable whose refresh is unset: the job picker would stay empty.
+    (job,) = [v for v in training_dashboard("training")["templating"]["list"] if v["name"] == "job"]
+    assert job["refresh"] in (1, 2)

@@ -51,7 +51,7 @@ from . import checkpoint
 from .config import DEFAULT_LR, Config, UsageError, parse_args
 from .data import DataError, GlobalOrder, TokenDataset, load_images, load_tokens, synthetic_images, synthetic_tokens
 from .exporter import serve
-from .metric_names import CHECKPOINT_EVERY, POD, RESTARTS, TRAINING
+from .metric_names import CHECKPOINT_EVERY, CHECKPOINT_STEP, POD, RESTARTS, TRAINING
 from .metrics import Metrics, log, peak_memory_mb, peak_tflops
 from .models import GPT, GPT_SIZES, MnistCNN
 from .numerics import NonFiniteError, StepGuard
@@ -141,6 +141,9 @@ class Trainer(TrainerState):
         # training metrics come from rank 0 alone.
         self.exporter = serve(cfg.metrics_port if topo.local_rank == 0 else None, TRAINING if topo.is_main else POD)
         self.exporter.set(CHECKPOINT_EVERY, cfg.checkpoint_every)
+        # Step 0 until a checkpoint commits (a resume sets its own): a run whose saves fail
+        # from the start must still trip the stale-checkpoint alert, which subtracts this.
+        self.exporter.set(CHECKPOINT_STEP, 0)
         self.exporter.set(RESTARTS, int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)))
         self.checkpointer = checkpoint.Checkpointer(
             self.output / "checkpoints",

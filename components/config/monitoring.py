@@ -23,7 +23,9 @@ class AlertThresholds(Spec):
     """When the platform's alerts fire. A threshold left unset switches its alert off."""
 
     no_progress_minutes: int = Field(default=DEFAULT_NO_PROGRESS_MINUTES, ge=5, le=1440)
-    """Minutes without a new optimizer step (``trainer_step`` unchanged) before a running job counts as stuck."""
+    """Minutes without a new optimizer step (``trainer_step`` unchanged) before a running job counts as stuck.
+    ``trainer_step`` moves at each log step (the trainer's ``--log-every``), so keep this well above the time
+    between two log steps."""
     checkpoint_intervals: int = Field(default=DEFAULT_CHECKPOINT_INTERVALS, ge=2, le=100)
     """How many checkpoint intervals (the job's ``checkpointEvery`` steps) training may run past its last
     committed checkpoint."""

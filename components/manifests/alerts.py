@@ -26,6 +26,8 @@ V1_CONTAINER = "pytorch"
 FAILED_WINDOW = "10m"
 """How long a failed v1 job keeps its alert: the operator counts failures, and an increase over
 this window holds the alert long enough to be delivered."""
+BENCHMARK_WINDOW = "10m"
+"""How long a finished netbench job's bandwidth stays under watch."""
 MFU_WINDOW = "30m"
 """MFU swings with evaluation and checkpoint steps; half an hour's mean does not."""
 
@@ -74,10 +76,13 @@ def alerts(spec: PlatformSpec) -> list[Alert]:
     job = f"{{{{ $labels.{JOB_LABEL} }}}}"
     rules: list[Alert] = []
     if spec.operator.install:
+        failed_v1 = f'{kube.OPERATOR_JOBS_FAILED}{{job_namespace="{ns}"}}'
         rules.append(
             Alert(
                 "TrainingJobFailed",
-                f'increase({kube.OPERATOR_JOBS_FAILED}{{job_namespace="{ns}"}}[{FAILED_WINDOW}]) > 0',
+                # The operator creates a namespace's counter at its first failure, already at 1,
+                # which increase() cannot see: a series that was not there a window ago counts too.
+                f"increase({failed_v1}[{FAILED_WINDOW}]) > 0 or ({failed_v1} unless {failed_v1} offset {FAILED_WINDOW})",
                 1,
                 "critical",
                 "A PyTorchJob failed in namespace {{ $labels.job_namespace }}.",
@@ -154,7 +159,10 @@ def alerts(spec: PlatformSpec) -> list[Alert]:
         rules.append(
             Alert(
                 "AllReduceBandwidthLow",
-                f"max by (namespace, {JOB_LABEL}) ({_sel(trainer.ALLREDUCE_BUS_BANDWIDTH.name, ns)}) < {floor}",
+                # The benchmark's pod serves its result for about a minute and exits; the
+                # window keeps the result in view long enough for ``for`` and for delivery.
+                f"max by (namespace, {JOB_LABEL}) (max_over_time({_sel(trainer.ALLREDUCE_BUS_BANDWIDTH.name, ns)}"
+                f"[{BENCHMARK_WINDOW}])) < {floor}",
                 1,
                 "warning",
                 f"All-reduce bus bandwidth of {job} is {{{{ $value | humanize }}}}B/s.",

@@ -12,7 +12,7 @@ import json
 from grafana_foundation_sdk.builders import dashboard as gf
 from grafana_foundation_sdk.builders import prometheus, timeseries
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
-from grafana_foundation_sdk.models.dashboard import DataSourceRef
+from grafana_foundation_sdk.models.dashboard import DataSourceRef, VariableRefresh
 
 from trainer import metric_names as trainer
 
@@ -69,6 +69,8 @@ def training_dashboard(namespace: str) -> dict[str, object]:
             .label("Job")
             .datasource(DATASOURCE)
             .query(f'label_values({trainer.STEP.name}{{namespace="{namespace}"}}, {JOB_LABEL})')
+            # Grafana's default is never: an imported dashboard would list no job at all.
+            .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED)
         )
         .with_row(gf.Row("Training"))
         .with_panel(_panel("Loss", "none", (series(trainer.LOSS), "loss")))

@@ -76,8 +76,8 @@ def runtime_env() -> dict[str, str]:
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
         "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": str(TERMINATION_GRACE_S - 10),
         "PYTHONUNBUFFERED": "1",
-        # Rank 0 serves its metrics here; torchrun may give rank 0 to any pod of an elastic
-        # job, so every pod declares the port (the others leave it closed).
+        # Rank 0 serves the run's metrics here and each other pod its restarts; torchrun may
+        # give rank 0 to any pod of an elastic job, so every pod declares the port.
         "METRICS_PORT": str(METRICS_PORT),
     }
 
