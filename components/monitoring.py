@@ -9,10 +9,9 @@ import yaml
 
 from ._k8s import TOKEN, resource_args
 from .config import PlatformSpec
-from .manifests import OPERATOR_NAMESPACE, Manifest
-from .manifests.alerts import alerts, arms_alert_rule, prometheus_rule
-from .manifests.dashboard import dashboard_configmap, training_dashboard
-from .manifests.scraping import operator_pod_monitor, trainer_pod_monitor
+from .manifests import Manifest
+from .manifests.alerts import alerts, arms_alert_rule
+from .manifests.monitoring import operator_objects, pod_monitors
 from .manifests.tensorboard import port_forward_command, tensorboard_objects
 from .namespace import TrainingNamespace
 from .registry import ContainerRegistry, pinned_image
@@ -65,20 +64,14 @@ class Monitoring(pulumi.ComponentResource):
         super().__init__(f"{TOKEN}:Monitoring", name, None, opts)
         ns = namespace.name
         in_cluster = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[namespace.namespace])
-        monitors = [trainer_pod_monitor(ns)]
-        if spec.operator.install:
-            monitors.append(operator_pod_monitor(OPERATOR_NAMESPACE))
-        rules = alerts(spec)
         if spec.prometheus == "operator":
-            for obj in [*monitors, prometheus_rule(rules, ns)]:
+            for obj in operator_objects(spec):
                 self._object(obj, in_cluster)
-            if spec.monitoring.dashboard:
-                self._object(dashboard_configmap(training_dashboard(ns), ns), in_cluster)
         elif spec.prometheus == "arms":
             if cluster_id is None:
                 raise ValueError("monitoring with ARMS needs the ACK cluster's id")
             arms = pulumi.ResourceOptions(parent=self, depends_on=list(arms_after or []))
-            for monitor in monitors:
+            for monitor in pod_monitors(spec):
                 alicloud.arms.PrometheusMonitoring(
                     monitor["metadata"]["name"],
                     cluster_id=cluster_id,
@@ -87,7 +80,7 @@ class Monitoring(pulumi.ComponentResource):
                     status="run",
                     opts=arms,
                 )
-            for rule in rules:
+            for rule in alerts(spec):
                 alicloud.arms.PrometheusAlertRule(rule.name, cluster_id=cluster_id, **arms_alert_rule(rule), opts=arms)
         self.tensorboard_command: str | None = None
         if spec.monitoring.tensorboard.enabled:

@@ -78,6 +78,17 @@ def test_operator_mode_creates_the_custom_resources_and_the_dashboard(run_stack)
     ]
 
 
+def test_monitoring_labels_reach_every_object_a_prometheus_operator_selects(run_stack) -> None:
+    # kube-prometheus-stack's Prometheus selects only objects labelled with its release.
+    config = operator_config()
+    config[cfg("monitoring")]["labels"] = {"release": "kube-prometheus-stack"}
+    plan = run_stack(config)
+    objects = [*plan.of_type(CR + "PodMonitor"), *plan.of_type(CR + "PrometheusRule")]
+    objects.append(plan.one("kubernetes:core/v1:ConfigMap", "ack-training-platform-dashboard"))
+    assert len(objects) == 4
+    assert all(o.inputs["metadata"]["labels"]["release"] == "kube-prometheus-stack" for o in objects)
+
+
 def test_no_prometheus_creates_no_monitoring_objects(run_stack) -> None:
     plan = run_stack(stack_config("local"), "local")
     assert not [r for r in plan.resources if r.type.startswith(CR) or r.type.startswith("alicloud:arms")]

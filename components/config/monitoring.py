@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from .base import Cpu, Quantity, Spec
+from .base import Cpu, Labels, Quantity, Spec
 
 PrometheusMode = Literal["arms", "operator", "none"]
 
@@ -66,4 +66,7 @@ class MonitoringSpec(Spec):
     dashboard: bool = True
     """Generate the training dashboard: a ConfigMap for Grafana's dashboard sidecar (``operator``) and
     ``dashboards/training.json`` in the offline plan's output, to import into ARMS Grafana."""
+    labels: Labels = Field(default_factory=dict)
+    """Labels added to the PodMonitors, the PrometheusRule and the dashboard ConfigMap (``operator``), such
+    as ``release: <its release>``, without which kube-prometheus-stack's Prometheus selects none of them."""
     tensorboard: TensorBoardSpec = Field(default_factory=TensorBoardSpec)
