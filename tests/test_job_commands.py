@@ -9,7 +9,9 @@ body), so the tests check what the commands asked for as well as what they print
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -38,8 +40,10 @@ from loopback_api import (
     v1_pod,
 )
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from test_job_submit import DEFAULTS
 
 from components.config import TrainingJobSpec
+from components.jobs.cli import run
 from components.manifests import pytorch_job
 from components.manifests.gpu_metrics import GPU_MEMORY_USED, GPU_UTIL, NAMESPACE_LABEL, POD_LABEL
 from trainer.metric_names import METRICS_PORT, RESTARTS
@@ -59,8 +63,8 @@ def test_list_shows_both_kinds_with_phase_replicas_restarts_and_age(cluster) -> 
         ["gpt", "TrainJob", "Running"],
         ["mnist", "PyTorchJob", "Running"],
     ]
-    # mnist: 2 container restarts on the Master and 1 Worker pod the operator replaced.
-    assert lines[2].split()[-2:] == ["3", "3h5m"] and lines[1].split()[-2:] == ["1", "7m"]
+    # mnist: 2 container restarts on the Master; its failed Worker pod shows under replicas.
+    assert lines[2].split()[-2:] == ["2", "3h5m"] and lines[1].split()[-2:] == ["1", "7m"]
     assert "Master 1/1 active; Worker 1/1 active, 1 failed" in lines[2]
     assert "node 1/2 ready, 1 active" in lines[1]
     selectors = [q["labelSelector"][0] for m, p, q, _ in api.requests if p == PODS]
@@ -86,7 +90,7 @@ def test_get_shows_conditions_restarts_andrank0_metrics_through_the_pod_proxy(cl
         "Kind:      PyTorchJob",
         "Phase:     Running",
         "Age:       3h5m",
-        "Restarts:  3",
+        "Restarts:  2",
         "Replicas:  Master 1/1 active; Worker 1/1 active, 1 failed",
     ]
     assert lines[8].split(None, 3) == ["Created", "True", "PyTorchJobCreated", "PyTorchJob mnist is created."]
@@ -302,3 +306,135 @@ def test_top_without_prometheus_says_how_to_give_one(cluster, capsys) -> None:
     _, kubeconfig = cluster
     assert jobs(kubeconfig, "top")[0] == 2
     assert "ack-jobs top: --prometheus-url: give the address of a Prometheus" in capsys.readouterr().err
+
+
+# --- errors: flags, outputs, the cluster ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kubeconfig", "message"),
+    [
+        ("[secret]", "--outputs: the kubeconfig output is masked as '[secret]': write the file with "),
+        ("- not\n- a kubeconfig\n", "--stack/--outputs (kubeconfig): cannot load the kubeconfig: TypeError"),
+    ],
+)
+def test_outputs_without_a_usable_kubeconfig_exit_2(tmp_path: Path, capsys, kubeconfig: str, message: str) -> None:
+    # `pulumi stack output --json` without --show-secrets writes secret outputs as "[secret]".
+    path = tmp_path / "outputs.json"
+    path.write_text(json.dumps({"kubeconfig": kubeconfig, "namespace": NS}))
+    assert run(["--outputs", str(path), "list"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ack-jobs list: {message}") and "Traceback" not in err
+    if kubeconfig == "[secret]":
+        assert "--show-secrets" in err and "--kubeconfig" in err
+
+
+def test_help_says_how_to_write_the_outputs_file(capsys) -> None:
+    with pytest.raises(SystemExit):
+        run(["--help"])
+    assert "pulumi stack output --json --show-secrets" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize("flag", ["--interval", "--timeout"])
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "soon"])
+def test_wait_refuses_seconds_that_are_not_above_0(cluster, capsys, flag: str, value: str) -> None:
+    api, kubeconfig = cluster
+    serve_mnist(api)
+    with pytest.raises(SystemExit) as exit_:
+        jobs(kubeconfig, "wait", "mnist", flag, value)
+    assert exit_.value.code == 2
+    assert f"argument {flag}: '{value}': give a number of seconds above 0" in capsys.readouterr().err
+    assert api.requests == []
+
+
+def test_wait_with_a_timeout_shorter_than_the_interval_still_polls(cluster) -> None:
+    api, kubeconfig = cluster
+    serve_mnist(api)
+    code, lines = jobs(kubeconfig, "wait", "mnist", "--for", "running", "--interval", "10", "--timeout", "1")
+    assert (code, lines) == (0, ["mnist is running"])
+
+
+SUCCEEDED_V1 = [
+    cond("Created", "PyTorchJobCreated", "PyTorchJob mnist is created."),
+    cond("Running", "PyTorchJobRunning", "PyTorchJob training/mnist is running.", status="False"),
+    cond("Succeeded", "PyTorchJobSucceeded", "PyTorchJob training/mnist successfully completed."),
+]
+
+
+@pytest.mark.parametrize(
+    ("serve", "conditions", "phase", "message"),
+    [
+        (serve_mnist, SUCCEEDED_V1, "running", "mnist is Succeeded and will not be running"),
+        (serve_mnist, SUCCEEDED_V1, "failed", "mnist is Succeeded and will not be failed"),
+        (serve_gpt, [cond("Complete", "AllJobsCompleted", "done")], "running", "gpt is Succeeded and will not be"),
+        (serve_gpt, [cond("Failed", "DeadlineExceeded", "too long")], "succeeded", "gpt failed: DeadlineExceeded"),
+    ],
+)
+def test_wait_stops_at_once_when_the_job_ended_otherwise(cluster, capsys, serve, conditions, phase, message) -> None:
+    # Polling on until the timeout would make about 100 requests and end with "timed out".
+    api, kubeconfig = cluster
+    name = serve(api, conditions)["metadata"]["name"]
+    assert jobs(kubeconfig, "wait", name, "--for", phase, "--interval", "0.05", "--timeout", "5")[0] == 1
+    assert f"ack-jobs wait: {message}" in capsys.readouterr().err
+    assert len([p for p in api.paths("GET") if p.endswith(f"/{name}")]) <= 6
+
+
+FORBIDDEN = 'pytorchjobs.kubeflow.org "mnist" is forbidden: User "tester" cannot get resource "pytorchjobs"'
+
+
+@pytest.mark.parametrize(("name", "path"), [("mnist", f"{V1}/mnist"), ("gpt", f"{V2}/gpt")])
+def test_a_refusal_prints_the_api_servers_message(cluster, capsys, name: str, path: str) -> None:
+    api, kubeconfig = cluster
+    status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403}
+    api.routes[("GET", path)] = lambda _, __: (403, {**status, "message": FORBIDDEN})
+    assert jobs(kubeconfig, "get", name) == (1, [])
+    assert capsys.readouterr().err == f"ack-jobs get: Forbidden: {FORBIDDEN}\n"
+
+
+def test_an_unreachable_api_server_is_named_with_the_cause(cluster, capsys) -> None:
+    _, kubeconfig = cluster
+    with socket.socket() as probe:  # a port nothing listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = yaml.safe_load(kubeconfig.read_text())
+    config["clusters"][0]["cluster"]["server"] = f"http://127.0.0.1:{port}"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    assert jobs(kubeconfig, "list") == (1, [])
+    err = capsys.readouterr().err
+    assert err.startswith(f"ack-jobs list: Failed to list PyTorchJobs in namespace: {NS}: ")
+    assert "Connection refused" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("replica", "pending"), [("worker-9", False), ("master", True)])
+def test_logs_of_a_replica_without_a_started_pod(cluster, capsys, replica: str, pending: bool) -> None:
+    api, kubeconfig = cluster
+    serve_mnist(api)
+    if pending:
+        api.pods[0]["status"]["phase"] = "Pending"
+    assert jobs(kubeconfig, "logs", "mnist", "--replica", replica) == (1, [])
+    assert f"ack-jobs logs: no started pod for {replica} of PyTorchJob mnist yet" in capsys.readouterr().err
+    assert not [p for p in api.paths("GET") if p.endswith("/log")]
+
+
+@pytest.mark.parametrize("module", ["kubernetes", "kubeflow"])
+def test_ack_jobs_without_the_jobs_extra_says_what_to_install(module: str) -> None:
+    # Setting a module to None in sys.modules makes importing it fail as if it were absent.
+    script = f"import sys; sys.modules[{module!r}] = None; sys.argv[1:] = ['list']; from components.jobs.cli import main; main()"
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"ack-jobs: {module} is not installed; the job commands need the [jobs] extra: "
+        "pip install 'ack-training-platform[jobs]'\n"
+    )
+
+
+def test_submit_refuses_a_namespace_without_the_stacks_job_defaults(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "outputs.json"
+    path.write_text(json.dumps({"namespace": NS, "jobDefaults": DEFAULTS}))
+    argv = ["--outputs", str(path), "submit", "gpt-small", "--image-tag", "v1.4.0", "--dry-run"]
+    assert run(["--namespace", "research", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ack-jobs submit: --namespace research: the stack's jobDefaults") and f"give {NS}" in err
+    lines: list[str] = []
+    assert run(["--namespace", NS, *argv], out=lines.append) == 0
+    assert yaml.safe_load("\n".join(lines))["metadata"]["namespace"] == NS

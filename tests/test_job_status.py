@@ -64,6 +64,7 @@ CASES = [
     ),
     pytest.param(
         # Restarting replaces Running; the failed Worker pod is recreated (ExitCode policy).
+        # `failed` counts the pods in phase Failed at the last reconcile, not restarts.
         pytorchjob(
             [CREATED, c("Restarting", reason="PyTorchJobRestarting", message="1 Worker replica(s) failed.")],
             {"Master": {"active": 1}, "Worker": {"active": 2, "failed": 1}},
@@ -71,7 +72,7 @@ CASES = [
         [pod(0)],
         "Restarting",
         "PyTorchJobRestarting",
-        1,
+        0,
         {"Master": "1/1 active", "Worker": "2/3 active, 1 failed"},
         id="v1-restarting",
     ),
@@ -92,9 +93,9 @@ CASES = [
         [pod(3)],
         "Failed",
         "PyTorchJobFailed",
-        5,
+        3,
         None,
-        id="v1-failed-counts-restarts-and-failed-pods",
+        id="v1-failed-counts-container-restarts-not-failed-pods",
     ),
     pytest.param(
         pytorchjob(

@@ -28,11 +28,12 @@ from kubeflow.training.utils.utils import FakeResponse
 from kubernetes import client as k8s
 from kubernetes import watch
 from kubernetes.client.rest import ApiException
+from urllib3.exceptions import HTTPError as TransportError
 
 from trainer.metric_names import METRICS_PORT
 
 from ..manifests.trainjob import TRAINER_API, TRAINER_NODE
-from .status import PYTORCHJOB, TRAINJOB, job_phase
+from .status import PYTORCHJOB, TRAINJOB, job_phase, true_condition
 
 V2_GROUP, V2_VERSION = TRAINER_API.split("/")
 V2_PLURAL = "trainjobs"
@@ -46,19 +47,62 @@ V1_WAIT = {"created": "Created", "running": "Running", "restarting": "Restarting
 V2_WAIT = {"created": "Created", "running": "Running", "succeeded": "Succeeded"}
 """``wait --for`` → the TrainJob phase :func:`.status.job_phase` gives."""
 FAILED = "failed"
+FINAL = ("Succeeded", "Failed")
+"""Phases a job never leaves (:mod:`.status`)."""
 
 
 class JobNotFound(LookupError):
     """No PyTorchJob or TrainJob of that name in the namespace."""
 
 
-class WaitFailed(RuntimeError):
-    """The job failed while ``wait`` expected another phase."""
+class WaitEnded(RuntimeError):
+    """The job reached a final phase other than the one ``wait`` expected."""
+
+
+def _api_error(err: BaseException) -> ApiException | None:
+    # TrainingClient wraps the kubernetes client's errors in RuntimeError, the ApiException
+    # as the cause (``raise ... from e``), anything else as the context.
+    for candidate in (err, err.__cause__):
+        if isinstance(candidate, ApiException):
+            return candidate
+    return None
 
 
 def _not_found(err: BaseException) -> bool:
-    cause = err if isinstance(err, ApiException) else err.__cause__
-    return isinstance(cause, ApiException) and cause.status == 404
+    api = _api_error(err)
+    return api is not None and api.status == 404
+
+
+def explain(err: BaseException) -> str:
+    """One line on what went wrong talking to the cluster, without HTTP headers or a traceback.
+
+    Args:
+        err: an error from the kubernetes client or ``TrainingClient``, possibly wrapping one.
+
+    Returns:
+        For an API error, its reason and the ``message`` of the Status the API server sent as
+        the body (Kubernetes API conventions, "Response Status Kind"), e.g. ``Forbidden:
+        pytorchjobs.kubeflow.org "mnist" is forbidden: ...``; for anything else, the error
+        and what caused it at bottom (e.g. ``[Errno 111] Connection refused``).
+    """
+    api = _api_error(err)
+    if api is not None:
+        try:
+            body = json.loads(api.body or "")
+        except (TypeError, ValueError):
+            body = None
+        message = body.get("message") if isinstance(body, dict) else None
+        return f"{api.reason}: {message}" if message else str(api.reason)
+    root = err
+    # urllib3 keeps what failed under MaxRetryError in ``reason``, a socket error under
+    # NewConnectionError as its context.
+    while (deeper := getattr(root, "reason", None) or root.__cause__ or root.__context__) is not None:
+        if not isinstance(deeper, BaseException):
+            break
+        root = deeper
+    if root is err:
+        return str(err)
+    return str(root) if isinstance(err, TransportError) else f"{err}: {root}"
 
 
 class JobsClient:
@@ -97,7 +141,7 @@ class JobsClient:
             jobs += [{"kind": TRAINJOB, **item} for item in items]
         except ApiException as err:
             if err.status != 404:
-                raise RuntimeError(f"Failed to list TrainJobs in namespace {self.namespace}: {err.reason}") from err
+                raise
         return sorted(jobs, key=lambda job: job["metadata"]["name"])
 
     def get_job(self, name: str) -> dict[str, Any]:
@@ -144,6 +188,7 @@ class JobsClient:
 
         Raises:
             ValueError: ``replica`` does not name a replica of this kind of job.
+            JobNotFound: the replica has no started pod (yet).
         """
         name = job["metadata"]["name"]
         if job["kind"] == TRAINJOB:
@@ -153,6 +198,11 @@ class JobsClient:
         if kind not in v1c.PYTORCHJOB_REPLICA_TYPES or (kind == "worker") != index.isdigit():
             raise ValueError(f"--replica {replica!r}: a PyTorchJob has replicas master and worker-0, worker-1, ...")
         options = {"replica_type": kind, "replica_index": int(index) if index else None, "is_master": False}
+        # TrainingClient reads the log of every matching pod that is not Pending, and of none
+        # without saying so (``get_job_logs``).
+        started = [pod for pod in self.v1.get_job_pods(name, **options) if pod.status and pod.status.phase != "Pending"]
+        if not started:
+            raise JobNotFound(f"no started pod for {replica} of PyTorchJob {name} yet")
         if follow:
             # The client prints each line as it arrives, prefixed with its pod.
             self.v1.get_job_logs(name, follow=True, **options)
@@ -179,8 +229,14 @@ class JobsClient:
     def wait(self, job: dict[str, Any], phase: str, timeout: float, interval: float) -> None:
         """Return once the job reaches ``phase``.
 
+        Args:
+            job: the job, as :meth:`get_job` returns it.
+            phase: one of ``created``, ``running``, ``restarting`` (v1), ``succeeded``, ``failed``.
+            timeout: seconds to wait, above 0.
+            interval: seconds between polls, above 0.
+
         Raises:
-            WaitFailed: the job failed first.
+            WaitEnded: the job reached another final phase (failed, or succeeded) first.
             TimeoutError: ``timeout`` seconds passed.
             ValueError: ``phase`` is not one this kind of job reports.
         """
@@ -188,29 +244,35 @@ class JobsClient:
         table = V1_WAIT if job["kind"] == PYTORCHJOB else V2_WAIT
         if phase != FAILED and phase not in table:
             raise ValueError(f"--for {phase}: a {job['kind']} reports {', '.join([*table, FAILED])}")
-        try:
-            if job["kind"] == PYTORCHJOB:
-                wanted = {v1c.JOB_CONDITION_FAILED} if phase == FAILED else {table[phase]}
-                self.v1.wait_for_job_conditions(
-                    name, expected_conditions=wanted, wait_timeout=timeout, polling_interval=interval
-                )
-            else:
-                self._v2_wait(name, "Failed" if phase == FAILED else table[phase], timeout, interval)
-        except TimeoutError:
-            raise
-        except RuntimeError as err:
-            if "is Failed" in str(err):
-                raise WaitFailed(name) from None
-            raise
+        wanted = "Failed" if phase == FAILED else table[phase]
+        # TrainingClient polls round(timeout / interval) times, so never if the interval is
+        # more than twice the timeout.
+        interval = min(interval, timeout)
+        if job["kind"] == TRAINJOB:
+            self._v2_wait(name, wanted, timeout, interval)
+            return
+
+        def stop_if_ended(model: Any) -> None:
+            # Called on each poll before TrainingClient looks for ``wanted``, which a job
+            # that already succeeded or failed will never reach.
+            current = {"kind": PYTORCHJOB, **self._plain(model)}
+            reached, _ = job_phase(current)
+            conditions = (current.get("status") or {}).get("conditions") or []
+            if reached in FINAL and true_condition(conditions, wanted) is None:
+                raise WaitEnded(name)
+
+        self.v1.wait_for_job_conditions(
+            name, expected_conditions={wanted}, wait_timeout=timeout, polling_interval=interval, callback=stop_if_ended
+        )
 
     def _v2_wait(self, name: str, phase: str, timeout: float, interval: float) -> None:
         # The same loop as TrainingClient.wait_for_job_conditions: a fixed number of polls.
-        for _ in range(max(round(timeout / interval), 1)):
+        for _ in range(round(timeout / interval)):
             current, _ = job_phase(self.get_job(name))
             if current == phase:
                 return
-            if current == "Failed":
-                raise RuntimeError(f"TrainJob {name} is Failed")
+            if current in FINAL:
+                raise WaitEnded(name)
             time.sleep(interval)
         raise TimeoutError(name)
 

@@ -1,7 +1,9 @@
 """Where the commands connect: a stack's outputs or flags.
 
 ``--stack NAME`` runs ``pulumi stack output --json --show-secrets --stack NAME``; ``--outputs
-FILE`` reads the same JSON from a file. The ``kubeconfig`` output is a secret: it is written
+FILE`` reads the same JSON from a file, which must have been written with ``--show-secrets``
+too: without it pulumi writes each secret output as the string ``[secret]`` (pulumi/pulumi
+``pkg/backend/display`` ``massagePropertyValue``). The ``kubeconfig`` output is a secret: it is written
 to a file only this user can read (``tempfile.mkstemp`` creates it 0600), read by the
 kubernetes client, and deleted at once; it is never printed.
 """
@@ -15,8 +17,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
+
+MASKED = "[secret]"
 
 
 class TargetError(ValueError):
@@ -51,10 +56,15 @@ def configuration(outputs: dict[str, Any], kubeconfig: str | None) -> k8s.Config
     output, else ``$KUBECONFIG``/``~/.kube/config``.
 
     Raises:
-        TargetError: the kubeconfig cannot be loaded.
+        TargetError: the kubeconfig is masked or cannot be loaded.
     """
     configuration = k8s.Configuration()
     secret = outputs.get("kubeconfig") if kubeconfig is None else None
+    if secret == MASKED:
+        raise TargetError(
+            f"--outputs: the kubeconfig output is masked as {MASKED!r}: write the file with "
+            "`pulumi stack output --json --show-secrets`, or pass --kubeconfig"
+        )
     path = kubeconfig
     if secret:
         fd, path = tempfile.mkstemp(prefix="ack-jobs-", suffix=".kubeconfig")
@@ -62,9 +72,13 @@ def configuration(outputs: dict[str, Any], kubeconfig: str | None) -> k8s.Config
             handle.write(secret)
     try:
         k8s_config.load_kube_config(config_file=path, client_configuration=configuration)
-    except (OSError, k8s_config.ConfigException) as err:
+    # A file that is YAML but not a kubeconfig fails inside the loader with TypeError or
+    # ValueError. Only the error's type is shown: its text may quote the secret file.
+    except (OSError, TypeError, ValueError, yaml.YAMLError, k8s_config.ConfigException) as err:
         flag = "--kubeconfig" if kubeconfig else "--stack/--outputs (kubeconfig)" if secret else "--kubeconfig"
-        raise TargetError(f"{flag}: cannot load the kubeconfig: {type(err).__name__}") from None
+        raise TargetError(
+            f"{flag}: cannot load the kubeconfig: {type(err).__name__}; is it a kubeconfig file?"
+        ) from None
     finally:
         if secret:
             os.unlink(path)

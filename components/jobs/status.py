@@ -48,7 +48,7 @@ class JobSummary:
         reason: the deciding condition's reason ('' when none).
         message: the deciding condition's message.
         replicas: per replica type (v1) or replicated job (v2), e.g. ``1/2 running``.
-        restarts: container restarts in the job's pods plus pods the operator replaced.
+        restarts: container restarts in the job's pods.
         age_s: seconds since the job was created.
         conditions: every condition as ``(type, status, reason, message)``.
     """
@@ -64,7 +64,8 @@ class JobSummary:
     conditions: tuple[tuple[str, str, str, str], ...] = field(default=())
 
 
-def _true(conditions: list[dict[str, Any]], kind: str) -> dict[str, Any] | None:
+def true_condition(conditions: list[dict[str, Any]], kind: str) -> dict[str, Any] | None:
+    """The condition of type ``kind`` whose status is ``True``, else ``None``."""
     return next((c for c in conditions if c.get("type") == kind and c.get("status") == "True"), None)
 
 
@@ -83,12 +84,12 @@ def job_phase(job: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
     conditions = status.get("conditions") or []
     if job.get("kind") == TRAINJOB:
         for kind, phase in V2_PHASES:
-            if (condition := _true(conditions, kind)) is not None:
+            if (condition := true_condition(conditions, kind)) is not None:
                 return phase, condition
         ready = sum(child.get("ready") or 0 for child in status.get("jobsStatus") or [])
         return ("Running" if ready else "Created"), None
     for kind in V1_PRECEDENCE:
-        if (condition := _true(conditions, kind)) is not None:
+        if (condition := true_condition(conditions, kind)) is not None:
             return kind, condition
     return "Pending", None
 
@@ -124,28 +125,26 @@ def _states(counts: dict[str, Any], wanted: int, keys: tuple[str, ...]) -> str:
     return ", ".join(parts)
 
 
-def restarts(job: dict[str, Any], pods: list[dict[str, Any]]) -> int:
-    """How often the job's training restarted: containers restarted in place (``restartPolicy:
-    OnFailure``) plus, on v1, pods the operator recorded as failed and replaced
-    (``ExitCode``/``Never``; ``pkg/core/status.go`` ``UpdateJobReplicaStatuses``).
+def restarts(pods: list[dict[str, Any]]) -> int:
+    """Container restarts in the job's pods (``restartCount``).
+
+    Pods the v1 operator replaced are not counted: it rebuilds ``replicaStatuses`` on every
+    reconcile from the pods that exist then (v1.9.4 ``pkg/controller.v1/common/pod.go``
+    ``ReconcilePods``: ``initializeReplicaStatuses``, then ``UpdateJobReplicaStatuses`` of
+    ``pkg/core/status.go`` per pod), so its ``failed`` counts pods in phase ``Failed`` now,
+    which ``replicas`` shows, not pods replaced so far.
 
     Args:
-        job: the job object.
         pods: the job's pods.
 
     Returns:
-        The count, 0 for a job that never restarted.
+        The count, 0 for a job whose containers never restarted.
     """
-    in_place = sum(
+    return sum(
         status.get("restartCount") or 0
         for pod in pods
         for status in (pod.get("status") or {}).get("containerStatuses") or []
     )
-    replaced = 0
-    if job.get("kind") == PYTORCHJOB:
-        replica_status = (job.get("status") or {}).get("replicaStatuses") or {}
-        replaced = sum(counts.get("failed") or 0 for counts in replica_status.values())
-    return in_place + replaced
 
 
 def parse_time(value: str) -> datetime:
@@ -178,7 +177,7 @@ def summarize(job: dict[str, Any], pods: list[dict[str, Any]], now: datetime) ->
         reason=(condition or {}).get("reason") or "",
         message=(condition or {}).get("message") or "",
         replicas=replica_counts(job),
-        restarts=restarts(job, pods),
+        restarts=restarts(pods),
         age_s=(now - parse_time(created)).total_seconds() if created else 0.0,
         conditions=conditions,
     )
