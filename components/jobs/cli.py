@@ -16,18 +16,8 @@ INSTALL = "pip install 'ack-training-platform[jobs]'"
 
 
 def run(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) -> int:
-    """Run one command (:func:`.commands.run`).
-
-    Args:
-        argv: the arguments after the program name (``sys.argv[1:]`` when ``None``).
-        out: where output lines go.
-
-    Returns:
-        The exit status: 0 done, 1 failure reported by the cluster, 2 bad flags.
-
-    Raises:
-        ModuleNotFoundError: the ``[jobs]`` extra is not installed.
-    """
+    """:func:`.commands.run`, imported only now, so that :func:`main` can name the missing
+    ``[jobs]`` extra instead of failing at import."""
     from .commands import run as run_command
 
     return run_command(argv, out)
