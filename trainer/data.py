@@ -16,6 +16,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .config import Config
+from .models import GPT_SIZES
+
 IMAGE_SHAPE = (1, 28, 28)
 NUM_CLASSES = 10
 
@@ -234,3 +237,26 @@ class GlobalOrder:
         base, extra = divmod(n, world)
         lo = start + rank * base + min(rank, extra)
         return lo, lo + base + (rank < extra)
+
+
+def load_dataset(cfg: Config) -> ImageDataset | TokenDataset:
+    """The run's dataset: ``--data-dir``'s files for ``--model``, or synthetic data of
+    ``--synthetic-size`` samples when no directory is given.
+
+    Raises:
+        DataError: the directory is missing or its files are not usable.
+    """
+    if cfg.data_dir is None:
+        if cfg.model == "cnn":
+            return synthetic_images(cfg.synthetic_size, cfg.seed)
+        gpt = GPT_SIZES[cfg.gpt_size]
+        return TokenDataset(
+            synthetic_tokens(cfg.synthetic_size * gpt.seq_len + 1, gpt.vocab_size, cfg.seed), gpt.seq_len
+        )
+    data_dir = Path(cfg.data_dir)
+    if not data_dir.is_dir():
+        raise DataError(f"--data-dir {data_dir}: no such directory")
+    if cfg.model == "cnn":
+        return load_images(data_dir)
+    gpt = GPT_SIZES[cfg.gpt_size]
+    return load_tokens(data_dir, gpt.seq_len)

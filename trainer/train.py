@@ -49,7 +49,7 @@ import torch.nn.functional as F
 
 from . import checkpoint
 from .config import DEFAULT_LR, Config, UsageError, parse_args
-from .data import DataError, GlobalOrder, TokenDataset, load_images, load_tokens, synthetic_images, synthetic_tokens
+from .data import DataError, GlobalOrder, load_dataset
 from .exporter import serve
 from .metric_names import CHECKPOINT_EVERY, CHECKPOINT_STEP, POD, RESTARTS, TRAINING
 from .metrics import Metrics, log, peak_memory_mb, peak_tflops
@@ -325,23 +325,6 @@ class Trainer(TrainerState):
         if self.metrics is not None:
             self.metrics.close()
         self.exporter.close()
-
-
-def load_dataset(cfg: Config) -> Any:
-    if cfg.data_dir is None:
-        if cfg.model == "cnn":
-            return synthetic_images(cfg.synthetic_size, cfg.seed)
-        gpt = GPT_SIZES[cfg.gpt_size]
-        return TokenDataset(
-            synthetic_tokens(cfg.synthetic_size * gpt.seq_len + 1, gpt.vocab_size, cfg.seed), gpt.seq_len
-        )
-    data_dir = Path(cfg.data_dir)
-    if not data_dir.is_dir():
-        raise DataError(f"--data-dir {data_dir}: no such directory")
-    if cfg.model == "cnn":
-        return load_images(data_dir)
-    gpt = GPT_SIZES[cfg.gpt_size]
-    return load_tokens(data_dir, gpt.seq_len)
 
 
 def check_output_dir(path: Path, rank: int) -> None:
