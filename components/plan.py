@@ -64,17 +64,17 @@ def stack_path(project_dir: Path, stack: str) -> Path:
     return project_dir / "stacks" / f"Pulumi.{stack}.yaml"
 
 
-def with_unset_credentials(config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def with_unset_credentials(config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str], PlatformSpec]:
     """``config`` with each credential the stack needs but its file lacks set to a
-    placeholder secret, and those keys. Credentials are per user (each stack file holds its
-    own ciphertext), so the offline plan does without them.
+    placeholder secret, those keys, and the validated spec. Credentials are per user (each
+    stack file holds its own ciphertext), so the offline plan does without them.
 
     Raises:
         ConfigError: the config is invalid.
     """
     spec = offline_spec(config)
     unset = [f"{PROJECT}:{key}" for key in missing_credentials(spec, config)]
-    return {**config, **{key: {"secure": SECRET} for key in unset}}, unset
+    return {**config, **{key: {"secure": SECRET} for key in unset}}, unset, spec
 
 
 def offline_spec(config: Mapping[str, Any]) -> PlatformSpec:
@@ -87,11 +87,12 @@ def offline_spec(config: Mapping[str, Any]) -> PlatformSpec:
     return load_spec(plain, [k for k, v in config.items() if is_secure(v)], credentials=False)
 
 
-def plan_stack(config: Mapping[str, Any], *, stack: str, project_dir: Path) -> tuple[Plan, list[str]]:
-    """Validate, then run; also return the credentials planned without (see
-    :func:`with_unset_credentials`). Raises :class:`ConfigError` before anything is registered."""
-    config, unset = with_unset_credentials(config)
-    return run_program(config, stack=stack, project_dir=project_dir), unset
+def plan_stack(config: Mapping[str, Any], *, stack: str, project_dir: Path) -> tuple[Plan, list[str], PlatformSpec]:
+    """Validate, then run; also return the credentials planned without and the validated spec
+    (see :func:`with_unset_credentials`). Raises :class:`ConfigError` before anything is
+    registered."""
+    config, unset, spec = with_unset_credentials(config)
+    return run_program(config, stack=stack, project_dir=project_dir), unset, spec
 
 
 def write_manifests(plan: Plan, out: Path) -> list[Path]:
@@ -138,13 +139,12 @@ def main(argv: list[str] | None = None) -> int:
         project_dir = find_project_dir()
         path = args.stack_file or stack_path(project_dir, args.stack)
         stack = args.stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
-        config = read_stack_file(path)
-        plan, unset = plan_stack(config, stack=stack, project_dir=project_dir)
+        plan, unset, spec = plan_stack(read_stack_file(path), stack=stack, project_dir=project_dir)
     except (ConfigError, PlanError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     written = write_manifests(plan, args.out) if args.out else []
-    dashboard = write_dashboard(offline_spec(config), args.out) if args.out else None
+    dashboard = write_dashboard(spec, args.out) if args.out else None
     if args.json:
         print(json.dumps(plan.as_json(), indent=2, default=str))
         return 0
