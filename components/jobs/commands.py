@@ -96,8 +96,7 @@ def cmd_list(jobs: JobsClient, args: argparse.Namespace, out: Callable[[str], No
     rows = [("NAME", "KIND", "PHASE", "REPLICAS", "RESTARTS", "AGE")]
     for job in jobs.list_jobs():
         s = summarize(job, jobs.pods(job), now)
-        replicas = "; ".join(f"{k} {v}" for k, v in s.replicas.items()) or "-"
-        rows.append((s.name, s.kind, s.phase, replicas, str(s.restarts), format_age(s.age_s)))
+        rows.append((s.name, s.kind, s.phase, s.replicas_text, str(s.restarts), format_age(s.age_s)))
     if len(rows) == 1:
         out(f"No jobs in namespace {jobs.namespace}.")
         return
@@ -115,7 +114,7 @@ def cmd_get(jobs: JobsClient, args: argparse.Namespace, out: Callable[[str], Non
         out(f"Failure:   {s.reason}: {s.message}")
     out(f"Age:       {format_age(s.age_s)}")
     out(f"Restarts:  {s.restarts}")
-    out("Replicas:  " + ("; ".join(f"{k} {v}" for k, v in s.replicas.items()) or "-"))
+    out(f"Replicas:  {s.replicas_text}")
     if s.conditions:
         out("Conditions:")
         _table([("  TYPE", "STATUS", "REASON", "MESSAGE"), *(("  " + c[0], *c[1:]) for c in s.conditions)], out)

@@ -63,6 +63,11 @@ class JobSummary:
     age_s: float
     conditions: tuple[tuple[str, str, str, str], ...] = field(default=())
 
+    @property
+    def replicas_text(self) -> str:
+        """The replicas on one line, as ``list`` and ``get`` print them."""
+        return "; ".join(f"{kind} {state}" for kind, state in self.replicas.items()) or "-"
+
 
 def true_condition(conditions: list[dict[str, Any]], kind: str) -> dict[str, Any] | None:
     """The condition of type ``kind`` whose status is ``True``, else ``None``."""

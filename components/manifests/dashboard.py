@@ -49,13 +49,18 @@ def training_dashboard(namespace: str) -> dict[str, object]:
         The dashboard JSON (a dict), ready to import or to put in a ConfigMap.
     """
     job = f'namespace="{namespace}",{JOB_LABEL}="$job"'
-    # Pods are named after their job and replica on both backends (<job>-master-0,
-    # <job>-worker-3, <job>-node-0-0-<suffix>); naming the replica keeps job "gpt" from
-    # taking in the pods of job "gpt-large".
+    # Pods are named after their job and replica on both backends: <job>-master-0 and
+    # <job>-worker-3 (the v1 operator's <job>-<replica type>-<index>), <job>-node-0-0-<suffix>
+    # (JobSet's Job <jobset>-<replicated job>-<job index>, whose Indexed pods Kubernetes names
+    # <job>-<completion index>-<suffix>). Naming the replica keeps job "gpt" from taking in
+    # the pods of job "gpt-large".
     pods = f'{gpu.NAMESPACE_LABEL}="{namespace}",{gpu.POD_LABEL}=~"$job-(master|worker|node)-[0-9].*"'
 
     def series(metric: trainer.Metric) -> str:
         return f"{metric.name}{{{job}}}"
+
+    def per_rank(title: str, unit: str, metric: trainer.Metric, description: str) -> timeseries.Panel:
+        return _panel(title, unit, (series(metric), f"rank {{{{{trainer.RANK_LABEL}}}}}"), description=description)
 
     board = (
         gf.Dashboard("Training job")
@@ -92,19 +97,19 @@ def training_dashboard(namespace: str) -> dict[str, object]:
             )
         )
         .with_panel(
-            _panel(
+            per_rank(
                 "Step time per rank",
                 "s",
-                (series(trainer.STEP_TIME), f"rank {{{{{trainer.RANK_LABEL}}}}}"),
-                description="A rank well above the others is a straggler the whole job waits for.",
+                trainer.STEP_TIME,
+                "A rank well above the others is a straggler the whole job waits for.",
             )
         )
         .with_panel(
-            _panel(
+            per_rank(
                 "Peak memory per rank",
                 "bytes",
-                (series(trainer.PEAK_MEMORY), f"rank {{{{{trainer.RANK_LABEL}}}}}"),
-                description="Accelerator memory on GPUs; a rank near its device's size is about to run out.",
+                trainer.PEAK_MEMORY,
+                "Accelerator memory on GPUs; a rank near its device's size is about to run out.",
             )
         )
         .with_panel(
