@@ -40,6 +40,8 @@ V2_PLURAL = "trainjobs"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 NODE_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+"""An Indexed Job's pod index, as a label since Kubernetes 1.28 (KEP-4017, the pod index
+label; before, only as an annotation): node N of a TrainJob is index N of its node Job."""
 """How JobSet labels a TrainJob's pods (Trainer v2.3.0 ``docs/user-guides/megatron.md``; the
 completion index is the node's rank, as Kubernetes' indexed Jobs set it)."""
 V1_WAIT = {"created": "Created", "running": "Running", "restarting": "Restarting", "succeeded": "Succeeded"}
