@@ -26,6 +26,7 @@ from components.manifests import (
     system_node_selector,
     v2_fabrics,
 )
+from components.registry import image_pushed
 from components.stack import stack_secret, stack_spec
 
 spec = stack_spec()
@@ -134,6 +135,7 @@ jobs = [
         provider=provider,
     )
     for job in spec.jobs
+    if image_pushed(registry, job.image_tag if job.image is None else None, f"job {job.name!r}")
 ]
 
 monitoring = Monitoring(

@@ -322,9 +322,7 @@ def test_local_stack_creates_no_cloud_resources(run_stack) -> None:
 
 
 def test_enterprise_registry_is_reachable_and_pulls_without_a_password(run_stack) -> None:
-    config = stack_config("prod")
-    del config[cfg("registry")]["enterpriseInstanceId"], config[cfg("imageMirror")]
-    plan = run_stack(config, "prod")
+    plan = run_stack(bought_instance(), "prod")
     instance = plan.one("alicloud:cr/registryEnterpriseInstance:RegistryEnterpriseInstance")
     assert instance.protect
     assert instance.inputs["renewalStatus"] == "AutoRenewal" and instance.inputs["renewPeriod"] == 1
@@ -340,7 +338,8 @@ def test_enterprise_registry_is_reachable_and_pulls_without_a_password(run_stack
     assert config["watchNamespace"] == "kubeflow,training,volcano-system"
     assert config["AcrInstanceInfo"] == [{"instanceId": "cri-0jl6b5ykcjznb4rb", "regionId": "cn-wulanchabu"}]
     release = adopted.one("kubernetes:helm.sh/v3:Release")
-    assert {adopted.one("alicloud:cr/vpcEndpointLinkedVpc:VpcEndpointLinkedVpc").urn} <= set(release.dependencies)
+    helper_urn = adopted.one(ADDON, "registry-managed-aliyun-acr-credential-helper").urn
+    assert helper_urn in release.dependencies
     assert plan.outputs["registry"] == {
         "pushUrl": "ml-registry-registry.cn-wulanchabu.cr.aliyuncs.com/ml/trainer",
         "pullUrl": "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/ml/trainer",
@@ -349,6 +348,47 @@ def test_enterprise_registry_is_reachable_and_pulls_without_a_password(run_stack
     assert helper.urn in job.dependencies
     pod = job.inputs["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
     assert "imagePullSecrets" not in pod
+
+
+LINK = "alicloud:cr/vpcEndpointLinkedVpc:VpcEndpointLinkedVpc"
+EE_NAMESPACE = "alicloud:cs/registryEnterpriseNamespace:RegistryEnterpriseNamespace"
+EE_REPO = "alicloud:cs/registryEnterpriseRepo:RegistryEnterpriseRepo"
+
+
+def bought_instance() -> dict:
+    """prod with an enterprise instance the stack buys (so everything in it is new)."""
+    config = stack_config("prod")
+    registry = config[cfg("registry")]
+    for key in ("enterpriseInstanceId", "linkVpc", "namespaceExists", "repositoryExists"):
+        del registry[key]
+    del config[cfg("imageMirror")]
+    return config
+
+
+def test_an_adopted_registry_is_neither_linked_again_nor_recreated(run_stack) -> None:
+    plan = run_stack(stack_config("prod"), "prod")
+    # The organisation's link, namespace and repository exist: nothing to create, nothing to remove on destroy.
+    assert not plan.of_type(LINK) + plan.of_type(EE_NAMESPACE) + plan.of_type(EE_REPO)
+    assert plan.one(JOB, "gpt-pretrain").inputs["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"][
+        "containers"
+    ][0]["image"] == ("ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/ml/trainer:v0.1.0")
+    config = stack_config("prod")
+    config[cfg("registry")].update(linkVpc=True, namespaceExists=False, repositoryExists=False)
+    linked = run_stack(config, "prod")
+    assert linked.one(LINK).inputs["instanceId"] == "cri-0jl6b5ykcjznb4rb"
+    assert linked.one(EE_REPO).inputs["namespace"] == "ml"
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod-bought"])
+def test_registry_namespaces_and_repositories_outlive_the_stack(run_stack, stack: str) -> None:
+    plan = run_stack(stack_config("dev")) if stack == "dev" else run_stack(bought_instance(), "prod")
+    kept = [r for r in plan.resources if r.type in (*CLOUD[5:7], EE_NAMESPACE, EE_REPO)]
+    assert len(kept) == 2
+    # Destroying the stack leaves the images where they are.
+    assert all(r.retain_on_delete for r in kept)
+    # The repository is created in its namespace, after it.
+    namespace, repository = sorted(kept, key=lambda r: "repo" in r.type.lower())
+    assert namespace.urn in repository.dependencies
 
 
 def test_credential_helper_covers_the_namespaces_that_pull() -> None:
@@ -595,3 +635,64 @@ def _without_images(manifest: dict) -> dict:
     # The stack's image may be its registry's URL, known only after deployment.
     text = json.dumps(manifest)
     return json.loads(re.sub(r'"image": "[^"]*"', '"image": null', text))
+
+
+PERSONAL_REPOS = "alicloud:cr/getRepos:getRepos"
+ENTERPRISE_REPOS = "alicloud:cs/getRegistryEnterpriseRepos:getRegistryEnterpriseRepos"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+
+
+def personal_repos(*tags: str) -> dict:
+    """What cr.get_repos answers for dev's repository holding ``tags`` (no tags: not created yet)."""
+    domains = {
+        "public": "crpi-abc.cn-hangzhou.personal.cr.aliyuncs.com",
+        "vpc": "crpi-abc-vpc.cn-hangzhou.personal.cr.aliyuncs.com",
+    }
+    repo = {"name": "trainer", "namespace": "ml", "repoType": "PRIVATE", "summary": "", "domainLists": [domains]}
+    return {
+        PERSONAL_REPOS: {"repos": [{**repo, "tags": [{"tag": t, "status": "NORMAL"} for t in tags]}] if tags else []}
+    }
+
+
+def test_first_up_holds_back_what_pulls_an_image_not_pushed_yet(run_stack) -> None:
+    config = stack_config("dev")
+    config[cfg("monitoring")]["tensorboard"] = {"enabled": True}
+    first = run_stack(config, invokes=personal_repos())
+    # The repository is created; nothing waits on, or starts GPU nodes for, an image that cannot be there.
+    assert first.of_type("alicloud:cr/repo:Repo")
+    assert not first.of_type(JOB) and not first.of_type(DEPLOYMENT)
+    pushed = run_stack(config, invokes=personal_repos("v0.1.0"))
+    assert pushed.one(JOB, "mnist-dev") and pushed.one(DEPLOYMENT, "tensorboard-deployment")
+
+
+def test_a_tag_missing_from_an_existing_repository_stops_the_run(run_stack) -> None:
+    from components.registry import ImageNotPushed
+
+    with pytest.raises(ImageNotPushed) as raised:
+        run_stack(stack_config("dev"), invokes=personal_repos("v0.0.9"))
+    assert str(raised.value) == (
+        "job 'mnist-dev' pulls tag 'v0.1.0', which the repository does not have: "
+        "docker push crpi-abc.cn-hangzhou.personal.cr.aliyuncs.com/ml/trainer:v0.1.0 first"
+    )
+    repos = {
+        ENTERPRISE_REPOS: {
+            "repos": [
+                {
+                    "id": "crr-1",
+                    "instanceId": "cri-0jl6b5ykcjznb4rb",
+                    "name": "trainer",
+                    "namespace": "ml",
+                    "repoType": "PRIVATE",
+                    "summary": "",
+                    "tags": [],
+                }
+            ]
+        }
+    }
+    with pytest.raises(
+        ImageNotPushed, match="docker push ml-registry-registry.cn-wulanchabu.cr.aliyuncs.com/ml/trainer:v0.1.0 first"
+    ):
+        run_stack(stack_config("prod"), "prod", invokes=repos)
+    # An adopted repository that is not there is a mistake, not a first run.
+    with pytest.raises(ImageNotPushed, match="from a repository ACR does not have: create it"):
+        run_stack(stack_config("prod"), "prod", invokes={ENTERPRISE_REPOS: {"repos": []}})
