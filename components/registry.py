@@ -19,8 +19,8 @@ from .namespace import TrainingNamespace
 PULL_SECRET = "registry-pull"
 
 
-class ImageNotPushed(pulumi.RunError):
-    """A job or TensorBoard names a tag the registry's repository does not hold."""
+class NotInRegistry(pulumi.RunError):
+    """ACR lacks what the stack says exists: a repository, or a tag a job or TensorBoard pulls."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,6 @@ class ContainerRegistry(pulumi.ComponentResource):
         pull_secret: name of the image pull secret, or ``None`` without credentials.
         pushed: the training image's tags as ACR listed them before anything was created, or
             ``None`` where it was not asked (an adopted registry URL, the offline plan).
-        creates_repository: the stack creates the repository.
         ready: what a job must wait for (the VPC link, the credential helper).
     """
 
@@ -102,7 +101,6 @@ class ContainerRegistry(pulumi.ComponentResource):
         invoke = pulumi.InvokeOptions(parent=self)
         self.ready: list[pulumi.Resource] = []
         self.pushed: PushedTags | None = None
-        self.creates_repository = spec.existing_repository_url is None and not spec.repository_exists
         summary = "ack-training-platform training image"
         if spec.existing_repository_url is not None:
             pull_host = push_host = pulumi.Output.from_input(spec.existing_repository_url.split("/", 1)[0])
@@ -119,21 +117,21 @@ class ContainerRegistry(pulumi.ComponentResource):
             ).repos
             repo = _named(answer, spec.repository)
             if spec.repository_exists:
-                domain_lists: pulumi.Output = pulumi.Output.from_input(
-                    repo.domain_lists if repo is not None else UNKNOWN if answer is None else []
-                )
+                # Offline (no answer) the hosts are unknown; a missing repository stops the run below.
+                found = repo.domain_lists[0] if repo is not None and repo.domain_lists else None
+                pull_host = pulumi.Output.from_input(found.vpc if found else UNKNOWN)
+                push_host = pulumi.Output.from_input(found.public if found else UNKNOWN)
             else:
-                domain_lists = alicloud.cr.Repo(
+                domains = alicloud.cr.Repo(
                     name,
                     namespace=spec.namespace,
                     name=spec.repository,
                     repo_type="PRIVATE",
                     summary=summary,
                     opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True, depends_on=created_namespace),
-                ).domain_lists
-            domains = domain_lists.apply(lambda found: found[0] if found else None)
-            pull_host = domains.apply(lambda d: d.vpc if d else None)
-            push_host = domains.apply(lambda d: d.public if d else None)
+                ).domain_lists.apply(lambda found: found[0] if found else None)
+                pull_host = domains.apply(lambda d: d.vpc if d else None)
+                push_host = domains.apply(lambda d: d.public if d else None)
             if answer is not None:
                 public = repo.domain_lists[0].public if repo is not None and repo.domain_lists else None
                 self.pushed = PushedTags(
@@ -204,6 +202,11 @@ class ContainerRegistry(pulumi.ComponentResource):
             pull_host, push_host = pulumi.Output.from_input(vpc), pulumi.Output.from_input(public)
             path = f"{spec.namespace}/{spec.repository}"
             self.pushed = self._look_up_enterprise(spec, f"{public}/{path}", opts=invoke)
+        if spec.repository_exists and self.pushed is not None and not self.pushed.repository_found:
+            raise NotInRegistry(
+                f"registry.repositoryExists: ACR has no repository {path}: create it, or drop repositoryExists "
+                "to let the stack create it"
+            )
         self.repository_url: pulumi.Output[str] = pulumi.Output.concat(pull_host, "/", path)
         self.push_url: pulumi.Output[str] = pulumi.Output.concat(push_host, "/", path)
         self.pull_secret: str | None = None
@@ -278,7 +281,8 @@ def image_pushed(registry: ContainerRegistry | None, tag: str | None, owner: str
     Nothing waits on an image that cannot be pulled: while the repository this stack creates
     does not exist yet (its first ``up``), ``owner`` is left out with a warning saying what to
     push before the next ``up``; a repository without the tag stops the run before anything
-    is created.
+    is created. (An adopted repository that is missing stops the run in
+    :class:`ContainerRegistry`.)
 
     Args:
         registry: the platform registry, or ``None``.
@@ -290,7 +294,7 @@ def image_pushed(registry: ContainerRegistry | None, tag: str | None, owner: str
         adopted registry URL).
 
     Raises:
-        ImageNotPushed: the repository exists (or should) without the tag.
+        NotInRegistry: the repository exists without the tag.
     """
     if registry is None or tag is None or registry.pushed is None or tag in registry.pushed.tags:
         return True
@@ -300,18 +304,13 @@ def image_pushed(registry: ContainerRegistry | None, tag: str | None, owner: str
         if "/" in pushed.push_to
         else f"push the image, tag {tag}, to {pushed.push_to}"
     )
-    if not pushed.repository_found and registry.creates_repository:
+    if not pushed.repository_found:
         pulumi.log.warn(
             f"{owner} waits for its image: the registry's repository is created by this update; then "
             f"{push} and run pulumi up again"
         )
         return False
-    if not pushed.repository_found:
-        raise ImageNotPushed(
-            f"{owner} pulls tag {tag!r} from a repository ACR does not have: create it (or drop "
-            f"registry.repositoryExists), then {push}"
-        )
-    raise ImageNotPushed(f"{owner} pulls tag {tag!r}, which the repository does not have: {push} first")
+    raise NotInRegistry(f"{owner} pulls tag {tag!r}, which the repository does not have: {push} first")
 
 
 def pinned_image(

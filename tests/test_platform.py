@@ -666,9 +666,9 @@ def test_first_up_holds_back_what_pulls_an_image_not_pushed_yet(run_stack) -> No
 
 
 def test_a_tag_missing_from_an_existing_repository_stops_the_run(run_stack) -> None:
-    from components.registry import ImageNotPushed
+    from components.registry import NotInRegistry
 
-    with pytest.raises(ImageNotPushed) as raised:
+    with pytest.raises(NotInRegistry) as raised:
         run_stack(stack_config("dev"), invokes=personal_repos("v0.0.9"))
     assert str(raised.value) == (
         "job 'mnist-dev' pulls tag 'v0.1.0', which the repository does not have: "
@@ -690,9 +690,26 @@ def test_a_tag_missing_from_an_existing_repository_stops_the_run(run_stack) -> N
         }
     }
     with pytest.raises(
-        ImageNotPushed, match="docker push ml-registry-registry.cn-wulanchabu.cr.aliyuncs.com/ml/trainer:v0.1.0 first"
+        NotInRegistry, match="docker push ml-registry-registry.cn-wulanchabu.cr.aliyuncs.com/ml/trainer:v0.1.0 first"
     ):
         run_stack(stack_config("prod"), "prod", invokes=repos)
     # An adopted repository that is not there is a mistake, not a first run.
-    with pytest.raises(ImageNotPushed, match="from a repository ACR does not have: create it"):
+    with pytest.raises(NotInRegistry, match="registry.repositoryExists: ACR has no repository ml/trainer: create it"):
         run_stack(stack_config("prod"), "prod", invokes={ENTERPRISE_REPOS: {"repos": []}})
+
+
+def test_an_adopted_personal_repository_is_read_from_acr(run_stack) -> None:
+    config = stack_config("dev")
+    config[cfg("registry")].update(namespaceExists=True, repositoryExists=True)
+    plan = run_stack(config, invokes=personal_repos("v0.1.0"))
+    assert not plan.of_type("alicloud:cr/namespace:Namespace") + plan.of_type("alicloud:cr/repo:Repo")
+    assert plan.outputs["registry"] == {
+        "pushUrl": "crpi-abc.cn-hangzhou.personal.cr.aliyuncs.com/ml/trainer",
+        "pullUrl": "crpi-abc-vpc.cn-hangzhou.personal.cr.aliyuncs.com/ml/trainer",
+    }
+    pod = plan.one(JOB).inputs["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == "crpi-abc-vpc.cn-hangzhou.personal.cr.aliyuncs.com/ml/trainer:v0.1.0"
+    # Offline nothing answers: the hosts are unknown, the rest is planned.
+    offline = run_stack(config)
+    assert offline.outputs["registry"] == {"pushUrl": UNKNOWN, "pullUrl": UNKNOWN}
+    assert offline.one(JOB)
