@@ -22,12 +22,12 @@ from components.manifests import (
     job_defaults,
     kueue_objects,
     kueue_queue_name,
-    mirrored_namespaces,
     system_node_selector,
     v2_fabrics,
 )
 from components.registry import image_pushed
 from components.stack import stack_secret, stack_spec
+from components.upstream import image_copies
 
 spec = stack_spec()
 pool = registry = cluster = None
@@ -87,8 +87,7 @@ else:
             cluster_id=cluster.cluster_id,
             vpc_id=network.vpc_id,
             vswitch_id=network.first_vswitch_id,
-            # With a mirror, what the stack installs pulls from the registry too.
-            pulling_namespaces=mirrored_namespaces(spec),
+            mirrored_images=[target for _, target in image_copies(spec)] if spec.image_mirror else (),
             keep_addons=cluster.adopted,
             password=stack_secret("registryPassword"),
         )
@@ -104,7 +103,8 @@ operator = TrainingOperator(
     provider=provider,
     image_mirror=spec.image_mirror,
     node_selector=system_node_selector(spec.cluster),
-    pulls_after=registry.ready if registry is not None and spec.image_mirror else None,
+    # The mirror is public: its pulls need the registry reachable, no credentials.
+    pulls_after=registry.reachable if registry is not None and spec.image_mirror else None,
 )
 queued = spec.trainer_v2.kueue.enabled
 trainer_v2 = (

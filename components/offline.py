@@ -211,8 +211,9 @@ def run_program(
         stack: stack name the program sees.
         project_dir: the directory holding ``Pulumi.yaml`` and ``__main__.py``.
         invokes: answers to provider functions by token, e.g. what the kubernetes
-            provider's ``kubernetes:kustomize:directory`` renders. Offline, with none,
-            every function answers nothing.
+            provider's ``kubernetes:kustomize:directory`` renders, or a function of the
+            call's arguments giving the answer. Offline, with none, every function answers
+            nothing.
 
     Returns:
         The recorded plan.
@@ -236,7 +237,8 @@ def run_program(
             return None, outputs
 
         def call(self, args: mocks.MockCallArgs) -> dict:
-            return dict((invokes or {}).get(args.token, {}))
+            answer = (invokes or {}).get(args.token, {})
+            return dict(answer(args.args) if callable(answer) else answer)
 
     worker_loops: set[asyncio.AbstractEventLoop] = set()
 

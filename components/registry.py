@@ -14,6 +14,7 @@ from pulumi.output import UNKNOWN
 from ._k8s import TOKEN
 from .config import RegistrySpec
 from .manifests import ACR_HELPER_ADDON, MANAGED_BY, acr_helper_config, docker_config_json
+from .mirror import check_enterprise_mirror
 from .namespace import TrainingNamespace
 
 PULL_SECRET = "registry-pull"
@@ -52,7 +53,8 @@ class ContainerRegistry(pulumi.ComponentResource):
 
     - Enterprise edition: the instance's VPC endpoint is linked to the cluster's VPC, and
       the password-free credential helper add-on is configured for the instance and the
-      namespaces that pull from it.
+      training namespace. Third-party images mirrored into it are pulled without
+      credentials (:mod:`components.mirror`).
     - Personal edition: the repository's domains come from ACR itself (instances created
       after 2024-09-08 have ``crpi-...`` hosts), and pulls use a pull secret.
     - Namespaces and repositories the spec says exist are used as they are; those the stack
@@ -67,7 +69,8 @@ class ContainerRegistry(pulumi.ComponentResource):
         cluster_id: the cluster the credential helper is configured in.
         vpc_id: the VPC an enterprise instance's endpoint is linked to.
         vswitch_id: the vSwitch of that endpoint.
-        pulling_namespaces: every namespace whose pods pull from this registry.
+        mirrored_images: the third-party images copied into ``imageMirror``; checked before
+            anything is created when the mirror is in this stack's (adopted) instance.
         keep_addons: leave the credential helper installed when the registry goes (an adopted cluster).
         password: the ``registryPassword`` secret, for ``spec.username``.
 
@@ -78,6 +81,8 @@ class ContainerRegistry(pulumi.ComponentResource):
         pushed: the training image's tags as ACR listed them before anything was created, or
             ``None`` where it was not asked (an adopted registry URL, the offline plan).
         ready: what a job must wait for (the VPC link, the credential helper).
+        reachable: what must exist before nodes reach the registry at all (the VPC link the
+            stack makes); enough for the public mirror, which needs no credentials.
     """
 
     def __init__(
@@ -91,7 +96,7 @@ class ContainerRegistry(pulumi.ComponentResource):
         cluster_id: pulumi.Input[str],
         vpc_id: pulumi.Input[str],
         vswitch_id: pulumi.Input[str],
-        pulling_namespaces: Sequence[str] = (),
+        mirrored_images: Sequence[str] = (),
         keep_addons: bool = False,
         password: pulumi.Output[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
@@ -100,6 +105,7 @@ class ContainerRegistry(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         invoke = pulumi.InvokeOptions(parent=self)
         self.ready: list[pulumi.Resource] = []
+        self.reachable: list[pulumi.Resource] = []
         self.pushed: PushedTags | None = None
         summary = "ack-training-platform training image"
         if spec.existing_repository_url is not None:
@@ -176,7 +182,7 @@ class ContainerRegistry(pulumi.ComponentResource):
                 )
             if spec.link_vpc is not False:
                 # A new instance is reachable from no VPC until one is linked.
-                self.ready.append(
+                self.reachable.append(
                     alicloud.cr.VpcEndpointLinkedVpc(
                         f"{name}-vpc",
                         instance_id=instance_id,
@@ -187,19 +193,23 @@ class ContainerRegistry(pulumi.ComponentResource):
                         opts=child,
                     )
                 )
+            self.ready.extend(self.reachable)
             self.ready.append(
                 alicloud.cs.KubernetesAddon(
                     f"{name}-{ACR_HELPER_ADDON}",
                     cluster_id=cluster_id,
                     name=ACR_HELPER_ADDON,
                     config=pulumi.Output.from_input(instance_id).apply(
-                        lambda id_: acr_helper_config(id_, region, sorted({namespace.name, *pulling_namespaces}))
+                        lambda id_: acr_helper_config(id_, region, [namespace.name])
                     ),
                     opts=pulumi.ResourceOptions(parent=self, retain_on_delete=keep_addons),
                 )
             )
             public, vpc = enterprise_hosts(spec.enterprise_instance_name, region)
             pull_host, push_host = pulumi.Output.from_input(vpc), pulumi.Output.from_input(public)
+            in_instance = [image for image in mirrored_images if image.startswith(f"{vpc}/")]
+            if spec.enterprise_instance_id is not None and in_instance:
+                check_enterprise_mirror(spec.enterprise_instance_id, in_instance, opts=invoke)
             path = f"{spec.namespace}/{spec.repository}"
             self.pushed = self._look_up_enterprise(spec, f"{public}/{path}", opts=invoke)
         if spec.repository_exists and self.pushed is not None and not self.pushed.repository_found:

@@ -336,12 +336,9 @@ def test_enterprise_registry_is_reachable_and_pulls_without_a_password(run_stack
     adopted = run_stack(stack_config("prod"), "prod")
     assert not adopted.of_type("alicloud:cr/registryEnterpriseInstance:RegistryEnterpriseInstance")
     config = json.loads(adopted.one(ADDON, "registry-managed-aliyun-acr-credential-helper").inputs["config"])
-    # The mirror's pods pull from the instance too.
-    assert config["watchNamespace"] == "kubeflow,training,volcano-system"
+    # The mirror's pods pull without credentials: only the training namespace needs the helper.
+    assert config["watchNamespace"] == "training"
     assert config["AcrInstanceInfo"] == [{"instanceId": "cri-0jl6b5ykcjznb4rb", "regionId": "cn-wulanchabu"}]
-    release = adopted.one("kubernetes:helm.sh/v3:Release")
-    helper_urn = adopted.one(ADDON, "registry-managed-aliyun-acr-credential-helper").urn
-    assert helper_urn in release.dependencies
     assert plan.outputs["registry"] == {
         "pushUrl": "ml-registry-registry.cn-wulanchabu.cr.aliyuncs.com/ml/trainer",
         "pullUrl": "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/ml/trainer",
@@ -680,28 +677,13 @@ def test_a_tag_missing_from_an_existing_repository_stops_the_run(run_stack) -> N
         "job 'mnist-dev' pulls tag 'v0.1.0', which the repository does not have: "
         "docker push crpi-abc.cn-hangzhou.personal.cr.aliyuncs.com/ml/trainer:v0.1.0 first"
     )
-    repos = {
-        ENTERPRISE_REPOS: {
-            "repos": [
-                {
-                    "id": "crr-1",
-                    "instanceId": "cri-0jl6b5ykcjznb4rb",
-                    "name": "trainer",
-                    "namespace": "ml",
-                    "repoType": "PRIVATE",
-                    "summary": "",
-                    "tags": [],
-                }
-            ]
-        }
-    }
     with pytest.raises(
         NotInRegistry, match="docker push ml-registry-registry.cn-wulanchabu.cr.aliyuncs.com/ml/trainer:v0.1.0 first"
     ):
-        run_stack(stack_config("prod"), "prod", invokes=repos)
+        run_stack(stack_config("prod"), "prod", invokes=mirror_repos(training_tags=()))
     # An adopted repository that is not there is a mistake, not a first run.
     with pytest.raises(NotInRegistry, match="registry.repositoryExists: ACR has no repository ml/trainer: create it"):
-        run_stack(stack_config("prod"), "prod", invokes={ENTERPRISE_REPOS: {"repos": []}})
+        run_stack(stack_config("prod"), "prod", invokes=mirror_repos(training_tags=None))
 
 
 def test_an_adopted_personal_repository_is_read_from_acr(run_stack) -> None:
@@ -744,3 +726,81 @@ def test_a_secret_is_redacted_value_by_value() -> None:
     assert redacted(["a", {"b": 1}]) == [SECRET, {"b": SECRET}]
     assert redacted("{not json") == SECRET and redacted("hunter2") == SECRET
     assert json.loads(redacted('{"auths": {"host": {"auth": "dTpw"}}}')) == {"auths": {"host": {"auth": SECRET}}}
+
+
+def mirror_repos(
+    *, public: bool = True, copied: bool = True, training_tags: tuple[str, ...] | None = ("v0.1.0",)
+) -> dict:
+    """What cs.get_registry_enterprise_repos answers for prod's instance, per namespace: the
+    training image's repository with ``training_tags`` (``None``: no repository), and the
+    mirror holding every image the stack mirrors (``copied``), public or not."""
+    from components.config import load_spec
+    from components.upstream import image_copies
+
+    spec = load_spec(stack_config("prod"), credentials=False)
+    mirrored = [target.rsplit("/", 1)[-1].split(":") for _, target in image_copies(spec)]
+    if not copied:
+        mirrored = mirrored[1:]
+    repo = {"instanceId": "cri-0jl6b5ykcjznb4rb", "summary": ""}
+    by_namespace = {
+        "ml": [
+            {
+                **repo,
+                "id": "crr-0",
+                "name": "trainer",
+                "namespace": "ml",
+                "repoType": "PRIVATE",
+                "tags": [{"tag": tag} for tag in training_tags],
+            }
+        ]
+        if training_tags is not None
+        else [],
+        "mirror": [
+            {
+                **repo,
+                "id": f"crr-{i}",
+                "name": name,
+                "namespace": "mirror",
+                "repoType": "PUBLIC" if public else "PRIVATE",
+                "tags": [{"tag": tag}],
+            }
+            for i, (name, tag) in enumerate(mirrored, 1)
+        ],
+    }
+    return {ENTERPRISE_REPOS: lambda args: {"repos": by_namespace[args["namespace"]]}}
+
+
+def test_operator_and_volcano_pull_from_a_public_mirror_once_it_is_reachable(run_stack) -> None:
+    plan = run_stack(stack_config("prod"), "prod", invokes=mirror_repos())
+    helper = plan.one(ADDON, "registry-managed-aliyun-acr-credential-helper").urn
+    volcano = plan.one("kubernetes:helm.sh/v3:Release")
+    # Anonymous pulls: nothing to wait for when the instance is linked already, least of all the helper.
+    assert helper not in volcano.dependencies
+    config = stack_config("prod")
+    config[cfg("registry")]["linkVpc"] = True
+    linked = run_stack(config, "prod", invokes=mirror_repos())
+    link = linked.one(LINK).urn
+    assert link in linked.one("kubernetes:helm.sh/v3:Release").dependencies
+    assert link in linked.one("kubernetes:kustomize:Directory").dependencies
+    assert helper not in linked.one("kubernetes:kustomize:Directory").dependencies
+
+
+@pytest.mark.parametrize(
+    ("repos", "problem"),
+    [
+        (mirror_repos(public=False), "mirror/training-operator is private: make it public"),
+        (
+            mirror_repos(copied=False),
+            "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/mirror/training-operator:v1-93c5489 is not copied",
+        ),
+    ],
+    ids=["private", "not copied"],
+)
+def test_a_mirror_that_needs_credentials_or_lacks_an_image_stops_the_run(run_stack, repos, problem) -> None:
+    from components.mirror import MirrorNotReady
+
+    with pytest.raises(MirrorNotReady) as raised:
+        run_stack(stack_config("prod"), "prod", invokes=repos)
+    message = str(raised.value)
+    assert message.startswith("imageMirror: the operator, Volcano and Trainer v2 pull these without credentials")
+    assert problem in message and "python -m components.upstream images" in message
