@@ -25,9 +25,9 @@ from components.manifests import (
     system_node_selector,
     v2_fabrics,
 )
+from components.mirror import mirrored_images
 from components.registry import image_pushed
 from components.stack import stack_secret, stack_spec
-from components.upstream import image_copies
 
 spec = stack_spec()
 pool = registry = cluster = None
@@ -87,7 +87,7 @@ else:
             cluster_id=cluster.cluster_id,
             vpc_id=network.vpc_id,
             vswitch_id=network.first_vswitch_id,
-            mirrored_images=[target for _, target in image_copies(spec)] if spec.image_mirror else (),
+            mirrored_images=mirrored_images(spec),
             keep_addons=cluster.adopted,
             password=stack_secret("registryPassword"),
         )
