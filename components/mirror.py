@@ -11,6 +11,7 @@ mirror holds copies of public upstream images, so making it public discloses not
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -40,6 +41,20 @@ def mirrored_images(spec: PlatformSpec) -> list[str]:
     except ValueError as err:
         pulumi.log.warn(f"imageMirror is not checked before the update: {err}")
         return []
+
+
+def enterprise_namespace_exists(
+    instance_id: str, namespace: str, *, opts: pulumi.InvokeOptions | None = None
+) -> bool | None:
+    """Whether ACR has ``namespace`` in instance ``instance_id``; ``None`` without an answer
+    (the offline plan). Asked before its repositories are listed, since that list is asked
+    for by namespace name (ListRepository) and is not documented for a missing one; the
+    namespace list is every namespace, filtered by the provider
+    (terraform-provider-alicloud data_source_alicloud_cr_ee_namespaces.go)."""
+    answer = alicloud.cs.get_registry_enterprise_namespaces(
+        instance_id=instance_id, name_regex=f"^{re.escape(namespace)}$", opts=opts
+    ).namespaces
+    return None if answer is None else any(n.name == namespace for n in answer)
 
 
 def mirror_problems(mirrored: Sequence[str], repositories: dict[str, list]) -> list[str]:
@@ -79,6 +94,12 @@ def check_enterprise_mirror(
         by_namespace[image.rsplit(":", 1)[0].split("/")[-2]].append(image)
     repositories = {}
     for namespace in by_namespace:
+        exists = enterprise_namespace_exists(instance_id, namespace, opts=opts)
+        if exists is None:
+            return
+        if not exists:
+            repositories[namespace] = []
+            continue
         # enable_details pages through ListRepoTag for every repository's tags
         # (terraform-provider-alicloud data_source_alicloud_cr_ee_repos.go).
         answer = alicloud.cs.get_registry_enterprise_repos(

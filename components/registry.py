@@ -14,7 +14,7 @@ from pulumi.output import UNKNOWN
 from ._k8s import TOKEN
 from .config import RegistrySpec
 from .manifests import ACR_HELPER_ADDON, MANAGED_BY, acr_helper_config, docker_config_json
-from .mirror import check_enterprise_mirror
+from .mirror import check_enterprise_mirror, enterprise_namespace_exists
 from .namespace import TrainingNamespace
 
 PULL_SECRET = "registry-pull"
@@ -258,6 +258,12 @@ class ContainerRegistry(pulumi.ComponentResource):
             if not instances:
                 return PushedTags(repository_found=False, tags=frozenset(), push_to=push_to)
             instance_id = instances[0].id
+        if not spec.namespace_exists:
+            exists = enterprise_namespace_exists(instance_id, spec.namespace, opts=opts)
+            if exists is None:
+                return None
+            if not exists:
+                return PushedTags(repository_found=False, tags=frozenset(), push_to=push_to)
         # With enable_details the data source pages through ListRepoTag for every tag
         # (terraform-provider-alicloud data_source_alicloud_cr_ee_repos.go).
         answer = alicloud.cs.get_registry_enterprise_repos(

@@ -642,6 +642,7 @@ def _without_images(manifest: dict) -> dict:
 
 PERSONAL_REPOS = "alicloud:cr/getRepos:getRepos"
 ENTERPRISE_REPOS = "alicloud:cs/getRegistryEnterpriseRepos:getRegistryEnterpriseRepos"
+ENTERPRISE_NAMESPACES = "alicloud:cs/getRegistryEnterpriseNamespaces:getRegistryEnterpriseNamespaces"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 
 
@@ -729,11 +730,16 @@ def test_a_secret_is_redacted_value_by_value() -> None:
 
 
 def mirror_repos(
-    *, public: bool = True, copied: bool = True, training_tags: tuple[str, ...] | None = ("v0.1.0",)
+    *,
+    public: bool = True,
+    copied: bool = True,
+    training_tags: tuple[str, ...] | None = ("v0.1.0",),
+    existing: tuple[str, ...] = ("ml", "mirror"),
 ) -> dict:
     """What cs.get_registry_enterprise_repos answers for prod's instance, per namespace: the
     training image's repository with ``training_tags`` (``None``: no repository), and the
-    mirror holding every image the stack mirrors (``copied``), public or not."""
+    mirror holding every image the stack mirrors (``copied``), public or not; of these
+    namespaces, those in ``existing`` exist."""
     from components.config import load_spec
     from components.upstream import image_copies
 
@@ -767,7 +773,11 @@ def mirror_repos(
             for i, (name, tag) in enumerate(mirrored, 1)
         ],
     }
-    return {ENTERPRISE_REPOS: lambda args: {"repos": by_namespace[args["namespace"]]}}
+    namespaces = [{"name": name, "namespaceName": name, "instanceId": repo["instanceId"]} for name in by_namespace]
+    return {
+        ENTERPRISE_NAMESPACES: {"namespaces": [n for n in namespaces if n["name"] in existing]},
+        ENTERPRISE_REPOS: lambda args: {"repos": by_namespace[args["namespace"]]},
+    }
 
 
 def test_operator_and_volcano_pull_from_a_public_mirror_once_it_is_reachable(run_stack) -> None:
@@ -789,12 +799,13 @@ def test_operator_and_volcano_pull_from_a_public_mirror_once_it_is_reachable(run
     ("repos", "problem"),
     [
         (mirror_repos(public=False), "mirror/training-operator is private: make it public"),
+        (mirror_repos(existing=("ml",)), "mirror/training-operator:v1-93c5489 is not copied"),
         (
             mirror_repos(copied=False),
             "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/mirror/training-operator:v1-93c5489 is not copied",
         ),
     ],
-    ids=["private", "not copied"],
+    ids=["private", "no mirror namespace", "not copied"],
 )
 def test_a_mirror_that_needs_credentials_or_lacks_an_image_stops_the_run(run_stack, repos, problem) -> None:
     from components.mirror import MirrorNotReady
@@ -804,3 +815,12 @@ def test_a_mirror_that_needs_credentials_or_lacks_an_image_stops_the_run(run_sta
     message = str(raised.value)
     assert message.startswith("imageMirror: the operator, Volcano and Trainer v2 pull these without credentials")
     assert problem in message and "python -m components.upstream images" in message
+
+
+def test_a_namespace_the_stack_adds_to_an_adopted_instance_holds_back_the_jobs_until_pushed(run_stack) -> None:
+    config = stack_config("prod")
+    config[cfg("registry")].update(namespaceExists=False, repositoryExists=False)
+    # The first update creates the namespace and the repository; the mirror is ready.
+    first = run_stack(config, "prod", invokes=mirror_repos(existing=("mirror",)))
+    assert first.one(EE_REPO).retain_on_delete and not first.of_type(JOB)
+    assert run_stack(config, "prod", invokes=mirror_repos()).of_type(JOB)
