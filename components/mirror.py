@@ -43,6 +43,11 @@ def mirrored_images(spec: PlatformSpec) -> list[str]:
         return []
 
 
+def exact_name(name: str) -> str:
+    """A look-up's ``name_regex`` matching ``name`` only."""
+    return f"^{re.escape(name)}$"
+
+
 def enterprise_namespace_exists(
     instance_id: str, namespace: str, *, opts: pulumi.InvokeOptions | None = None
 ) -> bool | None:
@@ -52,7 +57,7 @@ def enterprise_namespace_exists(
     namespace list is every namespace, filtered by the provider
     (terraform-provider-alicloud data_source_alicloud_cr_ee_namespaces.go)."""
     answer = alicloud.cs.get_registry_enterprise_namespaces(
-        instance_id=instance_id, name_regex=f"^{re.escape(namespace)}$", opts=opts
+        instance_id=instance_id, name_regex=exact_name(namespace), opts=opts
     ).namespaces
     return None if answer is None else any(n.name == namespace for n in answer)
 

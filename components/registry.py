@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -14,7 +13,7 @@ from pulumi.output import UNKNOWN
 from ._k8s import TOKEN
 from .config import RegistrySpec
 from .manifests import ACR_HELPER_ADDON, MANAGED_BY, acr_helper_config, docker_config_json
-from .mirror import check_enterprise_mirror, enterprise_namespace_exists
+from .mirror import check_enterprise_mirror, enterprise_namespace_exists, exact_name
 from .namespace import TrainingNamespace
 
 PULL_SECRET = "registry-pull"
@@ -31,12 +30,13 @@ class PushedTags:
     Attributes:
         repository_found: the repository exists.
         tags: its tags.
-        push_to: where to push a missing tag, for the messages.
+        push_to: the repository's public URL, for the ``docker push`` in messages, or
+            ``None`` while a personal repository's host is unknown.
     """
 
     repository_found: bool
     tags: frozenset[str]
-    push_to: str
+    push_to: str | None
 
 
 def enterprise_hosts(instance_name: str, region: str) -> tuple[str, str]:
@@ -119,7 +119,7 @@ class ContainerRegistry(pulumi.ComponentResource):
             # cr.get_repos lists every tag (GetRepoTags, paged) only with enable_details
             # (terraform-provider-alicloud data_source_alicloud_cr_repos.go).
             answer = alicloud.cr.get_repos(
-                namespace=spec.namespace, name_regex=_exactly(spec.repository), enable_details=True, opts=invoke
+                namespace=spec.namespace, name_regex=exact_name(spec.repository), enable_details=True, opts=invoke
             ).repos
             repo = _named(answer, spec.repository)
             if spec.repository_exists:
@@ -143,7 +143,7 @@ class ContainerRegistry(pulumi.ComponentResource):
                 self.pushed = PushedTags(
                     repository_found=repo is not None,
                     tags=_tags(repo),
-                    push_to=f"{public}/{path}" if public else "the pushUrl in: pulumi stack output registry",
+                    push_to=f"{public}/{path}" if public else None,
                 )
         else:
             if spec.enterprise_instance_id is not None:
@@ -251,7 +251,7 @@ class ContainerRegistry(pulumi.ComponentResource):
         instance_id = spec.enterprise_instance_id
         if instance_id is None:
             instances = alicloud.cs.get_registry_enterprise_instances(
-                name_regex=_exactly(spec.enterprise_instance_name), opts=opts
+                name_regex=exact_name(spec.enterprise_instance_name), opts=opts
             ).instances
             if instances is None:
                 return None
@@ -269,7 +269,7 @@ class ContainerRegistry(pulumi.ComponentResource):
         answer = alicloud.cs.get_registry_enterprise_repos(
             instance_id=instance_id,
             namespace=spec.namespace,
-            name_regex=_exactly(spec.repository),
+            name_regex=exact_name(spec.repository),
             enable_details=True,
             opts=opts,
         ).repos
@@ -277,10 +277,6 @@ class ContainerRegistry(pulumi.ComponentResource):
             return None
         repo = _named(answer, spec.repository)
         return PushedTags(repository_found=repo is not None, tags=_tags(repo), push_to=push_to)
-
-
-def _exactly(name: str) -> str:
-    return f"^{re.escape(name)}$"
 
 
 def _named(repos: Sequence | None, name: str):
@@ -317,8 +313,8 @@ def image_pushed(registry: ContainerRegistry | None, tag: str | None, owner: str
     pushed = registry.pushed
     push = (
         f"docker push {pushed.push_to}:{tag}"
-        if "/" in pushed.push_to
-        else f"push the image, tag {tag}, to {pushed.push_to}"
+        if pushed.push_to
+        else f"push the image as tag {tag} to the pushUrl of: pulumi stack output registry"
     )
     if not pushed.repository_found:
         pulumi.log.warn(
