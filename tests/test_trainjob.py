@@ -411,7 +411,11 @@ def test_one_key_moves_a_stack_to_trainer_v2(run_stack) -> None:
     assert inputs["createNamespace"] is True
     system = {"ack-training-platform/pool": "system"}
     assert inputs["values"] == {
-        "jobset": {"install": True, "controller": {"nodeSelector": system}},
+        "jobset": {
+            "install": True,
+            "controller": {"nodeSelector": system},
+            "image": {"repository": "registry.k8s.io/jobset/jobset", "tag": "v0.12.0"},
+        },
         "manager": {"nodeSelector": system},
     }
     runtime = plan.one(RUNTIME)
@@ -452,7 +456,7 @@ def test_v1_and_v2_run_side_by_side_through_the_mirror(run_stack) -> None:
     assert plan.one("kubernetes:kustomize:Directory") and plan.one(RELEASE, "volcano")
     values = plan.one(RELEASE, "kubeflow-trainer").inputs["values"]
     assert values["image"] == {"registry": MIRROR, "repository": "trainer-controller-manager"}
-    assert values["jobset"]["image"] == {"registry": MIRROR, "repository": "jobset", "tag": "v0.12.0"}
+    assert values["jobset"]["image"] == {"repository": f"{MIRROR}/jobset", "tag": "v0.12.0"}
 
 
 def test_kueue_queues_v2_jobs_with_the_gpu_quota(run_stack) -> None:
@@ -530,11 +534,8 @@ def test_trainer_v2_images_are_listed_for_the_mirror_as_the_chart_pulls_them() -
     values = trainer_v2_values(spec.trainer_v2, mirror=MIRROR, node_selector=None)
     manager = f"{values['image']['registry']}/{values['image']['repository']}:v2.3.0"
     assert copies["ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0"] == manager
-    jobset = values["jobset"]["image"]
-    assert (
-        copies["registry.k8s.io/jobset/jobset:v0.12.0"]
-        == f"{jobset['registry']}/{jobset['repository']}:{jobset['tag']}"
-    )
+    jobset = values["jobset"]["image"]  # the JobSet chart writes <repository>:<tag>
+    assert copies["registry.k8s.io/jobset/jobset:v0.12.0"] == f"{jobset['repository']}:{jobset['tag']}"
     assert "registry.k8s.io/kueue/kueue:v0.19.2" not in copies
     config[cfg("trainerV2")] = {"install": True, "kueue": {"enabled": True}}
     queued = load_spec(config, credentials=False)

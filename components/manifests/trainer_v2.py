@@ -6,8 +6,9 @@ Facts about the chart are from kubeflow/trainer at tag v2.3.0,
 from ``oci://registry.k8s.io/jobset/charts`` under ``jobset.install``; ``values.yaml``:
 ``image.registry``/``image.repository``, ``manager.nodeSelector``, runtimes off by default;
 ``templates/_helpers.tpl``: the manager image tag defaults to ``v<chart version>``). The
-JobSet subchart's values (``image.registry``/``repository``/``tag``,
-``controller.nodeSelector``) are kubernetes-sigs/jobset's ``charts/jobset/values.yaml``.
+JobSet subchart's values (``image.repository``/``tag``, ``controller.nodeSelector``) are
+kubernetes-sigs/jobset v0.12.0's ``charts/jobset/values.yaml``: it has no registry key, and its
+Deployment prints ``<image.repository>:<image.tag>``.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def trainer_v2_values(
         node_selector: labels of the nodes for the controllers (the system pool).
 
     Raises:
-        ValueError: ``mirror`` is set and the JobSet release of ``spec.version`` is not known here.
+        ValueError: the chart installs JobSet and the JobSet release of ``spec.version`` is not known here.
     """
     values: dict[str, Any] = {"jobset": {"install": spec.jobset}}
     if node_selector:
@@ -67,14 +68,13 @@ def trainer_v2_values(
         if spec.jobset:
             values["jobset"]["controller"] = {"nodeSelector": dict(node_selector)}
     if mirror is not None:
-        # The charts write <registry>/<repository>:<tag>, which is mirrored()'s layout.
+        # The chart writes <registry>/<repository>:<tag>, which is mirrored()'s layout.
         values["image"] = {"registry": mirror, "repository": TRAINER_V2_IMAGE.rsplit("/", 1)[-1]}
-        if spec.jobset:
-            values["jobset"]["image"] = {
-                "registry": mirror,
-                "repository": JOBSET_IMAGE.rsplit("/", 1)[-1],
-                "tag": _jobset_version(spec.version),
-            }
+    if spec.jobset:
+        # Always set: the chart's own values name a staging image, and it takes a whole repository path.
+        jobset = f"{JOBSET_IMAGE}:{_jobset_version(spec.version)}"
+        repository, _, tag = (mirrored(jobset, mirror) if mirror is not None else jobset).rpartition(":")
+        values["jobset"]["image"] = {"repository": repository, "tag": tag}
     return values
 
 
