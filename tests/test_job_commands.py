@@ -66,7 +66,7 @@ def test_list_shows_both_kinds_with_phase_replicas_restarts_and_age(cluster) -> 
     # mnist: 2 container restarts on the Master; its failed Worker pod shows under replicas.
     assert lines[2].split()[-2:] == ["2", "3h5m"] and lines[1].split()[-2:] == ["1", "7m"]
     assert "Master 1/1 active; Worker 1/1 active, 1 failed" in lines[2]
-    assert "node 1/2 ready, 1 active" in lines[1]
+    assert "node 2/2 running" in lines[1]  # gpt: its JobSet restarted once
     selectors = [q["labelSelector"][0] for m, p, q, _ in api.requests if p == PODS]
     assert selectors == ["jobset.sigs.k8s.io/jobset-name=gpt", "training.kubeflow.org/job-name=mnist"]
 

@@ -30,7 +30,8 @@ class AlertThresholds(Spec):
     """How many checkpoint intervals (the job's ``checkpointEvery`` steps) training may run past its last
     committed checkpoint."""
     restarts_per_hour: int = Field(default=DEFAULT_RESTARTS_PER_HOUR, ge=1, le=1000)
-    """Container restarts of one training pod within an hour that count as restarting repeatedly."""
+    """Restarts of one training pod (in place or recreated) or of one TrainJob's nodes within an hour that count as
+    restarting repeatedly."""
     min_bus_bandwidth_gbps: float | None = Field(default=None, gt=0)
     """Lowest acceptable all-reduce bus bandwidth of the ``netbench`` job, GB/s (10^9 bytes per second), at
     its best message size. Unset: no alert (what is good depends on the fabric and GPU count)."""
