@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import cfg, stack_config
+from fixtures.failures import job_failure, jobset_action
 from fixtures.models import assert_matches_model
 from fixtures.operator_overlay import kustomize_invoke
 from kubeflow_trainer_api.models import TrainerV1alpha1ClusterTrainingRuntime, TrainerV1alpha1TrainJob
@@ -33,6 +34,7 @@ from components.manifests import (
     trainer_v2_values,
     training_runtime,
 )
+from components.manifests.trainjob import TRAINER_NODE
 from components.upstream import image_copies
 
 GOLDEN = Path(__file__).parent / "golden" / "v2"
@@ -563,3 +565,24 @@ def test_local_stack_runs_the_same_job_on_both_backends(run_stack, tmp_path: Pat
 def _flags(job: dict[str, Any]) -> list[str]:
     command = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
     return command[command.index("trainer") + 1 :]
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "conditions", "action"),
+    [
+        (1, [], "FailJobSet"),  # a bug: a retry fails the same way
+        (2, [], "FailJobSet"),  # bad data, agreed by every rank
+        (143, ["DisruptionTarget"], "RestartJobSetAndIgnoreMaxRestarts"),  # evicted or preempted, checkpointed
+        (137, ["DisruptionTarget"], "RestartJobSetAndIgnoreMaxRestarts"),  # killed after the grace period
+        (143, [], "RestartJobSet"),  # SIGTERM from elsewhere: spends one restart
+        (137, [], "RestartJobSet"),  # the OOM killer
+        (203, [], "RestartJobSet"),  # trainer.launch's transient status: a lost peer or rendezvous
+    ],
+)
+def test_a_v2_job_fails_fast_on_a_bug_and_retries_disruptions_without_limit(
+    exit_code: int, conditions: list[str], action: str
+) -> None:
+    spec = training_runtime()["spec"]["template"]["spec"]
+    node_job = spec["replicatedJobs"][0]["template"]["spec"]
+    reason, message = job_failure(node_job, TRAINER_NODE, exit_code, conditions)
+    assert jobset_action(spec["failurePolicy"], reason, message) == action
