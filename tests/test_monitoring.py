@@ -453,3 +453,48 @@ def test_the_job_list_of_an_imported_dashboard_fills_itself() -> None:
     # Grafana never queries a variable whose refresh is unset: the job picker would stay empty.
     (job,) = [v for v in training_dashboard("training")["templating"]["list"] if v["name"] == "job"]
     assert job["refresh"] in (1, 2)
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        # ACK's GPU exporter: the GPU's pod and namespace as they are.
+        'namespace="training",pod="gpt-node-0-1-x7k2p"',
+        # NVIDIA's dcgm-exporter chart under a prometheus-operator (honorLabels false): renamed.
+        'namespace="gpu-operator",pod="dcgm-exporter-abcde",exported_namespace="training",'
+        'exported_pod="gpt-node-0-1-x7k2p"',
+    ],
+)
+def test_gpu_queries_find_the_jobs_pods_under_either_exporter(tmp_path, labels: str) -> None:
+    tool = promtool()
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": []}))
+    series = [
+        {"series": f'{gpu_metrics.GPU_UTIL}{{{labels},gpu="{gpu}"}}', "values": f"{util}x5"}
+        for gpu, util in (("0", 90), ("1", 70))
+    ]
+    # A pod of another job and one of another namespace stay out.
+    series.append(
+        {
+            "series": f'{gpu_metrics.GPU_UTIL}{{namespace="training",pod="gpt-large-node-0-0-a",gpu="0"}}',
+            "values": "5x5",
+        }
+    )
+    series.append(
+        {"series": f'{gpu_metrics.GPU_UTIL}{{namespace="other",pod="gpt-node-0-0-b",gpu="0"}}', "values": "5x5"}
+    )
+    test = {
+        "interval": "1m",
+        "input_series": series,
+        "promql_expr_test": [
+            {
+                "expr": gpu_metrics.per_pod(
+                    "avg", gpu_metrics.GPU_UTIL, "training", "gpt-(master|worker|node)-[0-9].*"
+                ),
+                "eval_time": "4m",
+                "exp_samples": [{"labels": '{pod="gpt-node-0-1-x7k2p"}', "value": 80}],
+            }
+        ],
+    }
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump({"rule_files": ["rules.yaml"], "tests": [test]}))
+    result = subprocess.run([tool, "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
