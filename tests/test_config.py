@@ -449,10 +449,37 @@ INVALID = [
         "keep the job on backend v1",
     ),
     (
-        "priority class on v2",
+        "priority class on v2 without Kueue's",
         {"jobs.0.backend": "v2", "jobs.0.scheduling": {"priorityClass": "high"}},
-        "ack-training-platform:jobs[0].scheduling.priorityClass: a TrainJob's runtime patches cannot set a pod "
-        "priority class (v2.3.0); drop priorityClass, or keep the job on backend v1",
+        "ack-training-platform:jobs[0].scheduling.priorityClass: 'high': a TrainJob's priority is a Kueue "
+        "WorkloadPriorityClass (its runtime patches cannot set a pod priority class): declare it in "
+        "trainerV2.kueue.priorities (none declared) with trainerV2.kueue.enabled: true",
+    ),
+    (
+        "priority class on v2 that Kueue does not have",
+        {
+            "jobs.0.backend": "v2",
+            "jobs.0.scheduling": {"priorityClass": "high"},
+            "trainerV2": {"kueue": {"enabled": True, "priorities": {"urgent": 1000}}},
+        },
+        "ack-training-platform:jobs[0].scheduling.priorityClass: 'high': a TrainJob's priority is a Kueue "
+        "WorkloadPriorityClass (its runtime patches cannot set a pod priority class): declare it in "
+        "trainerV2.kueue.priorities (['urgent']) with trainerV2.kueue.enabled: true",
+    ),
+    (
+        "a pending alert Kueue would pre-empt",
+        {
+            "training": {"backend": "v2"},
+            "trainerV2": {"kueue": {"enabled": True, "podsReadyTimeoutMinutes": 15}},
+            "monitoring": {"alerts": {"pendingMinutes": 20}},
+        },
+        "ack-training-platform:monitoring.alerts.pendingMinutes: 20 minutes would never pass: Kueue evicts and "
+        "requeues a job whose pods wait trainerV2.kueue.podsReadyTimeoutMinutes (15), so give less than that",
+    ),
+    (
+        "a Kueue priority beyond int32",
+        {"trainerV2": {"kueue": {"enabled": True, "priorities": {"urgent": 2**31}}}},
+        "ack-training-platform:trainerV2.kueue.priorities.urgent: Input should be less than 2147483648 (got 2147483648)",
     ),
     (
         "torchrun's variables on v2",
@@ -495,7 +522,7 @@ INVALID = [
         "misspelled alert threshold",
         {"monitoring.alerts": {"noProgressMinute": 10}},
         "ack-training-platform:monitoring.alerts.noProgressMinute: unknown key; did you mean 'noProgressMinutes'? "
-        "valid keys: checkpointIntervals, minBusBandwidthGbps, minMfu, noProgressMinutes, restartsPerHour",
+        "valid keys: checkpointIntervals, minBusBandwidthGbps, minMfu, noProgressMinutes, pendingMinutes, restartsPerHour",
     ),
     (
         "no-progress window too short",

@@ -227,6 +227,14 @@ CASES: dict[str, tuple[str, dict[str, str], dict[str, str], dict[str, str]]] = {
         {**LABELS, "severity": "critical"},
         {f"{STEP}{{{T}}}": "0+10x50", f"{LOOP}{{{T}}}": "1x50"},
     ),
+    "TrainingPodPending": (
+        # the autoscaler cannot add a node: the pod waits from minute 2 on
+        "25m",
+        {kube_metrics.POD_PHASE + f'{{{POD},uid="u1",phase="Pending"}}': "0x2 1x30", CONTAINER: "1x32"},
+        {"namespace": "training", "pod": "gpt-master-0", "severity": "warning"},
+        # a new node came after 8 minutes
+        {kube_metrics.POD_PHASE + f'{{{POD},uid="u1",phase="Pending"}}': "1x8 0x24", CONTAINER: "1x32"},
+    ),
     "TrainJobStopped": (
         # activeDeadlineSeconds passed at minute 10: Trainer v2 deletes the JobSet and its Jobs.
         "17m",
@@ -344,6 +352,16 @@ MORE_CASES: list[tuple[str, str, dict[str, str], dict[str, str] | None]] = [
             CONTAINER: "1x13",
         },
         {"namespace": "training", "pod": "gpt-master-0", "severity": "critical"},
+    ),
+    (  # a pod pending that is not a training pod (TensorBoard waiting for a node)
+        "TrainingPodPending",
+        "25m",
+        {
+            kube_metrics.POD_PHASE + '{namespace="training",pod="tensorboard-1",uid="t",phase="Pending"}': "1x30",
+            kube_metrics.POD_CONTAINER_INFO
+            + '{namespace="training",pod="tensorboard-1",uid="t",container="tb"}': "1x30",
+        },
+        None,
     ),
     (  # a v1 pod with a retryable exit code, Failed until the operator deletes it
         "TrainingJobFailed",

@@ -498,8 +498,32 @@ def test_kueue_queues_v2_jobs_with_the_gpu_quota(run_stack) -> None:
     assert manager["nodeSelector"] == {"ack-training-platform/pool": "system"}
     config = yaml.safe_load(inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
     assert "trainer.kubeflow.org/trainjob" in config["integrations"]["frameworks"]
-    # All of a job's pods run within the timeout, new nodes included, or the job goes back to the queue.
-    assert config["waitForPodsReady"] == {"timeout": "30m", "blockAdmission": False}
+    # All of a job's pods run within the timeout, new nodes included, or the job goes back to the queue,
+    # five times at most: then Kueue deactivates it instead of cycling for ever.
+    assert config["waitForPodsReady"] == {
+        "timeout": "30m",
+        "blockAdmission": False,
+        "requeuingStrategy": {"backoffLimitCount": 5},
+    }
+    assert not plan.of_type("kubernetes:kueue.x-k8s.io/v1beta2:WorkloadPriorityClass")
+    assert "preemption" not in cluster_queue["spec"]
+
+
+def test_a_v2_job_of_higher_priority_preempts_in_the_queue(run_stack) -> None:
+    config = stack_config("dev")
+    config[cfg("training")]["backend"] = "v2"
+    config[cfg("trainerV2")] = {"kueue": {"enabled": True, "priorities": {"urgent": 1000, "batch": 10}}}
+    config[cfg("jobs")][0]["scheduling"] = {"priorityClass": "urgent"}
+    plan = run_stack(config)
+    classes = plan.of_type("kubernetes:kueue.x-k8s.io/v1beta2:WorkloadPriorityClass")
+    assert {c.inputs["metadata"]["name"]: c.inputs["value"] for c in classes} == {"urgent": 1000, "batch": 10}
+    cluster_queue = plan.one("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue").inputs
+    assert cluster_queue["spec"]["preemption"] == {"withinClusterQueue": "LowerPriority"}
+    assert plan.one(TRAINJOB).inputs["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "urgent"
+    config[cfg("trainerV2")]["kueue"]["maxRequeues"] = None
+    release = run_stack(config).one(RELEASE, "kueue").inputs
+    manager_config = yaml.safe_load(release["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    assert "requeuingStrategy" not in manager_config["waitForPodsReady"]
 
 
 def test_kueue_running_already_gets_only_the_queue(run_stack) -> None:

@@ -25,7 +25,9 @@ V1_CONTAINER = "pytorch"
 """The trainer container of a PyTorchJob (the v1 operator's webhook requires the name)."""
 V1_CONTAINER_MATCH = f'container="{V1_CONTAINER}"'
 FAILED_PHASE = 'phase="Failed"'
+PENDING_PHASE = 'phase="Pending"'
 CONDITION_TRUE = 'condition="true"'
+TRAINING_CONTAINERS = f'container=~"{V1_CONTAINER}|{TRAINER_NODE}"'
 FAILED_WINDOW = "10m"
 """How long a failed v1 job keeps its alert: the operator counts failures, and an increase over
 this window holds the alert long enough to be delivered."""
@@ -116,8 +118,7 @@ def _restarts(namespace: str, threshold: int) -> str:
     The v1 operator's ``training_operator_jobs_restarted_total`` counts these too, but only per
     namespace.
     """
-    containers = f'container=~"{V1_CONTAINER}|{TRAINER_NODE}"'
-    in_place = f"sum by (namespace, pod) (increase({_sel(kube.POD_RESTARTS, namespace, containers)}[1h]))"
+    in_place = f"sum by (namespace, pod) (increase({_sel(kube.POD_RESTARTS, namespace, TRAINING_CONTAINERS)}[1h]))"
     incarnations = (
         f"count by (namespace, pod) (last_over_time({_sel(kube.POD_CREATED, namespace)}[1h]) and on (namespace, pod) "
         f"{_sel(kube.POD_CONTAINER_INFO, namespace, V1_CONTAINER_MATCH)})"
@@ -207,6 +208,24 @@ def alerts(spec: PlatformSpec) -> list[Alert]:
             f"`kubectl -n {ns} get events` and the pods' exit codes (OOMKilled, evicted, preempted) and the previous "
             "container's log (`kubectl logs --previous`).",
             "monitoring.alerts.restartsPerHour",
+        )
+    )
+    pending = (
+        f"{_sel(kube.POD_PHASE, ns, PENDING_PHASE)} == 1 and on (namespace, pod, uid) "
+        f"{_sel(kube.POD_CONTAINER_INFO, ns, TRAINING_CONTAINERS)}"
+    )
+    rules.append(
+        Alert(
+            "TrainingPodPending",
+            f"max by (namespace, pod) ({pending})",
+            limits.pending_minutes,
+            "warning",
+            f"Training pod {{{{ $labels.pod }}}} has waited {limits.pending_minutes} minutes for a node.",
+            "Its job cannot start (a gang waits for all of its pods). Read the pod's events "
+            f"(`kubectl -n {ns} describe pod {{{{ $labels.pod }}}}`): FailedScheduling says which resource no node "
+            "has, and the autoscaler's events whether it can add one (no stock of the instance type in the "
+            "vSwitches' zones, the pool's max size, an account quota).",
+            "monitoring.alerts.pendingMinutes",
         )
     )
     window = f"{limits.no_progress_minutes}m"

@@ -65,6 +65,8 @@ PATCH_MANAGER = f"{PROJECT}/platform"
 managers (Kueue's ``kueue.x-k8s.io/manager``) keep patches of their own beside it."""
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 """The LocalQueue a TrainJob is submitted to (Kueue: "Run A TrainJob")."""
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+"""The WorkloadPriorityClass of a queued job (Kueue v0.19.2 ``pkg/controller/constants``)."""
 JOB_RESTARTS = RunPolicySpec.model_fields["backoff_limit"].default
 """Restarts of a whole job after a pod fails, as many as a v1 job's default ``backoffLimit``."""
 DEFAULT_SHM = "2Gi"
@@ -274,6 +276,8 @@ def train_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
     if job.run_policy.active_deadline_seconds is not None:
         spec["activeDeadlineSeconds"] = job.run_policy.active_deadline_seconds
     metadata_labels = {**labels, **({QUEUE_LABEL: ctx.queue} if ctx.queue else {})}
+    if ctx.queue and job.scheduling.priority_class:
+        metadata_labels[PRIORITY_LABEL] = job.scheduling.priority_class
     return {
         "apiVersion": TRAINER_API,
         "kind": "TrainJob",
