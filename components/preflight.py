@@ -17,6 +17,7 @@ import pulumi
 import pulumi_alicloud as alicloud
 
 from .config import PROJECT, ConfigError, PlatformSpec
+from .config.capacity import GIB, NodeShare, misfit
 
 VERSIONS = "alicloud:cs/getKubernetesVersion:getKubernetesVersion"
 INSTANCE_TYPES = "alicloud:ecs/getInstanceTypes:getInstanceTypes"
@@ -46,7 +47,9 @@ def cloud_problems(spec: PlatformSpec) -> list[str]:
     problems = _version_problems(spec)
     zones, missing = _vswitch_zones(spec)
     problems += missing
-    problems += _instance_type_problems(spec, zones)
+    sold, type_problems = _instance_types_sold(spec, zones)
+    problems += type_problems
+    problems += _fit_problems(spec, sold)
     problems += _nas_problems(spec, zones)
     return problems
 
@@ -94,36 +97,62 @@ def _vswitch_zones(spec: PlatformSpec) -> tuple[list[str], list[str]]:
     return zones, problems
 
 
-def _instance_type_problems(spec: PlatformSpec, zones: list[str]) -> list[str]:
+def _instance_types_sold(spec: PlatformSpec, zones: list[str]) -> tuple[list[Any], list[str]]:
+    """What ECS reports for each GPU instance type sold in one of ``zones``, and a problem per
+    type sold in none of them."""
     pool = spec.gpu_pool
     if pool is None or not zones:
-        return []
-    problems = []
+        return [], []
+    reported, problems = [], []
     for i, instance_type in enumerate(pool.instance_types):
         # A type that is sold out in a zone is not listed for it (Terraform's alicloud_instance_types:
         # "If one instance type is sold out, it will not be exported").
-        sold = [
-            zone
+        listed = [
+            offered
             for zone in dict.fromkeys(zones)
-            if any(
-                offered.id == instance_type
-                for offered in alicloud.ecs.get_instance_types(
-                    instance_type=instance_type,
-                    availability_zone=zone,
-                    instance_charge_type="PostPaid",
-                    spot_strategy=pool.spot_strategy,
-                ).instance_types
-                or []
-            )
+            for offered in alicloud.ecs.get_instance_types(
+                instance_type=instance_type,
+                availability_zone=zone,
+                instance_charge_type="PostPaid",
+                spot_strategy=pool.spot_strategy,
+            ).instance_types
+            or []
+            if offered.id == instance_type
         ]
-        if not sold:
-            problems.append(
-                f"{_key(f'gpuPool.instanceTypes[{i}]')}: {instance_type} is not sold "
-                f"{'as spot ' if pool.spot_strategy != 'NoSpot' else ''}in the vSwitches' zones "
-                f"({', '.join(dict.fromkeys(zones))}): pick a type these zones sell, or add a vSwitch in a zone "
-                f"that sells it (aliyun ecs DescribeAvailableResource --DestinationResource InstanceType "
-                f"--InstanceType {instance_type})"
-            )
+        if listed:
+            reported.append(listed[0])
+            continue
+        problems.append(
+            f"{_key(f'gpuPool.instanceTypes[{i}]')}: {instance_type} is not sold "
+            f"{'as spot ' if pool.spot_strategy != 'NoSpot' else ''}in the vSwitches' zones "
+            f"({', '.join(dict.fromkeys(zones))}): pick a type these zones sell, or add a vSwitch in a zone "
+            f"that sells it (aliyun ecs DescribeAvailableResource --DestinationResource InstanceType "
+            f"--InstanceType {instance_type})"
+        )
+    return reported, problems
+
+
+def _fit_problems(spec: PlatformSpec, reported: list[Any]) -> list[str]:
+    """Jobs that do not fit the vCPUs and memory ECS itself reports for the pool's smallest
+    instance type; the load-time check used the platform's table (or ``nodeCapacity``, which
+    stands)."""
+    pool = spec.gpu_pool
+    sizes = [(t.cpu_core_count, t.memory_size) for t in reported if t.get("cpu_core_count") and t.get("memory_size")]
+    if pool is None or pool.node_capacity is not None or not sizes:
+        return []
+    node = NodeShare(
+        millicpu=min(cpu for cpu, _ in sizes) * 1000,
+        memory=int(min(memory for _, memory in sizes) * GIB),
+        gpus=pool.gpus_per_node,
+        exact=False,
+        source=", ".join(t.id for t in reported)
+        + (", as ECS lists it," if len(sizes) == 1 else ", the smallest as ECS lists them,"),
+    )
+    problems = []
+    for i, job in enumerate(spec.jobs):
+        problem = misfit(job.cpu, job.memory, node, pool.name) if spec.job_gpus(job) else None
+        if problem is not None:
+            problems.append(f"{_key(f'jobs[{i}].{problem[0]}')}: {problem[1]}")
     return problems
 
 

@@ -39,6 +39,16 @@ A10 = {
 }
 
 
+EBMGN8V = {
+    "id": "ecs.ebmgn8v.48xlarge",
+    "family": "ecs.ebmgn8v",
+    "cpuCoreCount": 192,
+    "memorySize": 1024.0,
+    "gpus": [{"amount": "8", "category": "NVIDIA GPU"}],
+    "availabilityZones": ["cn-wulanchabu-c"],
+}
+
+
 def refused(run_stack, config: dict, stack: str, invokes: dict) -> list[str]:
     with pytest.raises(pulumi.RunError) as raised:
         run_stack(config, stack, invokes=invokes)
@@ -52,11 +62,21 @@ def test_the_shipped_stacks_pass_when_the_cloud_offers_what_they_ask_for(run_sta
         SWITCHES: {"vswitches": [vswitch("cn-wulanchabu-c")]},
         NAS_ZONES: {"zones": [nas_zone("cn-wulanchabu-c", "Standard", "Advance")]},
         VERSIONS: {"clusterType": "ManagedKubernetes", "metadatas": [{"version": "1.33.1-aliyun.1", "runtimes": []}]},
-        INSTANCE_TYPES: {
-            "instanceTypes": [{**A10, "id": "ecs.ebmgn8v.48xlarge", "availabilityZones": ["cn-wulanchabu-c"]}]
-        },
+        INSTANCE_TYPES: {"instanceTypes": [EBMGN8V]},
     }
     assert run_stack(stack_config("prod"), "prod", invokes=prod).of_type("alicloud:cs/nodePool:NodePool")
+
+
+def test_jobs_must_fit_the_instance_type_as_ecs_lists_it(run_stack) -> None:
+    smaller = {**EBMGN8V, "memorySize": 768.0}
+    invokes = {SWITCHES: {"vswitches": [vswitch("cn-wulanchabu-c")]}, INSTANCE_TYPES: {"instanceTypes": [smaller]}}
+    assert refused(run_stack, stack_config("prod"), "prod", invokes) == [
+        f"ack-training-platform:jobs[{i}].memory: memory 900Gi per pod does not fit a node of pool 'gpu-erdma': "
+        "ecs.ebmgn8v.48xlarge, as ECS lists it, has 768Gi, of which ACK keeps a part for the system, and the "
+        "autoscaler adds no node for a pod that cannot fit; ask for less, or give gpuPool.nodeCapacity (a node's "
+        "Allocatable, kubectl describe node)"
+        for i in (0, 1)
+    ]
 
 
 def test_a_version_ack_does_not_create_is_refused(run_stack) -> None:
