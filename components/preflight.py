@@ -143,7 +143,6 @@ def _fit_problems(spec: PlatformSpec, reported: list[Any]) -> list[str]:
     node = NodeShare(
         millicpu=min(cpu for cpu, _ in sizes) * 1000,
         memory=int(min(memory for _, memory in sizes) * GIB),
-        gpus=pool.gpus_per_node,
         exact=False,
         source=", ".join(t.id for t in reported)
         + (", as ECS lists it," if len(sizes) == 1 else ", the smallest as ECS lists them,"),

@@ -764,7 +764,7 @@ def test_jobs_fit_the_nodes_they_ask_for() -> None:
     # prod's pods leave room on an ebmgn8v.48xlarge (192 vCPUs, 1024 GiB) for what ACK reserves.
     prod = validate(stack_config("prod"))
     node = prod.gpu_pool.node_share
-    assert (node.millicpu, node.memory, node.gpus, node.exact) == (192_000, 1024 * 2**30, 8, False)
+    assert (node.millicpu, node.memory, node.exact) == (192_000, 1024 * 2**30, False)
     # A measured Allocatable may be used up exactly.
     config = dev(**{"gpuPool.nodeCapacity": {"cpu": "7800m", "memory": "26Gi"}, "jobs.0.cpu": "7800m"})
     config[cfg("jobs")][0]["memory"] = "26Gi"
@@ -776,3 +776,12 @@ def test_jobs_fit_the_nodes_they_ask_for() -> None:
     with pytest.raises(ConfigError) as raised:
         validate(config)
     assert raised.value.problems[0].startswith("ack-training-platform:jobs[0].cpu: cpu 12 per pod does not fit")
+
+
+def test_known_gpu_types_have_the_vcpus_their_names_give() -> None:
+    # ECS names sizes by vCPUs: <n>xlarge has 4n of them ("Instance naming conventions").
+    from components.config.capacity import GPU_INSTANCE_TYPES
+
+    for name, spec in GPU_INSTANCE_TYPES.items():
+        size = name.rsplit(".", 1)[1].removesuffix("xlarge")
+        assert spec.vcpus == 4 * int(size or 1), name

@@ -51,7 +51,6 @@ class NodeShare:
     Args:
         millicpu: CPU, in thousandths of a core.
         memory: bytes.
-        gpus: GPUs.
         exact: the figure is the node's allocatable amount (``gpuPool.nodeCapacity``) rather
             than the instance's capacity, of which ACK keeps a part for the system.
         source: how the figure was found, for error messages.
@@ -59,7 +58,6 @@ class NodeShare:
 
     millicpu: int
     memory: int
-    gpus: int
     exact: bool
     source: str
 
@@ -76,16 +74,14 @@ def smallest_node(instance_types: list[str]) -> NodeShare:
     return NodeShare(
         millicpu=min(t.vcpus for t in types) * 1000,
         memory=min(t.memory_gib for t in types) * GIB,
-        gpus=min(t.gpus for t in types),
         exact=False,
         source=instance_types[0] if len(instance_types) == 1 else f"the smallest of {', '.join(instance_types)}",
     )
 
 
-def allocatable_share(cpu: str, memory: str, gpus: int) -> NodeShare:
-    """A node's allocatable amounts as a stack gives them (``gpuPool.nodeCapacity``, GPUs from
-    ``gpuPool.gpusPerNode``)."""
-    return NodeShare(millicpu(cpu), quantity_bytes(memory), gpus, exact=True, source="gpuPool.nodeCapacity")
+def allocatable_share(cpu: str, memory: str) -> NodeShare:
+    """A node's allocatable amounts as a stack gives them (``gpuPool.nodeCapacity``)."""
+    return NodeShare(millicpu(cpu), quantity_bytes(memory), exact=True, source="gpuPool.nodeCapacity")
 
 
 def format_cpu(milli: int) -> str:

@@ -153,10 +153,11 @@ class GpuPoolSpec(Spec):
 
     @property
     def node_share(self) -> NodeShare:
-        """What one node offers pods: ``nodeCapacity`` when given, else what the smallest of the
-        instance types has (a pool may start any of them)."""
+        """What one node offers pods' CPU and memory: ``nodeCapacity`` when given, else what the
+        smallest of the instance types has (a pool may start any of them). Its GPUs are
+        ``gpusPerNode``, which every instance type must have."""
         if self.node_capacity is not None:
-            return allocatable_share(self.node_capacity.cpu, self.node_capacity.memory, self.gpus_per_node)
+            return allocatable_share(self.node_capacity.cpu, self.node_capacity.memory)
         return smallest_node(self.instance_types)
 
     @property
