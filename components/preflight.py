@@ -170,19 +170,22 @@ def _nas_problems(spec: PlatformSpec, zones: list[str]) -> list[str]:
             f"its mount target's vSwitch ({vswitch_key}) is in {zone}: set zoneId to {zone}, or list a vSwitch of "
             f"{spec.nas_zone} first"
         ]
-    # Extreme NAS lists its storage types as Standard and Advance (Terraform docs
-    # d/nas_zones.html.markdown), which the stack writes in lower case.
-    offered = {
-        z.zone_id: {t.storage_type.lower() for t in z.instance_types or []}
+    # Zones list the storage types they sell. The provider documents them for extreme NAS
+    # only (Standard and Advance: Terraform docs d/nas_zones.html.markdown, which the stack
+    # writes in lower case), so only an extreme file system is matched by storage type.
+    by_storage_type = nas.file_system_type == "extreme"
+    offered = [
+        z.zone_id
         for z in alicloud.nas.get_zones(file_system_type=nas.file_system_type).zones or []
-    }
-    if zone in offered and (not offered[zone] or nas.storage_type.lower() in offered[zone]):
+        if not by_storage_type or nas.storage_type.lower() in {t.storage_type.lower() for t in z.instance_types or []}
+    ]
+    if zone in offered:
         return []
-    key = "storage.nas.zoneId" if nas.file_system_type == "extreme" else vswitch_key
+    wanted = f"{nas.file_system_type} NAS" + (f" of storage type {nas.storage_type}" if by_storage_type else "")
+    key = "storage.nas.zoneId" if by_storage_type else vswitch_key
     return [
-        f"{_key(key)}: {zone}, the zone of the NAS mount target's vSwitch ({vswitch_key}), offers no "
-        f"{nas.file_system_type} NAS of storage type {nas.storage_type}; zones that do: "
-        f"{', '.join(z for z, types in offered.items() if not types or nas.storage_type.lower() in types) or 'none'}"
+        f"{_key(key)}: {zone}, the zone of the NAS mount target's vSwitch ({vswitch_key}), offers no {wanted}; "
+        f"zones that do: {', '.join(offered) or 'none'}"
     ]
 
 

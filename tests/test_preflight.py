@@ -109,13 +109,17 @@ def test_every_refusal_is_reported_at_once(run_stack) -> None:
         INSTANCE_TYPES: {"instanceTypes": []},
         NAS_ZONES: {"zones": [nas_zone("cn-hangzhou-j", "Performance", "Capacity")]},
     }
-    keys = [p.split(": ", 1)[0] for p in refused(run_stack, config, "dev", invokes)]
-    assert keys == [
+    problems = refused(run_stack, config, "dev", invokes)
+    assert [p.split(": ", 1)[0] for p in problems] == [
         "ack-training-platform:cluster.version",
         "ack-training-platform:gpuPool.instanceTypes[0]",
         "ack-training-platform:gpuPool.instanceTypes[1]",
         "ack-training-platform:network.vswitches[0]",
     ]
+    assert problems[-1] == (
+        "ack-training-platform:network.vswitches[0]: cn-hangzhou-k, the zone of the NAS mount target's vSwitch "
+        "(network.vswitches[0]), offers no standard NAS; zones that do: cn-hangzhou-j"
+    )
 
 
 def test_an_adopted_vswitch_outside_the_extreme_nas_zone_is_refused(run_stack) -> None:
