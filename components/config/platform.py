@@ -15,6 +15,7 @@ from .base import (
     field_error,
     quantity_bytes,
 )
+from .capacity import misfit
 from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
 from .jobs import Backend, TrainingJobSpec, v2_conflict
 from .monitoring import MonitoringSpec, PrometheusMode
@@ -315,6 +316,9 @@ class PlatformSpec(Spec):
                         f"{key}.gpus_per_node",
                         f"{gpus} GPUs per pod do not fit on a {pool.gpus_per_node}-GPU node of pool {pool.name!r}",
                     )
+                problem = misfit(job.cpu, job.memory, pool.node_share, pool.name)
+                if problem is not None:
+                    raise field_error(f"{key}.{problem[0]}", problem[1])
                 needed = nodes_needed(job, gpus, pool.gpus_per_node)
                 if needed > pool.max_size:
                     raise field_error(
