@@ -26,10 +26,12 @@ from components.manifests import (
     v2_fabrics,
 )
 from components.mirror import mirrored_images
+from components.preflight import check_cloud
 from components.registry import image_pushed
 from components.stack import stack_secret, stack_spec
 
 spec = stack_spec()
+check_cloud(spec)
 pool = registry = cluster = None
 if spec.cluster.local is not None:
     provider, kept_provider = local_providers(spec.cluster.local)

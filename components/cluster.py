@@ -14,6 +14,9 @@ from .config import AutoscalerSpec, ClusterSpec, LocalClusterSpec, NetworkSpec
 from .manifests import CREATION_ADDONS, POOL_LABEL, SYSTEM_POOL, api_server_acl_command
 from .network import Network
 
+AUTOSCALER_TYPE = "cluster-autoscaler"
+"""The autoscaler ACK runs for the cluster; the SDK also offers ``goatscaler``, whose expander
+settings differ (pulumi-alicloud 4.0.0 ``cs/autoscaling_config.py``)."""
 ACK_CONTROL_PLANE_CIDR = "100.104.0.0/16"
 """ACK's control plane reaches the API server from here; an access list without it
 breaks the cluster (ACK: "Configure access control for the API server")."""
@@ -93,9 +96,14 @@ class AckCluster(pulumi.ComponentResource):
             self.autoscaler = alicloud.cs.AutoscalingConfig(
                 f"{name}-autoscaler",
                 cluster_id=self.cluster_id,
+                # The Terraform provider reads cool_down_duration back from the add-on's
+                # ScaleDownUnneededTime (how long a node stays unneeded before it goes) and
+                # unneeded_duration from ScaleDownDelayAfterAdd (the pause after a scale-out):
+                # terraform-provider-alicloud resource_alicloud_cs_autoscaling_config.go.
+                scaler_type=AUTOSCALER_TYPE,
                 scale_up_from_zero=True,
                 scale_down_enabled=True,
-                unneeded_duration=f"{autoscaler.idle_minutes}m",
+                cool_down_duration=f"{autoscaler.idle_minutes}m",
                 gpu_utilization_threshold=str(autoscaler.gpu_utilization_threshold),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=list(nodes)),
             )
