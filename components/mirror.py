@@ -3,10 +3,11 @@
 Their pods are pulled without credentials, from public repositories: ACR serves a public
 repository's images to anyone, without a login (ACR: "Main features of a repository",
 https://www.alibabacloud.com/help/zh/acr/user-guide/main-features-of-a-repository). The
-credential helper add-on would instead patch each service account only after it exists,
-while Volcano's admission job and the operator create their service account and pods back to
-back; a pod admitted before the patch keeps its empty pull secrets and never pulls. The
-mirror holds copies of public upstream images, so making it public discloses nothing.
+credential helper add-on instead adds its secret to service accounts after they exist, and
+a pod gets its service account's pull secrets once, when it is created (Kubernetes
+``plugin/pkg/admission/serviceaccount/admission.go``), so a chart that creates a service
+account and its pods back to back may leave pods without credentials for good. The mirror
+holds copies of public upstream images, so making it public discloses nothing.
 """
 
 from __future__ import annotations
