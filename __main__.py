@@ -22,11 +22,12 @@ from components.manifests import (
     job_defaults,
     kueue_objects,
     kueue_queue_name,
-    mirrored_namespaces,
     system_node_selector,
     v2_fabrics,
 )
+from components.mirror import mirrored_images
 from components.preflight import check_cloud
+from components.registry import image_pushed
 from components.stack import stack_secret, stack_spec
 
 spec = stack_spec()
@@ -88,8 +89,7 @@ else:
             cluster_id=cluster.cluster_id,
             vpc_id=network.vpc_id,
             vswitch_id=network.first_vswitch_id,
-            # With a mirror, what the stack installs pulls from the registry too.
-            pulling_namespaces=mirrored_namespaces(spec),
+            mirrored_images=mirrored_images(spec),
             keep_addons=cluster.adopted,
             password=stack_secret("registryPassword"),
         )
@@ -105,7 +105,8 @@ operator = TrainingOperator(
     provider=provider,
     image_mirror=spec.image_mirror,
     node_selector=system_node_selector(spec.cluster),
-    pulls_after=registry.ready if registry is not None and spec.image_mirror else None,
+    # The mirror is public: its pulls need the registry reachable, no credentials.
+    pulls_after=registry.reachable if registry is not None and spec.image_mirror else None,
 )
 queued = spec.trainer_v2.kueue.enabled
 trainer_v2 = (
@@ -136,6 +137,7 @@ jobs = [
         provider=provider,
     )
     for job in spec.jobs
+    if image_pushed(registry, job.image_tag if job.image is None else None, f"job {job.name!r}")
 ]
 
 monitoring = Monitoring(

@@ -2,8 +2,10 @@
 
 The real SDK classes of pulumi-alicloud and pulumi-kubernetes still check every argument;
 each registered resource is kept with its inputs and options (:class:`Plan`), with values
-only known after deployment as ``(known after deploy)`` and secrets as ``[secret]``. The
-offline plan (:mod:`components.plan`) and the tests read the same records.
+only known after deployment as ``(known after deploy)`` (a registry host the cloud assigns
+as a named placeholder, so that an image shows its path and tag) and each secret value as
+``[secret]``, in a value of the same shape. The offline plan (:mod:`components.plan`) and
+the tests read the same records.
 """
 
 from __future__ import annotations
@@ -29,6 +31,16 @@ REMOTE = {
 """What the kubernetes provider renders at deploy time (a chart, a remote overlay);
 offline it stays a reference."""
 KUSTOMIZE_INVOKE = "kubernetes:kustomize:directory"
+REGISTRY_HOST = "<registry host, known after deploy>"
+REGISTRY_PUBLIC_HOST = "<registry public host, known after deploy>"
+ASSIGNED_OUTPUTS = {
+    "alicloud:cr/repo:Repo": {
+        "domainLists": [{"vpc": REGISTRY_HOST, "public": REGISTRY_PUBLIC_HOST, "internal": REGISTRY_HOST}]
+    },
+}
+"""Outputs the cloud assigns, as placeholders that say so: a personal registry's hosts (new
+instances get ``crpi-...`` ones), so that what is built from them (an image, a pull URL)
+shows everything else it holds."""
 
 
 @dataclass
@@ -121,13 +133,32 @@ class Plan:
         return {"stack": self.stack, "resources": [r.as_json() for r in self.resources], "outputs": self.outputs}
 
 
+def redacted(value: Any) -> Any:
+    """``value`` with each leaf replaced by ``[secret]``: maps keep their keys, lists their
+    length, and a string holding a JSON document (a ``.dockerconfigjson``) stays one, so
+    that an object carrying secrets stays a valid object."""
+    from pulumi.runtime import rpc
+
+    value = rpc.unwrap_rpc_secret(value)
+    if isinstance(value, dict):
+        return {k: redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redacted(v) for v in value]
+    if isinstance(value, str) and value[:1] in ("{", "["):
+        try:
+            return json.dumps(redacted(json.loads(value)))
+        except ValueError:
+            pass
+    return SECRET
+
+
 def _clean(value: Any) -> Any:
     """Recorded inputs with secrets redacted and unknowns made explicit."""
     from pulumi.output import Unknown
     from pulumi.runtime import rpc
 
     if rpc.is_rpc_secret(value):
-        return SECRET
+        return redacted(value)
     if isinstance(value, Unknown):
         return UNKNOWN
     if isinstance(value, dict):
@@ -180,9 +211,10 @@ def run_program(
         stack: stack name the program sees.
         project_dir: the directory holding ``Pulumi.yaml`` and ``__main__.py``.
         invokes: answers to provider functions by token, e.g. what the kubernetes
-            provider's ``kubernetes:kustomize:directory`` renders. Offline, with none,
-            the cloud look-ups of :mod:`components.preflight` answer as a cloud offering
-            what the stack asks for, and every other function answers nothing.
+            provider's ``kubernetes:kustomize:directory`` renders, or a function of the
+            call's arguments giving the answer. Offline, with none, the cloud look-ups of
+            :mod:`components.preflight` answer as a cloud offering what the stack asks for,
+            and every other function answers nothing.
 
     Returns:
         The recorded plan.
@@ -202,7 +234,7 @@ def run_program(
         """Resources get back their inputs and no id: a preview, where ids are unknown."""
 
         def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str | None, dict]:
-            outputs = dict(args.inputs)
+            outputs = {**args.inputs, **ASSIGNED_OUTPUTS.get(args.typ, {})}
             if args.typ.startswith("kubernetes:") and isinstance(outputs.get("metadata"), dict):
                 # The API server assigns every object a uid; it is unknown until the object exists.
                 outputs["metadata"] = {**outputs["metadata"], "uid": rpc.UNKNOWN}
@@ -210,7 +242,8 @@ def run_program(
 
         def call(self, args: mocks.MockCallArgs) -> dict:
             if invokes and args.token in invokes:
-                return dict(invokes[args.token])
+                answer = invokes[args.token]
+                return dict(answer(args.args) if callable(answer) else answer)
             if args.token in preflight.LOOKUPS:
                 return preflight.offline_answer(args.token, args.args, stack_spec())
             return {}

@@ -9,8 +9,9 @@ recorded with its inputs and options::
     python -m components.plan --stack-file my.yaml --json  # machine-readable
     python -m components.plan --schema                     # JSON schema of the config
 
-Values only known after deployment appear as ``(known after deploy)``; secrets as
-``[secret]``. Exit status: 0 planned, 2 invalid configuration or arguments.
+Values only known after deployment appear as ``(known after deploy)`` (a registry host as
+``<registry host, known after deploy>``); each secret value as ``[secret]``, in an object of
+the same shape. Exit status: 0 planned, 2 invalid configuration or arguments.
 """
 
 from __future__ import annotations

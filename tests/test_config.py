@@ -304,6 +304,24 @@ INVALID = [
         "(registry.enterpriseInstanceId) once it exists, or mirror into another registry",
     ),
     (
+        "adopted enterprise instance without saying whether it is linked",
+        {"registry": {"edition": "enterprise", "enterpriseInstanceId": "cri-abc", "enterpriseInstanceName": "ml"}},
+        "ack-training-platform:registry.linkVpc: say whether instance cri-abc is linked to the stack's VPC: "
+        "linkVpc: false when it is (the link is used as it is), true to link it in this stack",
+    ),
+    (
+        "existing repository in a namespace the stack creates",
+        {"registry.repositoryExists": True},
+        "ack-training-platform:registry.namespaceExists: repositoryExists says ml/trainer exists, so its namespace "
+        "does: set namespaceExists: true",
+    ),
+    (
+        "existing namespace in an instance the stack buys",
+        {"registry": {"edition": "enterprise", "enterpriseInstanceName": "ml", "namespaceExists": True}},
+        "ack-training-platform:registry.namespaceExists: namespaceExists has no effect with an instance the stack "
+        "buys (it is empty): drop it",
+    ),
+    (
         "label key with a space",
         {"gpuPool.labels": {"team name": "ml"}},
         "ack-training-platform:gpuPool.labels: 'team name' is not a valid Kubernetes label or taint "

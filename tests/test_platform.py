@@ -98,7 +98,8 @@ def test_secrets_stay_secret(run_stack) -> None:
     assert "kubeconfig" in plan.secret_outputs
     assert plan.outputs["kubeconfig"] == SECRET
     secret = plan.one("kubernetes:core/v1:Secret")
-    assert secret.inputs["stringData"] == SECRET
+    auths = json.loads(secret.inputs["stringData"][".dockerconfigjson"])["auths"]
+    assert list(auths.values()) == [{"username": SECRET, "password": SECRET, "auth": SECRET}]
     for provider in plan.of_type("pulumi:providers:kubernetes"):
         assert provider.inputs["kubeconfig"] == SECRET
 
@@ -124,7 +125,8 @@ def test_registry_password_plaintext_never_reaches_a_plain_output(run_stack, mon
     exposed = json.dumps(plan.as_json(), default=str)
     plan_module.write_manifests(plan, tmp_path / "out")
     rendered = "".join(p.read_text() for p in (tmp_path / "out").iterdir())
-    assert plan.one("kubernetes:core/v1:Secret").inputs["stringData"] == SECRET
+    docker_config = plan.one("kubernetes:core/v1:Secret").inputs["stringData"][".dockerconfigjson"]
+    assert json.loads(docker_config)["auths"]["<registry host, known after deploy>"]["password"] == SECRET
     assert password not in exposed and password not in rendered
 
 
@@ -334,9 +336,7 @@ def test_local_stack_creates_no_cloud_resources(run_stack) -> None:
 
 
 def test_enterprise_registry_is_reachable_and_pulls_without_a_password(run_stack) -> None:
-    config = stack_config("prod")
-    del config[cfg("registry")]["enterpriseInstanceId"], config[cfg("imageMirror")]
-    plan = run_stack(config, "prod")
+    plan = run_stack(bought_instance(), "prod")
     instance = plan.one("alicloud:cr/registryEnterpriseInstance:RegistryEnterpriseInstance")
     assert instance.protect
     assert instance.inputs["renewalStatus"] == "AutoRenewal" and instance.inputs["renewPeriod"] == 1
@@ -348,11 +348,9 @@ def test_enterprise_registry_is_reachable_and_pulls_without_a_password(run_stack
     adopted = run_stack(stack_config("prod"), "prod")
     assert not adopted.of_type("alicloud:cr/registryEnterpriseInstance:RegistryEnterpriseInstance")
     config = json.loads(adopted.one(ADDON, "registry-managed-aliyun-acr-credential-helper").inputs["config"])
-    # The mirror's pods pull from the instance too.
-    assert config["watchNamespace"] == "kubeflow,training,volcano-system"
+    # The mirror's pods pull without credentials: only the training namespace needs the helper.
+    assert config["watchNamespace"] == "training"
     assert config["AcrInstanceInfo"] == [{"instanceId": "cri-0jl6b5ykcjznb4rb", "regionId": "cn-wulanchabu"}]
-    release = adopted.one("kubernetes:helm.sh/v3:Release")
-    assert {adopted.one("alicloud:cr/vpcEndpointLinkedVpc:VpcEndpointLinkedVpc").urn} <= set(release.dependencies)
     assert plan.outputs["registry"] == {
         "pushUrl": "ml-registry-registry.cn-wulanchabu.cr.aliyuncs.com/ml/trainer",
         "pullUrl": "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/ml/trainer",
@@ -361,6 +359,47 @@ def test_enterprise_registry_is_reachable_and_pulls_without_a_password(run_stack
     assert helper.urn in job.dependencies
     pod = job.inputs["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
     assert "imagePullSecrets" not in pod
+
+
+LINK = "alicloud:cr/vpcEndpointLinkedVpc:VpcEndpointLinkedVpc"
+EE_NAMESPACE = "alicloud:cs/registryEnterpriseNamespace:RegistryEnterpriseNamespace"
+EE_REPO = "alicloud:cs/registryEnterpriseRepo:RegistryEnterpriseRepo"
+
+
+def bought_instance() -> dict:
+    """prod with an enterprise instance the stack buys (so everything in it is new)."""
+    config = stack_config("prod")
+    registry = config[cfg("registry")]
+    for key in ("enterpriseInstanceId", "linkVpc", "namespaceExists", "repositoryExists"):
+        del registry[key]
+    del config[cfg("imageMirror")]
+    return config
+
+
+def test_an_adopted_registry_is_neither_linked_again_nor_recreated(run_stack) -> None:
+    plan = run_stack(stack_config("prod"), "prod")
+    # The organisation's link, namespace and repository exist: nothing to create, nothing to remove on destroy.
+    assert not plan.of_type(LINK) + plan.of_type(EE_NAMESPACE) + plan.of_type(EE_REPO)
+    assert plan.one(JOB, "gpt-pretrain").inputs["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"][
+        "containers"
+    ][0]["image"] == ("ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/ml/trainer:v0.1.0")
+    config = stack_config("prod")
+    config[cfg("registry")].update(linkVpc=True, namespaceExists=False, repositoryExists=False)
+    linked = run_stack(config, "prod")
+    assert linked.one(LINK).inputs["instanceId"] == "cri-0jl6b5ykcjznb4rb"
+    assert linked.one(EE_REPO).inputs["namespace"] == "ml"
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod-bought"])
+def test_registry_namespaces_and_repositories_outlive_the_stack(run_stack, stack: str) -> None:
+    plan = run_stack(stack_config("dev")) if stack == "dev" else run_stack(bought_instance(), "prod")
+    kept = [r for r in plan.resources if r.type in (*CLOUD[5:7], EE_NAMESPACE, EE_REPO)]
+    assert len(kept) == 2
+    # Destroying the stack leaves the images where they are.
+    assert all(r.retain_on_delete for r in kept)
+    # The repository is created in its namespace, after it.
+    namespace, repository = sorted(kept, key=lambda r: "repo" in r.type.lower())
+    assert namespace.urn in repository.dependencies
 
 
 def test_credential_helper_covers_the_namespaces_that_pull() -> None:
@@ -373,10 +412,14 @@ def test_credential_helper_covers_the_namespaces_that_pull() -> None:
 
 def test_personal_registry_urls_come_from_acr(run_stack) -> None:
     plan = run_stack(stack_config("dev"))
-    # New personal instances have crpi-... hosts: the repository's own domains are used.
-    assert plan.outputs["registry"] == {"pushUrl": UNKNOWN, "pullUrl": UNKNOWN}
+    # New personal instances have crpi-... hosts: the repository's own domains are used, and
+    # offline everything but the host is shown.
+    assert plan.outputs["registry"] == {
+        "pushUrl": "<registry public host, known after deploy>/ml/trainer",
+        "pullUrl": "<registry host, known after deploy>/ml/trainer",
+    }
     pod = plan.one(JOB).inputs["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
-    assert pod["containers"][0]["image"] == UNKNOWN
+    assert pod["containers"][0]["image"] == "<registry host, known after deploy>/ml/trainer:v0.1.0"
     assert pod["imagePullSecrets"] == [{"name": "registry-pull"}]
     assert pod["containers"][0]["command"][:3] == ["python", "-m", "trainer.launch"]  # the rest is known
 
@@ -427,11 +470,11 @@ def test_written_objects_are_valid_kubernetes(run_stack, stack: str, tmp_path) -
         obj = yaml.safe_load(path.read_text())
         if obj["kind"] in custom:
             continue  # checked against their official models in test_jobs.py and test_trainjob.py
-        if obj["kind"] == "Secret" and SECRET in (obj.get("data"), obj.get("stringData")):
-            continue  # the plan shows a secret's data as one redacted value
         kubernetes_validate.validate(obj, "1.33", strict=True)
         checked.add(obj["kind"])
     assert {"Namespace", "ServiceAccount", "PersistentVolumeClaim"} <= checked
+    if stack == "dev":
+        assert "Secret" in checked  # the pull secret, its values redacted
     if stack != "local":
         assert {"PersistentVolume", "StorageClass", "ResourceQuota"} <= checked
 
@@ -519,7 +562,7 @@ def test_oss_dataset_volume_replaces_the_nas_data_claim(run_stack) -> None:
     assert data.inputs["spec"]["storageClassName"] == "" and data.inputs["spec"]["accessModes"] == ["ReadOnlyMany"]
     assert plan.one(PVC, "training-output").inputs["spec"]["volumeName"] == "training-training-output"
     secret = plan.one("kubernetes:core/v1:Secret", "shared-oss")
-    assert secret.inputs["stringData"] == SECRET
+    assert secret.inputs["stringData"] == {"akId": SECRET, "akSecret": SECRET}
 
 
 def test_oss_needs_its_credentials() -> None:
@@ -607,3 +650,189 @@ def _without_images(manifest: dict) -> dict:
     # The stack's image may be its registry's URL, known only after deployment.
     text = json.dumps(manifest)
     return json.loads(re.sub(r'"image": "[^"]*"', '"image": null', text))
+
+
+PERSONAL_REPOS = "alicloud:cr/getRepos:getRepos"
+ENTERPRISE_REPOS = "alicloud:cs/getRegistryEnterpriseRepos:getRegistryEnterpriseRepos"
+ENTERPRISE_NAMESPACES = "alicloud:cs/getRegistryEnterpriseNamespaces:getRegistryEnterpriseNamespaces"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+
+
+def personal_repos(*tags: str) -> dict:
+    """What cr.get_repos answers for dev's repository holding ``tags`` (no tags: not created yet)."""
+    domains = {
+        "public": "crpi-abc.cn-hangzhou.personal.cr.aliyuncs.com",
+        "vpc": "crpi-abc-vpc.cn-hangzhou.personal.cr.aliyuncs.com",
+    }
+    repo = {"name": "trainer", "namespace": "ml", "repoType": "PRIVATE", "summary": "", "domainLists": [domains]}
+    return {
+        PERSONAL_REPOS: {"repos": [{**repo, "tags": [{"tag": t, "status": "NORMAL"} for t in tags]}] if tags else []}
+    }
+
+
+def test_first_up_holds_back_what_pulls_an_image_not_pushed_yet(run_stack) -> None:
+    config = stack_config("dev")
+    config[cfg("monitoring")]["tensorboard"] = {"enabled": True}
+    first = run_stack(config, invokes=personal_repos())
+    # The repository is created; nothing waits on, or starts GPU nodes for, an image that cannot be there.
+    assert first.of_type("alicloud:cr/repo:Repo")
+    assert not first.of_type(JOB) and not first.of_type(DEPLOYMENT)
+    pushed = run_stack(config, invokes=personal_repos("v0.1.0"))
+    assert pushed.one(JOB, "mnist-dev") and pushed.one(DEPLOYMENT, "tensorboard-deployment")
+
+
+def test_a_tag_missing_from_an_existing_repository_stops_the_run(run_stack) -> None:
+    from components.registry import NotInRegistry
+
+    with pytest.raises(NotInRegistry) as raised:
+        run_stack(stack_config("dev"), invokes=personal_repos("v0.0.9"))
+    assert str(raised.value) == (
+        "job 'mnist-dev' pulls tag 'v0.1.0', which the repository does not have: "
+        "docker push crpi-abc.cn-hangzhou.personal.cr.aliyuncs.com/ml/trainer:v0.1.0 first"
+    )
+    with pytest.raises(
+        NotInRegistry, match="docker push ml-registry-registry.cn-wulanchabu.cr.aliyuncs.com/ml/trainer:v0.1.0 first"
+    ):
+        run_stack(stack_config("prod"), "prod", invokes=mirror_repos(training_tags=()))
+    # An adopted repository that is not there is a mistake, not a first run.
+    with pytest.raises(NotInRegistry, match="registry.repositoryExists: ACR has no repository ml/trainer: create it"):
+        run_stack(stack_config("prod"), "prod", invokes=mirror_repos(training_tags=None))
+
+
+def test_an_adopted_personal_repository_is_read_from_acr(run_stack) -> None:
+    config = stack_config("dev")
+    config[cfg("registry")].update(namespaceExists=True, repositoryExists=True)
+    plan = run_stack(config, invokes=personal_repos("v0.1.0"))
+    assert not plan.of_type("alicloud:cr/namespace:Namespace") + plan.of_type("alicloud:cr/repo:Repo")
+    assert plan.outputs["registry"] == {
+        "pushUrl": "crpi-abc.cn-hangzhou.personal.cr.aliyuncs.com/ml/trainer",
+        "pullUrl": "crpi-abc-vpc.cn-hangzhou.personal.cr.aliyuncs.com/ml/trainer",
+    }
+    pod = plan.one(JOB).inputs["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == "crpi-abc-vpc.cn-hangzhou.personal.cr.aliyuncs.com/ml/trainer:v0.1.0"
+    # Offline nothing answers: the hosts are unknown, the rest is planned.
+    offline = run_stack(config)
+    assert offline.outputs["registry"] == {"pushUrl": UNKNOWN, "pullUrl": UNKNOWN}
+    assert offline.one(JOB)
+
+
+def test_exported_secrets_keep_their_shape_and_images_their_tag(tmp_path) -> None:
+    result = plan_cli("--stack", "dev", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    secret = yaml.safe_load((tmp_path / "4-secret-registry-pull.yaml").read_text())
+    assert secret["type"] == "kubernetes.io/dockerconfigjson"
+    # The API server wants this key to hold a JSON document: it does, with every value redacted.
+    config = json.loads(secret["stringData"][".dockerconfigjson"])
+    assert config == {
+        "auths": {"<registry host, known after deploy>": {"username": SECRET, "password": SECRET, "auth": SECRET}}
+    }
+    assert "hunter2" not in result.stdout
+    job = yaml.safe_load((tmp_path / "6-pytorchjob-mnist-dev.yaml").read_text())
+    image = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["image"]
+    assert image == "<registry host, known after deploy>/ml/trainer:v0.1.0"
+
+
+def test_a_secret_is_redacted_value_by_value() -> None:
+    from components.offline import redacted
+
+    assert redacted({"akId": "id", "akSecret": "key"}) == {"akId": SECRET, "akSecret": SECRET}
+    assert redacted(["a", {"b": 1}]) == [SECRET, {"b": SECRET}]
+    assert redacted("{not json") == SECRET and redacted("hunter2") == SECRET
+    assert json.loads(redacted('{"auths": {"host": {"auth": "dTpw"}}}')) == {"auths": {"host": {"auth": SECRET}}}
+
+
+def mirror_repos(
+    *,
+    public: bool = True,
+    copied: bool = True,
+    training_tags: tuple[str, ...] | None = ("v0.1.0",),
+    existing: tuple[str, ...] = ("ml", "mirror"),
+) -> dict:
+    """What cs.get_registry_enterprise_repos answers for prod's instance, per namespace: the
+    training image's repository with ``training_tags`` (``None``: no repository), and the
+    mirror holding every image the stack mirrors (``copied``), public or not; of these
+    namespaces, those in ``existing`` exist."""
+    from components.config import load_spec
+    from components.upstream import image_copies
+
+    spec = load_spec(stack_config("prod"), credentials=False)
+    mirrored = [target.rsplit("/", 1)[-1].split(":") for _, target in image_copies(spec)]
+    if not copied:
+        mirrored = mirrored[1:]
+    repo = {"instanceId": "cri-0jl6b5ykcjznb4rb", "summary": ""}
+    by_namespace = {
+        "ml": [
+            {
+                **repo,
+                "id": "crr-0",
+                "name": "trainer",
+                "namespace": "ml",
+                "repoType": "PRIVATE",
+                "tags": [{"tag": tag} for tag in training_tags],
+            }
+        ]
+        if training_tags is not None
+        else [],
+        "mirror": [
+            {
+                **repo,
+                "id": f"crr-{i}",
+                "name": name,
+                "namespace": "mirror",
+                "repoType": "PUBLIC" if public else "PRIVATE",
+                "tags": [{"tag": tag}],
+            }
+            for i, (name, tag) in enumerate(mirrored, 1)
+        ],
+    }
+    namespaces = [{"name": name, "namespaceName": name, "instanceId": repo["instanceId"]} for name in by_namespace]
+    return {
+        ENTERPRISE_NAMESPACES: {"namespaces": [n for n in namespaces if n["name"] in existing]},
+        ENTERPRISE_REPOS: lambda args: {"repos": by_namespace[args["namespace"]]},
+    }
+
+
+def test_operator_and_volcano_pull_from_a_public_mirror_once_it_is_reachable(run_stack) -> None:
+    plan = run_stack(stack_config("prod"), "prod", invokes=mirror_repos())
+    helper = plan.one(ADDON, "registry-managed-aliyun-acr-credential-helper").urn
+    volcano = plan.one("kubernetes:helm.sh/v3:Release")
+    # Anonymous pulls: nothing to wait for when the instance is linked already, least of all the helper.
+    assert helper not in volcano.dependencies
+    config = stack_config("prod")
+    config[cfg("registry")]["linkVpc"] = True
+    linked = run_stack(config, "prod", invokes=mirror_repos())
+    link = linked.one(LINK).urn
+    assert link in linked.one("kubernetes:helm.sh/v3:Release").dependencies
+    assert link in linked.one("kubernetes:kustomize:Directory").dependencies
+    assert helper not in linked.one("kubernetes:kustomize:Directory").dependencies
+
+
+@pytest.mark.parametrize(
+    ("repos", "problem"),
+    [
+        (mirror_repos(public=False), "mirror/training-operator is private: make it public"),
+        (mirror_repos(existing=("ml",)), "mirror/training-operator:v1-93c5489 is not copied"),
+        (
+            mirror_repos(copied=False),
+            "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/mirror/training-operator:v1-93c5489 is not copied",
+        ),
+    ],
+    ids=["private", "no mirror namespace", "not copied"],
+)
+def test_a_mirror_that_needs_credentials_or_lacks_an_image_stops_the_run(run_stack, repos, problem) -> None:
+    from components.mirror import MirrorNotReady
+
+    with pytest.raises(MirrorNotReady) as raised:
+        run_stack(stack_config("prod"), "prod", invokes=repos)
+    message = str(raised.value)
+    assert message.startswith("imageMirror: the operator, Volcano and Trainer v2 pull these without credentials")
+    assert problem in message and "python -m components.upstream images" in message
+
+
+def test_a_namespace_the_stack_adds_to_an_adopted_instance_holds_back_the_jobs_until_pushed(run_stack) -> None:
+    config = stack_config("prod")
+    config[cfg("registry")].update(namespaceExists=False, repositoryExists=False)
+    # The first update creates the namespace and the repository; the mirror is ready.
+    first = run_stack(config, "prod", invokes=mirror_repos(existing=("mirror",)))
+    assert first.one(EE_REPO).retain_on_delete and not first.of_type(JOB)
+    assert run_stack(config, "prod", invokes=mirror_repos()).of_type(JOB)

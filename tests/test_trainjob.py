@@ -427,7 +427,8 @@ def test_one_key_moves_a_stack_to_trainer_v2(run_stack) -> None:
     assert {release.urn, runtime.urn} | {
         c.urn for c in plan.of_type("kubernetes:core/v1:PersistentVolumeClaim")
     } <= set(job.dependencies)
-    assert job.inputs["spec"]["trainer"]["image"] == "(known after deploy)"  # the personal registry's host
+    # The personal registry's host is known after deploy; the image's path and tag are checked now.
+    assert job.inputs["spec"]["trainer"]["image"] == "<registry host, known after deploy>/ml/trainer:v0.1.0"
     assert _pod_patch(job.inputs)["imagePullSecrets"] == [{"name": "registry-pull"}]
     # Same lifecycle as v1: immutable parts replace the job, deleted first; suspend changes in place.
     assert job.delete_before_replace

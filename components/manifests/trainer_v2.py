@@ -19,7 +19,7 @@ import yaml
 
 from ..config import KueueSpec, PlatformSpec, TrainerV2Spec
 from .base import MANAGED_BY, Manifest
-from .operator import OPERATOR_NAMESPACE, VOLCANO_NAMESPACE, mirrored
+from .operator import mirrored
 from .placement import FABRICS, GPU_RESOURCE, FabricProfile
 
 TRAINER_V2_CHART = "oci://ghcr.io/kubeflow/charts/kubeflow-trainer"
@@ -222,17 +222,3 @@ def kueue_objects(spec: PlatformSpec) -> list[Manifest]:
             "spec": {"clusterQueue": name},
         },
     ]
-
-
-def mirrored_namespaces(spec: PlatformSpec) -> list[str]:
-    """Namespaces whose pods pull third-party images, from ``imageMirror`` when it is set:
-    those of what the stack installs."""
-    if spec.image_mirror is None:
-        return []
-    installed = {
-        OPERATOR_NAMESPACE: spec.operator.install,
-        VOLCANO_NAMESPACE: spec.operator.install and spec.operator.volcano.enabled,
-        TRAINER_V2_NAMESPACE: spec.installs_trainer_v2,
-        KUEUE_NAMESPACE: spec.uses_trainer_v2 and spec.trainer_v2.kueue.enabled and spec.trainer_v2.kueue.install,
-    }
-    return [namespace for namespace, on in installed.items() if on]
