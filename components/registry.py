@@ -44,6 +44,7 @@ class ContainerRegistry(pulumi.ComponentResource):
         vpc_id: the VPC an enterprise instance's endpoint is linked to.
         vswitch_id: the vSwitch of that endpoint.
         pulling_namespaces: every namespace whose pods pull from this registry.
+        secret_namespaces: more namespaces whose jobs need the pull secret (the teams').
         keep_addons: leave the credential helper installed when the registry goes (an adopted cluster).
         password: the ``registryPassword`` secret, for ``spec.username``.
 
@@ -66,6 +67,7 @@ class ContainerRegistry(pulumi.ComponentResource):
         vpc_id: pulumi.Input[str],
         vswitch_id: pulumi.Input[str],
         pulling_namespaces: Sequence[str] = (),
+        secret_namespaces: Sequence[TrainingNamespace] = (),
         keep_addons: bool = False,
         password: pulumi.Output[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
@@ -159,13 +161,14 @@ class ContainerRegistry(pulumi.ComponentResource):
                     lambda args: docker_config_json(args[0], spec.username, args[1])
                 )
             )
-            k8s.core.v1.Secret(
-                f"{name}-pull",
-                metadata={"name": PULL_SECRET, "namespace": namespace.name, "labels": dict(MANAGED_BY)},
-                type="kubernetes.io/dockerconfigjson",
-                string_data={".dockerconfigjson": config_json},
-                opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[namespace.namespace]),
-            )
+            for where in (namespace, *secret_namespaces):
+                k8s.core.v1.Secret(
+                    f"{name}-pull" if where is namespace else f"{name}-pull-{where.name}",
+                    metadata={"name": PULL_SECRET, "namespace": where.name, "labels": dict(MANAGED_BY)},
+                    type="kubernetes.io/dockerconfigjson",
+                    string_data={".dockerconfigjson": config_json},
+                    opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[where.namespace]),
+                )
             self.pull_secret = PULL_SECRET
         self.register_outputs({"repositoryUrl": self.repository_url, "pushUrl": self.push_url})
 

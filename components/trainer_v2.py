@@ -106,11 +106,16 @@ class TrainerV2(pulumi.ComponentResource):
             )
         after_kueue = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=kueue)
         self.queue_resources = [
-            k8s.apiextensions.CustomResource(
-                f"{obj['kind'].lower()}-{obj['metadata']['name']}", **resource_args(obj), opts=after_kueue
-            )
+            k8s.apiextensions.CustomResource(_queue_resource_name(obj), **resource_args(obj), opts=after_kueue)
             for obj in queue_objects
         ]
         self.queue = queue
         self.ready: list[pulumi.Resource] = [*installed, *self.runtimes, *kueue, *self.queue_resources]
         self.register_outputs({"queue": queue})
+
+
+def _queue_resource_name(obj: Manifest) -> str:
+    """``<kind>-<name>``, with the namespace too where LocalQueues of one name live in several."""
+    meta = obj["metadata"]
+    where = meta.get("namespace", meta["name"])
+    return "-".join([obj["kind"].lower(), *([where] if where != meta["name"] else []), meta["name"]])
