@@ -27,6 +27,7 @@ from components.manifests import (
     training_pod_security,
     v2_fabrics,
 )
+from components.registry import pinned_image
 from components.stack import stack_secret, stack_spec
 
 spec = stack_spec()
@@ -127,6 +128,19 @@ else:
     pulumi.export("apiServerAccess", cluster.api_server_access)
     pulumi.export("nasServer", storage.server)
     pulumi.export("registry", {"pushUrl": registry.push_url, "pullUrl": registry.repository_url} if registry else None)
+
+if spec.storage.nas is not None and spec.storage.nas.user_access == "no_squash":
+    # While NAS trusts root, each team's directories are handed to its uid, with its first job's image.
+    for team in spec.teams:
+        first = next((job for job in spec.jobs if job.team == team.name), None)
+        if first is not None:
+            team_volumes[team.name].hand_to(
+                team,
+                image=pinned_image(first.image, first.image_tag, registry, f"team {team.name!r}'s directories"),
+                node_selector=system_node_selector(spec.cluster),
+                image_pull_secret=registry.pull_secret if registry is not None else None,
+                depends_on=registry.ready if registry is not None else None,
+            )
 
 operator = TrainingOperator(
     "training-operator",

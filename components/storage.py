@@ -11,11 +11,12 @@ import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
 from ._k8s import TOKEN, resource_args
-from .config import StorageSpec, VolumeSpec
+from .config import StorageSpec, TeamSpec, VolumeSpec
 from .manifests import (
     MANAGED_BY,
     Manifest,
     claim_ref,
+    directory_owner_job,
     nas_persistent_volume,
     nas_storage_class,
     oss_persistent_volume,
@@ -41,7 +42,8 @@ class SharedVolumes(pulumi.ComponentResource):
     Attributes:
         data_claim: claim name of the training data volume.
         output_claim: claim name of the checkpoint/output volume.
-        claims: the claim resources (jobs depend on them).
+        claims: the claim resources, and the Job that hands a team its directories (jobs
+            depend on them).
     """
 
     def __init__(
@@ -85,6 +87,41 @@ class SharedVolumes(pulumi.ComponentResource):
                 partial(nas_persistent_volume, name_, nas_server, path, volume.size, spec.access_mode),
             )
         self.register_outputs({"dataClaim": self.data_claim, "outputClaim": self.output_claim})
+
+    def hand_to(
+        self,
+        team: TeamSpec,
+        *,
+        image: pulumi.Input[str],
+        node_selector: dict[str, str] | None = None,
+        image_pull_secret: str | None = None,
+        depends_on: list[pulumi.Resource] | None = None,
+    ) -> None:
+        """Give ``team`` its directories with a one-shot Job (:func:`directory_owner_job`),
+        which the team's jobs then wait for.
+
+        NAS has no per-directory owner setting and its access points, which create a root
+        directory for a POSIX user, exist on general-purpose file systems only (NAS API
+        ``CreateAccessPoint``); a Job run while the access rule trusts root works on both kinds.
+        """
+        manifest = directory_owner_job(
+            team,
+            image="<image>",
+            data_claim=self.data_claim,
+            output_claim=self.output_claim,
+            node_selector=node_selector,
+            image_pull_secret=image_pull_secret,
+        )
+        manifest["spec"]["template"]["spec"]["containers"][0]["image"] = image
+        self.claims.append(
+            k8s.batch.v1.Job(
+                f"{team.name}-own-directories",
+                **resource_args(manifest),
+                opts=pulumi.ResourceOptions(
+                    parent=self, provider=self._provider, depends_on=[*self.claims, *(depends_on or [])]
+                ),
+            )
+        )
 
     def _volume_name(self, volume: VolumeSpec) -> str:
         return f"{self._namespace.name}-{volume.claim_name}"

@@ -278,3 +278,23 @@ def test_baseline_check_passes_what_baseline_allows() -> None:
     assert baseline_violations(
         pod, {"annotations": {f"{'container.apparmor.security.beta.kubernetes.io/'}c": "unconfined"}}
     )
+
+
+def test_directories_are_handed_to_each_team_while_nas_trusts_root(run_stack) -> None:
+    config = stack_config("prod")
+    config[cfg("storage")]["nas"]["userAccess"] = "no_squash"
+    plan = run_stack(config, "prod")
+    owners = {_ns(j): j for j in plan.of_type("kubernetes:batch/v1:Job")}
+    assert sorted(owners) == sorted(PROD_TEAMS)
+    for name, owner in owners.items():
+        pod = owner.inputs["spec"]["template"]["spec"]
+        team = PROD_TEAMS[name]
+        assert f"chown {team['uid']}:{team['uid']} /mnt/data /mnt/output" in pod["containers"][0]["command"][-1]
+        assert baseline_violations(pod) == []
+        claims = {v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"]}
+        assert claims == {"datasets", "checkpoints"}
+        # The team's jobs start once their directories are theirs; other teams' jobs do not wait.
+        for job in plan.of_type(JOB):
+            assert (owner.urn in job.dependencies) == (_ns(job) == name)
+    # Under root_squash root may chown nothing: no such Job is planned.
+    assert not run_stack(stack_config("prod"), "prod").of_type("kubernetes:batch/v1:Job")

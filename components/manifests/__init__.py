@@ -65,6 +65,7 @@ from .storage import (
 from .tenancy import (
     BASELINE,
     PRIVILEGED,
+    directory_owner_job,
     job_network_policy,
     run_as,
     team_access,
@@ -155,6 +156,7 @@ __all__ = [
     "training_namespace",
     "BASELINE",
     "PRIVILEGED",
+    "directory_owner_job",
     "job_network_policy",
     "run_as",
     "team_access",

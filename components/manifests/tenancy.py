@@ -190,3 +190,69 @@ def run_as(team: TeamSpec) -> Manifest:
     directories' own owner is what counts."""
     gid = team.group_id
     return {"runAsUser": team.uid, "runAsGroup": gid, "fsGroup": gid, "runAsNonRoot": True}
+
+
+DIRECTORY_OWNER = "own-directories"
+
+
+def directory_owner_job(
+    team: TeamSpec,
+    *,
+    image: str,
+    data_claim: str,
+    output_claim: str,
+    node_selector: dict[str, str] | None = None,
+    image_pull_secret: str | None = None,
+) -> Manifest:
+    """A one-shot Job that gives a team its NAS directories: owned by its uid and gid, the
+    data directory ``0750`` and the output directory ``0770``, nothing for anyone else.
+
+    It runs as root with only ``CHOWN`` (within Pod Security ``baseline``), so it works only
+    while the NAS access rule trusts root (``storage.nas.userAccess: no_squash``); under
+    ``root_squash`` root is the anonymous user and may chown nothing.
+
+    Args:
+        team: the team.
+        image: an image with ``chown`` and ``chmod`` (the team's training image).
+        data_claim: the team's data claim.
+        output_claim: the team's output claim.
+        node_selector: where it runs (the system nodes), or ``None``.
+        image_pull_secret: the registry's pull secret, or ``None``.
+    """
+    owner = f"{team.uid}:{team.group_id}"
+    script = f"chown {owner} /mnt/data /mnt/output && chmod 0750 /mnt/data && chmod 0770 /mnt/output"
+    pod: Manifest = {
+        "restartPolicy": "OnFailure",
+        "automountServiceAccountToken": False,
+        "containers": [
+            {
+                "name": "chown",
+                "image": image,
+                "command": ["sh", "-c", script],
+                "securityContext": {
+                    "runAsUser": 0,
+                    "allowPrivilegeEscalation": False,
+                    "capabilities": {"drop": ["ALL"], "add": ["CHOWN"]},
+                },
+                "volumeMounts": [
+                    {"name": "data", "mountPath": "/mnt/data"},
+                    {"name": "output", "mountPath": "/mnt/output"},
+                ],
+            }
+        ],
+        "volumes": [
+            {"name": "data", "persistentVolumeClaim": {"claimName": data_claim}},
+            {"name": "output", "persistentVolumeClaim": {"claimName": output_claim}},
+        ],
+    }
+    if node_selector:
+        pod["nodeSelector"] = dict(node_selector)
+    if image_pull_secret:
+        pod["imagePullSecrets"] = [{"name": image_pull_secret}]
+    labels = {**MANAGED_BY, TEAM_LABEL: team.name}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": DIRECTORY_OWNER, "namespace": team.name, "labels": labels},
+        "spec": {"backoffLimit": 3, "template": {"metadata": {"labels": labels}, "spec": pod}},
+    }
