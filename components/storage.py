@@ -247,7 +247,7 @@ class NasStorage(pulumi.ComponentResource):
             # One rule per node vSwitch rather than the whole VPC. root_squash: root on a client is
             # the anonymous user on the file system, so only the uids that own a directory write
             # there (``user_access_type`` takes no_squash, root_squash or all_squash: NAS API
-            # CreateAccessRule, ``UserAccessType``).
+            # CreateAccessRule, ``UserAccessType``, help.aliyun.com/zh/nas/api-createaccessrule).
             rules = [
                 alicloud.nas.AccessRule(
                     name if i == 0 else f"{name}-{i}",
