@@ -298,3 +298,18 @@ def test_directories_are_handed_to_each_team_while_nas_trusts_root(run_stack) ->
             assert (owner.urn in job.dependencies) == (_ns(job) == name)
     # Under root_squash root may chown nothing: no such Job is planned.
     assert not run_stack(stack_config("prod"), "prod").of_type("kubernetes:batch/v1:Job")
+
+
+def test_offline_plan_writes_every_teams_objects(prod, tmp_path) -> None:
+    from components.plan import write_manifests
+
+    written = {p.name for p in write_manifests(prod, tmp_path)}
+    assert len(written) == len(prod.kubernetes_objects())
+    for name in PROD_TEAMS:
+        assert {
+            f"6-role-{name}-job-user.yaml",
+            f"6-rolebinding-{name}-job-user.yaml",
+            f"3-resourcequota-{name}-team-quota.yaml",
+            f"5-persistentvolumeclaim-{name}-datasets.yaml",
+            f"6-networkpolicy-{name}-default-deny.yaml",
+        } <= written
