@@ -132,11 +132,12 @@ def check_teams(spec: PlatformSpec) -> None:
                 f"eRDMA pods run privileged on the host network, which team {team.name!r}'s namespace refuses: "
                 f"set teams[{names.index(team.name)}].rdma: true to allow it, or use network: tcp",
             )
-        _check_fits(job_key=key, team_index=names.index(team.name), team=team, spec=spec, job_index=i)
+        _check_fits(spec, i, names.index(team.name))
 
 
-def _check_fits(*, job_key: str, team_index: int, team: TeamSpec, spec: PlatformSpec, job_index: int) -> None:
-    job = spec.jobs[job_index]
+def _check_fits(spec: PlatformSpec, job_index: int, team_index: int) -> None:
+    """Refuse a job that could never start within its team's quota, all its pods at once."""
+    job, team = spec.jobs[job_index], spec.teams[team_index]
     pods = job.min_pods
     needs = (
         ("gpus", spec.job_gpus(job) * pods, team.quota.gpus, str),
@@ -146,7 +147,7 @@ def _check_fits(*, job_key: str, team_index: int, team: TeamSpec, spec: Platform
     for resource, needed, allowed, shown in needs:
         if needed > allowed:
             raise field_error(
-                f"{job_key}.nodes",
+                f"jobs[{job_index}].nodes",
                 f"the job needs {shown(needed)} {resource} at once but team {team.name!r}'s quota "
                 f"(teams[{team_index}].quota.{resource}) is {shown(allowed)}: it could never start; raise the "
                 "quota or shrink the job",
