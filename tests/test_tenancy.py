@@ -105,12 +105,7 @@ def test_jobs_run_in_their_team_with_its_claims_and_uid(prod) -> None:
         for replica in built["spec"]["pytorchReplicaSpecs"].values():
             pod = replica["template"]["spec"]
             gid = team.get("gid", team["uid"])
-            assert pod["securityContext"] == {
-                "runAsUser": team["uid"],
-                "runAsGroup": gid,
-                "fsGroup": gid,
-                "runAsNonRoot": True,
-            }
+            assert pod["securityContext"] == {"runAsUser": team["uid"], "runAsGroup": gid, "runAsNonRoot": True}
             claims = {v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
             in_namespace = {c.inputs["metadata"]["name"] for c in prod.of_type(PVC) if _ns(c) == team["name"]}
             assert claims <= in_namespace

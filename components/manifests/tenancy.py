@@ -185,11 +185,15 @@ def job_network_policy(job: str, namespace: str) -> Manifest:
 
 
 def run_as(team: TeamSpec) -> Manifest:
-    """The pod security context of a team's pods: its uid and gid, never root. ``fsGroup``
-    applies to volumes whose driver supports ownership changes; on the NAS volumes the
-    directories' own owner is what counts."""
+    """The pod security context of a team's pods: its uid and gid, never root.
+
+    No ``fsGroup``: for a CSI driver whose ``fsGroupPolicy`` is ``File`` the kubelet changes
+    the group of every file on the volume at each mount, whatever the access mode
+    (kubernetes-csi docs, "CSI Driver fsGroup Support"): terabytes of shared data, and
+    refused under ``root_squash``. The team's directories carry its gid already.
+    """
     gid = team.group_id
-    return {"runAsUser": team.uid, "runAsGroup": gid, "fsGroup": gid, "runAsNonRoot": True}
+    return {"runAsUser": team.uid, "runAsGroup": gid, "runAsNonRoot": True}
 
 
 DIRECTORY_OWNER = "own-directories"
