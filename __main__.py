@@ -23,20 +23,37 @@ from components.manifests import (
     kueue_objects,
     kueue_queue_name,
     system_node_selector,
+    training_pod_security,
     v2_fabrics,
 )
 from components.mirror import mirrored_images
 from components.preflight import check_cloud
-from components.registry import image_pushed
+from components.registry import image_pushed, pinned_image
 from components.stack import stack_secret, stack_spec
 
 spec = stack_spec()
 check_cloud(spec)
 pool = registry = cluster = None
+
+
+def team_namespaces(provider) -> dict[str, TrainingNamespace]:
+    return {
+        team.name: TrainingNamespace(
+            team.name, spec.training, provider=provider, team=team, network_policies=spec.network_policies
+        )
+        for team in spec.teams
+    }
+
+
+pod_security = training_pod_security(spec)
 if spec.cluster.local is not None:
     provider, kept_provider = local_providers(spec.cluster.local)
-    namespace = TrainingNamespace("training", spec.training, provider=provider)
+    namespace = TrainingNamespace("training", spec.training, provider=provider, pod_security=pod_security)
     volumes = SharedVolumes("shared", spec.storage, namespace=namespace, provider=kept_provider)
+    teams = team_namespaces(provider)
+    team_volumes = {
+        name: SharedVolumes(name, spec.storage, namespace=ns, provider=kept_provider) for name, ns in teams.items()
+    }
 else:
     network = Network(spec.cluster.name, spec.network)
     cluster = AckCluster(
@@ -59,7 +76,8 @@ else:
             addons=cluster.addons,
             keep_addons=cluster.adopted,
         )
-    namespace = TrainingNamespace("training", spec.training, provider=provider)
+    namespace = TrainingNamespace("training", spec.training, provider=provider, pod_security=pod_security)
+    teams = team_namespaces(provider)
     storage = NasStorage(
         "nas",
         spec.storage,
@@ -67,6 +85,7 @@ else:
         provider=provider,
         zone_id=spec.nas_zone,
         mount_vswitch_index=spec.nas_vswitch,
+        access_cidrs=spec.nas_access_cidrs,
     )
     oss_credentials = (stack_secret("ossAccessKeyId"), stack_secret("ossAccessKeySecret")) if spec.storage.oss else None
     volumes = SharedVolumes(
@@ -79,6 +98,17 @@ else:
         region=spec.region,
         oss_credentials=oss_credentials,
     )
+    team_volumes = {
+        name: SharedVolumes(
+            name,
+            spec.storage,
+            namespace=ns,
+            provider=cluster.kept_provider,
+            nas_server=storage.server,
+            depends_on=storage.ready,
+        )
+        for name, ns in teams.items()
+    }
     if spec.registry is not None:
         registry = ContainerRegistry(
             "registry",
@@ -90,6 +120,7 @@ else:
             vpc_id=network.vpc_id,
             vswitch_id=network.first_vswitch_id,
             mirrored_images=mirrored_images(spec),
+            secret_namespaces=list(teams.values()),
             keep_addons=cluster.adopted,
             password=stack_secret("registryPassword"),
         )
@@ -98,6 +129,19 @@ else:
     pulumi.export("apiServerAccess", cluster.api_server_access)
     pulumi.export("nasServer", storage.server)
     pulumi.export("registry", {"pushUrl": registry.push_url, "pullUrl": registry.repository_url} if registry else None)
+
+if spec.storage.nas is not None and spec.storage.nas.user_access == "no_squash":
+    # While NAS trusts root, each team's directories are handed to its uid, with its first job's image.
+    for team in spec.teams:
+        first = next((job for job in spec.jobs if job.team == team.name), None)
+        if first is not None:
+            team_volumes[team.name].hand_to(
+                team,
+                image=pinned_image(first.image, first.image_tag, registry, f"team {team.name!r}'s directories"),
+                node_selector=system_node_selector(spec.cluster),
+                image_pull_secret=registry.pull_secret if registry is not None else None,
+                depends_on=registry.ready if registry is not None else None,
+            )
 
 operator = TrainingOperator(
     "training-operator",
@@ -127,14 +171,15 @@ jobs = [
     TrainingJob(
         job.name,
         job,
-        namespace=namespace,
-        storage=volumes,
+        namespace=teams[job.team] if job.team else namespace,
+        storage=team_volumes[job.team] if job.team else volumes,
         pool=pool,
         registry=registry,
         operator=operator,
         trainer_v2=trainer_v2,
         backend=spec.job_backend(job),
         provider=provider,
+        network_policy=spec.network_policies,
     )
     for job in spec.jobs
     if image_pushed(registry, job.image_tag if job.image is None else None, f"job {job.name!r}")
@@ -156,12 +201,16 @@ pulumi.export("namespace", namespace.name)
 pulumi.export("volumeClaims", {"data": volumes.data_claim, "output": volumes.output_claim})
 pulumi.export("tensorboard", monitoring.tensorboard_command)
 pulumi.export("jobs", {job.job_name: {"namespace": job.namespace, "commands": job.commands} for job in jobs})
-# What `ack-jobs submit` builds a job with: the context the stack's own jobs get.
-pulumi.export(
-    "jobDefaults",
-    job_defaults(
-        platform_context(namespace=namespace, storage=volumes, pool=pool, registry=registry, trainer_v2=trainer_v2),
+
+
+def defaults_in(where: TrainingNamespace, storage: SharedVolumes) -> dict:
+    """What `ack-jobs submit` builds a job with in ``where``: the context the stack's own jobs get."""
+    return job_defaults(
+        platform_context(namespace=where, storage=storage, pool=pool, registry=registry, trainer_v2=trainer_v2),
         backend=spec.training.backend,
         registry=registry.repository_url if registry is not None else None,
-    ),
-)
+    )
+
+
+pulumi.export("jobDefaults", defaults_in(namespace, volumes))
+pulumi.export("teamJobDefaults", {name: defaults_in(ns, team_volumes[name]) for name, ns in teams.items()})

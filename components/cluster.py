@@ -11,7 +11,7 @@ import pulumi_kubernetes as k8s
 
 from ._k8s import TOKEN
 from .config import AutoscalerSpec, ClusterSpec, LocalClusterSpec, NetworkSpec
-from .manifests import CREATION_ADDONS, POOL_LABEL, SYSTEM_POOL, api_server_acl_command
+from .manifests import POOL_LABEL, SYSTEM_POOL, api_server_acl_command, creation_addons
 from .network import Network
 
 AUTOSCALER_TYPE = "cluster-autoscaler"
@@ -76,14 +76,19 @@ class AckCluster(pulumi.ComponentResource):
                 cluster_spec=spec.cluster_spec,
                 version=spec.version,
                 vswitch_ids=network.vswitch_ids,
-                pod_cidr=str(network_spec.pod_cidr),
+                # Terway gives pods addresses from the node vSwitches instead of an overlay.
+                pod_cidr=str(network_spec.pod_cidr) if spec.network == "flannel" else None,
+                pod_vswitch_ids=network.vswitch_ids if spec.network == "terway" else None,
                 service_cidr=str(network_spec.service_cidr),
                 # An adopted VPC has its own egress; a new one needs a NAT gateway to pull images.
                 new_nat_gateway=not network.adopted,
                 slb_internet_enabled=spec.api_server.public,
                 deletion_protection=spec.deletion_protection,
                 is_enterprise_security_group=True,
-                addons=[alicloud.cs.ManagedKubernetesAddonArgs(name=addon) for addon in CREATION_ADDONS],
+                addons=[
+                    alicloud.cs.ManagedKubernetesAddonArgs(name=addon, config=config)
+                    for addon, config in creation_addons(spec.network)
+                ],
                 opts=child,
             )
             self.cluster_id = cluster.id

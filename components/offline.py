@@ -105,7 +105,15 @@ class Plan:
             for r in self.resources
             if r.custom and r.type.startswith("kubernetes:") and r.type not in REMOTE
         ]
-        return sorted(objects, key=lambda o: (apply_rank(o["kind"]), o["kind"], o["metadata"].get("name", "")))
+        return sorted(
+            objects,
+            key=lambda o: (
+                apply_rank(o["kind"]),
+                o["kind"],
+                o["metadata"].get("name", ""),
+                o["metadata"].get("namespace", ""),
+            ),
+        )
 
     def counts(self) -> Counter[str]:
         return Counter(r.type for r in self.resources)

@@ -20,6 +20,7 @@ import argparse
 import json
 import sys
 import time
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -98,11 +99,17 @@ def plan_stack(config: Mapping[str, Any], *, stack: str, project_dir: Path) -> t
 
 def write_manifests(plan: Plan, out: Path) -> list[Path]:
     """Write each Kubernetes object to ``out/<rank>-<kind>-<name>.yaml`` (the rank
-    orders a plain ``kubectl apply -f out/``); return the paths."""
+    orders a plain ``kubectl apply -f out/``), or ``<rank>-<kind>-<namespace>-<name>.yaml``
+    where objects of one kind and name live in several namespaces (the teams'); return the
+    paths."""
     out.mkdir(parents=True, exist_ok=True)
+    objects = plan.kubernetes_objects()
+    names = Counter((obj["kind"], obj["metadata"]["name"]) for obj in objects)
     written = []
-    for obj in plan.kubernetes_objects():
-        path = out / f"{apply_rank(obj['kind'])}-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
+    for obj in objects:
+        kind, meta = obj["kind"], obj["metadata"]
+        name = meta["name"] if names[kind, meta["name"]] == 1 else f"{meta.get('namespace')}-{meta['name']}"
+        path = out / f"{apply_rank(kind)}-{kind.lower()}-{name}.yaml"
         path.write_text(yaml.safe_dump(obj, sort_keys=False))
         written.append(path)
     return written

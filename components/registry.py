@@ -71,6 +71,8 @@ class ContainerRegistry(pulumi.ComponentResource):
         vswitch_id: the vSwitch of that endpoint.
         mirrored_images: the third-party images copied into ``imageMirror``; checked before
             anything is created when the mirror is in this stack's (adopted) instance.
+        secret_namespaces: more namespaces whose jobs pull the training image (the teams'): they
+            get the pull secret, and the credential helper watches them.
         keep_addons: leave the credential helper installed when the registry goes (an adopted cluster).
         password: the ``registryPassword`` secret, for ``spec.username``.
 
@@ -97,6 +99,7 @@ class ContainerRegistry(pulumi.ComponentResource):
         vpc_id: pulumi.Input[str],
         vswitch_id: pulumi.Input[str],
         mirrored_images: Sequence[str] = (),
+        secret_namespaces: Sequence[TrainingNamespace] = (),
         keep_addons: bool = False,
         password: pulumi.Output[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
@@ -200,7 +203,9 @@ class ContainerRegistry(pulumi.ComponentResource):
                     cluster_id=cluster_id,
                     name=ACR_HELPER_ADDON,
                     config=pulumi.Output.from_input(instance_id).apply(
-                        lambda id_: acr_helper_config(id_, region, [namespace.name])
+                        lambda id_: acr_helper_config(
+                            id_, region, sorted({namespace.name, *(team.name for team in secret_namespaces)})
+                        )
                     ),
                     opts=pulumi.ResourceOptions(parent=self, retain_on_delete=keep_addons),
                 )
@@ -228,13 +233,14 @@ class ContainerRegistry(pulumi.ComponentResource):
                     lambda args: docker_config_json(args[0], spec.username, args[1])
                 )
             )
-            k8s.core.v1.Secret(
-                f"{name}-pull",
-                metadata={"name": PULL_SECRET, "namespace": namespace.name, "labels": dict(MANAGED_BY)},
-                type="kubernetes.io/dockerconfigjson",
-                string_data={".dockerconfigjson": config_json},
-                opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[namespace.namespace]),
-            )
+            for where in (namespace, *secret_namespaces):
+                k8s.core.v1.Secret(
+                    f"{name}-pull" if where is namespace else f"{name}-pull-{where.name}",
+                    metadata={"name": PULL_SECRET, "namespace": where.name, "labels": dict(MANAGED_BY)},
+                    type="kubernetes.io/dockerconfigjson",
+                    string_data={".dockerconfigjson": config_json},
+                    opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[where.namespace]),
+                )
             self.pull_secret = PULL_SECRET
         self.register_outputs({"repositoryUrl": self.repository_url, "pushUrl": self.push_url})
 

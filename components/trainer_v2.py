@@ -106,9 +106,15 @@ class TrainerV2(pulumi.ComponentResource):
             )
         after_kueue = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=kueue)
         self.queue_resources = [
-            custom_resource(f"{obj['kind'].lower()}-{obj['metadata']['name']}", obj, opts=after_kueue)
-            for obj in queue_objects
+            custom_resource(_queue_resource_name(obj), obj, opts=after_kueue) for obj in queue_objects
         ]
         self.queue = queue
         self.ready: list[pulumi.Resource] = [*installed, *self.runtimes, *kueue, *self.queue_resources]
         self.register_outputs({"queue": queue})
+
+
+def _queue_resource_name(obj: Manifest) -> str:
+    """``<kind>-<name>``, with the namespace too where LocalQueues of one name live in several."""
+    meta = obj["metadata"]
+    where = meta.get("namespace", meta["name"])
+    return "-".join([obj["kind"].lower(), *([where] if where != meta["name"] else []), meta["name"]])

@@ -60,7 +60,7 @@ INVALID = [
         "unknown top-level key",
         {"gpuPol": {}},
         "ack-training-platform:gpuPol: unknown key; did you mean 'gpuPool'? valid keys: cluster, gpuPool, imageMirror, "
-        "jobs, monitoring, network, operator, registry, storage, trainerV2, training",
+        "jobs, monitoring, network, operator, registry, storage, teams, trainerV2, training",
     ),
     (
         "min above max",

@@ -392,9 +392,16 @@ def test_jobs_are_wired_to_operator_pool_storage_and_registry(run_stack) -> None
     volcano = plan.one("kubernetes:helm.sh/v3:Release")
     rendered = {r.urn for r in plan.resources if r.parent == plan.one("kubernetes:kustomize:Directory").urn}
     assert len(rendered) == len(rendered_overlay())
-    claims = {c.urn for c in plan.of_type("kubernetes:core/v1:PersistentVolumeClaim")}
     for job in plan.of_type("kubernetes:kubeflow.org/v1:PyTorchJob"):
-        # Every object of the overlay (the CRD among them), Volcano and the claims come first.
+        # Every object of the overlay (the CRD among them), Volcano and the claims of the job's
+        # own namespace come first.
+        namespace = job.inputs["metadata"]["namespace"]
+        claims = {
+            c.urn
+            for c in plan.of_type("kubernetes:core/v1:PersistentVolumeClaim")
+            if c.inputs["metadata"]["namespace"] == namespace
+        }
+        assert len(claims) == 2
         assert {volcano.urn} | rendered | claims <= set(job.dependencies)
         pod = _pod(job.inputs)
         assert pod["tolerations"][0]["key"] == "nvidia.com/gpu"

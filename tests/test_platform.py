@@ -143,9 +143,14 @@ def test_nothing_is_open_to_the_world(run_stack) -> None:
     assert not prod.of_type("alicloud:slb/acl:Acl") and prod.outputs["apiServerAccess"] is None
 
 
-def test_nas_rule_is_the_vpc_cidr_by_default(run_stack) -> None:
+def test_nas_rules_are_the_node_vswitches_with_root_squashed(run_stack) -> None:
     plan = run_stack(stack_config("dev"))
-    assert plan.one("alicloud:nas/accessRule:AccessRule").inputs["sourceCidrIp"] == "192.168.0.0/16"
+    rules = plan.of_type("alicloud:nas/accessRule:AccessRule")
+    # One rule per node vSwitch, not the VPC; root on a node or in a pod owns nothing on NAS.
+    assert sorted(r.inputs["sourceCidrIp"] for r in rules) == ["192.168.0.0/20", "192.168.16.0/20"]
+    assert {r.inputs["userAccessType"] for r in rules} == {"root_squash"}
+    mount = plan.one("alicloud:nas/mountTarget:MountTarget")
+    assert {r.urn for r in rules} <= set(mount.dependencies)
     assert plan.one("alicloud:nas/accessGroup:AccessGroup").inputs["accessGroupType"] == "Vpc"
 
 
@@ -243,6 +248,7 @@ def test_kubernetes_provider_survives_credential_rotation(run_stack) -> None:
     adopted = stack_config("dev")
     adopted[cfg("network")] = {"vpcId": "vpc-1", "vswitchIds": ["vsw-1"], "vpcCidr": "10.0.0.0/8"}
     adopted[cfg("cluster")] = {"existingClusterId": "c-0123456789abcdef"}
+    adopted[cfg("storage")]["nas"]["accessCidr"] = "10.0.0.0/16"
     providers = run_stack(adopted).of_type("pulumi:providers:kubernetes")
     assert [p.inputs["clusterIdentifier"] for p in providers] == ["c-0123456789abcdef"] * 2
 
@@ -291,7 +297,7 @@ def test_erdma_pool_wires_the_fabric_end_to_end(run_stack) -> None:
     assert addon.urn in job.dependencies
     assert not addon.retain_on_delete  # it goes with the cluster this stack created
     adopted = stack_config("prod")
-    adopted[cfg("cluster")] = {"existingClusterId": "c-1"}
+    adopted[cfg("cluster")] = {"existingClusterId": "c-1", "network": "terway"}
     kept = run_stack(adopted, "prod")
     assert all(a.retain_on_delete for a in kept.of_type(ADDON))  # leaving the stack uninstalls nothing
 
@@ -348,8 +354,8 @@ def test_enterprise_registry_is_reachable_and_pulls_without_a_password(run_stack
     adopted = run_stack(stack_config("prod"), "prod")
     assert not adopted.of_type("alicloud:cr/registryEnterpriseInstance:RegistryEnterpriseInstance")
     config = json.loads(adopted.one(ADDON, "registry-managed-aliyun-acr-credential-helper").inputs["config"])
-    # The mirror's pods pull without credentials: only the training namespace needs the helper.
-    assert config["watchNamespace"] == "training"
+    # The mirror's pods pull without credentials: only the namespaces of jobs need the helper.
+    assert config["watchNamespace"] == "llm,training,vision"
     assert config["AcrInstanceInfo"] == [{"instanceId": "cri-0jl6b5ykcjznb4rb", "regionId": "cn-wulanchabu"}]
     assert plan.outputs["registry"] == {
         "pushUrl": "ml-registry-registry.cn-wulanchabu.cr.aliyuncs.com/ml/trainer",
@@ -640,8 +646,10 @@ def test_job_defaults_rebuild_the_stacks_own_jobs(run_stack, stack: str) -> None
     for job in platform.jobs:
         backend = platform.job_backend(job)
         built = plan.one(TRAINJOB if backend == "v2" else JOB, job.name).inputs
-        gpus = job_gpus(job, defaults["placement"]["gpusPerNode"])
-        ctx = context_from_defaults(defaults, image="<image>", gpus=gpus, backend=backend)
+        # A team's jobs land in its namespace, with its claims, uid and queue.
+        used = plan.outputs["teamJobDefaults"][job.team] if job.team else defaults
+        gpus = job_gpus(job, used["placement"]["gpusPerNode"])
+        ctx = context_from_defaults(used, image="<image>", gpus=gpus, backend=backend)
         rebuilt = train_job(job, ctx) if backend == "v2" else pytorch_job(job, ctx)
         assert _without_images(rebuilt) == _without_images(built)
 

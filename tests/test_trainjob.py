@@ -448,7 +448,10 @@ def test_v1_and_v2_run_side_by_side_through_the_mirror(run_stack) -> None:
     netbench.update(backend="v2")
     del netbench["restartPolicy"]
     plan = run_stack(config, "prod", invokes=kustomize_invoke())
-    assert [j.name for j in plan.of_type("kubernetes:kubeflow.org/v1:PyTorchJob")] == ["gpt-pretrain"]
+    assert sorted(j.name for j in plan.of_type("kubernetes:kubeflow.org/v1:PyTorchJob")) == [
+        "gpt-pretrain",
+        "vit-finetune",
+    ]
     job = plan.one(TRAINJOB).inputs
     assert job["metadata"]["name"] == "nccl-check"
     assert job["spec"]["runtimeRef"]["name"] == "ack-training-platform-torch-erdma"

@@ -89,6 +89,7 @@ PRIVATE_ACCESS = ("vpn", "cen", "express-connect", "in-vpc")
 PLATFORM_ADDONS = frozenset(
     {
         "flannel",
+        "terway-eniip",
         "csi-plugin",
         "csi-provisioner",
         "storage-operator",
@@ -173,8 +174,19 @@ class ClusterSpec(Spec):
     """How Pulumi reaches the API server of a new cluster."""
     system_pool: SystemPoolSpec = Field(default_factory=SystemPoolSpec)
     autoscaler: AutoscalerSpec = Field(default_factory=AutoscalerSpec)
+    network: Literal["flannel", "terway"] = "flannel"
+    """Pod network, chosen when ACK creates the cluster and never changed after (changing it replaces the
+    cluster). ``terway`` gives pods VPC addresses and enforces NetworkPolicy, which team isolation needs;
+    ``flannel`` (an overlay on ``podCidr``) enforces none, so it suits one team. For an adopted cluster, say
+    which one it runs."""
+    shared_network: bool = False
+    """Accept several teams on Flannel, whose pods can then all reach each other."""
     addons: list[DnsLabel] = Field(default_factory=list)
     """ACK add-ons to install besides those the platform derives (network, storage, node repair, fabric, registry)."""
+
+    @property
+    def is_local(self) -> bool:
+        return self.local is not None
 
     @property
     def creates_cluster(self) -> bool:
@@ -195,7 +207,7 @@ class ClusterSpec(Spec):
             mode = "a local cluster" if self.local is not None else "an adopted cluster (existingClusterId)"
             set_but_unused(self, ("version", "cluster_spec", "deletion_protection", "api_server"), f"with {mode}")
             if self.local is not None:
-                set_but_unused(self, ("system_pool", "autoscaler", "addons"), f"with {mode}")
+                set_but_unused(self, ("system_pool", "autoscaler", "addons", "network"), f"with {mode}")
             elif self.system_pool.enabled:
                 raise field_error(
                     "systemPool.enabled",

@@ -22,6 +22,7 @@ from .base import (
     field_error,
     quantity_bytes,
 )
+from .teams import check_priority_class
 
 # --- jobs ----------------------------------------------------------------------------
 
@@ -135,6 +136,11 @@ class SchedulingSpec(Spec):
     min_available: int | None = Field(default=None, ge=1)
     """Gang size: pods that must be schedulable together (needs Volcano); v1 only."""
 
+    @model_validator(mode="after")
+    def _check(self) -> SchedulingSpec:
+        check_priority_class(self.priority_class, "priorityClass")
+        return self
+
 
 class TrainingJobSpec(Spec):
     """One training job running the bundled trainer (or your own command): a PyTorchJob on backend v1, a
@@ -145,7 +151,11 @@ class TrainingJobSpec(Spec):
     preset: Literal["train", "netbench"] = "train"
     """``train`` runs the trainer; ``netbench`` measures all-reduce bandwidth across the nodes."""
     namespace: DnsLabel | None = None
-    """Must be the platform's training namespace, which holds the claims and the pull secret (its default)."""
+    """Must be the platform's training namespace, which holds the claims and the pull secret (its default);
+    with ``team``, the team's namespace."""
+    team: DnsLabel | None = None
+    """The team (``teams[].name``) the job belongs to: it runs in the team's namespace, with its claims, uid and
+    queue. Required when the stack declares teams."""
     labels: Labels = Field(default_factory=dict)
     annotations: dict[LabelKey, EnvValue] = Field(default_factory=dict)
     image: str | None = None

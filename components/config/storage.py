@@ -39,7 +39,11 @@ class NasSpec(Spec):
     zone_id: str | None = Field(default=None)
     """Zone of an extreme file system; the first vSwitch's zone when unset (required with an adopted VPC)."""
     access_cidr: Cidr | None = Field(default=None)
-    """Source range of the NAS access rule; the VPC CIDR when unset. Must lie inside the VPC."""
+    """Source range of the NAS access rule; the node vSwitches' blocks when unset (required with an adopted VPC,
+    whose vSwitch blocks the stack does not know). Must lie inside the VPC."""
+    user_access: Literal["root_squash", "all_squash", "no_squash"] = Field(default="root_squash")
+    """How NAS treats the client's uid: ``root_squash`` maps root (uid 0) to the anonymous user, so a pod running
+    as root owns nothing on the file system; ``no_squash`` trusts root. Jobs run as their team's uid."""
     base_path: str | None = Field(default=None, pattern=r"^/[A-Za-z0-9/_-]*[A-Za-z0-9_-]$")
     """Directory on the file system that holds the volumes: ``/training``, or ``/share/training`` on extreme NAS."""
 

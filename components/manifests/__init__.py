@@ -13,6 +13,7 @@ from .cluster import (
     acr_helper_config,
     api_server_acl_command,
     cluster_addons,
+    creation_addons,
 )
 from .job_defaults import context_from_defaults, job_defaults
 from .jobs import (
@@ -61,6 +62,18 @@ from .storage import (
     persistent_volume_claim,
     shared_volume_path,
 )
+from .tenancy import (
+    BASELINE,
+    PRIVILEGED,
+    directory_owner_job,
+    job_network_policy,
+    run_as,
+    team_access,
+    team_namespace,
+    team_network_policies,
+    team_pod_security,
+    training_pod_security,
+)
 from .trainer_v2 import (
     KUEUE_NAMESPACE,
     TRAINER_V2_NAMESPACE,
@@ -83,6 +96,7 @@ __all__ = [
     "ACR_HELPER_ADDON",
     "CPU_PLACEMENT",
     "CREATION_ADDONS",
+    "creation_addons",
     "DATA_MOUNT",
     "ERDMA",
     "FABRICS",
@@ -138,6 +152,16 @@ __all__ = [
     "third_party_images",
     "train_job",
     "training_namespace",
+    "BASELINE",
+    "PRIVILEGED",
+    "directory_owner_job",
+    "job_network_policy",
+    "run_as",
+    "team_access",
+    "team_namespace",
+    "team_network_policies",
+    "team_pod_security",
+    "training_pod_security",
     "training_runtime",
     "trainer_v2_images",
     "trainer_v2_values",

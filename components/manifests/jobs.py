@@ -52,6 +52,7 @@ class JobContext:
         service_account: pods' service account (it carries the pull secret).
         image_pull_secret: pull secret name, or ``None`` for public images.
         queue: Kueue LocalQueue that admits the job (v2), or ``None`` for no queueing.
+        security_context: the pods' security context (a team's uid and gid), or ``None`` for the image's user.
     """
 
     namespace: str
@@ -63,6 +64,7 @@ class JobContext:
     service_account: str | None = None
     image_pull_secret: str | None = None
     queue: str | None = None
+    security_context: Manifest | None = None
 
 
 TCP_NCCL_ENV = {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "eth0"}
@@ -210,9 +212,11 @@ def job_volumes(job: TrainingJobSpec, ctx: JobContext) -> list[Manifest]:
 
 
 def placement_fields(ctx: JobContext) -> Manifest:
-    """Pod fields from the pool and the registry: node selector, tolerations, service
-    account, pull secret."""
+    """Pod fields from the pool, the registry and the team: node selector, tolerations,
+    service account, pull secret, security context."""
     fields: Manifest = {}
+    if ctx.security_context:
+        fields["securityContext"] = dict(ctx.security_context)
     if ctx.placement.node_selector:
         fields["nodeSelector"] = dict(ctx.placement.node_selector)
     if ctx.placement.tolerations:

@@ -168,40 +168,67 @@ def kueue_objects(spec: PlatformSpec) -> list[Manifest]:
     Kueue admits a job only when its ClusterQueue covers every resource the job's pods
     request, and admits all of a job's pods together by quota, before any node exists:
     the pods are then created, stay pending, and the autoscaler adds nodes for them.
-    The queue admits only workloads of the training namespace.
+    The queue admits only workloads of the training namespace; with teams, each team has a
+    ClusterQueue of its own, holding its quota and admitting its namespace only, and a
+    LocalQueue of the same name as the training namespace's would have.
     """
+    fabric = FABRICS.get(spec.gpu_pool.fabric) if spec.gpu_pool is not None else None
+    # One device resource per job pod, and one job pod per node.
+    devices = [(fabric.resource, str(spec.gpu_pool.max_size))] if fabric is not None else []
+    labels = dict(MANAGED_BY)
+    flavor = {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": KUEUE_FLAVOR, "labels": labels}}
+    priorities = [
+        {
+            "apiVersion": KUEUE_API,
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": n, "labels": labels},
+            "value": v,
+        }
+        for n, v in spec.trainer_v2.kueue.priorities.items()
+    ]
+    # With priorities, a job of higher priority takes a lower one's quota: Kueue evicts it (its pods
+    # get SIGTERM and checkpoint) and requeues it (v0.19.2 apis/kueue/v1beta2 ClusterQueuePreemption).
+    preempt = bool(priorities)
+    if spec.teams:
+        queues = [
+            _queues(
+                team.name,
+                team.name,
+                kueue_queue_name(spec),
+                preempt,
+                [
+                    ("cpu", team.quota.cpu),
+                    ("memory", team.quota.memory),
+                    (GPU_RESOURCE, str(team.quota.gpus)),
+                    *devices,
+                ],
+            )
+            for team in spec.teams
+        ]
+        return [flavor, *priorities, *(obj for pair in queues for obj in pair)]
     name = kueue_queue_name(spec)
     resources = [
         ("cpu", spec.trainer_v2.kueue.cpu_quota),
         ("memory", spec.trainer_v2.kueue.memory_quota),
         (GPU_RESOURCE, str(kueue_gpu_quota(spec))),
+        *devices,
     ]
-    fabric = FABRICS.get(spec.gpu_pool.fabric) if spec.gpu_pool is not None else None
-    if fabric is not None:
-        # One device resource per job pod, and one job pod per node.
-        resources.append((fabric.resource, str(spec.gpu_pool.max_size)))
+    return [flavor, *priorities, *_queues(name, spec.training.namespace, name, preempt, resources)]
+
+
+def _queues(
+    cluster_queue: str, namespace: str, local_queue: str, preempt: bool, resources: list[tuple[str, str]]
+) -> list[Manifest]:
     labels = dict(MANAGED_BY)
-    # With priorities, a job of higher priority takes a lower one's quota: Kueue evicts it (its pods
-    # get SIGTERM and checkpoint) and requeues it (v0.19.2 apis/kueue/v1beta2 ClusterQueuePreemption).
-    preemption = {"preemption": {"withinClusterQueue": "LowerPriority"}} if spec.trainer_v2.kueue.priorities else {}
+    preemption = {"preemption": {"withinClusterQueue": "LowerPriority"}} if preempt else {}
     return [
-        {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": KUEUE_FLAVOR, "labels": labels}},
-        *(
-            {
-                "apiVersion": KUEUE_API,
-                "kind": "WorkloadPriorityClass",
-                "metadata": {"name": n, "labels": labels},
-                "value": v,
-            }
-            for n, v in spec.trainer_v2.kueue.priorities.items()
-        ),
         {
             "apiVersion": KUEUE_API,
             "kind": "ClusterQueue",
-            "metadata": {"name": name, "labels": labels},
+            "metadata": {"name": cluster_queue, "labels": labels},
             "spec": {
                 **preemption,
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": spec.training.namespace}},
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
                 "resourceGroups": [
                     {
                         "coveredResources": [resource for resource, _ in resources],
@@ -218,7 +245,7 @@ def kueue_objects(spec: PlatformSpec) -> list[Manifest]:
         {
             "apiVersion": KUEUE_API,
             "kind": "LocalQueue",
-            "metadata": {"name": name, "namespace": spec.training.namespace, "labels": labels},
-            "spec": {"clusterQueue": name},
+            "metadata": {"name": local_queue, "namespace": namespace, "labels": labels},
+            "spec": {"clusterQueue": cluster_queue},
         },
     ]
