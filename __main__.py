@@ -27,7 +27,7 @@ from components.manifests import (
     v2_fabrics,
 )
 from components.preflight import check_cloud
-from components.stack import stack_secret, stack_spec
+from components.stack import is_secret_section, stack_secret, stack_spec
 
 spec = stack_spec()
 check_cloud(spec)
@@ -134,6 +134,7 @@ jobs = [
         trainer_v2=trainer_v2,
         backend=spec.job_backend(job),
         provider=provider,
+        secret=is_secret_section("jobs"),
     )
     for job in spec.jobs
 ]

@@ -87,6 +87,8 @@ class TrainingJob(pulumi.ComponentResource):
         trainer_v2: Trainer v2; a v2 job waits for it and its runtimes, and joins its queue.
         backend: ``v1`` or ``v2``; the spec's own ``backend`` (else ``v1``) when unset.
         provider: the cluster's kubernetes provider.
+        secret: the spec comes from an encrypted stack key: the job object's spec (image,
+            command, env, ...) is a Pulumi secret; its metadata is not.
 
     Attributes:
         manifest: the emitted PyTorchJob or TrainJob; its image is an output, which may be
@@ -111,6 +113,7 @@ class TrainingJob(pulumi.ComponentResource):
         trainer_v2: TrainerV2 | None = None,
         backend: Backend | None = None,
         provider: k8s.Provider,
+        secret: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:TrainingJob", name, None, opts)
@@ -149,9 +152,14 @@ class TrainingJob(pulumi.ComponentResource):
                 *ready,
             ]
         )
+        args = resource_args(self.manifest)
+        if secret:
+            # Its metadata (name, labels, annotations) is how the cluster finds and selects
+            # the job, and stays readable.
+            args["spec"] = pulumi.Output.secret(args["spec"])
         self.job = k8s.apiextensions.CustomResource(
             spec.name,
-            **resource_args(self.manifest),
+            **args,
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=provider,

@@ -128,6 +128,52 @@ def test_registry_password_plaintext_never_reaches_a_plain_output(run_stack, mon
     assert password not in exposed and password not in rendered
 
 
+@pytest.mark.parametrize("backend", ["v1", "v2"])
+def test_a_secret_in_a_jobs_env_never_reaches_a_plain_output(monkeypatch, tmp_path, backend: str) -> None:
+    # As `pulumi config set --secret --path 'jobs[0].env.HF_TOKEN'` leaves it: the stack file
+    # holds the ciphertext at that path, the program gets the plaintext and the whole key as secret.
+    import pulumi
+
+    from components import plan as plan_module
+
+    token = "hf-5e1b0d-plaintext"
+    config = stack_config("dev")
+    config[cfg("training")]["backend"] = backend
+    config[cfg("jobs")][0]["env"] = {"HF_TOKEN": {"secure": "v1:AAAA"}}
+    decrypted = json.dumps([{**config[cfg("jobs")][0], "env": {"HF_TOKEN": token}}, *config[cfg("jobs")][1:]])
+    real_set_all_config = pulumi.runtime.set_all_config
+
+    def decrypting(values, secret_keys=None):
+        assert cfg("jobs") in (secret_keys or [])
+        return real_set_all_config({**values, cfg("jobs"): decrypted}, secret_keys)
+
+    monkeypatch.setattr(pulumi.runtime, "set_all_config", decrypting)
+    plan = plan_module.run_program(plan_module.with_unset_credentials(config)[0], stack="dev", project_dir=ROOT)
+    exposed = json.dumps({**plan.as_json(), "outputs": plan.outputs}, default=str)
+    plan_module.write_manifests(plan, tmp_path / "out")
+    rendered = "".join(p.read_text() for p in (tmp_path / "out").iterdir())
+    assert token not in exposed and token not in rendered
+    job = plan.one(TRAINJOB if backend == "v2" else JOB)
+    assert job.inputs["spec"] == SECRET
+    assert job.inputs["metadata"]["name"] == config[cfg("jobs")][0]["name"]
+
+
+def test_only_credentials_and_jobs_may_be_encrypted() -> None:
+    from components.config import ConfigError
+    from components.plan import offline_spec
+
+    config = stack_config("dev")
+    config[cfg("storage")]["data"] = {"claimName": "training-data", "size": {"secure": "v1:AAAA"}}
+    with pytest.raises(ConfigError) as raised:
+        offline_spec(config)
+    assert raised.value.problems == [
+        "ack-training-platform:storage: is encrypted, but its settings become names and arguments the cloud and "
+        "the cluster show in plain, so it would not stay secret; only registryPassword, ossAccessKeyId, "
+        "ossAccessKeySecret and jobs may be encrypted. Set it without --secret; a job reads a credential from a "
+        "Kubernetes Secret with env: {NAME: {secretKeyRef: {name, key}}}"
+    ]
+
+
 def test_nothing_is_open_to_the_world(run_stack) -> None:
     for stack in ("dev", "prod"):
         plan = run_stack(stack_config(stack), stack)

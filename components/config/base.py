@@ -23,6 +23,12 @@ SECRET_KEYS = ("registryPassword", "ossAccessKeyId", "ossAccessKeySecret")
 """Stack keys that hold credentials. They never enter a spec: components read them as
 Pulumi secrets so they stay encrypted end to end (``pulumi config set --secret``)."""
 
+SECRET_SECTIONS = ("jobs",)
+"""Stack keys that may be encrypted besides the credentials, e.g. a token in a job's env
+(``pulumi config set --secret --path 'jobs[0].env.TOKEN'``, which makes Pulumi treat the
+whole key as secret): the job objects built from them are Pulumi secrets. Every other
+setting becomes names and arguments that ACK, ECS and the cluster show in plain."""
+
 REGION_KEY = "alicloud:region"
 
 DEFAULT_GPU_TAINT_KEY = "nvidia.com/gpu"
@@ -160,6 +166,11 @@ LabelValue = Annotated[str, BeforeValidator(_number_as_text), AfterValidator(_la
 EnvName = Annotated[str, AfterValidator(_env_name)]
 EnvValue = Annotated[str, BeforeValidator(_number_as_text)]
 Labels = dict[LabelKey, LabelValue]
+
+
+UNION_TAGS = ("<value>", "<secret>")
+"""Names of the branches of a tagged union (a job's env entry); they appear in error
+locations but are no stack keys."""
 
 
 def field_error(key: str, message: str) -> PydanticCustomError:
