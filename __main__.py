@@ -15,6 +15,8 @@ from components import (
     TrainingNamespace,
     TrainingOperator,
     local_providers,
+    node_role_name,
+    oss_reader,
     platform_context,
 )
 from components.manifests import (
@@ -57,6 +59,7 @@ else:
             autoscaler=cluster.autoscaler,
             addons=cluster.addons,
             keep_addons=cluster.adopted,
+            worker_role=node_role_name(spec.cluster.name, spec.gpu_pool.name),
         )
     namespace = TrainingNamespace("training", spec.training, provider=provider)
     storage = NasStorage(
@@ -67,7 +70,6 @@ else:
         zone_id=spec.nas_zone,
         mount_vswitch_index=spec.nas_vswitch,
     )
-    oss_credentials = (stack_secret("ossAccessKeyId"), stack_secret("ossAccessKeySecret")) if spec.storage.oss else None
     volumes = SharedVolumes(
         "shared",
         spec.storage,
@@ -76,7 +78,9 @@ else:
         nas_server=storage.server,
         depends_on=storage.ready,
         region=spec.region,
-        oss_credentials=oss_credentials,
+        oss_role=oss_reader(spec.cluster.name, spec.storage.oss, cluster.rrsa, parent=cluster)
+        if spec.storage.oss
+        else None,
     )
     if spec.registry is not None:
         registry = ContainerRegistry(

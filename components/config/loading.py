@@ -12,6 +12,8 @@ from pydantic.alias_generators import to_camel
 from .base import PROJECT, REGION_KEY, SECRET_KEYS, SECRET_SECTIONS, UNION_TAGS
 from .platform import PlatformSpec
 
+RETIRED_CREDENTIALS = ("ossAccessKeyId", "ossAccessKeySecret")
+
 
 class ConfigError(Exception):
     """A stack's configuration is invalid; ``problems`` holds one message per bad key."""
@@ -58,6 +60,14 @@ def load_spec(raw: Mapping[str, Any], secret_keys: Collection[str] = (), *, cred
     ]
     if plaintext:
         raise ConfigError(plaintext)
+    retired = [
+        f"{prefix}{key}: no longer read: the OSS dataset is read through RRSA, without an AccessKey; run: "
+        f"pulumi config rm {key}, and delete that AccessKey in RAM"
+        for key in RETIRED_CREDENTIALS
+        if key in ours
+    ]
+    if retired:
+        raise ConfigError(retired)
     never_secret = [
         f"{key}: is encrypted, but its settings become names and arguments the cloud and the cluster show in "
         f"plain, so it would not stay secret; only {', '.join(SECRET_KEYS)} and {', '.join(SECRET_SECTIONS)} may be "
@@ -90,8 +100,6 @@ def load_spec(raw: Mapping[str, Any], secret_keys: Collection[str] = (), *, cred
 def missing_credentials(spec: PlatformSpec, raw: Mapping[str, Any]) -> dict[str, str]:
     """Secret stack keys ``spec`` needs that ``raw`` lacks, each with the key needing it."""
     needed = {"registryPassword": "registry.username"} if spec.registry and spec.registry.username else {}
-    if spec.storage.oss is not None:
-        needed.update(ossAccessKeyId="storage.oss", ossAccessKeySecret="storage.oss")
     return {key: needs for key, needs in needed.items() if f"{PROJECT}:{key}" not in raw}
 
 
