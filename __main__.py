@@ -15,6 +15,8 @@ from components import (
     TrainingNamespace,
     TrainingOperator,
     local_providers,
+    node_role_name,
+    oss_reader,
     platform_context,
 )
 from components.manifests import (
@@ -29,7 +31,7 @@ from components.manifests import (
 from components.mirror import mirrored_images
 from components.preflight import check_cloud
 from components.registry import image_pushed, pinned_image
-from components.stack import stack_secret, stack_spec
+from components.stack import is_secret_section, stack_secret, stack_spec
 
 spec = stack_spec()
 check_cloud(spec)
@@ -75,6 +77,7 @@ else:
             autoscaler=cluster.autoscaler,
             addons=cluster.addons,
             keep_addons=cluster.adopted,
+            worker_role=node_role_name(spec.cluster.name, spec.gpu_pool.name),
         )
     namespace = TrainingNamespace("training", spec.training, provider=provider, pod_security=pod_security)
     teams = team_namespaces(provider)
@@ -87,7 +90,6 @@ else:
         mount_vswitch_index=spec.nas_vswitch,
         access_cidrs=spec.nas_access_cidrs,
     )
-    oss_credentials = (stack_secret("ossAccessKeyId"), stack_secret("ossAccessKeySecret")) if spec.storage.oss else None
     volumes = SharedVolumes(
         "shared",
         spec.storage,
@@ -96,7 +98,9 @@ else:
         nas_server=storage.server,
         depends_on=storage.ready,
         region=spec.region,
-        oss_credentials=oss_credentials,
+        oss_role=oss_reader(spec.cluster.name, spec.storage.oss, cluster.rrsa, parent=cluster)
+        if spec.storage.oss
+        else None,
     )
     team_volumes = {
         name: SharedVolumes(
@@ -180,6 +184,7 @@ jobs = [
         backend=spec.job_backend(job),
         provider=provider,
         network_policy=spec.network_policies,
+        secret=is_secret_section("jobs"),
     )
     for job in spec.jobs
     if image_pushed(registry, job.image_tag if job.image is None else None, f"job {job.name!r}")

@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 
 from ._k8s import TOKEN
 from .config import AutoscalerSpec, ClusterSpec, LocalClusterSpec, NetworkSpec
+from .identity import METADATA_TOKENS_REQUIRED, node_role, node_role_name
 from .manifests import POOL_LABEL, SYSTEM_POOL, api_server_acl_command, creation_addons
 from .network import Network
 
@@ -47,6 +48,8 @@ class AckCluster(pulumi.ComponentResource):
         addons: the add-on resources.
         adopted: whether the cluster existed before this stack.
         autoscaler: the autoscaler configuration, which autoscaling pools must wait for.
+        rrsa: the cluster's RRSA OIDC provider and issuer, for roles its service accounts
+            assume; ``None`` for an adopted cluster.
         api_server_access: the access list of a public API server and the command that
             binds it, or ``None``.
     """
@@ -66,6 +69,7 @@ class AckCluster(pulumi.ComponentResource):
         super().__init__(f"{TOKEN}:AckCluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.api_server_access: pulumi.Output[dict[str, str]] | None = None
+        self.rrsa: pulumi.Output[alicloud.cs.outputs.ManagedKubernetesRrsaMetadata] | None = None
         nodes: list[pulumi.Resource] = []
         if spec.existing_cluster_id is not None:
             self.cluster_id = pulumi.Output.from_input(spec.existing_cluster_id)
@@ -85,6 +89,9 @@ class AckCluster(pulumi.ComponentResource):
                 slb_internet_enabled=spec.api_server.public,
                 deletion_protection=spec.deletion_protection,
                 is_enterprise_security_group=True,
+                # Pods get cloud credentials for their own service account (RRSA) rather than
+                # the node's role; once on, ACK cannot turn it off (SDK: enable_rrsa).
+                enable_rrsa=True,
                 addons=[
                     alicloud.cs.ManagedKubernetesAddonArgs(name=addon, config=config)
                     for addon, config in creation_addons(spec.network)
@@ -92,6 +99,7 @@ class AckCluster(pulumi.ComponentResource):
                 opts=child,
             )
             self.cluster_id = cluster.id
+            self.rrsa = cluster.rrsa_metadata
             if spec.api_server.allowed_cidrs:
                 self.api_server_access = self._access_list(name, spec, network_spec, cluster, region)
         if spec.has_system_pool:
@@ -141,6 +149,7 @@ class AckCluster(pulumi.ComponentResource):
 
     def _system_pool(self, name: str, spec: ClusterSpec, network: Network) -> alicloud.cs.NodePool:
         pool = spec.system_pool
+        role, policy = node_role(f"{name}-{SYSTEM_POOL}", role_name=node_role_name(spec.name, SYSTEM_POOL), parent=self)
         return alicloud.cs.NodePool(
             f"{name}-{SYSTEM_POOL}",
             cluster_id=self.cluster_id,
@@ -155,7 +164,11 @@ class AckCluster(pulumi.ComponentResource):
             system_disk_category="cloud_essd",
             system_disk_size=pool.system_disk_gib,
             install_cloud_monitor=True,
-            opts=pulumi.ResourceOptions(parent=self),
+            ram_role_name=role.role_name,
+            instance_metadata_options=alicloud.cs.NodePoolInstanceMetadataOptionsArgs(
+                http_tokens=METADATA_TOKENS_REQUIRED
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
         )
 
     def _access_list(

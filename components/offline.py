@@ -208,6 +208,26 @@ def is_secure(value: Any) -> bool:
     return isinstance(value, dict) and set(value) == {"secure"}
 
 
+def holds_secure(value: Any) -> bool:
+    """Whether a config value is encrypted or holds an encrypted value
+    (``pulumi config set --secret --path``); Pulumi then treats the whole key as secret."""
+    if is_secure(value):
+        return True
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return any(holds_secure(item) for item in items)
+
+
+def redacted_config(value: Any) -> Any:
+    """A config value with every encrypted value, at any depth, read as ``[secret]``."""
+    if is_secure(value):
+        return SECRET
+    if isinstance(value, dict):
+        return {k: redacted_config(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redacted_config(v) for v in value]
+    return value
+
+
 def run_program(
     config: Mapping[str, Any], *, stack: str, project_dir: Path, invokes: Mapping[str, Any] | None = None
 ) -> Plan:
@@ -289,8 +309,8 @@ def run_program(
                 )
             return response
 
-    values = {k: SECRET if is_secure(v) else _config_value(v) for k, v in config.items()}
-    secret_keys = [k for k, v in config.items() if is_secure(v)]
+    values = {k: _config_value(redacted_config(v)) for k, v in config.items()}
+    secret_keys = [k for k, v in config.items() if holds_secure(v)]
     pulumi.runtime.set_all_config(values, secret_keys)
     settings.set_root_resource(None)  # type: ignore[arg-type]  # a fresh Stack per run
     monitor = RecordingMonitor(EchoMocks())

@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from .config import PROJECT, ConfigError, PlatformSpec, load_spec, missing_credentials, stack_schema
-from .offline import REMOTE, SECRET, Plan, apply_rank, is_secure, run_program
+from .offline import REMOTE, SECRET, Plan, apply_rank, holds_secure, redacted_config, run_program
 
 
 class PlanError(Exception):
@@ -85,8 +85,8 @@ def offline_spec(config: Mapping[str, Any]) -> PlatformSpec:
     Raises:
         ConfigError: the config is invalid.
     """
-    plain = {k: SECRET if is_secure(v) else v for k, v in config.items()}
-    return load_spec(plain, [k for k, v in config.items() if is_secure(v)], credentials=False)
+    plain = {k: redacted_config(v) for k, v in config.items()}
+    return load_spec(plain, [k for k, v in config.items() if holds_secure(v)], credentials=False)
 
 
 def plan_stack(config: Mapping[str, Any], *, stack: str, project_dir: Path) -> tuple[Plan, list[str], PlatformSpec]:

@@ -34,6 +34,12 @@ def stack_spec() -> PlatformSpec:
         raise pulumi.RunError(str(err)) from None
 
 
+def is_secret_section(key: str) -> bool:
+    """Whether the stack key ``key`` (one of ``SECRET_SECTIONS``) is encrypted, wholly or
+    in part: what is built from it must be a Pulumi secret."""
+    return is_config_secret(f"{PROJECT}:{key}")
+
+
 def stack_secret(key: str) -> pulumi.Output[str] | None:
     """A secret stack key (``pulumi config set --secret KEY``), kept secret."""
     return pulumi.Config(PROJECT).get_secret(key)

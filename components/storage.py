@@ -13,7 +13,6 @@ import pulumi_kubernetes as k8s
 from ._k8s import TOKEN, resource_args
 from .config import StorageSpec, TeamSpec, VolumeSpec
 from .manifests import (
-    MANAGED_BY,
     Manifest,
     claim_ref,
     directory_owner_job,
@@ -26,15 +25,13 @@ from .manifests import (
 from .namespace import TrainingNamespace
 from .network import Network
 
-OSS_SECRET = "oss-credentials"
-
 
 class SharedVolumes(pulumi.ComponentResource):
     """The data and output claims, whose data no deletion in the cluster can lose.
 
     On NAS each claim is bound to a volume at a fixed directory,
     ``<basePath>/<namespace>/<claim>``; with ``spec.oss`` the data claim is a read-only OSS
-    volume. The volumes are kept on delete, and each names its claim by uid, so a claim
+    volume, which the OSS CSI plugin reads as the RAM role ``oss_role`` (RRSA). The volumes are kept on delete, and each names its claim by uid, so a claim
     recreated after ``pulumi destroy`` or after its namespace was deleted binds to the same
     data on the next ``pulumi up``. On a cluster without NAS (a local stack) the claims come
     from the configured StorageClass.
@@ -56,7 +53,7 @@ class SharedVolumes(pulumi.ComponentResource):
         nas_server: pulumi.Input[str] | None = None,
         depends_on: list[pulumi.Resource] | None = None,
         region: str | None = None,
-        oss_credentials: tuple[pulumi.Input[str], pulumi.Input[str]] | None = None,
+        oss_role: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:SharedVolumes", name, None, opts)
@@ -71,9 +68,9 @@ class SharedVolumes(pulumi.ComponentResource):
         )
         self.claims: list[pulumi.Resource] = []
         if spec.oss is not None:
-            if oss_credentials is None:
-                raise ValueError("storage.oss needs the ossAccessKeyId and ossAccessKeySecret secrets")
-            self._oss_volume(name, spec, region, oss_credentials)
+            if oss_role is None:
+                raise ValueError("storage.oss needs the RAM role the OSS CSI plugin reads the bucket as")
+            self._oss_volume(spec, region, oss_role)
         shared = [spec.output] if spec.oss is not None else [spec.data, spec.output]
         for volume in shared:
             if nas_server is None:
@@ -143,7 +140,6 @@ class SharedVolumes(pulumi.ComponentResource):
         volume: VolumeSpec,
         access_mode: str,
         build: Callable[[Manifest], Manifest],
-        depends_on: list[pulumi.Resource] | None = None,
     ) -> None:
         """A claim, and the static volume ``build(claim reference)`` reserved for it."""
         claim = self._claim(volume, "", access_mode, self._volume_name(volume))
@@ -151,36 +147,18 @@ class SharedVolumes(pulumi.ComponentResource):
         k8s.core.v1.PersistentVolume(
             self._volume_name(volume),
             **resource_args(build(claim_ref(self._namespace.name, volume.claim_name, uid))),
-            opts=pulumi.ResourceOptions(
-                parent=self, provider=self._provider, retain_on_delete=True, depends_on=depends_on
-            ),
+            opts=pulumi.ResourceOptions(parent=self, provider=self._provider, retain_on_delete=True),
         )
         self.claims.append(claim)
 
-    def _oss_volume(
-        self,
-        name: str,
-        spec: StorageSpec,
-        region: str | None,
-        credentials: tuple[pulumi.Input[str], pulumi.Input[str]],
-    ) -> None:
-        key_id, key_secret = credentials
-        secret = k8s.core.v1.Secret(
-            f"{name}-oss",
-            metadata={"name": OSS_SECRET, "namespace": self._namespace.name, "labels": dict(MANAGED_BY)},
-            string_data={"akId": pulumi.Output.secret(key_id), "akSecret": pulumi.Output.secret(key_secret)},
-            opts=pulumi.ResourceOptions(parent=self, provider=self._provider, depends_on=[self._namespace.namespace]),
-        )
+    def _oss_volume(self, spec: StorageSpec, region: str | None, role: pulumi.Input[str]) -> None:
         oss = spec.oss
         endpoint = oss.endpoint or f"oss-{region}-internal.aliyuncs.com"
         pv_name = self._volume_name(spec.data)
         self._bound(
             spec.data,
             "ReadOnlyMany",
-            lambda ref: oss_persistent_volume(
-                pv_name, oss, endpoint, spec.data.size, OSS_SECRET, self._namespace.name, ref
-            ),
-            depends_on=[secret],
+            lambda ref: oss_persistent_volume(pv_name, oss, endpoint, spec.data.size, role, ref),
         )
 
 

@@ -91,6 +91,8 @@ class TrainingJob(pulumi.ComponentResource):
         provider: the cluster's kubernetes provider.
         network_policy: let the job's pods reach each other through their namespace's
             default-deny NetworkPolicy.
+        secret: the spec comes from an encrypted stack key: the job object's spec (image,
+            command, env, ...) is a Pulumi secret; its metadata is not.
 
     Attributes:
         manifest: the emitted PyTorchJob or TrainJob; its image is an output, which may be
@@ -116,6 +118,7 @@ class TrainingJob(pulumi.ComponentResource):
         backend: Backend | None = None,
         provider: k8s.Provider,
         network_policy: bool = False,
+        secret: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:TrainingJob", name, None, opts)
@@ -154,9 +157,14 @@ class TrainingJob(pulumi.ComponentResource):
                 *ready,
             ]
         )
+        args = resource_args(self.manifest)
+        if secret:
+            # Its metadata (name, labels, annotations) is how the cluster finds and selects
+            # the job, and stays readable.
+            args["spec"] = pulumi.Output.secret(args["spec"])
         self.job = k8s.apiextensions.CustomResource(
             spec.name,
-            **resource_args(self.manifest),
+            **args,
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=provider,

@@ -492,3 +492,40 @@ def test_operator_is_pinned_without_volcano(run_stack) -> None:
     config = stack_config("dev")
     config[cfg("operator")] = {"install": False}
     assert not run_stack(config).of_type("kubernetes:kustomize:Directory")
+
+
+SECRET_ENV = {"HF_TOKEN": {"secretKeyRef": {"name": "hub-token", "key": "token"}}, "RUN_NOTE": 7}
+
+
+def test_env_from_a_secret_is_a_reference_not_a_value() -> None:
+    spec = TrainingJobSpec(name="finetune", image=IMAGE, env=SECRET_ENV)
+    job = pytorch_job(spec, context(POOL_1, 1))
+    assert_matches_model(job, "KubeflowOrgV1PyTorchJob")
+    for replica in job["spec"]["pytorchReplicaSpecs"].values():
+        env = replica["template"]["spec"]["containers"][0]["env"]
+        assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hub-token", "key": "token"}}} in env
+        assert {"name": "RUN_NOTE", "value": "7"} in env
+
+
+@pytest.mark.parametrize(
+    ("env", "problem"),
+    [
+        (
+            {"T": {"secretKeyRef": {"name": "Hub_Token", "key": "token"}}},
+            "ack-training-platform:jobs[0].env.T.secretKeyRef.name",
+        ),
+        (
+            {"T": {"secretKeyRef": {"name": "hub", "key": "a/b"}}},
+            "ack-training-platform:jobs[0].env.T.secretKeyRef.key",
+        ),
+        ({"T": {"secretKeyRef": {"name": "hub"}}}, "ack-training-platform:jobs[0].env.T.secretKeyRef.key"),
+    ],
+)
+def test_a_bad_secret_reference_names_its_key(env: dict, problem: str) -> None:
+    from components.config import ConfigError, load_spec
+
+    config = stack_config("dev")
+    config[cfg("jobs")][0]["env"] = env
+    with pytest.raises(ConfigError) as raised:
+        load_spec(config, credentials=False)
+    assert any(p.startswith(problem) for p in raised.value.problems), raised.value.problems

@@ -26,6 +26,10 @@ JOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
 PV = "kubernetes:core/v1:PersistentVolume"
 POOL = "alicloud:cs/nodePool:NodePool"
 ADDON = "alicloud:cs/kubernetesAddon:KubernetesAddon"
+CLUSTER = "alicloud:cs/managedKubernetes:ManagedKubernetes"
+RAM_ROLE = "alicloud:ram/role:Role"
+RAM_POLICY = "alicloud:ram/policy:Policy"
+RAM_ATTACHMENT = "alicloud:ram/rolePolicyAttachment:RolePolicyAttachment"
 CLOUD = (
     "alicloud:vpc/network:Network",
     "alicloud:vpc/switch:Switch",
@@ -128,6 +132,64 @@ def test_registry_password_plaintext_never_reaches_a_plain_output(run_stack, mon
     docker_config = plan.one("kubernetes:core/v1:Secret").inputs["stringData"][".dockerconfigjson"]
     assert json.loads(docker_config)["auths"]["<registry host, known after deploy>"]["password"] == SECRET
     assert password not in exposed and password not in rendered
+
+
+@pytest.mark.parametrize("backend", ["v1", "v2"])
+def test_a_secret_in_a_jobs_env_never_reaches_a_plain_output(monkeypatch, tmp_path, backend: str) -> None:
+    # As `pulumi config set --secret --path 'jobs[0].env.HF_TOKEN'` leaves it: the stack file
+    # holds the ciphertext at that path, the program gets the plaintext and the whole key as secret.
+    import pulumi
+
+    from components import plan as plan_module
+
+    token = "hf-5e1b0d-plaintext"
+    config = stack_config("dev")
+    config[cfg("training")]["backend"] = backend
+    config[cfg("jobs")][0]["env"] = {"HF_TOKEN": {"secure": "v1:AAAA"}}
+    decrypted = json.dumps([{**config[cfg("jobs")][0], "env": {"HF_TOKEN": token}}, *config[cfg("jobs")][1:]])
+    real_set_all_config = pulumi.runtime.set_all_config
+
+    def decrypting(values, secret_keys=None):
+        assert cfg("jobs") in (secret_keys or [])
+        return real_set_all_config({**values, cfg("jobs"): decrypted}, secret_keys)
+
+    monkeypatch.setattr(pulumi.runtime, "set_all_config", decrypting)
+    plan = plan_module.run_program(plan_module.with_unset_credentials(config)[0], stack="dev", project_dir=ROOT)
+    exposed = json.dumps({**plan.as_json(), "outputs": plan.outputs}, default=str)
+    plan_module.write_manifests(plan, tmp_path / "out")
+    rendered = "".join(p.read_text() for p in (tmp_path / "out").iterdir())
+    assert token not in exposed and token not in rendered
+    job = plan.one(TRAINJOB if backend == "v2" else JOB)
+    # The whole spec is one secret, which the plan shows redacted leaf by leaf.
+    assert set(_leaves(job.inputs["spec"])) == {SECRET}
+    assert job.inputs["metadata"]["name"] == config[cfg("jobs")][0]["name"]
+
+
+def _leaves(value):
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _leaves(item)
+    else:
+        yield value
+
+
+def test_only_credentials_and_jobs_may_be_encrypted() -> None:
+    from components.config import ConfigError
+    from components.plan import offline_spec
+
+    config = stack_config("dev")
+    config[cfg("storage")]["data"] = {"claimName": "training-data", "size": {"secure": "v1:AAAA"}}
+    with pytest.raises(ConfigError) as raised:
+        offline_spec(config)
+    assert raised.value.problems == [
+        "ack-training-platform:storage: is encrypted, but its settings become names and arguments the cloud and "
+        "the cluster show in plain, so it would not stay secret; only registryPassword and jobs may be encrypted. "
+        "Set it without --secret; a job reads a credential from a "
+        "Kubernetes Secret with env: {NAME: {secretKeyRef: {name, key}}}"
+    ]
 
 
 def test_nothing_is_open_to_the_world(run_stack) -> None:
@@ -543,8 +605,6 @@ def test_plans_are_repeatable(run_stack) -> None:
 def oss_config() -> dict:
     config = stack_config("dev")
     config[cfg("storage")]["oss"] = {"bucket": "team-datasets", "path": "/imagenet"}
-    config[cfg("ossAccessKeyId")] = {"secure": "v1:id"}
-    config[cfg("ossAccessKeySecret")] = {"secure": "v1:secret"}
     config[cfg("registryPassword")] = {"secure": "v1:password"}
     return config
 
@@ -557,7 +617,6 @@ def test_oss_dataset_volume_replaces_the_nas_data_claim(run_stack) -> None:
     assert csi["driver"] == "ossplugin.csi.alibabacloud.com" and csi["readOnly"] is True
     assert csi["volumeAttributes"]["url"] == "oss-cn-hangzhou-internal.aliyuncs.com"
     assert csi["volumeAttributes"]["bucket"] == "team-datasets" and csi["volumeAttributes"]["path"] == "/imagenet"
-    assert csi["nodePublishSecretRef"] == {"name": "oss-credentials", "namespace": "training"}
     assert volume.inputs["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
     # A retained volume keeps its old claim's uid and would stay Released: it follows the claim.
     assert volume.inputs["spec"]["claimRef"]["name"] == "training-data"
@@ -567,21 +626,74 @@ def test_oss_dataset_volume_replaces_the_nas_data_claim(run_stack) -> None:
     assert data.inputs["spec"]["volumeName"] == volume.inputs["metadata"]["name"]
     assert data.inputs["spec"]["storageClassName"] == "" and data.inputs["spec"]["accessModes"] == ["ReadOnlyMany"]
     assert plan.one(PVC, "training-output").inputs["spec"]["volumeName"] == "training-training-output"
-    secret = plan.one("kubernetes:core/v1:Secret", "shared-oss")
-    assert secret.inputs["stringData"] == {"akId": SECRET, "akSecret": SECRET}
 
 
-def test_oss_needs_its_credentials() -> None:
+def test_oss_dataset_is_read_through_rrsa_without_an_access_key(run_stack) -> None:
+    plan = run_stack(oss_config())
+    assert plan.of_type("kubernetes:core/v1:Secret") == [plan.one("kubernetes:core/v1:Secret", "registry-pull")]
+    csi = plan.one(PV, "training-training-data").inputs["spec"]["csi"]
+    assert "nodePublishSecretRef" not in csi
+    role = plan.one(RAM_ROLE, "training-dev-dataset-reader")
+    assert csi["volumeAttributes"]["authType"] == "rrsa"
+    # The role's name is known once the role and its policy exist.
+    assert csi["volumeAttributes"]["roleName"] == UNKNOWN
+    assert role.inputs["roleName"] == "training-dev-dataset-reader"
+    assert plan.one(CLUSTER).inputs["enableRrsa"] is True
+    # Trusted for the OSS plugin's ossfs pods through the cluster's OIDC provider, known after deploy.
+    assert role.inputs["assumeRolePolicyDocument"] == UNKNOWN
+    policy = json.loads(plan.one(RAM_POLICY, "training-dev-dataset-reader").inputs["policyDocument"])
+    assert policy["Statement"] == [
+        {
+            "Action": ["oss:Get*", "oss:List*"],
+            "Effect": "Allow",
+            "Resource": ["acs:oss:*:*:team-datasets", "acs:oss:*:*:team-datasets/*"],
+        }
+    ]
+    attachment = plan.one(RAM_ATTACHMENT, "training-dev-dataset-reader")
+    assert attachment.inputs["policyType"] == "Custom"
+
+
+def test_oss_trust_policy_names_the_plugins_service_account() -> None:
+    from components.manifests import OSS_RRSA_SERVICE_ACCOUNT, service_account_trust_policy
+
+    arn = "acs:ram::1234:oidc-provider/ack-rrsa-c0ffee"
+    trust = service_account_trust_policy(arn, "https://oidc-ack.example/c0ffee", *OSS_RRSA_SERVICE_ACCOUNT)
+    (statement,) = trust["Statement"]
+    assert statement["Principal"] == {"Federated": [arn]}
+    assert statement["Condition"]["StringEquals"] == {
+        "oidc:aud": "sts.aliyuncs.com",
+        "oidc:iss": "https://oidc-ack.example/c0ffee",
+        "oidc:sub": "system:serviceaccount:ack-csi-fuse:csi-fuse-ossfs",
+    }
+
+
+def test_oss_on_an_adopted_cluster_names_its_role(run_stack) -> None:
     from components.config import ConfigError, load_spec
 
     config = oss_config()
-    del config[cfg("ossAccessKeyId")], config[cfg("ossAccessKeySecret")]
+    config[cfg("network")] = {"vpcId": "vpc-1", "vswitchIds": ["vsw-1"], "vpcCidr": "10.0.0.0/8"}
+    config[cfg("storage")]["nas"] = {**config[cfg("storage")].get("nas", {}), "accessCidr": "10.0.0.0/16"}
+    config[cfg("cluster")] = {"name": "training-dev", "existingClusterId": "c0ffee"}
     with pytest.raises(ConfigError) as raised:
         load_spec(config, [cfg("registryPassword")])
+    assert raised.value.problems[0].startswith("ack-training-platform:storage.oss.roleName: the stack cannot read")
+    config[cfg("storage")]["oss"]["roleName"] = "datasets-reader"
+    plan = run_stack(config)
+    csi = plan.one(PV, "training-training-data").inputs["spec"]["csi"]
+    assert csi["volumeAttributes"]["roleName"] == "datasets-reader"
+    assert not [r for r in plan.of_type(RAM_ROLE) if "dataset" in r.name]
+
+
+def test_oss_access_keys_are_no_longer_read() -> None:
+    from components.config import ConfigError, load_spec
+
+    config = oss_config()
+    config[cfg("ossAccessKeyId")] = {"secure": "v1:id"}
+    with pytest.raises(ConfigError) as raised:
+        load_spec(config, [cfg("registryPassword"), cfg("ossAccessKeyId")])
     assert raised.value.problems == [
-        f"ack-training-platform:{key}: storage.oss is set but this credential is missing; "
-        f"run: pulumi config set --secret {key} <value>"
-        for key in ("ossAccessKeyId", "ossAccessKeySecret")
+        "ack-training-platform:ossAccessKeyId: no longer read: the OSS dataset is read through RRSA, without an "
+        "AccessKey; run: pulumi config rm ossAccessKeyId, and delete that AccessKey in RAM"
     ]
 
 
@@ -844,3 +956,39 @@ def test_a_namespace_the_stack_adds_to_an_adopted_instance_holds_back_the_jobs_u
     first = run_stack(config, "prod", invokes=mirror_repos(existing=("mirror",)))
     assert first.one(EE_REPO).retain_on_delete and not first.of_type(JOB)
     assert run_stack(config, "prod", invokes=mirror_repos()).of_type(JOB)
+
+
+def test_each_pool_has_its_own_least_privilege_role_and_metadata_tokens(run_stack) -> None:
+    plan = run_stack(stack_config("dev"))
+    pools = plan.of_type(POOL)
+    assert len(pools) == 2
+    roles = {r.inputs["roleName"]: r for r in plan.of_type(RAM_ROLE)}
+    for pool in pools:
+        assert pool.inputs["instanceMetadataOptions"] == {"httpTokens": "required"}
+        role = roles[f"training-dev-{pool.inputs['nodePoolName']}-nodes"]
+        assert pool.inputs["ramRoleName"] == role.inputs["roleName"]
+        assert json.loads(role.inputs["assumeRolePolicyDocument"])["Statement"] == [
+            {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": ["ecs.aliyuncs.com"]}}
+        ]
+        policy = plan.one(RAM_POLICY, role.name)
+        assert policy.inputs["policyName"] == role.inputs["roleName"]
+        (statement,) = json.loads(policy.inputs["policyDocument"])["Statement"]
+        # ACK's worker policy without its registry and log statements: no pod on these
+        # nodes can pull the account's private images or read its logs as the node.
+        assert all(action.startswith("ecs:Describe") for action in statement["Action"])
+        attachment = plan.one(RAM_ATTACHMENT, role.name)
+        assert attachment.urn in pool.dependencies
+    assert not any(name.startswith("KubernetesWorkerRole-") for name in roles)
+
+
+def test_metadata_tokens_need_a_recent_cluster() -> None:
+    from components.config import ConfigError, load_spec
+
+    config = stack_config("dev")
+    config[cfg("cluster")]["version"] = "1.26.3-aliyun.1"
+    with pytest.raises(ConfigError) as raised:
+        load_spec(config, credentials=False)
+    assert raised.value.problems == [
+        "ack-training-platform:cluster.version: Kubernetes 1.26.3-aliyun.1 is too old: the node pools require "
+        "instance metadata tokens (IMDSv2), which ACK supports from 1.28 on; raise version"
+    ]

@@ -614,3 +614,15 @@ def test_a_v2_job_fails_fast_on_a_bug_and_retries_disruptions_without_limit(
     node_job = spec["replicatedJobs"][0]["template"]["spec"]
     reason, message = job_failure(node_job, TRAINER_NODE, exit_code, conditions)
     assert jobset_action(spec["failurePolicy"], reason, message) == action
+
+
+def test_trainjob_env_from_a_secret_is_a_reference_not_a_value() -> None:
+    from test_jobs import SECRET_ENV
+
+    spec = TrainingJobSpec(name="finetune", image=IMAGE, backend="v2", env=SECRET_ENV)
+    job = train_job(spec, REPRESENTATIVE["single-node-1gpu"][1])
+    assert_matches_model(job, TrainerV1alpha1TrainJob)
+    assert TrainerV1alpha1TrainJob.from_dict(job).to_dict() == job
+    env = job["spec"]["trainer"]["env"]
+    assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hub-token", "key": "token"}}} in env
+    assert {"name": "RUN_NOTE", "value": "7"} in env

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -11,6 +12,7 @@ from .base import (
     DEFAULT_POD_CIDR,
     DEFAULT_SERVICE_CIDR,
     DEFAULT_VPC_CIDR,
+    METADATA_TOKENS_MIN_KUBERNETES,
     Cidr,
     DnsLabel,
     Spec,
@@ -223,6 +225,14 @@ class ClusterSpec(Spec):
             raise field_error(
                 "addons",
                 f"{managed} are installed and configured by the platform where it needs them: list only other add-ons",
+            )
+        match = re.match(r"^(\d+)\.(\d+)", self.version or "")
+        if match and (int(match[1]), int(match[2])) < METADATA_TOKENS_MIN_KUBERNETES:
+            needed = ".".join(map(str, METADATA_TOKENS_MIN_KUBERNETES))
+            raise field_error(
+                "version",
+                f"Kubernetes {self.version} is too old: the node pools require instance metadata tokens (IMDSv2), "
+                f"which ACK supports from {needed} on; raise version",
             )
         api = self.api_server
         if api.public and api.private_access is not None:

@@ -219,6 +219,13 @@ class PlatformSpec(Spec):
                 "ACK stacks need a network for nodes and NAS: give network.vswitches, "
                 "or adopt a VPC with network.vpcId and network.vswitchIds",
             )
+        oss = self.storage.oss
+        if oss is not None and oss.role_name is None and not self.cluster.creates_cluster:
+            raise field_error(
+                "storage.oss.roleName",
+                "the stack cannot read an adopted cluster's RRSA OIDC provider: give the RAM role the OSS CSI plugin "
+                "assumes (trusted for service account ack-csi-fuse/csi-fuse-ossfs, allowed to read the bucket)",
+            )
         api = self.cluster.api_server
         if self.cluster.creates_cluster and api.public and not api.allowed_cidrs:
             raise field_error(

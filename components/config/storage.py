@@ -92,8 +92,8 @@ class NasSpec(Spec):
 
 class OssSpec(Spec):
     """A read-mostly dataset in an OSS bucket, mounted read-only (ossfs) as the data volume
-    instead of a NAS claim. Credentials: the secret keys ``ossAccessKeyId`` and
-    ``ossAccessKeySecret`` (a RAM user with read access to the bucket)."""
+    instead of a NAS claim. No AccessKey: the OSS CSI plugin reads the bucket as a RAM role
+    it assumes through RRSA."""
 
     bucket: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
     """Bucket name."""
@@ -101,6 +101,10 @@ class OssSpec(Spec):
     """Directory in the bucket holding the dataset."""
     endpoint: str | None = None
     """OSS endpoint; the region's internal one (``oss-<region>-internal.aliyuncs.com``) when unset."""
+    role_name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9.-]{1,64}$")
+    """RAM role the OSS CSI plugin assumes (RRSA) to read the bucket. Created, trusted by this cluster's OIDC
+    provider for the plugin's service account and allowed to read only this bucket, when unset; required with an
+    adopted cluster (set it up as the README's known limits describe)."""
 
 
 class StorageSpec(Spec):

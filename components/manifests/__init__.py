@@ -52,9 +52,11 @@ from .placement import (
     pool_placement,
     pool_tags,
 )
+from .ram import ecs_trust_policy, node_policy, oss_read_policy, service_account_trust_policy
 from .storage import (
     NAS_PROVISIONER,
     NFS_MOUNT_OPTIONS,
+    OSS_RRSA_SERVICE_ACCOUNT,
     claim_ref,
     nas_persistent_volume,
     nas_storage_class,
@@ -104,6 +106,10 @@ __all__ = [
     "GPU_RESOURCE",
     "JobContext",
     "context_from_defaults",
+    "ecs_trust_policy",
+    "node_policy",
+    "oss_read_policy",
+    "service_account_trust_policy",
     "job_defaults",
     "KUEUE_NAMESPACE",
     "MANAGED_BY",
@@ -111,6 +117,7 @@ __all__ = [
     "Manifest",
     "NAS_PROVISIONER",
     "NFS_MOUNT_OPTIONS",
+    "OSS_RRSA_SERVICE_ACCOUNT",
     "NODE_REPAIR_ADDON",
     "OPERATOR_NAMESPACE",
     "OUTPUT_MOUNT",

@@ -4,11 +4,12 @@ of a pod that every backend shares: environment, command, resources, volumes, pl
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from trainer.metric_names import METRICS_PORT, METRICS_PORT_NAME
 
-from ..config import Backend, TrainingJobSpec, job_shm_size, nodes_needed
+from ..config import Backend, SecretEnv, TrainingJobSpec, job_shm_size, nodes_needed
 from .base import MANAGED_BY, Manifest
 from .placement import GPU_RESOURCE, FabricProfile, Placement
 
@@ -69,6 +70,16 @@ class JobContext:
 
 TCP_NCCL_ENV = {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "eth0"}
 """NCCL over the pod network when the job uses no RDMA fabric."""
+
+
+def container_env(env: Mapping[str, str | SecretEnv]) -> list[Manifest]:
+    """A container's ``env`` list: plain values, and values a Secret holds (``secretKeyRef``)."""
+    return [
+        {"name": name, "valueFrom": value.model_dump(by_alias=True)}
+        if isinstance(value, SecretEnv)
+        else {"name": name, "value": value}
+        for name, value in env.items()
+    ]
 
 
 def runtime_env() -> dict[str, str]:
@@ -268,7 +279,7 @@ def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         "image": ctx.image,
         "imagePullPolicy": "IfNotPresent",
         "command": job_command(job, procs),
-        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "env": container_env(env),
         "ports": [{"name": "pytorchjob-port", "containerPort": MASTER_PORT}, dict(METRICS_CONTAINER_PORT)],
         "resources": job_resources(job, ctx.gpus, fabric),
         "volumeMounts": [dict(SHM_MOUNT), *shared_volume_mounts()],
