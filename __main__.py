@@ -1,5 +1,7 @@
 """The ack-training-platform program: validate the stack, compose, export."""
 
+from pathlib import Path
+
 import pulumi
 
 from components import (
@@ -26,9 +28,10 @@ from components.manifests import (
     system_node_selector,
     v2_fabrics,
 )
-from components.stack import stack_secret, stack_spec
+from components.stack import local_sources, stack_secret, stack_spec
 
 spec = stack_spec()
+sources = local_sources(Path(__file__).resolve().parent)
 pool = registry = cluster = None
 if spec.cluster.local is not None:
     provider, kept_provider = local_providers(spec.cluster.local)
@@ -101,6 +104,7 @@ operator = TrainingOperator(
     "training-operator",
     spec.operator,
     provider=provider,
+    sources=sources,
     image_mirror=spec.image_mirror,
     node_selector=system_node_selector(spec.cluster),
     pulls_after=registry.ready if registry is not None and spec.image_mirror else None,
@@ -111,6 +115,7 @@ trainer_v2 = (
         "trainer-v2",
         spec.trainer_v2,
         provider=provider,
+        sources=sources,
         fabrics=v2_fabrics(spec),
         queue_objects=kueue_objects(spec) if queued else (),
         queue=kueue_queue_name(spec) if queued else None,

@@ -18,3 +18,17 @@ def resource_args(manifest: Manifest) -> dict[str, Any]:
     nested objects pass through in their Kubernetes camelCase form.
     """
     return {re.sub(r"(?<!^)([A-Z])", r"_\1", key).lower(): value for key, value in manifest.items()}
+
+
+def typed_resource(name: str, manifest: Manifest, opts: Any) -> Any:
+    """The pulumi-kubernetes resource of ``manifest``'s kind (``apps/v1`` Deployment:
+    ``k8s.apps.v1.Deployment``), so the SDK checks its top-level fields; a kind the SDK has
+    no class for becomes a ``CustomResource``."""
+    import pulumi_kubernetes as k8s
+
+    group, _, version = manifest["apiVersion"].rpartition("/")
+    module = getattr(k8s, group.split(".")[0] if group else "core", None)
+    cls = getattr(getattr(module, version, None), manifest["kind"], None)
+    if cls is None:
+        return k8s.apiextensions.CustomResource(name, **resource_args(manifest), opts=opts)
+    return cls(name, **resource_args(manifest), opts=opts)

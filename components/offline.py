@@ -22,13 +22,8 @@ from .config import PROJECT
 
 SECRET = "[secret]"
 UNKNOWN = "(known after deploy)"
-REMOTE = {
-    "kubernetes:helm.sh/v3:Release": lambda inputs: f"Helm chart {inputs.get('chart')} {inputs.get('version')}",
-    "ack-training-platform:components:TrainingOperator": lambda inputs: f"kustomize overlay {inputs.get('source')}",
-}
-"""What the kubernetes provider renders at deploy time (a chart, a remote overlay);
-offline it stays a reference."""
-KUSTOMIZE_INVOKE = "kubernetes:kustomize:directory"
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+OPERATOR = "ack-training-platform:components:TrainingOperator"
 
 
 @dataclass
@@ -91,9 +86,25 @@ class Plan:
         objects = [
             _manifest_order(r.inputs)
             for r in self.resources
-            if r.custom and r.type.startswith("kubernetes:") and r.type not in REMOTE
+            if r.custom and r.type.startswith("kubernetes:") and r.type != HELM_RELEASE
         ]
         return sorted(objects, key=lambda o: (apply_rank(o["kind"]), o["kind"], o["metadata"].get("name", "")))
+
+    def not_shown(self) -> list[str]:
+        """What the stack applies that this plan cannot show, each with the reason."""
+        lines = []
+        for r in self.resources:
+            if r.type == OPERATOR and r.inputs.get("prepared") is False:
+                lines.append(
+                    f"{r.name}: the objects of {r.inputs['overlay']}; its rendering is not prepared here "
+                    "(python -m components.upstream prepare)"
+                )
+            elif r.type == HELM_RELEASE:
+                lines.append(
+                    f"{r.name}: the objects of Helm chart {r.inputs.get('chart')} {r.inputs.get('version')}; "
+                    "Helm renders them, hooks included, only when the release is installed"
+                )
+        return lines
 
     def counts(self) -> Counter[str]:
         return Counter(r.type for r in self.resources)
