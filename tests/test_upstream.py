@@ -6,6 +6,7 @@ rendered operator overlay."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -274,3 +275,33 @@ def test_images_command_lists_what_to_copy() -> None:
     assert all(
         target.startswith("ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/mirror/") for _, target in pairs
     )
+
+
+def test_dev_pulls_the_operator_from_its_mirror_not_ghcr(run_stack, fixture_pins: Path) -> None:
+    plan = run_stack(stack_config("dev"))
+    pod = plan.one("kubernetes:apps/v1:Deployment", "kubeflow/training-operator").inputs["spec"]["template"]["spec"]
+    mirror = "registry-vpc.cn-hangzhou.aliyuncs.com/ml-mirror"
+    assert [c["image"] for c in pod["containers"]] == [f"{mirror}/training-operator:v1-93c5489"]
+    assert pod["containers"][0]["args"] == [f"--pytorch-init-container-image={mirror}/alpine:3.10"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("operator", {"version": "v1.9.3"}, "operator.version: operator 'v1.9.3' has no pinned local copy"),
+        ("operator", {"volcano": {"enabled": True, "version": "1.12.0"}}, "Volcano '1.12.0' has no pinned local copy"),
+        (
+            "trainerV2",
+            {"version": "v2.2.0"},
+            "Trainer 'v2.2.0' has no pinned local copy: this platform installs v2.3.0",
+        ),
+        ("trainerV2", {"kueue": {"version": "0.19.1"}}, "Kueue '0.19.1' has no pinned local copy"),
+    ],
+)
+def test_a_release_without_a_pin_is_refused_at_load(key: str, value: dict, message: str) -> None:
+    from components.config import ConfigError, load_spec
+
+    config = stack_config("dev")
+    config[f"ack-training-platform:{key}"] = value
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_spec(config, credentials=False)
