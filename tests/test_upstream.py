@@ -305,3 +305,13 @@ def test_a_release_without_a_pin_is_refused_at_load(key: str, value: dict, messa
     config[f"ack-training-platform:{key}"] = value
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_spec(config, credentials=False)
+
+
+def test_prepare_command_fills_a_folder_from_a_mirror(tmp_path: Path, fixture_pins: Path, capsys) -> None:
+    target = tmp_path / "from-command"
+    assert main(["prepare", "--dir", str(target), "--from", str(fixture_pins)]) == 0
+    assert capsys.readouterr().out.endswith("; all verified\n")
+    assert sorted(p.name for p in target.iterdir()) == sorted(p.name for p in fixture_pins.iterdir())
+    (target / RENDERED).write_text("kind: Namespace\n")
+    assert main(["prepare", "--dir", str(target), "--from", str(fixture_pins)]) == 2
+    assert "is not the pinned rendering" in capsys.readouterr().err
