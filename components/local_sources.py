@@ -35,7 +35,9 @@ def objects_sha256(objects: list[dict[str, Any]]) -> str:
 
 def read_objects(path: Path) -> list[dict[str, Any]]:
     """The objects of a multi-document YAML file, empty documents left out."""
-    return [obj for obj in yaml.safe_load_all(path.read_text()) if obj]
+    # libyaml's loader where installed: the operator's CRDs are some 50,000 lines.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return [obj for obj in yaml.load_all(path.read_text(), Loader=loader) if obj]
 
 
 def _missing(path: Path) -> SourceError:

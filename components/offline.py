@@ -190,9 +190,8 @@ def run_program(
             values become secrets whose plaintext is ``[secret]``).
         stack: stack name the program sees.
         project_dir: the directory holding ``Pulumi.yaml`` and ``__main__.py``.
-        invokes: answers to provider functions by token, e.g. what the kubernetes
-            provider's ``kubernetes:kustomize:directory`` renders. Offline, with none,
-            every function answers nothing.
+        invokes: answers to provider functions by token. Offline, with none, every
+            function answers nothing.
 
     Returns:
         The recorded plan.
