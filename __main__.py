@@ -31,7 +31,7 @@ from components.manifests import (
 from components.stack import local_sources, stack_secret, stack_spec
 
 spec = stack_spec()
-sources = local_sources(Path(__file__).resolve().parent)
+sources = local_sources(Path(__file__).resolve().parent, spec)
 pool = registry = cluster = None
 if spec.cluster.local is not None:
     provider, kept_provider = local_providers(spec.cluster.local)

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from .config import PlatformSpec
 from .pins import KUEUE_CHARTS, OPERATOR_OVERLAYS, TRAINER_V2_CHARTS, VOLCANO_CHARTS
 from .treehash import tree_id
 
@@ -78,6 +79,21 @@ def verified_objects(path: Path, sha256: str) -> list[dict[str, Any]]:
     return objects
 
 
+def required_copies(spec: PlatformSpec) -> list[str]:
+    """The local copies what ``spec`` installs is made from (names under ``.upstream/``)."""
+    names = []
+    if spec.operator.install:
+        names.append(OPERATOR_OVERLAYS[spec.operator.version].name)
+        if spec.operator.volcano.enabled:
+            names.append(VOLCANO_CHARTS[spec.operator.volcano.version].name)
+    if spec.installs_trainer_v2:
+        names.append(TRAINER_V2_CHARTS[spec.trainer_v2.version].name)
+    kueue = spec.trainer_v2.kueue
+    if spec.uses_trainer_v2 and kueue.enabled and kueue.install:
+        names.append(KUEUE_CHARTS[kueue.version].name)
+    return names
+
+
 def _chart_trees() -> dict[str, str]:
     charts = [*VOLCANO_CHARTS.values(), *KUEUE_CHARTS.values(), *TRAINER_V2_CHARTS.values()]
     return {chart.name: chart.tree for chart in charts}
@@ -103,6 +119,7 @@ class LocalSources:
     project_dir: Path | None = None
     missing_ok: bool = False
     missing: list[str] = field(default_factory=list)
+    _verified: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def of_project(cls, project_dir: Path, *, missing_ok: bool = False) -> LocalSources:
@@ -110,13 +127,29 @@ class LocalSources:
         return cls(project_dir / UPSTREAM_DIR, project_dir=project_dir, missing_ok=missing_ok)
 
     def _read(self, name: str, read: Any) -> Any:
+        if name in self._verified:
+            return self._verified[name]
         try:
-            return read(self.root / name)
+            self._verified[name] = read(self.root / name)
+            return self._verified[name]
         except SourceError:
             if self.missing_ok and not (self.root / name).exists():
                 self.missing.append(name)
                 return None
             raise
+
+    def verify(self, names: list[str]) -> None:
+        """Check the copies ``names`` (from :func:`required_copies`) before anything uses them.
+
+        Raises:
+            SourceError: one is missing (unless ``missing_ok``), or is not the pinned one.
+        """
+        overlays = {overlay.name: overlay for overlay in OPERATOR_OVERLAYS.values()}
+        for name in names:
+            if name in overlays:
+                self._read(name, lambda path, pin=overlays[name].objects_sha256: verified_objects(path, pin))
+            else:
+                self.chart_input(name)
 
     def operator_objects(self, version: str) -> list[dict[str, Any]] | None:
         """The Training Operator's standalone overlay at ``version``, rendered; ``None`` when

@@ -235,9 +235,13 @@ def test_the_operator_waits_for_volcano_its_objects_and_its_image_pulls(run_stac
 
 
 def test_a_rendering_with_one_changed_byte_is_never_applied(run_stack, fixture_pins: Path) -> None:
+    import pulumi
+
     rendered = fixture_pins / RENDERED
     rendered.write_bytes(rendered.read_bytes().replace(b"port: 443", b"port: 444"))
-    with pytest.raises(Exception, match=r"training-operator-v1\.9\.4\.yaml is not the pinned rendering"):
+    # Refused by the check the program makes once the stack is loaded, before its first
+    # resource (a component meeting the copy would raise SourceError instead).
+    with pytest.raises(pulumi.RunError, match=r"training-operator-v1\.9\.4\.yaml is not the pinned rendering"):
         run_stack(stack_config("prod"), "prod")
 
 
@@ -315,3 +319,18 @@ def test_prepare_command_fills_a_folder_from_a_mirror(tmp_path: Path, fixture_pi
     (target / RENDERED).write_text("kind: Namespace\n")
     assert main(["prepare", "--dir", str(target), "--from", str(fixture_pins)]) == 2
     assert "is not the pinned rendering" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("stack", "copies"),
+    [
+        ("prod", ["training-operator-v1.9.4.yaml", "volcano-v1.12.1-chart"]),
+        ("dev", ["training-operator-v1.9.4.yaml"]),
+        ("local", ["training-operator-v1.9.4.yaml", "kubeflow-trainer-v2.3.0"]),
+    ],
+)
+def test_each_stack_checks_the_copies_it_installs(stack: str, copies: list[str]) -> None:
+    from components.config import load_spec
+    from components.local_sources import required_copies
+
+    assert required_copies(load_spec(stack_config(stack), credentials=False)) == copies
