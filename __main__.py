@@ -100,6 +100,8 @@ else:
     pulumi.export("nasServer", storage.server)
     pulumi.export("registry", {"pushUrl": registry.push_url, "pullUrl": registry.repository_url} if registry else None)
 
+# With a mirror, the third-party images come from the stack's registry: pulls wait for it.
+mirror_pulls = registry.ready if registry is not None and spec.image_mirror else None
 operator = TrainingOperator(
     "training-operator",
     spec.operator,
@@ -107,7 +109,7 @@ operator = TrainingOperator(
     sources=sources,
     image_mirror=spec.image_mirror,
     node_selector=system_node_selector(spec.cluster),
-    pulls_after=registry.ready if registry is not None and spec.image_mirror else None,
+    pulls_after=mirror_pulls,
 )
 queued = spec.trainer_v2.kueue.enabled
 trainer_v2 = (
@@ -121,6 +123,7 @@ trainer_v2 = (
         queue=kueue_queue_name(spec) if queued else None,
         image_mirror=spec.image_mirror,
         node_selector=system_node_selector(spec.cluster),
+        pulls_after=mirror_pulls,
     )
     if spec.uses_trainer_v2
     else None

@@ -51,6 +51,8 @@ class TrainerV2(pulumi.ComponentResource):
         queue: the LocalQueue in ``queue_objects`` that admits the jobs.
         image_mirror: registry path the third-party images were copied to.
         node_selector: labels of the nodes for the controllers (the system pool).
+        pulls_after: what must exist before their images can be pulled (the mirror
+            registry's VPC link and credential helper).
 
     Attributes:
         ready: what a TrainJob must wait for (the release, the runtimes, the queue).
@@ -68,11 +70,13 @@ class TrainerV2(pulumi.ComponentResource):
         queue_objects: Sequence[Manifest] = (),
         queue: str | None = None,
         image_mirror: str | None = None,
+        pulls_after: list[pulumi.Resource] | None = None,
         node_selector: dict[str, str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:TrainerV2", name, None, opts)
         sources = sources or LocalSources.of_project(Path.cwd())
+        pulls = list(pulls_after or [])
         installed: list[pulumi.Resource] = []
         if spec.install is not False:
             installed.append(
@@ -85,7 +89,7 @@ class TrainerV2(pulumi.ComponentResource):
                     create_namespace=True,
                     values=trainer_v2_values(spec, mirror=image_mirror, node_selector=node_selector),
                     timeout=RELEASE_TIMEOUT_S,
-                    opts=pulumi.ResourceOptions(parent=self, provider=provider),
+                    opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=pulls),
                 )
             )
         after_install = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=installed)
@@ -107,7 +111,7 @@ class TrainerV2(pulumi.ComponentResource):
                     create_namespace=True,
                     values=kueue_values(spec.kueue, mirror=image_mirror, node_selector=node_selector),
                     timeout=RELEASE_TIMEOUT_S,
-                    opts=pulumi.ResourceOptions(parent=self, provider=provider),
+                    opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=pulls),
                 )
             )
         after_kueue = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=kueue)

@@ -334,3 +334,15 @@ def test_each_stack_checks_the_copies_it_installs(stack: str, copies: list[str])
     from components.local_sources import required_copies
 
     assert required_copies(load_spec(stack_config(stack), credentials=False)) == copies
+
+
+def test_trainer_v2_waits_for_the_mirror_registry_like_the_operator(run_stack) -> None:
+    config = stack_config("prod")
+    config["ack-training-platform:jobs"][1]["backend"] = "v2"
+    del config["ack-training-platform:jobs"][1]["restartPolicy"]
+    plan = run_stack(config, "prod")
+    helper = next(
+        r for r in plan.of_type("alicloud:cs/kubernetesAddon:KubernetesAddon") if r.name.endswith("credential-helper")
+    )
+    for release in ("volcano", "kubeflow-trainer"):
+        assert helper.urn in plan.one(RELEASE, release).dependencies
