@@ -132,7 +132,8 @@ TRAINER_V2_CHARTS = {
         # (chart name, version Chart.yaml requires, source): v2.3.0 Chart.yaml depends on
         # jobset 0.12.0 (jobset.install) and lws 0.8.0 (dataCache.enabled, off here). Helm
         # refuses a chart whose dependencies are missing from charts/, whatever their
-        # condition (helm v3 pkg/action CheckDependencies).
+        # condition (helm v3.21.4 pkg/action/install.go CheckDependencies, which the kubernetes
+        # provider calls for a release, provider/pkg/provider/helm_release.go).
         (("jobset", "0.12.0", _JOBSET_CHART), ("lws", "0.8.0", _LWS_CHART)),
         "a76186c790b65c137c5e5b330bd34f433512d20c",
     ),
