@@ -133,6 +133,8 @@ def _copy_from_mirror(mirror: str, name: str, staging: Path) -> None:
         with urllib.request.urlopen(f"{mirror.rstrip('/')}/{name}.tar.gz") as response, tempfile.TemporaryFile() as f:
             shutil.copyfileobj(response, f)
             f.seek(0)
+            if not hasattr(tarfile, "data_filter"):
+                raise SourceError("unpacking archives safely needs Python 3.11.4 or later: use --from <folder>")
             with tarfile.open(fileobj=f, mode="r:gz") as archive:
                 archive.extractall(staging, filter="data")
         return
