@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pulumi_kubernetes as k8s
+
 from .manifests import Manifest
 
 TOKEN = "ack-training-platform:components"
@@ -24,8 +26,6 @@ def typed_resource(name: str, manifest: Manifest, opts: Any) -> Any:
     """The pulumi-kubernetes resource of ``manifest``'s kind (``apps/v1`` Deployment:
     ``k8s.apps.v1.Deployment``), so the SDK checks its top-level fields; a kind the SDK has
     no class for becomes a ``CustomResource``."""
-    import pulumi_kubernetes as k8s
-
     group, _, version = manifest["apiVersion"].rpartition("/")
     module = getattr(k8s, group.split(".")[0] if group else "core", None)
     cls = getattr(getattr(module, version, None), manifest["kind"], None)
