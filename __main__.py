@@ -1,5 +1,7 @@
 """The ack-training-platform program: validate the stack, compose, export."""
 
+from pathlib import Path
+
 import pulumi
 
 from components import (
@@ -31,9 +33,10 @@ from components.manifests import (
 from components.mirror import mirrored_images
 from components.preflight import check_cloud
 from components.registry import image_pushed, pinned_image
-from components.stack import is_secret_section, stack_secret, stack_spec
+from components.stack import is_secret_section, local_sources, stack_secret, stack_spec
 
 spec = stack_spec()
+sources = local_sources(Path(__file__).resolve().parent, spec)
 check_cloud(spec)
 pool = registry = cluster = None
 
@@ -147,14 +150,17 @@ if spec.storage.nas is not None and spec.storage.nas.user_access == "no_squash":
                 depends_on=registry.ready if registry is not None else None,
             )
 
+# With a mirror, the third-party images come from it. It is public: their pulls need the
+# registry reachable, no credentials.
+mirror_pulls = registry.reachable if registry is not None and spec.image_mirror else None
 operator = TrainingOperator(
     "training-operator",
     spec.operator,
     provider=provider,
+    sources=sources,
     image_mirror=spec.image_mirror,
     node_selector=system_node_selector(spec.cluster),
-    # The mirror is public: its pulls need the registry reachable, no credentials.
-    pulls_after=registry.reachable if registry is not None and spec.image_mirror else None,
+    pulls_after=mirror_pulls,
 )
 queued = spec.trainer_v2.kueue.enabled
 trainer_v2 = (
@@ -162,11 +168,13 @@ trainer_v2 = (
         "trainer-v2",
         spec.trainer_v2,
         provider=provider,
+        sources=sources,
         fabrics=v2_fabrics(spec),
         queue_objects=kueue_objects(spec) if queued else (),
         queue=kueue_queue_name(spec) if queued else None,
         image_mirror=spec.image_mirror,
         node_selector=system_node_selector(spec.cluster),
+        pulls_after=mirror_pulls,
     )
     if spec.uses_trainer_v2
     else None

@@ -24,13 +24,8 @@ from .config import PROJECT
 
 SECRET = "[secret]"
 UNKNOWN = "(known after deploy)"
-REMOTE = {
-    "kubernetes:helm.sh/v3:Release": lambda inputs: f"Helm chart {inputs.get('chart')} {inputs.get('version')}",
-    "ack-training-platform:components:TrainingOperator": lambda inputs: f"kustomize overlay {inputs.get('source')}",
-}
-"""What the kubernetes provider renders at deploy time (a chart, a remote overlay);
-offline it stays a reference."""
-KUSTOMIZE_INVOKE = "kubernetes:kustomize:directory"
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+OPERATOR = "ack-training-platform:components:TrainingOperator"
 REGISTRY_HOST = "<registry host, known after deploy>"
 REGISTRY_PUBLIC_HOST = "<registry public host, known after deploy>"
 ASSIGNED_OUTPUTS = {
@@ -103,7 +98,7 @@ class Plan:
         objects = [
             _manifest_order(r.inputs)
             for r in self.resources
-            if r.custom and r.type.startswith("kubernetes:") and r.type not in REMOTE
+            if r.custom and r.type.startswith("kubernetes:") and r.type != HELM_RELEASE
         ]
         return sorted(
             objects,
@@ -114,6 +109,22 @@ class Plan:
                 o["metadata"].get("namespace", ""),
             ),
         )
+
+    def not_shown(self) -> list[str]:
+        """What the stack applies that this plan cannot show, each with the reason."""
+        lines = []
+        for r in self.resources:
+            if r.type == OPERATOR and r.inputs.get("prepared") is False:
+                lines.append(
+                    f"{r.name}: the objects of {r.inputs['overlay']}; its rendering is not prepared here "
+                    "(python -m components.upstream prepare)"
+                )
+            elif r.type == HELM_RELEASE:
+                lines.append(
+                    f"{r.name}: the objects of Helm chart {r.inputs.get('chart')} {r.inputs.get('version')}; "
+                    "Helm renders them, hooks included, only when the release is installed"
+                )
+        return lines
 
     def counts(self) -> Counter[str]:
         return Counter(r.type for r in self.resources)
@@ -238,9 +249,8 @@ def run_program(
             values become secrets whose plaintext is ``[secret]``).
         stack: stack name the program sees.
         project_dir: the directory holding ``Pulumi.yaml`` and ``__main__.py``.
-        invokes: answers to provider functions by token, e.g. what the kubernetes
-            provider's ``kubernetes:kustomize:directory`` renders, or a function of the
-            call's arguments giving the answer. Offline, with none, the cloud look-ups of
+        invokes: answers to provider functions by token, or a function of the call's
+            arguments giving the answer. Offline, with none, the cloud look-ups of
             :mod:`components.preflight` answer as a cloud offering what the stack asks for,
             and every other function answers nothing.
 

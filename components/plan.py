@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from .config import PROJECT, ConfigError, PlatformSpec, load_spec, missing_credentials, stack_schema
-from .offline import REMOTE, SECRET, Plan, apply_rank, holds_secure, redacted_config, run_program
+from .offline import SECRET, Plan, apply_rank, holds_secure, redacted_config, run_program
 
 
 class PlanError(Exception):
@@ -161,9 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\nresources by type:")
     for type_, count in sorted(plan.counts().items()):
         print(f"  {count:3d}  {type_}")
-    for r in plan.resources:
-        if r.type in REMOTE and (r.custom or r.inputs.get("source")):
-            print(f"\nrendered by the kubernetes provider at deploy time: {r.name} ({REMOTE[r.type](r.inputs)})")
+    for line in plan.not_shown():
+        print(f"\nnot shown: {line}")
     for key in unset:
         print(f"\nplanned without {key}: set it with pulumi config set --secret {key.split(':', 1)[1]} <value>")
     if written:

@@ -923,8 +923,7 @@ def test_operator_and_volcano_pull_from_a_public_mirror_once_it_is_reachable(run
     linked = run_stack(config, "prod", invokes=mirror_repos())
     link = linked.one(LINK).urn
     assert link in linked.one("kubernetes:helm.sh/v3:Release").dependencies
-    assert link in linked.one("kubernetes:kustomize:Directory").dependencies
-    assert helper not in linked.one("kubernetes:kustomize:Directory").dependencies
+    assert helper not in linked.one("kubernetes:helm.sh/v3:Release").dependencies
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,6 @@ from .base import MANAGED_BY, Manifest
 from .operator import mirrored
 from .placement import FABRICS, GPU_RESOURCE, FabricProfile
 
-TRAINER_V2_CHART = "oci://ghcr.io/kubeflow/charts/kubeflow-trainer"
 TRAINER_V2_NAMESPACE = "kubeflow-system"
 """The namespace of the upstream installation guide (``docs/operator-guides/installation.md``)."""
 TRAINER_V2_IMAGE = "ghcr.io/kubeflow/trainer/trainer-controller-manager"
@@ -33,8 +32,6 @@ JOBSET_VERSIONS = {"v2.3.0": "v0.12.0"}
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 """Kueue's API for queues (kubernetes-sigs/kueue v0.19.2 ``apis/kueue/v1beta2``)."""
 KUEUE_FLAVOR = "default-flavor"
-KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
-"""kubernetes-sigs/kueue v0.19.2 ``charts/kueue/README.md.gotmpl``."""
 KUEUE_NAMESPACE = "kueue-system"
 KUEUE_IMAGE = "registry.k8s.io/kueue/kueue"
 """The released image, ``v<chart version>`` (v0.19.2 ``hack/testing/e2e-common.sh``); the chart's own
@@ -71,7 +68,9 @@ def trainer_v2_values(
         # The chart writes <registry>/<repository>:<tag>, which is mirrored()'s layout.
         values["image"] = {"registry": mirror, "repository": TRAINER_V2_IMAGE.rsplit("/", 1)[-1]}
     if spec.jobset:
-        # Always set: the chart's own values name a staging image, and it takes a whole repository path.
+        # Always set: the chart's own values name a staging image tagged main (JobSet's release
+        # packaging sets the released one, jobset v0.12.0 hack/helm-chart-package.sh, and the chart
+        # here is the tagged source), and it takes a whole repository path: there is no registry key.
         jobset = f"{JOBSET_IMAGE}:{_jobset_version(spec.version)}"
         repository, _, tag = (mirrored(jobset, mirror) if mirror is not None else jobset).rpartition(":")
         values["jobset"]["image"] = {"repository": repository, "tag": tag}
