@@ -11,7 +11,6 @@ from .cluster import (
     CREATION_ADDONS,
     NODE_REPAIR_ADDON,
     acr_helper_config,
-    api_server_acl_command,
     cluster_addons,
 )
 from .job_defaults import context_from_defaults, job_defaults
@@ -112,7 +111,6 @@ __all__ = [
     "VOLCANO_REPOSITORY",
     "VOLCANO_SCHEDULER_CONF",
     "acr_helper_config",
-    "api_server_acl_command",
     "claim_ref",
     "cluster_addons",
     "customize_operator_object",
