@@ -251,8 +251,10 @@ def cluster_kubeconfig(
     endpoint: str | None = None,
     protocol: str = "https",
 ) -> str:
-    """A kubeconfig for ``cluster_id`` from ACK's ``DescribeClusterUserKubeconfig``, valid
-    for ``minutes``, naming the internal endpoint when ``private``.
+    """A kubeconfig for ``cluster_id`` from ACK's ``DescribeClusterUserKubeconfig``
+    (``GET /k8s/{ClusterId}/user_config``; https://www.alibabacloud.com/help/en/ack/
+    ack-managed-and-ack-dedicated/developer-reference/api-cs-2015-12-15-describeclusteruserkubeconfig),
+    valid for ``minutes``, naming the internal endpoint when ``private``.
 
     ``cs.get_cluster_credential`` cannot ask for the internal endpoint: the Terraform provider
     it wraps always sends ``PrivateIpAddress: false``
@@ -271,7 +273,9 @@ def cluster_kubeconfig(
         The kubeconfig, as YAML text.
     """
     client = CsClient(_config(region, endpoint, protocol))
+    # The API reference's spelling, "true" (ACK: DescribeClusterUserKubeconfig); the SDK would
+    # send a bool as Python's str(True), "True".
     request = cs_models.DescribeClusterUserKubeconfigRequest(
-        private_ip_address=private, temporary_duration_minutes=minutes
+        private_ip_address="true" if private else "false", temporary_duration_minutes=minutes
     )
     return client.describe_cluster_user_kubeconfig(cluster_id, request).body.config

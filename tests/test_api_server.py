@@ -11,6 +11,7 @@ import base64
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from conftest import ROOT, cfg, stack_config
@@ -195,3 +196,106 @@ def test_the_dev_stack_deploys_only_once_its_deployer_lists_their_ranges(capsys)
         "planned without ack-training-platform:cluster.apiServer.allowedCidrs: set it with pulumi config set --path "
         "'cluster.apiServer.allowedCidrs[0]' <range>" in capsys.readouterr().out
     )
+
+
+# --- the kubeconfig Pulumi uses ---------------------------------------------------------------
+
+CLUSTER = "c-0123456789abcdef"
+PRIVATE_KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: [{name: internal}]\n"
+
+
+@pytest.fixture
+def cs(slb) -> Iterator[tuple[CloudApi, str]]:
+    """The stand-in CS API, with one cluster's kubeconfig, and its endpoint."""
+    with cloud_api() as (api, endpoint):
+        api.kubeconfigs[CLUSTER] = PRIVATE_KUBECONFIG
+        yield api, endpoint
+
+
+def test_a_private_clusters_kubeconfig_names_the_internal_endpoint_and_expires(cs) -> None:
+    from components.api_server import KUBECONFIG_MINUTES, cluster_kubeconfig
+
+    api, endpoint = cs
+    assert cluster_kubeconfig(REGION, CLUSTER, private=True, endpoint=endpoint, protocol="http") == PRIVATE_KUBECONFIG
+    [request] = api.requests
+    assert (request.action, request.method, request.path) == (
+        "DescribeClusterUserKubeconfig",
+        "GET",
+        f"/k8s/{CLUSTER}/user_config",
+    )
+    assert request.params == {"PrivateIpAddress": "true", "TemporaryDurationMinutes": str(KUBECONFIG_MINUTES)}
+    assert f"Credential={ACCESS_KEY_ID}," in request.authorization
+
+
+def _run_cluster(stack: str, config_changes: dict[str, Any]) -> tuple[Any, list[tuple[str, dict[str, Any]]]]:
+    """Build the stack's cluster under mocks that know ids, as ``pulumi up`` does; return the
+    cluster's kubeconfig and the provider functions called."""
+    import pulumi
+
+    from components import AckCluster, Network
+    from components.config import load_spec
+
+    spec = load_spec({**stack_config(stack), **config_changes}, credentials=False)
+    calls: list[tuple[str, dict[str, Any]]] = []
+
+    class Deployed(pulumi.runtime.Mocks):
+        def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
+            return f"{args.name}-id" if args.typ != "alicloud:cs/managedKubernetes:ManagedKubernetes" else CLUSTER, {
+                **args.inputs,
+                "slbId": LOAD_BALANCER,
+            }
+
+        def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
+            calls.append((args.token, dict(args.args)))
+            return {"kubeConfig": "public-kubeconfig"}
+
+    pulumi.runtime.settings.set_root_resource(None)
+    pulumi.runtime.set_mocks(Deployed(), project="ack-training-platform", stack=stack, preview=False)
+    kubeconfig: list[Any] = []
+
+    @pulumi.runtime.test
+    def deploy() -> pulumi.Output:
+        network = Network(spec.cluster.name, spec.network)
+        cluster = AckCluster(
+            spec.cluster.name, spec.cluster, network, spec.network, region=spec.region, addons=[], autoscaler=None
+        )
+        return pulumi.Output.all(cluster.kubeconfig, cluster.kubeconfig.is_secret()).apply(kubeconfig.extend)
+
+    deploy()
+    return kubeconfig, calls
+
+
+def test_pulumi_reaches_a_private_cluster_through_its_internal_endpoint(cs, monkeypatch) -> None:
+    import functools
+
+    from components import api_server, cluster
+
+    _, endpoint = cs
+    # The real call, sent to the stand-in instead of the region's endpoint.
+    monkeypatch.setattr(
+        cluster,
+        "cluster_kubeconfig",
+        functools.partial(api_server.cluster_kubeconfig, endpoint=endpoint, protocol="http"),
+    )
+    kubeconfig, calls = _run_cluster("prod", {})
+    assert kubeconfig == [PRIVATE_KUBECONFIG, True]
+    assert not [token for token, _ in calls if token.startswith("alicloud:cs/getClusterCredential")]
+
+
+def test_pulumi_reaches_a_public_cluster_with_a_kubeconfig_that_expires(cs) -> None:
+    from components.api_server import KUBECONFIG_MINUTES
+
+    ranges = {
+        cfg("cluster"): {
+            **stack_config("dev")[cfg("cluster")],
+            "apiServer": {"public": True, "allowedCidrs": ["61.10.20.0/24"]},
+        }
+    }
+    kubeconfig, calls = _run_cluster("dev", ranges)
+    assert kubeconfig == ["public-kubeconfig", True]
+    assert calls == [
+        (
+            "alicloud:cs/getClusterCredential:getClusterCredential",
+            {"clusterId": CLUSTER, "temporaryDurationMinutes": KUBECONFIG_MINUTES},
+        )
+    ]
