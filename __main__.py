@@ -26,9 +26,11 @@ from components.manifests import (
     system_node_selector,
     v2_fabrics,
 )
+from components.preflight import check_cloud
 from components.stack import stack_secret, stack_spec
 
 spec = stack_spec()
+check_cloud(spec)
 pool = registry = cluster = None
 if spec.cluster.local is not None:
     provider, kept_provider = local_providers(spec.cluster.local)

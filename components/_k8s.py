@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pulumi
+import pulumi_kubernetes as k8s
+
 from .manifests import Manifest
 
 TOKEN = "ack-training-platform:components"
@@ -18,3 +21,28 @@ def resource_args(manifest: Manifest) -> dict[str, Any]:
     nested objects pass through in their Kubernetes camelCase form.
     """
     return {re.sub(r"(?<!^)([A-Z])", r"_\1", key).lower(): value for key, value in manifest.items()}
+
+
+class CustomObject(pulumi.CustomResource):
+    """A custom resource whose fields are not all under ``spec`` (Kueue's WorkloadPriorityClass
+    holds ``value`` at the top), which the Python SDK's ``apiextensions.CustomResource`` cannot
+    express. It registers the same type token with every field as an input, as the Node.js SDK's
+    ``CustomResource`` does with its other fields (pulumi-kubernetes
+    ``sdk/nodejs/apiextensions/customResource.ts``); the provider applies the inputs as the object.
+
+    Args:
+        name: Pulumi resource name.
+        manifest: the whole object.
+        opts: resource options; give the cluster's provider.
+    """
+
+    def __init__(self, name: str, manifest: Manifest, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(f"kubernetes:{manifest['apiVersion']}:{manifest['kind']}", name, dict(manifest), opts)
+
+
+def custom_resource(name: str, manifest: Manifest, opts: pulumi.ResourceOptions | None = None) -> pulumi.Resource:
+    """``manifest`` as an ``apiextensions.CustomResource``, whose keyword names the SDK checks, or
+    as a :class:`CustomObject` when it has top-level fields besides ``spec``."""
+    if set(manifest) - {"apiVersion", "kind", "metadata", "spec"}:
+        return CustomObject(name, manifest, opts)
+    return k8s.apiextensions.CustomResource(name, **resource_args(manifest), opts=opts)

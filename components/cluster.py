@@ -15,6 +15,10 @@ from .config import AutoscalerSpec, ClusterSpec, LocalClusterSpec, NetworkSpec
 from .manifests import CREATION_ADDONS, POOL_LABEL, SYSTEM_POOL
 from .network import Network
 
+AUTOSCALER_TYPE = "cluster-autoscaler"
+"""The autoscaler ACK runs for the cluster; the SDK also offers ``goatscaler``, whose expander
+settings differ (pulumi-alicloud 4.0.0 ``cs/autoscaling_config.py``)."""
+
 
 class AckCluster(pulumi.ComponentResource):
     """A managed ACK cluster with untainted system nodes and the add-ons the platform needs,
@@ -100,9 +104,14 @@ class AckCluster(pulumi.ComponentResource):
             self.autoscaler = alicloud.cs.AutoscalingConfig(
                 f"{name}-autoscaler",
                 cluster_id=self.cluster_id,
+                # The Terraform provider reads cool_down_duration back from the add-on's
+                # ScaleDownUnneededTime (how long a node stays unneeded before it goes) and
+                # unneeded_duration from ScaleDownDelayAfterAdd (the pause after a scale-out):
+                # terraform-provider-alicloud resource_alicloud_cs_autoscaling_config.go.
+                scaler_type=AUTOSCALER_TYPE,
                 scale_up_from_zero=True,
                 scale_down_enabled=True,
-                unneeded_duration=f"{autoscaler.idle_minutes}m",
+                cool_down_duration=f"{autoscaler.idle_minutes}m",
                 gpu_utilization_threshold=str(autoscaler.gpu_utilization_threshold),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=list(nodes)),
             )

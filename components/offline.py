@@ -181,7 +181,8 @@ def run_program(
         project_dir: the directory holding ``Pulumi.yaml`` and ``__main__.py``.
         invokes: answers to provider functions by token, e.g. what the kubernetes
             provider's ``kubernetes:kustomize:directory`` renders. Offline, with none,
-            every function answers nothing.
+            the cloud look-ups of :mod:`components.preflight` answer as a cloud offering
+            what the stack asks for, and every other function answers nothing.
 
     Returns:
         The recorded plan.
@@ -190,6 +191,9 @@ def run_program(
     from pulumi.runtime import mocks, rpc, settings
     from pulumi.runtime.stack import run_pulumi_func
     from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
+
+    from . import preflight
+    from .stack import stack_spec
 
     recorded: dict[str, Recorded] = {}
     order: list[str] = []
@@ -205,7 +209,11 @@ def run_program(
             return None, outputs
 
         def call(self, args: mocks.MockCallArgs) -> dict:
-            return dict((invokes or {}).get(args.token, {}))
+            if invokes and args.token in invokes:
+                return dict(invokes[args.token])
+            if args.token in preflight.LOOKUPS:
+                return preflight.offline_answer(args.token, args.args, stack_spec())
+            return {}
 
     worker_loops: set[asyncio.AbstractEventLoop] = set()
 

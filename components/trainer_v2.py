@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ._k8s import TOKEN, resource_args
+from ._k8s import TOKEN, custom_resource, resource_args
 from .config import TrainerV2Spec
 from .manifests import FabricProfile, Manifest, runtime_name, training_runtime
 from .manifests.trainer_v2 import (
@@ -106,9 +106,7 @@ class TrainerV2(pulumi.ComponentResource):
             )
         after_kueue = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=kueue)
         self.queue_resources = [
-            k8s.apiextensions.CustomResource(
-                f"{obj['kind'].lower()}-{obj['metadata']['name']}", **resource_args(obj), opts=after_kueue
-            )
+            custom_resource(f"{obj['kind'].lower()}-{obj['metadata']['name']}", obj, opts=after_kueue)
             for obj in queue_objects
         ]
         self.queue = queue

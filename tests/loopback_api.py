@@ -169,13 +169,16 @@ def v1_pod(job: str, kind: str, index: int, restarts: int = 0, phase: str = "Run
     return _pod(f"{job}-{kind}-{index}", labels, "pytorch", restarts, phase)
 
 
-def v2_pod(job: str, index: int, restarts: int = 0) -> dict[str, Any]:
+def v2_pod(job: str, index: int, attempt: int = 0) -> dict[str, Any]:
+    """A node pod as JobSet v0.12.0 labels it; it never restarts in place (``restartPolicy:
+    Never``): a JobSet restart creates it again with the next ``restart-attempt``."""
     labels = {
         f"{JOBSET}jobset-name": job,
         f"{JOBSET}replicatedjob-name": "node",
+        f"{JOBSET}restart-attempt": str(attempt),
         "batch.kubernetes.io/job-completion-index": str(index),
     }
-    return _pod(f"{job}-node-0-{index}-x7k2q", labels, "node", restarts, "Running")
+    return _pod(f"{job}-node-0-{index}-x7k2q", labels, "node", 0, "Running")
 
 
 def _pod(name: str, labels: dict[str, str], container: str, restarts: int, phase: str) -> dict[str, Any]:
@@ -225,7 +228,7 @@ def serve_gpt(api: FakeApi, conditions: list[dict[str, str]] = ()) -> dict[str, 
     api.routes[
         ("GET", f"/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes/{runtime['metadata']['name']}")
     ] = runtime
-    api.pods += [v2_pod("gpt", 0), v2_pod("gpt", 1, restarts=1)]
+    api.pods += [v2_pod("gpt", 0, attempt=1), v2_pod("gpt", 1, attempt=1)]
     return job
 
 

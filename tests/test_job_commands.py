@@ -45,7 +45,7 @@ from test_job_submit import DEFAULTS
 from components.config import TrainingJobSpec
 from components.jobs.cli import run
 from components.manifests import pytorch_job
-from components.manifests.gpu_metrics import GPU_MEMORY_USED, GPU_UTIL, NAMESPACE_LABEL, POD_LABEL
+from components.manifests.gpu_metrics import GPU_MEMORY_USED, GPU_UTIL, POD_LABEL, per_pod
 from trainer.metric_names import METRICS_PORT, RESTARTS
 
 # --- list and get ------------------------------------------------------------------------
@@ -66,7 +66,7 @@ def test_list_shows_both_kinds_with_phase_replicas_restarts_and_age(cluster) -> 
     # mnist: 2 container restarts on the Master; its failed Worker pod shows under replicas.
     assert lines[2].split()[-2:] == ["2", "3h5m"] and lines[1].split()[-2:] == ["1", "7m"]
     assert "Master 1/1 active; Worker 1/1 active, 1 failed" in lines[2]
-    assert "node 1/2 ready, 1 active" in lines[1]
+    assert "node 2/2 running" in lines[1]  # gpt: its JobSet restarted once
     selectors = [q["labelSelector"][0] for m, p, q, _ in api.requests if p == PODS]
     assert selectors == ["jobset.sigs.k8s.io/jobset-name=gpt", "training.kubeflow.org/job-name=mnist"]
 
@@ -277,14 +277,14 @@ def test_top_shows_gpu_use_per_job_pod_from_prometheus(cluster) -> None:
     api, kubeconfig = cluster
     mnist = serve_mnist(api)
     api.routes[("GET", V1)] = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJobList", "items": [mnist]}
-    per_pod = {"mnist-master-0": (97.5, 61234.0), "mnist-worker-0": (88.0, 60111.0), "other-pod": (50.0, 1.0)}
+    gpu_use = {"mnist-master-0": (97.5, 61234.0), "mnist-worker-0": (88.0, 60111.0), "other-pod": (50.0, 1.0)}
 
     def query(params: dict[str, list[str]], _: Any) -> tuple[int, Any]:
         expr = params["query"][0]
-        assert f'{NAMESPACE_LABEL}="{NS}"' in expr and f"by ({POD_LABEL})" in expr
+        assert expr in (per_pod("avg", GPU_UTIL, NS), per_pod("sum", GPU_MEMORY_USED, NS))
         column = 0 if GPU_UTIL in expr else 1
         assert column == 0 or GPU_MEMORY_USED in expr
-        result = [{"metric": {POD_LABEL: pod}, "value": [0, str(v[column])]} for pod, v in per_pod.items()]
+        result = [{"metric": {POD_LABEL: pod}, "value": [0, str(v[column])]} for pod, v in gpu_use.items()]
         return 200, {"status": "success", "data": {"resultType": "vector", "result": result}}
 
     api.routes[("GET", "/api/v1/query")] = query

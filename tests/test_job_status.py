@@ -28,20 +28,37 @@ def pytorchjob(conditions: list[dict[str, str]], replicas: dict[str, dict[str, i
     }
 
 
-def trainjob(conditions: list[dict[str, str]], ready: int = 0, failed: int = 0) -> dict:
+def trainjob(conditions: list[dict[str, str]], **child_jobs: int) -> dict:
+    """A TrainJob of 4 nodes. Its ``jobsStatus`` counts the child Jobs of the replicated job
+    ``node``: Trainer v2.3.0 runs one Job of ``numNodes`` pods, so each count is 0 or 1."""
+    counts = {"ready": 0, "succeeded": 0, "failed": 0, "active": 0, "suspended": 0, **child_jobs}
     return {
         "kind": "TrainJob",
         "metadata": {"name": "gpt", "creationTimestamp": "2026-11-22T11:59:18Z"},
         "spec": {"trainer": {"numNodes": 4}},
-        "status": {
-            "conditions": conditions,
-            "jobsStatus": [{"name": "node", "ready": ready, "active": 4 - failed, "failed": failed}],
-        },
+        "status": {"conditions": conditions, "jobsStatus": [{"name": "node", **counts}]},
     }
 
 
 def pod(restarts: int) -> dict:
     return {"metadata": {"name": "p"}, "status": {"containerStatuses": [{"name": "pytorch", "restartCount": restarts}]}}
+
+
+def node_pod(index: int, phase: str = "Running", attempt: int = 0, restarts: int = 0) -> dict:
+    """A pod of a TrainJob's ``node`` Job as JobSet v0.12.0 labels it (a random suffix: the Job
+    controller names it)."""
+    return {
+        "metadata": {
+            "name": f"gpt-node-0-{index}-x7k2p",
+            "labels": {
+                "jobset.sigs.k8s.io/jobset-name": "gpt",
+                "jobset.sigs.k8s.io/replicatedjob-name": "node",
+                "jobset.sigs.k8s.io/restart-attempt": str(attempt),
+                "batch.kubernetes.io/job-completion-index": str(index),
+            },
+        },
+        "status": {"phase": phase, "containerStatuses": [{"name": "node", "restartCount": restarts}]},
+    }
 
 
 CREATED = c("Created", reason="PyTorchJobCreated", message="PyTorchJob mnist is created.")
@@ -117,24 +134,55 @@ CASES = [
         None,
         id="v1-resumed",
     ),
-    pytest.param(trainjob([]), [], "Created", "", 0, {"node": "0/4 ready, 4 active"}, id="v2-pods-starting"),
-    pytest.param(trainjob([], ready=4), [pod(2)], "Running", "", 2, {"node": "4/4 ready, 4 active"}, id="v2-running"),
     pytest.param(
-        trainjob([c("Complete", reason="AllJobsCompleted")]),
-        [],
+        trainjob([], active=1),
+        [node_pod(0), node_pod(1), node_pod(2, "Pending"), node_pod(3, "Pending")],
+        "Created",
+        "",
+        0,
+        {"node": "2/4 running, 2 pending"},
+        id="v2-pods-starting",
+    ),
+    pytest.param(
+        trainjob([], ready=1, active=1),
+        [node_pod(i) for i in range(4)],
+        "Running",
+        "",
+        0,
+        {"node": "4/4 running"},
+        id="v2-running-a-healthy-4-node-job",
+    ),
+    pytest.param(
+        # The JobSet restarted twice: every node's pod was created again, none restarted in place.
+        trainjob([], ready=1, active=1),
+        [node_pod(i, attempt=2) for i in range(4)],
+        "Running",
+        "",
+        2,
+        {"node": "4/4 running"},
+        id="v2-after-two-jobset-restarts",
+    ),
+    pytest.param(
+        trainjob([c("Complete", reason="AllJobsCompleted")], succeeded=1),
+        [node_pod(i, "Succeeded") for i in range(4)],
         "Succeeded",
         "AllJobsCompleted",
         0,
-        None,
+        {"node": "0/4 running, 4 succeeded"},
         id="v2-complete",
     ),
     pytest.param(
-        trainjob([c("Failed", reason="DeadlineExceeded", message="TrainJob exceeded its active deadline")], failed=4),
+        # Trainer deletes the JobSet at the deadline: no pods are left, the status keeps its last counts.
+        trainjob(
+            [c("Failed", reason="DeadlineExceeded", message="TrainJob exceeded its active deadline")],
+            ready=1,
+            active=1,
+        ),
         [],
         "Failed",
         "DeadlineExceeded",
         0,
-        {"node": "0/4 ready, 4 failed"},
+        {"node": "1/1 Jobs ready, 1 active"},
         id="v2-deadline",
     ),
     pytest.param(
@@ -147,7 +195,7 @@ CASES = [
         id="v2-suspended",
     ),
     pytest.param(
-        trainjob([c("Suspended", "False", "Resumed", "TrainJob is resumed")], ready=1),
+        trainjob([c("Suspended", "False", "Resumed", "TrainJob is resumed")], ready=1, active=1),
         [],
         "Running",
         "",

@@ -189,7 +189,13 @@ def test_the_schema_check_catches_a_misspelled_field() -> None:
 T = 'namespace="training",training_job="gpt",pod="gpt-master-0"'
 LABELS = {"namespace": "training", "training_job": "gpt", "pod": "gpt-master-0"}
 STEP, CKPT, EVERY = (metric_names.STEP.name, metric_names.CHECKPOINT_STEP.name, metric_names.CHECKPOINT_EVERY.name)
-RESTARTS = kube_metrics.POD_RESTARTS + '{namespace="training",pod="gpt-master-0",container="pytorch"}'
+POD = 'namespace="training",pod="gpt-master-0"'
+RESTARTS = kube_metrics.POD_RESTARTS + f'{{{POD},uid="u1",container="pytorch"}}'
+CREATED = kube_metrics.POD_CREATED + f'{{{POD},uid="u1"}}'
+CONTAINER = kube_metrics.POD_CONTAINER_INFO + f'{{{POD},uid="u1",container="pytorch"}}'
+LOOP = metric_names.TRAINING_LOOP.name
+JOB_CREATED = kube_metrics.JOB_CREATED + '{namespace="training",job_name="gpt-node-0"}'
+COMPLETE_V2 = kube_metrics.JOB_COMPLETE + '{namespace="training",job_name="gpt-node-0",condition="true"}'
 FAILED_V2 = kube_metrics.JOB_FAILED + '{namespace="training",job_name="gpt-node-0",condition="true"}'
 OWNER = kube_metrics.JOB_OWNER + '{namespace="training",job_name="gpt-node-0",owner_kind="JobSet",owner_name="gpt"}'
 BANDWIDTH = metric_names.ALLREDUCE_BUS_BANDWIDTH.name
@@ -204,22 +210,38 @@ CASES: dict[str, tuple[str, dict[str, str], dict[str, str], dict[str, str]]] = {
         {kube_metrics.OPERATOR_JOBS_FAILED + '{job_namespace="training",framework="pytorch"}': "0x20"},
     ),
     "TrainJobFailed": (
-        "10m",
-        {FAILED_V2: "1x20", OWNER: "1x20"},
+        "11m",
+        {FAILED_V2: "0x4 1x16", OWNER: "1x20"},
         {"namespace": "training", "training_job": "gpt", "severity": "critical"},
         {FAILED_V2: "0x20", OWNER: "1x20"},
     ),
     "TrainingPodRestarting": (
         "10m",
-        {RESTARTS: "0 1 2 3 3 3 3 3 3 3 3"},
-        {"namespace": "training", "pod": "gpt-master-0", "container": "pytorch", "severity": "warning"},
-        {RESTARTS: "0 1 1 1 1 1 1 1 1 1 1"},
+        {RESTARTS: "0 1 2 3 3 3 3 3 3 3 3", CREATED: "100x10", CONTAINER: "1x10"},
+        {"namespace": "training", "pod": "gpt-master-0", "severity": "warning"},
+        {RESTARTS: "0 1 1 1 1 1 1 1 1 1 1", CREATED: "100x10", CONTAINER: "1x10"},
     ),
     "TrainingNoProgress": (
         "45m",
-        {f"{STEP}{{{T}}}": "0+10x20 200x30"},  # stuck from minute 20
+        {f"{STEP}{{{T}}}": "0+10x20 200x30", f"{LOOP}{{{T}}}": "1x50"},  # stuck from minute 20
         {**LABELS, "severity": "critical"},
-        {f"{STEP}{{{T}}}": "0+10x50"},
+        {f"{STEP}{{{T}}}": "0+10x50", f"{LOOP}{{{T}}}": "1x50"},
+    ),
+    "TrainingPodPending": (
+        # the autoscaler cannot add a node: the pod waits from minute 2 on
+        "25m",
+        {kube_metrics.POD_PHASE + f'{{{POD},uid="u1",phase="Pending"}}': "0x2 1x30", CONTAINER: "1x32"},
+        {"namespace": "training", "pod": "gpt-master-0", "severity": "warning"},
+        # a new node came after 8 minutes
+        {kube_metrics.POD_PHASE + f'{{{POD},uid="u1",phase="Pending"}}': "1x8 0x24", CONTAINER: "1x32"},
+    ),
+    "TrainJobStopped": (
+        # activeDeadlineSeconds passed at minute 10: Trainer v2 deletes the JobSet and its Jobs.
+        "17m",
+        {OWNER: "1x9 stale", COMPLETE_V2: "0x9 stale", FAILED_V2: "0x9 stale"},
+        {"namespace": "training", "training_job": "gpt", "severity": "warning"},
+        # completed at minute 5, then cleaned up
+        {OWNER: "1x9 stale", COMPLETE_V2: "0x4 1x4 stale", FAILED_V2: "0x9 stale"},
     ),
     "TrainingCheckpointStale": (
         "20m",
@@ -272,6 +294,79 @@ MORE_CASES: list[tuple[str, str, dict[str, str], dict[str, str] | None]] = [
         "TrainJobFailed",
         "10m",
         {FAILED_V2: "1x20", OWNER.replace('owner_kind="JobSet"', 'owner_kind="CronJob"'): "1x20"},
+        None,
+    ),
+    (  # a failed TrainJob kept for an hour: the alert was delivered in its first minutes
+        "TrainJobFailed",
+        "40m",
+        {FAILED_V2: "1x60", OWNER: "1x60"},
+        None,
+    ),
+    (  # a successful run saving its final checkpoint for 30 minutes with the step frozen
+        "TrainingNoProgress",
+        "45m",
+        {f"{STEP}{{{T}}}": "0+10x20 200x30", f"{LOOP}{{{T}}}": "1x20 0x30"},
+        None,
+    ),
+    (  # the same run a few minutes after its pod ended
+        "TrainingNoProgress",
+        "55m",
+        {f"{STEP}{{{T}}}": "0+10x20 200x30 stale", f"{LOOP}{{{T}}}": "1x20 0x30 stale"},
+        None,
+    ),
+    (  # a v1 ExitCode job: the operator deletes each failed pod and creates it again, a new uid each time
+        "TrainingPodRestarting",
+        "15m",
+        {
+            **{
+                kube_metrics.POD_CREATED + f'{{{POD},uid="{uid}"}}': values
+                for uid, values in (("a", "0x2 stale"), ("b", "_x3 180x2 stale"), ("c", "_x6 360x2 stale"))
+            },
+            **{
+                kube_metrics.POD_RESTARTS + f'{{{POD},uid="{uid}",container="pytorch"}}': values
+                for uid, values in (("a", "0x2 stale"), ("b", "_x3 0x2 stale"), ("c", "_x6 0x2 stale"))
+            },
+            kube_metrics.POD_CREATED + f'{{{POD},uid="d"}}': "_x9 540x10",
+            kube_metrics.POD_RESTARTS + f'{{{POD},uid="d",container="pytorch"}}': "_x9 0x10",
+            kube_metrics.POD_CONTAINER_INFO + f'{{{POD},uid="d",container="pytorch"}}': "_x9 1x10",
+        },
+        {"namespace": "training", "pod": "gpt-master-0", "severity": "warning"},
+    ),
+    (  # a TrainJob whose JobSet recreated its node Jobs three times (pods never restart in place)
+        "TrainingPodRestarting",
+        "15m",
+        {JOB_CREATED: "100x2 400x2 700x2 1000x10", OWNER: "1x16"},
+        {"namespace": "training", "training_job": "gpt", "severity": "warning"},
+    ),
+    (  # a JobSet restart: its Jobs are gone for a minute, then created again
+        "TrainJobStopped",
+        "15m",
+        {OWNER: "1x5 stale 1x10", COMPLETE_V2: "0x5 stale 0x10", FAILED_V2: "0x5 stale 0x10"},
+        None,
+    ),
+    (  # a v1 pod that a non-retryable exit code (restartPolicy ExitCode) leaves Failed
+        "TrainingJobFailed",
+        "10m",
+        {
+            kube_metrics.POD_PHASE + f'{{{POD},uid="u1",phase="Failed"}}': "0x3 1x10",
+            CONTAINER: "1x13",
+        },
+        {"namespace": "training", "pod": "gpt-master-0", "severity": "critical"},
+    ),
+    (  # a pod pending that is not a training pod (TensorBoard waiting for a node)
+        "TrainingPodPending",
+        "25m",
+        {
+            kube_metrics.POD_PHASE + '{namespace="training",pod="tensorboard-1",uid="t",phase="Pending"}': "1x30",
+            kube_metrics.POD_CONTAINER_INFO
+            + '{namespace="training",pod="tensorboard-1",uid="t",container="tb"}': "1x30",
+        },
+        None,
+    ),
+    (  # a v1 pod with a retryable exit code, Failed until the operator deletes it
+        "TrainingJobFailed",
+        "10m",
+        {kube_metrics.POD_PHASE + f'{{{POD},uid="u1",phase="Failed"}}': "0x3 1 stale", CONTAINER: "1x3 stale"},
         None,
     ),
 ]
@@ -376,3 +471,48 @@ def test_the_job_list_of_an_imported_dashboard_fills_itself() -> None:
     # Grafana never queries a variable whose refresh is unset: the job picker would stay empty.
     (job,) = [v for v in training_dashboard("training")["templating"]["list"] if v["name"] == "job"]
     assert job["refresh"] in (1, 2)
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        # ACK's GPU exporter: the GPU's pod and namespace as they are.
+        'namespace="training",pod="gpt-node-0-1-x7k2p"',
+        # NVIDIA's dcgm-exporter chart under a prometheus-operator (honorLabels false): renamed.
+        'namespace="gpu-operator",pod="dcgm-exporter-abcde",exported_namespace="training",'
+        'exported_pod="gpt-node-0-1-x7k2p"',
+    ],
+)
+def test_gpu_queries_find_the_jobs_pods_under_either_exporter(tmp_path, labels: str) -> None:
+    tool = promtool()
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": []}))
+    series = [
+        {"series": f'{gpu_metrics.GPU_UTIL}{{{labels},gpu="{gpu}"}}', "values": f"{util}x5"}
+        for gpu, util in (("0", 90), ("1", 70))
+    ]
+    # A pod of another job and one of another namespace stay out.
+    series.append(
+        {
+            "series": f'{gpu_metrics.GPU_UTIL}{{namespace="training",pod="gpt-large-node-0-0-a",gpu="0"}}',
+            "values": "5x5",
+        }
+    )
+    series.append(
+        {"series": f'{gpu_metrics.GPU_UTIL}{{namespace="other",pod="gpt-node-0-0-b",gpu="0"}}', "values": "5x5"}
+    )
+    test = {
+        "interval": "1m",
+        "input_series": series,
+        "promql_expr_test": [
+            {
+                "expr": gpu_metrics.per_pod(
+                    "avg", gpu_metrics.GPU_UTIL, "training", "gpt-(master|worker|node)-[0-9].*"
+                ),
+                "eval_time": "4m",
+                "exp_samples": [{"labels": '{pod="gpt-node-0-1-x7k2p"}', "value": 80}],
+            }
+        ],
+    }
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump({"rule_files": ["rules.yaml"], "tests": [test]}))
+    result = subprocess.run([tool, "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

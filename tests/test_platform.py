@@ -208,11 +208,23 @@ def test_only_kept_objects_may_be_created_over_existing_ones(run_stack) -> None:
 def test_autoscaling_is_configured_before_the_pool_can_grow(run_stack) -> None:
     plan = run_stack(stack_config("dev"))
     autoscaler = plan.one("alicloud:cs/autoscalingConfig:AutoscalingConfig")
-    assert autoscaler.inputs["scaleUpFromZero"] is True and autoscaler.inputs["unneededDuration"] == "10m"
+    assert autoscaler.inputs["scaleUpFromZero"] is True
     assert autoscaler.urn in plan.one(POOL, "gpu").dependencies
     fixed = stack_config("dev")
     fixed[cfg("gpuPool")].update(minSize=1, maxSize=1)
     assert not run_stack(fixed).of_type("alicloud:cs/autoscalingConfig:AutoscalingConfig")
+
+
+def test_idle_nodes_go_after_idle_minutes_not_after_a_scale_out(run_stack) -> None:
+    # cool_down_duration is how long a node stays unneeded before it is removed;
+    # unneeded_duration is the pause after a scale-out (the provider's read of the add-on's
+    # ScaleDownUnneededTime and ScaleDownDelayAfterAdd), which stays ACK's default.
+    config = stack_config("dev")
+    config[cfg("cluster")]["autoscaler"] = {"idleMinutes": 25}
+    autoscaler = run_stack(config).one("alicloud:cs/autoscalingConfig:AutoscalingConfig").inputs
+    assert autoscaler["coolDownDuration"] == "25m"
+    assert "unneededDuration" not in autoscaler
+    assert autoscaler["scalerType"] == "cluster-autoscaler"
 
 
 def test_kubernetes_provider_survives_credential_rotation(run_stack) -> None:

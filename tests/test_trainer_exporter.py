@@ -33,6 +33,7 @@ from trainer.metric_names import (
     STEP,
     STEP_TIME,
     TRAINING,
+    TRAINING_LOOP,
 )
 
 Samples = dict[str, dict[tuple[tuple[str, str], ...], float]]
@@ -104,6 +105,7 @@ def test_a_training_run_serves_what_it_logs_while_it_trains(tmp_path: Path) -> N
     # Taken once the marker is written: not before it, and not in the future.
     assert marker.stat().st_mtime <= samples[CHECKPOINT_TIME.name][()] <= time.time()
     assert samples[CHECKPOINT_EVERY.name][()] == 20 and samples[RESTARTS.name][()] == 0
+    assert samples[TRAINING_LOOP.name][()] == 1
     assert launcher.returncode == 143, log
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import cfg, stack_config
+from fixtures.failures import job_failure, jobset_action
 from fixtures.models import assert_matches_model
 from fixtures.operator_overlay import kustomize_invoke
 from kubeflow_trainer_api.models import TrainerV1alpha1ClusterTrainingRuntime, TrainerV1alpha1TrainJob
@@ -33,6 +34,7 @@ from components.manifests import (
     trainer_v2_values,
     training_runtime,
 )
+from components.manifests.trainjob import TRAINER_NODE
 from components.upstream import image_copies
 
 GOLDEN = Path(__file__).parent / "golden" / "v2"
@@ -411,7 +413,11 @@ def test_one_key_moves_a_stack_to_trainer_v2(run_stack) -> None:
     assert inputs["createNamespace"] is True
     system = {"ack-training-platform/pool": "system"}
     assert inputs["values"] == {
-        "jobset": {"install": True, "controller": {"nodeSelector": system}},
+        "jobset": {
+            "install": True,
+            "controller": {"nodeSelector": system},
+            "image": {"repository": "registry.k8s.io/jobset/jobset", "tag": "v0.12.0"},
+        },
         "manager": {"nodeSelector": system},
     }
     runtime = plan.one(RUNTIME)
@@ -452,7 +458,7 @@ def test_v1_and_v2_run_side_by_side_through_the_mirror(run_stack) -> None:
     assert plan.one("kubernetes:kustomize:Directory") and plan.one(RELEASE, "volcano")
     values = plan.one(RELEASE, "kubeflow-trainer").inputs["values"]
     assert values["image"] == {"registry": MIRROR, "repository": "trainer-controller-manager"}
-    assert values["jobset"]["image"] == {"registry": MIRROR, "repository": "jobset", "tag": "v0.12.0"}
+    assert values["jobset"]["image"] == {"repository": f"{MIRROR}/jobset", "tag": "v0.12.0"}
 
 
 def test_kueue_queues_v2_jobs_with_the_gpu_quota(run_stack) -> None:
@@ -492,8 +498,32 @@ def test_kueue_queues_v2_jobs_with_the_gpu_quota(run_stack) -> None:
     assert manager["nodeSelector"] == {"ack-training-platform/pool": "system"}
     config = yaml.safe_load(inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
     assert "trainer.kubeflow.org/trainjob" in config["integrations"]["frameworks"]
-    # All of a job's pods run within the timeout, new nodes included, or the job goes back to the queue.
-    assert config["waitForPodsReady"] == {"timeout": "30m", "blockAdmission": False}
+    # All of a job's pods run within the timeout, new nodes included, or the job goes back to the queue,
+    # five times at most: then Kueue deactivates it instead of cycling for ever.
+    assert config["waitForPodsReady"] == {
+        "timeout": "30m",
+        "blockAdmission": False,
+        "requeuingStrategy": {"backoffLimitCount": 5},
+    }
+    assert not plan.of_type("kubernetes:kueue.x-k8s.io/v1beta2:WorkloadPriorityClass")
+    assert "preemption" not in cluster_queue["spec"]
+
+
+def test_a_v2_job_of_higher_priority_preempts_in_the_queue(run_stack) -> None:
+    config = stack_config("dev")
+    config[cfg("training")]["backend"] = "v2"
+    config[cfg("trainerV2")] = {"kueue": {"enabled": True, "priorities": {"urgent": 1000, "batch": 10}}}
+    config[cfg("jobs")][0]["scheduling"] = {"priorityClass": "urgent"}
+    plan = run_stack(config)
+    classes = plan.of_type("kubernetes:kueue.x-k8s.io/v1beta2:WorkloadPriorityClass")
+    assert {c.inputs["metadata"]["name"]: c.inputs["value"] for c in classes} == {"urgent": 1000, "batch": 10}
+    cluster_queue = plan.one("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue").inputs
+    assert cluster_queue["spec"]["preemption"] == {"withinClusterQueue": "LowerPriority"}
+    assert plan.one(TRAINJOB).inputs["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "urgent"
+    config[cfg("trainerV2")]["kueue"]["maxRequeues"] = None
+    release = run_stack(config).one(RELEASE, "kueue").inputs
+    manager_config = yaml.safe_load(release["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    assert "requeuingStrategy" not in manager_config["waitForPodsReady"]
 
 
 def test_kueue_running_already_gets_only_the_queue(run_stack) -> None:
@@ -530,11 +560,8 @@ def test_trainer_v2_images_are_listed_for_the_mirror_as_the_chart_pulls_them() -
     values = trainer_v2_values(spec.trainer_v2, mirror=MIRROR, node_selector=None)
     manager = f"{values['image']['registry']}/{values['image']['repository']}:v2.3.0"
     assert copies["ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0"] == manager
-    jobset = values["jobset"]["image"]
-    assert (
-        copies["registry.k8s.io/jobset/jobset:v0.12.0"]
-        == f"{jobset['registry']}/{jobset['repository']}:{jobset['tag']}"
-    )
+    jobset = values["jobset"]["image"]  # the JobSet chart writes <repository>:<tag>
+    assert copies["registry.k8s.io/jobset/jobset:v0.12.0"] == f"{jobset['repository']}:{jobset['tag']}"
     assert "registry.k8s.io/kueue/kueue:v0.19.2" not in copies
     config[cfg("trainerV2")] = {"install": True, "kueue": {"enabled": True}}
     queued = load_spec(config, credentials=False)
@@ -562,3 +589,24 @@ def test_local_stack_runs_the_same_job_on_both_backends(run_stack, tmp_path: Pat
 def _flags(job: dict[str, Any]) -> list[str]:
     command = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
     return command[command.index("trainer") + 1 :]
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "conditions", "action"),
+    [
+        (1, [], "FailJobSet"),  # a bug: a retry fails the same way
+        (2, [], "FailJobSet"),  # bad data, agreed by every rank
+        (143, ["DisruptionTarget"], "RestartJobSetAndIgnoreMaxRestarts"),  # evicted or preempted, checkpointed
+        (137, ["DisruptionTarget"], "RestartJobSetAndIgnoreMaxRestarts"),  # killed after the grace period
+        (143, [], "RestartJobSet"),  # SIGTERM from elsewhere: spends one restart
+        (137, [], "RestartJobSet"),  # the OOM killer
+        (203, [], "RestartJobSet"),  # trainer.launch's transient status: a lost peer or rendezvous
+    ],
+)
+def test_a_v2_job_fails_fast_on_a_bug_and_retries_disruptions_without_limit(
+    exit_code: int, conditions: list[str], action: str
+) -> None:
+    spec = training_runtime()["spec"]["template"]["spec"]
+    node_job = spec["replicatedJobs"][0]["template"]["spec"]
+    reason, message = job_failure(node_job, TRAINER_NODE, exit_code, conditions)
+    assert jobset_action(spec["failurePolicy"], reason, message) == action

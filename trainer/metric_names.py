@@ -38,6 +38,11 @@ class Metric:
 
 
 STEP = Metric("trainer_step", "gauge", "Optimizer steps completed.", column="step")
+TRAINING_LOOP = Metric(
+    "trainer_training_loop",
+    "gauge",
+    "1 while the run takes optimizer steps; 0 before its first step and after its last (final checkpoint, export).",
+)
 EPOCH = Metric("trainer_epoch", "gauge", "Epoch of the last logged step.", column="epoch")
 LOSS = Metric("trainer_loss", "gauge", "Training loss at the last log step, mean over the ranks.", column="loss")
 LEARNING_RATE = Metric("trainer_learning_rate", "gauge", "Learning rate at the last log step.", column="lr")
@@ -87,6 +92,7 @@ ALLREDUCE_BUS_BANDWIDTH = Metric(
 
 TRAINING = (
     STEP,
+    TRAINING_LOOP,
     EPOCH,
     LOSS,
     LEARNING_RATE,

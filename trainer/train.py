@@ -51,7 +51,7 @@ from . import checkpoint
 from .config import DEFAULT_LR, Config, UsageError, parse_args
 from .data import DataError, GlobalOrder, load_dataset
 from .exporter import serve
-from .metric_names import CHECKPOINT_EVERY, CHECKPOINT_STEP, POD, RESTARTS, TRAINING
+from .metric_names import CHECKPOINT_EVERY, CHECKPOINT_STEP, POD, RESTARTS, TRAINING, TRAINING_LOOP
 from .metrics import Metrics, log, peak_memory_mb, peak_tflops
 from .models import GPT, GPT_SIZES, MnistCNN
 from .numerics import NonFiniteError, StepGuard
@@ -259,6 +259,7 @@ class Trainer(TrainerState):
         window_start, window_steps = time.perf_counter(), 0
         window_samples = 0
         loss = torch.zeros((), device=self.topo.device)
+        self.exporter.set(TRAINING_LOOP, 1)
         while not self._finished():
             if self.position >= self.order.size:
                 self.epoch, self.position = self.epoch + 1, 0
@@ -279,6 +280,7 @@ class Trainer(TrainerState):
             if self.step % self.stop_check_every == 0:
                 self.guard.check(self.step)
                 if self._stop_everywhere():
+                    self.exporter.set(TRAINING_LOOP, 0)
                     self.save_checkpoint("sigterm", loss, wait=True)
                     return 128 + signal.SIGTERM
             saving = time.perf_counter()
@@ -287,6 +289,8 @@ class Trainer(TrainerState):
             self.checkpointer.poll()
             # Throughput and MFU are of training: time spent saving is left out of the window.
             window_start += time.perf_counter() - saving
+        # The final save and export can outlast the no-progress alert's window with the step frozen.
+        self.exporter.set(TRAINING_LOOP, 0)
         self.save_checkpoint("final", loss, wait=True)
         self.write_final_model()
         return 0

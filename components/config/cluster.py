@@ -180,7 +180,7 @@ class AutoscalerSpec(Spec):
     """On when this stack creates the cluster and the GPU pool autoscales; an adopted cluster
     keeps its own settings unless this is ``true``."""
     idle_minutes: int = Field(default=10, ge=1, le=1440)
-    """An idle node is removed after this long (``unneeded_duration``)."""
+    """An idle node is removed after it has been unneeded this long (the autoscaler's ``cool_down_duration``)."""
     gpu_utilization_threshold: float = Field(default=0.5, gt=0, le=1)
     """A GPU node counts as idle below this share of its GPUs requested."""
 

@@ -131,6 +131,7 @@ class SchedulingSpec(Spec):
     queue: str | None = None
     """Volcano queue (needs ``operator.volcano.enabled``); v1 only: v2 jobs queue with ``trainerV2.kueue``."""
     priority_class: str | None = Field(default=None)
+    """Pod PriorityClass (v1), or Kueue WorkloadPriorityClass from ``trainerV2.kueue.priorities`` (v2)."""
     min_available: int | None = Field(default=None, ge=1)
     """Gang size: pods that must be schedulable together (needs Volcano); v1 only."""
 
@@ -237,7 +238,8 @@ def v2_conflict(job: TrainingJobSpec) -> tuple[str, str] | None:
     The v2.3.0 TrainJob (``pkg/apis/trainer/v1alpha1/trainjob_types.go``) has a fixed
     ``numNodes``, no restart or clean-pod policy and no backoff limit of its own (the
     runtime's JobSet holds the failure policy), and its runtime patches cannot set a pod's
-    priority class; queueing is Kueue's (or a runtime's ``podGroupPolicy``), not a job's.
+    priority class (a v2 job's priority is Kueue's, checked with the platform); queueing is
+    Kueue's (or a runtime's ``podGroupPolicy``), not a job's.
     """
     run, scheduling = job.run_policy, job.scheduling
     keep_v1 = "or keep the job on backend v1"
@@ -275,11 +277,6 @@ def v2_conflict(job: TrainingJobSpec) -> tuple[str, str] | None:
             "scheduling.minAvailable",
             "a Volcano gang size has no counterpart for a TrainJob: with trainerV2.kueue.enabled Kueue admits all of "
             f"a job's pods together; drop minAvailable, {keep_v1}",
-        )
-    if scheduling.priority_class is not None:
-        return (
-            "scheduling.priorityClass",
-            f"a TrainJob's runtime patches cannot set a pod priority class (v2.3.0); drop priorityClass, {keep_v1}",
         )
     reserved = sorted(name for name in job.env if name.startswith(TORCHRUN_ENV_PREFIX))
     if reserved:

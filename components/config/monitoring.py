@@ -17,6 +17,9 @@ collective does not burn an hour of GPUs unnoticed."""
 DEFAULT_CHECKPOINT_INTERVALS = 3
 """One missed checkpoint can be a slow save; three in a row mean saving is broken."""
 DEFAULT_RESTARTS_PER_HOUR = 3
+DEFAULT_PENDING_MINUTES = 20
+"""New GPU nodes take 5-10 minutes on ACK; twice that means they are not coming (no stock, a quota,
+a pod that fits no node). Below Kueue's default 30-minute pods-ready timeout, which evicts the job."""
 
 
 class AlertThresholds(Spec):
@@ -30,7 +33,11 @@ class AlertThresholds(Spec):
     """How many checkpoint intervals (the job's ``checkpointEvery`` steps) training may run past its last
     committed checkpoint."""
     restarts_per_hour: int = Field(default=DEFAULT_RESTARTS_PER_HOUR, ge=1, le=1000)
-    """Container restarts of one training pod within an hour that count as restarting repeatedly."""
+    """Restarts of one training pod (in place or recreated) or of one TrainJob's nodes within an hour that count as
+    restarting repeatedly."""
+    pending_minutes: int = Field(default=DEFAULT_PENDING_MINUTES, ge=5, le=1440)
+    """Minutes a training pod may wait for a node before it counts as stuck pending. With Kueue keep it
+    below ``trainerV2.kueue.podsReadyTimeoutMinutes``, after which Kueue evicts and requeues the job."""
     min_bus_bandwidth_gbps: float | None = Field(default=None, gt=0)
     """Lowest acceptable all-reduce bus bandwidth of the ``netbench`` job, GB/s (10^9 bytes per second), at
     its best message size. Unset: no alert (what is good depends on the fabric and GPU count)."""

@@ -4,6 +4,7 @@ jobs run in."""
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
 from pydantic import Field, model_validator
 
@@ -20,6 +21,10 @@ from .base import (
     field_error,
 )
 from .jobs import Backend
+
+DEFAULT_MAX_REQUEUES = 5
+"""Requeues before Kueue gives up on a job whose nodes never arrive: with the 30-minute default
+timeout and Kueue's backoff, about four hours."""
 
 # --- operator and namespace ----------------------------------------------------------
 
@@ -67,6 +72,14 @@ class KueueSpec(Spec):
     pods_ready_timeout_minutes: int = Field(default=30, ge=1)
     """How long an admitted job's pods may take to run, new GPU nodes included; then Kueue evicts the job
     and requeues it, so a job holds its quota only while all of its pods can run."""
+    max_requeues: int | None = Field(default=DEFAULT_MAX_REQUEUES, ge=0)
+    """Requeues after ``podsReadyTimeoutMinutes`` before Kueue deactivates the job (it then stays suspended,
+    with its Workload's ``spec.active`` false, until someone sets it back to true); ``null`` requeues for
+    ever. Requeues wait 60 s, doubling up to an hour."""
+    priorities: dict[DnsLabel, Annotated[int, Field(ge=-(2**31), lt=2**31)]] = Field(default_factory=dict)
+    """Kueue WorkloadPriorityClasses to create, name → value; a v2 job names one in
+    ``scheduling.priorityClass``. With any, a job of higher priority preempts lower ones in the queue
+    (they checkpoint on SIGTERM and are requeued)."""
     cpu_quota: Cpu = "1024"
     """CPUs the queue admits at once. Kueue admits a job only when its queue covers every
     resource the pods request; GPUs are the quota that matters (``training.gpuQuota``)."""

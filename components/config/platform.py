@@ -15,6 +15,7 @@ from .base import (
     field_error,
     quantity_bytes,
 )
+from .capacity import misfit
 from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
 from .jobs import Backend, TrainingJobSpec, v2_conflict
 from .monitoring import MonitoringSpec, PrometheusMode
@@ -169,6 +170,14 @@ class PlatformSpec(Spec):
                 "Kueue queues v2 jobs only and no job runs on backend v2: set training.backend: v2 (or a job's "
                 "backend: v2), or drop kueue",
             )
+        kueue = self.trainer_v2.kueue
+        pending = self.monitoring.alerts.pending_minutes
+        if kueue.enabled and self.prometheus != "none" and pending >= kueue.pods_ready_timeout_minutes:
+            raise field_error(
+                "monitoring.alerts.pendingMinutes",
+                f"{pending} minutes would never pass: Kueue evicts and requeues a job whose pods wait "
+                f"trainerV2.kueue.podsReadyTimeoutMinutes ({kueue.pods_ready_timeout_minutes}), so give less than that",
+            )
         version = self.cluster.version
         match = re.match(r"^(\d+)\.(\d+)", version or "")
         if self.uses_trainer_v2 and match and (int(match[1]), int(match[2])) < TRAINER_V2_MIN_KUBERNETES:
@@ -263,6 +272,15 @@ class PlatformSpec(Spec):
                 conflict = v2_conflict(job) if job.backend is None else None
                 if conflict is not None:
                     raise field_error(f"{key}.{conflict[0]}", conflict[1] + " (training.backend is v2)")
+                priority = job.scheduling.priority_class
+                kueue = self.trainer_v2.kueue
+                if priority is not None and (not kueue.enabled or priority not in kueue.priorities):
+                    raise field_error(
+                        f"{key}.scheduling.priorityClass",
+                        f"{priority!r}: a TrainJob's priority is a Kueue WorkloadPriorityClass (its runtime patches "
+                        "cannot set a pod priority class): declare it in trainerV2.kueue.priorities "
+                        f"({sorted(kueue.priorities) or 'none declared'}) with trainerV2.kueue.enabled: true",
+                    )
                 if self.trainer_v2.kueue.enabled and job.run_policy.suspend:
                     raise field_error(
                         f"{key}.runPolicy.suspend",
@@ -293,6 +311,9 @@ class PlatformSpec(Spec):
                         f"{key}.gpus_per_node",
                         f"{gpus} GPUs per pod do not fit on a {pool.gpus_per_node}-GPU node of pool {pool.name!r}",
                     )
+                problem = misfit(job.cpu, job.memory, pool.node_share, pool.name)
+                if problem is not None:
+                    raise field_error(f"{key}.{problem[0]}", problem[1])
                 needed = nodes_needed(job, gpus, pool.gpus_per_node)
                 if needed > pool.max_size:
                     raise field_error(

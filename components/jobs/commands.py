@@ -25,7 +25,7 @@ import yaml
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError as TransportError
 
-from components.manifests.gpu_metrics import GPU_MEMORY_USED, GPU_UTIL, NAMESPACE_LABEL, POD_LABEL
+from components.manifests.gpu_metrics import GPU_MEMORY_USED, GPU_UTIL, POD_LABEL, per_pod
 
 from . import connect, submit
 from .client import NODE_INDEX_LABEL, JobNotFound, JobsClient, WaitEnded, explain, prometheus_query
@@ -163,10 +163,9 @@ def cmd_top(jobs: JobsClient, args: argparse.Namespace, out: Callable[[str], Non
             "--prometheus-url: give the address of a Prometheus that scrapes ACK's GPU exporter, e.g. "
             "kubectl port-forward to its service and --prometheus-url http://localhost:9090"
         )
-    ns = f'{NAMESPACE_LABEL}="{jobs.namespace}"'
     try:
-        util = prometheus_query(url, f"avg by ({POD_LABEL}) ({GPU_UTIL}{{{ns}}})")
-        memory = prometheus_query(url, f"sum by ({POD_LABEL}) ({GPU_MEMORY_USED}{{{ns}}})")
+        util = prometheus_query(url, per_pod("avg", GPU_UTIL, jobs.namespace))
+        memory = prometheus_query(url, per_pod("sum", GPU_MEMORY_USED, jobs.namespace))
     except OSError as err:
         raise Failure(f"--prometheus-url {url}: {err}") from None
     util_of = {labels.get(POD_LABEL): value for labels, value in util}

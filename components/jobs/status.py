@@ -15,6 +15,12 @@ Phases follow the conditions each controller writes:
   JobSet's conditions renamed (``pkg/runtime/framework/plugins/jobset/jobset.go`` ``Status``),
   ``Failed`` with reason ``DeadlineExceeded`` is Trainer's own. There is no ``Running``
   condition: a TrainJob runs while its child Jobs report ready pods (``jobsStatus``).
+  ``jobsStatus`` counts child Jobs per replicated job, not pods: Trainer v2.3.0 runs one Job per
+  replicated job (``pkg/runtime/framework/plugins/jobset/builder.go`` sets ``replicas: 1``) with
+  ``numNodes`` pods (``jobset.go`` ``SyncParallelCount``), and a Job counts as ready once all its
+  pods are (``trainjob_types.go`` ``JobStatus``). So pods are counted from the pods themselves,
+  which JobSet v0.12.0 labels with their replicated job and its restart attempt
+  (``pkg/controllers/jobset_controller.go`` ``labelAndAnnotateObject``).
 """
 
 from __future__ import annotations
@@ -33,6 +39,10 @@ V1_PRECEDENCE = ("Failed", "Succeeded", "Suspended", "Restarting", "Running", "C
 """The v1 condition that names the phase when several are ``True``: a finished job may
 still carry ``Created``, and a suspended one its last ``Running``."""
 V2_PHASES = (("Failed", "Failed"), ("Complete", "Succeeded"), ("Suspended", "Suspended"))
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
+"""JobSet's count of whole-JobSet restarts when the pod was created."""
+POD_PHASES = ("Running", "Pending", "Succeeded", "Failed")
 """TrainJob condition type → phase, first ``True`` one wins."""
 SHOWN_METRICS = {STEP.name: "step", LOSS.name: "loss", SAMPLES_PER_SECOND.name: "samples/s", MFU.name: "MFU"}
 
@@ -47,8 +57,9 @@ class JobSummary:
         phase: the phase its conditions give (``Pending`` before the controller wrote any).
         reason: the deciding condition's reason ('' when none).
         message: the deciding condition's message.
-        replicas: per replica type (v1) or replicated job (v2), e.g. ``1/2 running``.
-        restarts: container restarts in the job's pods.
+        replicas: per replica type (v1) or replicated job (v2), e.g. ``1/2 active``.
+        restarts: restarts of the job: containers restarted in place, and for v2 the JobSet's
+            restarts of every node.
         age_s: seconds since the job was created.
         conditions: every condition as ``(type, status, reason, message)``.
     """
@@ -99,21 +110,38 @@ def job_phase(job: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
     return "Pending", None
 
 
-def replica_counts(job: dict[str, Any]) -> dict[str, str]:
-    """Pods per replica type (v1) or child Jobs per replicated job (v2) and their states.
+def replica_counts(job: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, str]:
+    """Pods per replica type (v1) or replicated job (v2) and their states.
 
     Args:
         job: the job object.
+        pods: the job's pods; a v2 job's are counted from them, its status counting Jobs.
 
     Returns:
-        ``{"Master": "1/1 active", "Worker": "2/3 active, 1 failed"}``-style strings.
+        ``{"Master": "1/1 active", "Worker": "2/3 active, 1 failed"}``-style strings (v1), or
+        ``{"node": "4/4 running"}`` (v2); with no pods, a v2 job's child Jobs
+        (``{"node": "1/1 Jobs ready"}``).
     """
     status = job.get("status") or {}
     counts: dict[str, str] = {}
     if job.get("kind") == TRAINJOB:
+        if not pods:
+            for child in status.get("jobsStatus") or []:
+                counts[child["name"]] = _states(
+                    child, 1, ("ready", "active", "succeeded", "failed", "suspended"), "Jobs "
+                )
+            return counts
         wanted = (job.get("spec") or {}).get("trainer", {}).get("numNodes", 1)
-        for child in status.get("jobsStatus") or []:
-            counts[child["name"]] = _states(child, wanted, ("ready", "active", "succeeded", "failed", "suspended"))
+        by_replicated_job: dict[str, dict[str, int]] = {}
+        for pod in pods:
+            name = ((pod.get("metadata") or {}).get("labels") or {}).get(REPLICATED_JOB_LABEL, "node")
+            phase = (pod.get("status") or {}).get("phase") or "Pending"
+            phases = by_replicated_job.setdefault(name, {})
+            phases[phase] = phases.get(phase, 0) + 1
+        for name, phases in by_replicated_job.items():
+            counts[name] = _states(
+                {p.lower(): n for p, n in phases.items()}, wanted, tuple(p.lower() for p in POD_PHASES)
+            )
         return counts
     replica_status = status.get("replicaStatuses") or {}
     for kind, spec in ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {}).items():
@@ -123,15 +151,17 @@ def replica_counts(job: dict[str, Any]) -> dict[str, str]:
     return counts
 
 
-def _states(counts: dict[str, Any], wanted: int, keys: tuple[str, ...]) -> str:
+def _states(counts: dict[str, Any], wanted: int, keys: tuple[str, ...], unit: str = "") -> str:
     first, *rest = keys
-    parts = [f"{counts.get(first) or 0}/{wanted} {first}"]
+    parts = [f"{counts.get(first) or 0}/{wanted} {unit}{first}"]
     parts += [f"{counts[key]} {key}" for key in rest if counts.get(key)]
     return ", ".join(parts)
 
 
 def restarts(pods: list[dict[str, Any]]) -> int:
-    """Container restarts in the job's pods (``restartCount``).
+    """Container restarts in the job's pods (``restartCount``), plus the JobSet's restarts of a
+    v2 job (the highest ``restart-attempt`` label of its pods: each restart recreates every
+    node's pod, so none of them has restarted in place).
 
     Pods the v1 operator replaced are not counted: it rebuilds ``replicaStatuses`` on every
     reconcile from the pods that exist then (v1.9.4 ``pkg/controller.v1/common/pod.go``
@@ -145,11 +175,17 @@ def restarts(pods: list[dict[str, Any]]) -> int:
     Returns:
         The count, 0 for a job whose containers never restarted.
     """
-    return sum(
+    in_place = sum(
         status.get("restartCount") or 0
         for pod in pods
         for status in (pod.get("status") or {}).get("containerStatuses") or []
     )
+    attempts = [
+        int(attempt)
+        for pod in pods
+        if (attempt := ((pod.get("metadata") or {}).get("labels") or {}).get(RESTART_ATTEMPT_LABEL, "")).isdigit()
+    ]
+    return in_place + max(attempts, default=0)
 
 
 def parse_time(value: str) -> datetime:
@@ -181,7 +217,7 @@ def summarize(job: dict[str, Any], pods: list[dict[str, Any]], now: datetime) ->
         phase=phase,
         reason=(condition or {}).get("reason") or "",
         message=(condition or {}).get("message") or "",
-        replicas=replica_counts(job),
+        replicas=replica_counts(job, pods),
         restarts=restarts(pods),
         age_s=(now - parse_time(created)).total_seconds() if created else 0.0,
         conditions=conditions,

@@ -23,11 +23,18 @@ RULE_GROUP = "ack-training-platform.training"
 RULE_NAME = "ack-training-platform-training"
 V1_CONTAINER = "pytorch"
 """The trainer container of a PyTorchJob (the v1 operator's webhook requires the name)."""
+V1_CONTAINER_MATCH = f'container="{V1_CONTAINER}"'
+FAILED_PHASE = 'phase="Failed"'
+PENDING_PHASE = 'phase="Pending"'
+CONDITION_TRUE = 'condition="true"'
+TRAINING_CONTAINERS = f'container=~"{V1_CONTAINER}|{TRAINER_NODE}"'
 FAILED_WINDOW = "10m"
 """How long a failed v1 job keeps its alert: the operator counts failures, and an increase over
 this window holds the alert long enough to be delivered."""
 BENCHMARK_WINDOW = "10m"
 """How long a finished netbench job's bandwidth stays under watch."""
+STOPPED_WINDOW = "15m"
+"""How long a TrainJob that stopped early keeps its alert."""
 MFU_WINDOW = "30m"
 """MFU swings with evaluation and checkpoint steps; half an hour's mean does not."""
 
@@ -61,6 +68,71 @@ def _sel(metric: str, namespace: str, *matchers: str) -> str:
     return f"{metric}{{{joined}}}"
 
 
+def _trainjob_failed(namespace: str, offset: str = "") -> str:
+    """TrainJobs (by ``JOB_LABEL``) with a failed node Job, as of ``offset`` ago."""
+    failed = (
+        _sel(kube.JOB_FAILED, namespace, CONDITION_TRUE) + f"{offset} * on (namespace, job_name) group_left "
+        f'(owner_name) {kube.JOB_OWNER}{{owner_kind="JobSet"}}{offset}'
+    )
+    return f'max by (namespace, {JOB_LABEL}) (label_replace({failed}, "{JOB_LABEL}", "$1", "owner_name", "(.+)")) > 0'
+
+
+def _trainjob_stopped(namespace: str) -> str:
+    """TrainJobs whose node Jobs were there within ``STOPPED_WINDOW`` and are gone now, none of
+    them having completed or failed: what Trainer v2.3.0 leaves when ``activeDeadlineSeconds``
+    passes (``pkg/controller/trainjob_controller.go`` ``reconcileDeadline`` marks the TrainJob
+    failed and deletes its JobSet), which no Job condition shows."""
+    owners = f'{kube.JOB_OWNER}{{namespace="{namespace}",owner_kind="JobSet"}}'
+
+    def by_trainjob(expr: str) -> str:
+        return f"max by (namespace, owner_name) ({expr})"
+
+    def ended(condition: str) -> str:
+        return by_trainjob(
+            f"(last_over_time({_sel(condition, namespace, CONDITION_TRUE)}[{STOPPED_WINDOW}]) == 1) * on "
+            f"(namespace, job_name) group_left (owner_name) last_over_time({owners}[{STOPPED_WINDOW}])"
+        )
+
+    # A JobSet restart deletes and recreates its Jobs in about a minute: ``for`` outlasts that gap.
+    gone = (
+        f"{by_trainjob(f'last_over_time({owners}[{STOPPED_WINDOW}])')} unless on (namespace, owner_name) "
+        f"{by_trainjob(owners)} unless on (namespace, owner_name) {ended(kube.JOB_COMPLETE)} "
+        f"unless on (namespace, owner_name) {ended(kube.JOB_FAILED)}"
+    )
+    return f'max by (namespace, {JOB_LABEL}) (label_replace({gone}, "{JOB_LABEL}", "$1", "owner_name", "(.+)"))'
+
+
+def _restarts(namespace: str, threshold: int) -> str:
+    """Training pods or TrainJobs restarted ``threshold`` times or more in an hour, counting each
+    way a backend restarts them:
+
+    - v1 ``OnFailure``/``Always``: the kubelet restarts the container in place
+      (``kube_pod_container_status_restarts_total``);
+    - v1 ``ExitCode``/``Never``: the operator deletes the failed pod and creates it again under the
+      same name (kubeflow/trainer v1.9.4 ``pkg/controller.v1/common/pod.go``), a new uid each time,
+      so the incarnations of a name seen in the hour, less one, are its restarts;
+    - v2: the JobSet deletes and recreates every node Job under the same name
+      (``failurePolicy.maxRestarts``; its pods run with ``restartPolicy: Never`` and
+      ``backoffLimit: 0``), which changes ``kube_job_created``.
+
+    The v1 operator's ``training_operator_jobs_restarted_total`` counts these too, but only per
+    namespace.
+    """
+    in_place = f"sum by (namespace, pod) (increase({_sel(kube.POD_RESTARTS, namespace, TRAINING_CONTAINERS)}[1h]))"
+    incarnations = (
+        f"count by (namespace, pod) (last_over_time({_sel(kube.POD_CREATED, namespace)}[1h]) and on (namespace, pod) "
+        f"{_sel(kube.POD_CONTAINER_INFO, namespace, V1_CONTAINER_MATCH)})"
+    )
+    recreated_jobs = (
+        f"changes({_sel(kube.JOB_CREATED, namespace)}[1h]) * on (namespace, job_name) group_left (owner_name) "
+        f'{kube.JOB_OWNER}{{owner_kind="JobSet"}}'
+    )
+    trainjobs = (
+        f'max by (namespace, {JOB_LABEL}) (label_replace({recreated_jobs}, "{JOB_LABEL}", "$1", "owner_name", "(.+)"))'
+    )
+    return f"({in_place} + on (namespace, pod) ({incarnations} - 1)) >= {threshold} or {trainjobs} >= {threshold}"
+
+
 def alerts(spec: PlatformSpec) -> list[Alert]:
     """The alerts for ``spec``'s jobs, with its thresholds (``monitoring.alerts``).
 
@@ -82,25 +154,27 @@ def alerts(spec: PlatformSpec) -> list[Alert]:
                 "TrainingJobFailed",
                 # The operator creates a namespace's counter at its first failure, already at 1,
                 # which increase() cannot see: a series that was not there a window ago counts too.
-                f"increase({failed_v1}[{FAILED_WINDOW}]) > 0 or ({failed_v1} unless {failed_v1} offset {FAILED_WINDOW})",
-                1,
+                # It counts only failures under restartPolicy Never; a pod that a non-retryable exit
+                # code (ExitCode) or the pod's own policy leaves Failed is the other sign.
+                f"increase({failed_v1}[{FAILED_WINDOW}]) > 0 or ({failed_v1} unless {failed_v1} offset {FAILED_WINDOW})"
+                f" or max by (namespace, pod) ({_sel(kube.POD_PHASE, ns, FAILED_PHASE)} == 1"
+                f" and on (namespace, pod, uid) {_sel(kube.POD_CONTAINER_INFO, ns, V1_CONTAINER_MATCH)})",
+                3,
                 "critical",
-                "A PyTorchJob failed in namespace {{ $labels.job_namespace }}.",
-                "The Training Operator marked a {{ $labels.framework }} job as failed: its restarts "
-                f"(runPolicy.backoffLimit) are used up. Find it with `kubectl -n {ns} get pytorchjobs`, then read "
-                "its pods' logs (finished pods are kept) and the NCCL traces in its output directory.",
+                "A PyTorchJob failed in namespace {{ $labels.namespace }}{{ $labels.job_namespace }}.",
+                "The Training Operator marked a job as failed, or one of its pods ({{ $labels.pod }}) ended with a "
+                "non-retryable exit code. Find it with "
+                f"`kubectl -n {ns} get pytorchjobs`, then read its pods' logs (finished pods are kept) and the NCCL "
+                "traces in its output directory.",
             )
         )
     if spec.uses_trainer_v2:
-        failed = (
-            _sel(kube.JOB_FAILED, ns, 'condition="true"') + " * on (namespace, job_name) group_left (owner_name) "
-            f'{kube.JOB_OWNER}{{owner_kind="JobSet"}}'
-        )
+        failed_now, failed_before = _trainjob_failed(ns), _trainjob_failed(ns, f" offset {FAILED_WINDOW}")
         rules.append(
             Alert(
                 "TrainJobFailed",
-                f'max by (namespace, {JOB_LABEL}) (label_replace({failed}, "{JOB_LABEL}", "$1", "owner_name", '
-                '"(.+)")) > 0',
+                # Held for a window after the failure, not for as long as the failed Job is kept.
+                f"{failed_now} unless on (namespace, {JOB_LABEL}) {failed_before}",
                 5,
                 "critical",
                 f"TrainJob {job} failed in namespace {{{{ $labels.namespace }}}}.",
@@ -109,18 +183,49 @@ def alerts(spec: PlatformSpec) -> list[Alert]:
                 "add the job again (it resumes from its last checkpoint).",
             )
         )
-    restarts = _sel(kube.POD_RESTARTS, ns, f'container=~"{V1_CONTAINER}|{TRAINER_NODE}"')
+        rules.append(
+            Alert(
+                "TrainJobStopped",
+                _trainjob_stopped(ns),
+                5,
+                "warning",
+                f"TrainJob {job} stopped before it completed, in namespace {{{{ $labels.namespace }}}}.",
+                "The Jobs of the TrainJob's JobSet are gone although none completed or failed: Trainer v2 deletes "
+                "the JobSet when spec.activeDeadlineSeconds passes, and so does deleting the TrainJob. Read "
+                f"`kubectl -n {ns} describe trainjob {job}` (reason DeadlineExceeded); the job resumes from its last "
+                "checkpoint when it is added again with a longer deadline.",
+            )
+        )
     rules.append(
         Alert(
             "TrainingPodRestarting",
-            f"increase({restarts}[1h]) >= {limits.restarts_per_hour}",
+            _restarts(ns, limits.restarts_per_hour),
             5,
             "warning",
-            "Training pod {{ $labels.pod }} restarted {{ $value | humanize }} times in an hour.",
+            "Training job {{ $labels.training_job }}{{ $labels.pod }} restarted {{ $value | humanize }} times in an "
+            "hour.",
             "Each restart resumes from the last checkpoint and loses the steps since. Look at "
-            f"`kubectl -n {ns} describe pod {{{{ $labels.pod }}}}` (OOMKilled, evicted, exit code) and the previous "
+            f"`kubectl -n {ns} get events` and the pods' exit codes (OOMKilled, evicted, preempted) and the previous "
             "container's log (`kubectl logs --previous`).",
             "monitoring.alerts.restartsPerHour",
+        )
+    )
+    pending = (
+        f"{_sel(kube.POD_PHASE, ns, PENDING_PHASE)} == 1 and on (namespace, pod, uid) "
+        f"{_sel(kube.POD_CONTAINER_INFO, ns, TRAINING_CONTAINERS)}"
+    )
+    rules.append(
+        Alert(
+            "TrainingPodPending",
+            f"max by (namespace, pod) ({pending})",
+            limits.pending_minutes,
+            "warning",
+            f"Training pod {{{{ $labels.pod }}}} has waited {limits.pending_minutes} minutes for a node.",
+            "Its job cannot start (a gang waits for all of its pods). Read the pod's events "
+            f"(`kubectl -n {ns} describe pod {{{{ $labels.pod }}}}`): FailedScheduling says which resource no node "
+            "has, and the autoscaler's events whether it can add one (no stock of the instance type in the "
+            "vSwitches' zones, the pool's max size, an account quota).",
+            "monitoring.alerts.pendingMinutes",
         )
     )
     window = f"{limits.no_progress_minutes}m"
@@ -128,8 +233,11 @@ def alerts(spec: PlatformSpec) -> list[Alert]:
     rules.append(
         Alert(
             "TrainingNoProgress",
-            # The offset term keeps a job that started less than a window ago (loading data, compiling) quiet.
-            f"changes({step}[{window}]) == 0 and {step} offset {window}",
+            # The offset term keeps a job that started less than a window ago (loading data, compiling)
+            # quiet; the last term, a run that is saving its final checkpoint or has ended (the gauge
+            # goes to 0 after the last step, and its series ends with the pod).
+            f"changes({step}[{window}]) == 0 and {step} offset {window} "
+            f"and on (namespace, pod) {_sel(trainer.TRAINING_LOOP.name, ns)} == 1",
             1,
             "critical",
             f"Training job {job} made no optimizer step in {window}.",

@@ -54,7 +54,7 @@ def training_dashboard(namespace: str) -> dict[str, object]:
     # (JobSet's Job <jobset>-<replicated job>-<job index>, whose Indexed pods Kubernetes names
     # <job>-<completion index>-<suffix>). Naming the replica keeps job "gpt" from taking in
     # the pods of job "gpt-large".
-    pods = f'{gpu.NAMESPACE_LABEL}="{namespace}",{gpu.POD_LABEL}=~"$job-(master|worker|node)-[0-9].*"'
+    pods = "$job-(master|worker|node)-[0-9].*"
 
     def series(metric: trainer.Metric) -> str:
         return f"{metric.name}{{{job}}}"
@@ -68,9 +68,11 @@ def training_dashboard(namespace: str) -> dict[str, object]:
         .tags(["ack-training-platform", "training"])
         .refresh("30s")
         .time("now-6h", "now")
-        .with_variable(gf.DatasourceVariable("datasource").label("Data source").type("prometheus"))
+        # The builders give every variable the same zero id unless told otherwise.
+        .with_variable(gf.DatasourceVariable("datasource").id("datasource").label("Data source").type("prometheus"))
         .with_variable(
             gf.QueryVariable("job")
+            .id("job")
             .label("Job")
             .datasource(DATASOURCE)
             .query(f'label_values({trainer.STEP.name}{{namespace="{namespace}"}}, {JOB_LABEL})')
@@ -130,13 +132,14 @@ def training_dashboard(namespace: str) -> dict[str, object]:
         )
         .with_row(gf.Row("GPUs"))
         .with_panel(
-            _panel("GPU utilisation per pod", "percent", (f"avg by (pod) ({gpu.GPU_UTIL}{{{pods}}})", "{{pod}}"))
+            _panel("GPU utilisation per pod", "percent", (gpu.per_pod("avg", gpu.GPU_UTIL, namespace, pods), "{{pod}}"))
         )
         .with_panel(
             _panel(
                 "GPU memory used per pod",
-                "decmbytes",
-                (f"sum by (pod) ({gpu.GPU_MEMORY_USED}{{{pods}}})", "{{pod}}"),
+                # DCGM reports framebuffer memory in MiB (dcgm-exporter's default counters).
+                "mbytes",
+                (gpu.per_pod("sum", gpu.GPU_MEMORY_USED, namespace, pods), "{{pod}}"),
             )
         )
     )

@@ -76,7 +76,9 @@ def trainer_pod_monitor(namespace: str) -> Manifest:
 def operator_pod_monitor(operator_namespace: str) -> Manifest:
     """The PodMonitor for the v1 Training Operator, whose counters tell that a job failed.
 
-    Its metrics port has no name, so the endpoint names the port number (``portNumber``).
+    Its metrics port has no name, so the endpoint names the port number (``portNumber``), which
+    prometheus-operator reads from v0.79.0 on (``pkg/apis/monitoring/v1/podmonitor_types.go``;
+    v0.78 has only the deprecated ``targetPort``).
 
     Args:
         operator_namespace: where the operator runs (``kubeflow``).

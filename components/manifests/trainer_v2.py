@@ -6,8 +6,9 @@ Facts about the chart are from kubeflow/trainer at tag v2.3.0,
 from ``oci://registry.k8s.io/jobset/charts`` under ``jobset.install``; ``values.yaml``:
 ``image.registry``/``image.repository``, ``manager.nodeSelector``, runtimes off by default;
 ``templates/_helpers.tpl``: the manager image tag defaults to ``v<chart version>``). The
-JobSet subchart's values (``image.registry``/``repository``/``tag``,
-``controller.nodeSelector``) are kubernetes-sigs/jobset's ``charts/jobset/values.yaml``.
+JobSet subchart's values (``image.repository``/``tag``, ``controller.nodeSelector``) are
+kubernetes-sigs/jobset v0.12.0's ``charts/jobset/values.yaml``: it has no registry key, and its
+Deployment prints ``<image.repository>:<image.tag>``.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def trainer_v2_values(
         node_selector: labels of the nodes for the controllers (the system pool).
 
     Raises:
-        ValueError: ``mirror`` is set and the JobSet release of ``spec.version`` is not known here.
+        ValueError: the chart installs JobSet and the JobSet release of ``spec.version`` is not known here.
     """
     values: dict[str, Any] = {"jobset": {"install": spec.jobset}}
     if node_selector:
@@ -67,14 +68,13 @@ def trainer_v2_values(
         if spec.jobset:
             values["jobset"]["controller"] = {"nodeSelector": dict(node_selector)}
     if mirror is not None:
-        # The charts write <registry>/<repository>:<tag>, which is mirrored()'s layout.
+        # The chart writes <registry>/<repository>:<tag>, which is mirrored()'s layout.
         values["image"] = {"registry": mirror, "repository": TRAINER_V2_IMAGE.rsplit("/", 1)[-1]}
-        if spec.jobset:
-            values["jobset"]["image"] = {
-                "registry": mirror,
-                "repository": JOBSET_IMAGE.rsplit("/", 1)[-1],
-                "tag": _jobset_version(spec.version),
-            }
+    if spec.jobset:
+        # Always set: the chart's own values name a staging image, and it takes a whole repository path.
+        jobset = f"{JOBSET_IMAGE}:{_jobset_version(spec.version)}"
+        repository, _, tag = (mirrored(jobset, mirror) if mirror is not None else jobset).rpartition(":")
+        values["jobset"]["image"] = {"repository": repository, "tag": tag}
     return values
 
 
@@ -117,7 +117,13 @@ def kueue_values(spec: KueueSpec, *, mirror: str | None, node_selector: dict[str
         "metrics": {"bindAddress": ":8443"},
         "webhook": {"port": 9443},
         "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
-        "waitForPodsReady": {"timeout": f"{spec.pods_ready_timeout_minutes}m", "blockAdmission": False},
+        "waitForPodsReady": {
+            "timeout": f"{spec.pods_ready_timeout_minutes}m",
+            "blockAdmission": False,
+            **(
+                {"requeuingStrategy": {"backoffLimitCount": spec.max_requeues}} if spec.max_requeues is not None else {}
+            ),
+        },
         "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
     }
     image = mirrored(kueue_image(spec), mirror) if mirror is not None else kueue_image(spec)
@@ -157,7 +163,7 @@ def kueue_gpu_quota(spec: PlatformSpec) -> int:
 
 
 def kueue_objects(spec: PlatformSpec) -> list[Manifest]:
-    """ResourceFlavor, ClusterQueue and LocalQueue that admit the stack's v2 jobs.
+    """ResourceFlavor, WorkloadPriorityClasses, ClusterQueue and LocalQueue that admit the stack's v2 jobs.
 
     Kueue admits a job only when its ClusterQueue covers every resource the job's pods
     request, and admits all of a job's pods together by quota, before any node exists:
@@ -175,13 +181,26 @@ def kueue_objects(spec: PlatformSpec) -> list[Manifest]:
         # One device resource per job pod, and one job pod per node.
         resources.append((fabric.resource, str(spec.gpu_pool.max_size)))
     labels = dict(MANAGED_BY)
+    # With priorities, a job of higher priority takes a lower one's quota: Kueue evicts it (its pods
+    # get SIGTERM and checkpoint) and requeues it (v0.19.2 apis/kueue/v1beta2 ClusterQueuePreemption).
+    preemption = {"preemption": {"withinClusterQueue": "LowerPriority"}} if spec.trainer_v2.kueue.priorities else {}
     return [
         {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": KUEUE_FLAVOR, "labels": labels}},
+        *(
+            {
+                "apiVersion": KUEUE_API,
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": n, "labels": labels},
+                "value": v,
+            }
+            for n, v in spec.trainer_v2.kueue.priorities.items()
+        ),
         {
             "apiVersion": KUEUE_API,
             "kind": "ClusterQueue",
             "metadata": {"name": name, "labels": labels},
             "spec": {
+                **preemption,
                 "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": spec.training.namespace}},
                 "resourceGroups": [
                     {

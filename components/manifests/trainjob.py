@@ -65,6 +65,8 @@ PATCH_MANAGER = f"{PROJECT}/platform"
 managers (Kueue's ``kueue.x-k8s.io/manager``) keep patches of their own beside it."""
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 """The LocalQueue a TrainJob is submitted to (Kueue: "Run A TrainJob")."""
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+"""The WorkloadPriorityClass of a queued job (Kueue v0.19.2 ``pkg/controller/constants``)."""
 JOB_RESTARTS = RunPolicySpec.model_fields["backoff_limit"].default
 """Restarts of a whole job after a pod fails, as many as a v1 job's default ``backoffLimit``."""
 DEFAULT_SHM = "2Gi"
@@ -83,6 +85,50 @@ which may change only while the job is suspended (JobSet plugin,
 created again, resuming from its last checkpoint); ``suspend`` and labels change in place."""
 
 
+BUG_EXIT_CODES = list(range(1, 128))
+"""What ``trainer.launch`` exits with when the failed worker's own status says a retry would fail
+the same way (a bad flag, bad data, a bug); 128 and above are signals and lost peers."""
+BUG_RULE, PREEMPTED_RULE = 0, 1
+POD_FAILURE_POLICY: Manifest = {
+    # Kubernetes reports the rule that matched in the Job's failure message: "... matching
+    # FailJob rule at index N" (kubernetes.io, "Handling retriable and non-retriable pod failures
+    # with Pod failure policy"). Its order is read back by FAILURE_POLICY below.
+    "rules": [
+        {
+            "action": "FailJob",
+            "onExitCodes": {"containerName": TRAINER_NODE, "operator": "In", "values": BUG_EXIT_CODES},
+        },
+        {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+    ]
+}
+"""The node Job's ``podFailurePolicy``: a bug or a disruption (eviction, preemption, a node taken
+away) fails the Job with reason ``PodFailurePolicy`` and says which; any other failure (a signal,
+a lost peer, the transient status) fails it through ``backoffLimit: 0``."""
+FAILURE_POLICY: Manifest = {
+    "maxRestarts": JOB_RESTARTS,
+    # JobSet v0.12.0 evaluates these in order on the failed Job's reason and message
+    # (pkg/controllers/failure_policy.go ruleIsApplicable); no match restarts the JobSet against
+    # maxRestarts.
+    "rules": [
+        {
+            "name": "FailOnBug",
+            "action": "FailJobSet",
+            "onJobFailureReasons": ["PodFailurePolicy"],
+            "onJobFailureMessagePatterns": [f"matching FailJob rule at index {BUG_RULE}$"],
+        },
+        {
+            "name": "RetryDisruption",
+            "action": "RestartJobSetAndIgnoreMaxRestarts",
+            "onJobFailureReasons": ["PodFailurePolicy"],
+            "onJobFailureMessagePatterns": [f"matching FailJob rule at index {PREEMPTED_RULE}$"],
+        },
+    ],
+}
+"""The JobSet's failure policy: the v1 operator's ``restartPolicy: ExitCode`` for v2 jobs. A bug
+fails the job at once; a disrupted pod restarts every node without spending a restart; any other
+failure spends one of ``maxRestarts``."""
+
+
 def runtime_name(fabric: FabricProfile | None) -> str:
     """The platform runtime for jobs over ``fabric`` (``None``: the pod network)."""
     return RUNTIME_PREFIX if fabric is None else f"{RUNTIME_PREFIX}-{fabric.name}"
@@ -92,7 +138,7 @@ def training_runtime(fabric: FabricProfile | None = None) -> Manifest:
     """The platform's ClusterTrainingRuntime for torchrun jobs over ``fabric``.
 
     A failed pod fails its Job at once (``backoffLimit: 0``, ``restartPolicy: Never``), and
-    the JobSet then recreates every node's Job (``failurePolicy.maxRestarts``): torchrun's
+    the JobSet then fails, or recreates every node's Job (:data:`FAILURE_POLICY`): torchrun's
     static rendezvous cannot take back one restarted node, and the trainer resumes all of
     them from the last checkpoint. NCCL's settings are there for GPU jobs; CPU jobs (gloo)
     ignore them.
@@ -134,14 +180,18 @@ def training_runtime(fabric: FabricProfile | None = None) -> Manifest:
             "mlPolicy": {"numNodes": 1, "torch": {}},
             "template": {
                 "spec": {
-                    "failurePolicy": {"maxRestarts": JOB_RESTARTS},
+                    "failurePolicy": FAILURE_POLICY,
                     "replicatedJobs": [
                         {
                             "name": TRAINER_NODE,
                             "replicas": 1,
                             "template": {
                                 "metadata": {"labels": {ANCESTOR_LABEL: "trainer"}},
-                                "spec": {"backoffLimit": 0, "template": {"spec": pod}},
+                                "spec": {
+                                    "backoffLimit": 0,
+                                    "podFailurePolicy": POD_FAILURE_POLICY,
+                                    "template": {"spec": pod},
+                                },
                             },
                         }
                     ],
@@ -226,6 +276,8 @@ def train_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
     if job.run_policy.active_deadline_seconds is not None:
         spec["activeDeadlineSeconds"] = job.run_policy.active_deadline_seconds
     metadata_labels = {**labels, **({QUEUE_LABEL: ctx.queue} if ctx.queue else {})}
+    if ctx.queue and job.scheduling.priority_class:
+        metadata_labels[PRIORITY_LABEL] = job.scheduling.priority_class
     return {
         "apiVersion": TRAINER_API,
         "kind": "TrainJob",
