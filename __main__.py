@@ -132,8 +132,8 @@ else:
             password=stack_secret("registryPassword"),
         )
     pulumi.export("clusterId", cluster.cluster_id)
-    pulumi.export("kubeconfig", cluster.kubeconfig)
-    pulumi.export("apiServerAccess", cluster.api_server_access)
+    access = cluster.api_server_access
+    pulumi.export("apiServerAccess", {"aclId": access.acl_id, "aclStatus": access.acl_status} if access else None)
     pulumi.export("nasServer", storage.server)
     pulumi.export("registry", {"pushUrl": registry.push_url, "pullUrl": registry.repository_url} if registry else None)
 

@@ -10,17 +10,15 @@ import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
 from ._k8s import TOKEN
+from .api_server import KUBECONFIG_MINUTES, ListenerAcl, cluster_kubeconfig, restrict_api_server
 from .config import AutoscalerSpec, ClusterSpec, LocalClusterSpec, NetworkSpec
 from .identity import METADATA_TOKENS_REQUIRED, node_role, node_role_name
-from .manifests import POOL_LABEL, SYSTEM_POOL, api_server_acl_command, creation_addons
+from .manifests import POOL_LABEL, SYSTEM_POOL, creation_addons
 from .network import Network
 
 AUTOSCALER_TYPE = "cluster-autoscaler"
 """The autoscaler ACK runs for the cluster; the SDK also offers ``goatscaler``, whose expander
 settings differ (pulumi-alicloud 4.0.0 ``cs/autoscaling_config.py``)."""
-ACK_CONTROL_PLANE_CIDR = "100.104.0.0/16"
-"""ACK's control plane reaches the API server from here; an access list without it
-breaks the cluster (ACK: "Configure access control for the API server")."""
 
 
 class AckCluster(pulumi.ComponentResource):
@@ -32,16 +30,19 @@ class AckCluster(pulumi.ComponentResource):
         spec: the cluster's spec.
         network: the VPC and vSwitches.
         network_spec: the network's spec (pod and service ranges, the VPC's block).
-        region: the region, for the commands this exports.
+        region: the region, for the API calls that guard the API server and fetch the kubeconfig.
         addons: add-ons managed as resources of their own (``cluster_addons``).
         autoscaler: configure ACK's cluster autoscaler with these settings; ``None`` leaves it alone.
 
     Attributes:
         cluster_id: the ACK cluster id.
-        kubeconfig: admin kubeconfig, a Pulumi secret.
+        kubeconfig: the providers' kubeconfig, valid for ``KUBECONFIG_MINUTES`` and fetched
+            again on every run, naming the internal endpoint of a private cluster this stack
+            creates; a Pulumi secret.
         provider: a kubernetes provider for the cluster. Every object applied through it
-            waits for the system nodes and the add-ons. Its ``cluster_identifier`` is the
-            cluster id, so rotating credentials does not replace every Kubernetes object.
+            waits for the system nodes, the add-ons and the API server's whitelist. Its
+            ``cluster_identifier`` is the cluster id, so the kubeconfig changing on every run
+            replaces no Kubernetes object.
         kept_provider: the same, for objects kept on delete (the shared volumes): it
             updates such an object when it is created again rather than failing because it
             exists (pulumi-kubernetes 4.29 and later refuse by default).
@@ -50,8 +51,7 @@ class AckCluster(pulumi.ComponentResource):
         autoscaler: the autoscaler configuration, which autoscaling pools must wait for.
         rrsa: the cluster's RRSA OIDC provider and issuer, for roles its service accounts
             assume; ``None`` for an adopted cluster.
-        api_server_access: the access list of a public API server and the command that
-            binds it, or ``None``.
+        api_server_access: a public API server's whitelist on its load balancer, or ``None``.
     """
 
     def __init__(
@@ -68,7 +68,7 @@ class AckCluster(pulumi.ComponentResource):
     ):
         super().__init__(f"{TOKEN}:AckCluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        self.api_server_access: pulumi.Output[dict[str, str]] | None = None
+        self.api_server_access: ListenerAcl | None = None
         self.rrsa: pulumi.Output[alicloud.cs.outputs.ManagedKubernetesRrsaMetadata] | None = None
         nodes: list[pulumi.Resource] = []
         if spec.existing_cluster_id is not None:
@@ -101,7 +101,15 @@ class AckCluster(pulumi.ComponentResource):
             self.cluster_id = cluster.id
             self.rrsa = cluster.rrsa_metadata
             if spec.api_server.allowed_cidrs:
-                self.api_server_access = self._access_list(name, spec, network_spec, cluster, region)
+                self.api_server_access = restrict_api_server(
+                    f"{name}-api-server",
+                    acl_name=f"{spec.name}-api-server",
+                    allowed=[str(block) for block in spec.api_server.allowed_cidrs],
+                    vpc_cidr=str(network_spec.vpc_cidr),
+                    region=region,
+                    load_balancer_id=cluster.slb_id,
+                    parent=self,
+                )
         if spec.has_system_pool:
             nodes.append(self._system_pool(name, spec, network))
         self.autoscaler: alicloud.cs.AutoscalingConfig | None = None
@@ -129,12 +137,11 @@ class AckCluster(pulumi.ComponentResource):
             alicloud.cs.KubernetesAddon(f"{name}-{addon}", cluster_id=self.cluster_id, name=addon, opts=addon_options)
             for addon in addons
         ]
-        credential = alicloud.cs.get_cluster_credential_output(
-            cluster_id=self.cluster_id, opts=pulumi.InvokeOptions(parent=self)
-        )
-        # The SDK does not mark the credential secret; without this it would land in plain state.
-        self.kubeconfig = pulumi.Output.secret(credential.kube_config)
-        ready = pulumi.ResourceOptions(parent=self, depends_on=[*nodes, *self.addons])
+        # Neither the SDK's lookup nor the apply marks the credential secret; without this
+        # it would land in plain state.
+        self.kubeconfig = pulumi.Output.secret(self._kubeconfig(spec, region))
+        guarded = [self.api_server_access] if self.api_server_access is not None else []
+        ready = pulumi.ResourceOptions(parent=self, depends_on=[*nodes, *self.addons, *guarded])
         self.provider = k8s.Provider(
             f"{name}-k8s", kubeconfig=self.kubeconfig, cluster_identifier=self.cluster_id, opts=ready
         )
@@ -146,6 +153,16 @@ class AckCluster(pulumi.ComponentResource):
             opts=ready,
         )
         self.register_outputs({"clusterId": self.cluster_id, "kubeconfig": self.kubeconfig})
+
+    def _kubeconfig(self, spec: ClusterSpec, region: str) -> pulumi.Output[str]:
+        if spec.creates_cluster and not spec.api_server.public:
+            # The SDK's lookup always asks for the public endpoint, which this cluster lacks.
+            return self.cluster_id.apply(lambda cluster_id: cluster_kubeconfig(region, cluster_id, private=True))
+        return alicloud.cs.get_cluster_credential_output(
+            cluster_id=self.cluster_id,
+            temporary_duration_minutes=KUBECONFIG_MINUTES,
+            opts=pulumi.InvokeOptions(parent=self),
+        ).kube_config
 
     def _system_pool(self, name: str, spec: ClusterSpec, network: Network) -> alicloud.cs.NodePool:
         pool = spec.system_pool
@@ -169,33 +186,6 @@ class AckCluster(pulumi.ComponentResource):
                 http_tokens=METADATA_TOKENS_REQUIRED
             ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
-        )
-
-    def _access_list(
-        self,
-        name: str,
-        spec: ClusterSpec,
-        network_spec: NetworkSpec,
-        cluster: alicloud.cs.ManagedKubernetes,
-        region: str,
-    ) -> pulumi.Output[dict[str, str]]:
-        """The API server's allow-list as an SLB access control list: the configured
-        ranges, the nodes' VPC and ACK's control plane. pulumi-alicloud 4.0.0 has no
-        resource that attaches it to the listener ACK owns, so the command that does is
-        exported."""
-        child = pulumi.ResourceOptions(parent=self)
-        acl = alicloud.slb.Acl(f"{name}-api-server", name=f"{spec.name}-api-server", ip_version="ipv4", opts=child)
-        entries = [
-            *(str(block) for block in spec.api_server.allowed_cidrs),
-            str(network_spec.vpc_cidr),
-            ACK_CONTROL_PLANE_CIDR,
-        ]
-        for i, entry in enumerate(dict.fromkeys(entries)):
-            alicloud.slb.AclEntryAttachment(
-                f"{name}-api-server-{i}", acl_id=acl.id, entry=entry, comment="ack-training-platform", opts=child
-            )
-        return pulumi.Output.all(acl.id, cluster.slb_id).apply(
-            lambda ids: {"aclId": ids[0], "bind": api_server_acl_command(region, ids[1], ids[0])}
         )
 
 

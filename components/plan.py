@@ -17,6 +17,7 @@ the same shape. Exit status: 0 planned, 2 invalid configuration or arguments.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 import time
@@ -28,6 +29,7 @@ from typing import Any
 import yaml
 
 from .config import PROJECT, ConfigError, PlatformSpec, load_spec, missing_credentials, stack_schema
+from .config.cluster import ALLOWED_CIDRS_KEY, set_allowed_cidr
 from .offline import SECRET, Plan, apply_rank, holds_secure, redacted_config, run_program
 
 
@@ -69,14 +71,22 @@ def stack_path(project_dir: Path, stack: str) -> Path:
 def with_unset_credentials(config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str], PlatformSpec]:
     """``config`` with each credential the stack needs but its file lacks set to a
     placeholder secret, those keys, and the validated spec. Credentials are per user (each
-    stack file holds its own ciphertext), so the offline plan does without them.
+    stack file holds its own ciphertext), so the offline plan does without them; so are the
+    ranges a public API server admits, planned as the VPC alone (which the whitelist holds
+    anyway).
 
     Raises:
         ConfigError: the config is invalid.
     """
     spec = offline_spec(config)
     unset = [f"{PROJECT}:{key}" for key in missing_credentials(spec, config)]
-    return {**config, **{key: {"secure": SECRET} for key in unset}}, unset, spec
+    planned = {**config, **{key: {"secure": SECRET} for key in unset}}
+    if spec.cluster.needs_allowed_cidrs:
+        cluster = copy.deepcopy(planned[f"{PROJECT}:cluster"])
+        cluster["apiServer"]["allowedCidrs"] = [str(spec.network.vpc_cidr)]
+        planned[f"{PROJECT}:cluster"] = cluster
+        unset.append(f"{PROJECT}:{ALLOWED_CIDRS_KEY}")
+    return planned, unset, spec
 
 
 def offline_spec(config: Mapping[str, Any]) -> PlatformSpec:
@@ -164,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     for line in plan.not_shown():
         print(f"\nnot shown: {line}")
     for key in unset:
-        print(f"\nplanned without {key}: set it with pulumi config set --secret {key.split(':', 1)[1]} <value>")
+        name = key.split(":", 1)[1]
+        how = set_allowed_cidr() if name == ALLOWED_CIDRS_KEY else f"pulumi config set --secret {name} <value>"
+        print(f"\nplanned without {key}: set it with {how}")
     if written:
         print(f"\nwrote {len(written)} Kubernetes objects to {args.out}")
     if dashboard:

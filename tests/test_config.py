@@ -27,9 +27,14 @@ def validate(config: dict[str, Any]) -> PlatformSpec:
     return load_spec(config, [key for key, value in config.items() if isinstance(value, dict) and "secure" in value])
 
 
+DEPLOYER_RANGE = "61.10.20.0/24"
+
+
 def dev(**changes: Any) -> dict[str, Any]:
-    """The dev stack with ``changes`` applied: keys are 'area.sub.key' paths."""
+    """The dev stack with ``changes`` applied: keys are 'area.sub.key' paths. The API server's
+    allowed ranges are set, as each deployer sets theirs."""
     config = stack_config("dev")
+    config[cfg("cluster")]["apiServer"]["allowedCidrs"] = [DEPLOYER_RANGE]
     for path, value in changes.items():
         area, *rest = path.split(".")
         node = config.setdefault(cfg(area), {})
@@ -226,7 +231,33 @@ INVALID = [
         "public api server without ranges",
         {"cluster.apiServer": {"public": True}},
         "ack-training-platform:cluster.apiServer.allowedCidrs: a public API server needs the source ranges that may "
-        "reach it (where Pulumi, CI and kubectl connect from), e.g. ['203.0.113.0/24']",
+        "reach it (where Pulumi, CI and kubectl connect from); run: pulumi config set --path "
+        "'cluster.apiServer.allowedCidrs[0]' <range>, with the egress range of your office, VPN or CI "
+        "(one address: <address>/32)",
+    ),
+    (
+        "api server admitting a documentation range",
+        {"cluster.apiServer.allowedCidrs": [DEPLOYER_RANGE, "203.0.113.0/24"]},
+        "ack-training-platform:cluster.apiServer.allowedCidrs[1]: 203.0.113.0/24 is in the documentation range "
+        "TEST-NET-3 (RFC 5737), which no client connects from: once the whitelist is on, nobody could reach the API "
+        "server. Run: pulumi config set --path 'cluster.apiServer.allowedCidrs[1]' <range>, with the egress range "
+        "of your office, VPN or CI (one address: <address>/32)",
+    ),
+    (
+        "api server admitting an address of a documentation range",
+        {"cluster.apiServer.allowedCidrs": ["192.0.2.10/32"]},
+        "ack-training-platform:cluster.apiServer.allowedCidrs[0]: 192.0.2.10/32 is in the documentation range "
+        "TEST-NET-1 (RFC 5737), which no client connects from: once the whitelist is on, nobody could reach the API "
+        "server. Run: pulumi config set --path 'cluster.apiServer.allowedCidrs[0]' <range>, with the egress range "
+        "of your office, VPN or CI (one address: <address>/32)",
+    ),
+    (
+        "api server admitting loopback",
+        {"cluster.apiServer.allowedCidrs": ["127.0.0.1/32"]},
+        "ack-training-platform:cluster.apiServer.allowedCidrs[0]: 127.0.0.1/32 is in the loopback range (RFC 1122), "
+        "which no client connects from: once the whitelist is on, nobody could reach the API server. Run: pulumi "
+        "config set --path 'cluster.apiServer.allowedCidrs[0]' <range>, with the egress range of your office, VPN "
+        "or CI (one address: <address>/32)",
     ),
     (
         "api server open to the world",
@@ -621,7 +652,7 @@ INVALID = [
 
 @pytest.mark.parametrize(("case", "changes", "message"), INVALID, ids=[c[0] for c in INVALID])
 def test_invalid_config_names_the_key(case: str, changes: dict[str, Any], message: str) -> None:
-    config = stack_config("dev")
+    config = dev()
     if changes.get("alicloud:region") is DELETE:
         del config["alicloud:region"]
     elif "alicloud:region" in changes:
@@ -745,7 +776,7 @@ def test_credentials_must_be_secrets() -> None:
         "ack-training-platform:registryPassword: a credential must be encrypted; "
         "run: pulumi config set --secret registryPassword <value>"
     ]
-    assert validate(stack_config("dev")).registry.username  # the same key, encrypted, is fine
+    assert validate(dev()).registry.username  # the same key, encrypted, is fine
 
 
 def test_extreme_nas_takes_the_first_vswitch_zone_and_lives_under_share() -> None:

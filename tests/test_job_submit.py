@@ -1,4 +1,4 @@
-"""``ack-jobs submit`` and connecting through a stack's outputs.
+"""``ack-jobs submit``, and connecting with the user's own kubeconfig and the stack's outputs.
 
 ``submit --dry-run`` prints the builder's manifest and ``submit`` creates exactly it (the body
 the stand-in API server of ``tests/loopback_api.py`` received), on both backends; bad flags
@@ -137,24 +137,44 @@ def test_submit_without_the_stacks_defaults(capsys) -> None:
 # --- connecting through the stack's outputs -----------------------------------------------------
 
 
-def test_the_stacks_kubeconfig_is_used_from_a_private_file_that_is_removed(cluster, tmp_path, monkeypatch, capsys):
+def test_the_users_own_kubeconfig_and_context_reach_the_cluster(cluster, tmp_path, monkeypatch) -> None:
     api, kubeconfig = cluster
     api.routes[("GET", V1)] = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJobList", "items": []}
-    secret = kubeconfig.read_text()
-    path = tmp_path / "outputs.json"
-    path.write_text(json.dumps({"kubeconfig": secret, "namespace": NS}))
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    monkeypatch.setattr("tempfile.tempdir", str(scratch))
-    modes = []
-    real_load = __import__("kubernetes").config.load_kube_config
-
-    def load(config_file, **kwargs):
-        modes.append(os.stat(config_file).st_mode & 0o777)
-        return real_load(config_file=config_file, **kwargs)
-
-    monkeypatch.setattr("kubernetes.config.load_kube_config", load)
+    # The current context points nowhere; the user picks the cluster's.
+    config = yaml.safe_load(kubeconfig.read_text())
+    config["clusters"].append({"name": "elsewhere", "cluster": {"server": "http://127.0.0.1:9"}})
+    config["contexts"].append({"name": "elsewhere", "context": {"cluster": "elsewhere", "user": "tester"}})
+    config["current-context"] = "elsewhere"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps({"namespace": NS, "clusterId": "c-123"}))
     lines: list[str] = []
-    assert run(["--outputs", str(path), "list"], out=lines.append) == 0
-    assert modes == [0o600] and list(scratch.iterdir()) == []
-    assert "not-a-secret" not in "\n".join(lines) + capsys.readouterr().out
+    assert run(["--outputs", str(outputs), "--context", "loopback", "list"], out=lines.append) == 0
+    assert lines == [f"No jobs in namespace {NS}."] and V1 in api.paths("GET")
+
+
+def test_without_a_kubeconfig_the_error_says_how_to_get_one(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert run(["--namespace", NS, "list"]) == 2
+    assert capsys.readouterr().err == (
+        "ack-jobs list: $KUBECONFIG or ~/.kube/config: cannot load a kubeconfig: ConfigException. Get your "
+        "kubeconfig for the cluster (the stack's clusterId output) from the ACK console or from ACK's "
+        "DescribeClusterUserKubeconfig API (aliyun cs GET /k8s/<clusterId>/user_config), then pass --kubeconfig FILE "
+        "or set KUBECONFIG\n"
+    )
+
+
+def test_the_stacks_outputs_are_read_without_its_secrets(tmp_path, monkeypatch) -> None:
+    # A pulumi on PATH that records how it was called and prints the outputs it would.
+    called = tmp_path / "argv"
+    pulumi = tmp_path / "bin" / "pulumi"
+    pulumi.parent.mkdir()
+    pulumi.write_text(f'#!/bin/sh\necho "$@" > {called}\necho \'{{"namespace": "{NS}"}}\'\n')
+    pulumi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{pulumi.parent}{os.pathsep}{os.environ['PATH']}")
+    from components.jobs.connect import stack_outputs
+
+    assert stack_outputs("dev", None) == {"namespace": NS}
+    assert called.read_text().split() == ["stack", "output", "--json", "--stack", "dev"]

@@ -99,8 +99,8 @@ def test_claims_wait_for_their_namespace_and_never_for_binding(run_stack) -> Non
 
 def test_secrets_stay_secret(run_stack) -> None:
     plan = run_stack(with_pull_secret(stack_config("dev")))
-    assert "kubeconfig" in plan.secret_outputs
-    assert plan.outputs["kubeconfig"] == SECRET
+    # No admin kubeconfig leaves the stack: job users bring their own.
+    assert "kubeconfig" not in plan.outputs
     secret = plan.one("kubernetes:core/v1:Secret")
     auths = json.loads(secret.inputs["stringData"][".dockerconfigjson"])["auths"]
     assert list(auths.values()) == [{"username": SECRET, "password": SECRET, "auth": SECRET}]
@@ -115,6 +115,7 @@ def test_registry_password_plaintext_never_reaches_a_plain_output(run_stack, mon
     from components import plan as plan_module
 
     config = stack_config("dev")
+    config[cfg("cluster")]["apiServer"]["allowedCidrs"] = ["61.10.20.0/24"]
     config[cfg("registry")]["username"] = "ml-pull@example.com"
     password = "pw-7f3a9c-plaintext"
     real_set_all_config = pulumi.runtime.set_all_config
@@ -217,24 +218,16 @@ def test_nas_rules_are_the_node_vswitches_with_root_squashed(run_stack) -> None:
 
 
 def test_public_api_server_admits_only_its_ranges(run_stack) -> None:
-    plan = run_stack(stack_config("dev"))
+    config = stack_config("dev")
+    config[cfg("cluster")]["apiServer"]["allowedCidrs"] = ["61.10.20.0/24"]
+    plan = run_stack(config)
     assert plan.one("alicloud:cs/managedKubernetes:ManagedKubernetes").inputs["slbInternetEnabled"] is True
     acl = plan.one("alicloud:slb/acl:Acl")
     entries = plan.of_type("alicloud:slb/aclEntryAttachment:AclEntryAttachment")
     # The configured range, the nodes' VPC and ACK's control plane (which must reach it).
     # Siblings register in no fixed order.
-    assert sorted(e.inputs["entry"] for e in entries) == ["100.104.0.0/16", "192.168.0.0/16", "203.0.113.0/24"]
+    assert sorted(e.inputs["entry"] for e in entries) == ["100.104.0.0/16", "192.168.0.0/16", "61.10.20.0/24"]
     assert all(acl.urn in e.dependencies for e in entries)
-    assert plan.outputs["apiServerAccess"] == UNKNOWN  # the bind command needs the new load balancer's id
-
-
-def test_api_server_access_command_binds_the_list_to_the_api_port() -> None:
-    from components.manifests import api_server_acl_command
-
-    assert api_server_acl_command("cn-hangzhou", "lb-123", "acl-456") == (
-        "aliyun slb SetLoadBalancerTCPListenerAttribute --RegionId cn-hangzhou --LoadBalancerId lb-123 "
-        "--ListenerPort 6443 --AclStatus on --AclType white --AclId acl-456"
-    )
 
 
 def test_cluster_gets_system_nodes_and_its_add_ons_as_resources(run_stack) -> None:
@@ -496,7 +489,7 @@ def test_outputs_tell_the_user_what_comes_next(run_stack) -> None:
     outputs = run_stack(stack_config("dev")).outputs
     assert outputs["volumeClaims"] == {"data": "training-data", "output": "training-output"}
     assert outputs["jobs"]["mnist-dev"]["commands"]["status"] == "kubectl -n training get pytorchjob mnist-dev -w"
-    assert {"clusterId", "kubeconfig", "apiServerAccess", "nasServer", "registry"} <= outputs.keys()
+    assert {"clusterId", "apiServerAccess", "nasServer", "registry"} <= outputs.keys()
 
 
 def test_gpu_quota(run_stack) -> None:
@@ -604,6 +597,7 @@ def test_plans_are_repeatable(run_stack) -> None:
 
 def oss_config() -> dict:
     config = stack_config("dev")
+    config[cfg("cluster")]["apiServer"]["allowedCidrs"] = ["61.10.20.0/24"]
     config[cfg("storage")]["oss"] = {"bucket": "team-datasets", "path": "/imagenet"}
     config[cfg("registryPassword")] = {"secure": "v1:password"}
     return config

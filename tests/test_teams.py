@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from conftest import cfg, stack_config
-from test_config import validate
+from test_config import dev, validate
 
 from components.config import ConfigError
 
@@ -18,7 +18,7 @@ TEAMS = [
 
 def with_teams(*, network: str = "terway", **job: Any) -> dict[str, Any]:
     """The dev stack on ``network`` with two teams, its job given to the first (``job`` overrides)."""
-    config = stack_config("dev")
+    config = dev()
     config[cfg("cluster")]["network"] = network
     config[cfg("teams")] = [dict(team) for team in TEAMS]
     config[cfg("jobs")][0].update({"team": "vision", **job})
@@ -31,7 +31,7 @@ def test_teams_load() -> None:
     assert spec.jobs[0].team == "vision"
     assert spec.network_policies
     # The default stays Flannel and a single namespace, which a stack without teams keeps.
-    plain = validate(stack_config("dev"))
+    plain = validate(dev())
     assert plain.cluster.network == "flannel" and not plain.teams and not plain.network_policies
 
 
@@ -138,14 +138,14 @@ def test_a_single_team_may_use_flannel() -> None:
 
 
 def test_system_priority_class_refused_without_teams() -> None:
-    config = stack_config("dev")
+    config = dev()
     config[cfg("jobs")][0]["scheduling"] = {"priorityClass": "system-cluster-critical"}
     with pytest.raises(ConfigError, match=r"jobs\[0\]\.scheduling\.priorityClass: 'system-cluster-critical'"):
         validate(config)
 
 
 def test_nas_access_follows_the_node_vswitches() -> None:
-    spec = validate(stack_config("dev"))
+    spec = validate(dev())
     assert spec.nas_access_cidrs == ["192.168.0.0/20", "192.168.16.0/20"]
     assert spec.storage.nas.user_access == "root_squash"
 

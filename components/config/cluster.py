@@ -88,6 +88,35 @@ CLUSTER_SPECS = ("ack.standard", "ack.pro.small", "ack.pro.xlarge", "ack.pro.2xl
 
 PRIVATE_ACCESS = ("vpn", "cen", "express-connect", "in-vpc")
 
+ALLOWED_CIDRS_KEY = "cluster.apiServer.allowedCidrs"
+
+
+def set_allowed_cidr(index: int = 0) -> str:
+    """The command that sets one allowed range, and what to put there."""
+    return (
+        f"pulumi config set --path '{ALLOWED_CIDRS_KEY}[{index}]' <range>, with the egress range of "
+        "your office, VPN or CI (one address: <address>/32)"
+    )
+
+
+NO_CLIENT_RANGES = {
+    ipaddress.IPv4Network(block): name
+    for block, name in (
+        ("0.0.0.0/8", "'this network' range (RFC 1122)"),
+        ("127.0.0.0/8", "loopback range (RFC 1122)"),
+        ("169.254.0.0/16", "link-local range (RFC 3927)"),
+        ("192.0.0.0/24", "IETF protocol assignment range (RFC 6890)"),
+        ("192.0.2.0/24", "documentation range TEST-NET-1 (RFC 5737)"),
+        ("198.18.0.0/15", "benchmarking range (RFC 2544)"),
+        ("198.51.100.0/24", "documentation range TEST-NET-2 (RFC 5737)"),
+        ("203.0.113.0/24", "documentation range TEST-NET-3 (RFC 5737)"),
+        ("224.0.0.0/4", "multicast range (RFC 5771)"),
+        ("240.0.0.0/4", "reserved range (RFC 1112)"),
+    )
+}
+"""Special-purpose ranges no client reaches the API server from: a whitelist of them locks
+everyone out once it is switched on."""
+
 PLATFORM_ADDONS = frozenset(
     {
         "flannel",
@@ -122,8 +151,10 @@ class ApiServerSpec(Spec):
     """Give the API server an internet endpoint. Takes effect when the cluster is created only."""
     allowed_cidrs: list[Cidr] = Field(default_factory=list)
     """Source ranges that may reach the API server: where Pulumi, CI and kubectl connect from.
-    Required with ``public``; ``0.0.0.0/0`` is refused. The list covers the internal endpoint too
-    (one load balancer serves both)."""
+    Required with ``public``, and set by each deployer (``pulumi config set --path
+    'cluster.apiServer.allowedCidrs[0]' <range>``); ``0.0.0.0/0`` and special-purpose ranges
+    (documentation, loopback, ...) are refused. The list covers the internal endpoint too
+    (one load balancer serves both), and the stack adds the VPC and ACK's control plane."""
     private_access: Literal["vpn", "cen", "express-connect", "in-vpc"] | None = Field(default=None)
     """Without ``public``: how the machine running Pulumi reaches the VPC (a VPN gateway, CEN,
     Express Connect, or a runner inside the VPC)."""
@@ -195,6 +226,11 @@ class ClusterSpec(Spec):
         return self.local is None and self.existing_cluster_id is None
 
     @property
+    def needs_allowed_cidrs(self) -> bool:
+        """A public API server this stack creates, whose deployer has not listed their ranges yet."""
+        return self.creates_cluster and self.api_server.public and not self.api_server.allowed_cidrs
+
+    @property
     def has_system_pool(self) -> bool:
         return self.creates_cluster if self.system_pool.enabled is None else self.system_pool.enabled
 
@@ -242,5 +278,12 @@ class ClusterSpec(Spec):
                 raise field_error(
                     f"apiServer.allowedCidrs[{i}]",
                     f"{block} opens the API server to the whole internet: list the ranges you connect from",
+                )
+            reserved = next((name for special, name in NO_CLIENT_RANGES.items() if block.subnet_of(special)), None)
+            if reserved is not None:
+                raise field_error(
+                    f"apiServer.allowedCidrs[{i}]",
+                    f"{block} is in the {reserved}, which no client connects from: once the whitelist is on, "
+                    f"nobody could reach the API server. Run: {set_allowed_cidr(i)}",
                 )
         return self

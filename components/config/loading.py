@@ -10,6 +10,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
 
 from .base import PROJECT, REGION_KEY, SECRET_KEYS, SECRET_SECTIONS, UNION_TAGS
+from .cluster import ALLOWED_CIDRS_KEY, set_allowed_cidr
 from .platform import PlatformSpec
 
 RETIRED_CREDENTIALS = ("ossAccessKeyId", "ossAccessKeySecret")
@@ -33,7 +34,8 @@ def load_spec(raw: Mapping[str, Any], secret_keys: Collection[str] = (), *, cred
         raw: namespaced config keys to values, as in a stack file's ``config:`` section
             (``{"ack-training-platform:gpuPool": {...}, "alicloud:region": "cn-hangzhou"}``).
         secret_keys: the namespaced keys whose values are encrypted (``pulumi config set --secret``).
-        credentials: require the secret keys the spec needs (the offline plan does without).
+        credentials: require what each deployer sets for themselves, the secret keys the spec
+            needs and a public API server's allowed ranges (the offline plan does without).
 
     Returns:
         The validated spec.
@@ -92,6 +94,11 @@ def load_spec(raw: Mapping[str, Any], secret_keys: Collection[str] = (), *, cred
             f"{prefix}{key}: {needs} is set but this credential is missing; run: pulumi config set --secret {key} <value>"
             for key, needs in missing_credentials(spec, raw).items()
         ]
+        if spec.cluster.needs_allowed_cidrs:
+            missing.append(
+                f"{prefix}{ALLOWED_CIDRS_KEY}: a public API server needs the source ranges that may reach it "
+                f"(where Pulumi, CI and kubectl connect from); run: {set_allowed_cidr()}"
+            )
         if missing:
             raise ConfigError(missing)
     return spec

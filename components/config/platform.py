@@ -227,12 +227,7 @@ class PlatformSpec(Spec):
                 "assumes (trusted for service account ack-csi-fuse/csi-fuse-ossfs, allowed to read the bucket)",
             )
         api = self.cluster.api_server
-        if self.cluster.creates_cluster and api.public and not api.allowed_cidrs:
-            raise field_error(
-                "cluster.apiServer.allowedCidrs",
-                "a public API server needs the source ranges that may reach it "
-                "(where Pulumi, CI and kubectl connect from), e.g. ['203.0.113.0/24']",
-            )
+        # A public API server without allowedCidrs is refused by load_spec: each deployer sets their own.
         if self.cluster.creates_cluster and not api.public and api.private_access is None:
             raise field_error(
                 "cluster.apiServer",

@@ -62,11 +62,10 @@ def parser() -> argparse.ArgumentParser:
     """The command line of every command."""
     top = argparse.ArgumentParser(prog="ack-jobs", description=__doc__.split("\n")[0].replace("``", ""))
     where = top.add_argument_group("where to connect")
-    where.add_argument("--stack", help="read kubeconfig, namespace and job defaults from this Pulumi stack's outputs")
-    where.add_argument(
-        "--outputs", metavar="FILE", help="the same outputs as a JSON file (pulumi stack output --json --show-secrets)"
-    )
-    where.add_argument("--kubeconfig", help="kubeconfig file (instead of the stack's)")
+    where.add_argument("--stack", help="read the namespace and job defaults from this Pulumi stack's outputs")
+    where.add_argument("--outputs", metavar="FILE", help="the same outputs as a JSON file (pulumi stack output --json)")
+    where.add_argument("--kubeconfig", help="your kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
+    where.add_argument("--context", help="the kubeconfig context to use (default: the current one)")
     where.add_argument("--namespace", help="training namespace (default: the stack's, else training)")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("list", help="jobs with phase, replicas, restarts and age")
@@ -250,7 +249,9 @@ def run(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) -
         outputs = connect.stack_outputs(args.stack, args.outputs)
         if args.command == "submit":
             return _submit(args, extra, outputs, out)
-        jobs = JobsClient(connect.configuration(outputs, args.kubeconfig), connect.namespace(outputs, args.namespace))
+        jobs = JobsClient(
+            connect.configuration(args.kubeconfig, args.context), connect.namespace(outputs, args.namespace)
+        )
         COMMANDS[args.command](jobs, args, out)
     except (UsageError, connect.TargetError, submit.FlagError) as err:
         print(f"ack-jobs {args.command}: {err}", file=sys.stderr)
@@ -279,7 +280,7 @@ def _submit(args: argparse.Namespace, extra: list[str], outputs: dict[str, Any],
     if args.dry_run:
         out(yaml.safe_dump(manifest, sort_keys=False).rstrip("\n"))
         return 0
-    jobs = JobsClient(connect.configuration(outputs, args.kubeconfig), defaults["namespace"])
+    jobs = JobsClient(connect.configuration(args.kubeconfig, args.context), defaults["namespace"])
     jobs.create(manifest)
     out(f"{manifest['kind']} {spec.name} created in {defaults['namespace']}")
     return 0

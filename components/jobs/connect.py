@@ -1,11 +1,10 @@
-"""Where the commands connect: a stack's outputs or flags.
+"""Where the commands connect: the user's own kubeconfig, and the stack's outputs.
 
-``--stack NAME`` runs ``pulumi stack output --json --show-secrets --stack NAME``; ``--outputs
-FILE`` reads the same JSON from a file, which must have been written with ``--show-secrets``
-too: without it pulumi writes each secret output as the string ``[secret]`` (pulumi/pulumi
-``pkg/backend/display`` ``massagePropertyValue``). The ``kubeconfig`` output is a secret: it is written
-to a file only this user can read (``tempfile.mkstemp`` creates it 0600), read by the
-kubernetes client, and deleted at once; it is never printed.
+The cluster is reached with the user's kubeconfig (``--kubeconfig``, ``$KUBECONFIG`` or
+``~/.kube/config``, ``--context``): the stack exports no kubeconfig, so a job user needs none
+of the stack's secrets and acts with their own permissions in the cluster. ``--stack NAME`` runs ``pulumi stack output
+--json --stack NAME`` for the namespace and the job defaults, none of them secret; ``--outputs
+FILE`` reads the same JSON from a file.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +19,11 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-MASKED = "[secret]"
+GET_KUBECONFIG = (
+    "Get your kubeconfig for the cluster (the stack's clusterId output) from the ACK console or from ACK's "
+    "DescribeClusterUserKubeconfig API (aliyun cs GET /k8s/<clusterId>/user_config), "
+    "then pass --kubeconfig FILE or set KUBECONFIG"
+)
 
 
 class TargetError(ValueError):
@@ -41,7 +43,7 @@ def stack_outputs(stack: str | None, outputs_file: str | None) -> dict[str, Any]
             raise TargetError(f"--outputs {outputs_file}: {err}") from None
     if not stack:
         return {}
-    command = ["pulumi", "stack", "output", "--json", "--show-secrets", "--stack", stack]
+    command = ["pulumi", "stack", "output", "--json", "--stack", stack]
     try:
         done = subprocess.run(command, capture_output=True, text=True, check=False)
     except FileNotFoundError:
@@ -51,37 +53,24 @@ def stack_outputs(stack: str | None, outputs_file: str | None) -> dict[str, Any]
     return json.loads(done.stdout)
 
 
-def configuration(outputs: dict[str, Any], kubeconfig: str | None) -> k8s.Configuration:
-    """The kubernetes client configuration: ``--kubeconfig``, else the stack's ``kubeconfig``
-    output, else ``$KUBECONFIG``/``~/.kube/config``.
+def configuration(kubeconfig: str | None, context: str | None) -> k8s.Configuration:
+    """The kubernetes client configuration from the user's own kubeconfig: ``--kubeconfig``,
+    else ``$KUBECONFIG``/``~/.kube/config``, at ``--context`` or the current context.
 
     Raises:
-        TargetError: the kubeconfig is masked or cannot be loaded.
+        TargetError: there is no kubeconfig, or it cannot be loaded.
     """
     configuration = k8s.Configuration()
-    secret = outputs.get("kubeconfig") if kubeconfig is None else None
-    if secret == MASKED:
-        raise TargetError(
-            f"--outputs: the kubeconfig output is masked as {MASKED!r}: write the file with "
-            "`pulumi stack output --json --show-secrets`, or pass --kubeconfig"
-        )
-    path = kubeconfig
-    if secret:
-        fd, path = tempfile.mkstemp(prefix="ack-jobs-", suffix=".kubeconfig")
-        with os.fdopen(fd, "w") as handle:
-            handle.write(secret)
     try:
-        k8s_config.load_kube_config(config_file=path, client_configuration=configuration)
+        # The client reads $KUBECONFIG once, when imported; read it now, as kubectl does.
+        path = kubeconfig or os.environ.get("KUBECONFIG")
+        k8s_config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
     # A file that is YAML but not a kubeconfig fails inside the loader with TypeError or
-    # ValueError. Only the error's type is shown: its text may quote the secret file.
+    # ValueError. Only the error's type is shown: its text may quote the credentials.
     except (OSError, TypeError, ValueError, yaml.YAMLError, k8s_config.ConfigException) as err:
-        flag = "--kubeconfig" if kubeconfig else "--stack/--outputs (kubeconfig)" if secret else "--kubeconfig"
-        raise TargetError(
-            f"{flag}: cannot load the kubeconfig: {type(err).__name__}; is it a kubeconfig file?"
-        ) from None
-    finally:
-        if secret:
-            os.unlink(path)
+        flag = "--kubeconfig" if kubeconfig else "$KUBECONFIG or ~/.kube/config"
+        where = f" (context {context})" if context else ""
+        raise TargetError(f"{flag}{where}: cannot load a kubeconfig: {type(err).__name__}. {GET_KUBECONFIG}") from None
     return configuration
 
 

@@ -11,7 +11,6 @@ from .cluster import (
     CREATION_ADDONS,
     NODE_REPAIR_ADDON,
     acr_helper_config,
-    api_server_acl_command,
     cluster_addons,
     creation_addons,
 )
@@ -131,7 +130,6 @@ __all__ = [
     "VOLCANO_NAMESPACE",
     "VOLCANO_SCHEDULER_CONF",
     "acr_helper_config",
-    "api_server_acl_command",
     "claim_ref",
     "cluster_addons",
     "customize_operator_object",

@@ -63,17 +63,3 @@ def acr_helper_config(instance_id: str, region: str, namespaces: list[str]) -> s
         },
         sort_keys=True,
     )
-
-
-API_SERVER_PORT = 6443
-
-
-def api_server_acl_command(region: str, load_balancer_id: str, acl_id: str) -> str:
-    """The command that turns an access list on for the API server: ACK applies API server
-    access control as a whitelist on the port-6443 listener of the API server's load
-    balancer (ACK: "Configure access control for the API server"), set through the CLB API
-    (``SetLoadBalancerTCPListenerAttribute``: ``AclStatus`` on, ``AclType`` white, ``AclId``)."""
-    return (
-        f"aliyun slb SetLoadBalancerTCPListenerAttribute --RegionId {region} --LoadBalancerId {load_balancer_id} "
-        f"--ListenerPort {API_SERVER_PORT} --AclStatus on --AclType white --AclId {acl_id}"
-    )

@@ -1,0 +1,301 @@
+"""The API server's whitelist is switched on by ``pulumi up`` itself, before anything goes
+through the API server, and Pulumi reaches the API server with a short-lived kubeconfig.
+
+The dynamic provider and the kubeconfig call run the official SDK clients against stand-ins
+on 127.0.0.1 (``loopback_cloud.py``); the wiring runs the real program under Pulumi's mocks.
+"""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import ROOT, cfg, stack_config
+from loopback_cloud import LOAD_BALANCER, PORT, REGION, CloudApi, cloud_api
+from pulumi.dynamic.dynamic import serialize_provider
+
+from components.api_server import ListenerAclProvider
+from components.offline import SECRET
+
+ACCESS_KEY_ID = "LTAI-test-key-id"
+ACCESS_KEY_SECRET = "test-secret-never-stored"
+ACL = "acl-bp1whitelist"
+BINDING = "pulumi-python:dynamic/slb:ListenerAcl"
+PROPS = {"region": REGION, "load_balancer_id": LOAD_BALANCER, "listener_port": float(PORT), "acl_id": ACL}
+"""Inputs as the dynamic provider receives them: numbers arrive as floats."""
+BOUND = {"AclStatus": "on", "AclType": "white", "AclId": ACL}
+SET = "SetLoadBalancerTCPListenerAttribute"
+DESCRIBE = "DescribeLoadBalancerTCPListenerAttribute"
+WHERE = {"RegionId": REGION, "LoadBalancerId": LOAD_BALANCER, "ListenerPort": str(PORT)}
+
+
+@pytest.fixture
+def slb(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[CloudApi, ListenerAclProvider]]:
+    """The stand-in SLB API and a provider pointed at it, with credentials in the environment."""
+    from alibabacloud_credentials.utils import auth_util
+
+    # The credentials package reads the environment once, when it is imported: as the
+    # engine's provider process would have it from its start.
+    for name, value in (("ACCESS_KEY_ID", ACCESS_KEY_ID), ("ACCESS_KEY_SECRET", ACCESS_KEY_SECRET)):
+        monkeypatch.setenv(f"ALIBABA_CLOUD_{name}", value)
+        monkeypatch.setattr(auth_util, f"environment_{name.lower()}", value)
+    with cloud_api() as (api, endpoint):
+        yield api, ListenerAclProvider(endpoint=endpoint, protocol="http", retry_seconds=0)
+
+
+def test_create_switches_the_list_on_as_the_api_ports_whitelist(slb) -> None:
+    api, provider = slb
+    created = provider.create(dict(PROPS))
+    assert [(r.action, r.params) for r in api.requests] == [
+        (SET, {**WHERE, "AclStatus": "on", "AclType": "white", "AclId": ACL}),
+        (DESCRIBE, WHERE),
+    ]
+    assert created.id == f"{LOAD_BALANCER}:{PORT}"
+    assert created.outs == {
+        "region": REGION,
+        "load_balancer_id": LOAD_BALANCER,
+        "listener_port": PORT,
+        "acl_id": ACL,
+        "acl_status": "on",
+        "acl_type": "white",
+    }
+    # Signed with the key from the environment, the only place it is read from.
+    assert all(f"Credential={ACCESS_KEY_ID}," in r.authorization for r in api.requests)
+
+
+def test_create_again_leaves_the_same_binding(slb) -> None:
+    api, provider = slb
+    first = provider.create(dict(PROPS))
+    assert provider.create(dict(PROPS)).outs == first.outs
+    assert api.acl == BOUND
+
+
+def test_refresh_sees_a_list_switched_off_by_hand_and_the_next_up_switches_it_on(slb) -> None:
+    api, provider = slb
+    created = provider.create(dict(PROPS))
+    api.acl = {"AclStatus": "off"}
+    read = provider.read(created.id, created.outs)
+    assert read.id == created.id and read.outs["acl_status"] == "off"
+    assert provider.diff(created.id, read.outs, dict(PROPS)).changes
+    assert provider.update(created.id, read.outs, dict(PROPS)).outs["acl_status"] == "on"
+    assert api.acl == BOUND
+
+
+def test_an_unchanged_binding_has_no_diff_and_a_new_list_is_bound_in_place(slb) -> None:
+    _, provider = slb
+    outs = provider.create(dict(PROPS)).outs
+    assert not provider.diff("id", outs, dict(PROPS)).changes
+    moved = provider.diff("id", outs, {**PROPS, "acl_id": "acl-other"})
+    assert moved.changes and not moved.replaces
+    elsewhere = provider.diff("id", outs, {**PROPS, "load_balancer_id": "lb-other"})
+    assert elsewhere.replaces == ["load_balancer_id"]
+
+
+def test_delete_switches_the_list_off_so_that_it_can_be_deleted(slb) -> None:
+    api, provider = slb
+    created = provider.create(dict(PROPS))
+    api.requests.clear()
+    provider.delete(created.id, created.outs)
+    assert [(r.action, r.params) for r in api.requests] == [(SET, {**WHERE, "AclStatus": "off"})]
+    assert api.acl == {"AclStatus": "off"}
+
+
+def test_a_load_balancer_gone_with_its_cluster_reads_as_gone_and_deletes_cleanly(slb) -> None:
+    api, provider = slb
+    created = provider.create(dict(PROPS))
+    api.load_balancer = None
+    assert provider.read(created.id, created.outs).id is None
+    provider.delete(created.id, created.outs)
+
+
+def test_a_missing_listener_fails_the_create(slb) -> None:
+    _, provider = slb
+    with pytest.raises(Exception, match="The specified resource does not exist"):
+        provider.create({**PROPS, "listener_port": 443.0})
+
+
+def test_a_busy_load_balancer_is_retried(slb) -> None:
+    api, provider = slb
+    api.busy = 2
+    assert provider.create(dict(PROPS)).outs["acl_status"] == "on"
+    assert api.actions() == [SET, SET, SET, DESCRIBE]
+
+
+def test_the_provider_pickled_into_state_holds_no_credential_and_loads_elsewhere(slb) -> None:
+    _, provider = slb
+    pickled = serialize_provider(ListenerAclProvider())
+    raw = base64.b64decode(pickled)
+    assert ACCESS_KEY_ID.encode() not in raw and ACCESS_KEY_SECRET.encode() not in raw
+    # The engine's dynamic provider process loads it from the project directory.
+    load = (
+        "import base64, sys, dill; p = dill.loads(base64.b64decode(sys.argv[1])); "
+        "print(type(p).__module__, type(p).__name__, p.endpoint)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", load, pickled], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.split() == ["components.api_server", "ListenerAclProvider", "None"]
+
+
+# --- wiring, under Pulumi's mocks ----------------------------------------------------------
+
+
+def test_nothing_reaches_the_api_server_before_the_whitelist_is_on(run_stack) -> None:
+    plan = run_stack(stack_config("dev"))
+    binding = plan.one(BINDING)
+    cluster = plan.one("alicloud:cs/managedKubernetes:ManagedKubernetes")
+    acl = plan.one("alicloud:slb/acl:Acl")
+    entries = plan.of_type("alicloud:slb/aclEntryAttachment:AclEntryAttachment")
+    # Bound to the new cluster's API server load balancer, once every entry is in the list:
+    # an empty whitelist would let everyone through.
+    assert binding.inputs["listener_port"] == PORT and binding.inputs["region"] == REGION
+    assert {cluster.urn, acl.urn, *(e.urn for e in entries)} <= set(binding.dependencies)
+    assert binding.inputs["__provider"] == SECRET
+    providers = plan.of_type("pulumi:providers:kubernetes")
+    assert len(providers) == 2 and all(binding.urn in p.dependencies for p in providers)
+    objects = [r for r in plan.resources if r.custom and r.type.startswith("kubernetes:")]
+    assert objects and all(o.provider in {p.urn for p in providers} for o in objects)
+
+
+def test_the_whitelist_holds_the_allowed_ranges_the_vpc_and_acks_control_plane(run_stack) -> None:
+    config = stack_config("dev")
+    config[cfg("cluster")]["apiServer"]["allowedCidrs"] = ["61.10.20.0/24", "192.168.0.0/16"]
+    plan = run_stack(config)
+    entries = plan.of_type("alicloud:slb/aclEntryAttachment:AclEntryAttachment")
+    # Siblings register in no fixed order; the VPC is listed once.
+    assert sorted(e.inputs["entry"] for e in entries) == ["100.104.0.0/16", "192.168.0.0/16", "61.10.20.0/24"]
+    assert plan.outputs["apiServerAccess"] == {"aclId": "(known after deploy)", "aclStatus": "(known after deploy)"}
+
+
+def test_a_private_api_server_has_no_whitelist_to_bind(run_stack) -> None:
+    plan = run_stack(stack_config("prod"), "prod")
+    assert not plan.of_type(BINDING) and not plan.of_type("alicloud:slb/acl:Acl")
+    assert plan.outputs["apiServerAccess"] is None
+
+
+def test_the_dev_stack_deploys_only_once_its_deployer_lists_their_ranges(capsys) -> None:
+    from components.config import ConfigError, load_spec
+    from components.plan import main
+
+    config = {**stack_config("dev"), cfg("registryPassword"): {"secure": "v1:AAAA"}}
+    with pytest.raises(ConfigError) as raised:
+        load_spec(config, [cfg("registryPassword")])
+    assert raised.value.problems == [
+        "ack-training-platform:cluster.apiServer.allowedCidrs: a public API server needs the source ranges that may "
+        "reach it (where Pulumi, CI and kubectl connect from); run: pulumi config set --path "
+        "'cluster.apiServer.allowedCidrs[0]' <range>, with the egress range of your office, VPN or CI "
+        "(one address: <address>/32)"
+    ]
+    # The offline plan goes on, with the whitelist it knows, and says what is missing.
+    assert main(["--stack", "dev"]) == 0
+    assert (
+        "planned without ack-training-platform:cluster.apiServer.allowedCidrs: set it with pulumi config set --path "
+        "'cluster.apiServer.allowedCidrs[0]' <range>" in capsys.readouterr().out
+    )
+
+
+# --- the kubeconfig Pulumi uses ---------------------------------------------------------------
+
+CLUSTER = "c-0123456789abcdef"
+PRIVATE_KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: [{name: internal}]\n"
+
+
+@pytest.fixture
+def cs(slb) -> Iterator[tuple[CloudApi, str]]:
+    """The stand-in CS API, with one cluster's kubeconfig, and its endpoint."""
+    with cloud_api() as (api, endpoint):
+        api.kubeconfigs[CLUSTER] = PRIVATE_KUBECONFIG
+        yield api, endpoint
+
+
+def test_a_private_clusters_kubeconfig_names_the_internal_endpoint_and_expires(cs) -> None:
+    from components.api_server import KUBECONFIG_MINUTES, cluster_kubeconfig
+
+    api, endpoint = cs
+    assert cluster_kubeconfig(REGION, CLUSTER, private=True, endpoint=endpoint, protocol="http") == PRIVATE_KUBECONFIG
+    [request] = api.requests
+    assert (request.action, request.method, request.path) == (
+        "DescribeClusterUserKubeconfig",
+        "GET",
+        f"/k8s/{CLUSTER}/user_config",
+    )
+    assert request.params == {"PrivateIpAddress": "true", "TemporaryDurationMinutes": str(KUBECONFIG_MINUTES)}
+    assert f"Credential={ACCESS_KEY_ID}," in request.authorization
+
+
+def _run_cluster(stack: str, config_changes: dict[str, Any]) -> tuple[Any, list[tuple[str, dict[str, Any]]]]:
+    """Build the stack's cluster under mocks that know ids, as ``pulumi up`` does; return the
+    cluster's kubeconfig and the provider functions called."""
+    import pulumi
+
+    from components import AckCluster, Network
+    from components.config import load_spec
+
+    spec = load_spec({**stack_config(stack), **config_changes}, credentials=False)
+    calls: list[tuple[str, dict[str, Any]]] = []
+
+    class Deployed(pulumi.runtime.Mocks):
+        def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
+            return f"{args.name}-id" if args.typ != "alicloud:cs/managedKubernetes:ManagedKubernetes" else CLUSTER, {
+                **args.inputs,
+                "slbId": LOAD_BALANCER,
+            }
+
+        def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
+            calls.append((args.token, dict(args.args)))
+            return {"kubeConfig": "public-kubeconfig"}
+
+    pulumi.runtime.settings.set_root_resource(None)
+    pulumi.runtime.set_mocks(Deployed(), project="ack-training-platform", stack=stack, preview=False)
+    kubeconfig: list[Any] = []
+
+    @pulumi.runtime.test
+    def deploy() -> pulumi.Output:
+        network = Network(spec.cluster.name, spec.network)
+        cluster = AckCluster(
+            spec.cluster.name, spec.cluster, network, spec.network, region=spec.region, addons=[], autoscaler=None
+        )
+        return pulumi.Output.all(cluster.kubeconfig, cluster.kubeconfig.is_secret()).apply(kubeconfig.extend)
+
+    deploy()
+    return kubeconfig, calls
+
+
+def test_pulumi_reaches_a_private_cluster_through_its_internal_endpoint(cs, monkeypatch) -> None:
+    import functools
+
+    from components import api_server, cluster
+
+    _, endpoint = cs
+    # The real call, sent to the stand-in instead of the region's endpoint.
+    monkeypatch.setattr(
+        cluster,
+        "cluster_kubeconfig",
+        functools.partial(api_server.cluster_kubeconfig, endpoint=endpoint, protocol="http"),
+    )
+    kubeconfig, calls = _run_cluster("prod", {})
+    assert kubeconfig == [PRIVATE_KUBECONFIG, True]
+    assert not [token for token, _ in calls if token.startswith("alicloud:cs/getClusterCredential")]
+
+
+def test_pulumi_reaches_a_public_cluster_with_a_kubeconfig_that_expires(cs) -> None:
+    from components.api_server import KUBECONFIG_MINUTES
+
+    ranges = {
+        cfg("cluster"): {
+            **stack_config("dev")[cfg("cluster")],
+            "apiServer": {"public": True, "allowedCidrs": ["61.10.20.0/24"]},
+        }
+    }
+    kubeconfig, calls = _run_cluster("dev", ranges)
+    assert kubeconfig == ["public-kubeconfig", True]
+    assert calls == [
+        (
+            "alicloud:cs/getClusterCredential:getClusterCredential",
+            {"clusterId": CLUSTER, "temporaryDurationMinutes": KUBECONFIG_MINUTES},
+        )
+    ]
