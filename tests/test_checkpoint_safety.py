@@ -7,6 +7,7 @@ bytes. Each payload touches a marker file, so the tests see whether it ran.
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import pickle
@@ -18,17 +19,18 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.distributed.checkpoint as dcp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_trainer import SMALL, run, torchrun
+from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint import metadata as dcp_metadata
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.filesystem import _StorageInfo
 from torch.distributed.checkpoint.metadata import BytesStorageMetadata, Metadata, MetadataIndex
 
-from trainer.checkpoint import CheckpointError, list_checkpoints, read_metadata
-
-UNSAFE = pytest.mark.xfail(strict=True, reason="loading still runs what the checkpoint names")
-UNCHECKED = pytest.mark.xfail(strict=True, reason="a changed shard still loads")
+from trainer.checkpoint import Checkpointer, CheckpointError, list_checkpoints, read_metadata, verify
+from trainer.integrity import TensorOnlyLoadPlanner
 
 
 def one_process(out: Path, steps: int) -> list[str]:
@@ -68,7 +70,6 @@ def call(module: str, name: str, *args: str) -> bytes:
     return stack_global(module, name) + b"(" + b"".join(text(a) for a in args) + b"t" + b"R"
 
 
-@UNSAFE
 def test_a_dotted_name_inside_the_metadata_module_does_not_run(output: Path) -> None:
     # The metadata module imports os, and protocol 4 resolves "os.system" inside it.
     marker = output / "ran"
@@ -107,7 +108,6 @@ class Touch:
         return (os.system, (f"touch {self.marker}",))
 
 
-@UNSAFE
 def test_a_byte_entry_in_metadata_of_allowed_classes_does_not_run(output: Path) -> None:
     # Only checkpoint metadata classes: the unpickler lets it through, and DCP's default
     # planner would hand the entry's bytes to torch.load(weights_only=False).
@@ -121,9 +121,25 @@ def test_a_byte_entry_in_metadata_of_allowed_classes_does_not_run(output: Path) 
     resumed = run(one_process(output, 3))
     assert not marker.exists()
     assert resumed.returncode == 0, resumed.stderr
-    assert f"skipping checkpoint {checkpoint}" in resumed.stderr and "rng is stored as bytes" in resumed.stderr
-    with pytest.raises(CheckpointError, match="rng is stored as bytes"):
+    refusal = "BytesStorageMetadata is not allowed in checkpoint metadata"
+    assert f"skipping checkpoint {checkpoint}" in resumed.stderr and refusal in resumed.stderr
+    with pytest.raises(CheckpointError, match=refusal):
         read_metadata(checkpoint)
+
+
+def test_the_load_planner_refuses_byte_entries_on_its_own(output: Path) -> None:
+    # DCP's plain reader unpickles this metadata (its classes are DCP's own); the planner
+    # alone must keep the entry's bytes from torch.load.
+    marker = output / "ran"
+    checkpoint = list_checkpoints(output / "checkpoints")[-1]
+    payload = pickle.dumps(Touch(marker), protocol=4)
+    (checkpoint / "__0_9.distcp").write_bytes(payload)
+    metadata = bytes_entry_metadata(checkpoint, "rng", "__0_9.distcp", len(payload))
+    (checkpoint / ".metadata").write_bytes(pickle.dumps(metadata, protocol=4))
+    state = {"rng": torch.get_rng_state()}
+    with pytest.raises(CheckpointException, match="rng is stored as bytes"):
+        dcp.load(state, storage_reader=FileSystemReader(checkpoint), planner=TensorOnlyLoadPlanner(), no_dist=True)
+    assert not marker.exists()
 
 
 # The fuzzing: every global an attacker could name, around a sentinel that records calls.
@@ -205,7 +221,6 @@ def hostile_pickles(draw: st.DrawFn) -> bytes:
     return frame(*ops)
 
 
-@UNSAFE
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(payload=st.one_of(hostile_pickles(), st.binary(max_size=200).map(lambda b: b"\x80\x04" + b)))
 def test_fuzzed_metadata_never_runs_anything_and_is_refused_cleanly(tmp_path: Path, payload: bytes) -> None:
@@ -221,9 +236,9 @@ def test_fuzzed_metadata_never_runs_anything_and_is_refused_cleanly(tmp_path: Pa
     ("module", "name"),
     [
         (SENTINEL_MODULE, "sentinel"),
-        pytest.param("torch.distributed.checkpoint.metadata", "sentinel", marks=UNSAFE),
-        pytest.param("torch.distributed.checkpoint.metadata", "Metadata.sentinel", marks=UNSAFE),
-        pytest.param("torch.distributed.checkpoint.metadata", "torch.sentinel", marks=UNSAFE),
+        ("torch.distributed.checkpoint.metadata", "sentinel"),
+        ("torch.distributed.checkpoint.metadata", "Metadata.sentinel"),
+        ("torch.distributed.checkpoint.metadata", "torch.sentinel"),
         ("torch", "sentinel"),
         ("pathlib", "PosixPath.sentinel"),
     ],
@@ -241,7 +256,6 @@ def test_the_real_metadata_still_loads(saved: Path) -> None:
     assert all(isinstance(m.size, torch.Size) for m in metadata.state_dict_metadata.values())
 
 
-@UNCHECKED
 def test_a_flipped_shard_is_refused_naming_the_file(tmp_path: Path) -> None:
     args = ["trainer", "--checkpoint-every", "10", *SMALL]
     first = run(torchrun(*args, "--max-steps", "10", "--output-dir", str(tmp_path)))
@@ -255,9 +269,70 @@ def test_a_flipped_shard_is_refused_naming_the_file(tmp_path: Path) -> None:
     shard.write_bytes(bytes(data))
     (tmp_path / "final_model.pt").unlink()
 
-    resumed = run(torchrun(*args, "--max-steps", "20", "--output-dir", str(tmp_path)))
+    # The pods' launcher, which passes on the worker's status: 2, which no retry policy retries.
+    resumed = run(torchrun(*args, "--max-steps", "20", "--output-dir", str(tmp_path), launcher="trainer.launch"))
     assert resumed.returncode == 2, resumed.stdout + resumed.stderr
     assert f"{checkpoint.name}/{info.relative_path} does not match its sha256" in resumed.stderr
     assert "resumed from" not in resumed.stdout
     assert [p.name for p in list_checkpoints(tmp_path / "checkpoints")] == [checkpoint.name]
     assert not (tmp_path / "final_model.pt").exists()
+
+
+def test_a_pickle_cannot_set_attributes_on_an_allowed_class(tmp_path: Path) -> None:
+    # BUILD with a (None, {name: value}) state on a class object would setattr on the class.
+    build_on_class = stack_global("torch.distributed.checkpoint.metadata", "Metadata") + b"N}" + text("x")
+    (tmp_path / ".metadata").write_bytes(frame(build_on_class + text("y") + b"s\x86b"))
+    with pytest.raises(CheckpointError, match="setting attributes of class Metadata"):
+        read_metadata(tmp_path)
+    assert not hasattr(Metadata, "x")
+
+
+def rewritten(metadata: Metadata, change) -> Metadata:
+    change(metadata)
+    return metadata
+
+
+def first_storage(metadata: Metadata) -> _StorageInfo:
+    return next(iter(metadata.storage_data.values()))
+
+
+@pytest.mark.parametrize(
+    ("change", "refusal"),
+    [
+        (lambda m: setattr(first_storage(m), "relative_path", "../outside.distcp"), "outside the checkpoint's files"),
+        (lambda m: setattr(first_storage(m), "relative_path", "commit.json"), "outside the checkpoint's files"),
+        (lambda m: setattr(first_storage(m), "transform_descriptors", ["zstd"]), r"stored through \['zstd'\]"),
+        (lambda m: m.state_dict_metadata.update(rng=torch.Size([1])), "rng is a Size, not a tensor"),
+        (lambda m: setattr(m, "storage_data", None), "no storage table"),
+    ],
+)
+def test_metadata_naming_anything_but_tensors_in_its_own_files_is_refused(output: Path, change, refusal: str) -> None:
+    checkpoint = list_checkpoints(output / "checkpoints")[-1]
+    metadata = rewritten(read_metadata(checkpoint), change)
+    (checkpoint / ".metadata").write_bytes(pickle.dumps(metadata, protocol=4))
+    with pytest.raises(CheckpointError, match=refusal):
+        read_metadata(checkpoint)
+
+
+def test_a_record_without_file_digests_or_missing_one_is_not_resumed(output: Path) -> None:
+    checkpoint = list_checkpoints(output / "checkpoints")[-1]
+    record = json.loads((checkpoint / "commit.json").read_text())
+    assert set(record["files"]) == {".metadata", "__0_0.distcp"}
+    assert verify(checkpoint) == record
+    (checkpoint / "commit.json").write_text(
+        json.dumps({**record, "files": {".metadata": record["files"][".metadata"]}})
+    )
+    with pytest.raises(CheckpointError, match="__0_0.distcp has no digest in commit.json"):
+        verify(checkpoint)
+    del record["files"]
+    (checkpoint / "commit.json").write_text(json.dumps(record))
+    with pytest.raises(CheckpointError, match="lists no file digests"):
+        verify(checkpoint)
+
+
+def test_a_state_with_anything_but_tensors_is_not_saved(tmp_path: Path) -> None:
+    checkpointer = Checkpointer(tmp_path, group=None, is_main=True, keep=1, async_save=False)
+    state = {"model": {"w": torch.zeros(2)}, "data": {"epoch": 3}}
+    with pytest.raises(TypeError, match=r"non-tensors at data\.epoch"):
+        checkpointer.save(state, {"step": 1, "reason": "final"}, wait=True)
+    assert list_checkpoints(tmp_path) == []

@@ -371,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{len(dataset)} samples, global batch {trainer.order.global_batch}, device {topo.device}"
             )
         return trainer.train()
-    except (UsageError, WeightsError, DataError) as err:
+    except (UsageError, WeightsError, DataError, checkpoint.IntegrityError) as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return 2
     except NonFiniteError as err:
