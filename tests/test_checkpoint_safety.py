@@ -14,23 +14,25 @@ import pickle
 import pickletools
 import shutil
 import struct
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
+from conftest import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_trainer import SMALL, run, torchrun
+from test_trainer import ENV, SMALL, run, torchrun
 from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint import metadata as dcp_metadata
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.filesystem import _StorageInfo
 from torch.distributed.checkpoint.metadata import BytesStorageMetadata, Metadata, MetadataIndex
 
-from trainer.checkpoint import Checkpointer, CheckpointError, list_checkpoints, read_metadata, verify
-from trainer.integrity import TensorOnlyLoadPlanner
+from trainer.checkpoint import Checkpointer, CheckpointError, list_checkpoints, read_commit, read_metadata, verify
+from trainer.integrity import TensorOnlyLoadPlanner, sign
 
 
 def one_process(out: Path, steps: int) -> list[str]:
@@ -336,3 +338,40 @@ def test_a_state_with_anything_but_tensors_is_not_saved(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match=r"non-tensors at data\.epoch"):
         checkpointer.save(state, {"step": 1, "reason": "final"}, wait=True)
     assert list_checkpoints(tmp_path) == []
+
+
+def test_with_a_key_only_records_the_job_signed_are_resumed(tmp_path: Path) -> None:
+    own, other = tmp_path / "own.key", tmp_path / "other.key"
+    own.write_bytes(os.urandom(32))
+    other.write_bytes(os.urandom(32))
+    out = tmp_path / "out"
+    env = {**ENV, "CHECKPOINT_KEY_FILE": str(own)}
+    first = subprocess.run(one_process(out, 2), cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert first.returncode == 0, first.stderr
+    checkpoint = list_checkpoints(out / "checkpoints")[-1]
+    record = read_commit(checkpoint)
+    assert record["hmac"] == sign(record, own.read_bytes())
+    assert verify(checkpoint, own.read_bytes()) == record
+    with pytest.raises(CheckpointError, match="not signed with this job's --checkpoint-key-file"):
+        verify(checkpoint, other.read_bytes())
+    (checkpoint / "commit.json").write_text(json.dumps({**record, "position": 0}))
+    with pytest.raises(CheckpointError, match="not signed"):
+        verify(checkpoint, own.read_bytes())
+    (checkpoint / "commit.json").write_text(json.dumps(record))
+
+    # Another job writing into this output directory: its checkpoint is not this job's.
+    foreign = run(one_process(out, 3) + ["--checkpoint-key-file", str(other)])
+    assert foreign.returncode == 0, foreign.stderr
+    assert f"skipping checkpoint {checkpoint}: commit.json is not signed" in foreign.stderr
+    resumed = run(one_process(out, 4) + ["--checkpoint-key-file", str(own)])
+    assert resumed.returncode == 0, resumed.stderr
+    assert "skipping checkpoint" in resumed.stderr and "step-000000003: commit.json is not signed" in resumed.stderr
+    assert f"resumed from {checkpoint.name}" in resumed.stdout
+
+
+def test_an_empty_key_file_is_refused_before_training(tmp_path: Path) -> None:
+    (tmp_path / "empty.key").write_bytes(b"\n")
+    result = run(one_process(tmp_path / "out", 2) + ["--checkpoint-key-file", str(tmp_path / "empty.key")])
+    assert result.returncode == 2
+    assert f"error: --checkpoint-key-file {tmp_path / 'empty.key'}: empty" in result.stderr
+    assert not (tmp_path / "out" / "checkpoints").exists()

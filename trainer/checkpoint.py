@@ -51,12 +51,15 @@ from .integrity import (
     DIGESTS,
     MARKER,
     METADATA,
+    SIGNATURE,
     CheckpointError,
     IntegrityError,
     SafeReader,
     TensorOnlyLoadPlanner,
+    check_signature,
     file_digests,
     read_metadata,
+    sign,
 )
 from .metrics import warn
 
@@ -108,10 +111,11 @@ def read_commit(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def verify(path: Path) -> dict[str, Any]:
-    """Check a checkpoint without reading its state: the marker, the metadata, and that
-    every shard file exists, has a digest in the marker and is as long as the metadata
-    says. The digests themselves are checked by :func:`load`, which reads the files anyway.
+def verify(path: Path, key: bytes | None = None) -> dict[str, Any]:
+    """Check a checkpoint without reading its state: the marker (signed with ``key``, when
+    given), the metadata, and that every shard file exists, has a digest in the marker and
+    is as long as the metadata says. The digests themselves are checked by :func:`load`,
+    which reads the files anyway.
 
     Returns:
         The commit marker.
@@ -126,6 +130,8 @@ def verify(path: Path) -> dict[str, Any]:
         )
     if commit is None:
         raise CheckpointError(f"no readable {MARKER} (a save that did not finish)")
+    if key is not None:
+        check_signature(commit, key)
     digests = commit.get(DIGESTS)
     if not isinstance(digests, dict):
         raise CheckpointError(f"{MARKER} lists no file digests (a checkpoint of an earlier trainer, not resumed)")
@@ -175,11 +181,13 @@ class Agreement:
         is_main: whether this is rank 0, which lists and picks.
         wait_s: how long a rank keeps looking for a checkpoint rank 0 sees before the ranks
             give it up together (NFS attribute caches hold a stale view for up to 60 s).
+        key: the job's checkpoint key; checkpoints whose marker it did not sign are skipped.
     """
 
     group: dist.ProcessGroup | None
     is_main: bool
     wait_s: float
+    key: bytes | None = None
 
     def _broadcast(self, value: int) -> int:
         if self.group is None:
@@ -202,7 +210,7 @@ class Agreement:
             if step >= below:
                 continue
             try:
-                verify(path)
+                verify(path, self.key)
                 return step
             except CheckpointError as err:
                 warn(f"skipping checkpoint {path}: {err}")
@@ -213,7 +221,7 @@ class Agreement:
         deadline = time.monotonic() + self.wait_s
         while True:
             try:
-                verify(path)
+                verify(path, self.key)
                 return True
             except CheckpointError as err:
                 if time.monotonic() >= deadline:
@@ -244,7 +252,7 @@ class Agreement:
             path = step_dir(root, step)
             if self._all(self._sees(path)):
                 try:
-                    load(path, verify(path))
+                    load(path, verify(path, self.key))
                     return path
                 except CheckpointException as err:
                     # DCP gathers every rank's failure and raises on all of them, so every
@@ -306,6 +314,7 @@ class Checkpointer:
             background thread, so steps do not wait on the NAS.
         on_commit: called on rank 0 with the step and the Unix time once a checkpoint is
             committed (with async saves, when the background save has finished).
+        key: the job's checkpoint key, with which rank 0 signs each marker.
     """
 
     def __init__(
@@ -316,9 +325,10 @@ class Checkpointer:
         keep: int,
         async_save: bool,
         on_commit: Callable[[int, float], None] | None = None,
+        key: bytes | None = None,
     ):
         self.root, self.group, self.is_main, self.keep = root, group, is_main, keep
-        self.async_save, self.on_commit = async_save, on_commit
+        self.async_save, self.on_commit, self.key = async_save, on_commit, key
         self.pending: tuple[Future, Path, dict[str, Any]] | None = None
 
     def save(self, state: dict[str, Any], commit: dict[str, Any], wait: bool) -> None:
@@ -373,6 +383,8 @@ class Checkpointer:
         if not self.is_main:
             return
         commit = {**commit, DIGESTS: file_digests(path)}
+        if self.key is not None:
+            commit[SIGNATURE] = sign(commit, self.key)
         write_atomic(path / MARKER, json.dumps(commit).encode())
         if self.on_commit is not None:
             self.on_commit(commit["step"], time.time())

@@ -19,12 +19,17 @@ treated as hostile:
   read_data`` in ``distributed/checkpoint/filesystem.py``).
 - The commit record lists the sha256 of every file of the checkpoint; a file that no
   longer matches is refused, naming it, before any of its bytes are used.
+- With a key (``--checkpoint-key-file``), the record carries an HMAC-SHA256 of itself
+  under that key, and only records signed with it are resumed: then whoever can write the
+  volume but not read the key cannot make the job load anything it did not write.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import io
+import json
 import pathlib
 import pickle
 from pathlib import Path
@@ -46,10 +51,17 @@ from torch.distributed.checkpoint.metadata import (
 from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner, ReadItem
 from torch.serialization import _get_layout
 
+from .config import UsageError
+
 MARKER = "commit.json"
 METADATA = ".metadata"
 DIGESTS = "files"
 """The commit record's key for ``{file name: sha256}`` of every other file of the checkpoint."""
+
+
+SIGNATURE = "hmac"
+"""The commit record's key for its HMAC-SHA256 (hex) under the job's key, over the rest of
+the record as sorted, compact JSON."""
 
 
 class CheckpointError(ValueError):
@@ -204,3 +216,34 @@ class TensorOnlyLoadPlanner(DefaultLoadPlanner):
 
     def load_bytes(self, read_item: ReadItem, value: io.BytesIO) -> None:
         raise CheckpointError(f"{read_item.dest_index.fqn} is stored as bytes, which only a pickle can read")
+
+
+def read_key(path: str | None) -> bytes | None:
+    """The job's checkpoint key: the bytes of the file at ``path``, or None without one.
+
+    Raises:
+        UsageError: the file cannot be read or is empty.
+    """
+    if path is None:
+        return None
+    try:
+        key = Path(path).read_bytes()
+    except OSError as err:
+        raise UsageError(f"--checkpoint-key-file {path}: {err.strerror}") from None
+    if not key.strip():
+        raise UsageError(f"--checkpoint-key-file {path}: empty; it must hold the job's secret key")
+    return key
+
+
+def sign(record: dict[str, Any], key: bytes) -> str:
+    """The HMAC-SHA256 of ``record`` (its signature left out) under ``key``."""
+    unsigned = {k: v for k, v in record.items() if k != SIGNATURE}
+    payload = json.dumps(unsigned, sort_keys=True, separators=(",", ":")).encode()
+    return hmac.new(key, payload, hashlib.sha256).hexdigest()
+
+
+def check_signature(record: dict[str, Any], key: bytes) -> None:
+    """Raises CheckpointError unless ``record`` is signed with ``key``."""
+    signature = record.get(SIGNATURE)
+    if not isinstance(signature, str) or not hmac.compare_digest(signature, sign(record, key)):
+        raise CheckpointError(f"{MARKER} is not signed with this job's --checkpoint-key-file")

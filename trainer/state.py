@@ -198,7 +198,7 @@ class TrainerState:
             Whether a checkpoint was resumed.
         """
         root = self.output / "checkpoints"
-        agreement = checkpoint.Agreement(self.group, self.topo.is_main, self.cfg.storage_wait_s)
+        agreement = checkpoint.Agreement(self.group, self.topo.is_main, self.cfg.storage_wait_s, self.checkpointer.key)
         path = agreement.resume(root, self.load_checkpoint)
         if self.topo.is_main and path is not None:
             log(f"resumed from {path.name}: step {self.step}, epoch {self.epoch}, sample {self.position}")
