@@ -306,6 +306,7 @@ def first_storage(metadata: Metadata) -> _StorageInfo:
         (lambda m: setattr(first_storage(m), "transform_descriptors", ["zstd"]), r"stored through \['zstd'\]"),
         (lambda m: m.state_dict_metadata.update(rng=torch.Size([1])), "rng is a Size, not a tensor"),
         (lambda m: setattr(m, "storage_data", None), "no storage table"),
+        (lambda m: setattr(first_storage(m), "length", "9"), "at offset 0, length '9'"),
     ],
 )
 def test_metadata_naming_anything_but_tensors_in_its_own_files_is_refused(output: Path, change, refusal: str) -> None:

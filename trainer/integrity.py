@@ -130,6 +130,8 @@ def _check_entries(metadata: Metadata) -> None:
         name = info.relative_path
         if not isinstance(name, str) or name != Path(name).name or name in ("", ".", "..", MARKER, METADATA):
             raise CheckpointError(f"{METADATA}: {index.fqn} is stored in {name!r}, outside the checkpoint's files")
+        if not all(type(n) is int and n >= 0 for n in (info.offset, info.length)):
+            raise CheckpointError(f"{METADATA}: {index.fqn} is at offset {info.offset!r}, length {info.length!r}")
         if info.transform_descriptors:
             raise CheckpointError(f"{METADATA}: {index.fqn} is stored through {info.transform_descriptors!r}")
 
