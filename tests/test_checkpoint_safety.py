@@ -204,12 +204,17 @@ OPCODES = [b"(", b")", b"t", b"R", b"\x81", b"b", b"N", b"}", b"]", b"e", b"s", 
 
 @st.composite
 def hostile_pickles(draw: st.DrawFn) -> bytes:
-    """Protocol-4 opcode streams: globals from the lists above, called, built and nested
-    in random order, with strings, ints and stray opcodes in between."""
+    """Protocol-4 opcode streams: globals from the lists above, called (global, argument
+    tuple, REDUCE) or left for the opcodes around them to call, build and nest, with
+    strings, ints and stray opcodes in between."""
     ops = []
     for _ in range(draw(st.integers(1, 12))):
-        kind = draw(st.sampled_from(["global", "text", "int", "op", "memo"]))
-        if kind == "global":
+        kind = draw(st.sampled_from(["call", "global", "text", "int", "op", "memo"]))
+        if kind == "call":
+            module, name = draw(st.sampled_from(MODULES)), draw(st.sampled_from(NAMES))
+            args = draw(st.lists(st.sampled_from(NAMES + ["x"]), max_size=2))
+            ops.append(call(module, name, *args))
+        elif kind == "global":
             module, name = draw(st.sampled_from(MODULES)), draw(st.sampled_from(NAMES))
             ops.append(stack_global(module, name) if draw(st.booleans()) else f"c{module}\n{name}\n".encode())
         elif kind == "text":
@@ -223,7 +228,7 @@ def hostile_pickles(draw: st.DrawFn) -> bytes:
     return frame(*ops)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=400, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(payload=st.one_of(hostile_pickles(), st.binary(max_size=200).map(lambda b: b"\x80\x04" + b)))
 def test_fuzzed_metadata_never_runs_anything_and_is_refused_cleanly(tmp_path: Path, payload: bytes) -> None:
     (tmp_path / ".metadata").write_bytes(payload)
