@@ -5,11 +5,11 @@ A checkpoint is a directory ``checkpoints/step-<N>/`` written with
 (``__<rank>_<i>.distcp``), rank 0 writes DCP's ``.metadata`` once every rank has
 finished, and then ``commit.json``, the commit marker, holding the step, the data
 position, the loss, the config and the sha256 of every other file of the checkpoint. The
-state is tensors only; everything else a resumed run needs is in the marker, as JSON.
-A directory without a readable marker is a save that
-was cut short (a SIGKILL, a full disk): it is never resumed, and rank 0 removes it once a
-newer checkpoint is committed. DCP records global tensor shapes, so a checkpoint resumes at another world
-size, DDP or FSDP, each rank reading only the slices it holds.
+state is tensors only; everything else a resumed run needs is in the marker, as JSON. A
+directory without a readable marker is a save that was cut short (a SIGKILL, a full
+disk): it is never resumed, and rank 0 removes it once a newer checkpoint is committed.
+DCP records global tensor shapes, so a checkpoint resumes at another world size, DDP or
+FSDP, each rank reading only the slices it holds.
 
 Resume is agreed, because NAS (NFSv3) listings and attributes can lag by tens of seconds
 and differ between nodes: rank 0 alone lists the directory, checks the newest candidate
@@ -24,7 +24,8 @@ and dtypes; an entry stored as bytes, which DCP would unpickle in full, is refus
 metadata check and by the load planner; tensors are read with ``weights_only=True``.
 Before a rank reads a file, it checks the file's sha256 against the marker: a changed
 file stops every rank with :class:`IntegrityError` naming it, and no older checkpoint is
-tried in its place.
+tried in its place. With the job's key (``--checkpoint-key-file``) rank 0 signs each
+marker, and a marker the key did not sign is skipped like a torn checkpoint.
 """
 
 from __future__ import annotations
