@@ -322,20 +322,25 @@ def test_metadata_naming_anything_but_tensors_in_its_own_files_is_refused(output
         read_metadata(checkpoint)
 
 
-def test_a_record_without_file_digests_or_missing_one_is_not_resumed(output: Path) -> None:
+def test_a_record_missing_a_digest_is_refused_and_one_of_an_earlier_trainer_resumes(output: Path) -> None:
     checkpoint = list_checkpoints(output / "checkpoints")[-1]
     record = json.loads((checkpoint / "commit.json").read_text())
     assert set(record["files"]) == {".metadata", "__0_0.distcp"}
     assert verify(checkpoint) == record
-    (checkpoint / "commit.json").write_text(
-        json.dumps({**record, "files": {".metadata": record["files"][".metadata"]}})
-    )
+    partial = {".metadata": record["files"][".metadata"]}
+    (checkpoint / "commit.json").write_text(json.dumps({**record, "files": partial}))
     with pytest.raises(CheckpointError, match="__0_0.distcp has no digest in commit.json"):
         verify(checkpoint)
+    (checkpoint / "commit.json").write_text(json.dumps({**record, "files": ["__0_0.distcp"]}))
+    with pytest.raises(CheckpointError, match="'files' is not a table of file digests"):
+        verify(checkpoint)
+
     del record["files"]
     (checkpoint / "commit.json").write_text(json.dumps(record))
-    with pytest.raises(CheckpointError, match="lists no file digests"):
-        verify(checkpoint)
+    resumed = run(one_process(output, 3))
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"checkpoint {checkpoint} has no file digests (an earlier trainer): loading it unchecked" in resumed.stderr
+    assert f"resumed from {checkpoint.name}" in resumed.stdout
 
 
 def test_a_state_with_anything_but_tensors_is_not_saved(tmp_path: Path) -> None:

@@ -116,7 +116,9 @@ def verify(path: Path, key: bytes | None = None) -> dict[str, Any]:
     """Check a checkpoint without reading its state: the marker (signed with ``key``, when
     given), the metadata, and that every shard file exists, has a digest in the marker and
     is as long as the metadata says. The digests themselves are checked by :func:`load`,
-    which reads the files anyway.
+    which reads the files anyway. A marker of an earlier trainer has no digests; without a
+    key it is accepted, so an upgrade resumes: whoever could remove the digests could
+    rewrite them as well.
 
     Returns:
         The commit marker.
@@ -134,14 +136,14 @@ def verify(path: Path, key: bytes | None = None) -> dict[str, Any]:
     if key is not None:
         check_signature(commit, key)
     digests = commit.get(DIGESTS)
-    if not isinstance(digests, dict):
-        raise CheckpointError(f"{MARKER} lists no file digests (a checkpoint of an earlier trainer, not resumed)")
+    if digests is not None and not isinstance(digests, dict):
+        raise CheckpointError(f"{MARKER}: {DIGESTS!r} is not a table of file digests")
     needed: dict[str, int] = {METADATA: 0}
     for info in read_metadata(path).storage_data.values():
         end = info.offset + info.length
         needed[info.relative_path] = max(needed.get(info.relative_path, 0), end)
     for name, size in needed.items():
-        if name not in digests:
+        if digests is not None and name not in digests:
             raise CheckpointError(f"{name} has no digest in {MARKER}")
         try:
             actual = (path / name).stat().st_size
@@ -166,7 +168,7 @@ def load(state: dict[str, Any], path: Path, commit: dict[str, Any], group: dist.
     """
     dcp.load(
         state,
-        storage_reader=SafeReader(path, commit[DIGESTS]),
+        storage_reader=SafeReader(path, commit.get(DIGESTS)),
         planner=TensorOnlyLoadPlanner(),
         process_group=group,
         no_dist=group is None,
@@ -253,7 +255,10 @@ class Agreement:
             path = step_dir(root, step)
             if self._all(self._sees(path)):
                 try:
-                    load(path, verify(path, self.key))
+                    commit = verify(path, self.key)
+                    if self.is_main and DIGESTS not in commit:
+                        warn(f"checkpoint {path} has no file digests (an earlier trainer): loading it unchecked")
+                    load(path, commit)
                     return path
                 except CheckpointException as err:
                     # DCP gathers every rank's failure and raises on all of them, so every

@@ -192,15 +192,20 @@ class SafeReader(FileSystemReader):
     Args:
         path: the checkpoint directory.
         digests: the commit record's sha256 of every file (checked by ``verify`` to cover
-            every file the metadata names).
+            every file the metadata names); None for a record of an earlier trainer, which
+            has none, whose files are then read unchecked.
     """
 
-    def __init__(self, path: Path, digests: dict[str, str]):
+    def __init__(self, path: Path, digests: dict[str, str] | None):
         super().__init__(path)
         self.digests = digests
 
+    def _check(self, name: str) -> None:
+        if self.digests is not None:
+            check_file(Path(self.path), name, self.digests)
+
     def read_metadata(self) -> Metadata:  # type: ignore[override]
-        check_file(Path(self.path), METADATA, self.digests)
+        self._check(METADATA)
         metadata = read_metadata(Path(self.path))
         if metadata.storage_meta is None:
             metadata.storage_meta = StorageMeta()
@@ -209,7 +214,7 @@ class SafeReader(FileSystemReader):
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner):  # type: ignore[override]
         for name in sorted({self.storage_data[item.storage_index].relative_path for item in plan.items}):
-            check_file(Path(self.path), name, self.digests)
+            self._check(name)
         return super().read_data(plan, planner)
 
 
