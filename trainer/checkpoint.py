@@ -4,10 +4,12 @@ A checkpoint is a directory ``checkpoints/step-<N>/`` written with
 ``torch.distributed.checkpoint`` (DCP): each rank writes its own shard files
 (``__<rank>_<i>.distcp``), rank 0 writes DCP's ``.metadata`` once every rank has
 finished, and then ``commit.json``, the commit marker, holding the step, the data
-position, the loss and the config. A directory without a readable marker is a save that
-was cut short (a SIGKILL, a full disk): it is never resumed, and rank 0 removes it once a
-newer checkpoint is committed. DCP records global tensor shapes, so a checkpoint resumes at another world
-size, DDP or FSDP, each rank reading only the slices it holds.
+position, the loss, the config and the sha256 of every other file of the checkpoint. The
+state is tensors only; everything else a resumed run needs is in the marker, as JSON. A
+directory without a readable marker is a save that was cut short (a SIGKILL, a full
+disk): it is never resumed, and rank 0 removes it once a newer checkpoint is committed.
+DCP records global tensor shapes, so a checkpoint resumes at another world size, DDP or
+FSDP, each rank reading only the slices it holds.
 
 Resume is agreed, because NAS (NFSv3) listings and attributes can lag by tens of seconds
 and differ between nodes: rank 0 alone lists the directory, checks the newest candidate
@@ -16,10 +18,14 @@ broadcasts its step; every rank then checks that it sees that checkpoint too, wa
 while for a lagging view, and only when all do do they load it together. Otherwise they
 all move on to the next older checkpoint: no rank ever continues from a different state.
 
-DCP's ``.metadata`` is a pickle; it is read with an unpickler that accepts only the
-checkpoint metadata classes, tensor sizes and dtypes, the ``weights_only=True`` rule for
-everything read from shared storage. Checkpoints hold tensors only, so DCP never unpickles
-anything else.
+Loading runs nothing a checkpoint's bytes ask for (:mod:`trainer.integrity`): the
+``.metadata`` pickle is read through an exact allow-list of metadata classes, tensor sizes
+and dtypes; an entry stored as bytes, which DCP would unpickle in full, is refused by the
+metadata check and by the load planner; tensors are read with ``weights_only=True``.
+Before a rank reads a file, it checks the file's sha256 against the marker: a changed
+file stops every rank with :class:`IntegrityError` naming it, and no older checkpoint is
+tried in its place. With the job's key (``--checkpoint-key-file``) rank 0 signs each
+marker, and a marker the key did not sign is skipped like a torn checkpoint.
 """
 
 from __future__ import annotations
@@ -27,7 +33,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import pickle
 import shutil
 import time
 import warnings
@@ -40,25 +45,32 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
+from torch.distributed.checkpoint import FileSystemWriter
 from torch.distributed.checkpoint.api import CheckpointException
-from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
 
+from .integrity import (
+    DIGESTS,
+    MARKER,
+    METADATA,
+    SIGNATURE,
+    CheckpointError,
+    IntegrityError,
+    SafeReader,
+    TensorOnlyLoadPlanner,
+    check_signature,
+    file_digests,
+    read_metadata,
+    sign,
+)
 from .metrics import warn
 
 # A one-process run saves and loads without a process group, on purpose.
 warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
 
 PREFIX = "step-"
-MARKER = "commit.json"
 FORMER_STATE = "state.pt"
 """The single file of the former checkpoint format: such directories are neither resumed
 nor removed, so an upgrade never deletes them."""
-METADATA = ".metadata"
-
-
-class CheckpointError(ValueError):
-    """A checkpoint directory that cannot be resumed (uncommitted, torn or unreadable)."""
 
 
 def _fsync_dir(path: Path) -> None:
@@ -100,61 +112,13 @@ def read_commit(path: Path) -> dict[str, Any] | None:
         return None
 
 
-_SAFE_GLOBALS = {
-    ("torch", "Size"),
-    ("torch.serialization", "_get_layout"),
-    ("pathlib", "PosixPath"),
-    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
-}
-_SAFE_MODULES = {"torch.distributed.checkpoint.metadata"}
-
-
-class _MetadataUnpickler(pickle.Unpickler):
-    """Unpickles DCP metadata and nothing else: no code runs from a crafted file."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if module in _SAFE_MODULES or (module, name) in _SAFE_GLOBALS:
-            return super().find_class(module, name)
-        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
-            return getattr(torch, name)
-        raise pickle.UnpicklingError(f"{module}.{name} is not allowed in checkpoint metadata")
-
-
-def read_metadata(path: Path) -> Metadata:
-    """DCP's metadata of the checkpoint at ``path``, unpickled through an allow-list.
-
-    Raises:
-        CheckpointError: the file is missing, unreadable or holds something else.
-    """
-    try:
-        with open(path / METADATA, "rb") as f:
-            metadata = _MetadataUnpickler(f).load()
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as err:
-        raise CheckpointError(f"{METADATA}: {err}") from None
-    if not isinstance(metadata, Metadata):
-        raise CheckpointError(f"{METADATA} holds a {type(metadata).__name__}, not checkpoint metadata")
-    return metadata
-
-
-class SafeReader(FileSystemReader):
-    """DCP's file reader with the allow-listed metadata unpickler.
-
-    ``read_metadata`` deliberately takes no ``rank`` keyword: with one, DCP falls back to
-    per-rank metadata files when the global one is missing and stops using collectives on
-    that rank alone, which leaves the other ranks waiting in a collective.
-    """
-
-    def read_metadata(self) -> Metadata:  # type: ignore[override]
-        metadata = read_metadata(Path(self.path))
-        if getattr(metadata, "storage_meta", None) is None:
-            metadata.storage_meta = StorageMeta()
-        metadata.storage_meta.load_id = self.load_id
-        return metadata
-
-
-def verify(path: Path) -> dict[str, Any]:
-    """Check a checkpoint without reading its state: the marker, the metadata, and that
-    every shard file exists and is as long as the metadata says.
+def verify(path: Path, key: bytes | None = None) -> dict[str, Any]:
+    """Check a checkpoint without reading its state: the marker (signed with ``key``, when
+    given), the metadata, and that every shard file exists, has a digest in the marker and
+    is as long as the metadata says. The digests themselves are checked by :func:`load`,
+    which reads the files anyway. A marker of an earlier trainer has no digests; without a
+    key it is accepted, so an upgrade resumes: whoever could remove the digests could
+    rewrite them as well.
 
     Returns:
         The commit marker.
@@ -169,11 +133,18 @@ def verify(path: Path) -> dict[str, Any]:
         )
     if commit is None:
         raise CheckpointError(f"no readable {MARKER} (a save that did not finish)")
-    needed: dict[str, int] = {}
+    if key is not None:
+        check_signature(commit, key)
+    digests = commit.get(DIGESTS)
+    if digests is not None and not isinstance(digests, dict):
+        raise CheckpointError(f"{MARKER}: {DIGESTS!r} is not a table of file digests")
+    needed: dict[str, int] = {METADATA: 0}
     for info in read_metadata(path).storage_data.values():
         end = info.offset + info.length
         needed[info.relative_path] = max(needed.get(info.relative_path, 0), end)
     for name, size in needed.items():
+        if digests is not None and name not in digests:
+            raise CheckpointError(f"{name} has no digest in {MARKER}")
         try:
             actual = (path / name).stat().st_size
         except OSError as err:
@@ -181,6 +152,27 @@ def verify(path: Path) -> dict[str, Any]:
         if actual < size:
             raise CheckpointError(f"{name} is {actual} bytes, the metadata needs {size}")
     return commit
+
+
+def load(state: dict[str, Any], path: Path, commit: dict[str, Any], group: dist.ProcessGroup | None) -> None:
+    """Read the checkpoint at ``path`` into the tensors of ``state``, in place. A collective.
+
+    Args:
+        state: nested dicts of the live tensors (plain or DTensor), the destination.
+        path: a checkpoint that :func:`verify` accepted.
+        commit: its commit marker, whose file digests every rank checks before reading.
+
+    Raises:
+        CheckpointException: DCP's gathered failures of every rank, among them an
+            :class:`IntegrityError` for a file that is not the one committed.
+    """
+    dcp.load(
+        state,
+        storage_reader=SafeReader(path, commit.get(DIGESTS)),
+        planner=TensorOnlyLoadPlanner(),
+        process_group=group,
+        no_dist=group is None,
+    )
 
 
 @dataclass
@@ -192,11 +184,13 @@ class Agreement:
         is_main: whether this is rank 0, which lists and picks.
         wait_s: how long a rank keeps looking for a checkpoint rank 0 sees before the ranks
             give it up together (NFS attribute caches hold a stale view for up to 60 s).
+        key: the job's checkpoint key; checkpoints whose marker it did not sign are skipped.
     """
 
     group: dist.ProcessGroup | None
     is_main: bool
     wait_s: float
+    key: bytes | None = None
 
     def _broadcast(self, value: int) -> int:
         if self.group is None:
@@ -219,7 +213,7 @@ class Agreement:
             if step >= below:
                 continue
             try:
-                verify(path)
+                verify(path, self.key)
                 return step
             except CheckpointError as err:
                 warn(f"skipping checkpoint {path}: {err}")
@@ -230,7 +224,7 @@ class Agreement:
         deadline = time.monotonic() + self.wait_s
         while True:
             try:
-                verify(path)
+                verify(path, self.key)
                 return True
             except CheckpointError as err:
                 if time.monotonic() >= deadline:
@@ -247,6 +241,11 @@ class Agreement:
 
         Returns:
             The checkpoint loaded, or None when there is none.
+
+        Raises:
+            IntegrityError: a file of the checkpoint chosen differs from its digest; on
+                every rank, and no older checkpoint is tried, since the newest commit of
+                the run is no longer what it wrote.
         """
         below = math.inf
         while True:
@@ -256,10 +255,17 @@ class Agreement:
             path = step_dir(root, step)
             if self._all(self._sees(path)):
                 try:
-                    load(path, verify(path))
+                    commit = verify(path, self.key)
+                    if self.is_main and DIGESTS not in commit:
+                        warn(f"checkpoint {path} has no file digests (an earlier trainer): loading it unchecked")
+                    load(path, commit)
                     return path
                 except CheckpointException as err:
-                    # DCP gathers every rank's failure and raises on all of them.
+                    # DCP gathers every rank's failure and raises on all of them, so every
+                    # rank stops here alike when a file was changed.
+                    changed = [e for e, _ in err.failures.values() if isinstance(e, IntegrityError)]
+                    if changed:
+                        raise changed[0] from None
                     if self.is_main:
                         warn(f"skipping checkpoint {path}: loading failed ({err})")
             elif self.is_main:
@@ -291,6 +297,17 @@ def prune(root: Path, keep: int) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def _leaves(state: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """``(dotted key, value)`` for every value that is not a dict, as DCP flattens them."""
+    found = []
+    for key, value in state.items():
+        if isinstance(value, dict):
+            found += _leaves(value, f"{prefix}{key}.")
+        else:
+            found.append((f"{prefix}{key}", value))
+    return found
+
+
 class Checkpointer:
     """Writes checkpoints, in the background with ``async_save``.
 
@@ -303,6 +320,7 @@ class Checkpointer:
             background thread, so steps do not wait on the NAS.
         on_commit: called on rank 0 with the step and the Unix time once a checkpoint is
             committed (with async saves, when the background save has finished).
+        key: the job's checkpoint key, with which rank 0 signs each marker.
     """
 
     def __init__(
@@ -313,9 +331,10 @@ class Checkpointer:
         keep: int,
         async_save: bool,
         on_commit: Callable[[int, float], None] | None = None,
+        key: bytes | None = None,
     ):
         self.root, self.group, self.is_main, self.keep = root, group, is_main, keep
-        self.async_save, self.on_commit = async_save, on_commit
+        self.async_save, self.on_commit, self.key = async_save, on_commit, key
         self.pending: tuple[Future, Path, dict[str, Any]] | None = None
 
     def save(self, state: dict[str, Any], commit: dict[str, Any], wait: bool) -> None:
@@ -326,6 +345,12 @@ class Checkpointer:
             commit: what the marker records; JSON-serialisable.
             wait: return only once the checkpoint is committed (a SIGTERM or the last save).
         """
+        not_tensors = sorted(key for key, value in _leaves(state) if not isinstance(value, torch.Tensor))
+        if not_tensors:
+            # Loading refuses anything but tensors, so such a checkpoint could never resume.
+            raise TypeError(
+                f"checkpoint state holds non-tensors at {', '.join(not_tensors)}: record them in the commit"
+            )
         self.wait()
         path = step_dir(self.root, commit["step"])
         if self.is_main and (path / MARKER).exists():
@@ -363,6 +388,9 @@ class Checkpointer:
         # rank 0's save returns, every shard is on disk: the marker can go in.
         if not self.is_main:
             return
+        commit = {**commit, DIGESTS: file_digests(path)}
+        if self.key is not None:
+            commit[SIGNATURE] = sign(commit, self.key)
         write_atomic(path / MARKER, json.dumps(commit).encode())
         if self.on_commit is not None:
             self.on_commit(commit["step"], time.time())

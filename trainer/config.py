@@ -44,6 +44,9 @@ class Config:
     """Committed checkpoints kept; the newest one with a finite loss is kept besides."""
     async_checkpoint: bool = False
     """Write checkpoints in a background thread once the state is copied to host memory."""
+    checkpoint_key_file: str | None = None
+    """A file holding the job's secret key: each commit record is signed with it (HMAC-SHA256)
+    and only records it signed are resumed. None: records are not signed or checked."""
     storage_wait_s: float = 30.0
     """How long a rank waits to see a checkpoint rank 0 picked before all give it up
     (shared storage can show each node a stale listing for a while)."""
@@ -176,6 +179,12 @@ def parse_args(argv: list[str] | None = None) -> Config:
         "--async-checkpoint",
         action="store_true",
         help="write checkpoints in the background once the state is copied to host memory",
+    )
+    p.add_argument(
+        "--checkpoint-key-file",
+        default=env.get("CHECKPOINT_KEY_FILE") or None,
+        help="the job's secret key; checkpoints are signed with it and only those are resumed; "
+        "default $CHECKPOINT_KEY_FILE",
     )
     p.add_argument(
         "--storage-wait-s",

@@ -14,7 +14,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_model_state_dict,
@@ -114,12 +113,7 @@ class TrainerState:
             state["rng"] = torch.stack(self._gather(torch.get_rng_state()))
             if cuda:
                 state["cuda_rng"] = torch.stack(self._gather(torch.cuda.get_rng_state(self.topo.device)))
-        dcp.load(
-            state,
-            storage_reader=checkpoint.SafeReader(path),
-            process_group=self.group,
-            no_dist=self.group is None,
-        )
+        checkpoint.load(state, path, commit, self.group)
         set_state_dict(
             self.model,
             self.optimizer,
@@ -204,7 +198,7 @@ class TrainerState:
             Whether a checkpoint was resumed.
         """
         root = self.output / "checkpoints"
-        agreement = checkpoint.Agreement(self.group, self.topo.is_main, self.cfg.storage_wait_s)
+        agreement = checkpoint.Agreement(self.group, self.topo.is_main, self.cfg.storage_wait_s, self.checkpointer.key)
         path = agreement.resume(root, self.load_checkpoint)
         if self.topo.is_main and path is not None:
             log(f"resumed from {path.name}: step {self.step}, epoch {self.epoch}, sample {self.position}")

@@ -51,6 +51,7 @@ from . import checkpoint
 from .config import DEFAULT_LR, Config, UsageError, parse_args
 from .data import DataError, GlobalOrder, load_dataset
 from .exporter import serve
+from .integrity import read_key
 from .metric_names import CHECKPOINT_EVERY, CHECKPOINT_STEP, POD, RESTARTS, TRAINING, TRAINING_LOOP
 from .metrics import Metrics, log, peak_memory_mb, peak_tflops
 from .models import GPT, GPT_SIZES, MnistCNN
@@ -152,6 +153,7 @@ class Trainer(TrainerState):
             cfg.keep_checkpoints,
             cfg.async_checkpoint,
             on_commit=self.exporter.checkpoint_committed,
+            key=read_key(cfg.checkpoint_key_file),
         )
         self.metrics: Metrics | None = None
         self.loader = ThreadPoolExecutor(1, thread_name_prefix="prefetch")
@@ -352,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         prepare_flight_recorder()
         if cfg.init_from and not Path(cfg.init_from).is_file():
             raise UsageError(f"--init-from {cfg.init_from}: no such file (pretrained weights to start from)")
+        read_key(cfg.checkpoint_key_file)
         dataset = load_dataset(cfg)
     except (UsageError, DataError) as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
@@ -375,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{len(dataset)} samples, global batch {trainer.order.global_batch}, device {topo.device}"
             )
         return trainer.train()
-    except (UsageError, WeightsError, DataError) as err:
+    except (UsageError, WeightsError, DataError, checkpoint.IntegrityError) as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return 2
     except NonFiniteError as err:
