@@ -181,6 +181,9 @@ class ContainerRegistry(pulumi.ComponentResource):
                     name=spec.repository,
                     repo_type="PRIVATE",
                     summary=summary,
+                    # A pushed tag names one image for good: a job restarted next month pulls what
+                    # was tested, and a stolen push credential cannot replace it in place.
+                    tag_immutability=True,
                     opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True, depends_on=created_namespace),
                 )
             if spec.link_vpc is not False:

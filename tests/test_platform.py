@@ -461,6 +461,8 @@ def test_registry_namespaces_and_repositories_outlive_the_stack(run_stack, stack
     # The repository is created in its namespace, after it.
     namespace, repository = sorted(kept, key=lambda r: "repo" in r.type.lower())
     assert namespace.urn in repository.dependencies
+    if repository.type == EE_REPO:  # the personal edition has no such setting (SDK cr.Repo)
+        assert repository.inputs["tagImmutability"] is True
 
 
 def test_credential_helper_covers_the_namespaces_that_pull() -> None:
