@@ -471,7 +471,9 @@ def test_operator_is_pinned_without_volcano(run_stack, fixture_pins) -> None:
     container = plan.one("kubernetes:apps/v1:Deployment", "kubeflow/training-operator").inputs["spec"]["template"][
         "spec"
     ]["containers"][0]
-    assert "args" not in container and container["image"] == OPERATOR_IMAGE
+    # No gang scheduler flag; only the supported init image in place of the operator's alpine:3.10.
+    assert container["args"] == ["--pytorch-init-container-image=docker.io/library/alpine:3.23.3"]
+    assert container["image"] == OPERATOR_IMAGE
     config = stack_config("dev")
     config[cfg("operator")] = {"install": False}
     assert not [r for r in run_stack(config).resources if r.name.startswith("kubeflow/")]

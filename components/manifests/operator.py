@@ -22,9 +22,11 @@ OPERATOR_CONTAINER = "training-operator"
 """v1.9.4 ``manifests/base/deployment.yaml``: one container, ``command: [/manager]``, no ``args``."""
 OPERATOR_IMAGES = {"v1.9.4": "ghcr.io/kubeflow/training-v1/training-operator:v1-93c5489"}
 """The image each release's standalone overlay deploys (its kustomization's ``images``)."""
-PYTORCH_INIT_IMAGE = "alpine:3.10"
-"""The v1 operator's default init container in Worker pods, which waits for the Master's
-DNS name (v1.9.4 ``pkg/config/config.go``); ``--pytorch-init-container-image`` replaces it."""
+PYTORCH_INIT_IMAGE = "alpine:3.23.3"
+"""The init container of Worker pods, which waits for the Master's DNS name with busybox's
+``sh``, ``seq`` and ``nslookup`` (v1.9.4 ``pkg/controller.v1/pytorch/initcontainer.go``). The
+operator's default is ``alpine:3.10`` (``pkg/config/config.go``), out of support since 2021;
+3.23 is supported until 2027-11 (Alpine's release branches), so the platform always sets it."""
 
 VOLCANO_NAMESPACE = "volcano-system"
 VOLCANO_IMAGES = ("volcanosh/vc-controller-manager", "volcanosh/vc-scheduler", "volcanosh/vc-webhook-manager")
@@ -71,8 +73,8 @@ def operator_flags(*, gang_scheduler: str | None, mirror: str | None) -> dict[st
     flags = {}
     if gang_scheduler is not None:
         flags["--gang-scheduler-name"] = gang_scheduler
-    if mirror is not None:
-        flags["--pytorch-init-container-image"] = mirrored(PYTORCH_INIT_IMAGE, mirror)
+    init_image = f"docker.io/library/{PYTORCH_INIT_IMAGE}"
+    flags["--pytorch-init-container-image"] = mirrored(init_image, mirror) if mirror is not None else init_image
     return flags
 
 
