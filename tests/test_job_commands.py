@@ -186,9 +186,9 @@ def test_logs_follow_streams_lines_as_they_come(cluster) -> None:
     with subprocess.Popen(
         [*command, "logs", "mnist", "-f"], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
     ) as proc:
-        assert proc.stdout.readline() == "[Pod mnist-master-0]: step 10 loss 2.1\n"
+        assert proc.stdout.readline() == "step 10 loss 2.1\n"
         first_printed.set()
-        assert proc.stdout.readline() == "[Pod mnist-master-0]: step 20 loss 1.7\n"
+        assert proc.stdout.readline() == "step 20 loss 1.7\n"
         assert proc.wait(timeout=60) == 0
 
 
@@ -401,7 +401,7 @@ def test_an_unreachable_api_server_is_named_with_the_cause(cluster, capsys) -> N
     kubeconfig.write_text(yaml.safe_dump(config))
     assert jobs(kubeconfig, "list") == (1, [])
     err = capsys.readouterr().err
-    assert err.startswith(f"ack-jobs list: Failed to list PyTorchJobs in namespace: {NS}: ")
+    assert err.startswith("ack-jobs list: ") and len(err.splitlines()) == 1
     assert "Connection refused" in err and "Traceback" not in err
 
 

@@ -51,9 +51,10 @@ def stack_outputs(stack: str | None, outputs_file: str | None) -> dict[str, Any]
     return json.loads(done.stdout)
 
 
-def configuration(outputs: dict[str, Any], kubeconfig: str | None) -> k8s.Configuration:
+def configuration(outputs: dict[str, Any], kubeconfig: str | None, context: str | None = None) -> k8s.Configuration:
     """The kubernetes client configuration: ``--kubeconfig``, else the stack's ``kubeconfig``
-    output, else ``$KUBECONFIG``/``~/.kube/config``.
+    output, else ``$KUBECONFIG``/``~/.kube/config``; in ``context`` (``--context``) when given,
+    else the kubeconfig's current context.
 
     Raises:
         TargetError: the kubeconfig is masked or cannot be loaded.
@@ -71,10 +72,17 @@ def configuration(outputs: dict[str, Any], kubeconfig: str | None) -> k8s.Config
         with os.fdopen(fd, "w") as handle:
             handle.write(secret)
     try:
-        k8s_config.load_kube_config(config_file=path, client_configuration=configuration)
+        k8s_config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
     # A file that is YAML but not a kubeconfig fails inside the loader with TypeError or
     # ValueError. Only the error's type is shown: its text may quote the secret file.
     except (OSError, TypeError, ValueError, yaml.YAMLError, k8s_config.ConfigException) as err:
+        if context is not None and isinstance(err, k8s_config.ConfigException):
+            contexts, _ = k8s_config.list_kube_config_contexts(config_file=path)
+            names = [c["name"] for c in contexts]
+            if context not in names:
+                raise TargetError(
+                    f"--context {context}: the kubeconfig has no such context; it has {', '.join(names)}"
+                ) from None
         flag = "--kubeconfig" if kubeconfig else "--stack/--outputs (kubeconfig)" if secret else "--kubeconfig"
         raise TargetError(
             f"{flag}: cannot load the kubeconfig: {type(err).__name__}; is it a kubeconfig file?"
