@@ -47,6 +47,7 @@ class FakeApi:
         self.requests: list[tuple[str, str, dict[str, list[str]], Any]] = []
         self.pods: list[dict[str, Any]] = []
         self.nodes: list[dict[str, Any]] = []
+        self.content_types: list[tuple[str, str]] = []
         self.routes[("GET", PODS)] = self._pods
         self.routes[("GET", "/api/v1/pods")] = self._pods
         self.routes[("GET", "/api/v1/nodes")] = lambda _, __: (
@@ -92,6 +93,7 @@ def _handler(api: FakeApi) -> type[BaseHTTPRequestHandler]:
             body = json.loads(self.rfile.read(length)) if length else None
             path = unquote(url.path)  # the client escapes the ':' of pod:port; the API server decodes it
             api.requests.append((self.command, path, query, body))
+            api.content_types.append((self.command, self.headers.get("Content-Type", "")))
             route = api.routes.get((self.command, path))
             if route is None:
                 status, payload = 404, {"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404}

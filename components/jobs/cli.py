@@ -8,6 +8,7 @@ installed without them says what to install instead of failing on an import.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Sequence
 
 EXTRA_MODULES = ("kubernetes", "kubeflow", "prometheus_client")
@@ -15,12 +16,14 @@ EXTRA_MODULES = ("kubernetes", "kubeflow", "prometheus_client")
 INSTALL = "pip install 'ack-training-platform[jobs]'"
 
 
-def run(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) -> int:
+def run(
+    argv: Sequence[str] | None = None, out: Callable[[str], None] = print, sleep: Callable[[float], None] = time.sleep
+) -> int:
     """:func:`.commands.run`, imported only now, so that :func:`main` can name the missing
     ``[jobs]`` extra instead of failing at import."""
     from .commands import run as run_command
 
-    return run_command(argv, out)
+    return run_command(argv, out, sleep)
 
 
 def main() -> None:
