@@ -1,8 +1,11 @@
 """Thin access to a cluster's training jobs through the official clients.
 
-- v1 PyTorchJobs: ``kubeflow-training`` 1.9.4's ``TrainingClient`` (list, get, pods, logs,
-  wait, create, delete).
-- v2 TrainJobs: the kubernetes client's ``CustomObjectsApi`` and ``CoreV1Api``. The
+- Both kinds are read with the kubernetes client's ``CustomObjectsApi`` (as the API server
+  returns them, for ``-o json``), their pods and logs with ``CoreV1Api``, Kueue's Workloads
+  and Volcano's and Kueue's queues with ``CustomObjectsApi`` too.
+- v1 PyTorchJobs are waited for, created and deleted with ``kubeflow-training`` 1.9.4's
+  ``TrainingClient``.
+- v2 TrainJobs go through the kubernetes client only. The
   ``kubeflow`` SDK's ``TrainerClient`` (0.5.0, which installs beside the pins) cannot read the
   platform's jobs: its ``get_job``, ``get_job_logs`` and ``wait_for_job_status`` all resolve
   the job's runtime first and refuse one whose trainer container has no image

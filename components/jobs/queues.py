@@ -104,6 +104,6 @@ def workload_wait(workload: dict[str, Any]) -> str | None:
         return "deactivated (spec.active: false): ack-jobs resume lets it queue again"
     for kind in ("QuotaReserved", "Admitted"):
         condition = _condition(workload, kind)
-        if condition is not None and condition.get("message"):
+        if condition is not None and condition.get("status") != "True" and condition.get("message"):
             return f"{condition.get('reason') or kind}: {condition['message']}"
     return "not evaluated by Kueue yet"

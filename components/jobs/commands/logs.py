@@ -5,6 +5,7 @@ for both kinds of job, with kubectl's ``--follow``, ``--tail``, ``--since``, ``-
 from __future__ import annotations
 
 import argparse
+import contextlib
 import threading
 from typing import Any
 
@@ -47,8 +48,10 @@ def cmd_logs(jobs: JobsClient, args: argparse.Namespace, out: Out) -> None:
         raise JobNotFound(f"no started pod for {replica} of {job['kind']} {args.name} yet")
     pod = started[0]["metadata"]["name"]
     if args.follow:
-        for line in jobs.follow_log(pod, container, options):
-            out(line)
+        # Ctrl-C ends a followed log, as it ends kubectl's.
+        with contextlib.suppress(KeyboardInterrupt):
+            for line in jobs.follow_log(pod, container, options):
+                out(line)
         return
     text = jobs.log(pod, container, options)
     if text:
@@ -95,7 +98,8 @@ def _prefixed(
     threads = [threading.Thread(target=stream, args=(pod,), daemon=True) for pod in pods]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    with contextlib.suppress(KeyboardInterrupt):
+        for thread in threads:
+            thread.join()
     if errors:
         raise errors[0]
