@@ -26,7 +26,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from kubeflow.training import TrainingClient
-from kubeflow.training.constants import constants as v1c
 from kubeflow.training.utils.utils import FakeResponse
 from kubernetes import client as k8s
 from kubernetes import watch
@@ -37,12 +36,11 @@ from trainer.metric_names import METRICS_PORT
 
 from ..manifests.trainer_v2 import KUEUE_API
 from ..manifests.trainjob import TRAINER_API
+from .replicas import job_selector
 from .status import PYTORCHJOB, TRAINJOB, job_phase, true_condition
 
 V2_GROUP, V2_VERSION = TRAINER_API.split("/")
 V2_PLURAL = "trainjobs"
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-V1_JOB_LABEL = v1c.JOB_NAME_LABEL
 JOB_RESOURCES = {PYTORCHJOB: ("kubeflow.org", "v1", "pytorchjobs"), TRAINJOB: (V2_GROUP, V2_VERSION, V2_PLURAL)}
 """Group, version and plural of each kind of job."""
 KUEUE_GROUP_VERSION = tuple(KUEUE_API.split("/"))
@@ -50,12 +48,6 @@ WORKLOADS = "workloads"
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 """The label Kueue puts on a job's Workload with the job's UID (kueue v0.19.2
 ``pkg/controller/constants/constants.go`` ``JobUIDLabel``)."""
-REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
-NODE_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
-"""An Indexed Job's pod index, as a label since Kubernetes 1.28 (KEP-4017, the pod index
-label; before, only as an annotation): node N of a TrainJob is index N of its node Job."""
-"""How JobSet labels a TrainJob's pods (Trainer v2.3.0 ``docs/user-guides/megatron.md``; the
-completion index is the node's rank, as Kubernetes' indexed Jobs set it)."""
 V1_WAIT = {"created": "Created", "running": "Running", "restarting": "Restarting", "succeeded": "Succeeded"}
 """``wait --for`` → v1 condition type (``kubeflow.training.constants.JOB_CONDITIONS``)."""
 V2_WAIT = {"created": "Created", "running": "Running", "succeeded": "Succeeded"}
@@ -176,9 +168,7 @@ class JobsClient:
         """The job's pods (labelled by the v1 operator, or by JobSet for a TrainJob), or those
         matching ``selector``, which names the job itself."""
         metadata = job["metadata"]
-        if selector is None:
-            label = V1_JOB_LABEL if job["kind"] == PYTORCHJOB else JOBSET_NAME_LABEL
-            selector = {label: metadata["name"]}
+        selector = selector or job_selector(job)
         text = ",".join(f"{key}={value}" for key, value in selector.items())
         namespace = metadata.get("namespace") or self.namespace
         return [self._plain(pod) for pod in self.core.list_namespaced_pod(namespace, label_selector=text).items]
