@@ -56,30 +56,39 @@ class FakeApi:
         )
 
     def _pods(self, query: dict[str, list[str]], _: Any) -> tuple[int, Any]:
-        """Pods matching ``labelSelector`` (``k=v`` terms) and ``fieldSelector`` (``status.phase=``)."""
-        wanted = dict(term.split("=", 1) for term in query.get("labelSelector", [""])[0].split(",") if term)
-        fields = dict(term.split("=", 1) for term in query.get("fieldSelector", [""])[0].split(",") if term)
+        """Pods matching ``labelSelector`` and ``fieldSelector`` (``status.phase=``)."""
+        fields = _terms(query, "fieldSelector")
         assert set(fields) <= {"status.phase"}, fields
         items = [
             p
-            for p in self.pods
-            if wanted.items() <= p["metadata"]["labels"].items()
-            and fields.get("status.phase", p["status"]["phase"]) == p["status"]["phase"]
+            for p in _selected(self.pods, query)
+            if fields.get("status.phase", p["status"]["phase"]) == p["status"]["phase"]
         ]
         return 200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}
 
     def serve(self, path: str, kind: str, items: list[dict[str, Any]]) -> None:
-        """A list at ``path`` (``kind`` + ``List``) and each item at ``path/<name>``."""
-        self.routes[("GET", path)] = {
-            "apiVersion": items[0]["apiVersion"] if items else "v1",
-            "kind": f"{kind}List",
-            "items": items,
-        }
+        """A list at ``path`` (``kind`` + ``List``, filtered by ``labelSelector``) and each item
+        at ``path/<name>``."""
+        version = items[0]["apiVersion"] if items else "v1"
+        self.routes[("GET", path)] = lambda query, _: (
+            200,
+            {"apiVersion": version, "kind": f"{kind}List", "metadata": {}, "items": _selected(items, query)},
+        )
         for item in items:
             self.routes[("GET", f"{path}/{item['metadata']['name']}")] = item
 
     def paths(self, method: str) -> list[str]:
         return [path for m, path, _, _ in self.requests if m == method]
+
+
+def _terms(query: dict[str, list[str]], name: str) -> dict[str, str]:
+    return dict(term.split("=", 1) for term in query.get(name, [""])[0].split(",") if term)
+
+
+def _selected(items: list[dict[str, Any]], query: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """The items whose labels match every ``k=v`` term of the query's ``labelSelector``."""
+    wanted = _terms(query, "labelSelector")
+    return [item for item in items if wanted.items() <= (item["metadata"].get("labels") or {}).items()]
 
 
 def _handler(api: FakeApi) -> type[BaseHTTPRequestHandler]:
