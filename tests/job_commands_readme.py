@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import shlex
 import sys
 import tempfile
@@ -42,11 +43,14 @@ from loopback_api import (  # noqa: E402
     volcano_queue,
     workload,
 )
+from test_job_submit import DEFAULTS  # noqa: E402
 
 from components.jobs.cli import run  # noqa: E402
 from components.manifests.gpu_metrics import GPU_UTIL, POD_LABEL  # noqa: E402
 from trainer.metric_names import METRICS_PORT  # noqa: E402
 
+MANIFEST_LINES = 40
+"""Lines of a ``submit --dry-run`` manifest shown."""
 OK = {"kind": "Status", "apiVersion": "v1", "status": "Success"}
 GPU_USE = {"mnist-master-0": (97.0, 61234.0), "mnist-worker-0": (88.0, 60111.0)}
 
@@ -132,13 +136,28 @@ def session(directory: Path) -> list[str]:
             ["delete", "mnist", "nope", "gpt"],
             ["logs", "mnist", "--rank", "5"],
         ]
+        outputs = directory / "outputs.json"
+        outputs.write_text(json.dumps({"namespace": NS, "jobDefaults": DEFAULTS}))
+        submit = ["--outputs", "outputs.json", "submit", "gpt-small", "--nodes", "2", "--gpus", "8"]
+        commands += [
+            ["wait", "gpt", "--for", "running", "--interval", "1"],
+            ["wait", "mnist", "--timeout", "2", "--interval", "1"],
+            [*submit, "--image-tag", "latest"],
+            [*submit, "--image-tag", "v1.4.0", "--toleration", "spot=true", "--dry-run"],
+            [*submit, "--model", "gpt", "--image-tag", "v1.4.0", "--label", "team=nlp", "--dry-run"],
+        ]
         for argv in commands:
-            # The address shown is the one a port-forward would give; the run uses the stand-in's.
-            given = [prometheus if arg == "http://localhost:9090" else arg for arg in argv]
+            # The addresses shown are the ones a user gives; the run uses the stand-in's.
+            stand_in = {"http://localhost:9090": prometheus, "outputs.json": str(outputs)}
+            given = [stand_in.get(arg, arg) for arg in argv]
+            connect = [] if "--outputs" in argv else ["--kubeconfig", str(kubeconfig), "-n", NS]
             lines: list[str] = []
             err = io.StringIO()
             with contextlib.redirect_stderr(err):
-                code = run(["--kubeconfig", str(kubeconfig), "-n", NS, *given], out=lines.append)
+                code = run([*connect, *given], out=lines.append)
+            lines = "\n".join(lines).splitlines()
+            if len(lines) > MANIFEST_LINES:
+                lines = [*lines[:MANIFEST_LINES], f"... ({len(lines)} lines in all)"]
             printed += [f"$ ack-jobs {shlex.join(argv)}", *lines, *err.getvalue().splitlines()]
             if code:
                 printed.append(f"# exit {code}")

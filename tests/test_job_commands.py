@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import ROOT
+from job_commands_readme import session
 from loopback_api import (
     CTX,
     FAILED_V1,
@@ -438,3 +439,10 @@ def test_submit_refuses_a_namespace_without_the_stacks_job_defaults(tmp_path: Pa
     lines: list[str] = []
     assert run(["--namespace", NS, *argv], out=lines.append) == 0
     assert yaml.safe_load("\n".join(lines))["metadata"]["namespace"] == NS
+
+
+def test_the_readme_shows_the_session_as_it_runs_now(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("```text\n", readme.index("`python tests/job_commands_readme.py` runs")) + len("```text\n")
+    shown = readme[start : readme.index("```", start)].rstrip("\n")
+    assert shown == "\n".join(session(tmp_path)).strip(), "README is stale: python tests/job_commands_readme.py"
