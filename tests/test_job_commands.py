@@ -429,6 +429,17 @@ def test_ack_jobs_without_the_jobs_extra_says_what_to_install(module: str) -> No
     )
 
 
+def test_help_works_without_the_jobs_extra() -> None:
+    script = (
+        "import sys\n"
+        "for module in ('kubernetes', 'kubeflow', 'prometheus_client'): sys.modules[module] = None\n"
+        "sys.argv[1:] = ['logs', '--help']; from components.jobs.cli import main; main()"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert "--tail N" in done.stdout and "--context CONTEXT" in done.stdout
+
+
 def test_submit_refuses_a_namespace_without_the_stacks_job_defaults(tmp_path: Path, capsys) -> None:
     path = tmp_path / "outputs.json"
     path.write_text(json.dumps({"namespace": NS, "jobDefaults": DEFAULTS}))

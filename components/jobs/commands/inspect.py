@@ -13,18 +13,11 @@ from ..replicas import NODE_INDEX_LABEL
 from ..status import format_age, job_priority, job_queue, last_metrics, pod_nodes, summarize
 from .base import Out, as_list, dump, resource_name, table
 
-OUTPUTS = ("json", "yaml", "wide", "name")
 RANK0_LABELS = {
     # v1: the Master's pod (kubeflow.training constants JOB_ROLE_LABEL); v2: node 0 of the trainer.
     "training.kubeflow.org/job-role": "master",
     NODE_INDEX_LABEL: "0",
 }
-
-
-def add_output_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-o", "--output", choices=OUTPUTS, help="json or yaml: the objects as the API returns them; wide: more columns"
-    )
 
 
 def cmd_list(jobs: JobsClient, args: argparse.Namespace, out: Out) -> None:

@@ -11,24 +11,7 @@ from typing import Any
 
 from ..client import JobNotFound, JobsClient
 from ..replicas import container_of, default_replica, rank_replica, replica_selector
-from .base import Out, count, duration
-
-
-def add_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name")
-    parser.add_argument("-f", "--follow", action="store_true", help="stream until the container ends")
-    parser.add_argument("--tail", type=count, metavar="N", help="only the last N lines")
-    parser.add_argument("--since", type=duration, metavar="DURATION", help="only lines newer than 30s, 10m, 1h...")
-    parser.add_argument("--timestamps", action="store_true", help="prefix each line with its RFC 3339 time")
-    parser.add_argument("-p", "--previous", action="store_true", help="the container's previous run (after a restart)")
-    which = parser.add_mutually_exclusive_group()
-    which.add_argument(
-        "--replica", help="master (default) or worker-N of a PyTorchJob, node-N (default node-0) of a TrainJob"
-    )
-    which.add_argument(
-        "--rank", type=count, metavar="N", help="node rank N: a PyTorchJob's master (0) or worker-(N-1); node-N"
-    )
-    which.add_argument("--all-replicas", action="store_true", help="every pod, each line prefixed with its pod")
+from .base import Out
 
 
 def cmd_logs(jobs: JobsClient, args: argparse.Namespace, out: Out) -> None:

@@ -10,14 +10,7 @@ from components.manifests.gpu_metrics import GPU_MEMORY_USED, GPU_UTIL, POD_LABE
 
 from ..client import JobsClient, prometheus_query
 from ..usage import node_gpus
-from .base import Failure, Out, UsageError, seconds, table
-
-
-def add_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("what", nargs="?", choices=("jobs", "nodes"), default="jobs", help="jobs (default) or nodes")
-    parser.add_argument("--prometheus-url", help="jobs: a Prometheus that scrapes the GPU exporter")
-    parser.add_argument("-A", "--all-namespaces", action="store_true", help="jobs of every namespace")
-    parser.add_argument("-w", "--watch", type=seconds, metavar="SECONDS", help="refresh every SECONDS until Ctrl-C")
+from .base import Failure, Out, UsageError, table
 
 
 def cmd_top(jobs: JobsClient, args: argparse.Namespace, out: Out, sleep: Callable[[float], None]) -> None:
