@@ -5,6 +5,7 @@ shapes those controllers write (``components/jobs/queues.py`` names the sources)
 from __future__ import annotations
 
 import pytest
+import yaml
 from loopback_api import (
     KUEUE,
     NS,
@@ -210,3 +211,32 @@ def test_queue_by_name_that_nothing_has(cluster, capsys) -> None:
     assert (
         capsys.readouterr().err == "ack-jobs queue: no Volcano queue or Kueue LocalQueue or ClusterQueue named 'nope'\n"
     )
+
+
+def test_top_jobs_of_every_namespace_asks_prometheus_per_namespace(cluster) -> None:
+    api, kubeconfig = cluster
+    mnist = serve_mnist(api)
+    other = {**mnist, "metadata": {**mnist["metadata"], "namespace": "research"}}
+    api.serve("/apis/kubeflow.org/v1/pytorchjobs", "PyTorchJob", [other, mnist])
+    research_pods = [{**pod, "metadata": {**pod["metadata"], "namespace": "research"}} for pod in api.pods]
+    api.routes[("GET", "/api/v1/namespaces/research/pods")] = {"kind": "PodList", "items": research_pods}
+    asked: list[str] = []
+
+    def query(params: dict[str, list[str]], _: object) -> tuple[int, object]:
+        expr = params["query"][0]
+        namespace = "research" if 'namespace="research"' in expr else NS
+        asked.append(namespace)
+        value = "50" if namespace == "research" else "90"
+        result = [{"metric": {"pod": "mnist-master-0"}, "value": [0, value]}]
+        return 200, {"status": "success", "data": {"resultType": "vector", "result": result}}
+
+    api.routes[("GET", "/api/v1/query")] = query
+    url = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+    code, lines = jobs(kubeconfig, "top", "-A", "--prometheus-url", url)
+    assert code == 0
+    assert [line.split()[:4] for line in lines] == [
+        ["NAMESPACE", "JOB", "POD", "GPU-UTIL"],
+        ["research", "mnist", "mnist-master-0", "50%"],
+        [NS, "mnist", "mnist-master-0", "90%"],
+    ]
+    assert sorted(asked) == ["research", "research", NS, NS]
