@@ -1,5 +1,7 @@
 """The ack-training-platform program: validate the stack, compose, export."""
 
+from pathlib import Path
+
 import pulumi
 
 from components import (
@@ -15,6 +17,8 @@ from components import (
     TrainingNamespace,
     TrainingOperator,
     local_providers,
+    node_role_name,
+    oss_reader,
     platform_context,
 )
 from components.manifests import (
@@ -22,18 +26,39 @@ from components.manifests import (
     job_defaults,
     kueue_objects,
     kueue_queue_name,
-    mirrored_namespaces,
     system_node_selector,
+    training_pod_security,
     v2_fabrics,
 )
-from components.stack import stack_secret, stack_spec
+from components.mirror import mirrored_images
+from components.preflight import check_cloud
+from components.registry import image_pushed, pinned_image
+from components.stack import is_secret_section, local_sources, stack_secret, stack_spec
 
 spec = stack_spec()
+sources = local_sources(Path(__file__).resolve().parent, spec)
+check_cloud(spec)
 pool = registry = cluster = None
+
+
+def team_namespaces(provider) -> dict[str, TrainingNamespace]:
+    return {
+        team.name: TrainingNamespace(
+            team.name, spec.training, provider=provider, team=team, network_policies=spec.network_policies
+        )
+        for team in spec.teams
+    }
+
+
+pod_security = training_pod_security(spec)
 if spec.cluster.local is not None:
     provider, kept_provider = local_providers(spec.cluster.local)
-    namespace = TrainingNamespace("training", spec.training, provider=provider)
+    namespace = TrainingNamespace("training", spec.training, provider=provider, pod_security=pod_security)
     volumes = SharedVolumes("shared", spec.storage, namespace=namespace, provider=kept_provider)
+    teams = team_namespaces(provider)
+    team_volumes = {
+        name: SharedVolumes(name, spec.storage, namespace=ns, provider=kept_provider) for name, ns in teams.items()
+    }
 else:
     network = Network(spec.cluster.name, spec.network)
     cluster = AckCluster(
@@ -55,8 +80,10 @@ else:
             autoscaler=cluster.autoscaler,
             addons=cluster.addons,
             keep_addons=cluster.adopted,
+            worker_role=node_role_name(spec.cluster.name, spec.gpu_pool.name),
         )
-    namespace = TrainingNamespace("training", spec.training, provider=provider)
+    namespace = TrainingNamespace("training", spec.training, provider=provider, pod_security=pod_security)
+    teams = team_namespaces(provider)
     storage = NasStorage(
         "nas",
         spec.storage,
@@ -64,8 +91,8 @@ else:
         provider=provider,
         zone_id=spec.nas_zone,
         mount_vswitch_index=spec.nas_vswitch,
+        access_cidrs=spec.nas_access_cidrs,
     )
-    oss_credentials = (stack_secret("ossAccessKeyId"), stack_secret("ossAccessKeySecret")) if spec.storage.oss else None
     volumes = SharedVolumes(
         "shared",
         spec.storage,
@@ -74,8 +101,21 @@ else:
         nas_server=storage.server,
         depends_on=storage.ready,
         region=spec.region,
-        oss_credentials=oss_credentials,
+        oss_role=oss_reader(spec.cluster.name, spec.storage.oss, cluster.rrsa, parent=cluster)
+        if spec.storage.oss
+        else None,
     )
+    team_volumes = {
+        name: SharedVolumes(
+            name,
+            spec.storage,
+            namespace=ns,
+            provider=cluster.kept_provider,
+            nas_server=storage.server,
+            depends_on=storage.ready,
+        )
+        for name, ns in teams.items()
+    }
     if spec.registry is not None:
         registry = ContainerRegistry(
             "registry",
@@ -86,8 +126,8 @@ else:
             cluster_id=cluster.cluster_id,
             vpc_id=network.vpc_id,
             vswitch_id=network.first_vswitch_id,
-            # With a mirror, what the stack installs pulls from the registry too.
-            pulling_namespaces=mirrored_namespaces(spec),
+            mirrored_images=mirrored_images(spec),
+            secret_namespaces=list(teams.values()),
             keep_addons=cluster.adopted,
             password=stack_secret("registryPassword"),
         )
@@ -97,13 +137,30 @@ else:
     pulumi.export("nasServer", storage.server)
     pulumi.export("registry", {"pushUrl": registry.push_url, "pullUrl": registry.repository_url} if registry else None)
 
+if spec.storage.nas is not None and spec.storage.nas.user_access == "no_squash":
+    # While NAS trusts root, each team's directories are handed to its uid, with its first job's image.
+    for team in spec.teams:
+        first = next((job for job in spec.jobs if job.team == team.name), None)
+        if first is not None:
+            team_volumes[team.name].hand_to(
+                team,
+                image=pinned_image(first.image, first.image_tag, registry, f"team {team.name!r}'s directories"),
+                node_selector=system_node_selector(spec.cluster),
+                image_pull_secret=registry.pull_secret if registry is not None else None,
+                depends_on=registry.ready if registry is not None else None,
+            )
+
+# With a mirror, the third-party images come from it. It is public: their pulls need the
+# registry reachable, no credentials.
+mirror_pulls = registry.reachable if registry is not None and spec.image_mirror else None
 operator = TrainingOperator(
     "training-operator",
     spec.operator,
     provider=provider,
+    sources=sources,
     image_mirror=spec.image_mirror,
     node_selector=system_node_selector(spec.cluster),
-    pulls_after=registry.ready if registry is not None and spec.image_mirror else None,
+    pulls_after=mirror_pulls,
 )
 queued = spec.trainer_v2.kueue.enabled
 trainer_v2 = (
@@ -111,11 +168,13 @@ trainer_v2 = (
         "trainer-v2",
         spec.trainer_v2,
         provider=provider,
+        sources=sources,
         fabrics=v2_fabrics(spec),
         queue_objects=kueue_objects(spec) if queued else (),
         queue=kueue_queue_name(spec) if queued else None,
         image_mirror=spec.image_mirror,
         node_selector=system_node_selector(spec.cluster),
+        pulls_after=mirror_pulls,
     )
     if spec.uses_trainer_v2
     else None
@@ -124,16 +183,19 @@ jobs = [
     TrainingJob(
         job.name,
         job,
-        namespace=namespace,
-        storage=volumes,
+        namespace=teams[job.team] if job.team else namespace,
+        storage=team_volumes[job.team] if job.team else volumes,
         pool=pool,
         registry=registry,
         operator=operator,
         trainer_v2=trainer_v2,
         backend=spec.job_backend(job),
         provider=provider,
+        network_policy=spec.network_policies,
+        secret=is_secret_section("jobs"),
     )
     for job in spec.jobs
+    if image_pushed(registry, job.image_tag if job.image is None else None, f"job {job.name!r}")
 ]
 
 monitoring = Monitoring(
@@ -152,12 +214,16 @@ pulumi.export("namespace", namespace.name)
 pulumi.export("volumeClaims", {"data": volumes.data_claim, "output": volumes.output_claim})
 pulumi.export("tensorboard", monitoring.tensorboard_command)
 pulumi.export("jobs", {job.job_name: {"namespace": job.namespace, "commands": job.commands} for job in jobs})
-# What `ack-jobs submit` builds a job with: the context the stack's own jobs get.
-pulumi.export(
-    "jobDefaults",
-    job_defaults(
-        platform_context(namespace=namespace, storage=volumes, pool=pool, registry=registry, trainer_v2=trainer_v2),
+
+
+def defaults_in(where: TrainingNamespace, storage: SharedVolumes) -> dict:
+    """What `ack-jobs submit` builds a job with in ``where``: the context the stack's own jobs get."""
+    return job_defaults(
+        platform_context(namespace=where, storage=storage, pool=pool, registry=registry, trainer_v2=trainer_v2),
         backend=spec.training.backend,
         registry=registry.repository_url if registry is not None else None,
-    ),
-)
+    )
+
+
+pulumi.export("jobDefaults", defaults_in(namespace, volumes))
+pulumi.export("teamJobDefaults", {name: defaults_in(ns, team_volumes[name]) for name, ns in teams.items()})

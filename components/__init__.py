@@ -11,6 +11,7 @@ pure and import no Pulumi; nothing here imports torch.
 from .cluster import AckCluster, local_providers
 from .config import ConfigError, PlatformSpec, TrainingJobSpec, load_spec
 from .gpu_pool import GpuNodePool
+from .identity import node_role_name, oss_reader
 from .manifests import Placement
 from .monitoring import Monitoring
 from .namespace import TrainingNamespace
@@ -39,5 +40,7 @@ __all__ = [
     "TrainingOperator",
     "load_spec",
     "local_providers",
+    "node_role_name",
+    "oss_reader",
     "platform_context",
 ]

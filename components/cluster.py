@@ -11,9 +11,13 @@ import pulumi_kubernetes as k8s
 
 from ._k8s import TOKEN
 from .config import AutoscalerSpec, ClusterSpec, LocalClusterSpec, NetworkSpec
-from .manifests import CREATION_ADDONS, POOL_LABEL, SYSTEM_POOL, api_server_acl_command
+from .identity import METADATA_TOKENS_REQUIRED, node_role, node_role_name
+from .manifests import POOL_LABEL, SYSTEM_POOL, api_server_acl_command, creation_addons
 from .network import Network
 
+AUTOSCALER_TYPE = "cluster-autoscaler"
+"""The autoscaler ACK runs for the cluster; the SDK also offers ``goatscaler``, whose expander
+settings differ (pulumi-alicloud 4.0.0 ``cs/autoscaling_config.py``)."""
 ACK_CONTROL_PLANE_CIDR = "100.104.0.0/16"
 """ACK's control plane reaches the API server from here; an access list without it
 breaks the cluster (ACK: "Configure access control for the API server")."""
@@ -44,6 +48,8 @@ class AckCluster(pulumi.ComponentResource):
         addons: the add-on resources.
         adopted: whether the cluster existed before this stack.
         autoscaler: the autoscaler configuration, which autoscaling pools must wait for.
+        rrsa: the cluster's RRSA OIDC provider and issuer, for roles its service accounts
+            assume; ``None`` for an adopted cluster.
         api_server_access: the access list of a public API server and the command that
             binds it, or ``None``.
     """
@@ -63,6 +69,7 @@ class AckCluster(pulumi.ComponentResource):
         super().__init__(f"{TOKEN}:AckCluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.api_server_access: pulumi.Output[dict[str, str]] | None = None
+        self.rrsa: pulumi.Output[alicloud.cs.outputs.ManagedKubernetesRrsaMetadata] | None = None
         nodes: list[pulumi.Resource] = []
         if spec.existing_cluster_id is not None:
             self.cluster_id = pulumi.Output.from_input(spec.existing_cluster_id)
@@ -73,17 +80,26 @@ class AckCluster(pulumi.ComponentResource):
                 cluster_spec=spec.cluster_spec,
                 version=spec.version,
                 vswitch_ids=network.vswitch_ids,
-                pod_cidr=str(network_spec.pod_cidr),
+                # Terway gives pods addresses from the node vSwitches instead of an overlay.
+                pod_cidr=str(network_spec.pod_cidr) if spec.network == "flannel" else None,
+                pod_vswitch_ids=network.vswitch_ids if spec.network == "terway" else None,
                 service_cidr=str(network_spec.service_cidr),
                 # An adopted VPC has its own egress; a new one needs a NAT gateway to pull images.
                 new_nat_gateway=not network.adopted,
                 slb_internet_enabled=spec.api_server.public,
                 deletion_protection=spec.deletion_protection,
                 is_enterprise_security_group=True,
-                addons=[alicloud.cs.ManagedKubernetesAddonArgs(name=addon) for addon in CREATION_ADDONS],
+                # Pods get cloud credentials for their own service account (RRSA) rather than
+                # the node's role; once on, ACK cannot turn it off (SDK: enable_rrsa).
+                enable_rrsa=True,
+                addons=[
+                    alicloud.cs.ManagedKubernetesAddonArgs(name=addon, config=config)
+                    for addon, config in creation_addons(spec.network)
+                ],
                 opts=child,
             )
             self.cluster_id = cluster.id
+            self.rrsa = cluster.rrsa_metadata
             if spec.api_server.allowed_cidrs:
                 self.api_server_access = self._access_list(name, spec, network_spec, cluster, region)
         if spec.has_system_pool:
@@ -93,9 +109,14 @@ class AckCluster(pulumi.ComponentResource):
             self.autoscaler = alicloud.cs.AutoscalingConfig(
                 f"{name}-autoscaler",
                 cluster_id=self.cluster_id,
+                # The Terraform provider reads cool_down_duration back from the add-on's
+                # ScaleDownUnneededTime (how long a node stays unneeded before it goes) and
+                # unneeded_duration from ScaleDownDelayAfterAdd (the pause after a scale-out):
+                # terraform-provider-alicloud resource_alicloud_cs_autoscaling_config.go.
+                scaler_type=AUTOSCALER_TYPE,
                 scale_up_from_zero=True,
                 scale_down_enabled=True,
-                unneeded_duration=f"{autoscaler.idle_minutes}m",
+                cool_down_duration=f"{autoscaler.idle_minutes}m",
                 gpu_utilization_threshold=str(autoscaler.gpu_utilization_threshold),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=list(nodes)),
             )
@@ -128,6 +149,7 @@ class AckCluster(pulumi.ComponentResource):
 
     def _system_pool(self, name: str, spec: ClusterSpec, network: Network) -> alicloud.cs.NodePool:
         pool = spec.system_pool
+        role, policy = node_role(f"{name}-{SYSTEM_POOL}", role_name=node_role_name(spec.name, SYSTEM_POOL), parent=self)
         return alicloud.cs.NodePool(
             f"{name}-{SYSTEM_POOL}",
             cluster_id=self.cluster_id,
@@ -142,7 +164,11 @@ class AckCluster(pulumi.ComponentResource):
             system_disk_category="cloud_essd",
             system_disk_size=pool.system_disk_gib,
             install_cloud_monitor=True,
-            opts=pulumi.ResourceOptions(parent=self),
+            ram_role_name=role.role_name,
+            instance_metadata_options=alicloud.cs.NodePoolInstanceMetadataOptionsArgs(
+                http_tokens=METADATA_TOKENS_REQUIRED
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
         )
 
     def _access_list(

@@ -7,6 +7,7 @@ import pulumi_alicloud as alicloud
 
 from ._k8s import TOKEN
 from .config import GpuPoolSpec
+from .identity import METADATA_TOKENS_REQUIRED, node_role
 from .manifests import Placement, pool_node_labels, pool_placement, pool_tags
 
 
@@ -24,6 +25,8 @@ class GpuNodePool(pulumi.ComponentResource):
         addons: the cluster's add-ons; auto-repair needs node-lifecycle-controller and
             ack-node-problem-detector installed first.
         keep_addons: leave the fabric add-on installed when the pool goes (an adopted cluster).
+        worker_role: name of the pool's own worker RAM role, created here with only what
+            nodes need (unique in the account).
 
     Attributes:
         spec: the pool's spec.
@@ -43,12 +46,14 @@ class GpuNodePool(pulumi.ComponentResource):
         autoscaler: pulumi.Resource | None = None,
         addons: list[pulumi.Resource] | None = None,
         keep_addons: bool = False,
+        worker_role: str,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:GpuNodePool", name, None, opts)
         self.spec = spec
         self.placement: Placement = pool_placement(spec)
         spot = spec.spot_strategy != "NoSpot"
+        role, policy = node_role(name, role_name=worker_role, parent=self)
         pool = alicloud.cs.NodePool(
             name,
             cluster_id=cluster_id,
@@ -85,8 +90,15 @@ class GpuNodePool(pulumi.ComponentResource):
             if spec.data_disk_gib
             else None,
             install_cloud_monitor=True,
+            # Its own role, and instance metadata only with a session token: both are set
+            # when the pool is created (create-only in the provider).
+            ram_role_name=role.role_name,
+            instance_metadata_options=alicloud.cs.NodePoolInstanceMetadataOptionsArgs(
+                http_tokens=METADATA_TOKENS_REQUIRED
+            ),
             opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[*([autoscaler] if autoscaler is not None else []), *(addons or [])]
+                parent=self,
+                depends_on=[policy, *([autoscaler] if autoscaler is not None else []), *(addons or [])],
             ),
         )
         self.node_pool_id = pool.node_pool_id

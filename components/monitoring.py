@@ -14,7 +14,7 @@ from .manifests.alerts import alerts, arms_alert_rule
 from .manifests.monitoring import operator_objects, pod_monitors
 from .manifests.tensorboard import port_forward_command, tensorboard_objects
 from .namespace import TrainingNamespace
-from .registry import ContainerRegistry, pinned_image
+from .registry import ContainerRegistry, image_pushed, pinned_image
 from .storage import SharedVolumes
 from .training_job import IMAGE_PLACEHOLDER
 
@@ -30,7 +30,8 @@ class Monitoring(pulumi.ComponentResource):
       dashboard ConfigMap, for a prometheus-operator the cluster runs; its CRDs must exist.
     - ``arms``: the same PodMonitors registered with ACK's managed Prometheus through the ARMS
       API and one ARMS alert rule per alert, all waiting for the ``arms-prometheus`` add-on.
-    - TensorBoard (``tensorboard.enabled``), on the system nodes with the output claim read-only.
+    - TensorBoard (``tensorboard.enabled``), on the system nodes with the output claim read-only,
+      once its image is in the registry (:func:`~components.registry.image_pushed`).
 
     Args:
         name: Pulumi resource name.
@@ -83,8 +84,9 @@ class Monitoring(pulumi.ComponentResource):
             for rule in alerts(spec):
                 alicloud.arms.PrometheusAlertRule(rule.name, cluster_id=cluster_id, **arms_alert_rule(rule), opts=arms)
         self.tensorboard_command: str | None = None
-        if spec.monitoring.tensorboard.enabled:
-            image = pinned_image(*spec.tensorboard_image(), registry, "TensorBoard")
+        image_ref, tag = spec.tensorboard_image()
+        if spec.monitoring.tensorboard.enabled and image_pushed(registry, tag, "TensorBoard"):
+            image = pinned_image(image_ref, tag, registry, "TensorBoard")
             objects = tensorboard_objects(
                 spec.monitoring.tensorboard,
                 namespace=ns,

@@ -1,4 +1,4 @@
-"""The namespace training jobs run in."""
+"""The namespace training jobs run in: the platform's own, or one per team."""
 
 from __future__ import annotations
 
@@ -6,23 +6,45 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from ._k8s import TOKEN, resource_args
-from .config import TrainingNamespaceSpec
-from .manifests import training_namespace
+from .config import TeamSpec, TrainingNamespaceSpec
+from .manifests import (
+    BASELINE,
+    Manifest,
+    run_as,
+    team_access,
+    team_namespace,
+    team_network_policies,
+    training_namespace,
+)
 
 _KINDS = {
     "Namespace": k8s.core.v1.Namespace,
     "ServiceAccount": k8s.core.v1.ServiceAccount,
     "ResourceQuota": k8s.core.v1.ResourceQuota,
+    "Role": k8s.rbac.v1.Role,
+    "RoleBinding": k8s.rbac.v1.RoleBinding,
+    "NetworkPolicy": k8s.networking.v1.NetworkPolicy,
 }
 
 
 class TrainingNamespace(pulumi.ComponentResource):
-    """Namespace, service account and optional GPU quota for jobs.
+    """Namespace, service account and quota for jobs: the platform's training namespace, or a
+    team's namespace with its Role and, on a Terway cluster, its NetworkPolicies.
+
+    Args:
+        name: Pulumi resource name.
+        spec: the training namespace's settings (its service account name serves teams too).
+        provider: the cluster's kubernetes provider.
+        team: the team whose namespace this is; ``None`` for the training namespace.
+        pod_security: the level the training namespace enforces (a team's follows from the team).
+        network_policies: wall the team's pods in with NetworkPolicies.
 
     Attributes:
         name: the namespace name.
         service_account: the jobs' service account name.
         namespace: the Namespace resource (depend on it before creating objects inside).
+        team: the team, or ``None``.
+        security_context: the pod security context of the team's jobs, or ``None``.
     """
 
     def __init__(
@@ -31,18 +53,35 @@ class TrainingNamespace(pulumi.ComponentResource):
         spec: TrainingNamespaceSpec,
         *,
         provider: k8s.Provider,
+        team: TeamSpec | None = None,
+        pod_security: str = BASELINE,
+        network_policies: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:TrainingNamespace", name, None, opts)
-        self.name = spec.namespace
+        self.team = team
+        self.name = team.name if team is not None else spec.namespace
         self.service_account = spec.service_account
-        first, *rest = training_namespace(spec)
+        self.security_context: Manifest | None = run_as(team) if team is not None else None
+        if team is None:
+            manifests = training_namespace(spec, pod_security=pod_security)
+        else:
+            manifests = [
+                *team_namespace(team, service_account=spec.service_account),
+                *team_access(team),
+                *(team_network_policies(team.name) if network_policies else []),
+            ]
+        first, *rest = manifests
         self.namespace = k8s.core.v1.Namespace(
-            spec.namespace, **resource_args(first), opts=pulumi.ResourceOptions(parent=self, provider=provider)
+            self.name, **resource_args(first), opts=pulumi.ResourceOptions(parent=self, provider=provider)
         )
         inside = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[self.namespace])
         for manifest in rest:
             _KINDS[manifest["kind"]](
-                f"{spec.namespace}-{manifest['metadata']['name']}", **resource_args(manifest), opts=inside
+                f"{self.name}-{manifest['kind'].lower()}-{manifest['metadata']['name']}"
+                if team is not None
+                else f"{self.name}-{manifest['metadata']['name']}",
+                **resource_args(manifest),
+                opts=inside,
             )
         self.register_outputs({"name": self.name})

@@ -2,8 +2,10 @@
 
 The real SDK classes of pulumi-alicloud and pulumi-kubernetes still check every argument;
 each registered resource is kept with its inputs and options (:class:`Plan`), with values
-only known after deployment as ``(known after deploy)`` and secrets as ``[secret]``. The
-offline plan (:mod:`components.plan`) and the tests read the same records.
+only known after deployment as ``(known after deploy)`` (a registry host the cloud assigns
+as a named placeholder, so that an image shows its path and tag) and each secret value as
+``[secret]``, in a value of the same shape. The offline plan (:mod:`components.plan`) and
+the tests read the same records.
 """
 
 from __future__ import annotations
@@ -22,13 +24,18 @@ from .config import PROJECT
 
 SECRET = "[secret]"
 UNKNOWN = "(known after deploy)"
-REMOTE = {
-    "kubernetes:helm.sh/v3:Release": lambda inputs: f"Helm chart {inputs.get('chart')} {inputs.get('version')}",
-    "ack-training-platform:components:TrainingOperator": lambda inputs: f"kustomize overlay {inputs.get('source')}",
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+OPERATOR = "ack-training-platform:components:TrainingOperator"
+REGISTRY_HOST = "<registry host, known after deploy>"
+REGISTRY_PUBLIC_HOST = "<registry public host, known after deploy>"
+ASSIGNED_OUTPUTS = {
+    "alicloud:cr/repo:Repo": {
+        "domainLists": [{"vpc": REGISTRY_HOST, "public": REGISTRY_PUBLIC_HOST, "internal": REGISTRY_HOST}]
+    },
 }
-"""What the kubernetes provider renders at deploy time (a chart, a remote overlay);
-offline it stays a reference."""
-KUSTOMIZE_INVOKE = "kubernetes:kustomize:directory"
+"""Outputs the cloud assigns, as placeholders that say so: a personal registry's hosts (new
+instances get ``crpi-...`` ones), so that what is built from them (an image, a pull URL)
+shows everything else it holds."""
 
 
 @dataclass
@@ -91,9 +98,33 @@ class Plan:
         objects = [
             _manifest_order(r.inputs)
             for r in self.resources
-            if r.custom and r.type.startswith("kubernetes:") and r.type not in REMOTE
+            if r.custom and r.type.startswith("kubernetes:") and r.type != HELM_RELEASE
         ]
-        return sorted(objects, key=lambda o: (apply_rank(o["kind"]), o["kind"], o["metadata"].get("name", "")))
+        return sorted(
+            objects,
+            key=lambda o: (
+                apply_rank(o["kind"]),
+                o["kind"],
+                o["metadata"].get("name", ""),
+                o["metadata"].get("namespace", ""),
+            ),
+        )
+
+    def not_shown(self) -> list[str]:
+        """What the stack applies that this plan cannot show, each with the reason."""
+        lines = []
+        for r in self.resources:
+            if r.type == OPERATOR and r.inputs.get("prepared") is False:
+                lines.append(
+                    f"{r.name}: the objects of {r.inputs['overlay']}; its rendering is not prepared here "
+                    "(python -m components.upstream prepare)"
+                )
+            elif r.type == HELM_RELEASE:
+                lines.append(
+                    f"{r.name}: the objects of Helm chart {r.inputs.get('chart')} {r.inputs.get('version')}; "
+                    "Helm renders them, hooks included, only when the release is installed"
+                )
+        return lines
 
     def counts(self) -> Counter[str]:
         return Counter(r.type for r in self.resources)
@@ -121,13 +152,32 @@ class Plan:
         return {"stack": self.stack, "resources": [r.as_json() for r in self.resources], "outputs": self.outputs}
 
 
+def redacted(value: Any) -> Any:
+    """``value`` with each leaf replaced by ``[secret]``: maps keep their keys, lists their
+    length, and a string holding a JSON document (a ``.dockerconfigjson``) stays one, so
+    that an object carrying secrets stays a valid object."""
+    from pulumi.runtime import rpc
+
+    value = rpc.unwrap_rpc_secret(value)
+    if isinstance(value, dict):
+        return {k: redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redacted(v) for v in value]
+    if isinstance(value, str) and value[:1] in ("{", "["):
+        try:
+            return json.dumps(redacted(json.loads(value)))
+        except ValueError:
+            pass
+    return SECRET
+
+
 def _clean(value: Any) -> Any:
     """Recorded inputs with secrets redacted and unknowns made explicit."""
     from pulumi.output import Unknown
     from pulumi.runtime import rpc
 
     if rpc.is_rpc_secret(value):
-        return SECRET
+        return redacted(value)
     if isinstance(value, Unknown):
         return UNKNOWN
     if isinstance(value, dict):
@@ -169,6 +219,26 @@ def is_secure(value: Any) -> bool:
     return isinstance(value, dict) and set(value) == {"secure"}
 
 
+def holds_secure(value: Any) -> bool:
+    """Whether a config value is encrypted or holds an encrypted value
+    (``pulumi config set --secret --path``); Pulumi then treats the whole key as secret."""
+    if is_secure(value):
+        return True
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return any(holds_secure(item) for item in items)
+
+
+def redacted_config(value: Any) -> Any:
+    """A config value with every encrypted value, at any depth, read as ``[secret]``."""
+    if is_secure(value):
+        return SECRET
+    if isinstance(value, dict):
+        return {k: redacted_config(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redacted_config(v) for v in value]
+    return value
+
+
 def run_program(
     config: Mapping[str, Any], *, stack: str, project_dir: Path, invokes: Mapping[str, Any] | None = None
 ) -> Plan:
@@ -179,9 +249,10 @@ def run_program(
             values become secrets whose plaintext is ``[secret]``).
         stack: stack name the program sees.
         project_dir: the directory holding ``Pulumi.yaml`` and ``__main__.py``.
-        invokes: answers to provider functions by token, e.g. what the kubernetes
-            provider's ``kubernetes:kustomize:directory`` renders. Offline, with none,
-            every function answers nothing.
+        invokes: answers to provider functions by token, or a function of the call's
+            arguments giving the answer. Offline, with none, the cloud look-ups of
+            :mod:`components.preflight` answer as a cloud offering what the stack asks for,
+            and every other function answers nothing.
 
     Returns:
         The recorded plan.
@@ -191,6 +262,9 @@ def run_program(
     from pulumi.runtime.stack import run_pulumi_func
     from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
+    from . import preflight
+    from .stack import stack_spec
+
     recorded: dict[str, Recorded] = {}
     order: list[str] = []
 
@@ -198,14 +272,19 @@ def run_program(
         """Resources get back their inputs and no id: a preview, where ids are unknown."""
 
         def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str | None, dict]:
-            outputs = dict(args.inputs)
+            outputs = {**args.inputs, **ASSIGNED_OUTPUTS.get(args.typ, {})}
             if args.typ.startswith("kubernetes:") and isinstance(outputs.get("metadata"), dict):
                 # The API server assigns every object a uid; it is unknown until the object exists.
                 outputs["metadata"] = {**outputs["metadata"], "uid": rpc.UNKNOWN}
             return None, outputs
 
         def call(self, args: mocks.MockCallArgs) -> dict:
-            return dict((invokes or {}).get(args.token, {}))
+            if invokes and args.token in invokes:
+                answer = invokes[args.token]
+                return dict(answer(args.args) if callable(answer) else answer)
+            if args.token in preflight.LOOKUPS:
+                return preflight.offline_answer(args.token, args.args, stack_spec())
+            return {}
 
     worker_loops: set[asyncio.AbstractEventLoop] = set()
 
@@ -240,8 +319,8 @@ def run_program(
                 )
             return response
 
-    values = {k: SECRET if is_secure(v) else _config_value(v) for k, v in config.items()}
-    secret_keys = [k for k, v in config.items() if is_secure(v)]
+    values = {k: _config_value(redacted_config(v)) for k, v in config.items()}
+    secret_keys = [k for k, v in config.items() if holds_secure(v)]
     pulumi.runtime.set_all_config(values, secret_keys)
     settings.set_root_resource(None)  # type: ignore[arg-type]  # a fresh Stack per run
     monitor = RecordingMonitor(EchoMocks())

@@ -2,40 +2,50 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ._k8s import TOKEN
+from ._k8s import TOKEN, typed_resource
 from .config import OperatorSpec
-from .manifests import (
-    VOLCANO_NAMESPACE,
-    VOLCANO_REPOSITORY,
-    operator_customization,
-    operator_source,
-    volcano_values,
-)
+from .local_sources import LocalSources
+from .manifests import VOLCANO_NAMESPACE, customized_operator_objects, pod_spec, volcano_values
+from .pins import OPERATOR_OVERLAYS, VOLCANO_CHARTS
 
 RELEASE_TIMEOUT_S = 900
 """Volcano's pods may wait for a system node and for their images."""
 
 
-class TrainingOperator(pulumi.ComponentResource):
-    """Installs the Training Operator at a pinned release from its standalone kustomize
-    overlay (namespace ``kubeflow``), and Volcano from its Helm chart when gang scheduling
-    is on.
+def object_name(obj: dict) -> str:
+    """``namespace/name``, or ``name`` for a cluster-scoped object: the names the objects had
+    as children of a kustomize ``Directory``, kept so that they are adopted, not replaced."""
+    metadata = obj["metadata"]
+    return f"{metadata['namespace']}/{metadata['name']}" if metadata.get("namespace") else metadata["name"]
 
-    The overlay is rendered by the kubernetes provider at deploy time (it fetches the
-    pinned tag with ``git``); each rendered object passes through
-    :func:`~components.manifests.customize_operator_object` before it is applied (``python -m
-    components.upstream operator`` shows the result for a stack), so no
-    overlay is written to disk and the inputs are the same on every machine. Volcano is a
-    Helm release, not a ``helm.v4.Chart``: its admission secret comes from a pre-install
-    hook, which only a release runs.
+
+class TrainingOperator(pulumi.ComponentResource):
+    """Installs the Training Operator from its standalone kustomize overlay at a pinned
+    release (namespace ``kubeflow``), and Volcano from its Helm chart when gang scheduling
+    is on, both from the verified local copies in ``.upstream/``.
+
+    Each object of the rendered overlay passes through
+    :func:`~components.manifests.customized_operator_objects` and becomes one resource, so
+    each gets its own dependencies: the operator's Deployment waits for the overlay's other
+    objects, for Volcano (started with ``--gang-scheduler-name=volcano`` the operator exits
+    unless Volcano's PodGroup CRD exists, v1.9.4 ``cmd/training-operator.v1/main.go``
+    ``validateCRD``) and for what its image pull needs. A ``kustomize.Directory`` cannot do
+    that: its objects get only ``parent`` (pulumi-kubernetes ``kustomize/kustomize.py``,
+    ``yaml/yaml.py`` ``_get_child_options``), so ``depends_on`` never reaches them. Volcano
+    is a Helm release, not a ``helm.v4.Chart``: its admission secret comes from a
+    pre-install hook, which only a release runs.
 
     Args:
         name: Pulumi resource name.
         spec: the operator's spec.
         provider: the cluster's kubernetes provider.
+        sources: the verified local copies of the overlay and the chart (default: the
+            ``.upstream/`` folder of the directory Pulumi runs the program in).
         image_mirror: registry path the third-party images were copied to.
         node_selector: labels of the nodes for the operator and Volcano (the system pool).
         pulls_after: what must exist before their images can be pulled (the mirror
@@ -53,43 +63,79 @@ class TrainingOperator(pulumi.ComponentResource):
         spec: OperatorSpec,
         *,
         provider: k8s.Provider,
+        sources: LocalSources | None = None,
         image_mirror: str | None = None,
         node_selector: dict[str, str] | None = None,
         pulls_after: list[pulumi.Resource] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
-        source = operator_source(spec.version) if spec.install else None
-        super().__init__(f"{TOKEN}:TrainingOperator", name, {"source": source}, opts)
+        sources = sources or LocalSources.of_project(Path.cwd())
+        rendered = sources.operator_objects(spec.version) if spec.install else None
+        overlay = OPERATOR_OVERLAYS[spec.version]
+        props = {
+            "overlay": f"{overlay.source.repository} {overlay.source.tag} {overlay.source.path}/{overlay.overlay}",
+            "objectsSha256": overlay.objects_sha256,
+            "prepared": rendered is not None,
+        }
+        super().__init__(f"{TOKEN}:TrainingOperator", name, props if spec.install else None, opts)
         self.gang_scheduling = spec.volcano.enabled
-        self.ready: pulumi.Input[list[pulumi.Resource]] = []
+        self.ready: list[pulumi.Resource] = []
         if not spec.install:
             self.register_outputs({})
             return
+        pulls = list(pulls_after or [])
         volcano: list[pulumi.Resource] = []
-        wait = list(pulls_after or [])
         if spec.volcano.enabled:
             volcano.append(
                 k8s.helm.v3.Release(
                     "volcano",
                     name="volcano",
-                    chart="volcano",
+                    chart=sources.chart_input(VOLCANO_CHARTS[spec.volcano.version].name),
                     version=spec.volcano.version,
-                    repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=VOLCANO_REPOSITORY),
                     namespace=VOLCANO_NAMESPACE,
                     create_namespace=True,
                     values=volcano_values(mirror=image_mirror, node_selector=node_selector),
                     timeout=RELEASE_TIMEOUT_S,
-                    opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=wait),
+                    opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=pulls),
                 )
             )
-
-        # Started with --gang-scheduler-name=volcano, the operator exits unless Volcano's
-        # PodGroup CRD exists (v1.9.4 cmd/training-operator.v1/main.go).
-        overlay = k8s.kustomize.Directory(
-            name,
-            directory=source,
-            transformations=[operator_customization(spec, mirror=image_mirror, node_selector=node_selector)],
-            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[*wait, *volcano]),
-        )
-        self.ready = overlay.resources.apply(lambda rendered: [*volcano, *rendered.values()])
+        objects = customized_operator_objects(rendered or [], spec, mirror=image_mirror, node_selector=node_selector)
+        # The objects were children of a kustomize Directory of this name before.
+        was_in = pulumi.Alias(parent=pulumi.create_urn(name, "kubernetes:kustomize:Directory", parent=self))
+        namespaces = {
+            obj["metadata"]["name"]: typed_resource(
+                object_name(obj), obj, pulumi.ResourceOptions(parent=self, provider=provider, aliases=[was_in])
+            )
+            for obj in objects
+            if obj["kind"] == "Namespace"
+        }
+        others = [
+            typed_resource(
+                object_name(obj),
+                obj,
+                pulumi.ResourceOptions(
+                    parent=self,
+                    provider=provider,
+                    aliases=[was_in],
+                    depends_on=[namespaces[ns]] if (ns := obj["metadata"].get("namespace")) in namespaces else [],
+                ),
+            )
+            for obj in objects
+            if obj["kind"] != "Namespace" and pod_spec(obj) is None
+        ]
+        workloads = [
+            typed_resource(
+                object_name(obj),
+                obj,
+                pulumi.ResourceOptions(
+                    parent=self,
+                    provider=provider,
+                    aliases=[was_in],
+                    depends_on=[*namespaces.values(), *others, *volcano, *pulls],
+                ),
+            )
+            for obj in objects
+            if pod_spec(obj) is not None
+        ]
+        self.ready = [*volcano, *namespaces.values(), *others, *workloads]
         self.register_outputs({})

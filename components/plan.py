@@ -9,8 +9,9 @@ recorded with its inputs and options::
     python -m components.plan --stack-file my.yaml --json  # machine-readable
     python -m components.plan --schema                     # JSON schema of the config
 
-Values only known after deployment appear as ``(known after deploy)``; secrets as
-``[secret]``. Exit status: 0 planned, 2 invalid configuration or arguments.
+Values only known after deployment appear as ``(known after deploy)`` (a registry host as
+``<registry host, known after deploy>``); each secret value as ``[secret]``, in an object of
+the same shape. Exit status: 0 planned, 2 invalid configuration or arguments.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import argparse
 import json
 import sys
 import time
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,7 @@ from typing import Any
 import yaml
 
 from .config import PROJECT, ConfigError, PlatformSpec, load_spec, missing_credentials, stack_schema
-from .offline import REMOTE, SECRET, Plan, apply_rank, is_secure, run_program
+from .offline import SECRET, Plan, apply_rank, holds_secure, redacted_config, run_program
 
 
 class PlanError(Exception):
@@ -83,8 +85,8 @@ def offline_spec(config: Mapping[str, Any]) -> PlatformSpec:
     Raises:
         ConfigError: the config is invalid.
     """
-    plain = {k: SECRET if is_secure(v) else v for k, v in config.items()}
-    return load_spec(plain, [k for k, v in config.items() if is_secure(v)], credentials=False)
+    plain = {k: redacted_config(v) for k, v in config.items()}
+    return load_spec(plain, [k for k, v in config.items() if holds_secure(v)], credentials=False)
 
 
 def plan_stack(config: Mapping[str, Any], *, stack: str, project_dir: Path) -> tuple[Plan, list[str], PlatformSpec]:
@@ -97,11 +99,17 @@ def plan_stack(config: Mapping[str, Any], *, stack: str, project_dir: Path) -> t
 
 def write_manifests(plan: Plan, out: Path) -> list[Path]:
     """Write each Kubernetes object to ``out/<rank>-<kind>-<name>.yaml`` (the rank
-    orders a plain ``kubectl apply -f out/``); return the paths."""
+    orders a plain ``kubectl apply -f out/``), or ``<rank>-<kind>-<namespace>-<name>.yaml``
+    where objects of one kind and name live in several namespaces (the teams'); return the
+    paths."""
     out.mkdir(parents=True, exist_ok=True)
+    objects = plan.kubernetes_objects()
+    names = Counter((obj["kind"], obj["metadata"]["name"]) for obj in objects)
     written = []
-    for obj in plan.kubernetes_objects():
-        path = out / f"{apply_rank(obj['kind'])}-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
+    for obj in objects:
+        kind, meta = obj["kind"], obj["metadata"]
+        name = meta["name"] if names[kind, meta["name"]] == 1 else f"{meta.get('namespace')}-{meta['name']}"
+        path = out / f"{apply_rank(kind)}-{kind.lower()}-{name}.yaml"
         path.write_text(yaml.safe_dump(obj, sort_keys=False))
         written.append(path)
     return written
@@ -153,9 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\nresources by type:")
     for type_, count in sorted(plan.counts().items()):
         print(f"  {count:3d}  {type_}")
-    for r in plan.resources:
-        if r.type in REMOTE and (r.custom or r.inputs.get("source")):
-            print(f"\nrendered by the kubernetes provider at deploy time: {r.name} ({REMOTE[r.type](r.inputs)})")
+    for line in plan.not_shown():
+        print(f"\nnot shown: {line}")
     for key in unset:
         print(f"\nplanned without {key}: set it with pulumi config set --secret {key.split(':', 1)[1]} <value>")
     if written:

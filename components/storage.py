@@ -11,11 +11,11 @@ import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
 from ._k8s import TOKEN, resource_args
-from .config import StorageSpec, VolumeSpec
+from .config import StorageSpec, TeamSpec, VolumeSpec
 from .manifests import (
-    MANAGED_BY,
     Manifest,
     claim_ref,
+    directory_owner_job,
     nas_persistent_volume,
     nas_storage_class,
     oss_persistent_volume,
@@ -25,15 +25,13 @@ from .manifests import (
 from .namespace import TrainingNamespace
 from .network import Network
 
-OSS_SECRET = "oss-credentials"
-
 
 class SharedVolumes(pulumi.ComponentResource):
     """The data and output claims, whose data no deletion in the cluster can lose.
 
     On NAS each claim is bound to a volume at a fixed directory,
     ``<basePath>/<namespace>/<claim>``; with ``spec.oss`` the data claim is a read-only OSS
-    volume. The volumes are kept on delete, and each names its claim by uid, so a claim
+    volume, which the OSS CSI plugin reads as the RAM role ``oss_role`` (RRSA). The volumes are kept on delete, and each names its claim by uid, so a claim
     recreated after ``pulumi destroy`` or after its namespace was deleted binds to the same
     data on the next ``pulumi up``. On a cluster without NAS (a local stack) the claims come
     from the configured StorageClass.
@@ -41,7 +39,8 @@ class SharedVolumes(pulumi.ComponentResource):
     Attributes:
         data_claim: claim name of the training data volume.
         output_claim: claim name of the checkpoint/output volume.
-        claims: the claim resources (jobs depend on them).
+        claims: the claim resources, and the Job that hands a team its directories (jobs
+            depend on them).
     """
 
     def __init__(
@@ -54,7 +53,7 @@ class SharedVolumes(pulumi.ComponentResource):
         nas_server: pulumi.Input[str] | None = None,
         depends_on: list[pulumi.Resource] | None = None,
         region: str | None = None,
-        oss_credentials: tuple[pulumi.Input[str], pulumi.Input[str]] | None = None,
+        oss_role: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:SharedVolumes", name, None, opts)
@@ -69,9 +68,9 @@ class SharedVolumes(pulumi.ComponentResource):
         )
         self.claims: list[pulumi.Resource] = []
         if spec.oss is not None:
-            if oss_credentials is None:
-                raise ValueError("storage.oss needs the ossAccessKeyId and ossAccessKeySecret secrets")
-            self._oss_volume(name, spec, region, oss_credentials)
+            if oss_role is None:
+                raise ValueError("storage.oss needs the RAM role the OSS CSI plugin reads the bucket as")
+            self._oss_volume(spec, region, oss_role)
         shared = [spec.output] if spec.oss is not None else [spec.data, spec.output]
         for volume in shared:
             if nas_server is None:
@@ -86,6 +85,41 @@ class SharedVolumes(pulumi.ComponentResource):
             )
         self.register_outputs({"dataClaim": self.data_claim, "outputClaim": self.output_claim})
 
+    def hand_to(
+        self,
+        team: TeamSpec,
+        *,
+        image: pulumi.Input[str],
+        node_selector: dict[str, str] | None = None,
+        image_pull_secret: str | None = None,
+        depends_on: list[pulumi.Resource] | None = None,
+    ) -> None:
+        """Give ``team`` its directories with a one-shot Job (:func:`directory_owner_job`),
+        which the team's jobs then wait for.
+
+        NAS has no per-directory owner setting and its access points, which create a root
+        directory for a POSIX user, exist on general-purpose file systems only (NAS API
+        ``CreateAccessPoint``); a Job run while the access rule trusts root works on both kinds.
+        """
+        manifest = directory_owner_job(
+            team,
+            image="<image>",
+            data_claim=self.data_claim,
+            output_claim=self.output_claim,
+            node_selector=node_selector,
+            image_pull_secret=image_pull_secret,
+        )
+        manifest["spec"]["template"]["spec"]["containers"][0]["image"] = image
+        self.claims.append(
+            k8s.batch.v1.Job(
+                f"{team.name}-own-directories",
+                **resource_args(manifest),
+                opts=pulumi.ResourceOptions(
+                    parent=self, provider=self._provider, depends_on=[*self.claims, *(depends_on or [])]
+                ),
+            )
+        )
+
     def _volume_name(self, volume: VolumeSpec) -> str:
         return f"{self._namespace.name}-{volume.claim_name}"
 
@@ -95,14 +129,17 @@ class SharedVolumes(pulumi.ComponentResource):
         manifest = persistent_volume_claim(
             volume.claim_name, self._namespace.name, storage_class, volume.size, access_mode, volume_name=volume_name
         )
-        return k8s.core.v1.PersistentVolumeClaim(volume.claim_name, **resource_args(manifest), opts=self._keep)
+        # Teams' claims share names; the training namespace's keep the names they always had.
+        resource_name = (
+            volume.claim_name if self._namespace.team is None else f"{self._namespace.name}-{volume.claim_name}"
+        )
+        return k8s.core.v1.PersistentVolumeClaim(resource_name, **resource_args(manifest), opts=self._keep)
 
     def _bound(
         self,
         volume: VolumeSpec,
         access_mode: str,
         build: Callable[[Manifest], Manifest],
-        depends_on: list[pulumi.Resource] | None = None,
     ) -> None:
         """A claim, and the static volume ``build(claim reference)`` reserved for it."""
         claim = self._claim(volume, "", access_mode, self._volume_name(volume))
@@ -110,41 +147,23 @@ class SharedVolumes(pulumi.ComponentResource):
         k8s.core.v1.PersistentVolume(
             self._volume_name(volume),
             **resource_args(build(claim_ref(self._namespace.name, volume.claim_name, uid))),
-            opts=pulumi.ResourceOptions(
-                parent=self, provider=self._provider, retain_on_delete=True, depends_on=depends_on
-            ),
+            opts=pulumi.ResourceOptions(parent=self, provider=self._provider, retain_on_delete=True),
         )
         self.claims.append(claim)
 
-    def _oss_volume(
-        self,
-        name: str,
-        spec: StorageSpec,
-        region: str | None,
-        credentials: tuple[pulumi.Input[str], pulumi.Input[str]],
-    ) -> None:
-        key_id, key_secret = credentials
-        secret = k8s.core.v1.Secret(
-            f"{name}-oss",
-            metadata={"name": OSS_SECRET, "namespace": self._namespace.name, "labels": dict(MANAGED_BY)},
-            string_data={"akId": pulumi.Output.secret(key_id), "akSecret": pulumi.Output.secret(key_secret)},
-            opts=pulumi.ResourceOptions(parent=self, provider=self._provider, depends_on=[self._namespace.namespace]),
-        )
+    def _oss_volume(self, spec: StorageSpec, region: str | None, role: pulumi.Input[str]) -> None:
         oss = spec.oss
         endpoint = oss.endpoint or f"oss-{region}-internal.aliyuncs.com"
         pv_name = self._volume_name(spec.data)
         self._bound(
             spec.data,
             "ReadOnlyMany",
-            lambda ref: oss_persistent_volume(
-                pv_name, oss, endpoint, spec.data.size, OSS_SECRET, self._namespace.name, ref
-            ),
-            depends_on=[secret],
+            lambda ref: oss_persistent_volume(pv_name, oss, endpoint, spec.data.size, role, ref),
         )
 
 
 class NasStorage(pulumi.ComponentResource):
-    """A NAS file system reachable only from the VPC, its mount target and the CSI
+    """A NAS file system reachable only from the node vSwitches, its mount target and the CSI
     StorageClass over it; or the StorageClass over an adopted file system. The shared
     claims are :class:`SharedVolumes`, given :attr:`server`.
 
@@ -158,6 +177,7 @@ class NasStorage(pulumi.ComponentResource):
         provider: the cluster's kubernetes provider.
         zone_id: the zone of an extreme file system.
         mount_vswitch_index: which of the network's vSwitches the mount target uses.
+        access_cidrs: the source ranges that may mount it (the node vSwitches').
 
     Attributes:
         server: the NFS server (mount target domain).
@@ -173,6 +193,7 @@ class NasStorage(pulumi.ComponentResource):
         provider: k8s.Provider,
         zone_id: str | None = None,
         mount_vswitch_index: int = 0,
+        access_cidrs: list[str],
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:NasStorage", name, None, opts)
@@ -201,23 +222,29 @@ class NasStorage(pulumi.ComponentResource):
                 file_system_type=nas.file_system_type,
                 opts=child,
             )
-            rule = alicloud.nas.AccessRule(
-                name,
-                access_group_name=group.access_group_name,
-                file_system_type=nas.file_system_type,
-                source_cidr_ip=str(nas.access_cidr or network.vpc_cidr),
-                rw_access_type="RDWR",
-                # Training images often run as root; squashing it would make checkpoints unwritable.
-                user_access_type="no_squash",
-                priority=1,
-                opts=child,
-            )
+            # One rule per node vSwitch rather than the whole VPC. root_squash: root on a client is
+            # the anonymous user on the file system, so only the uids that own a directory write
+            # there (``user_access_type`` takes no_squash, root_squash or all_squash: NAS API
+            # CreateAccessRule, ``UserAccessType``, help.aliyun.com/zh/nas/api-createaccessrule).
+            rules = [
+                alicloud.nas.AccessRule(
+                    name if i == 0 else f"{name}-{i}",
+                    access_group_name=group.access_group_name,
+                    file_system_type=nas.file_system_type,
+                    source_cidr_ip=cidr,
+                    rw_access_type="RDWR",
+                    user_access_type=nas.user_access,
+                    priority=1,
+                    opts=child,
+                )
+                for i, cidr in enumerate(access_cidrs)
+            ]
             mount = alicloud.nas.MountTarget(
                 name,
                 file_system_id=file_system.id,
                 access_group_name=group.access_group_name,
                 vswitch_id=network.vswitch_ids.apply(lambda ids: ids[mount_vswitch_index]),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[rule]),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=rules),
             )
             self.file_system_id = file_system.id
             self.server = mount.mount_target_domain

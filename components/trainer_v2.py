@@ -4,35 +4,37 @@ queue for its jobs. It can run beside the v1 Training Operator."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from ._k8s import TOKEN, custom_resource, resource_args
 from .config import TrainerV2Spec
+from .local_sources import LocalSources
 from .manifests import FabricProfile, Manifest, runtime_name, training_runtime
 from .manifests.trainer_v2 import (
-    KUEUE_CHART,
     KUEUE_NAMESPACE,
-    TRAINER_V2_CHART,
     TRAINER_V2_NAMESPACE,
     kueue_values,
     trainer_v2_chart_version,
     trainer_v2_values,
 )
+from .pins import KUEUE_CHARTS, TRAINER_V2_CHARTS
 
 RELEASE_TIMEOUT_S = 900
 """The controllers may wait for a system node and for their images."""
 
 
 class TrainerV2(pulumi.ComponentResource):
-    """Installs Kubeflow Trainer v2 from its OCI Helm chart at a pinned release (CRDs,
+    """Installs Kubeflow Trainer v2 from its Helm chart at a pinned release (CRDs,
     controller, webhooks, and JobSet as its dependency, in ``kubeflow-system``), then the
     platform's ClusterTrainingRuntimes, and Kueue's queue when one is given, with Kueue
     itself from its OCI chart when ``spec.kueue.install``.
 
-    The charts are Helm releases, like Volcano: the kubernetes provider renders them at
-    deploy time, and hooks run. The runtimes wait for Trainer's release and the queue for
+    The charts are Helm releases, like Volcano, of the verified local copies in
+    ``.upstream/`` (the Trainer chart with JobSet in its ``charts/``): the kubernetes provider
+    renders them at deploy time, and hooks run. The runtimes wait for Trainer's release and the queue for
     Kueue's, whose CRDs and webhooks they need; a job waits for all of it, since a TrainJob
     created before Kueue's webhook would start without being admitted.
 
@@ -41,12 +43,16 @@ class TrainerV2(pulumi.ComponentResource):
         spec: the Trainer v2 settings; ``install: false`` creates only the runtimes (and
             the queue), for a cluster that runs Trainer v2 already.
         provider: the cluster's kubernetes provider.
+        sources: the verified local copies of the charts (default: the ``.upstream/`` folder
+            of the directory Pulumi runs the program in).
         fabrics: the distinct networks jobs run over (``None``: the pod network); one runtime each.
         queue_objects: Kueue's ResourceFlavor, ClusterQueue and LocalQueue, or none (then
             Kueue is not installed either).
         queue: the LocalQueue in ``queue_objects`` that admits the jobs.
         image_mirror: registry path the third-party images were copied to.
         node_selector: labels of the nodes for the controllers (the system pool).
+        pulls_after: what must exist before their images can be pulled (the mirror
+            registry's VPC link and credential helper).
 
     Attributes:
         ready: what a TrainJob must wait for (the release, the runtimes, the queue).
@@ -59,27 +65,31 @@ class TrainerV2(pulumi.ComponentResource):
         spec: TrainerV2Spec,
         *,
         provider: k8s.Provider,
+        sources: LocalSources | None = None,
         fabrics: Sequence[FabricProfile | None] = (None,),
         queue_objects: Sequence[Manifest] = (),
         queue: str | None = None,
         image_mirror: str | None = None,
+        pulls_after: list[pulumi.Resource] | None = None,
         node_selector: dict[str, str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:TrainerV2", name, None, opts)
+        sources = sources or LocalSources.of_project(Path.cwd())
+        pulls = list(pulls_after or [])
         installed: list[pulumi.Resource] = []
         if spec.install is not False:
             installed.append(
                 k8s.helm.v3.Release(
                     "kubeflow-trainer",
                     name="kubeflow-trainer",
-                    chart=TRAINER_V2_CHART,
+                    chart=sources.chart_input(TRAINER_V2_CHARTS[spec.version].name),
                     version=trainer_v2_chart_version(spec),
                     namespace=TRAINER_V2_NAMESPACE,
                     create_namespace=True,
                     values=trainer_v2_values(spec, mirror=image_mirror, node_selector=node_selector),
                     timeout=RELEASE_TIMEOUT_S,
-                    opts=pulumi.ResourceOptions(parent=self, provider=provider),
+                    opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=pulls),
                 )
             )
         after_install = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=installed)
@@ -95,20 +105,26 @@ class TrainerV2(pulumi.ComponentResource):
                 k8s.helm.v3.Release(
                     "kueue",
                     name="kueue",
-                    chart=KUEUE_CHART,
+                    chart=sources.chart_input(KUEUE_CHARTS[spec.kueue.version].name),
                     version=spec.kueue.version,
                     namespace=KUEUE_NAMESPACE,
                     create_namespace=True,
                     values=kueue_values(spec.kueue, mirror=image_mirror, node_selector=node_selector),
                     timeout=RELEASE_TIMEOUT_S,
-                    opts=pulumi.ResourceOptions(parent=self, provider=provider),
+                    opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=pulls),
                 )
             )
         after_kueue = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=kueue)
         self.queue_resources = [
-            custom_resource(f"{obj['kind'].lower()}-{obj['metadata']['name']}", obj, opts=after_kueue)
-            for obj in queue_objects
+            custom_resource(_queue_resource_name(obj), obj, opts=after_kueue) for obj in queue_objects
         ]
         self.queue = queue
         self.ready: list[pulumi.Resource] = [*installed, *self.runtimes, *kueue, *self.queue_resources]
         self.register_outputs({"queue": queue})
+
+
+def _queue_resource_name(obj: Manifest) -> str:
+    """``<kind>-<name>``, with the namespace too where LocalQueues of one name live in several."""
+    meta = obj["metadata"]
+    where = meta.get("namespace", meta["name"])
+    return "-".join([obj["kind"].lower(), *([where] if where != meta["name"] else []), meta["name"]])

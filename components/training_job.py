@@ -16,6 +16,7 @@ from .manifests import (
     REPLACED_ON_CHANGE,
     REPLACED_ON_CHANGE_V2,
     JobContext,
+    job_network_policy,
     kubectl_commands,
     pytorch_job,
     train_job,
@@ -42,7 +43,7 @@ def platform_context(
     """What every job takes from the platform's objects, for a job using the pool's whole node.
 
     Args:
-        namespace: where jobs run (its service account is used).
+        namespace: where jobs run (its service account, and a team's uid and gid, are used).
         storage: the shared data/output volumes.
         pool: the GPU pool; ``None`` for CPU jobs.
         registry: the registry, whose pull secret jobs use; ``None`` for public images.
@@ -62,6 +63,7 @@ def platform_context(
         service_account=namespace.service_account,
         image_pull_secret=registry.pull_secret if registry is not None else None,
         queue=trainer_v2.queue if trainer_v2 is not None else None,
+        security_context=namespace.security_context,
     )
 
 
@@ -87,6 +89,10 @@ class TrainingJob(pulumi.ComponentResource):
         trainer_v2: Trainer v2; a v2 job waits for it and its runtimes, and joins its queue.
         backend: ``v1`` or ``v2``; the spec's own ``backend`` (else ``v1``) when unset.
         provider: the cluster's kubernetes provider.
+        network_policy: let the job's pods reach each other through their namespace's
+            default-deny NetworkPolicy.
+        secret: the spec comes from an encrypted stack key: the job object's spec (image,
+            command, env, ...) is a Pulumi secret; its metadata is not.
 
     Attributes:
         manifest: the emitted PyTorchJob or TrainJob; its image is an output, which may be
@@ -111,6 +117,8 @@ class TrainingJob(pulumi.ComponentResource):
         trainer_v2: TrainerV2 | None = None,
         backend: Backend | None = None,
         provider: k8s.Provider,
+        network_policy: bool = False,
+        secret: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:TrainingJob", name, None, opts)
@@ -149,9 +157,14 @@ class TrainingJob(pulumi.ComponentResource):
                 *ready,
             ]
         )
+        args = resource_args(self.manifest)
+        if secret:
+            # Its metadata (name, labels, annotations) is how the cluster finds and selects
+            # the job, and stays readable.
+            args["spec"] = pulumi.Output.secret(args["spec"])
         self.job = k8s.apiextensions.CustomResource(
             spec.name,
-            **resource_args(self.manifest),
+            **args,
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=provider,
@@ -160,6 +173,12 @@ class TrainingJob(pulumi.ComponentResource):
                 delete_before_replace=True,
             ),
         )
+        if network_policy:
+            k8s.networking.v1.NetworkPolicy(
+                f"{spec.name}-network",
+                **resource_args(job_network_policy(spec.name, namespace.name)),
+                opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[namespace.namespace]),
+            )
         self.job_name = spec.name
         self.namespace = namespace.name
         self.register_outputs({"name": self.job_name, "namespace": self.namespace, "commands": self.commands})

@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import copy
+import os
+import shutil
 import socket
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from fixtures.upstream import CHARTS, fixture_mirror, git_tree_of, write_tree
 from loopback_api import FakeApi, loopback
 
+from components import pins
+from components.local_sources import objects_sha256
 from components.offline import Plan, run_program
 from components.plan import with_unset_credentials
+from components.prepare import prepare
+from components.stack import UPSTREAM_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
@@ -28,8 +36,11 @@ def stack_config(stack: str) -> dict[str, Any]:
 def run_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Plan]:
     """Run the real program for a config under Pulumi's mocks and return what it
     registered (types, names, parents, inputs and options)."""
-    # Nothing the program does may depend on the directory it runs in.
+    # Nothing the program does may depend on the directory it runs in, or on copies a
+    # developer prepared in this checkout.
     monkeypatch.chdir(tmp_path)
+    if UPSTREAM_ENV not in os.environ:
+        monkeypatch.setenv(UPSTREAM_ENV, str(tmp_path / "not-prepared"))
 
     def run(config: dict[str, Any], stack: str = "test", invokes: dict[str, Any] | None = None) -> Plan:
         return run_program(with_unset_credentials(config)[0], stack=stack, project_dir=ROOT, invokes=invokes)
@@ -60,3 +71,52 @@ def cluster(tmp_path: Path) -> Iterator[tuple[FakeApi, Path]]:
     """A stand-in Kubernetes API server on 127.0.0.1 and a kubeconfig pointing at it."""
     with loopback(tmp_path) as served:
         yield served
+
+
+def _apply(monkeypatch: pytest.MonkeyPatch, catalogue: dict[str, dict]) -> None:
+    for attribute, entries in catalogue.items():
+        for key, value in entries.items():
+            # The dicts are shared with every module that imported them: change them in place.
+            monkeypatch.setitem(getattr(pins, attribute), key, value)
+
+
+@pytest.fixture(scope="session")
+def upstream_mirror(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, dict], Path]:
+    """Local git repositories standing in for the pinned upstream ones, the pins of what they
+    hold, and a ``.upstream/`` prepared from them by the real command (git, kubectl)."""
+    base = tmp_path_factory.mktemp("mirror")
+    catalogue = fixture_mirror(base / "git")
+    overlay = catalogue["OPERATOR_OVERLAYS"]["v1.9.4"]
+    rendered = subprocess.run(
+        ["kubectl", "kustomize", str(base / "git/work/kubeflow/trainer/v1.9.4/manifests/overlays/standalone")],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    digest = objects_sha256([obj for obj in yaml.safe_load_all(rendered) if obj])
+    catalogue["OPERATOR_OVERLAYS"]["v1.9.4"] = type(overlay)(overlay.name, overlay.source, overlay.overlay, digest)
+    assembled = base / "assembled"
+    write_tree(assembled, CHARTS["kubeflow-trainer"])
+    write_tree(assembled / "charts/jobset", CHARTS["jobset"])
+    write_tree(assembled / "charts/lws", {**CHARTS["lws"], "Chart.yaml": "apiVersion: v2\nname: lws\nversion: 0.8.0\n"})
+    trainer = catalogue["TRAINER_V2_CHARTS"]["v2.3.0"]
+    catalogue["TRAINER_V2_CHARTS"]["v2.3.0"] = type(trainer)(
+        trainer.name, trainer.chart, trainer.dependencies, git_tree_of(assembled)
+    )
+    prepared = base / "prepared"
+    with pytest.MonkeyPatch.context() as patch:
+        _apply(patch, catalogue)
+        prepare(prepared, git_base=f"file://{base / 'git'}")
+    return f"file://{base / 'git'}", catalogue, prepared
+
+
+@pytest.fixture
+def fixture_pins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, upstream_mirror) -> Path:
+    """The fixture repositories' pins in place of the real ones, and a fresh copy of the
+    prepared ``.upstream/`` the program reads."""
+    _, catalogue, prepared = upstream_mirror
+    _apply(monkeypatch, catalogue)
+    copy_dir = tmp_path / "upstream"
+    shutil.copytree(prepared, copy_dir, symlinks=True)
+    monkeypatch.setenv(UPSTREAM_ENV, str(copy_dir))
+    return copy_dir

@@ -53,13 +53,14 @@ INVALID = [
         {"gpuPool.maxSise": 3},
         "ack-training-platform:gpuPool.maxSise: unknown key; did you mean 'maxSize'? valid keys: autoRepair, "
         "compensateWithOnDemand, dataDiskGib, desiredSize, diskCategory, driverVersion, fabric, gpusPerNode, "
-        "instanceTypes, labels, maxSize, minSize, name, spotPriceLimit, spotStrategy, systemDiskGib, taint",
+        "instanceTypes, labels, maxSize, minSize, name, nodeCapacity, spotPriceLimit, spotStrategy, systemDiskGib, "
+        "taint",
     ),
     (
         "unknown top-level key",
         {"gpuPol": {}},
         "ack-training-platform:gpuPol: unknown key; did you mean 'gpuPool'? valid keys: cluster, gpuPool, imageMirror, "
-        "jobs, monitoring, network, operator, registry, storage, trainerV2, training",
+        "jobs, monitoring, network, operator, registry, storage, teams, trainerV2, training",
     ),
     (
         "min above max",
@@ -301,6 +302,24 @@ INVALID = [
         "ack-training-platform:imageMirror: the mirror is in the enterprise instance this stack buys, so its images "
         "cannot be copied before the operator and Volcano pull them: adopt the instance "
         "(registry.enterpriseInstanceId) once it exists, or mirror into another registry",
+    ),
+    (
+        "adopted enterprise instance without saying whether it is linked",
+        {"registry": {"edition": "enterprise", "enterpriseInstanceId": "cri-abc", "enterpriseInstanceName": "ml"}},
+        "ack-training-platform:registry.linkVpc: say whether instance cri-abc is linked to the stack's VPC: "
+        "linkVpc: false when it is (the link is used as it is), true to link it in this stack",
+    ),
+    (
+        "existing repository in a namespace the stack creates",
+        {"registry.repositoryExists": True},
+        "ack-training-platform:registry.namespaceExists: repositoryExists says ml/trainer exists, so its namespace "
+        "does: set namespaceExists: true",
+    ),
+    (
+        "existing namespace in an instance the stack buys",
+        {"registry": {"edition": "enterprise", "enterpriseInstanceName": "ml", "namespaceExists": True}},
+        "ack-training-platform:registry.namespaceExists: namespaceExists has no effect with an instance the stack "
+        "buys (it is empty): drop it",
     ),
     (
         "label key with a space",
@@ -557,6 +576,42 @@ INVALID = [
         "full image reference in image",
     ),
     (
+        "pod larger than the smallest node of the pool",
+        {"jobs.0.memory": "30Gi"},
+        "ack-training-platform:jobs[0].memory: memory 30Gi per pod does not fit a node of pool 'gpu': the smallest "
+        "of ecs.gn7i-c8g1.2xlarge, ecs.gn7i-c16g1.4xlarge has 30Gi, of which ACK keeps a part for the system, and "
+        "the autoscaler adds no node for a pod that cannot fit; ask for less, or give gpuPool.nodeCapacity (a "
+        "node's Allocatable, kubectl describe node)",
+    ),
+    (
+        "pod asking every vCPU of the node",
+        {"jobs.0.cpu": 8},
+        "ack-training-platform:jobs[0].cpu: cpu 8 per pod does not fit a node of pool 'gpu': the smallest of "
+        "ecs.gn7i-c8g1.2xlarge, ecs.gn7i-c16g1.4xlarge has 8, of which ACK keeps a part for the system, and the "
+        "autoscaler adds no node for a pod that cannot fit; ask for less, or give gpuPool.nodeCapacity (a node's "
+        "Allocatable, kubectl describe node)",
+    ),
+    (
+        "pod larger than the given allocatable",
+        {"gpuPool.nodeCapacity": {"cpu": "7800m", "memory": "26Gi"}, "jobs.0.cpu": "7900m"},
+        "ack-training-platform:jobs[0].cpu: cpu 7900m per pod does not fit a node of pool 'gpu', which can "
+        "allocate 7800m to pods (gpuPool.nodeCapacity): ask for at most that",
+    ),
+    (
+        "instance type the platform cannot size",
+        {"gpuPool.instanceTypes": ["ecs.gn6i-c4g1.xlarge"]},
+        "ack-training-platform:gpuPool.nodeCapacity: the platform does not know what ecs.gn6i-c4g1.xlarge can give "
+        "pods, so jobs cannot be checked against it: give nodeCapacity {cpu, memory}, the Allocatable of such a "
+        "node (kubectl describe node), or its vCPUs and memory from the ECS instance family page less a margin for "
+        "the system",
+    ),
+    (
+        "instance type with other GPUs than the pool says",
+        {"gpuPool.gpusPerNode": 8, "training.gpuQuota": 8},
+        "ack-training-platform:gpuPool.gpusPerNode: gpusPerNode is 8 but ecs.gn7i-c8g1.2xlarge has 1, "
+        "ecs.gn7i-c16g1.4xlarge has 1: every instance type of the pool must have gpusPerNode GPUs",
+    ),
+    (
         "wrong type",
         {"gpuPool.maxSize": "many"},
         "ack-training-platform:gpuPool.maxSize: Input should be a valid integer, unable to parse string as an integer (got 'many')",
@@ -718,17 +773,18 @@ def test_default_shm_never_crowds_out_the_pod() -> None:
     prod = validate(stack_config("prod"))
     job = prod.jobs[0].model_copy(update={"memory": "64Gi"})
     assert job_shm_size(job, 8) == "32Gi"
-    assert job_shm_size(prod.jobs[0], 8) == "128Gi"  # 1600Gi of memory has room for it
+    assert job_shm_size(prod.jobs[0], 8) == "128Gi"  # 900Gi of memory has room for it
     assert job_shm_size(job, 0) == "2Gi"
 
 
 def test_pods_that_fit_a_node_together_need_fewer_nodes() -> None:
-    config = dev(**{"gpuPool.gpusPerNode": 8, "gpuPool.maxSize": 1, "jobs.0.nodes": 2, "jobs.0.gpusPerNode": 4})
+    eight_gpus = {"gpuPool.gpusPerNode": 8, "gpuPool.instanceTypes": ["ecs.ebmgn8v.48xlarge"], "gpuPool.maxSize": 1}
+    config = dev(**eight_gpus, **{"jobs.0.nodes": 2, "jobs.0.gpusPerNode": 4})
     config[cfg("training")]["gpuQuota"] = 8
     assert validate(config).jobs[0].nodes == 2  # two 4-GPU pods share one 8-GPU node
-    config = dev(**{"gpuPool.gpusPerNode": 8, "gpuPool.maxSize": 1, "jobs.0.nodes": 2, "jobs.0.gpusPerNode": 4})
+    config = dev(**eight_gpus, **{"jobs.0.nodes": 2, "jobs.0.gpusPerNode": 4})
     config[cfg("training")]["gpuQuota"] = 8
-    config[cfg("gpuPool")].update(fabric="erdma", instanceTypes=["ecs.ebmgn8v.48xlarge"])
+    config[cfg("gpuPool")].update(fabric="erdma")
     config[cfg("jobs")][0]["network"] = "rdma"
     with pytest.raises(ConfigError) as raised:
         validate(config)  # host-network pods of one job would bind the same ports
@@ -747,3 +803,30 @@ def test_adopted_cluster_refuses_system_pool_settings() -> None:
         "ack-training-platform:cluster.systemPool.size: size has no effect with an adopted cluster "
         "(existingClusterId): drop it"
     ]
+
+
+def test_jobs_fit_the_nodes_they_ask_for() -> None:
+    # prod's pods leave room on an ebmgn8v.48xlarge (192 vCPUs, 1024 GiB) for what ACK reserves.
+    prod = validate(stack_config("prod"))
+    node = prod.gpu_pool.node_share
+    assert (node.millicpu, node.memory, node.exact) == (192_000, 1024 * 2**30, False)
+    # A measured Allocatable may be used up exactly.
+    config = dev(**{"gpuPool.nodeCapacity": {"cpu": "7800m", "memory": "26Gi"}, "jobs.0.cpu": "7800m"})
+    config[cfg("jobs")][0]["memory"] = "26Gi"
+    assert validate(config).jobs[0].memory == "26Gi"
+    # The smallest of the pool's instance types decides.
+    config = dev(**{"gpuPool.instanceTypes": ["ecs.gn7i-c16g1.4xlarge"], "jobs.0.cpu": 12, "jobs.0.memory": "48Gi"})
+    assert validate(config).gpu_pool.node_share.memory == 60 * 2**30
+    config[cfg("gpuPool")]["instanceTypes"].append("ecs.gn7i-c8g1.2xlarge")
+    with pytest.raises(ConfigError) as raised:
+        validate(config)
+    assert raised.value.problems[0].startswith("ack-training-platform:jobs[0].cpu: cpu 12 per pod does not fit")
+
+
+def test_known_gpu_types_have_the_vcpus_their_names_give() -> None:
+    # ECS names sizes by vCPUs: <n>xlarge has 4n of them ("Instance naming conventions").
+    from components.config.capacity import GPU_INSTANCE_TYPES
+
+    for name, spec in GPU_INSTANCE_TYPES.items():
+        size = name.rsplit(".", 1)[1].removesuffix("xlarge")
+        assert spec.vcpus == 4 * int(size or 1), name

@@ -324,3 +324,19 @@ def test_emitted_trainjob_trains_in_the_image_as_trainer_v2_starts_it(
         assert_trained(run_trainjob_pods(train_job(spec, CPU_CONTEXT), training_runtime(), image), output / name, 2)
     finally:
         shutil.rmtree(root)
+
+
+def test_image_packages_are_pinned_by_hash_to_the_tested_versions() -> None:
+    (run,) = [rest for op, rest in instructions() if op == "RUN" and "pip install" in rest]
+    assert "--require-hashes" in run and "--no-deps" in run and "trainer/image-requirements.txt" in run
+    text = re.sub(r"\\\n", " ", (ROOT / "trainer" / "image-requirements.txt").read_text())
+    pins = {}
+    for line in text.splitlines():
+        if line.strip() and not line.startswith("#"):
+            requirement, *hashes = line.split()
+            assert hashes and all(re.fullmatch(r"--hash=sha256:[0-9a-f]{64}", h) for h in hashes), line
+            name, version = requirement.split("==")
+            pins[name] = version
+    tested = dict(re.findall(r"^([\w-]+)==(\S+)$", (ROOT / "requirements-dev.txt").read_text(), re.M))
+    for name in ("numpy", "safetensors", "prometheus-client", "tensorboard"):
+        assert pins[name] == tested[name], name

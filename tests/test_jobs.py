@@ -12,7 +12,7 @@ import pytest
 import yaml
 from conftest import cfg, stack_config
 from fixtures.models import assert_matches_model
-from fixtures.operator_overlay import OPERATOR_IMAGE, kustomize_invoke, rendered_overlay
+from fixtures.upstream import OPERATOR_IMAGE
 from kubeflow.training.api_client import ApiClient
 
 from components.config import GpuPoolSpec, TrainingJobSpec
@@ -387,14 +387,23 @@ def test_digest_pinned_image_is_accepted() -> None:
     TrainingJobSpec(name="a", image="trainer@sha256:" + "0" * 64)
 
 
-def test_jobs_are_wired_to_operator_pool_storage_and_registry(run_stack) -> None:
-    plan = run_stack(stack_config("prod"), "prod", invokes=kustomize_invoke())
+def test_jobs_are_wired_to_operator_pool_storage_and_registry(run_stack, fixture_pins) -> None:
+    plan = run_stack(stack_config("prod"), "prod")
     volcano = plan.one("kubernetes:helm.sh/v3:Release")
-    rendered = {r.urn for r in plan.resources if r.parent == plan.one("kubernetes:kustomize:Directory").urn}
-    assert len(rendered) == len(rendered_overlay())
+    operator = plan.one("ack-training-platform:components:TrainingOperator")
+    rendered = {r.urn for r in plan.resources if r.parent == operator.urn and r.urn != volcano.urn}
+    assert len(rendered) == 4
     claims = {c.urn for c in plan.of_type("kubernetes:core/v1:PersistentVolumeClaim")}
     for job in plan.of_type("kubernetes:kubeflow.org/v1:PyTorchJob"):
-        # Every object of the overlay (the CRD among them), Volcano and the claims come first.
+        # Every object of the overlay (the CRD among them), Volcano and the claims of the job's
+        # own namespace come first.
+        namespace = job.inputs["metadata"]["namespace"]
+        claims = {
+            c.urn
+            for c in plan.of_type("kubernetes:core/v1:PersistentVolumeClaim")
+            if c.inputs["metadata"]["namespace"] == namespace
+        }
+        assert len(claims) == 2
         assert {volcano.urn} | rendered | claims <= set(job.dependencies)
         pod = _pod(job.inputs)
         assert pod["tolerations"][0]["key"] == "nvidia.com/gpu"
@@ -405,34 +414,13 @@ def test_jobs_are_wired_to_operator_pool_storage_and_registry(run_stack) -> None
         )
 
 
-def test_operator_overlay_is_customized_as_it_is_applied(run_stack) -> None:
-    plan = run_stack(stack_config("prod"), "prod", invokes=kustomize_invoke())
-    operator = plan.one("ack-training-platform:components:TrainingOperator")
-    assert (
-        operator.inputs["source"] == "https://github.com/kubeflow/trainer.git/manifests/overlays/standalone?ref=v1.9.4"
-    )
-    deployment = plan.one("kubernetes:apps/v1:Deployment", "kubeflow/training-operator").inputs
-    pod = deployment["spec"]["template"]["spec"]
-    container = pod["containers"][0]
-    mirror = "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/mirror"
-    assert container["command"] == ["/manager"]
-    assert container["args"] == [
-        "--gang-scheduler-name=volcano",
-        f"--pytorch-init-container-image={mirror}/alpine:3.10",
-    ]
-    assert container["image"] == f"{mirror}/training-operator:v1-93c5489"
-    assert pod["nodeSelector"] == {"ack-training-platform/pool": "system"}
-    # The operator exits at start without Volcano's PodGroup CRD: Volcano comes first.
-    volcano = plan.one("kubernetes:helm.sh/v3:Release")
-    assert volcano.urn in plan.one("kubernetes:kustomize:Directory").dependencies
-
-
 def test_volcano_is_a_release_that_runs_hooks_and_never_holds_a_gang_back(run_stack) -> None:
     from components.manifests import VOLCANO_SCHEDULER_CONF
 
     volcano = run_stack(stack_config("prod"), "prod").one("kubernetes:helm.sh/v3:Release").inputs
-    assert (volcano["chart"], volcano["version"], volcano["namespace"]) == ("volcano", "1.12.1", "volcano-system")
-    assert volcano["repositoryOpts"] == {"repo": "https://volcano-sh.github.io/helm-charts"}
+    assert (volcano["version"], volcano["namespace"]) == ("1.12.1", "volcano-system")
+    # The verified local copy of the chart, so that installing it reaches no chart repository.
+    assert volcano["chart"].endswith("/volcano-v1.12.1-chart") and "repositoryOpts" not in volcano
     assert volcano["createNamespace"] is True
     values = volcano["values"]
     conf = yaml.safe_load(values["custom"]["scheduler_config_override"])
@@ -473,10 +461,12 @@ def test_registry_pull_secret_reaches_the_pods(run_stack) -> None:
     assert not no_login.of_type("kubernetes:core/v1:Secret")
 
 
-def test_operator_is_pinned_without_volcano(run_stack) -> None:
-    plan = run_stack(stack_config("dev"), invokes=kustomize_invoke())
+def test_operator_is_pinned_without_volcano(run_stack, fixture_pins) -> None:
+    config = stack_config("dev")
+    config.pop(cfg("imageMirror"), None)
+    plan = run_stack(config)
     operator = plan.one("ack-training-platform:components:TrainingOperator")
-    assert operator.inputs["source"].endswith("overlays/standalone?ref=v1.9.4")
+    assert operator.inputs["overlay"] == "kubeflow/trainer v1.9.4 manifests/overlays/standalone"
     assert not plan.of_type("kubernetes:helm.sh/v3:Release")
     container = plan.one("kubernetes:apps/v1:Deployment", "kubeflow/training-operator").inputs["spec"]["template"][
         "spec"
@@ -484,4 +474,41 @@ def test_operator_is_pinned_without_volcano(run_stack) -> None:
     assert "args" not in container and container["image"] == OPERATOR_IMAGE
     config = stack_config("dev")
     config[cfg("operator")] = {"install": False}
-    assert not run_stack(config).of_type("kubernetes:kustomize:Directory")
+    assert not [r for r in run_stack(config).resources if r.name.startswith("kubeflow/")]
+
+
+SECRET_ENV = {"HF_TOKEN": {"secretKeyRef": {"name": "hub-token", "key": "token"}}, "RUN_NOTE": 7}
+
+
+def test_env_from_a_secret_is_a_reference_not_a_value() -> None:
+    spec = TrainingJobSpec(name="finetune", image=IMAGE, env=SECRET_ENV)
+    job = pytorch_job(spec, context(POOL_1, 1))
+    assert_matches_model(job, "KubeflowOrgV1PyTorchJob")
+    for replica in job["spec"]["pytorchReplicaSpecs"].values():
+        env = replica["template"]["spec"]["containers"][0]["env"]
+        assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hub-token", "key": "token"}}} in env
+        assert {"name": "RUN_NOTE", "value": "7"} in env
+
+
+@pytest.mark.parametrize(
+    ("env", "problem"),
+    [
+        (
+            {"T": {"secretKeyRef": {"name": "Hub_Token", "key": "token"}}},
+            "ack-training-platform:jobs[0].env.T.secretKeyRef.name",
+        ),
+        (
+            {"T": {"secretKeyRef": {"name": "hub", "key": "a/b"}}},
+            "ack-training-platform:jobs[0].env.T.secretKeyRef.key",
+        ),
+        ({"T": {"secretKeyRef": {"name": "hub"}}}, "ack-training-platform:jobs[0].env.T.secretKeyRef.key"),
+    ],
+)
+def test_a_bad_secret_reference_names_its_key(env: dict, problem: str) -> None:
+    from components.config import ConfigError, load_spec
+
+    config = stack_config("dev")
+    config[cfg("jobs")][0]["env"] = env
+    with pytest.raises(ConfigError) as raised:
+        load_spec(config, credentials=False)
+    assert any(p.startswith(problem) for p in raised.value.problems), raised.value.problems

@@ -20,7 +20,7 @@ from components.manifests import gpu_metrics, kube_metrics
 from components.manifests.alerts import alerts, prometheus_rule, rule_group
 from components.manifests.dashboard import dashboard_queries, training_dashboard
 from components.manifests.scraping import operator_pod_monitor, trainer_pod_monitor
-from components.offline import SECRET, UNKNOWN
+from components.offline import SECRET
 from trainer import metric_names
 
 MONITORING = "alicloud:arms/prometheusMonitoring:PrometheusMonitoring"
@@ -105,7 +105,8 @@ def test_tensorboard_runs_on_the_system_pool_reading_the_output_claim_only(run_s
     assert all(m["readOnly"] for m in container["volumeMounts"] if m["name"] == "output")
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert container["resources"]["requests"] == container["resources"]["limits"]
-    assert container["image"] == UNKNOWN  # the training image in the registry created with the stack
+    # The training image in the registry created with the stack, its host known after deploy.
+    assert container["image"] == "<registry host, known after deploy>/ml/trainer:v0.1.0"
     assert plan.one("kubernetes:core/v1:PersistentVolumeClaim", "training-output").urn in deployment.dependencies
     assert "port-forward svc/tensorboard" in plan.outputs["tensorboard"]
 

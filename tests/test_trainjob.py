@@ -13,7 +13,6 @@ import yaml
 from conftest import cfg, stack_config
 from fixtures.failures import job_failure, jobset_action
 from fixtures.models import assert_matches_model
-from fixtures.operator_overlay import kustomize_invoke
 from kubeflow_trainer_api.models import TrainerV1alpha1ClusterTrainingRuntime, TrainerV1alpha1TrainJob
 from test_jobs import (
     CPU_PLACEMENT,
@@ -400,13 +399,15 @@ MIRROR = "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/mirror"
 
 def test_one_key_moves_a_stack_to_trainer_v2(run_stack) -> None:
     config = stack_config("dev")
+    del config[cfg("imageMirror")]  # the images as the charts name them
     config[cfg("training")]["backend"] = "v2"
     plan = run_stack(config)
     assert not plan.of_type("kubernetes:kubeflow.org/v1:PyTorchJob")
     release = plan.one(RELEASE, "kubeflow-trainer")
     inputs = release.inputs
-    assert (inputs["chart"], inputs["version"], inputs["namespace"]) == (
-        "oci://ghcr.io/kubeflow/charts/kubeflow-trainer",
+    # The verified local copy, JobSet in its charts/: installing it reaches no chart registry.
+    assert inputs["chart"].endswith("/kubeflow-trainer-v2.3.0")
+    assert (inputs["version"], inputs["namespace"]) == (
         "2.3.0",
         "kubeflow-system",
     )
@@ -427,7 +428,8 @@ def test_one_key_moves_a_stack_to_trainer_v2(run_stack) -> None:
     assert {release.urn, runtime.urn} | {
         c.urn for c in plan.of_type("kubernetes:core/v1:PersistentVolumeClaim")
     } <= set(job.dependencies)
-    assert job.inputs["spec"]["trainer"]["image"] == "(known after deploy)"  # the personal registry's host
+    # The personal registry's host is known after deploy; the image's path and tag are checked now.
+    assert job.inputs["spec"]["trainer"]["image"] == "<registry host, known after deploy>/ml/trainer:v0.1.0"
     assert _pod_patch(job.inputs)["imagePullSecrets"] == [{"name": "registry-pull"}]
     # Same lifecycle as v1: immutable parts replace the job, deleted first; suspend changes in place.
     assert job.delete_before_replace
@@ -446,8 +448,11 @@ def test_v1_and_v2_run_side_by_side_through_the_mirror(run_stack) -> None:
     netbench = config[cfg("jobs")][1]
     netbench.update(backend="v2")
     del netbench["restartPolicy"]
-    plan = run_stack(config, "prod", invokes=kustomize_invoke())
-    assert [j.name for j in plan.of_type("kubernetes:kubeflow.org/v1:PyTorchJob")] == ["gpt-pretrain"]
+    plan = run_stack(config, "prod")
+    assert sorted(j.name for j in plan.of_type("kubernetes:kubeflow.org/v1:PyTorchJob")) == [
+        "gpt-pretrain",
+        "vit-finetune",
+    ]
     job = plan.one(TRAINJOB).inputs
     assert job["metadata"]["name"] == "nccl-check"
     assert job["spec"]["runtimeRef"]["name"] == "ack-training-platform-torch-erdma"
@@ -455,7 +460,7 @@ def test_v1_and_v2_run_side_by_side_through_the_mirror(run_stack) -> None:
         "ack-training-platform-torch",
         "ack-training-platform-torch-erdma",
     ]
-    assert plan.one("kubernetes:kustomize:Directory") and plan.one(RELEASE, "volcano")
+    assert plan.one("ack-training-platform:components:TrainingOperator") and plan.one(RELEASE, "volcano")
     values = plan.one(RELEASE, "kubeflow-trainer").inputs["values"]
     assert values["image"] == {"registry": MIRROR, "repository": "trainer-controller-manager"}
     assert values["jobset"]["image"] == {"repository": f"{MIRROR}/jobset", "tag": "v0.12.0"}
@@ -463,6 +468,7 @@ def test_v1_and_v2_run_side_by_side_through_the_mirror(run_stack) -> None:
 
 def test_kueue_queues_v2_jobs_with_the_gpu_quota(run_stack) -> None:
     config = stack_config("dev")
+    del config[cfg("imageMirror")]  # the images as the charts name them
     config[cfg("training")]["backend"] = "v2"
     config[cfg("trainerV2")] = {"kueue": {"enabled": True}}
     plan = run_stack(config)
@@ -484,8 +490,8 @@ def test_kueue_queues_v2_jobs_with_the_gpu_quota(run_stack) -> None:
     assert {kueue.urn, plan.one("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue").urn} <= set(job.dependencies)
     assert all(kueue.urn in q.dependencies for q in plan.resources if q.type.startswith("kubernetes:kueue.x-k8s.io/"))
     inputs = kueue.inputs
-    assert (inputs["chart"], inputs["version"], inputs["namespace"]) == (
-        "oci://registry.k8s.io/kueue/charts/kueue",
+    assert inputs["chart"].endswith("/kueue-v0.19.2-chart")
+    assert (inputs["version"], inputs["namespace"]) == (
         "0.19.2",
         "kueue-system",
     )
@@ -610,3 +616,15 @@ def test_a_v2_job_fails_fast_on_a_bug_and_retries_disruptions_without_limit(
     node_job = spec["replicatedJobs"][0]["template"]["spec"]
     reason, message = job_failure(node_job, TRAINER_NODE, exit_code, conditions)
     assert jobset_action(spec["failurePolicy"], reason, message) == action
+
+
+def test_trainjob_env_from_a_secret_is_a_reference_not_a_value() -> None:
+    from test_jobs import SECRET_ENV
+
+    spec = TrainingJobSpec(name="finetune", image=IMAGE, backend="v2", env=SECRET_ENV)
+    job = train_job(spec, REPRESENTATIVE["single-node-1gpu"][1])
+    assert_matches_model(job, TrainerV1alpha1TrainJob)
+    assert TrainerV1alpha1TrainJob.from_dict(job).to_dict() == job
+    env = job["spec"]["trainer"]["env"]
+    assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hub-token", "key": "token"}}} in env
+    assert {"name": "RUN_NOTE", "value": "7"} in env

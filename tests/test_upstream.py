@@ -1,41 +1,150 @@
-"""What the platform changes in the upstream operator overlay and Volcano chart, checked
-against a fixture with the shape of kubeflow/trainer v1.9.4's rendered overlay, and the
-command that applies the same changes to the real rendered overlay."""
+"""The pinned upstream sources: git's tree id computed here, ``prepare`` against local
+repositories and mirrors standing in for the upstream ones (real git and kubectl), the
+refusal of a copy that is missing or not its pin, and what the platform changes in the
+rendered operator overlay."""
 
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 import sys
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import yaml
 from conftest import ROOT, stack_config
-from fixtures.operator_overlay import OPERATOR_IMAGE, rendered_overlay
+from fixtures.upstream import OPERATOR_IMAGE, git_tree_of, write_tree
 
+from components import pins
+from components.local_sources import LocalSources, SourceError, objects_sha256, read_objects
 from components.manifests import customize_operator_object, mirrored
+from components.prepare import pack, prepare
+from components.treehash import tree_id
+from components.upstream import main
 
 MIRROR = "registry-vpc.cn-hangzhou.aliyuncs.com/mirror"
+RENDERED = "training-operator-v1.9.4.yaml"
+OPERATOR = "ack-training-platform:components:TrainingOperator"
+RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
 def deployment(objects: list[dict]) -> dict:
     return next(o for o in objects if o["kind"] == "Deployment")
 
 
-def test_flags_are_added_to_a_container_without_args() -> None:
-    objects = rendered_overlay()
+def test_tree_id_is_the_one_git_gives(tmp_path: Path) -> None:
+    tree = tmp_path / "chart"
+    write_tree(tree, {"Chart.yaml": "name: x\n", "crd/bases/a.yaml": "a: 1\n", "hack/run.sh": "#!/bin/sh\n"})
+    (tree / "empty").mkdir()  # git records no empty directory
+    (tree / "crd-v1").mkdir()
+    (tree / "crd-v1" / "link").symlink_to("../crd/bases")
+    assert tree_id(tree) == git_tree_of(tree)
+    (tree / "hack" / "run.sh").chmod(0o644)
+    assert tree_id(tree) == git_tree_of(tree)
+
+
+def test_prepare_fetches_each_tag_verified_and_renders_the_overlay(fixture_pins: Path) -> None:
+    overlay = pins.OPERATOR_OVERLAYS["v1.9.4"]
+    assert tree_id(fixture_pins / overlay.source.name) == overlay.source.tree
+    objects = read_objects(fixture_pins / RENDERED)
+    assert objects_sha256(objects) == overlay.objects_sha256
+    assert sorted(o["kind"] for o in objects) == ["CustomResourceDefinition", "Deployment", "Namespace", "Service"]
+    assert deployment(objects)["metadata"]["namespace"] == "kubeflow"
+    assert deployment(objects)["spec"]["template"]["spec"]["containers"][0]["image"] == OPERATOR_IMAGE
+    # The Trainer chart carries its dependencies, LWS at the version the chart requires.
+    chart = fixture_pins / "kubeflow-trainer-v2.3.0"
+    assert yaml.safe_load((chart / "charts/lws/Chart.yaml").read_text())["version"] == "0.8.0"
+    assert tree_id(chart) == pins.TRAINER_V2_CHARTS["v2.3.0"].tree
+
+
+def test_prepare_refuses_a_tag_that_is_not_the_pinned_tree(
+    tmp_path: Path, upstream_mirror, fixture_pins: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    git_base, catalogue, _ = upstream_mirror
+    volcano = catalogue["VOLCANO_CHARTS"]["1.12.1"]
+    monkeypatch.setitem(pins.VOLCANO_CHARTS, "1.12.1", replace(volcano, tree="1" * 40))
+    with pytest.raises(
+        SourceError,
+        match=r"volcano-sh/volcano\.git v1\.12\.1:installer/helm/chart/volcano is git tree [0-9a-f]{40}, pinned 1{40}$",
+    ):
+        prepare(tmp_path / "fresh", git_base=git_base)
+    assert not (tmp_path / "fresh" / volcano.name).exists()
+
+
+def test_prepare_from_a_mirror_folder_or_from_archives_needs_no_git_host(tmp_path: Path, fixture_pins: Path) -> None:
+    archives = pack(fixture_pins, tmp_path / "archives")
+    assert sorted(a.name for a in archives) == sorted(f"{p.name}.tar.gz" for p in fixture_pins.iterdir())
+    from_archives = tmp_path / "from-archives"
+    from_folder = tmp_path / "from-folder"
+    prepare(from_archives, mirror=(tmp_path / "archives").as_uri(), git_base="file:///nowhere")
+    prepare(from_folder, mirror=str(fixture_pins), git_base="file:///nowhere")
+    for copy in (from_archives, from_folder):
+        for item in fixture_pins.iterdir():
+            if item.is_dir():
+                assert tree_id(copy / item.name) == tree_id(item)
+            else:
+                assert (copy / item.name).read_bytes() == item.read_bytes()
+    assert prepare(from_folder, mirror="/nowhere") == []  # everything there is verified again, nothing fetched
+
+
+def test_a_mirror_with_one_changed_byte_is_refused(tmp_path: Path, fixture_pins: Path) -> None:
+    mirror = tmp_path / "mirror"
+    shutil.copytree(fixture_pins, mirror, symlinks=True)
+    values = mirror / "kueue-v0.19.2-chart" / "values.yaml"
+    values.write_bytes(values.read_bytes().replace(b"staging", b"stagIng"))
+    with pytest.raises(
+        SourceError, match=r"kueue-v0\.19\.2-chart is not the pinned copy \(git tree [0-9a-f]{40}, pinned"
+    ):
+        prepare(tmp_path / "fresh", mirror=str(mirror))
+    assert not (tmp_path / "fresh" / "kueue-v0.19.2-chart").exists()
+
+
+def test_a_missing_or_changed_copy_is_refused_with_the_command_that_prepares_it(tmp_path: Path, fixture_pins) -> None:
+    with pytest.raises(
+        SourceError, match=r"training-operator-v1\.9\.4\.yaml is missing: run `python -m components\.upstream prepare`"
+    ):
+        LocalSources(tmp_path).operator_objects("v1.9.4")
+    with pytest.raises(
+        SourceError, match=r"volcano-v1\.12\.1-chart is missing: run `python -m components\.upstream prepare`"
+    ):
+        LocalSources(tmp_path).chart_input("volcano-v1.12.1-chart")
+    offline = LocalSources(tmp_path, missing_ok=True)
+    assert offline.operator_objects("v1.9.4") is None and offline.missing == [RENDERED]
+    rendered = fixture_pins / RENDERED
+    rendered.write_text(rendered.read_text().replace("replicas: 1", "replicas: 2"))
+    # A changed copy is refused even where a missing one is tolerated.
+    with pytest.raises(SourceError, match=r"is not the pinned rendering \(objects sha256 [0-9a-f]{64}, pinned"):
+        LocalSources(fixture_pins, missing_ok=True).operator_objects("v1.9.4")
+
+
+def test_a_chart_in_the_project_is_named_relative_to_it(fixture_pins: Path) -> None:
+    sources = LocalSources(fixture_pins, project_dir=fixture_pins.parent)
+    assert sources.chart_input("volcano-v1.12.1-chart") == f"./{fixture_pins.name}/volcano-v1.12.1-chart"
+    assert LocalSources(fixture_pins).chart_input("volcano-v1.12.1-chart") == str(
+        fixture_pins / "volcano-v1.12.1-chart"
+    )
+
+
+def fixture_objects(prepared: Path) -> list[dict]:
+    return read_objects(prepared / RENDERED)
+
+
+def test_flags_are_added_to_a_container_without_args(fixture_pins: Path) -> None:
+    objects = fixture_objects(fixture_pins)
     for obj in objects:
         customize_operator_object(obj, gang_scheduler="volcano")
     container = deployment(objects)["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["/manager"] and container["args"] == ["--gang-scheduler-name=volcano"]
     # Objects without pods pass through unchanged.
-    assert [o for o in objects if o["kind"] != "Deployment"] == [
-        o for o in rendered_overlay() if o["kind"] != "Deployment"
-    ]
+    untouched = [o for o in fixture_objects(fixture_pins) if o["kind"] != "Deployment"]
+    assert [o for o in objects if o["kind"] != "Deployment"] == untouched
 
 
-def test_existing_args_are_kept_and_a_flag_is_never_doubled() -> None:
-    objects = rendered_overlay()
+def test_existing_args_are_kept_and_a_flag_is_never_doubled(fixture_pins: Path) -> None:
+    objects = fixture_objects(fixture_pins)
     container = deployment(objects)["spec"]["template"]["spec"]["containers"][0]
     container["args"] = ["--enable-scheme=pytorch", "--gang-scheduler-name=scheduler-plugins"]
     customize_operator_object(deployment(objects), gang_scheduler="volcano", mirror=MIRROR)
@@ -48,8 +157,8 @@ def test_existing_args_are_kept_and_a_flag_is_never_doubled() -> None:
     assert container["args"].count("--gang-scheduler-name=volcano") == 1
 
 
-def test_every_image_comes_from_the_mirror() -> None:
-    objects = rendered_overlay()
+def test_every_image_comes_from_the_mirror(fixture_pins: Path) -> None:
+    objects = fixture_objects(fixture_pins)
     pod = deployment(objects)["spec"]["template"]["spec"]
     pod["initContainers"] = [{"name": "wait", "image": "busybox@sha256:" + "0" * 64}]
     customize_operator_object(deployment(objects), mirror=MIRROR, node_selector={"pool": "system"})
@@ -59,8 +168,8 @@ def test_every_image_comes_from_the_mirror() -> None:
     assert mirrored("docker.io/volcanosh/vc-scheduler:v1.12.1", MIRROR) == f"{MIRROR}/vc-scheduler:v1.12.1"
 
 
-def test_an_overlay_whose_operator_container_is_renamed_fails_loudly() -> None:
-    objects = rendered_overlay()
+def test_an_overlay_whose_operator_container_is_renamed_fails_loudly(fixture_pins: Path) -> None:
+    objects = fixture_objects(fixture_pins)
     deployment(objects)["spec"]["template"]["spec"]["containers"][0]["name"] = "manager"
     with pytest.raises(
         ValueError, match=r"^the operator Deployment has no container 'training-operator' \(found \['manager'\]\)$"
@@ -68,27 +177,81 @@ def test_an_overlay_whose_operator_container_is_renamed_fails_loudly() -> None:
         customize_operator_object(deployment(objects), gang_scheduler="volcano")
 
 
-def upstream(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+def upstream(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "components.upstream", *args],
-        cwd=ROOT,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
+        [sys.executable, "-m", "components.upstream", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
 
 
-def test_command_customizes_a_rendered_overlay_as_the_stack_would() -> None:
-    result = upstream("operator", "--stack", "prod", stdin=yaml.safe_dump_all(rendered_overlay()))
-    assert result.returncode == 0, result.stderr
-    objects = list(yaml.safe_load_all(result.stdout))
-    assert len(objects) == len(rendered_overlay())
-    pod = deployment(objects)["spec"]["template"]["spec"]
+def test_the_operator_objects_applied_are_the_verified_copy(
+    run_stack, fixture_pins: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = run_stack(stack_config("prod"), "prod")
+    monkeypatch.chdir(ROOT)
+    operator = plan.one(OPERATOR)
+    applied = [r.inputs for r in plan.resources if r.parent == operator.urn and r.type != RELEASE]
+    rendered = read_objects(fixture_pins / RENDERED)
+    assert (
+        objects_sha256(rendered) == pins.OPERATOR_OVERLAYS["v1.9.4"].objects_sha256 == operator.inputs["objectsSha256"]
+    )
+    assert main(["operator", "--stack", "prod", "--dir", str(fixture_pins)]) == 0
+    shown = [obj for obj in yaml.safe_load_all(capsys.readouterr().out) if obj]
+
+    def canonical(objects: list[dict]) -> list[str]:
+        return sorted(json.dumps(o, sort_keys=True) for o in objects)
+
+    assert canonical(applied) == canonical(shown)
+    assert len(applied) == len(rendered)
+    pod = deployment(applied)["spec"]["template"]["spec"]
     mirror = "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/mirror"
     assert pod["containers"][0]["args"][0] == "--gang-scheduler-name=volcano"
     assert pod["containers"][0]["image"] == mirrored(OPERATOR_IMAGE, mirror)
     assert pod["nodeSelector"] == {"ack-training-platform/pool": "system"}
+    # Everything but the pods' workload is the rendering as it is.
+    assert [o for o in applied if o["kind"] != "Deployment"] == [o for o in rendered if o["kind"] != "Deployment"]
+
+
+def test_the_operator_waits_for_volcano_its_objects_and_its_image_pulls(run_stack, fixture_pins: Path) -> None:
+    config = stack_config("prod")
+    config["ack-training-platform:registry"]["linkVpc"] = True
+    plan = run_stack(config, "prod")
+    operator = plan.one(OPERATOR)
+    children = {r.inputs["kind"]: r for r in plan.resources if r.parent == operator.urn and r.type != RELEASE}
+    workload = children.pop("Deployment")
+    volcano = plan.one(RELEASE, "volcano")
+    # The mirror is public: its pulls wait for the registry's VPC link, which the stack creates here.
+    registry_link = plan.one("alicloud:cr/vpcEndpointLinkedVpc:VpcEndpointLinkedVpc")
+    # Started with --gang-scheduler-name=volcano, the operator exits without Volcano's PodGroup CRD.
+    assert {volcano.urn, registry_link.urn} | {r.urn for r in children.values()} <= set(workload.dependencies)
+    assert registry_link.urn in volcano.dependencies
+    assert children["Namespace"].urn in children["Service"].dependencies
+    assert not children["CustomResourceDefinition"].dependencies
+    for job in plan.of_type("kubernetes:kubeflow.org/v1:PyTorchJob"):
+        assert {workload.urn, volcano.urn} | {r.urn for r in children.values()} <= set(job.dependencies)
+
+
+def test_a_rendering_with_one_changed_byte_is_never_applied(run_stack, fixture_pins: Path) -> None:
+    import pulumi
+
+    rendered = fixture_pins / RENDERED
+    rendered.write_bytes(rendered.read_bytes().replace(b"port: 443", b"port: 444"))
+    # Refused by the check the program makes once the stack is loaded, before its first
+    # resource (a component meeting the copy would raise SourceError instead).
+    with pytest.raises(pulumi.RunError, match=r"training-operator-v1\.9\.4\.yaml is not the pinned rendering"):
+        run_stack(stack_config("prod"), "prod")
+
+
+def test_without_a_prepared_copy_the_plan_says_what_it_cannot_show(run_stack) -> None:
+    plan = run_stack(stack_config("prod"), "prod")
+    assert not plan.of_type("kubernetes:apps/v1:Deployment") or all(
+        r.inputs["metadata"]["namespace"] != "kubeflow" for r in plan.of_type("kubernetes:apps/v1:Deployment")
+    )
+    assert plan.not_shown() == [
+        "training-operator: the objects of kubeflow/trainer v1.9.4 manifests/overlays/standalone; "
+        "its rendering is not prepared here (python -m components.upstream prepare)",
+        f"volcano: the objects of Helm chart {plan.one(RELEASE).inputs['chart']} 1.12.1; "
+        "Helm renders them, hooks included, only when the release is installed",
+    ]
 
 
 def test_volcano_values_command_matches_the_release(run_stack) -> None:
@@ -112,7 +275,69 @@ def test_images_command_lists_what_to_copy() -> None:
     assert all(
         target.startswith("ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/mirror/") for _, target in pairs
     )
-    without = upstream("images", "--stack", "dev")
-    assert without.returncode == 2 and without.stderr == (
-        "error: the stack sets no imageMirror: its images are pulled from their own registries\n"
-    )
+
+
+def test_dev_pulls_the_operator_from_its_mirror_not_ghcr(run_stack, fixture_pins: Path) -> None:
+    plan = run_stack(stack_config("dev"))
+    pod = plan.one("kubernetes:apps/v1:Deployment", "kubeflow/training-operator").inputs["spec"]["template"]["spec"]
+    mirror = "registry-vpc.cn-hangzhou.aliyuncs.com/ml-mirror"
+    assert [c["image"] for c in pod["containers"]] == [f"{mirror}/training-operator:v1-93c5489"]
+    assert pod["containers"][0]["args"] == [f"--pytorch-init-container-image={mirror}/alpine:3.10"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("operator", {"version": "v1.9.3"}, "operator.version: operator 'v1.9.3' has no pinned local copy"),
+        ("operator", {"volcano": {"enabled": True, "version": "1.12.0"}}, "Volcano '1.12.0' has no pinned local copy"),
+        (
+            "trainerV2",
+            {"version": "v2.2.0"},
+            "Trainer 'v2.2.0' has no pinned local copy: this platform installs v2.3.0",
+        ),
+        ("trainerV2", {"kueue": {"version": "0.19.1"}}, "Kueue '0.19.1' has no pinned local copy"),
+    ],
+)
+def test_a_release_without_a_pin_is_refused_at_load(key: str, value: dict, message: str) -> None:
+    from components.config import ConfigError, load_spec
+
+    config = stack_config("dev")
+    config[f"ack-training-platform:{key}"] = value
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_spec(config, credentials=False)
+
+
+def test_prepare_command_fills_a_folder_from_a_mirror(tmp_path: Path, fixture_pins: Path, capsys) -> None:
+    target = tmp_path / "from-command"
+    assert main(["prepare", "--dir", str(target), "--from", str(fixture_pins)]) == 0
+    assert capsys.readouterr().out.endswith("; all verified\n")
+    assert sorted(p.name for p in target.iterdir()) == sorted(p.name for p in fixture_pins.iterdir())
+    (target / RENDERED).write_text("kind: Namespace\n")
+    assert main(["prepare", "--dir", str(target), "--from", str(fixture_pins)]) == 2
+    assert "is not the pinned rendering" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("stack", "copies"),
+    [
+        ("prod", ["training-operator-v1.9.4.yaml", "volcano-v1.12.1-chart"]),
+        ("dev", ["training-operator-v1.9.4.yaml"]),
+        ("local", ["training-operator-v1.9.4.yaml", "kubeflow-trainer-v2.3.0"]),
+    ],
+)
+def test_each_stack_checks_the_copies_it_installs(stack: str, copies: list[str]) -> None:
+    from components.config import load_spec
+    from components.local_sources import required_copies
+
+    assert required_copies(load_spec(stack_config(stack), credentials=False)) == copies
+
+
+def test_trainer_v2_waits_for_the_mirror_registry_like_the_operator(run_stack) -> None:
+    config = stack_config("prod")
+    config["ack-training-platform:jobs"][1]["backend"] = "v2"
+    del config["ack-training-platform:jobs"][1]["restartPolicy"]
+    config["ack-training-platform:registry"]["linkVpc"] = True
+    plan = run_stack(config, "prod")
+    link = plan.one("alicloud:cr/vpcEndpointLinkedVpc:VpcEndpointLinkedVpc")
+    for release in ("volcano", "kubeflow-trainer"):
+        assert link.urn in plan.one(RELEASE, release).dependencies

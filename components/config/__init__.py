@@ -50,6 +50,8 @@ from .jobs import (
     ElasticSpec,
     RunPolicySpec,
     SchedulingSpec,
+    SecretEnv,
+    SecretKeySelector,
     TrainerArgs,
     TrainingJobSpec,
     v2_conflict,
@@ -61,12 +63,15 @@ from .platform import PlatformSpec, job_gpus, job_shm_size, nodes_needed
 from .pools import ERDMA_INSTANCE_FAMILIES, SYSTEM_POOL_NAME, Fabric, GpuPoolSpec, TaintSpec
 from .registry import RegistrySpec
 from .storage import EXTREME_ROOT, NasSpec, OssSpec, StorageSpec, VolumeSpec
+from .teams import RESERVED_PRIORITY_PREFIX, TeamMemberSpec, TeamQuotaSpec, TeamSpec
 
 __all__ = [
     "AlertThresholds",
     "ApiServerSpec",
     "AutoscalerSpec",
     "Backend",
+    "SecretEnv",
+    "SecretKeySelector",
     "Cidr",
     "ClusterSpec",
     "ConfigError",
@@ -101,6 +106,7 @@ __all__ = [
     "PrometheusMode",
     "Quantity",
     "REGION_KEY",
+    "RESERVED_PRIORITY_PREFIX",
     "RegistrySpec",
     "RunPolicySpec",
     "SECRET_KEYS",
@@ -111,6 +117,9 @@ __all__ = [
     "SystemPoolSpec",
     "TRAINER_V2_MIN_KUBERNETES",
     "TaintSpec",
+    "TeamMemberSpec",
+    "TeamQuotaSpec",
+    "TeamSpec",
     "TensorBoardSpec",
     "TrainerArgs",
     "TrainerV2Spec",

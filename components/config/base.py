@@ -21,9 +21,15 @@ PROJECT = "ack-training-platform"
 POOL_LABEL = f"{PROJECT}/pool"
 """The node label naming a node's pool."""
 
-SECRET_KEYS = ("registryPassword", "ossAccessKeyId", "ossAccessKeySecret")
+SECRET_KEYS = ("registryPassword",)
 """Stack keys that hold credentials. They never enter a spec: components read them as
 Pulumi secrets so they stay encrypted end to end (``pulumi config set --secret``)."""
+
+SECRET_SECTIONS = ("jobs",)
+"""Stack keys that may be encrypted besides the credentials, e.g. a token in a job's env
+(``pulumi config set --secret --path 'jobs[0].env.TOKEN'``, which makes Pulumi treat the
+whole key as secret): the job objects built from them are Pulumi secrets. Every other
+setting becomes names and arguments that ACK, ECS and the cluster show in plain."""
 
 REGION_KEY = "alicloud:region"
 
@@ -35,6 +41,9 @@ DEFAULT_KUEUE_VERSION = "0.19.2"
 TRAINER_V2_MIN_KUBERNETES = (1, 31)
 """Trainer v2 needs Kubernetes 1.31 or later (kubeflow/trainer v2.3.0
 ``docs/operator-guides/installation.md`` and ``charts/kubeflow-trainer/README.md``)."""
+METADATA_TOKENS_MIN_KUBERNETES = (1, 28)
+"""Node pools that require instance metadata tokens need ACK 1.28 or later (pulumi-alicloud
+4.0.0 ``cs.NodePoolInstanceMetadataOptionsArgs.http_tokens``)."""
 DEFAULT_VPC_CIDR = "192.168.0.0/16"
 DEFAULT_POD_CIDR = "172.20.0.0/16"
 DEFAULT_SERVICE_CIDR = "172.21.0.0/20"
@@ -162,6 +171,11 @@ LabelValue = Annotated[str, BeforeValidator(_number_as_text), AfterValidator(_la
 EnvName = Annotated[str, AfterValidator(_env_name)]
 EnvValue = Annotated[str, BeforeValidator(_number_as_text)]
 Labels = dict[LabelKey, LabelValue]
+
+
+UNION_TAGS = ("<value>", "<secret>")
+"""Names of the branches of a tagged union (a job's env entry); they appear in error
+locations but are no stack keys."""
 
 
 def field_error(key: str, message: str) -> PydanticCustomError:

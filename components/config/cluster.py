@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -11,6 +12,7 @@ from .base import (
     DEFAULT_POD_CIDR,
     DEFAULT_SERVICE_CIDR,
     DEFAULT_VPC_CIDR,
+    METADATA_TOKENS_MIN_KUBERNETES,
     Cidr,
     DnsLabel,
     Spec,
@@ -89,6 +91,7 @@ PRIVATE_ACCESS = ("vpn", "cen", "express-connect", "in-vpc")
 PLATFORM_ADDONS = frozenset(
     {
         "flannel",
+        "terway-eniip",
         "csi-plugin",
         "csi-provisioner",
         "storage-operator",
@@ -149,7 +152,7 @@ class AutoscalerSpec(Spec):
     """On when this stack creates the cluster and the GPU pool autoscales; an adopted cluster
     keeps its own settings unless this is ``true``."""
     idle_minutes: int = Field(default=10, ge=1, le=1440)
-    """An idle node is removed after this long (``unneeded_duration``)."""
+    """An idle node is removed after it has been unneeded this long (the autoscaler's ``cool_down_duration``)."""
     gpu_utilization_threshold: float = Field(default=0.5, gt=0, le=1)
     """A GPU node counts as idle below this share of its GPUs requested."""
 
@@ -173,8 +176,19 @@ class ClusterSpec(Spec):
     """How Pulumi reaches the API server of a new cluster."""
     system_pool: SystemPoolSpec = Field(default_factory=SystemPoolSpec)
     autoscaler: AutoscalerSpec = Field(default_factory=AutoscalerSpec)
+    network: Literal["flannel", "terway"] = "flannel"
+    """Pod network, chosen when ACK creates the cluster and never changed after (changing it replaces the
+    cluster). ``terway`` gives pods VPC addresses and enforces NetworkPolicy, which team isolation needs;
+    ``flannel`` (an overlay on ``podCidr``) enforces none, so it suits one team. For an adopted cluster, say
+    which one it runs."""
+    shared_network: bool = False
+    """Accept several teams on Flannel, whose pods can then all reach each other."""
     addons: list[DnsLabel] = Field(default_factory=list)
     """ACK add-ons to install besides those the platform derives (network, storage, node repair, fabric, registry)."""
+
+    @property
+    def is_local(self) -> bool:
+        return self.local is not None
 
     @property
     def creates_cluster(self) -> bool:
@@ -195,7 +209,7 @@ class ClusterSpec(Spec):
             mode = "a local cluster" if self.local is not None else "an adopted cluster (existingClusterId)"
             set_but_unused(self, ("version", "cluster_spec", "deletion_protection", "api_server"), f"with {mode}")
             if self.local is not None:
-                set_but_unused(self, ("system_pool", "autoscaler", "addons"), f"with {mode}")
+                set_but_unused(self, ("system_pool", "autoscaler", "addons", "network"), f"with {mode}")
             elif self.system_pool.enabled:
                 raise field_error(
                     "systemPool.enabled",
@@ -211,6 +225,14 @@ class ClusterSpec(Spec):
             raise field_error(
                 "addons",
                 f"{managed} are installed and configured by the platform where it needs them: list only other add-ons",
+            )
+        match = re.match(r"^(\d+)\.(\d+)", self.version or "")
+        if match and (int(match[1]), int(match[2])) < METADATA_TOKENS_MIN_KUBERNETES:
+            needed = ".".join(map(str, METADATA_TOKENS_MIN_KUBERNETES))
+            raise field_error(
+                "version",
+                f"Kubernetes {self.version} is too old: the node pools require instance metadata tokens (IMDSv2), "
+                f"which ACK supports from {needed} on; raise version",
             )
         api = self.api_server
         if api.public and api.private_access is not None:

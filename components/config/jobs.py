@@ -6,12 +6,13 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Discriminator, Field, Tag, model_validator
 
 from .base import (
     _DNS_1035_LABEL,
     JOB_NAME_MAX,
     POOL_LABEL,
+    UNION_TAGS,
     Cpu,
     DnsLabel,
     EnvName,
@@ -24,6 +25,7 @@ from .base import (
     field_error,
     quantity_bytes,
 )
+from .teams import check_priority_class
 
 # --- jobs ----------------------------------------------------------------------------
 
@@ -142,6 +144,34 @@ class SchedulingSpec(Spec):
     min_available: int | None = Field(default=None, ge=1)
     """Gang size: pods that must be schedulable together (needs Volcano); v1 only."""
 
+    @model_validator(mode="after")
+    def _check(self) -> SchedulingSpec:
+        check_priority_class(self.priority_class, "priorityClass")
+        return self
+
+
+class SecretKeySelector(Spec):
+    name: DnsLabel
+    """Secret in the job's namespace."""
+    key: str = Field(pattern=r"^[-._a-zA-Z0-9]+$")
+    """Key inside the Secret."""
+
+
+class SecretEnv(Spec):
+    """An environment variable read from a Secret when the pod starts: the value never
+    enters the stack, its state or the job object."""
+
+    secret_key_ref: SecretKeySelector
+    """The Secret and the key the value comes from."""
+
+
+EnvEntry = Annotated[
+    Annotated[EnvValue, Tag(UNION_TAGS[0])] | Annotated[SecretEnv, Tag(UNION_TAGS[1])],
+    Discriminator(lambda value: UNION_TAGS[isinstance(value, dict | SecretEnv)]),
+]
+"""A plain value, or ``{secretKeyRef: ...}``; the shape decides which, so a bad entry gets
+the one message of the form it has."""
+
 
 class TrainingJobSpec(Spec):
     """One training job running the bundled trainer (or your own command): a PyTorchJob on backend v1, a
@@ -152,7 +182,11 @@ class TrainingJobSpec(Spec):
     preset: Literal["train", "netbench"] = "train"
     """``train`` runs the trainer; ``netbench`` measures all-reduce bandwidth across the nodes."""
     namespace: DnsLabel | None = None
-    """Must be the platform's training namespace, which holds the claims and the pull secret (its default)."""
+    """Must be the platform's training namespace, which holds the claims and the pull secret (its default);
+    with ``team``, the team's namespace."""
+    team: DnsLabel | None = None
+    """The team (``teams[].name``) the job belongs to: it runs in the team's namespace, with its claims, uid and
+    queue. Required when the stack declares teams."""
     labels: Labels = Field(default_factory=dict)
     node_selector: Labels = Field(default_factory=dict)
     """Node labels the pods must also have, beside the pool's ``ack-training-platform/pool``."""
@@ -168,8 +202,9 @@ class TrainingJobSpec(Spec):
     args: list[str] = Field(default_factory=list)
     """Extra arguments appended to the command (e.g. trainer flags not in ``trainer``)."""
     trainer: TrainerArgs = Field(default_factory=TrainerArgs)
-    env: dict[EnvName, EnvValue] = Field(default_factory=dict)
-    """Extra environment variables; numbers are written as text."""
+    env: dict[EnvName, EnvEntry] = Field(default_factory=dict)
+    """Extra environment variables; numbers are written as text. ``{secretKeyRef: {name, key}}`` reads one
+    from a Secret in the job's namespace instead."""
     nodes: int = Field(default=1, ge=1, le=512)
     """Pods, one per node: on v1 one Master plus ``nodes - 1`` Workers, on v2 the TrainJob's ``numNodes``."""
     elastic: ElasticSpec | None = None

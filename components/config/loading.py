@@ -9,8 +9,10 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
 
-from .base import PROJECT, REGION_KEY, SECRET_KEYS
+from .base import PROJECT, REGION_KEY, SECRET_KEYS, SECRET_SECTIONS, UNION_TAGS
 from .platform import PlatformSpec
+
+RETIRED_CREDENTIALS = ("ossAccessKeyId", "ossAccessKeySecret")
 
 
 class ConfigError(Exception):
@@ -58,6 +60,24 @@ def load_spec(raw: Mapping[str, Any], secret_keys: Collection[str] = (), *, cred
     ]
     if plaintext:
         raise ConfigError(plaintext)
+    retired = [
+        f"{prefix}{key}: no longer read: the OSS dataset is read through RRSA, without an AccessKey; run: "
+        f"pulumi config rm {key}, and delete that AccessKey in RAM"
+        for key in RETIRED_CREDENTIALS
+        if key in ours
+    ]
+    if retired:
+        raise ConfigError(retired)
+    never_secret = [
+        f"{key}: is encrypted, but its settings become names and arguments the cloud and the cluster show in "
+        f"plain, so it would not stay secret; only {', '.join(SECRET_KEYS)} and {', '.join(SECRET_SECTIONS)} may be "
+        "encrypted. Set it without --secret; a job reads a credential from a Kubernetes Secret with "
+        "env: {NAME: {secretKeyRef: {name, key}}}"
+        for key in secret_keys
+        if key.startswith(prefix) and key[len(prefix) :] not in (*SECRET_KEYS, *SECRET_SECTIONS)
+    ]
+    if never_secret:
+        raise ConfigError(never_secret)
     data = {k: v for k, v in ours.items() if k not in SECRET_KEYS}
     if REGION_KEY in raw:
         if "region" in data:
@@ -80,13 +100,11 @@ def load_spec(raw: Mapping[str, Any], secret_keys: Collection[str] = (), *, cred
 def missing_credentials(spec: PlatformSpec, raw: Mapping[str, Any]) -> dict[str, str]:
     """Secret stack keys ``spec`` needs that ``raw`` lacks, each with the key needing it."""
     needed = {"registryPassword": "registry.username"} if spec.registry and spec.registry.username else {}
-    if spec.storage.oss is not None:
-        needed.update(ossAccessKeyId="storage.oss", ossAccessKeySecret="storage.oss")
     return {key: needs for key, needs in needed.items() if f"{PROJECT}:{key}" not in raw}
 
 
 def _describe(error: Mapping[str, Any]) -> str:
-    loc = list(error["loc"])
+    loc = [part for part in error["loc"] if part not in UNION_TAGS]
     kind = error["type"]
     key_in_ctx = (error.get("ctx") or {}).get("key")
     if key_in_ctx == "<region>":

@@ -8,6 +8,7 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
+from ..pins import KUEUE_CHARTS, OPERATOR_OVERLAYS, TRAINER_V2_CHARTS, VOLCANO_CHARTS
 from .base import (
     _VERSION_TAG,
     DEFAULT_KUEUE_VERSION,
@@ -26,6 +27,14 @@ DEFAULT_MAX_REQUEUES = 5
 """Requeues before Kueue gives up on a job whose nodes never arrive: with the 30-minute default
 timeout and Kueue's backoff, about four hours."""
 
+
+def _unpinned(what: str, version: str, pinned: dict) -> str:
+    return (
+        f"{what} {version!r} has no pinned local copy: this platform installs {', '.join(sorted(pinned))} "
+        "(add a release to components/pins.py)"
+    )
+
+
 # --- operator and namespace ----------------------------------------------------------
 
 
@@ -34,6 +43,12 @@ class VolcanoSpec(Spec):
     """Install Volcano and start the operator with ``--gang-scheduler-name=volcano``."""
     version: str = Field(default=DEFAULT_VOLCANO_VERSION, pattern=r"^\d+\.\d+\.\d+$")
     """Volcano Helm chart version (pinned)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> VolcanoSpec:
+        if self.enabled and self.version not in VOLCANO_CHARTS:
+            raise field_error("version", _unpinned("Volcano", self.version, VOLCANO_CHARTS))
+        return self
 
 
 class OperatorSpec(Spec):
@@ -55,6 +70,8 @@ class OperatorSpec(Spec):
             raise field_error(
                 "version", f"{self.version!r} is not a v1 release; this platform emits kubeflow.org/v1 PyTorchJobs"
             )
+        if self.install and self.version not in OPERATOR_OVERLAYS:
+            raise field_error("version", _unpinned("operator", self.version, OPERATOR_OVERLAYS))
         return self
 
 
@@ -69,6 +86,13 @@ class KueueSpec(Spec):
     cluster runs Kueue already, with its TrainJob integration on)."""
     version: str = Field(default=DEFAULT_KUEUE_VERSION, pattern=r"^\d+\.\d+\.\d+$")
     """Kueue Helm chart version (pinned)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> KueueSpec:
+        if self.version not in KUEUE_CHARTS:
+            raise field_error("version", _unpinned("Kueue", self.version, KUEUE_CHARTS))
+        return self
+
     pods_ready_timeout_minutes: int = Field(default=30, ge=1)
     """How long an admitted job's pods may take to run, new GPU nodes included; then Kueue evicts the job
     and requeues it, so a job holds its quota only while all of its pods can run."""
@@ -108,6 +132,8 @@ class TrainerV2Spec(Spec):
                 "version",
                 f"{self.version!r} is not a Trainer v2 release tag: pin one such as {DEFAULT_TRAINER_V2_VERSION!r}",
             )
+        if self.version not in TRAINER_V2_CHARTS:
+            raise field_error("version", _unpinned("Trainer", self.version, TRAINER_V2_CHARTS))
         return self
 
 

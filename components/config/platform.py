@@ -15,6 +15,7 @@ from .base import (
     field_error,
     quantity_bytes,
 )
+from .capacity import misfit
 from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
 from .jobs import Backend, TrainingJobSpec, v2_conflict
 from .monitoring import MonitoringSpec, PrometheusMode
@@ -22,6 +23,7 @@ from .operator import OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec
 from .pools import GpuPoolSpec
 from .registry import RegistrySpec
 from .storage import StorageSpec
+from .teams import TeamSpec, check_teams
 
 # --- the platform --------------------------------------------------------------------
 
@@ -49,6 +51,9 @@ class PlatformSpec(Spec):
     operator: OperatorSpec = Field(default_factory=OperatorSpec)
     trainer_v2: TrainerV2Spec = Field(default_factory=TrainerV2Spec, alias="trainerV2")
     training: TrainingNamespaceSpec = Field(default_factory=TrainingNamespaceSpec)
+    teams: list[TeamSpec] = Field(default_factory=list)
+    """Teams sharing the platform, each in a namespace of its own; jobs then name their team. Without teams every
+    job runs in ``training.namespace``."""
     jobs: list[TrainingJobSpec] = Field(default_factory=list)
     """Training jobs to run; each becomes a PyTorchJob (backend v1) or a TrainJob (backend v2)."""
     monitoring: MonitoringSpec = Field(default_factory=MonitoringSpec)
@@ -106,6 +111,19 @@ class PlatformSpec(Spec):
         return zones.index(self.nas_zone) if self.nas_zone in zones else 0
 
     @property
+    def nas_access_cidrs(self) -> list[str]:
+        """Source ranges of the NAS access rules: the configured one, else each node vSwitch's block."""
+        nas = self.storage.nas
+        if nas is not None and nas.access_cidr is not None:
+            return [str(nas.access_cidr)]
+        return [str(vsw.cidr) for vsw in self.network.vswitches] if self.network else []
+
+    @property
+    def network_policies(self) -> bool:
+        """Whether team namespaces get NetworkPolicies: on a Terway cluster, where they are enforced."""
+        return bool(self.teams) and not self.is_local and self.cluster.network == "terway"
+
+    @property
     def autoscaler_enabled(self) -> bool:
         """Whether the stack configures ACK's cluster autoscaler (needed by an autoscaling pool)."""
         if self.cluster.autoscaler.enabled is not None:
@@ -133,6 +151,7 @@ class PlatformSpec(Spec):
         else:
             self._check_cloud()
         self._check_trainer_v2()
+        check_teams(self)
         self._check_jobs()
         self._check_monitoring()
         return self
@@ -200,6 +219,13 @@ class PlatformSpec(Spec):
                 "ACK stacks need a network for nodes and NAS: give network.vswitches, "
                 "or adopt a VPC with network.vpcId and network.vswitchIds",
             )
+        oss = self.storage.oss
+        if oss is not None and oss.role_name is None and not self.cluster.creates_cluster:
+            raise field_error(
+                "storage.oss.roleName",
+                "the stack cannot read an adopted cluster's RRSA OIDC provider: give the RAM role the OSS CSI plugin "
+                "assumes (trusted for service account ack-csi-fuse/csi-fuse-ossfs, allowed to read the bucket)",
+            )
         api = self.cluster.api_server
         if self.cluster.creates_cluster and api.public and not api.allowed_cidrs:
             raise field_error(
@@ -246,6 +272,12 @@ class PlatformSpec(Spec):
                 "storage.nas", "ACK stacks keep data on NAS: add storage.nas (may be {} for the defaults)"
             )
         nas = self.storage.nas
+        if nas.access_cidr is None and nas.existing_file_system_id is None and self.network.vpc_id is not None:
+            raise field_error(
+                "storage.nas.accessCidr",
+                "with an adopted VPC the stack does not know the node vSwitches' blocks, to which NAS access is "
+                "limited: give the block that holds them, e.g. '10.0.0.0/16'",
+            )
         if nas.access_cidr is not None and not nas.access_cidr.subnet_of(self.network.vpc_cidr):
             raise field_error(
                 "storage.nas.accessCidr",
@@ -299,7 +331,7 @@ class PlatformSpec(Spec):
                         "Kueue suspends and resumes queued TrainJobs itself (trainerV2.kueue.enabled): drop suspend, "
                         "and stop a queued job by deactivating its Kueue Workload (spec.active: false)",
                     )
-            if job.namespace not in (None, self.training.namespace):
+            if job.team is None and job.namespace not in (None, self.training.namespace):
                 raise field_error(
                     f"{key}.namespace",
                     f"the data and output claims and the pull secret live in training.namespace "
@@ -323,6 +355,9 @@ class PlatformSpec(Spec):
                         f"{key}.gpus_per_node",
                         f"{gpus} GPUs per pod do not fit on a {pool.gpus_per_node}-GPU node of pool {pool.name!r}",
                     )
+                problem = misfit(job.cpu, job.memory, pool.node_share, pool.name)
+                if problem is not None:
+                    raise field_error(f"{key}.{problem[0]}", problem[1])
                 needed = nodes_needed(job, gpus, pool.gpus_per_node)
                 if needed > pool.max_size:
                     raise field_error(
@@ -337,7 +372,7 @@ class PlatformSpec(Spec):
                         "one process drives one GPU",
                     )
             quota = self.training.gpu_quota
-            if quota is not None and gpus * job.min_pods > quota:
+            if job.team is None and quota is not None and gpus * job.min_pods > quota:
                 raise field_error(
                     f"{key}.nodes",
                     f"the job needs {gpus * job.min_pods} GPUs at once but training.gpuQuota is {quota}: "

@@ -6,7 +6,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from .base import DEFAULT_GPU_TAINT_KEY, DnsLabel, LabelKey, Labels, LabelValue, Spec, field_error
+from .base import DEFAULT_GPU_TAINT_KEY, Cpu, DnsLabel, LabelKey, Labels, LabelValue, Quantity, Spec, field_error
+from .capacity import GPU_INSTANCE_TYPES, NodeShare, allocatable_share, smallest_node
 
 Fabric = Literal["none", "erdma", "rdma"]
 
@@ -28,6 +29,16 @@ class TaintSpec(Spec):
     key: LabelKey = DEFAULT_GPU_TAINT_KEY
     value: LabelValue = "present"
     effect: Literal["NoSchedule", "NoExecute", "PreferNoSchedule"] = "NoSchedule"
+
+
+class NodeCapacitySpec(Spec):
+    """What one node of the pool can give to pods: the ``Allocatable`` that
+    ``kubectl describe node`` shows for it (capacity less what ACK keeps for the system)."""
+
+    cpu: Cpu
+    """CPU, e.g. ``186`` or ``15800m``."""
+    memory: Quantity
+    """Memory, e.g. ``990Gi``."""
 
 
 class GpuPoolSpec(Spec):
@@ -67,6 +78,9 @@ class GpuPoolSpec(Spec):
     or ``rdma`` (Lingjun)."""
     driver_version: str | None = Field(default=None)
     """Pin the NVIDIA driver, e.g. ``550.127.08`` (ACK label ``ack.aliyun.com/nvidia-driver-version``)."""
+    node_capacity: NodeCapacitySpec | None = Field(default=None)
+    """What one node gives pods, against which jobs are checked; required for instance types the platform
+    does not know (it knows ``ecs.gn7i-c8g1.2xlarge``, ``ecs.gn7i-c16g1.4xlarge``, ``ecs.ebmgn8v.48xlarge``)."""
 
     @model_validator(mode="after")
     def _check(self) -> GpuPoolSpec:
@@ -109,6 +123,26 @@ class GpuPoolSpec(Spec):
                 "Lingjun RDMA (rdma/hca) needs Lingjun nodes and Terway exclusive-ENI networking, which this platform "
                 "does not create; ECS GPU families with RDMA NICs (ebmgn8v, gn8v, ebmgn8is, gn8is) use fabric: erdma",
             )
+        unknown = [t for t in self.instance_types if t not in GPU_INSTANCE_TYPES]
+        if unknown and self.node_capacity is None:
+            raise field_error(
+                "nodeCapacity",
+                f"the platform does not know what {', '.join(unknown)} can give pods, so jobs cannot be checked "
+                "against it: give nodeCapacity {cpu, memory}, the Allocatable of such a node "
+                "(kubectl describe node), or its vCPUs and memory from the ECS instance family page less a margin "
+                "for the system",
+            )
+        other_gpus = [
+            f"{t} has {GPU_INSTANCE_TYPES[t].gpus}"
+            for t in self.instance_types
+            if t in GPU_INSTANCE_TYPES and GPU_INSTANCE_TYPES[t].gpus != self.gpus_per_node
+        ]
+        if other_gpus:
+            raise field_error(
+                "gpusPerNode",
+                f"gpusPerNode is {self.gpus_per_node} but {', '.join(other_gpus)}: every instance type of the "
+                "pool must have gpusPerNode GPUs",
+            )
         if self.autoscaling and self.autoscaler_tag_count >= AUTOSCALER_TAG_LIMIT:
             raise field_error(
                 "labels",
@@ -116,6 +150,15 @@ class GpuPoolSpec(Spec):
                 f"{AUTOSCALER_TAG_LIMIT}; this pool has {self.autoscaler_tag_count}: drop some labels",
             )
         return self
+
+    @property
+    def node_share(self) -> NodeShare:
+        """What one node offers pods' CPU and memory: ``nodeCapacity`` when given, else what the
+        smallest of the instance types has (a pool may start any of them). Its GPUs are
+        ``gpusPerNode``, which every instance type must have."""
+        if self.node_capacity is not None:
+            return allocatable_share(self.node_capacity.cpu, self.node_capacity.memory)
+        return smallest_node(self.instance_types)
 
     @property
     def autoscaling(self) -> bool:

@@ -24,9 +24,14 @@ class RegistrySpec(Spec):
     """Use this existing enterprise instance (edition enterprise) instead of buying one."""
     enterprise_instance_name: DnsLabel | None = Field(default=None)
     """Name of the enterprise instance (its registry host is ``<name>-registry-vpc.<region>.cr.aliyuncs.com``)."""
-    link_vpc: bool = Field(default=True)
-    """Link the enterprise instance's VPC endpoint to the stack's VPC, without which nodes cannot reach it
-    (off when an adopted instance is linked already)."""
+    link_vpc: bool | None = Field(default=None)
+    """Link the enterprise instance's VPC endpoint to the stack's VPC, without which nodes cannot reach it. On for
+    an instance the stack buys; with ``enterpriseInstanceId`` the stack must say: ``false`` when the instance is
+    linked to this VPC already (the link is then neither made again nor removed on destroy)."""
+    namespace_exists: bool = False
+    """The namespace exists already (another stack's, or made by hand): use it, create nothing."""
+    repository_exists: bool = False
+    """The repository exists already: use it, create nothing (needs ``namespaceExists``)."""
     existing_repository_url: str | None = Field(default=None)
     """Adopt any registry: create nothing and pull from this repository URL."""
     username: str | None = None
@@ -47,7 +52,28 @@ class RegistrySpec(Spec):
                     "and run: pulumi config set --secret registryPassword <password>",
                 )
         if self.existing_repository_url is not None:
-            set_but_unused(self, ("namespace", "repository", "link_vpc"), "with existingRepositoryUrl")
+            set_but_unused(
+                self,
+                ("namespace", "repository", "link_vpc", "namespace_exists", "repository_exists"),
+                "with existingRepositoryUrl",
+            )
+        if self.repository_exists and not self.namespace_exists:
+            raise field_error(
+                "namespaceExists",
+                f"repositoryExists says {self.namespace}/{self.repository} exists, so its namespace does: set "
+                "namespaceExists: true",
+            )
+        if self.edition == "enterprise" and self.existing_repository_url is None:
+            if self.enterprise_instance_id is None:
+                set_but_unused(
+                    self, ("namespace_exists", "repository_exists"), "with an instance the stack buys (it is empty)"
+                )
+            elif self.link_vpc is None:
+                raise field_error(
+                    "linkVpc",
+                    f"say whether instance {self.enterprise_instance_id} is linked to the stack's VPC: linkVpc: false "
+                    "when it is (the link is used as it is), true to link it in this stack",
+                )
         if (
             self.edition == "enterprise"
             and self.existing_repository_url is None

@@ -39,7 +39,11 @@ class NasSpec(Spec):
     zone_id: str | None = Field(default=None)
     """Zone of an extreme file system; the first vSwitch's zone when unset (required with an adopted VPC)."""
     access_cidr: Cidr | None = Field(default=None)
-    """Source range of the NAS access rule; the VPC CIDR when unset. Must lie inside the VPC."""
+    """Source range of the NAS access rule; the node vSwitches' blocks when unset (required with an adopted VPC,
+    whose vSwitch blocks the stack does not know). Must lie inside the VPC."""
+    user_access: Literal["root_squash", "all_squash", "no_squash"] = Field(default="root_squash")
+    """How NAS treats the client's uid: ``root_squash`` maps root (uid 0) to the anonymous user, so a pod running
+    as root owns nothing on the file system; ``no_squash`` trusts root. Jobs run as their team's uid."""
     base_path: str | None = Field(default=None, pattern=r"^/[A-Za-z0-9/_-]*[A-Za-z0-9_-]$")
     """Directory on the file system that holds the volumes: ``/training``, or ``/share/training`` on extreme NAS."""
 
@@ -88,8 +92,8 @@ class NasSpec(Spec):
 
 class OssSpec(Spec):
     """A read-mostly dataset in an OSS bucket, mounted read-only (ossfs) as the data volume
-    instead of a NAS claim. Credentials: the secret keys ``ossAccessKeyId`` and
-    ``ossAccessKeySecret`` (a RAM user with read access to the bucket)."""
+    instead of a NAS claim. No AccessKey: the OSS CSI plugin reads the bucket as a RAM role
+    it assumes through RRSA."""
 
     bucket: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
     """Bucket name."""
@@ -97,6 +101,10 @@ class OssSpec(Spec):
     """Directory in the bucket holding the dataset."""
     endpoint: str | None = None
     """OSS endpoint; the region's internal one (``oss-<region>-internal.aliyuncs.com``) when unset."""
+    role_name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9.-]{1,64}$")
+    """RAM role the OSS CSI plugin assumes (RRSA) to read the bucket. Created, trusted by this cluster's OIDC
+    provider for the plugin's service account and allowed to read only this bucket, when unset; required with an
+    adopted cluster (set it up as the README's known limits describe)."""
 
 
 class StorageSpec(Spec):

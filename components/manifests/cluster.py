@@ -10,6 +10,21 @@ NETWORK_PLUGIN = "flannel"
 CREATION_ADDONS = (NETWORK_PLUGIN, "csi-plugin", "csi-provisioner")
 """Chosen when the cluster is created: the network plugin can be chosen only then
 (``pod_cidr`` means Flannel), and NAS volumes need the CSI driver from the start."""
+NETWORK_ADDONS = {
+    "flannel": (NETWORK_PLUGIN, None),
+    # Terway in shared-ENI mode, with its NetworkPolicy enforcement on (pulumi-alicloud 4.x
+    # cs/managed_kubernetes.py examples name the add-on terway-eniip with a NetworkPolicy
+    # switch; ACK: "Use network policies in ACK clusters", shared ENI mode only).
+    "terway": ("terway-eniip", json.dumps({"NetworkPolicy": "true"})),
+}
+
+
+def creation_addons(network: str) -> list[tuple[str, str | None]]:
+    """The add-ons a new cluster is created with, and their configuration: the pod network
+    (``cluster.network``, fixed for the cluster's life: ACK, "Network overview") and CSI."""
+    return [NETWORK_ADDONS[network], *((name, None) for name in CREATION_ADDONS[1:])]
+
+
 BASE_ADDONS = ("storage-operator", "ack-node-problem-detector")
 NODE_REPAIR_ADDON = "node-lifecycle-controller"
 """Node pool auto-repair needs it beside ack-node-problem-detector (pulumi-alicloud 4.0.0,

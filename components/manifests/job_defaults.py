@@ -45,6 +45,7 @@ def job_defaults(ctx: JobContext, *, backend: Backend, registry: Any = None) -> 
         "serviceAccount": ctx.service_account,
         "imagePullSecret": ctx.image_pull_secret,
         "queue": ctx.queue,
+        "securityContext": ctx.security_context,
     }
 
 
@@ -77,4 +78,5 @@ def context_from_defaults(defaults: dict[str, Any], *, image: str, gpus: int, ba
         service_account=defaults["serviceAccount"],
         image_pull_secret=defaults["imagePullSecret"],
         queue=defaults["queue"] if backend == "v2" else None,
+        security_context=defaults.get("securityContext"),
     )

@@ -4,11 +4,12 @@ of a pod that every backend shares: environment, command, resources, volumes, pl
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from trainer.metric_names import METRICS_PORT, METRICS_PORT_NAME
 
-from ..config import Backend, TrainingJobSpec, job_shm_size, nodes_needed
+from ..config import Backend, SecretEnv, TrainingJobSpec, job_shm_size, nodes_needed
 from .base import MANAGED_BY, Manifest
 from .placement import GPU_RESOURCE, FabricProfile, Placement
 
@@ -52,6 +53,7 @@ class JobContext:
         service_account: pods' service account (it carries the pull secret).
         image_pull_secret: pull secret name, or ``None`` for public images.
         queue: Kueue LocalQueue that admits the job (v2), or ``None`` for no queueing.
+        security_context: the pods' security context (a team's uid and gid), or ``None`` for the image's user.
     """
 
     namespace: str
@@ -63,10 +65,21 @@ class JobContext:
     service_account: str | None = None
     image_pull_secret: str | None = None
     queue: str | None = None
+    security_context: Manifest | None = None
 
 
 TCP_NCCL_ENV = {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "eth0"}
 """NCCL over the pod network when the job uses no RDMA fabric."""
+
+
+def container_env(env: Mapping[str, str | SecretEnv]) -> list[Manifest]:
+    """A container's ``env`` list: plain values, and values a Secret holds (``secretKeyRef``)."""
+    return [
+        {"name": name, "valueFrom": value.model_dump(by_alias=True)}
+        if isinstance(value, SecretEnv)
+        else {"name": name, "value": value}
+        for name, value in env.items()
+    ]
 
 
 def runtime_env() -> dict[str, str]:
@@ -210,9 +223,11 @@ def job_volumes(job: TrainingJobSpec, ctx: JobContext) -> list[Manifest]:
 
 
 def placement_fields(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
-    """Pod fields from the pool, the job and the registry: node selector, tolerations, service
-    account, pull secret."""
+    """Pod fields from the pool, the job, the registry and the team: node selector,
+    tolerations, service account, pull secret, security context."""
     fields: Manifest = {}
+    if ctx.security_context:
+        fields["securityContext"] = dict(ctx.security_context)
     node_selector = {**ctx.placement.node_selector, **job.node_selector}
     if node_selector:
         fields["nodeSelector"] = node_selector
@@ -266,7 +281,7 @@ def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         "image": ctx.image,
         "imagePullPolicy": "IfNotPresent",
         "command": job_command(job, procs),
-        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "env": container_env(env),
         "ports": [{"name": "pytorchjob-port", "containerPort": MASTER_PORT}, dict(METRICS_CONTAINER_PORT)],
         "resources": job_resources(job, ctx.gpus, fabric),
         "volumeMounts": [dict(SHM_MOUNT), *shared_volume_mounts()],

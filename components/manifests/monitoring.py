@@ -21,7 +21,7 @@ def _labelled(objects: list[Manifest], spec: PlatformSpec) -> list[Manifest]:
 def pod_monitors(spec: PlatformSpec) -> list[Manifest]:
     """The PodMonitors of the training pods and, when the stack installs it, the v1 operator."""
     namespace = spec.training.namespace
-    monitors = [trainer_pod_monitor(namespace)]
+    monitors = [trainer_pod_monitor(namespace, [namespace, *(team.name for team in spec.teams)])]
     if spec.operator.install:
         monitors.append(operator_pod_monitor(OPERATOR_NAMESPACE))
     return _labelled(monitors, spec)

@@ -8,19 +8,27 @@ import json
 from ..config import TrainingNamespaceSpec
 from .base import MANAGED_BY, Manifest
 from .placement import GPU_RESOURCE
+from .tenancy import BASELINE, pod_security_labels
 
 
-def training_namespace(spec: TrainingNamespaceSpec) -> list[Manifest]:
+def training_namespace(spec: TrainingNamespaceSpec, *, pod_security: str = BASELINE) -> list[Manifest]:
     """The jobs' Namespace, ServiceAccount and, when configured, a GPU ResourceQuota.
 
     Jobs name the image pull secret themselves, so the ServiceAccount carries none.
+
+    Args:
+        spec: the namespace's settings.
+        pod_security: the Pod Security level the namespace enforces.
     """
+    labels = {**MANAGED_BY, **pod_security_labels(pod_security)}
     objects: list[Manifest] = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": spec.namespace, "labels": dict(MANAGED_BY)}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": spec.namespace, "labels": labels}},
         {
             "apiVersion": "v1",
             "kind": "ServiceAccount",
             "metadata": {"name": spec.service_account, "namespace": spec.namespace, "labels": dict(MANAGED_BY)},
+            # The trainer never calls the Kubernetes API: its pods get no token to steal.
+            "automountServiceAccountToken": False,
         },
     ]
     if spec.gpu_quota is not None:

@@ -1,22 +1,21 @@
 """The Kubeflow Training Operator (v1) and Volcano as this platform installs them.
 
-The operator comes from its upstream kustomize overlay, rendered by the kubernetes
-provider at deploy time; :func:`customize_operator_object` adjusts each rendered object
-before it is applied. Volcano comes from its Helm chart with :func:`volcano_values`.
+The operator comes from its upstream kustomize overlay, rendered once from a verified
+local copy (:mod:`components.local_sources`); :func:`customized_operator_objects` adjusts
+each rendered object before it is applied. Volcano comes from its Helm chart with :func:`volcano_values`.
 Facts about the upstream objects are from kubeflow/trainer at tag v1.9.4 and
 volcano-sh/volcano's chart at v1.12.1.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
 from ..config import ClusterSpec, OperatorSpec
 from .base import POOL_LABEL, SYSTEM_POOL, Manifest
 
-OPERATOR_REPOSITORY = "https://github.com/kubeflow/trainer.git"
-"""kubeflow/training-operator was renamed kubeflow/trainer; its v1 tags live on there."""
 OPERATOR_NAMESPACE = "kubeflow"
 OPERATOR_DEPLOYMENT = "training-operator"
 OPERATOR_CONTAINER = "training-operator"
@@ -28,7 +27,6 @@ PYTORCH_INIT_IMAGE = "alpine:3.10"
 DNS name (v1.9.4 ``pkg/config/config.go``); ``--pytorch-init-container-image`` replaces it."""
 
 VOLCANO_NAMESPACE = "volcano-system"
-VOLCANO_REPOSITORY = "https://volcano-sh.github.io/helm-charts"
 VOLCANO_IMAGES = ("volcanosh/vc-controller-manager", "volcanosh/vc-scheduler", "volcanosh/vc-webhook-manager")
 """The chart's images (``basic.*_image_name``, from ``basic.image_registry`` docker.io); the
 admission-init hook Job runs the webhook-manager image."""
@@ -68,11 +66,6 @@ def mirrored(image: str, mirror: str) -> str:
     return f"{mirror}/{image.rsplit('/', 1)[-1]}"
 
 
-def operator_source(version: str) -> str:
-    """The standalone kustomize overlay of the Training Operator at ``version``."""
-    return f"{OPERATOR_REPOSITORY}/manifests/overlays/standalone?ref={version}"
-
-
 def operator_flags(*, gang_scheduler: str | None, mirror: str | None) -> dict[str, str]:
     """The manager flags the platform sets (v1.9.4 ``cmd/training-operator.v1/main.go``)."""
     flags = {}
@@ -83,7 +76,8 @@ def operator_flags(*, gang_scheduler: str | None, mirror: str | None) -> dict[st
     return flags
 
 
-def _pod_spec(obj: Manifest) -> Manifest | None:
+def pod_spec(obj: Manifest) -> Manifest | None:
+    """The pod template of a workload object, or ``None`` for an object that runs no pods."""
     kind = obj.get("kind")
     if kind == "Pod":
         return obj.get("spec")
@@ -117,7 +111,7 @@ def customize_operator_object(
     Raises:
         ValueError: the overlay's operator Deployment has no container of the expected name.
     """
-    pod = _pod_spec(obj)
+    pod = pod_spec(obj)
     if pod is None:
         return
     if mirror is not None:
@@ -148,6 +142,17 @@ def operator_customization(
         customize_operator_object(obj, gang_scheduler=gang_scheduler, mirror=mirror, node_selector=node_selector)
 
     return customize
+
+
+def customized_operator_objects(
+    objects: list[Manifest], operator: OperatorSpec, *, mirror: str | None, node_selector: dict[str, str] | None
+) -> list[Manifest]:
+    """Copies of the rendered overlay's ``objects`` as the platform applies them."""
+    customize = operator_customization(operator, mirror=mirror, node_selector=node_selector)
+    customized = copy.deepcopy(objects)
+    for obj in customized:
+        customize(obj)
+    return customized
 
 
 def volcano_values(*, mirror: str | None, node_selector: dict[str, str] | None) -> dict[str, Any]:

@@ -35,7 +35,7 @@ def _meta_label(label: str) -> str:
     return "__meta_kubernetes_pod_label_" + "".join(c if c.isalnum() else "_" for c in label)
 
 
-def trainer_pod_monitor(namespace: str) -> Manifest:
+def trainer_pod_monitor(namespace: str, watched: list[str] | None = None) -> Manifest:
     """The PodMonitor for every platform job's pods in ``namespace``.
 
     It selects the pods by the platform's ``managed-by`` label and scrapes the container port
@@ -43,7 +43,8 @@ def trainer_pod_monitor(namespace: str) -> Manifest:
     so that a series keeps its job when pods are replaced.
 
     Args:
-        namespace: the training namespace; the PodMonitor lives there and watches only it.
+        namespace: the training namespace; the PodMonitor lives there.
+        watched: the namespaces it watches (the teams' too); only ``namespace`` when unset.
 
     Returns:
         A complete PodMonitor object.
@@ -54,7 +55,7 @@ def trainer_pod_monitor(namespace: str) -> Manifest:
         "metadata": {"name": TRAINER_MONITOR, "namespace": namespace, "labels": dict(MANAGED_BY)},
         "spec": {
             "selector": {"matchLabels": dict(MANAGED_BY)},
-            "namespaceSelector": {"matchNames": [namespace]},
+            "namespaceSelector": {"matchNames": list(watched or [namespace])},
             "podMetricsEndpoints": [
                 {
                     "port": METRICS_PORT_NAME,

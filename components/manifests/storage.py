@@ -96,19 +96,28 @@ def nas_persistent_volume(name: str, server: str, path: str, size: str, access_m
     return _static_volume(name, size, access_mode, ref, NAS_PROVISIONER, csi, mountOptions=list(NFS_MOUNT_OPTIONS))
 
 
-def oss_persistent_volume(
-    name: str, oss: OssSpec, endpoint: str, size: str, secret_name: str, secret_namespace: str, ref: Manifest
-) -> Manifest:
+OSS_RRSA_SERVICE_ACCOUNT = ("ack-csi-fuse", "csi-fuse-ossfs")
+"""Namespace and service account of the pods the OSS CSI plugin mounts ossfs in, whose
+RRSA token it exchanges for the role named by ``roleName`` (alibaba-cloud-csi-driver
+v1.37.1 ``pkg/oss/controllerserver.go`` ``fusePodNamespace``,
+``pkg/mounter/fuse_pod_manager/fuse_pod_manager.go`` ``FuseServiceAccountName``)."""
+
+
+def oss_persistent_volume(name: str, oss: OssSpec, endpoint: str, size: str, role_name: str, ref: Manifest) -> Manifest:
     """A static, read-only OSS volume (ossfs through the OSS CSI plugin), reserved for one
-    claim and kept on delete."""
+    claim and kept on delete. The plugin reads the bucket as ``role_name``, assumed through
+    RRSA (``authType: rrsa``, ``roleName``: alibaba-cloud-csi-driver v1.37.1
+    ``pkg/mounter/fuse_pod_manager/oss/oss_fuse_pod_manager.go`` ``Options``,
+    ``pkg/mounter/fuse_pod_manager/oss/utils.go`` ``GetRRSAConfig``): no AccessKey exists."""
     csi = {
         "readOnly": True,
-        "nodePublishSecretRef": {"name": secret_name, "namespace": secret_namespace},
         # Metadata caching off: datasets change between runs, stale listings would hide files.
         "volumeAttributes": {
             "bucket": oss.bucket,
             "url": endpoint,
             "path": oss.path,
+            "authType": "rrsa",
+            "roleName": role_name,
             "otherOpts": "-o umask=022 -o max_stat_cache_size=0 -o allow_other",
         },
     }

@@ -19,10 +19,9 @@ import yaml
 
 from ..config import KueueSpec, PlatformSpec, TrainerV2Spec
 from .base import MANAGED_BY, Manifest
-from .operator import OPERATOR_NAMESPACE, VOLCANO_NAMESPACE, mirrored
+from .operator import mirrored
 from .placement import FABRICS, GPU_RESOURCE, FabricProfile
 
-TRAINER_V2_CHART = "oci://ghcr.io/kubeflow/charts/kubeflow-trainer"
 TRAINER_V2_NAMESPACE = "kubeflow-system"
 """The namespace of the upstream installation guide (``docs/operator-guides/installation.md``)."""
 TRAINER_V2_IMAGE = "ghcr.io/kubeflow/trainer/trainer-controller-manager"
@@ -33,8 +32,6 @@ JOBSET_VERSIONS = {"v2.3.0": "v0.12.0"}
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 """Kueue's API for queues (kubernetes-sigs/kueue v0.19.2 ``apis/kueue/v1beta2``)."""
 KUEUE_FLAVOR = "default-flavor"
-KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
-"""kubernetes-sigs/kueue v0.19.2 ``charts/kueue/README.md.gotmpl``."""
 KUEUE_NAMESPACE = "kueue-system"
 KUEUE_IMAGE = "registry.k8s.io/kueue/kueue"
 """The released image, ``v<chart version>`` (v0.19.2 ``hack/testing/e2e-common.sh``); the chart's own
@@ -71,7 +68,9 @@ def trainer_v2_values(
         # The chart writes <registry>/<repository>:<tag>, which is mirrored()'s layout.
         values["image"] = {"registry": mirror, "repository": TRAINER_V2_IMAGE.rsplit("/", 1)[-1]}
     if spec.jobset:
-        # Always set: the chart's own values name a staging image, and it takes a whole repository path.
+        # Always set: the chart's own values name a staging image tagged main (JobSet's release
+        # packaging sets the released one, jobset v0.12.0 hack/helm-chart-package.sh, and the chart
+        # here is the tagged source), and it takes a whole repository path: there is no registry key.
         jobset = f"{JOBSET_IMAGE}:{_jobset_version(spec.version)}"
         repository, _, tag = (mirrored(jobset, mirror) if mirror is not None else jobset).rpartition(":")
         values["jobset"]["image"] = {"repository": repository, "tag": tag}
@@ -168,40 +167,67 @@ def kueue_objects(spec: PlatformSpec) -> list[Manifest]:
     Kueue admits a job only when its ClusterQueue covers every resource the job's pods
     request, and admits all of a job's pods together by quota, before any node exists:
     the pods are then created, stay pending, and the autoscaler adds nodes for them.
-    The queue admits only workloads of the training namespace.
+    The queue admits only workloads of the training namespace; with teams, each team has a
+    ClusterQueue of its own, holding its quota and admitting its namespace only, and a
+    LocalQueue of the same name as the training namespace's would have.
     """
+    fabric = FABRICS.get(spec.gpu_pool.fabric) if spec.gpu_pool is not None else None
+    # One device resource per job pod, and one job pod per node.
+    devices = [(fabric.resource, str(spec.gpu_pool.max_size))] if fabric is not None else []
+    labels = dict(MANAGED_BY)
+    flavor = {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": KUEUE_FLAVOR, "labels": labels}}
+    priorities = [
+        {
+            "apiVersion": KUEUE_API,
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": n, "labels": labels},
+            "value": v,
+        }
+        for n, v in spec.trainer_v2.kueue.priorities.items()
+    ]
+    # With priorities, a job of higher priority takes a lower one's quota: Kueue evicts it (its pods
+    # get SIGTERM and checkpoint) and requeues it (v0.19.2 apis/kueue/v1beta2 ClusterQueuePreemption).
+    preempt = bool(priorities)
+    if spec.teams:
+        queues = [
+            _queues(
+                team.name,
+                team.name,
+                kueue_queue_name(spec),
+                preempt,
+                [
+                    ("cpu", team.quota.cpu),
+                    ("memory", team.quota.memory),
+                    (GPU_RESOURCE, str(team.quota.gpus)),
+                    *devices,
+                ],
+            )
+            for team in spec.teams
+        ]
+        return [flavor, *priorities, *(obj for pair in queues for obj in pair)]
     name = kueue_queue_name(spec)
     resources = [
         ("cpu", spec.trainer_v2.kueue.cpu_quota),
         ("memory", spec.trainer_v2.kueue.memory_quota),
         (GPU_RESOURCE, str(kueue_gpu_quota(spec))),
+        *devices,
     ]
-    fabric = FABRICS.get(spec.gpu_pool.fabric) if spec.gpu_pool is not None else None
-    if fabric is not None:
-        # One device resource per job pod, and one job pod per node.
-        resources.append((fabric.resource, str(spec.gpu_pool.max_size)))
+    return [flavor, *priorities, *_queues(name, spec.training.namespace, name, preempt, resources)]
+
+
+def _queues(
+    cluster_queue: str, namespace: str, local_queue: str, preempt: bool, resources: list[tuple[str, str]]
+) -> list[Manifest]:
     labels = dict(MANAGED_BY)
-    # With priorities, a job of higher priority takes a lower one's quota: Kueue evicts it (its pods
-    # get SIGTERM and checkpoint) and requeues it (v0.19.2 apis/kueue/v1beta2 ClusterQueuePreemption).
-    preemption = {"preemption": {"withinClusterQueue": "LowerPriority"}} if spec.trainer_v2.kueue.priorities else {}
+    preemption = {"preemption": {"withinClusterQueue": "LowerPriority"}} if preempt else {}
     return [
-        {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": KUEUE_FLAVOR, "labels": labels}},
-        *(
-            {
-                "apiVersion": KUEUE_API,
-                "kind": "WorkloadPriorityClass",
-                "metadata": {"name": n, "labels": labels},
-                "value": v,
-            }
-            for n, v in spec.trainer_v2.kueue.priorities.items()
-        ),
         {
             "apiVersion": KUEUE_API,
             "kind": "ClusterQueue",
-            "metadata": {"name": name, "labels": labels},
+            "metadata": {"name": cluster_queue, "labels": labels},
             "spec": {
                 **preemption,
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": spec.training.namespace}},
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
                 "resourceGroups": [
                     {
                         "coveredResources": [resource for resource, _ in resources],
@@ -218,21 +244,7 @@ def kueue_objects(spec: PlatformSpec) -> list[Manifest]:
         {
             "apiVersion": KUEUE_API,
             "kind": "LocalQueue",
-            "metadata": {"name": name, "namespace": spec.training.namespace, "labels": labels},
-            "spec": {"clusterQueue": name},
+            "metadata": {"name": local_queue, "namespace": namespace, "labels": labels},
+            "spec": {"clusterQueue": cluster_queue},
         },
     ]
-
-
-def mirrored_namespaces(spec: PlatformSpec) -> list[str]:
-    """Namespaces whose pods pull third-party images, from ``imageMirror`` when it is set:
-    those of what the stack installs."""
-    if spec.image_mirror is None:
-        return []
-    installed = {
-        OPERATOR_NAMESPACE: spec.operator.install,
-        VOLCANO_NAMESPACE: spec.operator.install and spec.operator.volcano.enabled,
-        TRAINER_V2_NAMESPACE: spec.installs_trainer_v2,
-        KUEUE_NAMESPACE: spec.uses_trainer_v2 and spec.trainer_v2.kueue.enabled and spec.trainer_v2.kueue.install,
-    }
-    return [namespace for namespace, on in installed.items() if on]

@@ -38,6 +38,7 @@ from .jobs import (
     SHM_MOUNT,
     TERMINATION_GRACE_S,
     JobContext,
+    container_env,
     flight_recorder_env,
     job_command,
     job_env,
@@ -262,7 +263,7 @@ def train_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         "trainer": {
             "image": ctx.image,
             "command": job_command(job, procs, backend="v2"),
-            "env": [{"name": k, "value": v} for k, v in env.items()],
+            "env": container_env(env),
             "numNodes": job.nodes,
             "numProcPerNode": procs,
             "resourcesPerNode": job_resources(job, ctx.gpus, fabric),

@@ -29,6 +29,7 @@ pool = GpuNodePool(
     ),
     cluster_id=cluster_id,
     vswitch_ids=config.get_object("vswitchIds") or ["vsw-example"],
+    worker_role=f"{pulumi.get_stack()}-a10-nodes",
 )
 namespace = TrainingNamespace("team-a", TrainingNamespaceSpec(namespace="team-a", gpu_quota=4), provider=provider)
 # The cluster already has a NAS StorageClass; claims are made in it and kept on destroy.

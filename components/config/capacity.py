@@ -1,0 +1,120 @@
+"""What one node of a GPU pool can give to pods: the ECS instance types the platform knows,
+and the per-pool figure a stack gives for any other type."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .base import quantity_bytes
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    """One ECS instance type as its family page lists it.
+
+    Args:
+        vcpus: vCPUs.
+        memory_gib: memory, GiB.
+        gpus: GPUs.
+        gpu_memory_gib: memory of each GPU, GiB.
+        family_page: the ECS documentation page that lists the family.
+    """
+
+    vcpus: int
+    memory_gib: int
+    gpus: int
+    gpu_memory_gib: int
+    family_page: str
+
+
+_GPU_FAMILIES = "https://www.alibabacloud.com/help/en/ecs/user-guide/gpu-accelerated-compute-optimized-and-vgpu-accelerated-instance-families-1"
+
+GPU_INSTANCE_TYPES: dict[str, InstanceType] = {
+    # gn7i: NVIDIA A10, one per instance in these sizes.
+    "ecs.gn7i-c8g1.2xlarge": InstanceType(8, 30, 1, 24, _GPU_FAMILIES),
+    "ecs.gn7i-c16g1.4xlarge": InstanceType(16, 60, 1, 24, _GPU_FAMILIES),
+    # ebmgn8v: bare metal, eight GPUs with eRDMA NICs.
+    "ecs.ebmgn8v.48xlarge": InstanceType(192, 1024, 8, 96, _GPU_FAMILIES),
+}
+"""The GPU instance types the stacks and the README use. The vCPU count follows from the
+size (``<n>xlarge`` has 4n vCPUs: ECS "Instance naming conventions",
+https://help.aliyun.com/en/egs/instance-naming-conventions); memory and GPUs are the
+family pages' figures. Other types need ``gpuPool.nodeCapacity``."""
+
+
+@dataclass(frozen=True)
+class NodeShare:
+    """What one node offers pods, and where that figure comes from.
+
+    Args:
+        millicpu: CPU, in thousandths of a core.
+        memory: bytes.
+        exact: the figure is the node's allocatable amount (``gpuPool.nodeCapacity``) rather
+            than the instance's capacity, of which ACK keeps a part for the system.
+        source: how the figure was found, for error messages.
+    """
+
+    millicpu: int
+    memory: int
+    exact: bool
+    source: str
+
+
+def millicpu(cpu: str) -> int:
+    """Thousandths of a core in a Kubernetes CPU amount (``8``, ``0.5``, ``500m``)."""
+    return int(cpu[:-1]) if cpu.endswith("m") else round(float(cpu) * 1000)
+
+
+def smallest_node(instance_types: list[str]) -> NodeShare:
+    """The capacity every one of ``instance_types``, all in :data:`GPU_INSTANCE_TYPES`, has at
+    least: a pool may start any of them."""
+    types = [GPU_INSTANCE_TYPES[name] for name in instance_types]
+    return NodeShare(
+        millicpu=min(t.vcpus for t in types) * 1000,
+        memory=min(t.memory_gib for t in types) * GIB,
+        exact=False,
+        source=instance_types[0] if len(instance_types) == 1 else f"the smallest of {', '.join(instance_types)}",
+    )
+
+
+def allocatable_share(cpu: str, memory: str) -> NodeShare:
+    """A node's allocatable amounts as a stack gives them (``gpuPool.nodeCapacity``)."""
+    return NodeShare(millicpu(cpu), quantity_bytes(memory), exact=True, source="gpuPool.nodeCapacity")
+
+
+def format_cpu(milli: int) -> str:
+    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
+
+
+def format_bytes(size: int) -> str:
+    return f"{size // GIB}Gi" if size % GIB == 0 else f"{size // 2**20}Mi"
+
+
+def misfit(cpu: str, memory: str, node: NodeShare, pool: str) -> tuple[str, str] | None:
+    """The first of a pod's ``cpu`` and ``memory`` that no node of ``pool`` could give it, as
+    (job key, message), or ``None`` when the pod fits.
+
+    ACK gives pods a node's Allocatable = Capacity - Reserved - Eviction threshold, with a
+    reservation that grows with the node (ACK: "Resource reservation policy"), so a request
+    must stay below an instance's capacity; ``gpuPool.nodeCapacity`` is the allocatable
+    amount itself, which a request may use up.
+    """
+    for key, asked, offered, show in (
+        ("cpu", millicpu(cpu), node.millicpu, format_cpu),
+        ("memory", quantity_bytes(memory), node.memory, format_bytes),
+    ):
+        if asked <= offered if node.exact else asked < offered:
+            continue
+        if node.exact:
+            return key, (
+                f"{key} {show(asked)} per pod does not fit a node of pool {pool!r}, which can allocate "
+                f"{show(offered)} to pods ({node.source}): ask for at most that"
+            )
+        return key, (
+            f"{key} {show(asked)} per pod does not fit a node of pool {pool!r}: {node.source} has {show(offered)}, "
+            "of which ACK keeps a part for the system, and the autoscaler adds no node for a pod that cannot fit; "
+            "ask for less, or give gpuPool.nodeCapacity (a node's Allocatable, kubectl describe node)"
+        )
+    return None

@@ -1,0 +1,158 @@
+"""Teams sharing one platform: each gets its own namespace, NAS directories, quota, queue
+and RBAC (``teams``), and the rules that tie jobs to a team."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field
+
+from .base import Cpu, DnsLabel, Quantity, Spec, field_error, quantity_bytes
+
+if TYPE_CHECKING:
+    from .platform import PlatformSpec
+
+RESERVED_PRIORITY_PREFIX = "system-"
+"""Kubernetes reserves PriorityClass names starting with ``system-`` for itself
+(``system-node-critical``, ``system-cluster-critical``): pods with them preempt and outlive
+the cluster's own components."""
+MIN_TEAM_ID = 1000
+"""Below this, uids and gids belong to system accounts of typical images."""
+
+# --- teams ---------------------------------------------------------------------------
+
+
+class TeamQuotaSpec(Spec):
+    """What all of a team's pods may request together (a ResourceQuota on its namespace)."""
+
+    gpus: int = Field(ge=0)
+    """GPUs."""
+    cpu: Cpu
+    """CPU cores, e.g. ``"512"``."""
+    memory: Quantity
+    """Memory, e.g. ``4Ti``."""
+
+
+class TeamMemberSpec(Spec):
+    """Who may run the team's jobs: a user or group as the cluster's authenticator names it
+    (for ACK, a RAM user or role id)."""
+
+    kind: Literal["User", "Group"] = "Group"
+    name: str = Field(min_length=1, max_length=253)
+
+
+class TeamSpec(Spec):
+    """One team: a namespace of its own (named after the team), claims on its own NAS
+    directory ``<basePath>/<team>/<claim>``, a quota, a Kueue LocalQueue when Kueue is on, and
+    a Role for its members. Its pods run as ``uid``/``gid``."""
+
+    name: DnsLabel
+    """Team name; also its namespace."""
+    uid: int = Field(ge=MIN_TEAM_ID, le=2**31 - 1)
+    """User id every pod of the team runs as, and the owner of its NAS directories. Unique per team:
+    NFS tells teams apart by uid alone."""
+    gid: int | None = Field(default=None, ge=MIN_TEAM_ID, le=2**31 - 1)
+    """Group id of the team's pods and directories; ``uid`` when unset."""
+    quota: TeamQuotaSpec
+    members: list[TeamMemberSpec] = Field(default_factory=list)
+    """Users and groups bound to the team's Role (jobs, their pods, logs and events, in its namespace only)."""
+    rdma: bool = False
+    """The team may run eRDMA jobs (``network: rdma``), whose pods run privileged on the host network:
+    its namespace then enforces Pod Security ``privileged`` instead of ``baseline``."""
+
+    @property
+    def group_id(self) -> int:
+        return self.gid if self.gid is not None else self.uid
+
+
+def check_priority_class(name: str | None, key: str) -> None:
+    """Refuse a system-reserved priority class for a training job."""
+    if name is not None and name.startswith(RESERVED_PRIORITY_PREFIX):
+        raise field_error(
+            key,
+            f"{name!r} is reserved for the cluster's own components (PriorityClasses named {RESERVED_PRIORITY_PREFIX}*): "
+            "a training job with it could preempt and outlive them; give a PriorityClass of your own",
+        )
+
+
+def check_teams(spec: PlatformSpec) -> None:
+    """The rules between ``teams``, the jobs and the rest of the platform.
+
+    Raises:
+        PydanticCustomError: a rule is broken; the message names the stack key.
+    """
+    teams = spec.teams
+    names = [team.name for team in teams]
+    uids = [team.uid for team in teams]
+    for i, team in enumerate(teams):
+        if team.name in names[:i]:
+            raise field_error(f"teams[{i}].name", f"team name {team.name!r} is used twice")
+        if team.uid in uids[:i]:
+            raise field_error(
+                f"teams[{i}].uid",
+                f"uid {team.uid} is also {names[uids.index(team.uid)]!r}'s: NFS tells teams apart by uid alone, "
+                "so each team needs its own",
+            )
+        if team.name == spec.training.namespace:
+            raise field_error(
+                f"teams[{i}].name",
+                f"{team.name!r} is the platform's own namespace (training.namespace): name the team otherwise",
+            )
+    if teams and spec.storage.oss is not None:
+        raise field_error(
+            "storage.oss", "an OSS dataset is one bucket mounted for every job, which teams would share: drop oss"
+        )
+    cluster = spec.cluster
+    if len(teams) > 1 and not cluster.is_local and cluster.network == "flannel" and not cluster.shared_network:
+        raise field_error(
+            "cluster.network",
+            "Flannel enforces no NetworkPolicy, so every team's pods could reach every other's: create the "
+            "cluster with network: terway, or keep one team, or accept an open pod network with sharedNetwork: true",
+        )
+    by_name = {team.name: team for team in teams}
+    for i, job in enumerate(spec.jobs):
+        key = f"jobs[{i}]"
+        if job.team is None:
+            if teams:
+                raise field_error(f"{key}.team", f"the stack declares teams: name the job's team, one of {names}")
+            continue
+        team = by_name.get(job.team)
+        if team is None:
+            raise field_error(
+                f"{key}.team", f"no team {job.team!r}: declare it under teams, or use one of {names or 'none'}"
+            )
+        if job.namespace not in (None, team.name):
+            raise field_error(
+                f"{key}.namespace",
+                f"team {team.name!r}'s jobs run in its namespace {team.name!r}, where its claims are: drop namespace",
+            )
+        if job.network == "rdma" and not team.rdma:
+            raise field_error(
+                f"{key}.network",
+                f"eRDMA pods run privileged on the host network, which team {team.name!r}'s namespace refuses: "
+                f"set teams[{names.index(team.name)}].rdma: true to allow it, or use network: tcp",
+            )
+        _check_fits(spec, i, names.index(team.name))
+
+
+def _check_fits(spec: PlatformSpec, job_index: int, team_index: int) -> None:
+    """Refuse a job that could never start within its team's quota, all its pods at once."""
+    job, team = spec.jobs[job_index], spec.teams[team_index]
+    pods = job.min_pods
+    needs = (
+        ("gpus", spec.job_gpus(job) * pods, team.quota.gpus, str),
+        ("cpu", _cores(job.cpu) * pods, _cores(team.quota.cpu), lambda v: f"{v:g}"),
+        ("memory", quantity_bytes(job.memory) * pods, quantity_bytes(team.quota.memory), lambda v: f"{v / 2**30:g}Gi"),
+    )
+    for resource, needed, allowed, shown in needs:
+        if needed > allowed:
+            raise field_error(
+                f"jobs[{job_index}].nodes",
+                f"the job needs {shown(needed)} {resource} at once but team {team.name!r}'s quota "
+                f"(teams[{team_index}].quota.{resource}) is {shown(allowed)}: it could never start; raise the "
+                "quota or shrink the job",
+            )
+
+
+def _cores(cpu: str) -> float:
+    return int(cpu[:-1]) / 1000 if cpu.endswith("m") else float(cpu)

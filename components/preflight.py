@@ -1,0 +1,217 @@
+"""What only the cloud can tell about a stack, asked before anything is created, so that
+``pulumi preview`` fails with the stack key instead of a failed create or an autoscaler
+event later: the ACK version can be created, the GPU instance types are sold in the
+vSwitches' zones, and the NAS mount target's vSwitch is in a zone that offers the file
+system. Adopted vSwitches are looked up for their zones.
+
+Under Pulumi's mock engine the look-ups are answered by :func:`offline_answer`, as by a
+cloud that offers whatever the stack asks for: offline, none of this can be known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+import pulumi_alicloud as alicloud
+
+from .config import PROJECT, ConfigError, PlatformSpec
+from .config.capacity import GIB, NodeShare, misfit
+
+VERSIONS = "alicloud:cs/getKubernetesVersion:getKubernetesVersion"
+INSTANCE_TYPES = "alicloud:ecs/getInstanceTypes:getInstanceTypes"
+NAS_ZONES = "alicloud:nas/getZones:getZones"
+SWITCHES = "alicloud:vpc/getSwitches:getSwitches"
+LOOKUPS = (VERSIONS, INSTANCE_TYPES, NAS_ZONES, SWITCHES)
+"""The provider functions the checks call."""
+OFFLINE_ZONE = "(zone known at deploy)"
+"""The zone an adopted vSwitch has offline, where nothing can look it up."""
+
+
+def check_cloud(spec: PlatformSpec) -> None:
+    """Fail before any resource is registered when the cloud refuses what ``spec`` asks for.
+
+    Raises:
+        pulumi.RunError: one line per problem, each naming its stack key.
+    """
+    problems = cloud_problems(spec)
+    if problems:
+        raise pulumi.RunError(str(ConfigError(problems)))
+
+
+def cloud_problems(spec: PlatformSpec) -> list[str]:
+    """What the cloud would refuse, one message per stack key (empty for a local stack)."""
+    if spec.is_local or spec.network is None:
+        return []
+    problems = _version_problems(spec)
+    zones, missing = _vswitch_zones(spec)
+    problems += missing
+    sold, type_problems = _instance_types_sold(spec, zones)
+    problems += type_problems
+    problems += _fit_problems(spec, sold)
+    problems += _nas_problems(spec, zones)
+    return problems
+
+
+def _key(key: str) -> str:
+    return f"{PROJECT}:{key}"
+
+
+def _version_problems(spec: PlatformSpec) -> list[str]:
+    version = spec.cluster.version
+    if not spec.cluster.creates_cluster or version is None:
+        return []
+    # DescribeKubernetesVersionMetadata, filtered to the version: the versions ACK offers
+    # for new clusters of this type (terraform-provider-alicloud
+    # data_source_alicloud_cs_kubernetes_version.go).
+    found = alicloud.cs.get_kubernetes_version(
+        cluster_type="ManagedKubernetes", kubernetes_version=version, profile="Default"
+    )
+    if any(meta.version == version for meta in found.metadatas or []):
+        return []
+    return [
+        f"{_key('cluster.version')}: ACK does not create managed clusters of version {version!r} in "
+        f"{spec.region}: pick one that `aliyun cs DescribeKubernetesVersionMetadata --ClusterType ManagedKubernetes "
+        f"--Region {spec.region}` lists, or drop version for ACK's default"
+    ]
+
+
+def _vswitch_zones(spec: PlatformSpec) -> tuple[list[str], list[str]]:
+    """The zone of each vSwitch, in the stack's order, and a problem per adopted vSwitch that
+    does not exist."""
+    network = spec.network
+    if not network.vswitch_ids:
+        return [vsw.zone_id for vsw in network.vswitches], []
+    found = alicloud.vpc.get_switches(ids=list(network.vswitch_ids), vpc_id=network.vpc_id)
+    zone_of = {vsw.id: vsw.zone_id for vsw in found.vswitches or []}
+    zones, problems = [], []
+    for i, vswitch_id in enumerate(network.vswitch_ids):
+        if vswitch_id in zone_of:
+            zones.append(zone_of[vswitch_id])
+        else:
+            problems.append(
+                f"{_key(f'network.vswitchIds[{i}]')}: there is no vSwitch {vswitch_id!r} in VPC {network.vpc_id!r} "
+                f"in {spec.region}"
+            )
+    return zones, problems
+
+
+def _instance_types_sold(spec: PlatformSpec, zones: list[str]) -> tuple[list[Any], list[str]]:
+    """What ECS reports for each GPU instance type sold in one of ``zones``, and a problem per
+    type sold in none of them."""
+    pool = spec.gpu_pool
+    if pool is None or not zones:
+        return [], []
+    reported, problems = [], []
+    for i, instance_type in enumerate(pool.instance_types):
+        # A type that is sold out in a zone is not listed for it (Terraform's alicloud_instance_types:
+        # "If one instance type is sold out, it will not be exported").
+        listed = [
+            offered
+            for zone in dict.fromkeys(zones)
+            for offered in alicloud.ecs.get_instance_types(
+                instance_type=instance_type,
+                availability_zone=zone,
+                instance_charge_type="PostPaid",
+                spot_strategy=pool.spot_strategy,
+            ).instance_types
+            or []
+            if offered.id == instance_type
+        ]
+        if listed:
+            reported.append(listed[0])
+            continue
+        problems.append(
+            f"{_key(f'gpuPool.instanceTypes[{i}]')}: {instance_type} is not sold "
+            f"{'as spot ' if pool.spot_strategy != 'NoSpot' else ''}in the vSwitches' zones "
+            f"({', '.join(dict.fromkeys(zones))}): pick a type these zones sell, or add a vSwitch in a zone "
+            f"that sells it (aliyun ecs DescribeAvailableResource --DestinationResource InstanceType "
+            f"--InstanceType {instance_type})"
+        )
+    return reported, problems
+
+
+def _fit_problems(spec: PlatformSpec, reported: list[Any]) -> list[str]:
+    """Jobs that do not fit the vCPUs and memory ECS itself reports for the pool's smallest
+    instance type; the load-time check used the platform's table (or ``nodeCapacity``, which
+    stands)."""
+    pool = spec.gpu_pool
+    sizes = [(t.cpu_core_count, t.memory_size) for t in reported if t.get("cpu_core_count") and t.get("memory_size")]
+    if pool is None or pool.node_capacity is not None or not sizes:
+        return []
+    node = NodeShare(
+        millicpu=min(cpu for cpu, _ in sizes) * 1000,
+        memory=int(min(memory for _, memory in sizes) * GIB),
+        exact=False,
+        source=", ".join(t.id for t in reported)
+        + (", as ECS lists it," if len(sizes) == 1 else ", the smallest as ECS lists them,"),
+    )
+    problems = []
+    for i, job in enumerate(spec.jobs):
+        problem = misfit(job.cpu, job.memory, node, pool.name) if spec.job_gpus(job) else None
+        if problem is not None:
+            problems.append(f"{_key(f'jobs[{i}].{problem[0]}')}: {problem[1]}")
+    return problems
+
+
+def _nas_problems(spec: PlatformSpec, zones: list[str]) -> list[str]:
+    nas = spec.storage.nas
+    if nas is None or nas.existing_file_system_id is not None or not zones:
+        return []
+    index = spec.nas_vswitch
+    zone = zones[index] if index < len(zones) else None
+    if zone is None:
+        return []
+    vswitch_key = f"network.vswitchIds[{index}]" if spec.network.vswitch_ids else f"network.vswitches[{index}]"
+    if spec.nas_zone is not None and spec.nas_zone != zone:
+        return [
+            f"{_key('storage.nas.zoneId')}: the {nas.file_system_type} file system is created in {spec.nas_zone} but "
+            f"its mount target's vSwitch ({vswitch_key}) is in {zone}: set zoneId to {zone}, or list a vSwitch of "
+            f"{spec.nas_zone} first"
+        ]
+    # Zones list the storage types they sell. The provider documents them for extreme NAS
+    # only (Standard and Advance: Terraform docs d/nas_zones.html.markdown, which the stack
+    # writes in lower case), so only an extreme file system is matched by storage type.
+    by_storage_type = nas.file_system_type == "extreme"
+    offered = [
+        z.zone_id
+        for z in alicloud.nas.get_zones(file_system_type=nas.file_system_type).zones or []
+        if not by_storage_type or nas.storage_type.lower() in {t.storage_type.lower() for t in z.instance_types or []}
+    ]
+    if zone in offered:
+        return []
+    wanted = f"{nas.file_system_type} NAS" + (f" of storage type {nas.storage_type}" if by_storage_type else "")
+    key = "storage.nas.zoneId" if by_storage_type else vswitch_key
+    return [
+        f"{_key(key)}: {zone}, the zone of the NAS mount target's vSwitch ({vswitch_key}), offers no {wanted}; "
+        f"zones that do: {', '.join(offered) or 'none'}"
+    ]
+
+
+def offline_answer(token: str, args: Mapping[str, Any], spec: PlatformSpec) -> dict[str, Any]:
+    """What a cloud offering everything ``spec`` asks for answers to look-up ``token`` called
+    with ``args``, in the provider's wire shape (the SDK's ``Get*Result`` types)."""
+    if token == VERSIONS:
+        version = args.get("kubernetesVersion")
+        return {"clusterType": args.get("clusterType"), "metadatas": [{"version": version, "runtimes": []}]}
+    if token == INSTANCE_TYPES:
+        zone = args.get("availabilityZone")
+        return {"instanceTypes": [{"id": args.get("instanceType"), "availabilityZones": [zone]}]}
+    if token == SWITCHES:
+        zone = spec.nas_zone or OFFLINE_ZONE
+        return {
+            "vswitches": [{"id": vswitch_id, "vswitchId": vswitch_id, "zoneId": zone} for vswitch_id in args["ids"]]
+        }
+    if token == NAS_ZONES:
+        network = spec.network
+        zones = [vsw.zone_id for vsw in network.vswitches] if network else []
+        zones += [spec.nas_zone or OFFLINE_ZONE]
+        storage_type = spec.storage.nas.storage_type if spec.storage.nas else None
+        return {
+            "zones": [
+                {"zoneId": zone, "instanceTypes": [{"storageType": storage_type, "protocolType": "NFS"}]}
+                for zone in dict.fromkeys(zones)
+            ]
+        }
+    raise KeyError(token)

@@ -1,0 +1,156 @@
+"""The cloud look-ups a real preview makes before anything is created, answered here with
+recorded shapes of the provider's results (the SDK's ``Get*Result`` types, wire names)."""
+
+from __future__ import annotations
+
+import pulumi
+import pytest
+from conftest import cfg, stack_config
+
+from components.preflight import INSTANCE_TYPES, NAS_ZONES, SWITCHES, VERSIONS
+
+PROD_VSWITCH = "vsw-0jlp3zgdgalsyjm8g73ex"
+
+
+def vswitch(zone: str) -> dict:
+    """One vSwitch as DescribeVSwitches reports it through ``vpc.get_switches``."""
+    return {
+        "id": PROD_VSWITCH,
+        "vswitchId": PROD_VSWITCH,
+        "vswitchName": "training",
+        "vpcId": "vpc-0jl6b5ykcjznb4rbcqkyv",
+        "zoneId": zone,
+        "cidrBlock": "10.0.0.0/16",
+        "status": "Available",
+    }
+
+
+def nas_zone(zone: str, *storage_types: str) -> dict:
+    return {"zoneId": zone, "instanceTypes": [{"storageType": t, "protocolType": "NFS"} for t in storage_types]}
+
+
+A10 = {
+    "id": "ecs.gn7i-c16g1.4xlarge",
+    "family": "ecs.gn7i",
+    "cpuCoreCount": 16,
+    "memorySize": 60.0,
+    "gpus": [{"amount": "1", "category": "NVIDIA A10"}],
+    "availabilityZones": ["cn-hangzhou-k", "cn-hangzhou-j"],
+}
+
+
+EBMGN8V = {
+    "id": "ecs.ebmgn8v.48xlarge",
+    "family": "ecs.ebmgn8v",
+    "cpuCoreCount": 192,
+    "memorySize": 1024.0,
+    "gpus": [{"amount": "8", "category": "NVIDIA GPU"}],
+    "availabilityZones": ["cn-wulanchabu-c"],
+}
+
+
+def refused(run_stack, config: dict, stack: str, invokes: dict) -> list[str]:
+    with pytest.raises(pulumi.RunError) as raised:
+        run_stack(config, stack, invokes=invokes)
+    header, *problems = str(raised.value).splitlines()
+    assert header == "invalid stack configuration:"
+    return [p.strip() for p in problems]
+
+
+def test_the_shipped_stacks_pass_when_the_cloud_offers_what_they_ask_for(run_stack) -> None:
+    prod = {
+        SWITCHES: {"vswitches": [vswitch("cn-wulanchabu-c")]},
+        NAS_ZONES: {"zones": [nas_zone("cn-wulanchabu-c", "Standard", "Advance")]},
+        VERSIONS: {"clusterType": "ManagedKubernetes", "metadatas": [{"version": "1.33.1-aliyun.1", "runtimes": []}]},
+        INSTANCE_TYPES: {"instanceTypes": [EBMGN8V]},
+    }
+    assert run_stack(stack_config("prod"), "prod", invokes=prod).of_type("alicloud:cs/nodePool:NodePool")
+
+
+def test_jobs_must_fit_the_instance_type_as_ecs_lists_it(run_stack) -> None:
+    smaller = {**EBMGN8V, "memorySize": 768.0}
+    invokes = {SWITCHES: {"vswitches": [vswitch("cn-wulanchabu-c")]}, INSTANCE_TYPES: {"instanceTypes": [smaller]}}
+    assert refused(run_stack, stack_config("prod"), "prod", invokes) == [
+        f"ack-training-platform:jobs[{i}].memory: memory 900Gi per pod does not fit a node of pool 'gpu-erdma': "
+        "ecs.ebmgn8v.48xlarge, as ECS lists it, has 768Gi, of which ACK keeps a part for the system, and the "
+        "autoscaler adds no node for a pod that cannot fit; ask for less, or give gpuPool.nodeCapacity (a node's "
+        "Allocatable, kubectl describe node)"
+        for i in (0, 1)
+    ]
+
+
+def test_a_version_ack_does_not_create_is_refused(run_stack) -> None:
+    config = stack_config("dev")
+    config[cfg("cluster")]["version"] = "1.29.1-aliyun.1"
+    problems = refused(run_stack, config, "dev", {VERSIONS: {"clusterType": "ManagedKubernetes", "metadatas": []}})
+    assert problems == [
+        "ack-training-platform:cluster.version: ACK does not create managed clusters of version '1.29.1-aliyun.1' "
+        "in cn-hangzhou: pick one that `aliyun cs DescribeKubernetesVersionMetadata --ClusterType "
+        "ManagedKubernetes --Region cn-hangzhou` lists, or drop version for ACK's default"
+    ]
+
+
+def test_an_instance_type_sold_in_none_of_the_zones_is_refused(run_stack) -> None:
+    # Only the fallback type is listed: the first is sold out in both zones.
+    problems = refused(run_stack, stack_config("dev"), "dev", {INSTANCE_TYPES: {"instanceTypes": [A10]}})
+    assert problems == [
+        "ack-training-platform:gpuPool.instanceTypes[0]: ecs.gn7i-c8g1.2xlarge is not sold as spot in the "
+        "vSwitches' zones (cn-hangzhou-k, cn-hangzhou-j): pick a type these zones sell, or add a vSwitch in a zone "
+        "that sells it (aliyun ecs DescribeAvailableResource --DestinationResource InstanceType --InstanceType "
+        "ecs.gn7i-c8g1.2xlarge)"
+    ]
+
+
+def test_every_refusal_is_reported_at_once(run_stack) -> None:
+    config = stack_config("dev")
+    config[cfg("cluster")]["version"] = "1.29.1-aliyun.1"
+    invokes = {
+        VERSIONS: {"clusterType": "ManagedKubernetes", "metadatas": []},
+        INSTANCE_TYPES: {"instanceTypes": []},
+        NAS_ZONES: {"zones": [nas_zone("cn-hangzhou-j", "Performance", "Capacity")]},
+    }
+    problems = refused(run_stack, config, "dev", invokes)
+    assert [p.split(": ", 1)[0] for p in problems] == [
+        "ack-training-platform:cluster.version",
+        "ack-training-platform:gpuPool.instanceTypes[0]",
+        "ack-training-platform:gpuPool.instanceTypes[1]",
+        "ack-training-platform:network.vswitches[0]",
+    ]
+    assert problems[-1] == (
+        "ack-training-platform:network.vswitches[0]: cn-hangzhou-k, the zone of the NAS mount target's vSwitch "
+        "(network.vswitches[0]), offers no standard NAS; zones that do: cn-hangzhou-j"
+    )
+
+
+def test_an_adopted_vswitch_outside_the_extreme_nas_zone_is_refused(run_stack) -> None:
+    problems = refused(run_stack, stack_config("prod"), "prod", {SWITCHES: {"vswitches": [vswitch("cn-wulanchabu-a")]}})
+    assert problems == [
+        "ack-training-platform:storage.nas.zoneId: the extreme file system is created in cn-wulanchabu-c but its "
+        "mount target's vSwitch (network.vswitchIds[0]) is in cn-wulanchabu-a: set zoneId to cn-wulanchabu-a, or "
+        "list a vSwitch of cn-wulanchabu-c first"
+    ]
+
+
+def test_a_zone_without_the_nas_type_is_refused(run_stack) -> None:
+    invokes = {
+        SWITCHES: {"vswitches": [vswitch("cn-wulanchabu-c")]},
+        NAS_ZONES: {
+            "zones": [nas_zone("cn-wulanchabu-a", "Standard", "Advance"), nas_zone("cn-wulanchabu-c", "Standard")]
+        },
+    }
+    assert refused(run_stack, stack_config("prod"), "prod", invokes) == [
+        "ack-training-platform:storage.nas.zoneId: cn-wulanchabu-c, the zone of the NAS mount target's vSwitch "
+        "(network.vswitchIds[0]), offers no extreme NAS of storage type advance; zones that do: cn-wulanchabu-a"
+    ]
+
+
+def test_an_adopted_vswitch_that_does_not_exist_is_refused(run_stack) -> None:
+    assert refused(run_stack, stack_config("prod"), "prod", {SWITCHES: {"vswitches": []}}) == [
+        f"ack-training-platform:network.vswitchIds[0]: there is no vSwitch '{PROD_VSWITCH}' in VPC "
+        "'vpc-0jl6b5ykcjznb4rbcqkyv' in cn-wulanchabu"
+    ]
+
+
+def test_a_local_stack_asks_the_cloud_nothing(run_stack) -> None:
+    refusing = {token: {} for token in (VERSIONS, INSTANCE_TYPES, NAS_ZONES, SWITCHES)}
+    assert run_stack(stack_config("local"), "local", invokes=refusing).resources

@@ -1,0 +1,310 @@
+"""Teams under Pulumi's mocks, read as policy: no team's objects reach another's, and every
+pod the stacks apply passes Pod Security ``baseline`` unless its namespace says otherwise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest import ROOT, STACKS, cfg, stack_config
+from pod_security import baseline_violations, pod_specs
+from test_teams import with_teams
+
+from components.manifests import runtime_name
+from components.manifests.placement import ERDMA
+from components.manifests.tenancy import JOB_LABEL, JOB_USER_RULES, POD_SECURITY, TEAM_LABEL
+from components.offline import run_program
+from components.plan import with_unset_credentials
+
+NS = "kubernetes:core/v1:Namespace"
+PVC = "kubernetes:core/v1:PersistentVolumeClaim"
+PV = "kubernetes:core/v1:PersistentVolume"
+POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+BINDING = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
+ROLE = "kubernetes:rbac.authorization.k8s.io/v1:Role"
+QUOTA = "kubernetes:core/v1:ResourceQuota"
+JOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
+TRAINJOB = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob"
+PROD_TEAMS = {t["name"]: t for t in stack_config("prod")[cfg("teams")]}
+
+
+def _ns(resource) -> str | None:
+    return resource.inputs["metadata"].get("namespace")
+
+
+@pytest.fixture(scope="module")
+def prod() -> Any:
+    """The prod stack's plan, shared by the read-only policy checks below."""
+    return run_program(with_unset_credentials(stack_config("prod"))[0], stack="prod", project_dir=ROOT)
+
+
+def test_each_team_gets_its_namespace_quota_and_role(prod) -> None:
+    namespaces = {n.inputs["metadata"]["name"]: n.inputs["metadata"]["labels"] for n in prod.of_type(NS)}
+    for name, team in PROD_TEAMS.items():
+        labels = namespaces[name]
+        assert labels[TEAM_LABEL] == name
+        enforce = "privileged" if team.get("rdma") else "baseline"
+        assert {k: v for k, v in labels.items() if k.startswith(POD_SECURITY)} == {
+            f"{POD_SECURITY}/enforce": enforce,
+            f"{POD_SECURITY}/warn": "restricted",
+            f"{POD_SECURITY}/audit": "restricted",
+        }
+        quota = next(q for q in prod.of_type(QUOTA) if _ns(q) == name).inputs["spec"]["hard"]
+        assert quota["requests.nvidia.com/gpu"] == str(team["quota"]["gpus"])
+        assert quota["limits.memory"] == team["quota"]["memory"]
+        role = next(r for r in prod.of_type(ROLE) if _ns(r) == name)
+        assert role.inputs["rules"] == list(JOB_USER_RULES)
+    # The platform's own namespace runs no eRDMA job any more: it enforces baseline.
+    assert namespaces["training"][f"{POD_SECURITY}/enforce"] == "baseline"
+    # Nothing cluster-wide is granted to anyone.
+    assert not [r for r in prod.resources if r.type.endswith((":ClusterRole", ":ClusterRoleBinding"))]
+
+
+def test_job_users_can_read_no_secret_and_create_no_pod() -> None:
+    for rule in JOB_USER_RULES:
+        assert "*" not in rule["verbs"] and "*" not in rule["resources"]
+        assert "secrets" not in rule["resources"]
+        if "pods" in rule["resources"]:
+            assert "create" not in rule["verbs"]
+        assert not {"roles", "rolebindings", "pods/exec", "pods/attach"} & set(rule["resources"])
+
+
+def test_role_bindings_name_only_the_teams_own_members(prod) -> None:
+    bindings = prod.of_type(BINDING)
+    assert sorted(_ns(b) for b in bindings) == sorted(PROD_TEAMS)
+    for binding in bindings:
+        team = PROD_TEAMS[_ns(binding)]
+        assert binding.inputs["roleRef"]["kind"] == "Role"  # a namespaced Role, never a ClusterRole
+        assert [(s["kind"], s["name"]) for s in binding.inputs["subjects"]] == [
+            (m["kind"], m["name"]) for m in team["members"]
+        ]
+
+
+def test_claims_reach_only_the_teams_own_directory(prod) -> None:
+    volumes = {v.inputs["metadata"]["name"]: v.inputs["spec"] for v in prod.of_type(PV)}
+    for name in PROD_TEAMS:
+        claims = [c for c in prod.of_type(PVC) if _ns(c) == name]
+        assert sorted(c.inputs["metadata"]["name"] for c in claims) == ["checkpoints", "datasets"]
+        for claim in claims:
+            volume = volumes[claim.inputs["spec"]["volumeName"]]
+            # Bound both ways: the volume is reserved for this claim in this namespace.
+            assert volume["claimRef"]["namespace"] == name
+            path = volume["csi"]["volumeAttributes"]["path"]
+            assert path == f"/share/training/{name}/{claim.inputs['metadata']['name']}"
+    # No volume's directory lies inside another's, so no claim reaches another team's files.
+    paths = sorted(v["csi"]["volumeAttributes"]["path"] for v in volumes.values())
+    assert all(not b.startswith(a + "/") for a in paths for b in paths)
+
+
+def test_jobs_run_in_their_team_with_its_claims_and_uid(prod) -> None:
+    config = stack_config("prod")
+    for job in config[cfg("jobs")]:
+        team = PROD_TEAMS[job["team"]]
+        built = prod.one(JOB, job["name"]).inputs
+        assert built["metadata"]["namespace"] == team["name"]
+        for replica in built["spec"]["pytorchReplicaSpecs"].values():
+            pod = replica["template"]["spec"]
+            gid = team.get("gid", team["uid"])
+            assert pod["securityContext"] == {"runAsUser": team["uid"], "runAsGroup": gid, "runAsNonRoot": True}
+            claims = {v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
+            in_namespace = {c.inputs["metadata"]["name"] for c in prod.of_type(PVC) if _ns(c) == team["name"]}
+            assert claims <= in_namespace
+
+
+def test_network_policies_keep_each_teams_pods_in(prod) -> None:
+    policies = prod.of_type(POLICY)
+    for name in PROD_TEAMS:
+        own = {p.inputs["metadata"]["name"]: p.inputs["spec"] for p in policies if _ns(p) == name}
+        assert own["default-deny"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+        assert {"allow-dns", "allow-metrics-scrape"} <= own.keys()
+    for policy in policies:
+        spec = policy.inputs["spec"]
+        for rule in [*spec.get("ingress", []), *spec.get("egress", [])]:
+            for peer in [*rule.get("from", []), *rule.get("to", [])]:
+                # Peers are pods of the same namespace only: no other namespace, no address block.
+                assert set(peer) == {"podSelector"}
+            if not rule.get("from") and not rule.get("to"):
+                # Rules open to every source or destination are single, named ports (DNS, metrics).
+                assert rule["ports"] and all(p["port"] in (53, 9464) for p in rule["ports"])
+    for job in stack_config("prod")[cfg("jobs")]:
+        policy = next(p for p in policies if p.inputs["metadata"]["name"] == f"job-{job['name']}")
+        assert _ns(policy) == job["team"]
+        selector = {"podSelector": {"matchLabels": {JOB_LABEL: job["name"]}}}
+        assert policy.inputs["spec"]["ingress"] == [{"from": [selector]}]
+        assert policy.inputs["spec"]["egress"] == [{"to": [selector]}]
+
+
+def test_flannel_teams_get_no_network_policies(run_stack) -> None:
+    config = with_teams(network="flannel")
+    config[cfg("teams")] = config[cfg("teams")][:1]
+    plan = run_stack(config)
+    assert not plan.of_type(POLICY)
+    assert plan.one(JOB).inputs["metadata"]["namespace"] == "vision"
+
+
+def test_v2_team_jobs_join_their_teams_queue(run_stack) -> None:
+    config = with_teams(backend="v2")
+    config[cfg("trainerV2")] = {"kueue": {"enabled": True}}
+    plan = run_stack(config)
+    job = plan.one(TRAINJOB).inputs
+    assert job["metadata"]["namespace"] == "vision"
+    queue = job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
+    queues = [r.inputs for r in plan.resources if r.type.endswith(":LocalQueue")]
+    local = next(q for q in queues if q["metadata"]["namespace"] == "vision" and q["metadata"]["name"] == queue)
+    cluster_queue = next(
+        r.inputs
+        for r in plan.resources
+        if r.type.endswith(":ClusterQueue") and r.inputs["metadata"]["name"] == local["spec"]["clusterQueue"]
+    )
+    # Each team's queue admits its own namespace only, up to its own quota.
+    assert cluster_queue["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "vision"}}
+    quota = {
+        r["name"]: r["nominalQuota"] for r in cluster_queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+    }
+    assert quota == {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "2"}
+    assert sorted(q["metadata"]["namespace"] for q in queues) == ["speech", "vision"]
+
+
+PRIVILEGED_ALLOWED = {("ClusterTrainingRuntime", runtime_name(ERDMA))}
+"""Cluster-scoped templates whose pods may fail ``baseline``: the eRDMA runtime's pods run
+privileged, and only in a namespace that enforces ``privileged`` (README, "Security model")."""
+
+
+def _baseline_failures(objects: list[dict[str, Any]]) -> list[str]:
+    levels = {
+        o["metadata"]["name"]: o["metadata"].get("labels", {}).get(f"{POD_SECURITY}/enforce")
+        for o in objects
+        if o["kind"] == "Namespace"
+    }
+    failures = []
+    for obj in objects:
+        for path, pod, metadata in pod_specs(obj):
+            problems = baseline_violations(pod, metadata)
+            if not problems:
+                continue
+            namespace = obj["metadata"].get("namespace")
+            if namespace is None and (obj["kind"], obj["metadata"]["name"]) in PRIVILEGED_ALLOWED:
+                continue
+            if namespace is not None and levels.get(namespace) == "privileged":
+                continue
+            failures.append(f"{obj['kind']} {namespace}/{obj['metadata']['name']}{path}: {problems}")
+    return failures
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_pod_passes_baseline_or_runs_where_it_may(run_stack, stack: str) -> None:
+    plan = run_stack(stack_config(stack), stack)
+    assert _baseline_failures(plan.kubernetes_objects()) == []
+    # Every namespace the stack creates says what it enforces.
+    for namespace in plan.of_type(NS):
+        assert namespace.inputs["metadata"]["labels"].get(f"{POD_SECURITY}/enforce") in ("baseline", "privileged")
+
+
+def test_v2_erdma_runtime_is_the_only_cluster_wide_exception(run_stack) -> None:
+    config = stack_config("prod")
+    netbench = config[cfg("jobs")][1]
+    netbench.update(backend="v2")
+    del netbench["restartPolicy"]
+    objects = run_stack(config, "prod").kubernetes_objects()
+    assert _baseline_failures(objects) == []
+    runtimes = [o for o in objects if o["kind"] == "ClusterTrainingRuntime"]
+    failing = [o["metadata"]["name"] for o in runtimes if any(baseline_violations(p, m) for _, p, m in pod_specs(o))]
+    assert failing == [runtime_name(ERDMA)]
+
+
+def test_an_erdma_job_outside_a_privileged_namespace_is_caught(prod) -> None:
+    objects = prod.kubernetes_objects()
+    assert _baseline_failures(objects) == []
+    # The same plan with the eRDMA team's namespace enforcing baseline: its jobs are named.
+    for obj in objects:
+        if obj["kind"] == "Namespace" and obj["metadata"]["name"] == "llm":
+            obj["metadata"]["labels"][f"{POD_SECURITY}/enforce"] = "baseline"
+    failures = _baseline_failures(objects)
+    assert sorted({f.split(".spec")[0] for f in failures}) == [
+        "PyTorchJob llm/gpt-pretrain",
+        "PyTorchJob llm/nccl-check",
+    ]
+    assert all("hostNetwork: true" in f and "container pytorch: privileged" in f for f in failures)
+
+
+BAD_PODS = [
+    ({"hostNetwork": True}, "hostNetwork: true"),
+    ({"hostPID": True}, "hostPID: true"),
+    ({"hostIPC": True}, "hostIPC: true"),
+    ({"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}, "hostPath volume root"),
+    ({"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "1"}]}}, "sysctl kernel.msgmax"),
+    ({"securityContext": {"seccompProfile": {"type": "Unconfined"}}}, "pod: seccomp Unconfined"),
+    ({"securityContext": {"windowsOptions": {"hostProcess": True}}}, "pod: hostProcess"),
+    ({"securityContext": {"seLinuxOptions": {"type": "spc_t"}}}, "pod: SELinux {'type': 'spc_t'}"),
+]
+BAD_CONTAINERS = [
+    ({"securityContext": {"privileged": True}}, "container c: privileged"),
+    ({"securityContext": {"capabilities": {"add": ["IPC_LOCK", "CHOWN"]}}}, "container c: capabilities ['IPC_LOCK']"),
+    ({"securityContext": {"procMount": "Unmasked"}}, "container c: procMount Unmasked"),
+    ({"ports": [{"containerPort": 80, "hostPort": 80}]}, "container c: hostPort 80"),
+    ({"securityContext": {"appArmorProfile": {"type": "Unconfined"}}}, "container c: AppArmor Unconfined"),
+]
+
+
+@pytest.mark.parametrize(("pod", "problem"), BAD_PODS, ids=[p for _, p in BAD_PODS])
+def test_baseline_check_catches_pod_fields(pod: dict, problem: str) -> None:
+    assert baseline_violations({"containers": [{"name": "c"}], **pod}) == [problem]
+
+
+@pytest.mark.parametrize(("container", "problem"), BAD_CONTAINERS, ids=[p for _, p in BAD_CONTAINERS])
+def test_baseline_check_catches_container_fields(container: dict, problem: str) -> None:
+    assert baseline_violations({"containers": [{"name": "c", **container}]}) == [problem]
+    assert baseline_violations({"containers": [], "initContainers": [{"name": "c", **container}]}) == [problem]
+
+
+def test_baseline_check_passes_what_baseline_allows() -> None:
+    pod = {
+        "containers": [
+            {
+                "name": "c",
+                "securityContext": {"capabilities": {"add": ["CHOWN"]}, "seccompProfile": {"type": "RuntimeDefault"}},
+                "ports": [{"containerPort": 9464}],
+            }
+        ],
+        "securityContext": {"runAsUser": 2001, "sysctls": [{"name": "net.ipv4.tcp_syncookies", "value": "1"}]},
+        "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "x"}}, {"name": "m", "emptyDir": {}}],
+    }
+    assert baseline_violations(pod) == []
+    assert baseline_violations(
+        pod, {"annotations": {f"{'container.apparmor.security.beta.kubernetes.io/'}c": "unconfined"}}
+    )
+
+
+def test_directories_are_handed_to_each_team_while_nas_trusts_root(run_stack) -> None:
+    config = stack_config("prod")
+    config[cfg("storage")]["nas"]["userAccess"] = "no_squash"
+    plan = run_stack(config, "prod")
+    owners = {_ns(j): j for j in plan.of_type("kubernetes:batch/v1:Job")}
+    assert sorted(owners) == sorted(PROD_TEAMS)
+    for name, owner in owners.items():
+        pod = owner.inputs["spec"]["template"]["spec"]
+        team = PROD_TEAMS[name]
+        assert f"chown {team['uid']}:{team['uid']} /mnt/data /mnt/output" in pod["containers"][0]["command"][-1]
+        assert baseline_violations(pod) == []
+        claims = {v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"]}
+        assert claims == {"datasets", "checkpoints"}
+        # The team's jobs start once their directories are theirs; other teams' jobs do not wait.
+        for job in plan.of_type(JOB):
+            assert (owner.urn in job.dependencies) == (_ns(job) == name)
+    # Under root_squash root may chown nothing: no such Job is planned.
+    assert not run_stack(stack_config("prod"), "prod").of_type("kubernetes:batch/v1:Job")
+
+
+def test_offline_plan_writes_every_teams_objects(prod, tmp_path) -> None:
+    from components.plan import write_manifests
+
+    written = {p.name for p in write_manifests(prod, tmp_path)}
+    assert len(written) == len(prod.kubernetes_objects())
+    for name in PROD_TEAMS:
+        assert {
+            f"6-role-{name}-job-user.yaml",
+            f"6-rolebinding-{name}-job-user.yaml",
+            f"3-resourcequota-{name}-team-quota.yaml",
+            f"5-persistentvolumeclaim-{name}-datasets.yaml",
+            f"6-networkpolicy-{name}-default-deny.yaml",
+        } <= written
