@@ -61,10 +61,11 @@ def _set_suspended(jobs: JobsClient, job: dict[str, Any], suspend: bool, out: Ou
 
     A PyTorchJob suspends with ``spec.runPolicy.suspend`` (Training Operator v1.9.4
     ``RunPolicy.Suspend``), a TrainJob with ``spec.suspend`` (Trainer v2.3.0
-    ``TrainJobSpec.Suspend``), except one Kueue queues: Kueue sets that field itself as it
-    admits and evicts the job, so the job's Workload is deactivated instead: ``spec.active:
-    false`` evicts a running workload and keeps it from being admitted (kueue v0.19.2
-    ``apis/kueue/v1beta2/workload_types.go`` ``WorkloadSpec.Active``).
+    ``TrainJobSpec.Suspend``), except one Kueue queues: Kueue unsuspends a suspended job whose
+    Workload is admitted and suspends a running one whose Workload is not (kueue v0.19.2
+    ``pkg/controller/jobframework/reconciler.go``, steps 7 and 8 of the job reconciler), so the
+    job's Workload is deactivated instead: ``spec.active: false`` evicts a running workload and
+    keeps it from being admitted (``apis/kueue/v1beta2/workload_types.go`` ``WorkloadSpec.Active``).
     """
     name, kind = job["metadata"]["name"], job["kind"]
     done = "suspended" if suspend else "resumed"
