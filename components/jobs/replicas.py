@@ -8,8 +8,9 @@
   torchrun's rendezvous hands out ranks as the nodes join, so no pod has a fixed rank.
 - v2 (Trainer v2.3.0 with JobSet v0.12.0): ``jobset.sigs.k8s.io/jobset-name`` (the TrainJob's
   name), ``jobset.sigs.k8s.io/replicatedjob-name`` (``node``), and the indexed Job's
-  ``batch.kubernetes.io/job-completion-index``, which is the node rank (torchrun's
-  ``PET_NODE_RANK``).
+  ``batch.kubernetes.io/job-completion-index``, which is the node rank: Trainer's torch plugin
+  sets torchrun's ``PET_NODE_RANK`` from the completion index
+  (``pkg/runtime/framework/plugins/torch/torch.go``).
 """
 
 from __future__ import annotations
