@@ -218,3 +218,11 @@ def test_the_stacks_kubeconfig_is_used_from_a_private_file_that_is_removed(clust
     assert run(["--outputs", str(path), "list"], out=lines.append) == 0
     assert modes == [0o600] and list(scratch.iterdir()) == []
     assert "not-a-secret" not in "\n".join(lines) + capsys.readouterr().out
+
+
+def test_several_bad_flags_are_named_on_one_line(outputs: Path, capsys) -> None:
+    argv = ["--outputs", str(outputs), "submit", "bad", "--nodes", "0", "--max-steps", "0", "--image-tag", "v1"]
+    assert run([*argv, "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1
+    assert "--nodes: Input should be greater than or equal to 1" in err and "--max-steps: Input should" in err

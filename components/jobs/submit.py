@@ -119,7 +119,7 @@ def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str
     try:
         return TrainingJobSpec.model_validate(raw)
     except ValidationError as err:
-        raise FlagError("\n".join(_describe(error) for error in err.errors())) from None
+        raise FlagError("; ".join(_describe(error) for error in err.errors())) from None
 
 
 def _pairs(flag: str, pairs: list[str]) -> dict[str, str]:
