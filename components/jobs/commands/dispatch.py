@@ -15,12 +15,12 @@ from urllib3.exceptions import HTTPError as TransportError
 from .. import connect, submit
 from ..client import JobNotFound, JobsClient, explain
 from ..replicas import ReplicaError
-from . import inspect, lifecycle, logs, queue, top
+from . import lifecycle, listing, logs, queue, top
 from .base import Failure, Out, UsageError
 
 COMMANDS: dict[str, Callable[[JobsClient, argparse.Namespace, Out], int | None]] = {
-    "list": inspect.cmd_list,
-    "get": inspect.cmd_get,
+    "list": listing.cmd_list,
+    "get": listing.cmd_get,
     "logs": logs.cmd_logs,
     "wait": lifecycle.cmd_wait,
     "delete": lifecycle.cmd_delete,
