@@ -3,8 +3,9 @@
 A local HTTP server on 127.0.0.1 (``http.server`` in a thread) answers exactly the API paths
 a test routes, records each request (method, path, query, body), and streams followed logs
 in chunks as the API server does. The objects are written here in the shapes the v1.9.4
-operator and Trainer v2.3.0 write (sources in ``components/jobs/status.py``); the jobs
-themselves come from the platform's builders.
+operator and Trainer v2.3.0 write (sources in ``components/jobs/status.py``), Volcano v1.12.1
+and Kueue v0.19.2 theirs (sources in ``components/jobs/queues.py``); the jobs themselves come
+from the platform's builders.
 """
 
 from __future__ import annotations
