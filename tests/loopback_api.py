@@ -3,8 +3,9 @@
 A local HTTP server on 127.0.0.1 (``http.server`` in a thread) answers exactly the API paths
 a test routes, records each request (method, path, query, body), and streams followed logs
 in chunks as the API server does. The objects are written here in the shapes the v1.9.4
-operator and Trainer v2.3.0 write (sources in ``components/jobs/status.py``); the jobs
-themselves come from the platform's builders.
+operator and Trainer v2.3.0 write (sources in ``components/jobs/status.py``), Volcano v1.12.1
+and Kueue v0.19.2 theirs (sources in ``components/jobs/queues.py``); the jobs themselves come
+from the platform's builders.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ PODS = f"/api/v1/namespaces/{NS}/pods"
 IMAGE = "registry.example.com/ml/trainer:v1.4.0"
 V1_LABEL = "training.kubeflow.org/"
 JOBSET = "jobset.sigs.k8s.io/"
+GPU = "nvidia.com/gpu"
+VOLCANO = "/apis/scheduling.volcano.sh/v1beta1"
+KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 
 
 class FakeApi:
@@ -43,15 +47,49 @@ class FakeApi:
         self.routes: dict[tuple[str, str], Any] = {}
         self.requests: list[tuple[str, str, dict[str, list[str]], Any]] = []
         self.pods: list[dict[str, Any]] = []
+        self.nodes: list[dict[str, Any]] = []
+        self.content_types: list[tuple[str, str]] = []
         self.routes[("GET", PODS)] = self._pods
+        self.routes[("GET", "/api/v1/pods")] = self._pods
+        self.routes[("GET", "/api/v1/nodes")] = lambda _, __: (
+            200,
+            {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": self.nodes},
+        )
 
     def _pods(self, query: dict[str, list[str]], _: Any) -> tuple[int, Any]:
-        wanted = dict(term.split("=", 1) for term in query.get("labelSelector", [""])[0].split(",") if term)
-        items = [p for p in self.pods if wanted.items() <= p["metadata"]["labels"].items()]
+        """Pods matching ``labelSelector`` and ``fieldSelector`` (``status.phase=``)."""
+        fields = _terms(query, "fieldSelector")
+        assert set(fields) <= {"status.phase"}, fields
+        items = [
+            p
+            for p in _selected(self.pods, query)
+            if fields.get("status.phase", p["status"]["phase"]) == p["status"]["phase"]
+        ]
         return 200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}
+
+    def serve(self, path: str, kind: str, items: list[dict[str, Any]]) -> None:
+        """A list at ``path`` (``kind`` + ``List``, filtered by ``labelSelector``) and each item
+        at ``path/<name>``."""
+        version = items[0]["apiVersion"] if items else "v1"
+        self.routes[("GET", path)] = lambda query, _: (
+            200,
+            {"apiVersion": version, "kind": f"{kind}List", "metadata": {}, "items": _selected(items, query)},
+        )
+        for item in items:
+            self.routes[("GET", f"{path}/{item['metadata']['name']}")] = item
 
     def paths(self, method: str) -> list[str]:
         return [path for m, path, _, _ in self.requests if m == method]
+
+
+def _terms(query: dict[str, list[str]], name: str) -> dict[str, str]:
+    return dict(term.split("=", 1) for term in query.get(name, [""])[0].split(",") if term)
+
+
+def _selected(items: list[dict[str, Any]], query: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """The items whose labels match every ``k=v`` term of the query's ``labelSelector``."""
+    wanted = _terms(query, "labelSelector")
+    return [item for item in items if wanted.items() <= (item["metadata"].get("labels") or {}).items()]
 
 
 def _handler(api: FakeApi) -> type[BaseHTTPRequestHandler]:
@@ -65,6 +103,7 @@ def _handler(api: FakeApi) -> type[BaseHTTPRequestHandler]:
             body = json.loads(self.rfile.read(length)) if length else None
             path = unquote(url.path)  # the client escapes the ':' of pod:port; the API server decodes it
             api.requests.append((self.command, path, query, body))
+            api.content_types.append((self.command, self.headers.get("Content-Type", "")))
             route = api.routes.get((self.command, path))
             if route is None:
                 status, payload = 404, {"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404}
@@ -162,14 +201,16 @@ def v2_job(name: str, conditions: list[dict[str, str]], ready: int) -> dict[str,
     return job
 
 
-def v1_pod(job: str, kind: str, index: int, restarts: int = 0, phase: str = "Running") -> dict[str, Any]:
+def v1_pod(job: str, kind: str, index: int, restarts: int = 0, phase: str = "Running", gpus: int = 0) -> dict[str, Any]:
     labels = {f"{V1_LABEL}job-name": job, f"{V1_LABEL}replica-type": kind, f"{V1_LABEL}replica-index": str(index)}
     if kind == "master":
         labels[f"{V1_LABEL}job-role"] = "master"
-    return _pod(f"{job}-{kind}-{index}", labels, "pytorch", restarts, phase)
+    return _pod(
+        f"{job}-{kind}-{index}", labels, "pytorch", restarts, phase, f"gpu-node-{index + (kind == 'worker')}", gpus
+    )
 
 
-def v2_pod(job: str, index: int, attempt: int = 0) -> dict[str, Any]:
+def v2_pod(job: str, index: int, attempt: int = 0, gpus: int = 0) -> dict[str, Any]:
     """A node pod as JobSet v0.12.0 labels it; it never restarts in place (``restartPolicy:
     Never``): a JobSet restart creates it again with the next ``restart-attempt``."""
     labels = {
@@ -178,15 +219,22 @@ def v2_pod(job: str, index: int, attempt: int = 0) -> dict[str, Any]:
         f"{JOBSET}restart-attempt": str(attempt),
         "batch.kubernetes.io/job-completion-index": str(index),
     }
-    return _pod(f"{job}-node-0-{index}-x7k2q", labels, "node", 0, "Running")
+    return _pod(f"{job}-node-0-{index}-x7k2q", labels, "node", 0, "Running", f"gpu-node-{index + 2}", gpus)
 
 
-def _pod(name: str, labels: dict[str, str], container: str, restarts: int, phase: str) -> dict[str, Any]:
+def _pod(
+    name: str, labels: dict[str, str], container: str, restarts: int, phase: str, node: str, gpus: int
+) -> dict[str, Any]:
+    # The builders set GPU limits only; the API server defaults an extended resource's request to its limit.
+    resources = {"limits": {GPU: str(gpus)}, "requests": {GPU: str(gpus)}} if gpus else {}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": NS, "labels": labels, "creationTimestamp": _ago(timedelta(hours=1))},
-        "spec": {"containers": [{"name": container, "image": IMAGE}]},
+        "spec": {
+            "containers": [{"name": container, "image": IMAGE, "resources": resources}],
+            **({"nodeName": node} if phase != "Pending" else {}),
+        },
         "status": {
             "phase": phase,
             "containerStatuses": [
@@ -216,6 +264,7 @@ FAILED_V1 = [
 
 def serve_mnist(api: FakeApi, conditions: list[dict[str, str]] = RUNNING_V1) -> dict[str, Any]:
     job = v1_job("mnist", conditions, {"Master": {"active": 1}, "Worker": {"active": 1, "failed": 1}})
+    job["metadata"]["uid"] = "7d0c3a52-0000-4000-8000-00000000000a"
     api.routes[("GET", f"{V1}/mnist")] = job
     api.pods += [v1_pod("mnist", "master", 0, restarts=2), v1_pod("mnist", "worker", 0)]
     return job
@@ -223,6 +272,7 @@ def serve_mnist(api: FakeApi, conditions: list[dict[str, str]] = RUNNING_V1) -> 
 
 def serve_gpt(api: FakeApi, conditions: list[dict[str, str]] = ()) -> dict[str, Any]:
     job = v2_job("gpt", list(conditions), ready=1)
+    job["metadata"]["uid"] = "7d0c3a52-0000-4000-8000-00000000000b"
     api.routes[("GET", f"{V2}/gpt")] = job
     runtime = training_runtime()
     api.routes[
@@ -230,6 +280,113 @@ def serve_gpt(api: FakeApi, conditions: list[dict[str, str]] = ()) -> dict[str, 
     ] = runtime
     api.pods += [v2_pod("gpt", 0, attempt=1), v2_pod("gpt", 1, attempt=1)]
     return job
+
+
+def gpu_node(name: str, pool: str, gpus: int) -> dict[str, Any]:
+    """A node as the kubelet reports it: its GPUs under ``allocatable`` (the device plugin's)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"ack-training-platform/pool": pool, "kubernetes.io/hostname": name}},
+        "status": {"allocatable": {"cpu": "94", "memory": "700Gi", "pods": "110", GPU: str(gpus)}},
+    }
+
+
+def volcano_queue(name: str, state: str, **counts: int) -> dict[str, Any]:
+    """A Volcano v1.12.1 Queue; its counts are ``omitempty``, so a zero count is absent."""
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {"weight": 1, "reclaimable": True},
+        "status": {"state": state, **{k: v for k, v in counts.items() if v}, "allocated": {"cpu": "0"}},
+    }
+
+
+def podgroup(job: str, queue: str, phase: str, unschedulable: str | None = None) -> dict[str, Any]:
+    """The PodGroup the v1 operator makes for a job (named after it), as Volcano's gang plugin
+    updates it: an ``Unschedulable`` condition with reason ``NotEnoughResources``."""
+    status: dict[str, Any] = {"phase": phase}
+    if unschedulable:
+        status["conditions"] = [
+            {
+                "type": "Unschedulable",
+                "status": "True",
+                "transitionID": "5b1f6a0e-0000-4000-8000-000000000001",
+                "lastTransitionTime": _ago(timedelta(minutes=2)),
+                "reason": "NotEnoughResources",
+                "message": unschedulable,
+            }
+        ]
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": job, "namespace": NS},
+        "spec": {"minMember": 2, "queue": queue},
+        "status": status,
+    }
+
+
+def local_queue(name: str, cluster_queue: str, pending: int, admitted: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"clusterQueue": cluster_queue},
+        "status": {"pendingWorkloads": pending, "reservingWorkloads": admitted, "admittedWorkloads": admitted},
+    }
+
+
+def cluster_queue(name: str, nominal_gpus: int, used_gpus: int, pending: int, admitted: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            "namespaceSelector": {},
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu", GPU],
+                    "flavors": [
+                        {
+                            "name": "gpu",
+                            "resources": [
+                                {"name": "cpu", "nominalQuota": "192"},
+                                {"name": GPU, "nominalQuota": str(nominal_gpus)},
+                            ],
+                        }
+                    ],
+                }
+            ],
+        },
+        "status": {
+            "pendingWorkloads": pending,
+            "reservingWorkloads": admitted,
+            "admittedWorkloads": admitted,
+            "flavorsUsage": [
+                {"name": "gpu", "resources": [{"name": "cpu", "total": "16"}, {"name": GPU, "total": str(used_gpus)}]}
+            ],
+        },
+    }
+
+
+def workload(job: dict[str, Any], queue: str, conditions: list[dict[str, str]], active: bool = True) -> dict[str, Any]:
+    """The Workload Kueue v0.19.2 makes for a job: owned by it, labelled with its UID."""
+    meta = job["metadata"]
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": f"trainjob-{meta['name']}-3f2a1",
+            "namespace": NS,
+            "labels": {"kueue.x-k8s.io/job-uid": meta["uid"]},
+            "ownerReferences": [
+                {"apiVersion": job["apiVersion"], "kind": job["kind"], "name": meta["name"], "uid": meta["uid"]}
+            ],
+        },
+        "spec": {"active": active, "queueName": queue, "podSets": [{"name": "node", "count": 2}]},
+        "status": {"conditions": conditions},
+    }
 
 
 def rank0_metrics() -> str:

@@ -9,7 +9,10 @@ from datetime import UTC, datetime
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
+from components.jobs.queues import cluster_queue_row, podgroup_wait, volcano_queue_row, workload_job, workload_wait
+from components.jobs.replicas import ReplicaError, rank_replica
 from components.jobs.status import format_age, last_metrics, summarize
+from components.jobs.usage import NodeGpus, node_gpus, pod_gpus
 from trainer.metric_names import LOSS, MFU, NONFINITE_STEPS, SAMPLES_PER_SECOND, STEP, STEP_TIME
 
 NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
@@ -256,3 +259,111 @@ def test_last_metrics_reads_the_trainers_exposition() -> None:
 
 def test_last_metrics_before_the_first_log_step() -> None:
     assert last_metrics("") == {}
+
+
+# --- queues, node GPUs and replicas ----------------------------------------------------------
+
+
+def workload(conditions: list[dict[str, str]], active: bool | None = None) -> dict:
+    """A Kueue v0.19.2 Workload of TrainJob gpt (``apis/kueue/v1beta2/workload_types.go``)."""
+    spec = {"queueName": "training", "podSets": [{"name": "node", "count": 4}]}
+    if active is not None:
+        spec["active"] = active
+    return {
+        "metadata": {"name": "trainjob-gpt-3f2a1", "ownerReferences": [{"kind": "TrainJob", "name": "gpt"}]},
+        "spec": spec,
+        "status": {"conditions": conditions},
+    }
+
+
+QUOTA = "couldn't assign flavors to pod set node: insufficient quota for nvidia.com/gpu in flavor gpu"
+
+
+@pytest.mark.parametrize(
+    ("conditions", "active", "why"),
+    [
+        ([], None, "not evaluated by Kueue yet"),
+        ([c("QuotaReserved", "False", "WaitingForQuota", QUOTA)], None, f"WaitingForQuota: {QUOTA}"),
+        # Quota reserved, an admission check still pending: Admitted False says why.
+        (
+            [c("QuotaReserved", "True", "QuotaReserved", "Quota reserved"), c("Admitted", "False", "", "waiting")],
+            None,
+            "Admitted: waiting",
+        ),
+        ([c("QuotaReserved", "False", "Inadmissible", "x")], False, "deactivated (spec.active: false)"),
+        ([c("QuotaReserved"), c("Admitted", "True", "Admitted", "The workload is admitted")], None, None),
+    ],
+)
+def test_why_a_workload_waits(conditions, active, why) -> None:
+    found = workload_wait(workload(conditions, active))
+    assert found == why or (why is not None and found.startswith(why))
+    assert workload_job(workload(conditions)) == "TrainJob/gpt"
+
+
+def test_a_volcano_queue_leaves_zero_counts_out() -> None:
+    # QueueStatus counts are omitempty in volcano.sh/apis v1.12.1.
+    assert volcano_queue_row({"metadata": {"name": "q"}, "status": {"state": "Closed", "running": 3}}) == (
+        "q",
+        "Closed",
+        "0",
+        "0",
+        "3",
+    )
+    inqueue = {"metadata": {"name": "mnist"}, "status": {"phase": "Inqueue"}}
+    assert podgroup_wait(inqueue) == ("mnist", "Inqueue", "admitted, its pods are being created")
+    assert podgroup_wait({"metadata": {"name": "mnist"}, "status": {"phase": "Running", "running": 2}}) is None
+
+
+def test_a_cluster_queue_shows_usage_against_nominal_quota_per_flavor() -> None:
+    queue = {
+        "metadata": {"name": "platform"},
+        "spec": {
+            "resourceGroups": [
+                {"flavors": [{"name": "a10", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "16"}]}]},
+                {"flavors": [{"name": "spot", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]}]},
+            ]
+        },
+        # A flavor nothing uses is absent from flavorsUsage.
+        "status": {"flavorsUsage": [{"name": "a10", "resources": [{"name": "nvidia.com/gpu", "total": "12"}]}]},
+    }
+    assert cluster_queue_row(queue) == ("platform", "0", "0", "a10 nvidia.com/gpu 12/16, spot nvidia.com/gpu 0/8")
+
+
+def _pod(node: str, containers: list[int], init: list[int] = (), limits_only: bool = False) -> dict:
+    def container(gpus: int) -> dict:
+        amount = {"nvidia.com/gpu": str(gpus)} if gpus else {}
+        return {"resources": {"limits": amount} if limits_only else {"limits": amount, "requests": amount}}
+
+    return {
+        "metadata": {"namespace": "training", "labels": {"jobset.sigs.k8s.io/jobset-name": "gpt"}},
+        "spec": {
+            "nodeName": node,
+            "containers": [container(g) for g in containers],
+            "initContainers": [container(g) for g in init],
+        },
+    }
+
+
+def test_node_gpus_count_requests_as_kubernetes_does() -> None:
+    assert pod_gpus(_pod("n", [2, 1])) == 3
+    assert pod_gpus(_pod("n", [1], init=[4])) == 4  # the largest init container, when larger
+    assert pod_gpus(_pod("n", [8], limits_only=True)) == 8
+    nodes = [
+        {
+            "metadata": {"name": "n", "labels": {"ack-training-platform/pool": "gpu"}},
+            "status": {"allocatable": {"nvidia.com/gpu": "8"}},
+        },
+        {"metadata": {"name": "cpu"}, "status": {"allocatable": {"cpu": "8"}}},
+    ]
+    assert node_gpus(nodes, [_pod("n", [4]), _pod("n", [2])]) == [NodeGpus("n", "gpu", 8, 6, ("training/gpt",))]
+
+
+def test_node_ranks_map_to_replicas() -> None:
+    v1 = pytorchjob([])
+    assert [rank_replica(v1, rank) for rank in range(4)] == ["master", "worker-0", "worker-1", "worker-2"]
+    with pytest.raises(ReplicaError, match="has node ranks 0 to 3"):
+        rank_replica(v1, 4)
+    assert rank_replica(trainjob([]), 3) == "node-3"
+    elastic = {**v1, "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 4}}}}
+    with pytest.raises(ReplicaError, match="assigns node ranks at rendezvous"):
+        rank_replica(elastic, 0)

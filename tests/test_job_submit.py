@@ -122,6 +122,66 @@ def test_submit_with_bad_flags_names_the_flag_and_exits_2(outputs: Path, capsys,
     assert err.startswith(f"ack-jobs submit: {message}") and "Traceback" not in err
 
 
+PLACEMENT_FLAGS = [
+    *("--label", "team=nlp", "--label", "run=7"),
+    *("--node-selector", "node.kubernetes.io/instance-type=ecs.gn7i-c32g1.8xlarge"),
+    *("--toleration", "spot=true:NoSchedule", "--toleration", "maintenance:NoExecute"),
+]
+
+
+@pytest.mark.parametrize("backend", ["v1", "v2"])
+def test_submit_labels_node_selector_and_tolerations_join_the_pools(outputs: Path, backend: str) -> None:
+    lines: list[str] = []
+    argv = ["--outputs", str(outputs), "submit", "gpt-small", *FLAGS, *PLACEMENT_FLAGS, "--backend", backend]
+    assert run([*argv, "--dry-run"], out=lines.append) == 0
+    job = yaml.safe_load("\n".join(lines))
+    if backend == "v1":
+        pod = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
+    else:
+        pod = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
+        pod = pod["template"]["spec"]["template"]
+    assert {"team": "nlp", "run": "7"}.items() <= job["metadata"]["labels"].items()
+    assert {"team": "nlp", "run": "7"}.items() <= pod["metadata"]["labels"].items()
+    assert pod["spec"]["nodeSelector"] == {
+        "ack-training-platform/pool": "gpu",
+        "node.kubernetes.io/instance-type": "ecs.gn7i-c32g1.8xlarge",
+    }
+    assert pod["spec"]["tolerations"] == [
+        *GPU_PLACEMENT["tolerations"],
+        {"key": "spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"},
+        {"key": "maintenance", "operator": "Exists", "effect": "NoExecute"},
+    ]
+
+
+def test_submit_ttl_of_a_pytorchjob(outputs: Path) -> None:
+    # A stack refuses the TTL (test_config.py); a submitted job belongs to no stack.
+    lines: list[str] = []
+    assert (
+        run(["--outputs", str(outputs), "submit", "gpt-small", *FLAGS, "--ttl", "3600", "--dry-run"], out=lines.append)
+        == 0
+    )
+    assert yaml.safe_load("\n".join(lines))["spec"]["runPolicy"]["ttlSecondsAfterFinished"] == 3600
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--toleration", "spot=true"], "--toleration 'spot=true': give KEY[=VALUE]:EFFECT, e.g. spot=true:NoSchedule"),
+        (["--toleration", "spot=true:Never"], "--toleration: Input should be 'NoSchedule', 'PreferNoSchedule' or"),
+        (["--toleration", "bad key:NoSchedule"], "--toleration"),
+        (["--label", "team"], "--label 'team': give KEY=VALUE"),
+        (["--label", "team=not valid!"], "--label"),
+        (["--node-selector", "ack-training-platform/pool=cpu"], "--node-selector: ack-training-platform/pool is the"),
+        (["--ttl", "-1"], "--ttl: Input should be greater than or equal to 0"),
+        (["--ttl", "60", "--backend", "v2"], "--ttl: a TrainJob has no TTL"),
+    ],
+)
+def test_submit_placement_and_ttl_flags_that_are_not_valid(outputs: Path, capsys, flags, message) -> None:
+    assert run(["--outputs", str(outputs), "submit", "bad", "--image-tag", "v1", *flags, "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ack-jobs submit: {message}") and len(err.splitlines()) == 1
+
+
 def test_submit_flag_of_the_wrong_type_exits_2(outputs: Path, capsys) -> None:
     with pytest.raises(SystemExit) as exit_:
         run(["--outputs", str(outputs), "submit", "bad", "--max-steps", "many", "--dry-run"])
@@ -178,3 +238,11 @@ def test_the_stacks_outputs_are_read_without_its_secrets(tmp_path, monkeypatch) 
 
     assert stack_outputs("dev", None) == {"namespace": NS}
     assert called.read_text().split() == ["stack", "output", "--json", "--stack", "dev"]
+
+
+def test_several_bad_flags_are_named_on_one_line(outputs: Path, capsys) -> None:
+    argv = ["--outputs", str(outputs), "submit", "bad", "--nodes", "0", "--max-steps", "0", "--image-tag", "v1"]
+    assert run([*argv, "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1
+    assert "--nodes: Input should be greater than or equal to 1" in err and "--max-steps: Input should" in err

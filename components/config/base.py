@@ -18,6 +18,8 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 PROJECT = "ack-training-platform"
+POOL_LABEL = f"{PROJECT}/pool"
+"""The node label naming a node's pool."""
 
 SECRET_KEYS = ("registryPassword",)
 """Stack keys that hold credentials. They never enter a spec: components read them as

@@ -11,6 +11,7 @@ from pydantic import AfterValidator, Discriminator, Field, Tag, model_validator
 from .base import (
     _DNS_1035_LABEL,
     JOB_NAME_MAX,
+    POOL_LABEL,
     UNION_TAGS,
     Cpu,
     DnsLabel,
@@ -18,6 +19,7 @@ from .base import (
     EnvValue,
     LabelKey,
     Labels,
+    LabelValue,
     Quantity,
     Spec,
     field_error,
@@ -110,23 +112,28 @@ class RunPolicySpec(Spec):
     """Pod restarts allowed before the job fails (preemptions count); v1 only: v2 jobs restart whole up to 6 times."""
     active_deadline_seconds: int | None = Field(default=None, ge=1)
     ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
-    """Refused: the job is a Pulumi resource, and one the operator deleted would be created, and trained, again
-    by the next ``pulumi up --refresh``. Remove the job from the stack to delete it."""
+    """Seconds after the job ends before the operator deletes it (v1 only). Refused in a stack's ``jobs``: the job
+    is a Pulumi resource, and one the operator deleted would be created, and trained, again by the next
+    ``pulumi up --refresh``; remove the job from the stack to delete it. For jobs ``ack-jobs submit`` creates."""
     clean_pod_policy: Literal["None", "Running", "All"] = Field(default="None")
     """``None`` keeps finished pods so their logs stay readable; v1 only (v2 keeps them)."""
     suspend: bool = False
     """Stop the job's pods and keep the job; set back to ``false`` to resume it (the only change made in place)."""
 
-    @model_validator(mode="after")
-    def _check(self) -> RunPolicySpec:
-        if self.ttl_seconds_after_finished is not None:
-            raise field_error(
-                "ttlSecondsAfterFinished",
-                "a job the operator deletes after it finishes would be created and trained again by the next "
-                "pulumi up --refresh: drop the TTL and remove the job from the stack when you are done with it "
-                "(cleanPodPolicy frees its pods)",
-            )
-        return self
+
+class TolerationSpec(Spec):
+    """A taint the job's pods tolerate, beside the pool's own."""
+
+    key: LabelKey
+    value: LabelValue | None = None
+    """Only the taint with this value (operator ``Equal``); any value when unset (operator ``Exists``)."""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+    def manifest(self) -> dict[str, str]:
+        """The pod's toleration (``core/v1`` ``Toleration``)."""
+        if self.value is None:
+            return {"key": self.key, "operator": "Exists", "effect": self.effect}
+        return {"key": self.key, "operator": "Equal", "value": self.value, "effect": self.effect}
 
 
 class SchedulingSpec(Spec):
@@ -181,6 +188,10 @@ class TrainingJobSpec(Spec):
     """The team (``teams[].name``) the job belongs to: it runs in the team's namespace, with its claims, uid and
     queue. Required when the stack declares teams."""
     labels: Labels = Field(default_factory=dict)
+    node_selector: Labels = Field(default_factory=dict)
+    """Node labels the pods must also have, beside the pool's ``ack-training-platform/pool``."""
+    tolerations: list[TolerationSpec] = Field(default_factory=list)
+    """Taints the pods tolerate, beside the pool's."""
     annotations: dict[LabelKey, EnvValue] = Field(default_factory=dict)
     image: str | None = None
     """Full image reference, pinned by tag (not ``latest``) or digest."""
@@ -235,6 +246,10 @@ class TrainingJobSpec(Spec):
             raise field_error(
                 "imageTag",
                 f"{self.image_tag!r} is not a pinned tag: use a version such as 'v1.2.0' or a commit id, not 'latest'",
+            )
+        if POOL_LABEL in self.node_selector:
+            raise field_error(
+                "nodeSelector", f"{POOL_LABEL} is the job's pool, set from the GPU pool: drop it from nodeSelector"
             )
         if self.elastic is not None and self.nodes != 1:
             raise field_error("nodes", "an elastic job sizes itself with elastic.minNodes/maxNodes: drop nodes")
@@ -300,6 +315,11 @@ def v2_conflict(job: TrainingJobSpec) -> tuple[str, str] | None:
         return (
             "runPolicy.cleanPodPolicy",
             f"a TrainJob keeps its finished pods until the job is removed from the stack; drop cleanPodPolicy, {keep_v1}",
+        )
+    if run.ttl_seconds_after_finished is not None:
+        return (
+            "runPolicy.ttlSecondsAfterFinished",
+            f"a TrainJob has no TTL (Trainer v2.3.0's TrainJob spec has none); drop it, {keep_v1}",
         )
     if scheduling.queue is not None:
         return (

@@ -299,6 +299,14 @@ class PlatformSpec(Spec):
             key = f"jobs[{i}]"
             if job.name in names[:i]:
                 raise field_error(f"{key}.name", f"job name {job.name!r} is used twice")
+            if job.run_policy.ttl_seconds_after_finished is not None:
+                # Allowed for jobs ack-jobs submits, which no stack recreates.
+                raise field_error(
+                    f"{key}.runPolicy.ttlSecondsAfterFinished",
+                    "a job the operator deletes after it finishes would be created and trained again by the next "
+                    "pulumi up --refresh: drop the TTL and remove the job from the stack when you are done with it "
+                    "(cleanPodPolicy frees its pods)",
+                )
             if self.job_backend(job) == "v2":
                 conflict = v2_conflict(job) if job.backend is None else None
                 if conflict is not None:

@@ -1,8 +1,11 @@
 """Thin access to a cluster's training jobs through the official clients.
 
-- v1 PyTorchJobs: ``kubeflow-training`` 1.9.4's ``TrainingClient`` (list, get, pods, logs,
-  wait, create, delete).
-- v2 TrainJobs: the kubernetes client's ``CustomObjectsApi`` and ``CoreV1Api``. The
+- Both kinds are read with the kubernetes client's ``CustomObjectsApi`` (as the API server
+  returns them, for ``-o json``), their pods and logs with ``CoreV1Api``, Kueue's Workloads
+  and Volcano's and Kueue's queues with ``CustomObjectsApi`` too.
+- v1 PyTorchJobs are waited for, created and deleted with ``kubeflow-training`` 1.9.4's
+  ``TrainingClient``.
+- v2 TrainJobs go through the kubernetes client only. The
   ``kubeflow`` SDK's ``TrainerClient`` (0.5.0, which installs beside the pins) cannot read the
   platform's jobs: its ``get_job``, ``get_job_logs`` and ``wait_for_job_status`` all resolve
   the job's runtime first and refuse one whose trainer container has no image
@@ -19,11 +22,10 @@ import json
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Iterator
 from typing import Any
 
 from kubeflow.training import TrainingClient
-from kubeflow.training.constants import constants as v1c
 from kubeflow.training.utils.utils import FakeResponse
 from kubernetes import client as k8s
 from kubernetes import watch
@@ -32,18 +34,20 @@ from urllib3.exceptions import HTTPError as TransportError
 
 from trainer.metric_names import METRICS_PORT
 
-from ..manifests.trainjob import TRAINER_API, TRAINER_NODE
+from ..manifests.trainer_v2 import KUEUE_API
+from ..manifests.trainjob import TRAINER_API
+from .replicas import job_selector
 from .status import PYTORCHJOB, TRAINJOB, job_phase, true_condition
 
 V2_GROUP, V2_VERSION = TRAINER_API.split("/")
 V2_PLURAL = "trainjobs"
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
-NODE_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
-"""An Indexed Job's pod index, as a label since Kubernetes 1.28 (KEP-4017, the pod index
-label; before, only as an annotation): node N of a TrainJob is index N of its node Job."""
-"""How JobSet labels a TrainJob's pods (Trainer v2.3.0 ``docs/user-guides/megatron.md``; the
-completion index is the node's rank, as Kubernetes' indexed Jobs set it)."""
+JOB_RESOURCES = {PYTORCHJOB: ("kubeflow.org", "v1", "pytorchjobs"), TRAINJOB: (V2_GROUP, V2_VERSION, V2_PLURAL)}
+"""Group, version and plural of each kind of job."""
+KUEUE_GROUP_VERSION = tuple(KUEUE_API.split("/"))
+WORKLOADS = "workloads"
+KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+"""The label Kueue puts on a job's Workload with the job's UID (kueue v0.19.2
+``pkg/controller/constants/constants.go`` ``JobUIDLabel``)."""
 V1_WAIT = {"created": "Created", "running": "Running", "restarting": "Restarting", "succeeded": "Succeeded"}
 """``wait --for`` → v1 condition type (``kubeflow.training.constants.JOB_CONDITIONS``)."""
 V2_WAIT = {"created": "Created", "running": "Running", "succeeded": "Succeeded"}
@@ -68,11 +72,6 @@ def _api_error(err: BaseException) -> ApiException | None:
         if isinstance(candidate, ApiException):
             return candidate
     return None
-
-
-def _not_found(err: BaseException) -> bool:
-    api = _api_error(err)
-    return api is not None and api.status == 404
 
 
 def explain(err: BaseException) -> str:
@@ -108,7 +107,10 @@ def explain(err: BaseException) -> str:
 
 
 class JobsClient:
-    """PyTorchJobs and TrainJobs of one namespace.
+    """PyTorchJobs and TrainJobs of one namespace (or of all, for ``list -A``).
+
+    Jobs are read as the API server returns them (``CustomObjectsApi``), so ``-o json`` shows
+    every field; ``TrainingClient`` waits for, creates and deletes v1 jobs.
 
     Args:
         configuration: the kubernetes client configuration (from a kubeconfig).
@@ -126,25 +128,25 @@ class JobsClient:
     def _plain(self, model: Any) -> dict[str, Any]:
         return self._serializer.sanitize_for_serialization(model)
 
-    def list_jobs(self) -> list[dict[str, Any]]:
+    def list_jobs(self, all_namespaces: bool = False) -> list[dict[str, Any]]:
         """Every PyTorchJob and TrainJob; a kind whose CRD is not installed has none.
 
         Raises:
-            RuntimeError: the API server refused the request.
+            ApiException: the API server refused the request.
         """
         jobs: list[dict[str, Any]] = []
-        try:
-            jobs += [{"kind": PYTORCHJOB, **self._plain(job)} for job in self.v1.list_jobs()]
-        except RuntimeError as err:
-            if not _not_found(err):
-                raise
-        try:
-            items = self.custom.list_namespaced_custom_object(V2_GROUP, V2_VERSION, self.namespace, V2_PLURAL)["items"]
-            jobs += [{"kind": TRAINJOB, **item} for item in items]
-        except ApiException as err:
-            if err.status != 404:
-                raise
-        return sorted(jobs, key=lambda job: job["metadata"]["name"])
+        for kind, (group, version, plural) in JOB_RESOURCES.items():
+            try:
+                if all_namespaces:
+                    items = self.custom.list_cluster_custom_object(group, version, plural)["items"]
+                else:
+                    items = self.custom.list_namespaced_custom_object(group, version, self.namespace, plural)["items"]
+            except ApiException as err:
+                if err.status != 404:
+                    raise
+                continue
+            jobs += [{**item, "kind": kind} for item in items]
+        return sorted(jobs, key=lambda job: (job["metadata"].get("namespace", ""), job["metadata"]["name"]))
 
     def get_job(self, name: str) -> dict[str, Any]:
         """The PyTorchJob or TrainJob ``name``.
@@ -152,30 +154,51 @@ class JobsClient:
         Raises:
             JobNotFound: there is neither.
         """
+        for kind, (group, version, plural) in JOB_RESOURCES.items():
+            try:
+                job = self.custom.get_namespaced_custom_object(group, version, self.namespace, plural, name)
+            except ApiException as err:
+                if err.status != 404:
+                    raise
+                continue
+            return {**job, "kind": kind}
+        raise JobNotFound(f"no PyTorchJob or TrainJob named {name!r} in namespace {self.namespace}")
+
+    def pods(self, job: dict[str, Any], selector: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        """The job's pods (labelled by the v1 operator, or by JobSet for a TrainJob), or those
+        matching ``selector``, which names the job itself."""
+        metadata = job["metadata"]
+        selector = selector or job_selector(job)
+        text = ",".join(f"{key}={value}" for key, value in selector.items())
+        namespace = metadata.get("namespace") or self.namespace
+        return [self._plain(pod) for pod in self.core.list_namespaced_pod(namespace, label_selector=text).items]
+
+    def objects(self, group_version: tuple[str, str], plural: str, namespaced: bool) -> list[dict[str, Any]] | None:
+        """Custom objects of one resource, in the namespace or cluster-wide; ``None`` when the
+        resource is not installed (the API server answers 404).
+
+        Raises:
+            ApiException: the API server refused the request.
+        """
         try:
-            return {"kind": PYTORCHJOB, **self._plain(self.v1.get_job(name))}
-        except RuntimeError as err:
-            if not _not_found(err):
-                raise
-        try:
-            job = self.custom.get_namespaced_custom_object(V2_GROUP, V2_VERSION, self.namespace, V2_PLURAL, name)
-            return {"kind": TRAINJOB, **job}
+            if namespaced:
+                answer = self.custom.list_namespaced_custom_object(*group_version, self.namespace, plural)
+            else:
+                answer = self.custom.list_cluster_custom_object(*group_version, plural)
         except ApiException as err:
             if err.status == 404:
-                raise JobNotFound(f"no PyTorchJob or TrainJob named {name!r} in namespace {self.namespace}") from None
+                return None
             raise
+        return sorted(answer["items"], key=lambda item: item["metadata"]["name"])
 
-    def pods(self, job: dict[str, Any]) -> list[dict[str, Any]]:
-        """The job's pods, labelled by the v1 operator or by JobSet for a TrainJob."""
-        name = job["metadata"]["name"]
-        if job["kind"] == PYTORCHJOB:
-            return [self._plain(pod) for pod in self.v1.get_job_pods(name)]
-        return self._v2_pods(f"{JOBSET_NAME_LABEL}={name}")
+    def nodes(self) -> list[dict[str, Any]]:
+        """Every node of the cluster."""
+        return [self._plain(node) for node in self.core.list_node().items]
 
-    def _v2_pods(self, selector: str) -> list[dict[str, Any]]:
-        return [
-            self._plain(pod) for pod in self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
-        ]
+    def running_pods(self) -> list[dict[str, Any]]:
+        """Every running pod of the cluster, in any namespace."""
+        pods = self.core.list_pod_for_all_namespaces(field_selector="status.phase=Running").items
+        return [self._plain(pod) for pod in pods]
 
     def metrics_text(self, pod: str) -> str:
         """``/metrics`` of a pod's trainer, through the API server's pod proxy.
@@ -185,48 +208,17 @@ class JobsClient:
         """
         return self.core.connect_get_namespaced_pod_proxy_with_path(f"{pod}:{METRICS_PORT}", self.namespace, "metrics")
 
-    def logs(self, job: dict[str, Any], replica: str, follow: bool, emit: Callable[[str], None]) -> None:
-        """Print one replica's log (``master``/``worker-N`` on v1, ``node-N`` on v2).
+    def log(self, pod: str, container: str, options: dict[str, Any]) -> str:
+        """A container's log (``CoreV1Api.read_namespaced_pod_log``, with ``tail_lines``,
+        ``since_seconds``, ``timestamps`` and ``previous`` as given in ``options``)."""
+        return self.core.read_namespaced_pod_log(pod, self.namespace, container=container, **options)
 
-        Raises:
-            ValueError: ``replica`` does not name a replica of this kind of job.
-            JobNotFound: the replica has no started pod (yet).
-        """
-        name = job["metadata"]["name"]
-        if job["kind"] == TRAINJOB:
-            self._v2_logs(name, replica, follow, emit)
-            return
-        kind, _, index = replica.partition("-")
-        if kind not in v1c.PYTORCHJOB_REPLICA_TYPES or (kind == "worker") != index.isdigit():
-            raise ValueError(f"--replica {replica!r}: a PyTorchJob has replicas master and worker-0, worker-1, ...")
-        options = {"replica_type": kind, "replica_index": int(index) if index else None, "is_master": False}
-        # TrainingClient reads the log of every matching pod that is not Pending, and of none
-        # without saying so (``get_job_logs``).
-        started = [pod for pod in self.v1.get_job_pods(name, **options) if pod.status and pod.status.phase != "Pending"]
-        if not started:
-            raise JobNotFound(f"no started pod for {replica} of PyTorchJob {name} yet")
-        if follow:
-            # The client prints each line as it arrives, prefixed with its pod.
-            self.v1.get_job_logs(name, follow=True, **options)
-            return
-        for text in self.v1.get_job_logs(name, **options)[0].values():
-            emit(text.rstrip("\n"))
-
-    def _v2_logs(self, name: str, replica: str, follow: bool, emit: Callable[[str], None]) -> None:
-        role, _, index = replica.rpartition("-")
-        if role != TRAINER_NODE or not index.isdigit():
-            raise ValueError(f"--replica {replica!r}: a TrainJob has replicas node-0, node-1, ...")
-        selector = f"{JOBSET_NAME_LABEL}={name},{REPLICATED_JOB_LABEL}={TRAINER_NODE},{NODE_INDEX_LABEL}={index}"
-        pods = self._v2_pods(selector)
-        if not pods:
-            raise JobNotFound(f"no pod for {replica} of TrainJob {name} yet")
-        options = {"name": pods[0]["metadata"]["name"], "namespace": self.namespace, "container": TRAINER_NODE}
-        if follow:
-            # As TrainingClient follows a log: the watch adds follow=true and yields each line.
-            for line in watch.Watch().stream(self.core.read_namespaced_pod_log, **options):
-                emit(line)
-            return
-        emit(self.core.read_namespaced_pod_log(**options).rstrip("\n"))
+    def follow_log(self, pod: str, container: str, options: dict[str, Any]) -> Iterator[str]:
+        """A container's log line by line as it is written, until the container ends."""
+        # Watch adds follow=true and yields each line of the stream as it arrives.
+        yield from watch.Watch().stream(
+            self.core.read_namespaced_pod_log, name=pod, namespace=self.namespace, container=container, **options
+        )
 
     def wait(self, job: dict[str, Any], phase: str, timeout: float, interval: float) -> None:
         """Return once the job reaches ``phase``.
@@ -301,6 +293,29 @@ class JobsClient:
             self.custom.delete_namespaced_custom_object(
                 V2_GROUP, V2_VERSION, self.namespace, V2_PLURAL, job["metadata"]["name"]
             )
+
+    def patch_job(self, job: dict[str, Any], patch: dict[str, Any]) -> None:
+        """Merge ``patch`` into the job (a JSON merge patch, as the client sends a dict body to
+        a custom object)."""
+        group, version, plural = JOB_RESOURCES[job["kind"]]
+        self.custom.patch_namespaced_custom_object(
+            group, version, self.namespace, plural, job["metadata"]["name"], patch
+        )
+
+    def workloads(self, job: dict[str, Any]) -> list[dict[str, Any]]:
+        """The Kueue Workloads of a job, found by the job's UID as Kueue labels them.
+
+        Raises:
+            ApiException: the API server refused, or Kueue is not installed (404).
+        """
+        selector = f"{KUEUE_JOB_UID_LABEL}={job['metadata']['uid']}"
+        return self.custom.list_namespaced_custom_object(
+            *KUEUE_GROUP_VERSION, self.namespace, WORKLOADS, label_selector=selector
+        )["items"]
+
+    def patch_workload(self, name: str, patch: dict[str, Any]) -> None:
+        """Merge ``patch`` into the Workload ``name``."""
+        self.custom.patch_namespaced_custom_object(*KUEUE_GROUP_VERSION, self.namespace, WORKLOADS, name, patch)
 
 
 def prometheus_query(base_url: str, query: str, timeout_s: float = 10.0) -> list[tuple[dict[str, str], float]]:

@@ -68,10 +68,25 @@ def configuration(kubeconfig: str | None, context: str | None) -> k8s.Configurat
     # A file that is YAML but not a kubeconfig fails inside the loader with TypeError or
     # ValueError. Only the error's type is shown: its text may quote the credentials.
     except (OSError, TypeError, ValueError, yaml.YAMLError, k8s_config.ConfigException) as err:
+        if context is not None and isinstance(err, k8s_config.ConfigException):
+            names = _context_names(path)
+            if names is not None and context not in names:
+                raise TargetError(
+                    f"--context {context}: the kubeconfig has no such context; it has {', '.join(names)}"
+                ) from None
         flag = "--kubeconfig" if kubeconfig else "$KUBECONFIG or ~/.kube/config"
         where = f" (context {context})" if context else ""
         raise TargetError(f"{flag}{where}: cannot load a kubeconfig: {type(err).__name__}. {GET_KUBECONFIG}") from None
     return configuration
+
+
+def _context_names(path: str | None) -> list[str] | None:
+    """The contexts of the kubeconfig at ``path``, or ``None`` when it cannot be read."""
+    try:
+        contexts, _ = k8s_config.list_kube_config_contexts(config_file=path)
+    except (OSError, TypeError, ValueError, yaml.YAMLError, k8s_config.ConfigException):
+        return None
+    return [c["name"] for c in contexts]
 
 
 def namespace(outputs: dict[str, Any], flag: str | None) -> str:

@@ -39,11 +39,15 @@ V1_PRECEDENCE = ("Failed", "Succeeded", "Suspended", "Restarting", "Running", "C
 """The v1 condition that names the phase when several are ``True``: a finished job may
 still carry ``Created``, and a suspended one its last ``Running``."""
 V2_PHASES = (("Failed", "Failed"), ("Complete", "Succeeded"), ("Suspended", "Suspended"))
+"""TrainJob condition type → phase, first ``True`` one wins."""
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 """JobSet's count of whole-JobSet restarts when the pod was created."""
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+"""The labels naming a job's LocalQueue and WorkloadPriorityClass (kueue v0.19.2
+``pkg/controller/constants/constants.go`` ``QueueLabel``, ``WorkloadPriorityClassLabel``)."""
 POD_PHASES = ("Running", "Pending", "Succeeded", "Failed")
-"""TrainJob condition type → phase, first ``True`` one wins."""
 SHOWN_METRICS = {STEP.name: "step", LOSS.name: "loss", SAMPLES_PER_SECOND.name: "samples/s", MFU.name: "MFU"}
 
 
@@ -251,3 +255,26 @@ def last_metrics(text: str) -> dict[str, float]:
             if sample.name in SHOWN_METRICS:
                 found[SHOWN_METRICS[sample.name]] = sample.value
     return found
+
+
+def job_queue(job: dict[str, Any]) -> str:
+    """The queue a job waits in: a PyTorchJob's Volcano queue, a TrainJob's Kueue LocalQueue."""
+    if job.get("kind") == PYTORCHJOB:
+        return _scheduling_policy(job).get("queue") or ""
+    return ((job.get("metadata") or {}).get("labels") or {}).get(KUEUE_QUEUE_LABEL, "")
+
+
+def job_priority(job: dict[str, Any]) -> str:
+    """A PyTorchJob's PriorityClass, a TrainJob's Kueue WorkloadPriorityClass."""
+    if job.get("kind") == PYTORCHJOB:
+        return _scheduling_policy(job).get("priorityClass") or ""
+    return ((job.get("metadata") or {}).get("labels") or {}).get(KUEUE_PRIORITY_LABEL, "")
+
+
+def _scheduling_policy(job: dict[str, Any]) -> dict[str, Any]:
+    return ((job.get("spec") or {}).get("runPolicy") or {}).get("schedulingPolicy") or {}
+
+
+def pod_nodes(pods: list[dict[str, Any]]) -> list[str]:
+    """The nodes the pods were scheduled to, each once."""
+    return sorted({node for pod in pods if (node := (pod.get("spec") or {}).get("nodeName"))})

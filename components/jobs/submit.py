@@ -36,6 +36,10 @@ FLAGS: dict[str, tuple[str, ...]] = {
     "--synthetic-data": ("trainer", "syntheticData"),
     "--init-from": ("trainer", "initFrom"),
     "--suspend": ("runPolicy", "suspend"),
+    "--ttl": ("runPolicy", "ttlSecondsAfterFinished"),
+    "--label": ("labels",),
+    "--node-selector": ("nodeSelector",),
+    "--toleration": ("tolerations",),
 }
 """Each flag and the spec key it sets (camelCase, as in a stack's ``jobs`` entry)."""
 
@@ -67,6 +71,21 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=["v1", "v2"], help="v1 PyTorchJob or v2 TrainJob (default: the stack's)")
     parser.add_argument("--env", action="append", metavar="NAME=VALUE", help="environment variable (repeatable)")
     parser.add_argument("--suspend", action="store_true", default=None, help="create the job suspended")
+    parser.add_argument(
+        "--label", action="append", metavar="KEY=VALUE", help="label on the job and its pods (repeatable)"
+    )
+    parser.add_argument(
+        "--node-selector", action="append", metavar="KEY=VALUE", help="node label the pods need (repeatable)"
+    )
+    parser.add_argument(
+        "--toleration",
+        action="append",
+        metavar="KEY[=VALUE]:EFFECT",
+        help="taint the pods tolerate, e.g. spot=true:NoSchedule; any value without =VALUE (repeatable)",
+    )
+    # A stack refuses a TTL: its next refresh would create the deleted job again. A submitted
+    # job is no stack's resource, so the operator may delete it once it ends.
+    parser.add_argument("--ttl", type=int, metavar="SECONDS", help="v1: delete the job SECONDS after it ends")
 
 
 def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str]) -> TrainingJobSpec:
@@ -88,8 +107,8 @@ def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str
         value = getattr(args, flag[2:].replace("-", "_"))
         if value is None:
             continue
-        if flag == "--env":
-            value = _env(value)
+        if flag in PARSERS:
+            value = PARSERS[flag](flag, value)
         target = raw
         for key in path[:-1]:
             target = target.setdefault(key, {})
@@ -100,17 +119,32 @@ def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str
     try:
         return TrainingJobSpec.model_validate(raw)
     except ValidationError as err:
-        raise FlagError("\n".join(_describe(error) for error in err.errors())) from None
+        raise FlagError("; ".join(_describe(error) for error in err.errors())) from None
 
 
-def _env(pairs: list[str]) -> dict[str, str]:
-    env = {}
+def _pairs(flag: str, pairs: list[str]) -> dict[str, str]:
+    found = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep:
-            raise FlagError(f"--env {pair!r}: give NAME=VALUE")
-        env[name] = value
-    return env
+            raise FlagError(f"{flag} {pair!r}: give {'NAME' if flag == '--env' else 'KEY'}=VALUE")
+        found[name] = value
+    return found
+
+
+def _tolerations(flag: str, items: list[str]) -> list[dict[str, str]]:
+    tolerations = []
+    for item in items:
+        taint, sep, effect = item.rpartition(":")
+        if not sep:
+            raise FlagError(f"{flag} {item!r}: give KEY[=VALUE]:EFFECT, e.g. spot=true:NoSchedule")
+        key, has_value, value = taint.partition("=")
+        tolerations.append({"key": key, "effect": effect, **({"value": value} if has_value else {})})
+    return tolerations
+
+
+PARSERS = {"--env": _pairs, "--label": _pairs, "--node-selector": _pairs, "--toleration": _tolerations}
+"""Flags whose repeated values make one spec value."""
 
 
 def _describe(error: dict[str, Any]) -> str:

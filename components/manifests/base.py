@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config import POOL_LABEL as POOL_LABEL
 from ..config import PROJECT, SYSTEM_POOL_NAME
 
 Manifest = dict[str, Any]
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": PROJECT}
-POOL_LABEL = f"{PROJECT}/pool"
 SYSTEM_POOL = SYSTEM_POOL_NAME
 """Name and ``POOL_LABEL`` value of the untainted pool for the cluster's own workloads."""

@@ -222,16 +222,18 @@ def job_volumes(job: TrainingJobSpec, ctx: JobContext) -> list[Manifest]:
     ]
 
 
-def placement_fields(ctx: JobContext) -> Manifest:
-    """Pod fields from the pool, the registry and the team: node selector, tolerations,
-    service account, pull secret, security context."""
+def placement_fields(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
+    """Pod fields from the pool, the job, the registry and the team: node selector,
+    tolerations, service account, pull secret, security context."""
     fields: Manifest = {}
     if ctx.security_context:
         fields["securityContext"] = dict(ctx.security_context)
-    if ctx.placement.node_selector:
-        fields["nodeSelector"] = dict(ctx.placement.node_selector)
-    if ctx.placement.tolerations:
-        fields["tolerations"] = [dict(t) for t in ctx.placement.tolerations]
+    node_selector = {**ctx.placement.node_selector, **job.node_selector}
+    if node_selector:
+        fields["nodeSelector"] = node_selector
+    tolerations = [dict(t) for t in ctx.placement.tolerations] + [t.manifest() for t in job.tolerations]
+    if tolerations:
+        fields["tolerations"] = tolerations
     if ctx.service_account:
         fields["serviceAccountName"] = ctx.service_account
     if ctx.image_pull_secret:
@@ -292,7 +294,7 @@ def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         "volumes": job_volumes(job, ctx),
         # Lets the trainer's SIGTERM handler finish a checkpoint on eviction or spot reclaim.
         "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
-        **placement_fields(ctx),
+        **placement_fields(job, ctx),
     }
     if job.scheduling.priority_class:
         pod_spec["priorityClassName"] = job.scheduling.priority_class
@@ -338,6 +340,8 @@ def _run_policy(job: TrainingJobSpec) -> Manifest:
     }
     if run.active_deadline_seconds is not None:
         policy["activeDeadlineSeconds"] = run.active_deadline_seconds
+    if run.ttl_seconds_after_finished is not None:
+        policy["ttlSecondsAfterFinished"] = run.ttl_seconds_after_finished
     scheduling = {
         k: v
         for k, v in {

@@ -233,7 +233,7 @@ def train_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         container["securityContext"] = dict(fabric.security_context)
     labels = job_labels(job)
     pod_patch: Manifest = {
-        **placement_fields(ctx),
+        **placement_fields(job, ctx),
         "volumes": job_volumes(job, ctx),
         "containers": [container],
     }

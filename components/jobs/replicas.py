@@ -1,0 +1,117 @@
+"""Which pod is which replica or rank of a job, from the labels the controllers set: pure.
+
+- v1 (Training Operator v1.9.4): ``training.kubeflow.org/job-name``, ``replica-type`` (the
+  type in lower case: ``master``, ``worker``) and ``replica-index``
+  (``pkg/controller.v1/common/pod.go``; the SDK's ``constants.py`` selects with the same keys).
+  A fixed-size job's node rank is the Master's 0, then worker N's N + 1 (the operator sets
+  ``RANK`` so in ``pkg/controller.v1/pytorch/envvar.go``). An elastic job has Workers only and
+  torchrun's rendezvous hands out ranks as the nodes join, so no pod has a fixed rank.
+- v2 (Trainer v2.3.0 with JobSet v0.12.0): ``jobset.sigs.k8s.io/jobset-name`` (the TrainJob's
+  name), ``jobset.sigs.k8s.io/replicatedjob-name`` (``node``), and the indexed Job's
+  ``batch.kubernetes.io/job-completion-index``, which is the node rank: Trainer's torch plugin
+  sets torchrun's ``PET_NODE_RANK`` from the completion index
+  (``pkg/runtime/framework/plugins/torch/torch.go``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .status import PYTORCHJOB, REPLICATED_JOB_LABEL
+
+V1_LABEL = "training.kubeflow.org/"
+V1_JOB_LABEL = f"{V1_LABEL}job-name"
+V1_TYPE_LABEL = f"{V1_LABEL}replica-type"
+V1_INDEX_LABEL = f"{V1_LABEL}replica-index"
+V1_CONTAINER = "pytorch"
+"""The container the v1 operator runs the training in (its default container name)."""
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+NODE_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+"""An Indexed Job's pod index, as a label since Kubernetes 1.28 (KEP-4017, the pod index
+label): node N of a TrainJob is index N of its node Job."""
+V2_NODE = "node"
+"""The replicated job and the container of a TrainJob's nodes (the platform's runtimes)."""
+
+
+class ReplicaError(ValueError):
+    """A replica or rank the job does not have; the message names the flag."""
+
+
+def is_elastic(job: dict[str, Any]) -> bool:
+    """A v1 job without a Master: its Workers meet at a rendezvous."""
+    specs = (job.get("spec") or {}).get("pytorchReplicaSpecs") or {}
+    return job.get("kind") == PYTORCHJOB and "Master" not in specs
+
+
+def node_count(job: dict[str, Any]) -> int:
+    """The nodes the job asks for: a TrainJob's ``numNodes``, a PyTorchJob's replicas."""
+    spec = job.get("spec") or {}
+    if job.get("kind") == PYTORCHJOB:
+        return sum(replica.get("replicas", 1) for replica in (spec.get("pytorchReplicaSpecs") or {}).values())
+    return (spec.get("trainer") or {}).get("numNodes", 1)
+
+
+def default_replica(job: dict[str, Any]) -> str:
+    """The replica ``logs`` reads without ``--replica``: rank 0, or worker-0 of an elastic job."""
+    if job.get("kind") != PYTORCHJOB:
+        return f"{V2_NODE}-0"
+    return "worker-0" if is_elastic(job) else "master"
+
+
+def rank_replica(job: dict[str, Any], rank: int) -> str:
+    """The replica that runs node rank ``rank``.
+
+    Raises:
+        ReplicaError: the job has no such rank, or its ranks are not fixed (elastic).
+    """
+    name = job["metadata"]["name"]
+    if is_elastic(job):
+        raise ReplicaError(
+            f"--rank {rank}: PyTorchJob {name} is elastic: torchrun assigns node ranks at rendezvous, so no pod "
+            "has a fixed rank; give --replica worker-N"
+        )
+    nodes = node_count(job)
+    if not 0 <= rank < nodes:
+        raise ReplicaError(f"--rank {rank}: {job['kind']} {name} has node ranks 0 to {nodes - 1}")
+    if job.get("kind") != PYTORCHJOB:
+        return f"{V2_NODE}-{rank}"
+    return "master" if rank == 0 else f"worker-{rank - 1}"
+
+
+def replica_selector(job: dict[str, Any], replica: str) -> tuple[dict[str, str], str]:
+    """The label selector of one replica's pod, and its training container.
+
+    Args:
+        job: the job object.
+        replica: ``master`` or ``worker-N`` (v1), ``node-N`` (v2).
+
+    Raises:
+        ReplicaError: the job has no such replica.
+    """
+    name = job["metadata"]["name"]
+    kind, _, index = replica.rpartition("-") if "-" in replica else (replica, "", "")
+    if job.get("kind") != PYTORCHJOB:
+        if kind != V2_NODE or not index.isdigit():
+            raise ReplicaError(f"--replica {replica!r}: a TrainJob has replicas node-0, node-1, ...")
+        labels = {JOBSET_NAME_LABEL: name, REPLICATED_JOB_LABEL: V2_NODE, NODE_INDEX_LABEL: index}
+        return labels, V2_NODE
+    if (kind, index) != ("master", "") and not (kind == "worker" and index.isdigit()):
+        raise ReplicaError(f"--replica {replica!r}: a PyTorchJob has replicas master and worker-0, worker-1, ...")
+    labels = {V1_JOB_LABEL: name, V1_TYPE_LABEL: kind, V1_INDEX_LABEL: index or "0"}
+    return labels, V1_CONTAINER
+
+
+def job_selector(job: dict[str, Any]) -> dict[str, str]:
+    """The labels every pod of the job carries."""
+    label = V1_JOB_LABEL if job.get("kind") == PYTORCHJOB else JOBSET_NAME_LABEL
+    return {label: job["metadata"]["name"]}
+
+
+def container_of(job: dict[str, Any]) -> str:
+    return V1_CONTAINER if job.get("kind") == PYTORCHJOB else V2_NODE
+
+
+def pod_job(pod: dict[str, Any]) -> str | None:
+    """The name of the training job a pod belongs to, if any."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return labels.get(V1_JOB_LABEL) or labels.get(JOBSET_NAME_LABEL)
