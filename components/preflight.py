@@ -6,10 +6,15 @@ system. Adopted vSwitches are looked up for their zones.
 
 Under Pulumi's mock engine the look-ups are answered by :func:`offline_answer`, as by a
 cloud that offers whatever the stack asks for: offline, none of this can be known.
+
+Stock comes and goes: a GPU type sold out in every zone for an hour would stop every update
+and ``pulumi destroy --run-program`` too. ``ACK_CLOUD_CHECKS=warn`` in the environment turns
+the refusals into warnings for one command (a scale-down, a teardown).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,15 +34,30 @@ OFFLINE_ZONE = "(zone known at deploy)"
 """The zone an adopted vSwitch has offline, where nothing can look it up."""
 
 
+CLOUD_CHECKS_ENV = "ACK_CLOUD_CHECKS"
+
+
+def warn_only() -> bool:
+    """Whether the environment asks for the cloud's refusals as warnings (``ACK_CLOUD_CHECKS=warn``)."""
+    return os.environ.get(CLOUD_CHECKS_ENV, "").strip().lower() == "warn"
+
+
 def check_cloud(spec: PlatformSpec) -> None:
     """Fail before any resource is registered when the cloud refuses what ``spec`` asks for.
 
     Raises:
-        pulumi.RunError: one line per problem, each naming its stack key.
+        pulumi.RunError: one line per problem, each naming its stack key (a warning instead
+            under ``ACK_CLOUD_CHECKS=warn``).
     """
     problems = cloud_problems(spec)
-    if problems:
-        raise pulumi.RunError(str(ConfigError(problems)))
+    if problems and warn_only():
+        for problem in problems:
+            pulumi.log.warn(problem)
+    elif problems:
+        raise pulumi.RunError(
+            f"{ConfigError(problems)}\n(for a command that must go ahead regardless, such as a teardown: "
+            f"{CLOUD_CHECKS_ENV}=warn)"
+        )
 
 
 def cloud_problems(spec: PlatformSpec) -> list[str]:
@@ -62,12 +82,12 @@ def _version_problems(spec: PlatformSpec) -> list[str]:
     version = spec.cluster.version
     if not spec.cluster.creates_cluster or version is None:
         return []
-    # DescribeKubernetesVersionMetadata, filtered to the version: the versions ACK offers
-    # for new clusters of this type (terraform-provider-alicloud
-    # data_source_alicloud_cs_kubernetes_version.go).
-    found = alicloud.cs.get_kubernetes_version(
-        cluster_type="ManagedKubernetes", kubernetes_version=version, profile="Default"
-    )
+    # DescribeKubernetesVersionMetadata (terraform-provider-alicloud
+    # data_source_alicloud_cs_kubernetes_version.go). Without a version the answer lists the versions a new cluster can have; with one, ACK
+    # ignores the query mode and answers for any version it supports (alibabacloud_cs20151215
+    # DescribeKubernetesVersionMetadataRequest: "If you specify KubernetesVersion, the system
+    # ignores the query mode"; the default mode is creatable).
+    found = alicloud.cs.get_kubernetes_version(cluster_type="ManagedKubernetes", profile="Default")
     if any(meta.version == version for meta in found.metadatas or []):
         return []
     return [
@@ -193,8 +213,10 @@ def offline_answer(token: str, args: Mapping[str, Any], spec: PlatformSpec) -> d
     """What a cloud offering everything ``spec`` asks for answers to look-up ``token`` called
     with ``args``, in the provider's wire shape (the SDK's ``Get*Result`` types)."""
     if token == VERSIONS:
-        version = args.get("kubernetesVersion")
-        return {"clusterType": args.get("clusterType"), "metadatas": [{"version": version, "runtimes": []}]}
+        return {
+            "clusterType": args.get("clusterType"),
+            "metadatas": [{"version": spec.cluster.version, "runtimes": []}],
+        }
     if token == INSTANCE_TYPES:
         zone = args.get("availabilityZone")
         return {"instanceTypes": [{"id": args.get("instanceType"), "availabilityZones": [zone]}]}

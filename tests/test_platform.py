@@ -815,6 +815,18 @@ def test_a_tag_missing_from_an_existing_repository_stops_the_run(run_stack) -> N
         run_stack(stack_config("prod"), "prod", invokes=mirror_repos(training_tags=None))
 
 
+def test_a_teardown_goes_ahead_without_the_tag_when_asked(run_stack, monkeypatch) -> None:
+    import pulumi
+
+    monkeypatch.setenv("ACK_CLOUD_CHECKS", "warn")
+    warned: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: warned.append(message))
+    plan = run_stack(stack_config("dev"), invokes=personal_repos("v0.0.9"))
+    # The job stays in the program, so a run to remove or destroy it can go ahead.
+    assert plan.one(JOB, "mnist-dev")
+    assert any(w.startswith("job 'mnist-dev' pulls tag 'v0.1.0'") for w in warned)
+
+
 def test_an_adopted_personal_repository_is_read_from_acr(run_stack) -> None:
     config = stack_config("dev")
     config[cfg("registry")].update(namespaceExists=True, repositoryExists=True)

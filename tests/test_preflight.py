@@ -52,8 +52,9 @@ EBMGN8V = {
 def refused(run_stack, config: dict, stack: str, invokes: dict) -> list[str]:
     with pytest.raises(pulumi.RunError) as raised:
         run_stack(config, stack, invokes=invokes)
-    header, *problems = str(raised.value).splitlines()
+    header, *problems, hint = str(raised.value).splitlines()
     assert header == "invalid stack configuration:"
+    assert hint == "(for a command that must go ahead regardless, such as a teardown: ACK_CLOUD_CHECKS=warn)"
     return [p.strip() for p in problems]
 
 
@@ -82,7 +83,15 @@ def test_jobs_must_fit_the_instance_type_as_ecs_lists_it(run_stack) -> None:
 def test_a_version_ack_does_not_create_is_refused(run_stack) -> None:
     config = stack_config("dev")
     config[cfg("cluster")]["version"] = "1.29.1-aliyun.1"
-    problems = refused(run_stack, config, "dev", {VERSIONS: {"clusterType": "ManagedKubernetes", "metadatas": []}})
+    asked = []
+
+    def creatable(args: dict) -> dict:
+        # Asked with a version, ACK would answer for any version it still supports.
+        asked.append(args)
+        return {"clusterType": "ManagedKubernetes", "metadatas": [{"version": "1.33.1-aliyun.1", "runtimes": []}]}
+
+    problems = refused(run_stack, config, "dev", {VERSIONS: creatable})
+    assert asked and all("kubernetesVersion" not in args for args in asked)
     assert problems == [
         "ack-training-platform:cluster.version: ACK does not create managed clusters of version '1.29.1-aliyun.1' "
         "in cn-hangzhou: pick one that `aliyun cs DescribeKubernetesVersionMetadata --ClusterType "
@@ -154,3 +163,14 @@ def test_an_adopted_vswitch_that_does_not_exist_is_refused(run_stack) -> None:
 def test_a_local_stack_asks_the_cloud_nothing(run_stack) -> None:
     refusing = {token: {} for token in (VERSIONS, INSTANCE_TYPES, NAS_ZONES, SWITCHES)}
     assert run_stack(stack_config("local"), "local", invokes=refusing).resources
+
+
+def test_a_teardown_goes_ahead_with_warnings_when_asked(run_stack, monkeypatch) -> None:
+    monkeypatch.setenv("ACK_CLOUD_CHECKS", "warn")
+    warned: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: warned.append(message))
+    plan = run_stack(stack_config("dev"), "dev", invokes={INSTANCE_TYPES: {"instanceTypes": [A10]}})
+    assert plan.of_type("alicloud:cs/nodePool:NodePool")
+    assert [w.split(": ", 1)[0] for w in warned if w.startswith("ack-training-platform:")] == [
+        "ack-training-platform:gpuPool.instanceTypes[0]"
+    ]
