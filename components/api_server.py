@@ -136,6 +136,14 @@ class ListenerAclProvider(ResourceProvider):
         self._call(lambda: self._client(props).set_load_balancer_tcplistener_attribute(request))
 
     def _bind(self, props: dict[str, Any]) -> dict[str, Any]:
+        if not props.get("load_balancer_id"):
+            # The provider only logs a failed look-up of the API server's load balancer and
+            # leaves slb_id empty (terraform-provider-alicloud resource_alicloud_cs_kubernetes.go
+            # getApiServerSlbID), which SLB would refuse with an unhelpful message.
+            raise RuntimeError(
+                "ACK reported no load balancer for the cluster's API server (its slb_id is empty), so its "
+                "access list cannot be switched on: check the cluster in the ACK console, then run pulumi up again"
+            )
         self._set(props, on=True)
         state = self._describe(props)
         if state is None:

@@ -118,6 +118,13 @@ def test_a_missing_listener_fails_the_create(slb) -> None:
         provider.create({**PROPS, "listener_port": 443.0})
 
 
+def test_a_cluster_without_a_known_load_balancer_is_named_before_slb_is_asked(slb) -> None:
+    api, provider = slb
+    with pytest.raises(RuntimeError, match="ACK reported no load balancer for the cluster's API server"):
+        provider.create({**PROPS, "load_balancer_id": ""})
+    assert api.actions() == []
+
+
 def test_a_busy_load_balancer_is_retried(slb) -> None:
     api, provider = slb
     api.busy = 2
