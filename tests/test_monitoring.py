@@ -109,6 +109,8 @@ def test_tensorboard_runs_on_the_system_pool_reading_the_output_claim_only(run_s
     assert container["image"] == "<registry host, known after deploy>/ml/trainer:v0.1.0"
     assert plan.one("kubernetes:core/v1:PersistentVolumeClaim", "training-output").urn in deployment.dependencies
     assert "port-forward svc/tensorboard" in plan.outputs["tensorboard"]
+    # An up never waits for its rollout: its first pull may wait on the credential helper.
+    assert deployment.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
 
 
 def test_a_job_named_tensorboard_is_not_behind_the_tensorboard_service(run_stack) -> None:

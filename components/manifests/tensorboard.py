@@ -83,7 +83,10 @@ def tensorboard_objects(
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": metadata,
+        # Nothing depends on TensorBoard running, and its first pull can wait on the registry's
+        # credential helper: `pulumi up` does not wait for its rollout (pulumi-kubernetes
+        # provider/pkg/metadata/overrides.go, the pulumi.com/skipAwait annotation).
+        "metadata": {**metadata, "annotations": {"pulumi.com/skipAwait": "true"}},
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": dict(LABELS)},
