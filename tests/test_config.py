@@ -629,6 +629,20 @@ INVALID = [
         "allocate 7800m to pods (gpuPool.nodeCapacity): ask for at most that",
     ),
     (
+        "pods that share a node by their GPUs but not by their memory",
+        {
+            "gpuPool.instanceTypes": ["ecs.ebmgn8v.48xlarge"],
+            "gpuPool.gpusPerNode": 8,
+            "jobs.0.nodes": 2,
+            "jobs.0.gpusPerNode": 4,
+            "jobs.0.cpu": 64,
+            "jobs.0.memory": "600Gi",
+        },
+        "ack-training-platform:jobs[0].memory: 2 pods of the job share a node of pool 'gpu' by their GPUs, but "
+        "together ask for 1200Gi memory and ecs.ebmgn8v.48xlarge has 1024Gi: ask for less than 512Gi per pod, or "
+        "give each pod a whole node's GPUs",
+    ),
+    (
         "instance type the platform cannot size",
         {"gpuPool.instanceTypes": ["ecs.gn6i-c4g1.xlarge"]},
         "ack-training-platform:gpuPool.nodeCapacity: the platform does not know what ecs.gn6i-c4g1.xlarge can give "

@@ -118,3 +118,23 @@ def misfit(cpu: str, memory: str, node: NodeShare, pool: str) -> tuple[str, str]
             "ask for less, or give gpuPool.nodeCapacity (a node's Allocatable, kubectl describe node)"
         )
     return None
+
+
+def shared_misfit(cpu: str, memory: str, pods: int, node: NodeShare, pool: str) -> tuple[str, str] | None:
+    """The first of ``cpu`` and ``memory`` that ``pods`` pods of one job, which their GPUs put on
+    one node, cannot have there together, as (job key, message); ``None`` when they fit. Pods
+    that do not fit together land on more nodes than the job's GPUs say, which the pool's
+    ``maxSize`` was checked against."""
+    for key, asked, offered, show in (
+        ("cpu", millicpu(cpu), node.millicpu, format_cpu),
+        ("memory", quantity_bytes(memory), node.memory, format_bytes),
+    ):
+        together = pods * asked
+        if together <= offered if node.exact else together < offered:
+            continue
+        return key, (
+            f"{pods} pods of the job share a node of pool {pool!r} by their GPUs, but together ask for "
+            f"{show(together)} {key} and {node.source} {'can allocate' if node.exact else 'has'} {show(offered)}: "
+            f"ask for less than {show(offered // pods)} per pod, or give each pod a whole node's GPUs"
+        )
+    return None

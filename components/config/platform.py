@@ -15,7 +15,7 @@ from .base import (
     field_error,
     quantity_bytes,
 )
-from .capacity import misfit
+from .capacity import misfit, shared_misfit
 from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
 from .jobs import Backend, TrainingJobSpec, v2_conflict
 from .monitoring import MonitoringSpec, PrometheusMode
@@ -350,7 +350,10 @@ class PlatformSpec(Spec):
                         f"{key}.gpus_per_node",
                         f"{gpus} GPUs per pod do not fit on a {pool.gpus_per_node}-GPU node of pool {pool.name!r}",
                     )
-                problem = misfit(job.cpu, job.memory, pool.node_share, pool.name)
+                sharing = pods_per_node(job, gpus, pool.gpus_per_node)
+                problem = misfit(job.cpu, job.memory, pool.node_share, pool.name) or (
+                    shared_misfit(job.cpu, job.memory, sharing, pool.node_share, pool.name) if sharing > 1 else None
+                )
                 if problem is not None:
                     raise field_error(f"{key}.{problem[0]}", problem[1])
                 needed = nodes_needed(job, gpus, pool.gpus_per_node)
@@ -404,8 +407,12 @@ def job_gpus(job: TrainingJobSpec, pool_gpus: int) -> int:
     return job.gpus_per_node if job.gpus_per_node is not None else pool_gpus
 
 
+def pods_per_node(job: TrainingJobSpec, gpus: int, gpus_per_node: int) -> int:
+    """Pods of ``job`` that share a node: as many as its GPUs fit, up to the job's own pods,
+    except on the host network (RDMA), where two pods of a job would bind the same ports."""
+    return 1 if job.network == "rdma" else min(max(gpus_per_node // gpus, 1), job.max_pods)
+
+
 def nodes_needed(job: TrainingJobSpec, gpus: int, gpus_per_node: int) -> int:
-    """GPU nodes ``job``'s pods need at most: as many as fit a node share one, except on the
-    host network (RDMA), where two pods of a job would bind the same ports."""
-    per_node = 1 if job.network == "rdma" else max(gpus_per_node // gpus, 1)
-    return -(-job.max_pods // per_node)
+    """GPU nodes ``job``'s pods need at most (:func:`pods_per_node` to a node)."""
+    return -(-job.max_pods // pods_per_node(job, gpus, gpus_per_node))
