@@ -102,38 +102,19 @@ class TrainingOperator(pulumi.ComponentResource):
         objects = customized_operator_objects(rendered or [], spec, mirror=image_mirror, node_selector=node_selector)
         # The objects were children of a kustomize Directory of this name before.
         was_in = pulumi.Alias(parent=pulumi.create_urn(name, "kubernetes:kustomize:Directory", parent=self))
-        namespaces = {
-            obj["metadata"]["name"]: typed_resource(
-                object_name(obj), obj, pulumi.ResourceOptions(parent=self, provider=provider, aliases=[was_in])
-            )
-            for obj in objects
-            if obj["kind"] == "Namespace"
-        }
+
+        def apply(obj: dict, depends_on: list[pulumi.Resource]) -> pulumi.Resource:
+            options = pulumi.ResourceOptions(parent=self, provider=provider, aliases=[was_in], depends_on=depends_on)
+            return typed_resource(object_name(obj), obj, options)
+
+        namespaces = {obj["metadata"]["name"]: apply(obj, []) for obj in objects if obj["kind"] == "Namespace"}
         others = [
-            typed_resource(
-                object_name(obj),
-                obj,
-                pulumi.ResourceOptions(
-                    parent=self,
-                    provider=provider,
-                    aliases=[was_in],
-                    depends_on=[namespaces[ns]] if (ns := obj["metadata"].get("namespace")) in namespaces else [],
-                ),
-            )
+            apply(obj, [namespaces[ns]] if (ns := obj["metadata"].get("namespace")) in namespaces else [])
             for obj in objects
             if obj["kind"] != "Namespace" and pod_spec(obj) is None
         ]
         workloads = [
-            typed_resource(
-                object_name(obj),
-                obj,
-                pulumi.ResourceOptions(
-                    parent=self,
-                    provider=provider,
-                    aliases=[was_in],
-                    depends_on=[*namespaces.values(), *others, *volcano, *pulls],
-                ),
-            )
+            apply(obj, [*namespaces.values(), *others, *volcano, *pulls])
             for obj in objects
             if pod_spec(obj) is not None
         ]

@@ -110,15 +110,22 @@ class Touch:
         return (os.system, (f"touch {self.marker}",))
 
 
-def test_a_byte_entry_in_metadata_of_allowed_classes_does_not_run(output: Path) -> None:
-    # Only checkpoint metadata classes: the unpickler lets it through, and DCP's default
-    # planner would hand the entry's bytes to torch.load(weights_only=False).
-    marker = output / "ran"
+def plant_byte_entry(output: Path, marker: Path) -> Path:
+    """The newest checkpoint of ``output``, its metadata now declaring ``rng`` as bytes held in a
+    shard whose bytes are a pickle that touches ``marker`` when loaded."""
     checkpoint = list_checkpoints(output / "checkpoints")[-1]
     payload = pickle.dumps(Touch(marker), protocol=4)
     (checkpoint / "__0_9.distcp").write_bytes(payload)
     metadata = bytes_entry_metadata(checkpoint, "rng", "__0_9.distcp", len(payload))
     (checkpoint / ".metadata").write_bytes(pickle.dumps(metadata, protocol=4))
+    return checkpoint
+
+
+def test_a_byte_entry_in_metadata_of_allowed_classes_does_not_run(output: Path) -> None:
+    # Only checkpoint metadata classes: the unpickler lets it through, and DCP's default
+    # planner would hand the entry's bytes to torch.load(weights_only=False).
+    marker = output / "ran"
+    checkpoint = plant_byte_entry(output, marker)
 
     resumed = run(one_process(output, 3))
     assert not marker.exists()
@@ -133,11 +140,7 @@ def test_the_load_planner_refuses_byte_entries_on_its_own(output: Path) -> None:
     # DCP's plain reader unpickles this metadata (its classes are DCP's own); the planner
     # alone must keep the entry's bytes from torch.load.
     marker = output / "ran"
-    checkpoint = list_checkpoints(output / "checkpoints")[-1]
-    payload = pickle.dumps(Touch(marker), protocol=4)
-    (checkpoint / "__0_9.distcp").write_bytes(payload)
-    metadata = bytes_entry_metadata(checkpoint, "rng", "__0_9.distcp", len(payload))
-    (checkpoint / ".metadata").write_bytes(pickle.dumps(metadata, protocol=4))
+    checkpoint = plant_byte_entry(output, marker)
     state = {"rng": torch.get_rng_state()}
     with pytest.raises(CheckpointException, match="rng is stored as bytes"):
         dcp.load(state, storage_reader=FileSystemReader(checkpoint), planner=TensorOnlyLoadPlanner(), no_dist=True)
