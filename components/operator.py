@@ -96,7 +96,12 @@ class TrainingOperator(pulumi.ComponentResource):
                     create_namespace=True,
                     values=volcano_values(mirror=image_mirror, node_selector=node_selector),
                     timeout=RELEASE_TIMEOUT_S,
-                    opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=pulls),
+                    # Kept when the stack drops it: the chart renders its CRDs from templates/
+                    # (v1.12.1 installer/helm/chart/volcano/templates), which helm uninstall deletes,
+                    # and a deleted CRD deletes every object of its kind.
+                    opts=pulumi.ResourceOptions(
+                        parent=self, provider=provider, depends_on=pulls, retain_on_delete=True
+                    ),
                 )
             )
         objects = customized_operator_objects(rendered or [], spec, mirror=image_mirror, node_selector=node_selector)
@@ -104,7 +109,14 @@ class TrainingOperator(pulumi.ComponentResource):
         was_in = pulumi.Alias(parent=pulumi.create_urn(name, "kubernetes:kustomize:Directory", parent=self))
 
         def apply(obj: dict, depends_on: list[pulumi.Resource]) -> pulumi.Resource:
-            options = pulumi.ResourceOptions(parent=self, provider=provider, aliases=[was_in], depends_on=depends_on)
+            options = pulumi.ResourceOptions(
+                parent=self,
+                provider=provider,
+                aliases=[was_in],
+                depends_on=depends_on,
+                # A deleted CRD deletes every PyTorchJob: CRDs stay when they leave the program.
+                retain_on_delete=obj["kind"] == "CustomResourceDefinition",
+            )
             return typed_resource(object_name(obj), obj, options)
 
         namespaces = {obj["metadata"]["name"]: apply(obj, []) for obj in objects if obj["kind"] == "Namespace"}

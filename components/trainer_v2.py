@@ -89,7 +89,12 @@ class TrainerV2(pulumi.ComponentResource):
                     create_namespace=True,
                     values=trainer_v2_values(spec, mirror=image_mirror, node_selector=node_selector),
                     timeout=RELEASE_TIMEOUT_S,
-                    opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=pulls),
+                    # Kept when the stack drops it: its CRDs are in templates/ (kubeflow/trainer v2.3.0
+                    # charts/kubeflow-trainer/templates/crd, kueue v0.19.2 charts/kueue/templates/crd),
+                    # which helm uninstall deletes, and a deleted CRD deletes every object of its kind.
+                    opts=pulumi.ResourceOptions(
+                        parent=self, provider=provider, depends_on=pulls, retain_on_delete=True
+                    ),
                 )
             )
         after_install = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=installed)
@@ -111,7 +116,10 @@ class TrainerV2(pulumi.ComponentResource):
                     create_namespace=True,
                     values=kueue_values(spec.kueue, mirror=image_mirror, node_selector=node_selector),
                     timeout=RELEASE_TIMEOUT_S,
-                    opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=pulls),
+                    # Kept for the same reason: Kueue's CRDs (its Workloads) go with an uninstall.
+                    opts=pulumi.ResourceOptions(
+                        parent=self, provider=provider, depends_on=pulls, retain_on_delete=True
+                    ),
                 )
             )
         after_kueue = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=kueue)

@@ -345,3 +345,23 @@ def test_trainer_v2_waits_for_the_mirror_registry_like_the_operator(run_stack) -
     link = plan.one("alicloud:cr/vpcEndpointLinkedVpc:VpcEndpointLinkedVpc")
     for release in ("volcano", "kubeflow-trainer"):
         assert link.urn in plan.one(RELEASE, release).dependencies
+
+
+def test_no_update_or_destroy_deletes_a_crd_and_with_it_every_job(run_stack, fixture_pins: Path) -> None:
+    # Deleting a CRD deletes every object of its kind; the charts render theirs from templates/,
+    # which helm uninstall deletes, so the releases are kept too.
+    config = stack_config("prod")
+    config["ack-training-platform:trainerV2"] = {"install": True, "kueue": {"enabled": True}}
+    config["ack-training-platform:jobs"][1]["backend"] = "v2"
+    del config["ack-training-platform:jobs"][1]["restartPolicy"]
+    plan = run_stack(config, "prod")
+    operator = plan.one(OPERATOR)
+    crds = [
+        r for r in plan.resources if r.parent == operator.urn and r.inputs.get("kind") == "CustomResourceDefinition"
+    ]
+    assert crds and all(crd.retain_on_delete for crd in crds)
+    others = [r for r in plan.resources if r.parent == operator.urn and r not in crds and r.type != RELEASE]
+    assert others and not any(r.retain_on_delete for r in others)
+    releases = plan.of_type(RELEASE)
+    assert sorted(r.name for r in releases) == ["kubeflow-trainer", "kueue", "volcano"]
+    assert all(release.retain_on_delete for release in releases)
