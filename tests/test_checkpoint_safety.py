@@ -87,8 +87,10 @@ def test_a_dotted_name_inside_the_metadata_module_does_not_run(output: Path) -> 
 
     resumed = run(one_process(output, 3))
     assert not marker.exists()
-    assert resumed.returncode == 0, resumed.stderr
+    # The run's only committed checkpoint does not load: it stops rather than start over.
+    assert resumed.returncode == 2, resumed.stderr
     assert f"skipping checkpoint {checkpoint}" in resumed.stderr and "os.system is not allowed" in resumed.stderr
+    assert "no committed checkpoint of this run loads" in resumed.stderr
 
 
 def bytes_entry_metadata(checkpoint: Path, fqn: str, payload_file: str, length: int) -> Metadata:
@@ -129,7 +131,7 @@ def test_a_byte_entry_in_metadata_of_allowed_classes_does_not_run(output: Path) 
 
     resumed = run(one_process(output, 3))
     assert not marker.exists()
-    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.returncode == 2, resumed.stderr
     refusal = "BytesStorageMetadata is not allowed in checkpoint metadata"
     assert f"skipping checkpoint {checkpoint}" in resumed.stderr and refusal in resumed.stderr
     with pytest.raises(CheckpointError, match=refusal):
@@ -373,8 +375,18 @@ def test_with_a_key_only_records_the_job_signed_are_resumed(tmp_path: Path) -> N
         verify(checkpoint, own.read_bytes())
     (checkpoint / "commit.json").write_text(json.dumps(record))
 
-    # Another job writing into this output directory: its checkpoint is not this job's.
-    foreign = run(one_process(out, 3) + ["--checkpoint-key-file", str(other)])
+    # Another job writing into this output directory: its checkpoint is not this job's, and
+    # that job stops rather than train from step 0 beside it, unless told to start fresh.
+    before = {p.name: read_commit(p) for p in list_checkpoints(out / "checkpoints")}
+    stopped = run(one_process(out, 3) + ["--checkpoint-key-file", str(other)])
+    assert stopped.returncode == 2, stopped.stderr
+    assert (
+        f"error: no committed checkpoint of this run loads ({checkpoint.name}: commit.json is not signed"
+        in stopped.stderr
+    )
+    assert "--start-fresh" in stopped.stderr and "training" not in stopped.stdout
+    assert {p.name: read_commit(p) for p in list_checkpoints(out / "checkpoints")} == before
+    foreign = run(one_process(out, 3) + ["--checkpoint-key-file", str(other), "--start-fresh"])
     assert foreign.returncode == 0, foreign.stderr
     assert f"skipping checkpoint {checkpoint}: commit.json is not signed" in foreign.stderr
     resumed = run(one_process(out, 4) + ["--checkpoint-key-file", str(own)])

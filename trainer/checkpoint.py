@@ -38,7 +38,6 @@ import time
 import warnings
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +45,6 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemWriter
-from torch.distributed.checkpoint.api import CheckpointException
 
 from .integrity import (
     DIGESTS,
@@ -54,7 +52,6 @@ from .integrity import (
     METADATA,
     SIGNATURE,
     CheckpointError,
-    IntegrityError,
     SafeReader,
     TensorOnlyLoadPlanner,
     check_signature,
@@ -173,104 +170,6 @@ def load(state: dict[str, Any], path: Path, commit: dict[str, Any], group: dist.
         process_group=group,
         no_dist=group is None,
     )
-
-
-@dataclass
-class Agreement:
-    """How the ranks settle on one checkpoint.
-
-    Args:
-        group: the process group (None when there is one process).
-        is_main: whether this is rank 0, which lists and picks.
-        wait_s: how long a rank keeps looking for a checkpoint rank 0 sees before the ranks
-            give it up together (NFS attribute caches hold a stale view for up to 60 s).
-        key: the job's checkpoint key; checkpoints whose marker it did not sign are skipped.
-    """
-
-    group: dist.ProcessGroup | None
-    is_main: bool
-    wait_s: float
-    key: bytes | None = None
-
-    def _broadcast(self, value: int) -> int:
-        if self.group is None:
-            return value
-        t = torch.tensor([value], dtype=torch.int64)
-        dist.broadcast(t, group_src=0, group=self.group)
-        return int(t.item())
-
-    def _all(self, ok: bool) -> bool:
-        if self.group is None:
-            return ok
-        t = torch.tensor([1 if ok else 0], dtype=torch.int64)
-        dist.all_reduce(t, op=dist.ReduceOp.MIN, group=self.group)
-        return bool(t.item())
-
-    def _next_candidate(self, root: Path, below: float) -> int:
-        """Rank 0: the newest checkpoint under ``below`` that checks out, or -1."""
-        for path in reversed(list_checkpoints(root)):
-            step = int(path.name.removeprefix(PREFIX))
-            if step >= below:
-                continue
-            try:
-                verify(path, self.key)
-                return step
-            except CheckpointError as err:
-                warn(f"skipping checkpoint {path}: {err}")
-        return -1
-
-    def _sees(self, path: Path) -> bool:
-        """Whether this rank sees the checkpoint whole, retrying while its view lags."""
-        deadline = time.monotonic() + self.wait_s
-        while True:
-            try:
-                verify(path, self.key)
-                return True
-            except CheckpointError as err:
-                if time.monotonic() >= deadline:
-                    warn(f"this rank cannot read checkpoint {path}: {err}")
-                    return False
-            time.sleep(min(1.0, self.wait_s))
-
-    def resume(self, root: Path, load: Callable[[Path, dict[str, Any]], None]) -> Path | None:
-        """Load the newest checkpoint every rank can read, on every rank. A collective.
-
-        Args:
-            root: the checkpoints directory.
-            load: loads one checkpoint given its path and commit marker (a collective).
-
-        Returns:
-            The checkpoint loaded, or None when there is none.
-
-        Raises:
-            IntegrityError: a file of the checkpoint chosen differs from its digest; on
-                every rank, and no older checkpoint is tried, since the newest commit of
-                the run is no longer what it wrote.
-        """
-        below = math.inf
-        while True:
-            step = self._broadcast(self._next_candidate(root, below) if self.is_main else 0)
-            if step < 0:
-                return None
-            path = step_dir(root, step)
-            if self._all(self._sees(path)):
-                try:
-                    commit = verify(path, self.key)
-                    if self.is_main and DIGESTS not in commit:
-                        warn(f"checkpoint {path} has no file digests (an earlier trainer): loading it unchecked")
-                    load(path, commit)
-                    return path
-                except CheckpointException as err:
-                    # DCP gathers every rank's failure and raises on all of them, so every
-                    # rank stops here alike when a file was changed.
-                    changed = [e for e, _ in err.failures.values() if isinstance(e, IntegrityError)]
-                    if changed:
-                        raise changed[0] from None
-                    if self.is_main:
-                        warn(f"skipping checkpoint {path}: loading failed ({err})")
-            elif self.is_main:
-                warn(f"skipping checkpoint {path}: not every rank can read it")
-            below = step
 
 
 def prune(root: Path, keep: int) -> None:

@@ -47,6 +47,9 @@ class Config:
     checkpoint_key_file: str | None = None
     """A file holding the job's secret key: each commit record is signed with it (HMAC-SHA256)
     and only records it signed are resumed. None: records are not signed or checked."""
+    start_fresh: bool = False
+    """Train from step 0 when the output directory holds committed checkpoints none of which
+    loads; without it such a run stops (exit 2) and names them."""
     storage_wait_s: float = 30.0
     """How long a rank waits to see a checkpoint rank 0 picked before all give it up
     (shared storage can show each node a stale listing for a while)."""
@@ -185,6 +188,11 @@ def parse_args(argv: list[str] | None = None) -> Config:
         default=env.get("CHECKPOINT_KEY_FILE") or None,
         help="the job's secret key; checkpoints are signed with it and only those are resumed; "
         "default $CHECKPOINT_KEY_FILE",
+    )
+    p.add_argument(
+        "--start-fresh",
+        action="store_true",
+        help="train from step 0 even though the output directory holds committed checkpoints none of which loads",
     )
     p.add_argument(
         "--storage-wait-s",

@@ -26,6 +26,7 @@ from . import checkpoint
 from .config import UsageError
 from .data import GlobalOrder
 from .metrics import log
+from .resume import Agreement
 from .schedule import lr_factor, planned_steps
 from .weights import WeightsError, export
 from .weights import load as load_weights
@@ -198,7 +199,9 @@ class TrainerState:
             Whether a checkpoint was resumed.
         """
         root = self.output / "checkpoints"
-        agreement = checkpoint.Agreement(self.group, self.topo.is_main, self.cfg.storage_wait_s, self.checkpointer.key)
+        agreement = Agreement(
+            self.group, self.topo.is_main, self.cfg.storage_wait_s, self.checkpointer.key, self.cfg.start_fresh
+        )
         path = agreement.resume(root, self.load_checkpoint)
         if self.topo.is_main and path is not None:
             log(f"resumed from {path.name}: step {self.step}, epoch {self.epoch}, sample {self.position}")

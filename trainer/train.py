@@ -51,12 +51,13 @@ from . import checkpoint
 from .config import DEFAULT_LR, Config, UsageError, parse_args
 from .data import DataError, GlobalOrder, load_dataset
 from .exporter import serve
-from .integrity import read_key
+from .integrity import IntegrityError, read_key
 from .metric_names import CHECKPOINT_EVERY, CHECKPOINT_STEP, POD, RESTARTS, TRAINING, TRAINING_LOOP
 from .metrics import Metrics, log, peak_memory_mb, peak_tflops
 from .models import GPT, GPT_SIZES, MnistCNN
 from .numerics import NonFiniteError, StepGuard
 from .parallel import parallelize
+from .resume import UnloadableCheckpoints
 from .schedule import lr_factor, planned_steps
 from .state import TrainerState
 from .topology import TRANSIENT_STATUS, Topology, default_threads, prepare_flight_recorder, topology
@@ -378,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{len(dataset)} samples, global batch {trainer.order.global_batch}, device {topo.device}"
             )
         return trainer.train()
-    except (UsageError, WeightsError, DataError, checkpoint.IntegrityError) as err:
+    except (UsageError, WeightsError, DataError, IntegrityError, UnloadableCheckpoints) as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return 2
     except NonFiniteError as err:

@@ -1,0 +1,151 @@
+"""How the ranks of a run settle on the checkpoint to resume, and when they refuse to.
+
+Rank 0 lists the committed checkpoints newest first and picks the first that verifies; every
+rank must see it whole (shared storage lags) and load it, or all pass to the next. When
+committed checkpoints exist and none loads (a different vocabulary or model size, a key
+missing after an upgrade, storage that cannot be read), the run stops with every reason
+rather than train from step 0 beside them: ``--start-fresh`` says that is meant.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed.checkpoint.api import CheckpointException
+
+from .checkpoint import PREFIX, list_checkpoints, read_commit, step_dir, verify
+from .integrity import DIGESTS, CheckpointError, IntegrityError
+from .metrics import warn
+
+
+class UnloadableCheckpoints(Exception):
+    """Committed checkpoints exist and none of them loads: a non-retryable stop."""
+
+    def __init__(self, reasons: list[str]):
+        self.reasons = reasons
+        detail = "; ".join(reasons) if reasons else "see rank 0's message"
+        super().__init__(
+            f"no committed checkpoint of this run loads ({detail}): fix the cause (the same model, "
+            "vocabulary and key as the run that wrote them), or pass --start-fresh to train from step 0 "
+            "and leave them be"
+        )
+
+
+@dataclass
+class Agreement:
+    """How the ranks settle on one checkpoint.
+
+    Args:
+        group: the process group (None when there is one process).
+        is_main: whether this is rank 0, which lists and picks.
+        wait_s: how long a rank keeps looking for a checkpoint rank 0 sees before the ranks
+            give it up together (NFS attribute caches hold a stale view for up to 60 s).
+        key: the job's checkpoint key; checkpoints whose marker it did not sign are skipped.
+        start_fresh: start from step 0 when committed checkpoints exist but none loads (a
+            changed model or vocabulary on purpose); otherwise that stops the run.
+    """
+
+    group: dist.ProcessGroup | None
+    is_main: bool
+    wait_s: float
+    key: bytes | None = None
+    start_fresh: bool = False
+
+    def _broadcast(self, value: int) -> int:
+        if self.group is None:
+            return value
+        t = torch.tensor([value], dtype=torch.int64)
+        dist.broadcast(t, group_src=0, group=self.group)
+        return int(t.item())
+
+    def _all(self, ok: bool) -> bool:
+        if self.group is None:
+            return ok
+        t = torch.tensor([1 if ok else 0], dtype=torch.int64)
+        dist.all_reduce(t, op=dist.ReduceOp.MIN, group=self.group)
+        return bool(t.item())
+
+    def _next_candidate(self, root: Path, below: float, passed_over: list[str]) -> int:
+        """Rank 0: the newest checkpoint under ``below`` that checks out, or -1; each committed
+        one that does not is added to ``passed_over`` with the reason."""
+        for path in reversed(list_checkpoints(root)):
+            step = int(path.name.removeprefix(PREFIX))
+            if step >= below:
+                continue
+            try:
+                verify(path, self.key)
+                return step
+            except CheckpointError as err:
+                warn(f"skipping checkpoint {path}: {err}")
+                if read_commit(path) is not None:
+                    passed_over.append(f"{path.name}: {err}")
+        return -1
+
+    def _sees(self, path: Path) -> bool:
+        """Whether this rank sees the checkpoint whole, retrying while its view lags."""
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            try:
+                verify(path, self.key)
+                return True
+            except CheckpointError as err:
+                if time.monotonic() >= deadline:
+                    warn(f"this rank cannot read checkpoint {path}: {err}")
+                    return False
+            time.sleep(min(1.0, self.wait_s))
+
+    def resume(self, root: Path, load: Callable[[Path, dict[str, Any]], None]) -> Path | None:
+        """Load the newest checkpoint every rank can read, on every rank. A collective.
+
+        Args:
+            root: the checkpoints directory.
+            load: loads one checkpoint given its path and commit marker (a collective).
+
+        Returns:
+            The checkpoint loaded, or None when there is none (or, with ``start_fresh``, none
+            that loads).
+
+        Raises:
+            IntegrityError: a file of the checkpoint chosen differs from its digest; on
+                every rank, and no older checkpoint is tried, since the newest commit of
+                the run is no longer what it wrote.
+            UnloadableCheckpoints: committed checkpoints exist and none loads; on every
+                rank. Starting over would train from step 0 beside them, and pruning
+                would then remove the new run's checkpoints.
+        """
+        below = math.inf
+        passed_over: list[str] = []
+        while True:
+            step = self._broadcast(self._next_candidate(root, below, passed_over) if self.is_main else 0)
+            if step < 0:
+                if self._broadcast(int(bool(passed_over) and not self.start_fresh)):
+                    raise UnloadableCheckpoints(passed_over if self.is_main else [])
+                return None
+            path = step_dir(root, step)
+            if self._all(self._sees(path)):
+                try:
+                    commit = verify(path, self.key)
+                    if self.is_main and DIGESTS not in commit:
+                        warn(f"checkpoint {path} has no file digests (an earlier trainer): loading it unchecked")
+                    load(path, commit)
+                    return path
+                except CheckpointException as err:
+                    # DCP gathers every rank's failure and raises on all of them, so every
+                    # rank stops here alike when a file was changed.
+                    changed = [e for e, _ in err.failures.values() if isinstance(e, IntegrityError)]
+                    if changed:
+                        raise changed[0] from None
+                    if self.is_main:
+                        warn(f"skipping checkpoint {path}: loading failed ({err})")
+                        passed_over.append(f"{path.name}: loading failed ({err})")
+            elif self.is_main:
+                warn(f"skipping checkpoint {path}: not every rank can read it")
+                passed_over.append(f"{path.name}: not every rank can read it")
+            below = step
