@@ -144,5 +144,7 @@ def test_checkpoint_metadata_is_unpickled_through_an_allow_list(tmp_path: Path) 
         read_metadata(checkpoint)
     assert not (tmp_path / "owned").exists()
     resumed = run([sys.executable, "-m", "trainer", "--max-steps", "3", "--output-dir", str(tmp_path), *SMALL])
-    assert resumed.returncode == 0 and not (tmp_path / "owned").exists()
+    # The only committed checkpoint cannot be read: the run stops instead of starting over.
+    assert resumed.returncode == 2 and not (tmp_path / "owned").exists()
     assert "skipping checkpoint" in resumed.stderr and "not allowed" in resumed.stderr
+    assert "no committed checkpoint of this run loads" in resumed.stderr
