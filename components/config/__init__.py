@@ -36,6 +36,7 @@ from .base import (
     field_error,
     quantity_bytes,
 )
+from .capacity import job_gpus, job_shm_size, nodes_needed
 from .cluster import (
     ApiServerSpec,
     AutoscalerSpec,
@@ -59,7 +60,7 @@ from .jobs import (
 from .loading import ConfigError, load_spec, missing_credentials, stack_schema
 from .monitoring import AlertThresholds, MonitoringSpec, PrometheusMode, TensorBoardSpec
 from .operator import KueueSpec, OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, VolcanoSpec
-from .platform import PlatformSpec, job_gpus, job_shm_size, nodes_needed
+from .platform import PlatformSpec
 from .pools import ERDMA_INSTANCE_FAMILIES, SYSTEM_POOL_NAME, Fabric, GpuPoolSpec, TaintSpec
 from .registry import RegistrySpec
 from .storage import EXTREME_ROOT, NasSpec, OssSpec, StorageSpec, VolumeSpec

@@ -8,14 +8,11 @@ from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from .base import (
-    DEFAULT_CPU_SHM_GIB,
-    DEFAULT_SHM_PER_GPU_GIB,
     TRAINER_V2_MIN_KUBERNETES,
     Spec,
     field_error,
-    quantity_bytes,
 )
-from .capacity import misfit, shared_misfit
+from .capacity import job_gpus, misfit, nodes_needed, pods_per_node, shared_misfit
 from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
 from .jobs import Backend, TrainingJobSpec, v2_conflict
 from .monitoring import MonitoringSpec, PrometheusMode
@@ -389,30 +386,3 @@ class PlatformSpec(Spec):
     def job_gpus(self, job: TrainingJobSpec) -> int:
         """GPUs per pod of ``job``: its own setting, else the whole node of the GPU pool."""
         return job_gpus(job, self.gpu_pool.gpus_per_node if self.gpu_pool is not None else 0)
-
-
-def job_shm_size(job: TrainingJobSpec, gpus: int) -> str:
-    """``/dev/shm`` size: as configured, else sized for the data loader workers per GPU but
-    at most half the pod's memory, which it counts against."""
-    if job.shm_size is not None:
-        return job.shm_size
-    size = min(
-        (DEFAULT_SHM_PER_GPU_GIB * gpus if gpus else DEFAULT_CPU_SHM_GIB) * 2**30, quantity_bytes(job.memory) // 2
-    )
-    return f"{size // 2**30}Gi" if size % 2**30 == 0 else f"{size // 2**20}Mi"
-
-
-def job_gpus(job: TrainingJobSpec, pool_gpus: int) -> int:
-    """GPUs per pod of ``job``: its own setting, else the whole node of a pool with ``pool_gpus``."""
-    return job.gpus_per_node if job.gpus_per_node is not None else pool_gpus
-
-
-def pods_per_node(job: TrainingJobSpec, gpus: int, gpus_per_node: int) -> int:
-    """Pods of ``job`` that share a node: as many as its GPUs fit, up to the job's own pods,
-    except on the host network (RDMA), where two pods of a job would bind the same ports."""
-    return 1 if job.network == "rdma" else min(max(gpus_per_node // gpus, 1), job.max_pods)
-
-
-def nodes_needed(job: TrainingJobSpec, gpus: int, gpus_per_node: int) -> int:
-    """GPU nodes ``job``'s pods need at most (:func:`pods_per_node` to a node)."""
-    return -(-job.max_pods // pods_per_node(job, gpus, gpus_per_node))
