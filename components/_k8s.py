@@ -40,21 +40,16 @@ class CustomObject(pulumi.CustomResource):
         super().__init__(f"kubernetes:{manifest['apiVersion']}:{manifest['kind']}", name, dict(manifest), opts)
 
 
-def custom_resource(name: str, manifest: Manifest, opts: pulumi.ResourceOptions | None = None) -> pulumi.Resource:
-    """``manifest`` as an ``apiextensions.CustomResource``, whose keyword names the SDK checks, or
-    as a :class:`CustomObject` when it has top-level fields besides ``spec``."""
-    if set(manifest) - {"apiVersion", "kind", "metadata", "spec"}:
-        return CustomObject(name, manifest, opts)
-    return k8s.apiextensions.CustomResource(name, **resource_args(manifest), opts=opts)
-
-
 def typed_resource(name: str, manifest: Manifest, opts: Any) -> Any:
     """The pulumi-kubernetes resource of ``manifest``'s kind (``apps/v1`` Deployment:
     ``k8s.apps.v1.Deployment``), so the SDK checks its top-level fields; a kind the SDK has
-    no class for becomes a ``CustomResource``."""
+    no class for becomes a ``CustomResource``, or a :class:`CustomObject` when it has
+    top-level fields besides ``spec``."""
     group, _, version = manifest["apiVersion"].rpartition("/")
     module = getattr(k8s, group.split(".")[0] if group else "core", None)
     cls = getattr(getattr(module, version, None), manifest["kind"], None)
-    if cls is None:
-        return k8s.apiextensions.CustomResource(name, **resource_args(manifest), opts=opts)
-    return cls(name, **resource_args(manifest), opts=opts)
+    if cls is not None:
+        return cls(name, **resource_args(manifest), opts=opts)
+    if set(manifest) - {"apiVersion", "kind", "metadata", "spec"}:
+        return CustomObject(name, manifest, opts)
+    return k8s.apiextensions.CustomResource(name, **resource_args(manifest), opts=opts)

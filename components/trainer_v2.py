@@ -9,7 +9,7 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ._k8s import TOKEN, custom_resource, resource_args
+from ._k8s import TOKEN, resource_args, typed_resource
 from .config import TrainerV2Spec
 from .local_sources import LocalSources
 from .manifests import FabricProfile, Manifest, runtime_name, training_runtime
@@ -123,9 +123,7 @@ class TrainerV2(pulumi.ComponentResource):
                 )
             )
         after_kueue = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=kueue)
-        self.queue_resources = [
-            custom_resource(_queue_resource_name(obj), obj, opts=after_kueue) for obj in queue_objects
-        ]
+        self.queue_resources = [typed_resource(_queue_resource_name(obj), obj, after_kueue) for obj in queue_objects]
         self.queue = queue
         self.ready: list[pulumi.Resource] = [*installed, *self.runtimes, *kueue, *self.queue_resources]
         self.register_outputs({"queue": queue})
