@@ -58,3 +58,30 @@ def test_a_sharded_gpt_starts_from_the_weights_a_whole_one_does(tmp_path: Path) 
     assert a.keys() == b.keys()
     assert max((a[k] - b[k]).abs().max().item() for k in a) <= 2 * lr
     assert all(torch.equal(w["head.weight"], w["tok.weight"]) for w in (a, b))  # still tied
+
+
+def test_the_survivors_of_a_lost_pod_exit_to_be_retried(tmp_path: Path) -> None:
+    # Two pods of one process each, as the operator launches them; the second pod's process
+    # is killed mid-training (its node lost). The first fails in a collective and must exit
+    # with the status restartPolicy: ExitCode retries, not 1, which would end the job.
+    port = free_port()
+    env = {**ENV, "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    cmd = [sys.executable, "-m", "trainer", *GPT, "--max-steps", "100000", "--output-dir", str(tmp_path)]
+    pods = [
+        subprocess.Popen(
+            cmd, cwd=ROOT, env={**env, "RANK": str(r)}, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for r in range(2)
+    ]
+    try:
+        # Once rank 0 has logged a step, both are in the training loop.
+        for line in pods[0].stdout:
+            if line.startswith("step="):
+                break
+        pods[1].kill()
+        _, err = pods[0].communicate(timeout=180)
+    finally:
+        for pod in pods:
+            pod.kill()
+    assert pods[0].returncode == 203, err
+    assert "error: lost the other processes (" in err

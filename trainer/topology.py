@@ -12,6 +12,18 @@ TRANSIENT_STATUS = 128 + 75
 """Exit status for failures a retry can fix (the rendezvous, the store or the network):
 128 + EX_TEMPFAIL, inside the 128-255 range ``restartPolicy: ExitCode`` retries and above
 128 + 64, the highest signal number, so it never reads as "killed by signal N"."""
+LOST_PEER_SIGNS = ("gloo/transport", "Connection reset by peer", "Connection closed by peer")
+"""How gloo reports a peer that went away mid-collective: a plain RuntimeError raised from its
+TCP transport, e.g. ``[.../gloo/transport/tcp/pair.cc:537] Read error [...]: Connection reset
+by peer`` (torch 2.13, seen when another pod's process is killed during backward)."""
+
+
+def lost_peer(err: RuntimeError) -> bool:
+    """Whether ``err`` says another process of the job is gone (a node lost, a pod killed)
+    rather than that this process failed: torch's distributed errors (``DistError``: the
+    backend, the store, the network; NCCL reports through them), or gloo's transport error.
+    A retry can succeed once the job's pods are back."""
+    return isinstance(err, torch.distributed.DistError) or any(sign in str(err) for sign in LOST_PEER_SIGNS)
 
 
 def cpu_quota() -> int:

@@ -60,7 +60,7 @@ from .parallel import parallelize
 from .resume import UnloadableCheckpoints
 from .schedule import lr_factor, planned_steps
 from .state import TrainerState
-from .topology import TRANSIENT_STATUS, Topology, default_threads, prepare_flight_recorder, topology
+from .topology import TRANSIENT_STATUS, Topology, default_threads, lost_peer, prepare_flight_recorder, topology
 from .weights import WeightsError
 
 STOP_CHECK_SECONDS = 2.0
@@ -385,8 +385,11 @@ def main(argv: list[str] | None = None) -> int:
     except NonFiniteError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return 1
-    except (dist.DistNetworkError, dist.DistStoreError) as err:
-        # The store on the Master is unreachable or lost: a retry can find it.
+    except RuntimeError as err:
+        # A peer gone (its node lost, its pod killed) fails the survivors here: a retry can
+        # succeed, while a bug's RuntimeError goes on as a failure.
+        if not lost_peer(err):
+            raise
         print(f"error: lost the other processes ({err})", file=sys.stderr, flush=True)
         return TRANSIENT_STATUS
     finally:
