@@ -256,7 +256,19 @@ def test_pod_launcher_exits_retryable_after_eviction_or_a_killed_worker(tmp_path
 
 @pytest.mark.parametrize(
     ("codes", "status"),
-    [([-9, 1], 137), ([1, -6], 134), ([143, 143], 143), ([2, 2], 2), ([1], 1), ([2, -15], 2), ([-15], 143)],
+    [
+        ([-9, 1], 137),
+        ([1, -6], 134),
+        ([143, 143], 143),
+        ([2, 2], 2),
+        ([1], 1),
+        ([2, -15], 2),
+        ([-15], 143),
+        # A killed worker's sibling loses it in a collective and exits 203: the kill is the cause.
+        ([203, -9], 137),
+        ([-9, 203], 137),
+        ([203, 1], 203),
+    ],
 )
 def test_pod_launcher_status_prefers_signals(codes: list[int], status: int) -> None:
     from trainer.launch import exit_status
