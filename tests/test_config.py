@@ -158,6 +158,11 @@ INVALID = [
         "(Ki, Mi, Gi, Ti, Pi, k, M, G, T, P), e.g. '500Gi'",
     ),
     (
+        "size without its unit",
+        {"jobs.0.memory": 24},
+        "ack-training-platform:jobs[0].memory: '24' has no unit, so it means 24 bytes: write '24Gi' or '24Mi'",
+    ),
+    (
         "job name not DNS-1035",
         {"jobs.0.name": "1st-run"},
         "ack-training-platform:jobs[0].name: '1st-run' is not a valid job name: use at most 40 lowercase letters, "

@@ -96,8 +96,16 @@ def quantity_bytes(value: str) -> int:
     return int(float(match["num"]) * _UNITS[match["unit"]])
 
 
+_SMALLEST_BARE_SIZE = 2**20
+"""A size written without a unit is bytes, so ``memory: 24`` would be a 24-byte limit that
+kills the container at start. Every size here is memory or storage, where less than a MiB
+is never meant; a bare number of bytes at least this large is accepted as written."""
+
+
 def _quantity(value: str) -> str:
-    quantity_bytes(value)
+    size = quantity_bytes(value)
+    if _QUANTITY.match(value)["unit"] is None and size < _SMALLEST_BARE_SIZE:
+        raise ValueError(f"{value!r} has no unit, so it means {value} bytes: write '{value}Gi' or '{value}Mi'")
     return value
 
 
