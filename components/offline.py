@@ -239,32 +239,61 @@ def redacted_config(value: Any) -> Any:
     return value
 
 
+class ProgramError(Exception):
+    """The directory holds no Pulumi Python program this can run."""
+
+
+def project_name(project_dir: Path) -> str:
+    """The ``name:`` of ``project_dir/Pulumi.yaml``: the namespace of the program's own
+    config keys (``pulumi.Config()`` reads ``<name>:<key>``).
+
+    Raises:
+        ProgramError: no ``Pulumi.yaml`` or no ``__main__.py`` there, or no name in it.
+    """
+    import yaml
+
+    manifest, program = project_dir / "Pulumi.yaml", project_dir / "__main__.py"
+    if not manifest.is_file() or not program.is_file():
+        raise ProgramError(f"{project_dir}: a Pulumi Python program needs Pulumi.yaml and __main__.py there")
+    try:
+        name = (yaml.safe_load(manifest.read_text()) or {}).get("name")
+    except (yaml.YAMLError, AttributeError):
+        name = None
+    if not isinstance(name, str) or not name:
+        raise ProgramError(f"{manifest}: no project 'name:'")
+    return name
+
+
 def run_program(
     config: Mapping[str, Any], *, stack: str, project_dir: Path, invokes: Mapping[str, Any] | None = None
 ) -> Plan:
-    """Run ``project_dir/__main__.py`` under mocks and record what it registers.
+    """Run ``project_dir/__main__.py``, any Pulumi Python program, under mocks and record
+    what it registers.
 
     Args:
         config: the stack's ``config:`` section (namespaced keys; ``{secure: ...}``
             values become secrets whose plaintext is ``[secret]``).
         stack: stack name the program sees.
-        project_dir: the directory holding ``Pulumi.yaml`` and ``__main__.py``.
+        project_dir: the directory holding ``Pulumi.yaml`` and ``__main__.py``; the
+            program runs as the project named there.
         invokes: answers to provider functions by token, or a function of the call's
             arguments giving the answer. Offline, with none, the cloud look-ups of
-            :mod:`components.preflight` answer as a cloud offering what the stack asks for,
-            and every other function answers nothing.
+            :mod:`components.preflight` answer as a cloud offering what this platform's
+            stack asks for, and every other function answers nothing.
 
     Returns:
         The recorded plan.
+
+    Raises:
+        ProgramError: ``project_dir`` holds no program.
     """
     import pulumi
-    from pulumi.runtime import mocks, rpc, settings
-    from pulumi.runtime.stack import run_pulumi_func
-    from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
+    from pulumi.runtime import mocks, rpc
 
     from . import preflight
     from .stack import stack_spec
 
+    project = project_name(project_dir)
     recorded: dict[str, Recorded] = {}
     order: list[str] = []
 
@@ -282,11 +311,17 @@ def run_program(
             if invokes and args.token in invokes:
                 answer = invokes[args.token]
                 return dict(answer(args.args) if callable(answer) else answer)
-            if args.token in preflight.LOOKUPS:
+            if args.token in preflight.LOOKUPS and project == PROJECT:
                 return preflight.offline_answer(args.token, args.args, stack_spec())
             return {}
 
     worker_loops: set[asyncio.AbstractEventLoop] = set()
+
+    def remember_loop() -> None:
+        try:
+            worker_loops.add(asyncio.get_event_loop())
+        except RuntimeError:  # a worker thread where the SDK opened no loop: nothing to close
+            pass
 
     class RecordingMonitor(mocks.MockMonitor):
         """Records registrations, and the event loop the engine opens in each worker
@@ -294,12 +329,12 @@ def run_program(
 
         def Invoke(self, request: Any) -> Any:  # noqa: N802 (gRPC method names)
             response = super().Invoke(request)
-            worker_loops.add(_ensure_event_loop())
+            remember_loop()
             return response
 
         def RegisterResource(self, request: Any) -> Any:  # noqa: N802
             response = super().RegisterResource(request)
-            worker_loops.add(_ensure_event_loop())
+            remember_loop()
             if request.type != "pulumi:pulumi:Stack":
                 urn = response.urn
                 order.append(urn)
@@ -322,24 +357,30 @@ def run_program(
     values = {k: _config_value(redacted_config(v)) for k, v in config.items()}
     secret_keys = [k for k, v in config.items() if holds_secure(v)]
     pulumi.runtime.set_all_config(values, secret_keys)
-    settings.set_root_resource(None)  # type: ignore[arg-type]  # a fresh Stack per run
+    pulumi.runtime.reset_options(project=project, stack=stack, preview=True)  # a fresh Stack per run
     monitor = RecordingMonitor(EchoMocks())
-    pulumi.runtime.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=True, monitor=monitor)
+    pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=True, monitor=monitor)
     if str(project_dir) not in sys.path:
         sys.path.insert(0, str(project_dir))
     program = str(project_dir / "__main__.py")
     plan = Plan(stack=stack, resources=[])
     try:
-        _sync_await(run_pulumi_func(lambda: runpy.run_path(program, run_name="__main__")))
+
+        def run() -> None:  # no value back: the SDK would await whatever it returned
+            runpy.run_path(program, run_name="__main__")
+
+        # The SDK's unit-test entry point: runs the program and waits for every registration.
+        pulumi.runtime.test(run)()
         plan.resources = [recorded[urn] for urn in order]
-        root = settings.get_root_resource()
+        root = pulumi.runtime.get_root_resource()
+        await_value = asyncio.get_event_loop().run_until_complete
         for key, output in getattr(root, "outputs", {}).items():
             out = pulumi.Output.from_input(output)
-            if _sync_await(out.is_secret()):
+            if await_value(out.is_secret()):
                 plan.secret_outputs.add(key)
                 plan.outputs[key] = SECRET
             else:
-                plan.outputs[key] = _clean(_sync_await(out.future(with_unknowns=True)))
+                plan.outputs[key] = _clean(await_value(out.future(with_unknowns=True)))
     finally:
         # Close every loop the run opened now, while the interpreter is intact, rather
         # than as "Invalid file descriptor" noise when they are collected; the next run

@@ -8,6 +8,8 @@ recorded with its inputs and options::
     python -m components.plan --stack dev --out /tmp/dev   # + Kubernetes YAML
     python -m components.plan --stack-file my.yaml --json  # machine-readable
     python -m components.plan --schema                     # JSON schema of the config
+    python -m components.plan --program ../my-stack --stack-file ../my-stack/Pulumi.dev.yaml
+                                                           # your own program that uses the components
 
 Values only known after deployment appear as ``(known after deploy)`` (a registry host as
 ``<registry host, known after deploy>``); each secret value as ``[secret]``, in an object of
@@ -26,11 +28,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import yaml
 
 from .config import PROJECT, ConfigError, PlatformSpec, load_spec, missing_credentials, stack_schema
 from .config.cluster import ALLOWED_CIDRS_KEY, set_allowed_cidr
-from .offline import SECRET, Plan, apply_rank, holds_secure, redacted_config, run_program
+from .offline import SECRET, Plan, ProgramError, apply_rank, holds_secure, redacted_config, run_program
 
 
 class PlanError(Exception):
@@ -144,6 +147,13 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--stack", help="stack name: plans stacks/Pulumi.<stack>.yaml")
     source.add_argument("--stack-file", type=Path, help="plan this stack file")
     source.add_argument("--schema", action="store_true", help="print the stack config's JSON schema")
+    parser.add_argument(
+        "--program",
+        type=Path,
+        metavar="DIR",
+        help="plan the Pulumi Python program in DIR (its Pulumi.yaml names the project its config keys belong "
+        "to) instead of this platform's; with --stack, reads DIR/Pulumi.<stack>.yaml",
+    )
     parser.add_argument("--out", type=Path, help="write the Kubernetes objects as YAML here")
     parser.add_argument("--json", action="store_true", help="print every resource with inputs and options as JSON")
     args = parser.parse_args(argv)
@@ -153,16 +163,23 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.stack or args.stack_file):
         parser.error("one of --stack, --stack-file or --schema is required")
     started = time.perf_counter()
+    spec: PlatformSpec | None = None
+    unset: list[str] = []
     try:
-        project_dir = find_project_dir()
-        path = args.stack_file or stack_path(project_dir, args.stack)
-        stack = args.stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
-        plan, unset, spec = plan_stack(read_stack_file(path), stack=stack, project_dir=project_dir)
-    except (ConfigError, PlanError) as err:
+        if args.program:
+            path = args.stack_file or args.program / f"Pulumi.{args.stack}.yaml"
+            stack = args.stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+            plan = run_program(read_stack_file(path), stack=stack, project_dir=args.program.resolve())
+        else:
+            project_dir = find_project_dir()
+            path = args.stack_file or stack_path(project_dir, args.stack)
+            stack = args.stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+            plan, unset, spec = plan_stack(read_stack_file(path), stack=stack, project_dir=project_dir)
+    except (ConfigError, PlanError, ProgramError, pulumi.RunError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     written = write_manifests(plan, args.out) if args.out else []
-    dashboard = write_dashboard(spec, args.out) if args.out else None
+    dashboard = write_dashboard(spec, args.out) if args.out and spec else None
     if args.json:
         print(json.dumps(plan.as_json(), indent=2, default=str))
         return 0
