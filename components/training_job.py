@@ -16,6 +16,7 @@ from .manifests import (
     REPLACED_ON_CHANGE,
     REPLACED_ON_CHANGE_V2,
     JobContext,
+    Placement,
     job_network_policy,
     kubectl_commands,
     pytorch_job,
@@ -36,7 +37,7 @@ def platform_context(
     *,
     namespace: TrainingNamespace,
     storage: SharedVolumes,
-    pool: GpuNodePool | None = None,
+    pool: GpuNodePool | Placement | None = None,
     registry: ContainerRegistry | None = None,
     trainer_v2: TrainerV2 | None = None,
 ) -> JobContext:
@@ -45,14 +46,14 @@ def platform_context(
     Args:
         namespace: where jobs run (its service account, and a team's uid and gid, are used).
         storage: the shared data/output volumes.
-        pool: the GPU pool; ``None`` for CPU jobs.
+        pool: the GPU pool, or the placement of one created elsewhere; ``None`` for CPU jobs.
         registry: the registry, whose pull secret jobs use; ``None`` for public images.
         trainer_v2: Trainer v2, whose queue v2 jobs join; ``None`` without it.
 
     Returns:
         A context whose image is a placeholder and whose GPUs are the pool's per node.
     """
-    placement = pool.placement if pool is not None else CPU_PLACEMENT
+    placement = CPU_PLACEMENT if pool is None else pool if isinstance(pool, Placement) else pool.placement
     return JobContext(
         namespace=namespace.name,
         image=IMAGE_PLACEHOLDER,
@@ -83,7 +84,8 @@ class TrainingJob(pulumi.ComponentResource):
         spec: the validated job.
         namespace: where it runs (its service account is used).
         storage: the shared data/output volumes.
-        pool: the GPU pool; ``None`` for CPU jobs.
+        pool: the GPU pool; or the placement of a pool created elsewhere (another stack or
+            language), which the job then does not wait for; ``None`` for CPU jobs.
         registry: the registry (image and pull secret); ``None`` for a full ``image``.
         operator: the Training Operator; a v1 job waits for its CRDs.
         trainer_v2: Trainer v2; a v2 job waits for it and its runtimes, and joins its queue.
@@ -111,7 +113,7 @@ class TrainingJob(pulumi.ComponentResource):
         *,
         namespace: TrainingNamespace,
         storage: SharedVolumes,
-        pool: GpuNodePool | None = None,
+        pool: GpuNodePool | Placement | None = None,
         registry: ContainerRegistry | None = None,
         operator: TrainingOperator | None = None,
         trainer_v2: TrainerV2 | None = None,
@@ -152,7 +154,7 @@ class TrainingJob(pulumi.ComponentResource):
             lambda ready: [
                 namespace.namespace,
                 *storage.claims,
-                *(pool.ready if pool else []),
+                *(pool.ready if isinstance(pool, GpuNodePool) else []),
                 *(registry.ready if registry else []),
                 *ready,
             ]

@@ -1,0 +1,116 @@
+"""Generates ``components/package_types.py``, the component package's input types, from the
+specs: ``python -m components.package_codegen --write``.
+
+Pulumi's analyzer reads a type's field docstrings from its source, so the types are written
+out as source, each field documented with its spec field's docstring.
+"""
+
+from __future__ import annotations
+
+import inspect
+import ipaddress
+import json
+import re
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel
+
+from .config import GpuPoolSpec, StorageSpec, TrainingJobSpec, TrainingNamespaceSpec
+
+SPECS = (GpuPoolSpec, TrainingNamespaceSpec, StorageSpec, TrainingJobSpec)
+"""The specs whose input types the package's components take."""
+TYPES_MODULE = Path(__file__).with_name("package_types.py")
+
+
+class _InputTypes:
+    """Writes the source of ``package_types``: one TypedDict per spec model reachable from
+    :data:`SPECS`, one enum per ``Literal`` field, each field's docstring its spec field's."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[str, str] = {}
+
+    def render(self) -> str:
+        for spec in SPECS:
+            self.model(spec)
+        head = (
+            '"""The package\'s input types, generated from the specs by ``python -m components.package_codegen --write``:\n'
+            'edit the specs, not this file (a test fails while it is stale)."""\n\n'
+            "import enum\nfrom typing import Any, NotRequired, TypedDict\n"
+        )
+        return head + "".join(f"\n\n{block}" for block in self.blocks.values())
+
+    def model(self, model: type[BaseModel]) -> str:
+        name = model.__name__
+        if name in self.blocks:
+            return name
+        self.blocks[name] = ""  # reserve the name; nested models are written before it
+        doc = _docstring(model.__doc__, "    ")
+        lines = [f"class {name}(TypedDict):", *doc, *([""] if doc else [])]
+        for field_name, field in model.model_fields.items():
+            annotation = self.annotation(field.annotation, model, field_name)
+            if not field.is_required() or _optional(field.annotation):
+                annotation = f"NotRequired[{annotation}]"
+            lines.append(f"    {field_name}: {annotation}")
+            lines += _docstring(field.description, "    ")
+        del self.blocks[name]
+        self.blocks[name] = "\n".join(lines) + "\n"
+        return name
+
+    def annotation(self, annotation: Any, owner: type[BaseModel], field: str) -> str:
+        """The analyzer's type for a spec field: builtins as they are, a nested spec as its
+        input type, a ``Literal`` as an enum, text-like values (CIDRs) as ``str``."""
+        if typing.get_origin(annotation) is Annotated:
+            return self.annotation(typing.get_args(annotation)[0], owner, field)
+        origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+        if origin in (typing.Union, types.UnionType):
+            present = [a for a in args if a is not type(None)]
+            # The analyzer has no unions: a value of several shapes (an env entry: text or
+            # {secretKeyRef}) is any JSON value, checked by the spec when the component is built.
+            return self.annotation(present[0], owner, field) if len(present) == 1 else "Any"
+        if origin is Literal:
+            return self.enum(owner, field, args)
+        if origin is list:
+            return f"list[{self.annotation(args[0], owner, field)}]"
+        if origin is dict:
+            return f"dict[str, {self.annotation(args[1], owner, field)}]"
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return self.model(annotation)
+        if annotation in (ipaddress.IPv4Network, ipaddress.IPv4Address):
+            return "str"
+        if annotation in (str, int, float, bool):
+            return annotation.__name__
+        raise TypeError(f"{owner.__name__}.{field}: no package input type for {annotation!r}")
+
+    def enum(self, owner: type[BaseModel], field: str, values: tuple[Any, ...]) -> str:
+        name = owner.__name__.removesuffix("Spec") + "".join(part.title() for part in field.split("_"))
+        members = [f"    {re.sub(r'(?<=[a-z0-9])(?=[A-Z])', '_', str(v)).upper()} = {json.dumps(v)}" for v in values]
+        header = [f"class {name}(enum.StrEnum):", f'    """The values of {owner.__name__}.{field}."""', ""]
+        self.blocks[name] = "\n".join([*header, *members]) + "\n"
+        return name
+
+
+def _optional(annotation: Any) -> bool:
+    origin = typing.get_origin(annotation)
+    return origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(annotation)
+
+
+def _docstring(text: str | None, indent: str) -> list[str]:
+    if not text:
+        return []
+    body = inspect.cleandoc(text).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    return [f'{indent}"""' + body.replace("\n", "\n" + indent) + '"""']
+
+
+def input_types_source() -> str:
+    """The source ``package_types.py`` must hold."""
+    return _InputTypes().render()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--write"]:
+        sys.exit("usage: python -m components.package_codegen --write   (regenerates components/package_types.py)")
+    TYPES_MODULE.write_text(input_types_source())

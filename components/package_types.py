@@ -1,0 +1,396 @@
+"""The package's input types, generated from the specs by ``python -m components.package_codegen --write``:
+edit the specs, not this file (a test fails while it is stale)."""
+
+import enum
+from typing import Any, NotRequired, TypedDict
+
+
+class GpuPoolSpotStrategy(enum.StrEnum):
+    """The values of GpuPoolSpec.spot_strategy."""
+
+    NO_SPOT = "NoSpot"
+    SPOT_WITH_PRICE_LIMIT = "SpotWithPriceLimit"
+    SPOT_AS_PRICE_GO = "SpotAsPriceGo"
+
+
+class TaintEffect(enum.StrEnum):
+    """The values of TaintSpec.effect."""
+
+    NO_SCHEDULE = "NoSchedule"
+    NO_EXECUTE = "NoExecute"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+
+
+class TaintSpec(TypedDict):
+    key: NotRequired[str]
+    value: NotRequired[str]
+    effect: NotRequired[TaintEffect]
+
+
+class GpuPoolDiskCategory(enum.StrEnum):
+    """The values of GpuPoolSpec.disk_category."""
+
+    CLOUD_ESSD = "cloud_essd"
+    CLOUD_AUTO = "cloud_auto"
+    CLOUD_EFFICIENCY = "cloud_efficiency"
+
+
+class GpuPoolFabric(enum.StrEnum):
+    """The values of GpuPoolSpec.fabric."""
+
+    NONE = "none"
+    ERDMA = "erdma"
+    RDMA = "rdma"
+
+
+class NodeCapacitySpec(TypedDict):
+    """What one node of the pool can give to pods: the ``Allocatable`` that
+    ``kubectl describe node`` shows for it (capacity less what ACK keeps for the system)."""
+
+    cpu: str
+    """CPU, e.g. ``186`` or ``15800m``."""
+    memory: str
+    """Memory, e.g. ``990Gi``."""
+
+
+class GpuPoolSpec(TypedDict):
+    """An autoscaling node pool of GPU instances, tainted so only GPU work lands there."""
+
+    name: NotRequired[str]
+    """Node pool name; nodes are labelled ``ack-training-platform/pool=<name>``."""
+    instance_types: list[str]
+    """ECS instance types in order of preference; later ones are fallbacks when one is sold out."""
+    gpus_per_node: int
+    """GPUs in each of the instance types (they must agree)."""
+    spot_strategy: NotRequired[GpuPoolSpotStrategy]
+    """``NoSpot`` (on-demand), ``SpotAsPriceGo`` (spot at market price) or ``SpotWithPriceLimit``."""
+    spot_price_limit: NotRequired[float]
+    """Hourly price cap per instance, required with ``SpotWithPriceLimit``."""
+    compensate_with_on_demand: NotRequired[bool]
+    """Start on-demand instances when spot capacity is gone (spot pools only)."""
+    min_size: NotRequired[int]
+    """Fewest nodes; 0 lets an idle pool cost nothing."""
+    max_size: NotRequired[int]
+    """Most nodes the autoscaler may start."""
+    desired_size: NotRequired[int]
+    """Fixed size: only when ``minSize == maxSize`` (autoscaling off); must equal them."""
+    taint: NotRequired[TaintSpec]
+    """Taint on every node; jobs get the matching toleration from the pool."""
+    labels: NotRequired[dict[str, str]]
+    """Extra node labels."""
+    system_disk_gib: NotRequired[int]
+    """System disk size; training images are large."""
+    data_disk_gib: NotRequired[int]
+    """Data disk for container images and local scratch (0: none)."""
+    disk_category: NotRequired[GpuPoolDiskCategory]
+    auto_repair: NotRequired[bool]
+    """Let ACK replace nodes that fail health checks (e.g. a GPU fell off the bus)."""
+    fabric: NotRequired[GpuPoolFabric]
+    """GPU-to-GPU network across nodes: ``none`` (TCP), ``erdma`` (Elastic RDMA on gn8is, ebmgn8is, gn8v, ebmgn8v),
+    or ``rdma`` (Lingjun)."""
+    driver_version: NotRequired[str]
+    """Pin the NVIDIA driver, e.g. ``550.127.08`` (ACK label ``ack.aliyun.com/nvidia-driver-version``)."""
+    node_capacity: NotRequired[NodeCapacitySpec]
+    """What one node gives pods, against which jobs are checked; required for instance types the platform
+    does not know (it knows ``ecs.gn7i-c8g1.2xlarge``, ``ecs.gn7i-c16g1.4xlarge``, ``ecs.ebmgn8v.48xlarge``)."""
+
+
+class TrainingNamespaceBackend(enum.StrEnum):
+    """The values of TrainingNamespaceSpec.backend."""
+
+    V1 = "v1"
+    V2 = "v2"
+
+
+class TrainingNamespaceSpec(TypedDict):
+    """The namespace jobs run in, and what every job there shares."""
+
+    namespace: NotRequired[str]
+    service_account: NotRequired[str]
+    gpu_quota: NotRequired[int]
+    """Most GPUs all jobs in the namespace may request together (no quota when unset)."""
+    backend: NotRequired[TrainingNamespaceBackend]
+    """Kubeflow API of every job without its own ``backend``: ``v1`` (PyTorchJob, Training Operator) or ``v2``
+    (TrainJob, Kubeflow Trainer v2)."""
+
+
+class NasFileSystemType(enum.StrEnum):
+    """The values of NasSpec.file_system_type."""
+
+    STANDARD = "standard"
+    EXTREME = "extreme"
+
+
+class NasStorageType(enum.StrEnum):
+    """The values of NasSpec.storage_type."""
+
+    PERFORMANCE = "Performance"
+    CAPACITY = "Capacity"
+    PREMIUM = "Premium"
+    STANDARD = "standard"
+    ADVANCE = "advance"
+
+
+class NasUserAccess(enum.StrEnum):
+    """The values of NasSpec.user_access."""
+
+    ROOT_SQUASH = "root_squash"
+    ALL_SQUASH = "all_squash"
+    NO_SQUASH = "no_squash"
+
+
+class NasSpec(TypedDict):
+    """A NAS file system shared by every training pod over NFSv3."""
+
+    existing_file_system_id: NotRequired[str]
+    """Adopt this file system (needs ``existingMountTargetDomain``)."""
+    existing_mount_target_domain: NotRequired[str]
+    """Mount target domain of the adopted file system, e.g. ``xxxx.cn-hangzhou.nas.aliyuncs.com``."""
+    file_system_type: NotRequired[NasFileSystemType]
+    """``standard`` (general purpose) or ``extreme`` (low latency, for many small files)."""
+    storage_type: NotRequired[NasStorageType]
+    """Performance/Capacity/Premium for standard; standard/advance for extreme."""
+    capacity_gib: NotRequired[int]
+    """Provisioned capacity, required for extreme file systems."""
+    zone_id: NotRequired[str]
+    """Zone of an extreme file system; the first vSwitch's zone when unset (required with an adopted VPC)."""
+    access_cidr: NotRequired[str]
+    """Source range of the NAS access rule; the node vSwitches' blocks when unset (required with an adopted VPC,
+    whose vSwitch blocks the stack does not know). Must lie inside the VPC."""
+    user_access: NotRequired[NasUserAccess]
+    """How NAS treats the client's uid: ``root_squash`` maps root (uid 0) to the anonymous user, so a pod running
+    as root owns nothing on the file system; ``no_squash`` trusts root. Jobs run as their team's uid."""
+    base_path: NotRequired[str]
+    """Directory on the file system that holds the volumes: ``/training``, or ``/share/training`` on extreme NAS."""
+
+
+class VolumeSpec(TypedDict):
+    claim_name: str
+    """PersistentVolumeClaim name."""
+    size: str
+    """Size recorded on the volume, e.g. ``500Gi``. NAS bills what is used and does not enforce it here:
+    the shared volumes are fixed directories, which get no quota."""
+
+
+class StorageAccessMode(enum.StrEnum):
+    """The values of StorageSpec.access_mode."""
+
+    READ_WRITE_MANY = "ReadWriteMany"
+    READ_WRITE_ONCE = "ReadWriteOnce"
+
+
+class OssSpec(TypedDict):
+    """A read-mostly dataset in an OSS bucket, mounted read-only (ossfs) as the data volume
+    instead of a NAS claim. No AccessKey: the OSS CSI plugin reads the bucket as a RAM role
+    it assumes through RRSA."""
+
+    bucket: str
+    """Bucket name."""
+    path: NotRequired[str]
+    """Directory in the bucket holding the dataset."""
+    endpoint: NotRequired[str]
+    """OSS endpoint; the region's internal one (``oss-<region>-internal.aliyuncs.com``) when unset."""
+    role_name: NotRequired[str]
+    """RAM role the OSS CSI plugin assumes (RRSA) to read the bucket. Created, trusted by this cluster's OIDC
+    provider for the plugin's service account and allowed to read only this bucket, when unset; required with an
+    adopted cluster (set it up as the README's known limits describe)."""
+
+
+class StorageSpec(TypedDict):
+    """Where datasets and checkpoints live: NAS on ACK, the cluster's own storage locally."""
+
+    nas: NotRequired[NasSpec]
+    """NAS file system settings (ACK stacks)."""
+    storage_class_name: NotRequired[str]
+    """StorageClass the shared volumes use; created for NAS, must already exist locally."""
+    create_storage_class: NotRequired[bool]
+    """Create the NAS StorageClass (off: it exists already, e.g. on a local cluster)."""
+    data: NotRequired[VolumeSpec]
+    """Training data volume, mounted read-only in jobs."""
+    output: NotRequired[VolumeSpec]
+    """Checkpoints and final models."""
+    access_mode: NotRequired[StorageAccessMode]
+    """NAS volumes are ``ReadWriteMany``; single-node local clusters may only offer ``ReadWriteOnce``."""
+    oss: NotRequired[OssSpec]
+    """Serve the data volume from an OSS bucket instead of NAS (large read-mostly datasets)."""
+
+
+class TrainingJobPreset(enum.StrEnum):
+    """The values of TrainingJobSpec.preset."""
+
+    TRAIN = "train"
+    NETBENCH = "netbench"
+
+
+class TolerationEffect(enum.StrEnum):
+    """The values of TolerationSpec.effect."""
+
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+class TolerationSpec(TypedDict):
+    """A taint the job's pods tolerate, beside the pool's own."""
+
+    key: str
+    value: NotRequired[str]
+    """Only the taint with this value (operator ``Equal``); any value when unset (operator ``Exists``)."""
+    effect: TolerationEffect
+
+
+class TrainerArgsModel(enum.StrEnum):
+    """The values of TrainerArgs.model."""
+
+    CNN = "cnn"
+    GPT = "gpt"
+
+
+class TrainerArgs(TypedDict):
+    """Flags for the bundled trainer (``python -m trainer``)."""
+
+    model: NotRequired[TrainerArgsModel]
+    max_steps: NotRequired[int]
+    """Optimizer steps; with ``epochs`` the run ends at whichever comes first, and the learning rate
+    anneals to that end."""
+    epochs: NotRequired[int]
+    """Passes over the data; unlimited under ``maxSteps`` alone, one when neither is set."""
+    batch_size: NotRequired[int]
+    """Per process."""
+    lr: NotRequired[float]
+    checkpoint_every: NotRequired[int]
+    """Steps between checkpoints; the most work a preemption can lose."""
+    synthetic_data: NotRequired[bool]
+    """Train on generated data instead of the data volume (smoke tests)."""
+    init_from: NotRequired[str]
+    """Pretrained weights to start from, a plain state_dict (``.pt`` or ``.safetensors``), e.g. on the data
+    volume (``/mnt/data/...``); passed as ``MODEL_PATH``. A job that has checkpoints resumes from them instead."""
+    final_model_path: NotRequired[str]
+    """Where the final weights go (``FINAL_MODEL_PATH``); ``final_model.pt`` in the job's output directory
+    when unset."""
+
+
+class ElasticSpec(TypedDict):
+    min_nodes: int
+    max_nodes: int
+    max_restarts: NotRequired[int]
+    """Restarts of the whole worker group torchrun allows after a failure or membership change."""
+
+
+class TrainingJobNetwork(enum.StrEnum):
+    """The values of TrainingJobSpec.network."""
+
+    TCP = "tcp"
+    RDMA = "rdma"
+
+
+class TrainingJobNcclDebug(enum.StrEnum):
+    """The values of TrainingJobSpec.nccl_debug."""
+
+    INFO = "INFO"
+    WARN = "WARN"
+    TRACE = "TRACE"
+
+
+class TrainingJobRestartPolicy(enum.StrEnum):
+    """The values of TrainingJobSpec.restart_policy."""
+
+    ON_FAILURE = "OnFailure"
+    EXIT_CODE = "ExitCode"
+    NEVER = "Never"
+
+
+class RunPolicyCleanPodPolicy(enum.StrEnum):
+    """The values of RunPolicySpec.clean_pod_policy."""
+
+    NONE = "None"
+    RUNNING = "Running"
+    ALL = "All"
+
+
+class RunPolicySpec(TypedDict):
+    backoff_limit: NotRequired[int]
+    """Pod restarts allowed before the job fails (preemptions count); v1 only: v2 jobs restart whole up to 6 times."""
+    active_deadline_seconds: NotRequired[int]
+    ttl_seconds_after_finished: NotRequired[int]
+    """Seconds after the job ends before the operator deletes it (v1 only). Refused in a stack's ``jobs``: the job
+    is a Pulumi resource, and one the operator deleted would be created, and trained, again by the next
+    ``pulumi up --refresh``; remove the job from the stack to delete it. For jobs ``ack-jobs submit`` creates."""
+    clean_pod_policy: NotRequired[RunPolicyCleanPodPolicy]
+    """``None`` keeps finished pods so their logs stay readable; v1 only (v2 keeps them)."""
+    suspend: NotRequired[bool]
+    """Stop the job's pods and keep the job; set back to ``false`` to resume it (the only change made in place)."""
+
+
+class SchedulingSpec(TypedDict):
+    queue: NotRequired[str]
+    """Volcano queue (needs ``operator.volcano.enabled``); v1 only: v2 jobs queue with ``trainerV2.kueue``."""
+    priority_class: NotRequired[str]
+    """Pod PriorityClass (v1), or Kueue WorkloadPriorityClass from ``trainerV2.kueue.priorities`` (v2)."""
+    min_available: NotRequired[int]
+    """Gang size: pods that must be schedulable together (needs Volcano); v1 only."""
+
+
+class TrainingJobBackend(enum.StrEnum):
+    """The values of TrainingJobSpec.backend."""
+
+    V1 = "v1"
+    V2 = "v2"
+
+
+class TrainingJobSpec(TypedDict):
+    """One training job running the bundled trainer (or your own command): a PyTorchJob on backend v1, a
+    TrainJob on backend v2."""
+
+    name: str
+    """Job name (DNS-1035 label, at most 40 characters)."""
+    preset: NotRequired[TrainingJobPreset]
+    """``train`` runs the trainer; ``netbench`` measures all-reduce bandwidth across the nodes."""
+    namespace: NotRequired[str]
+    """Must be the platform's training namespace, which holds the claims and the pull secret (its default);
+    with ``team``, the team's namespace."""
+    team: NotRequired[str]
+    """The team (``teams[].name``) the job belongs to: it runs in the team's namespace, with its claims, uid and
+    queue. Required when the stack declares teams."""
+    labels: NotRequired[dict[str, str]]
+    node_selector: NotRequired[dict[str, str]]
+    """Node labels the pods must also have, beside the pool's ``ack-training-platform/pool``."""
+    tolerations: NotRequired[list[TolerationSpec]]
+    """Taints the pods tolerate, beside the pool's."""
+    annotations: NotRequired[dict[str, str]]
+    image: NotRequired[str]
+    """Full image reference, pinned by tag (not ``latest``) or digest."""
+    image_tag: NotRequired[str]
+    """Tag in the platform's registry repository (instead of ``image``)."""
+    command: NotRequired[list[str]]
+    """Replace the default ``python -m trainer.launch ... -m trainer`` command (torchrun)."""
+    args: NotRequired[list[str]]
+    """Extra arguments appended to the command (e.g. trainer flags not in ``trainer``)."""
+    trainer: NotRequired[TrainerArgs]
+    env: NotRequired[dict[str, Any]]
+    """Extra environment variables; numbers are written as text. ``{secretKeyRef: {name, key}}`` reads one
+    from a Secret in the job's namespace instead."""
+    nodes: NotRequired[int]
+    """Pods, one per node: on v1 one Master plus ``nodes - 1`` Workers, on v2 the TrainJob's ``numNodes``."""
+    elastic: NotRequired[ElasticSpec]
+    """Elastic job (Workers only, c10d rendezvous) instead of a fixed ``nodes``; v1 only."""
+    gpus_per_node: NotRequired[int]
+    """GPUs per pod; the GPU pool's ``gpusPerNode`` when unset, 0 for a CPU job."""
+    procs_per_node: NotRequired[int]
+    """Processes per pod; equals the GPU count for GPU jobs, 1 by default for CPU jobs."""
+    cpu: NotRequired[str]
+    """CPU request and limit per pod."""
+    memory: NotRequired[str]
+    """Memory request and limit per pod."""
+    shm_size: NotRequired[str]
+    """``/dev/shm`` size; 16Gi per GPU (2Gi for CPU jobs) when unset. Counts against ``memory``."""
+    network: NotRequired[TrainingJobNetwork]
+    """``rdma`` runs NCCL over the GPU pool's RDMA fabric (eRDMA) with host networking; needs a pool with a fabric."""
+    nccl_debug: NotRequired[TrainingJobNcclDebug]
+    restart_policy: NotRequired[TrainingJobRestartPolicy]
+    """v1 only: on v2 the platform runtime restarts all of a job's pods together after a failure."""
+    run_policy: NotRequired[RunPolicySpec]
+    scheduling: NotRequired[SchedulingSpec]
+    backend: NotRequired[TrainingJobBackend]
+    """``v1``: a PyTorchJob for the Training Operator; ``v2``: a TrainJob for Kubeflow Trainer v2.
+    ``training.backend`` when unset."""

@@ -1,0 +1,163 @@
+"""The component package other Pulumi languages use: its input types are the specs', its
+schema is what Pulumi's analyzer infers, and a YAML program runs through its provider."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+import typing
+
+import grpc
+import pytest
+import yaml
+import yaml_program
+from conftest import ROOT
+from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
+from pydantic import BaseModel
+
+from components import package, package_codegen
+from components.config.loading import _model_of
+from components.offline import run_program
+
+YAML_STACK = ROOT / "examples" / "yaml-stack"
+CONFIG = {
+    "clusterId": "c-0123456789abcdef",
+    "vswitchIds": ["vsw-0123456789abcdef"],
+    "kubeconfig": "apiVersion: v1\nkind: Config\n",
+}
+
+
+def yaml_stack() -> dict:
+    return yaml.safe_load((YAML_STACK / "Pulumi.yaml").read_text())
+
+
+def test_the_input_types_are_generated_from_the_specs() -> None:
+    assert package_codegen.TYPES_MODULE.read_text() == package_codegen.input_types_source(), (
+        "components/package_types.py is stale: run python -m components.package_codegen --write"
+    )
+
+
+def spec_models(model: type[BaseModel], seen: dict[str, type[BaseModel]]) -> dict[str, type[BaseModel]]:
+    """``model`` and the models its fields hold, except inside a value of several shapes
+    (text or a model), which the package takes as any JSON value."""
+    seen[model.__name__] = model
+    for field in model.model_fields.values():
+        values = typing.get_args(field.annotation) if typing.get_origin(field.annotation) is dict else ()
+        shapes = [a for a in typing.get_args(values[-1] if values else field.annotation) if a is not type(None)]
+        nested = _model_of(field.annotation)
+        if nested is not None and nested.__name__ not in seen and len(shapes) <= 1:
+            spec_models(nested, seen)
+    return seen
+
+
+def test_every_spec_field_is_an_input_of_the_package() -> None:
+    schema = package.schema()
+    models: dict[str, type[BaseModel]] = {}
+    for spec in package_codegen.SPECS:
+        spec_models(spec, models)
+    for name, model in models.items():
+        kind = schema["types"][f"{package.PACKAGE}:index:{name}"]
+        assert set(kind["properties"]) == {field.alias for field in model.model_fields.values()}, name
+        required = {f.alias for f in model.model_fields.values() if f.is_required()}
+        assert set(kind.get("required", [])) == required, name
+
+
+def test_a_literal_is_an_enum_of_its_values() -> None:
+    schema = package.schema()
+    strategy = schema["types"][f"{package.PACKAGE}:index:GpuPoolSpotStrategy"]
+    assert [member["value"] for member in strategy["enum"]] == ["NoSpot", "SpotWithPriceLimit", "SpotAsPriceGo"]
+
+
+def test_the_yaml_example_matches_the_schema() -> None:
+    yaml_program.check_program(yaml_stack(), CONFIG)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda p: p["variables"]["a10"].update(gpusPerNode="1"), "pool.pool.gpusPerNode: '1' is not of type integer"),
+        (
+            lambda p: p["variables"]["a10"].update(spotStrategy="Spot"),
+            "pool.pool.spotStrategy: 'Spot' is not one of ['NoSpot', 'SpotWithPriceLimit', 'SpotAsPriceGo']",
+        ),
+        (lambda p: p["resources"]["team"]["properties"].pop("namespace"), "team.namespace: required property"),
+        (lambda p: p["resources"]["team"]["properties"]["jobs"][0].update(gpus=1), "team.jobs[0].gpus: no such"),
+    ],
+)
+def test_the_schema_check_catches_a_wrong_program(change, message) -> None:
+    program = copy.deepcopy(yaml_stack())
+    change(program)
+    with pytest.raises(yaml_program.SchemaMismatch, match=message.replace("[", r"\[").replace("]", r"\]")):
+        yaml_program.check_program(program, CONFIG)
+
+
+def run_yaml(tmp_path, monkeypatch, program: dict):
+    source = tmp_path / "Pulumi.yaml"
+    source.write_text(yaml.safe_dump(program))
+    python = tmp_path / "python"
+    python.mkdir()
+    (python / "Pulumi.yaml").write_text("name: team-training-yaml\nruntime: python\n")
+    (python / "__main__.py").write_text("import yaml_program\n\nyaml_program.run()\n")
+    monkeypatch.setenv(yaml_program.PROGRAM_ENV, str(source))
+    config = {
+        "team-training-yaml:clusterId": CONFIG["clusterId"],
+        "team-training-yaml:vswitchIds": CONFIG["vswitchIds"],
+        "team-training-yaml:kubeconfig": {"secure": "v1:AAAA"},
+    }
+    return run_program(config, stack="dev", project_dir=python)
+
+
+def test_the_yaml_example_builds_the_team_through_the_provider(tmp_path, monkeypatch) -> None:
+    plan = run_yaml(tmp_path, monkeypatch, yaml_stack())
+    pool = plan.one("alicloud:cs/nodePool:NodePool").inputs
+    assert (pool["clusterId"], pool["vswitchIds"], pool["spotStrategy"]) == (
+        "c-0123456789abcdef",
+        ["vsw-0123456789abcdef"],
+        "SpotAsPriceGo",
+    )
+    job = plan.one("kubernetes:kubeflow.org/v1:PyTorchJob").inputs
+    pod = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"ack-training-platform/pool": "a10"}
+    assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert pod["containers"][0]["resources"]["limits"]["memory"] == "24Gi"
+    assert job["metadata"]["namespace"] == "team-a"
+    claims = plan.of_type("kubernetes:core/v1:PersistentVolumeClaim")
+    assert claims and all(claim.retain_on_delete for claim in claims)
+    assert plan.one("pulumi:providers:kubernetes").inputs["kubeconfig"] == "[secret]"
+    quota = plan.one("kubernetes:core/v1:ResourceQuota").inputs
+    assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "4"
+
+
+def test_a_bad_spec_value_names_its_argument(tmp_path, monkeypatch) -> None:
+    program = copy.deepcopy(yaml_stack())
+    program["resources"]["team"]["properties"]["jobs"][0]["memory"] = "24"
+    with pytest.raises(Exception, match=r"jobs\[0\]\.memory: '24' has no unit, so it means 24 bytes"):
+        run_yaml(tmp_path, monkeypatch, program)
+
+
+def test_the_schema_is_valid_json_for_pulumi_package_add() -> None:
+    schema = package.schema()
+    assert json.loads(json.dumps(schema)) == schema
+    assert set(schema["resources"]) == {f"{package.PACKAGE}:index:{c.__name__}" for c in package.COMPONENTS}
+
+
+def test_the_plugin_serves_the_schema_over_grpc() -> None:
+    """What ``pulumi package add`` does first: start ``package/`` as a plugin and ask for its schema."""
+    # The engine address is only dialled for logs; nothing listens on it here.
+    plugin = subprocess.Popen(
+        [sys.executable, str(ROOT / "package" / "__main__.py"), "127.0.0.1:9"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        port = int(plugin.stdout.readline())
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            answer = provider_pb2_grpc.ResourceProviderStub(channel).GetSchema(
+                provider_pb2.GetSchemaRequest(version=0), timeout=60
+            )
+        assert json.loads(answer.schema) == package.schema()
+    finally:
+        plugin.kill()
+        plugin.wait()
