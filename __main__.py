@@ -64,8 +64,8 @@ else:
     cluster = AckCluster(
         spec.cluster.name,
         spec.cluster,
-        network,
-        spec.network,
+        network=network,
+        network_spec=spec.network,
         region=spec.region,
         addons=cluster_addons(spec),
         autoscaler=spec.cluster.autoscaler if spec.autoscaler_enabled else None,

@@ -19,7 +19,7 @@ class Network(pulumi.ComponentResource):
         adopted: whether the VPC existed before this stack.
     """
 
-    def __init__(self, name: str, spec: NetworkSpec, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, spec: NetworkSpec, *, opts: pulumi.ResourceOptions | None = None):
         super().__init__(f"{TOKEN}:Network", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.vpc_cidr = str(spec.vpc_cidr)

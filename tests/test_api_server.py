@@ -264,7 +264,13 @@ def _run_cluster(stack: str, config_changes: dict[str, Any]) -> tuple[Any, list[
     def deploy() -> pulumi.Output:
         network = Network(spec.cluster.name, spec.network)
         cluster = AckCluster(
-            spec.cluster.name, spec.cluster, network, spec.network, region=spec.region, addons=[], autoscaler=None
+            spec.cluster.name,
+            spec.cluster,
+            network=network,
+            network_spec=spec.network,
+            region=spec.region,
+            addons=[],
+            autoscaler=None,
         )
         return pulumi.Output.all(cluster.kubeconfig, cluster.kubeconfig.is_secret()).apply(kubeconfig.extend)
 

@@ -1,0 +1,22 @@
+"""House conventions of the Python components, which their users read as one API."""
+
+from __future__ import annotations
+
+import inspect
+
+import pulumi
+import pytest
+
+import components
+
+
+def public_components() -> list[type[pulumi.ComponentResource]]:
+    exported = (getattr(components, name) for name in components.__all__)
+    return [c for c in exported if inspect.isclass(c) and issubclass(c, pulumi.ComponentResource)]
+
+
+@pytest.mark.parametrize("component", public_components(), ids=lambda c: c.__name__)
+def test_a_component_takes_its_name_and_spec_then_keywords(component) -> None:
+    parameters = list(inspect.signature(component.__init__).parameters.values())[1:]
+    positional = [p.name for p in parameters if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+    assert positional in (["name"], ["name", "spec"]), f"{component.__name__}: positional {positional}"
