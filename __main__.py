@@ -77,8 +77,7 @@ else:
             spec.gpu_pool,
             cluster_id=cluster.cluster_id,
             vswitch_ids=network.vswitch_ids,
-            autoscaler=cluster.autoscaler,
-            addons=cluster.addons,
+            depends_on=[*([cluster.autoscaler] if cluster.autoscaler else []), *cluster.addons],
             keep_addons=cluster.adopted,
             worker_role=node_role_name(spec.cluster.name, spec.gpu_pool.name),
         )
@@ -160,7 +159,7 @@ operator = TrainingOperator(
     sources=sources,
     image_mirror=spec.image_mirror,
     node_selector=system_node_selector(spec.cluster),
-    pulls_after=mirror_pulls,
+    depends_on=mirror_pulls or (),
 )
 queued = spec.trainer_v2.kueue.enabled
 trainer_v2 = (
@@ -174,7 +173,7 @@ trainer_v2 = (
         queue=kueue_queue_name(spec) if queued else None,
         image_mirror=spec.image_mirror,
         node_selector=system_node_selector(spec.cluster),
-        pulls_after=mirror_pulls,
+        depends_on=mirror_pulls or (),
     )
     if spec.uses_trainer_v2
     else None
@@ -207,7 +206,7 @@ monitoring = Monitoring(
     node_selector=system_node_selector(spec.cluster),
     registry=registry,
     cluster_id=cluster.cluster_id if cluster is not None else None,
-    arms_after=cluster.addons if cluster is not None else None,
+    depends_on=cluster.addons if cluster is not None else (),
 )
 
 pulumi.export("namespace", namespace.name)

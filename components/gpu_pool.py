@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pulumi
 import pulumi_alicloud as alicloud
 
@@ -20,10 +22,9 @@ class GpuNodePool(pulumi.ComponentResource):
         spec: the pool's spec.
         cluster_id: the ACK cluster.
         vswitch_ids: vSwitches to start nodes in, in order of preference.
-        autoscaler: the cluster's autoscaler configuration; an autoscaling pool grows
-            only once it exists.
-        addons: the cluster's add-ons; auto-repair needs node-lifecycle-controller and
-            ack-node-problem-detector installed first.
+        depends_on: what the node pool waits for: the cluster's autoscaler configuration
+            (an autoscaling pool grows only once it exists) and its add-ons (auto-repair
+            needs node-lifecycle-controller and ack-node-problem-detector installed first).
         keep_addons: leave the fabric add-on installed when the pool goes (an adopted cluster).
         worker_role: name of the pool's own worker RAM role, created here with only what
             nodes need (unique in the account).
@@ -43,8 +44,7 @@ class GpuNodePool(pulumi.ComponentResource):
         *,
         cluster_id: pulumi.Input[str],
         vswitch_ids: pulumi.Input[list[str]],
-        autoscaler: pulumi.Resource | None = None,
-        addons: list[pulumi.Resource] | None = None,
+        depends_on: Sequence[pulumi.Resource] = (),
         keep_addons: bool = False,
         worker_role: str,
         opts: pulumi.ResourceOptions | None = None,
@@ -98,7 +98,7 @@ class GpuNodePool(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(
                 parent=self,
-                depends_on=[policy, *([autoscaler] if autoscaler is not None else []), *(addons or [])],
+                depends_on=[policy, *depends_on],
             ),
         )
         self.node_pool_id = pool.node_pool_id

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pulumi
 import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
@@ -42,7 +44,7 @@ class Monitoring(pulumi.ComponentResource):
         node_selector: the system pool's labels, or ``None``.
         registry: the registry the training image is in, or ``None``.
         cluster_id: the ACK cluster's id; ARMS names the cluster's Prometheus instance by it.
-        arms_after: what must exist before ARMS objects can be created (the add-ons).
+        depends_on: what the ARMS objects wait for (the ``arms-prometheus`` add-on).
 
     Attributes:
         tensorboard_command: the ``kubectl port-forward`` command, or ``None``.
@@ -59,7 +61,7 @@ class Monitoring(pulumi.ComponentResource):
         node_selector: dict[str, str] | None = None,
         registry: ContainerRegistry | None = None,
         cluster_id: pulumi.Input[str] | None = None,
-        arms_after: list[pulumi.Resource] | None = None,
+        depends_on: Sequence[pulumi.Resource] = (),
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:Monitoring", name, None, opts)
@@ -71,7 +73,7 @@ class Monitoring(pulumi.ComponentResource):
         elif spec.prometheus == "arms":
             if cluster_id is None:
                 raise ValueError("monitoring with ARMS needs the ACK cluster's id")
-            arms = pulumi.ResourceOptions(parent=self, depends_on=list(arms_after or []))
+            arms = pulumi.ResourceOptions(parent=self, depends_on=list(depends_on))
             for monitor in pod_monitors(spec):
                 alicloud.arms.PrometheusMonitoring(
                     monitor["metadata"]["name"],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pulumi
@@ -48,8 +49,8 @@ class TrainingOperator(pulumi.ComponentResource):
             ``.upstream/`` folder of the directory Pulumi runs the program in).
         image_mirror: registry path the third-party images were copied to.
         node_selector: labels of the nodes for the operator and Volcano (the system pool).
-        pulls_after: what must exist before their images can be pulled (the mirror
-            registry's VPC link and credential helper).
+        depends_on: what must exist before their images can be pulled (the mirror
+            registry's VPC link and credential helper): the objects with pods wait for it.
 
     Attributes:
         ready: what a PyTorchJob must wait for (the operator's objects and CRDs, Volcano);
@@ -66,7 +67,7 @@ class TrainingOperator(pulumi.ComponentResource):
         sources: LocalSources | None = None,
         image_mirror: str | None = None,
         node_selector: dict[str, str] | None = None,
-        pulls_after: list[pulumi.Resource] | None = None,
+        depends_on: Sequence[pulumi.Resource] = (),
         opts: pulumi.ResourceOptions | None = None,
     ):
         sources = sources or LocalSources.of_project(Path.cwd())
@@ -83,7 +84,7 @@ class TrainingOperator(pulumi.ComponentResource):
         if not spec.install:
             self.register_outputs({})
             return
-        pulls = list(pulls_after or [])
+        pulls = list(depends_on)
         volcano: list[pulumi.Resource] = []
         if spec.volcano.enabled:
             volcano.append(

@@ -51,8 +51,8 @@ class TrainerV2(pulumi.ComponentResource):
         queue: the LocalQueue in ``queue_objects`` that admits the jobs.
         image_mirror: registry path the third-party images were copied to.
         node_selector: labels of the nodes for the controllers (the system pool).
-        pulls_after: what must exist before their images can be pulled (the mirror
-            registry's VPC link and credential helper).
+        depends_on: what must exist before their images can be pulled (the mirror
+            registry's VPC link and credential helper): the objects with pods wait for it.
 
     Attributes:
         ready: what a TrainJob must wait for (the release, the runtimes, the queue).
@@ -70,13 +70,13 @@ class TrainerV2(pulumi.ComponentResource):
         queue_objects: Sequence[Manifest] = (),
         queue: str | None = None,
         image_mirror: str | None = None,
-        pulls_after: list[pulumi.Resource] | None = None,
+        depends_on: Sequence[pulumi.Resource] = (),
         node_selector: dict[str, str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:TrainerV2", name, None, opts)
         sources = sources or LocalSources.of_project(Path.cwd())
-        pulls = list(pulls_after or [])
+        pulls = list(depends_on)
         installed: list[pulumi.Resource] = []
         if spec.install is not False:
             installed.append(

@@ -20,3 +20,10 @@ def test_a_component_takes_its_name_and_spec_then_keywords(component) -> None:
     parameters = list(inspect.signature(component.__init__).parameters.values())[1:]
     positional = [p.name for p in parameters if p.kind is not inspect.Parameter.KEYWORD_ONLY]
     assert positional in (["name"], ["name", "spec"]), f"{component.__name__}: positional {positional}"
+
+
+@pytest.mark.parametrize("component", public_components(), ids=lambda c: c.__name__)
+def test_what_a_component_waits_for_is_its_depends_on(component) -> None:
+    parameters = inspect.signature(component.__init__).parameters
+    waits = [name for name in parameters if name.endswith("_after") or name.startswith("wait")]
+    assert not waits, f"{component.__name__}: name {waits} depends_on, like pulumi.ResourceOptions"
