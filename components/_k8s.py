@@ -12,6 +12,20 @@ from .manifests import Manifest
 
 TOKEN = "ack-training-platform:components"
 """Type-token prefix of every component; renames must add an alias, or stacks replace them."""
+IMAGE_PLACEHOLDER = "<image>"
+"""Stands for an image in a builder's manifest (builders are pure, and an image in the
+stack's registry is known only after deployment) until :func:`with_image` sets it."""
+
+
+def with_image(manifest: Any, image: pulumi.Input[str]) -> Any:
+    """``manifest`` with every :data:`IMAGE_PLACEHOLDER` replaced by ``image``."""
+    if manifest == IMAGE_PLACEHOLDER:
+        return image
+    if isinstance(manifest, dict):
+        return {key: with_image(value, image) for key, value in manifest.items()}
+    if isinstance(manifest, list):
+        return [with_image(value, image) for value in manifest]
+    return manifest
 
 
 def resource_args(manifest: Manifest) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 import yaml
 
-from ._k8s import TOKEN, resource_args
+from ._k8s import IMAGE_PLACEHOLDER, TOKEN, resource_args, with_image
 from .config import PlatformSpec
 from .manifests import Manifest
 from .manifests.alerts import alerts, arms_alert_rule
@@ -18,7 +18,6 @@ from .manifests.tensorboard import port_forward_command, tensorboard_objects
 from .namespace import TrainingNamespace
 from .registry import ContainerRegistry, image_pushed, pinned_image
 from .storage import SharedVolumes
-from .training_job import IMAGE_PLACEHOLDER
 
 ARMS_MONITORING_TYPE = "podMonitor"
 """``alicloud.arms.PrometheusMonitoring`` takes a PodMonitor's YAML with this type (pulumi-alicloud
@@ -89,15 +88,17 @@ class Monitoring(pulumi.ComponentResource):
         image_ref, tag = spec.tensorboard_image()
         if spec.monitoring.tensorboard.enabled and image_pushed(registry, tag, "TensorBoard"):
             image = pinned_image(image_ref, tag, registry, "TensorBoard")
-            objects = tensorboard_objects(
-                spec.monitoring.tensorboard,
-                namespace=ns,
-                image=IMAGE_PLACEHOLDER,
-                output_claim=storage.output_claim,
-                node_selector=node_selector,
-                image_pull_secret=registry.pull_secret if registry is not None else None,
+            objects = with_image(
+                tensorboard_objects(
+                    spec.monitoring.tensorboard,
+                    namespace=ns,
+                    image=IMAGE_PLACEHOLDER,
+                    output_claim=storage.output_claim,
+                    node_selector=node_selector,
+                    image_pull_secret=registry.pull_secret if registry is not None else None,
+                ),
+                image,
             )
-            objects[0]["spec"]["template"]["spec"]["containers"][0]["image"] = image
             waits = pulumi.ResourceOptions(depends_on=[*storage.claims, *(registry.ready if registry else [])])
             for obj in objects:
                 self._object(obj, pulumi.ResourceOptions.merge(in_cluster, waits))

@@ -10,7 +10,7 @@ import pulumi
 import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
-from ._k8s import TOKEN, resource_args
+from ._k8s import IMAGE_PLACEHOLDER, TOKEN, resource_args, with_image
 from .config import StorageSpec, TeamSpec, VolumeSpec
 from .manifests import (
     Manifest,
@@ -101,15 +101,17 @@ class SharedVolumes(pulumi.ComponentResource):
         directory for a POSIX user, exist on general-purpose file systems only (NAS API
         ``CreateAccessPoint``); a Job run while the access rule trusts root works on both kinds.
         """
-        manifest = directory_owner_job(
-            team,
-            image="<image>",
-            data_claim=self.data_claim,
-            output_claim=self.output_claim,
-            node_selector=node_selector,
-            image_pull_secret=image_pull_secret,
+        manifest = with_image(
+            directory_owner_job(
+                team,
+                image=IMAGE_PLACEHOLDER,
+                data_claim=self.data_claim,
+                output_claim=self.output_claim,
+                node_selector=node_selector,
+                image_pull_secret=image_pull_secret,
+            ),
+            image,
         )
-        manifest["spec"]["template"]["spec"]["containers"][0]["image"] = image
         self.claims.append(
             k8s.batch.v1.Job(
                 f"{team.name}-own-directories",

@@ -8,7 +8,7 @@ import dataclasses
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ._k8s import TOKEN, resource_args
+from ._k8s import IMAGE_PLACEHOLDER, TOKEN, resource_args, with_image
 from .config import Backend, TrainingJobSpec, job_gpus
 from .gpu_pool import GpuNodePool
 from .manifests import (
@@ -28,9 +28,6 @@ from .operator import TrainingOperator
 from .registry import ContainerRegistry, pinned_image
 from .storage import SharedVolumes
 from .trainer_v2 import TrainerV2
-
-IMAGE_PLACEHOLDER = "<image>"
-"""Stands for the image in a builder's manifest until the component sets the image output."""
 
 
 def platform_context(
@@ -137,16 +134,12 @@ class TrainingJob(pulumi.ComponentResource):
         # The registry's URL may be known only after deployment; everything else is known now.
         image = pinned_image(spec.image, spec.image_tag, registry, f"job {spec.name!r}")
         if backend == "v2":
-            self.manifest = train_job(spec, ctx)
-            self.manifest["spec"]["trainer"]["image"] = image
+            self.manifest = with_image(train_job(spec, ctx), image)
             controller: pulumi.Input[list[pulumi.Resource]] = trainer_v2.ready if trainer_v2 else []
             replaced_on_change = REPLACED_ON_CHANGE_V2
             self.commands = trainjob_kubectl_commands(spec.name, namespace.name)
         else:
-            self.manifest = pytorch_job(spec, ctx)
-            for replica in self.manifest["spec"]["pytorchReplicaSpecs"].values():
-                for container in replica["template"]["spec"]["containers"]:
-                    container["image"] = image
+            self.manifest = with_image(pytorch_job(spec, ctx), image)
             controller = operator.ready if operator else []
             replaced_on_change = REPLACED_ON_CHANGE
             self.commands = kubectl_commands(spec.name, namespace.name)
