@@ -7,6 +7,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,36 @@ def run_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., 
         return run_program(with_unset_credentials(config)[0], stack=stack, project_dir=ROOT, invokes=invokes)
 
     return run
+
+
+NOT_SOURCES = shutil.ignore_patterns(
+    ".git", ".venv", ".upstream", ".tools", ".whl", "out", "build", "*.egg-info", "__pycache__", ".pytest_cache"
+)
+
+
+@pytest.fixture(scope="session")
+def installed_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel built from a copy of this checkout, installed into a folder of its own
+    (``--target``, without dependencies: this interpreter has them): what a consumer's
+    ``pip install`` puts on their path."""
+    work = tmp_path_factory.mktemp("wheel")
+    source = work / "source"
+    shutil.copytree(ROOT, source, ignore=NOT_SOURCES)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "wheel", str(source), "--no-deps", "--no-build-isolation", "-w", str(work)], check=True)
+    (wheel,) = work.glob("ack_training_platform-*.whl")
+    site = work / "site"
+    subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)], check=True)
+    return site
+
+
+@pytest.fixture
+def with_installed_package(installed_package: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The installed package importable here, as a consumer's program imports it."""
+    monkeypatch.syspath_prepend(str(installed_package))
+    yield installed_package
+    for name in [m for m in sys.modules if m == "ack_training_platform" or m.startswith("ack_training_platform.")]:
+        del sys.modules[name]
 
 
 def free_port() -> int:

@@ -7,9 +7,13 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from conftest import ROOT
 
 from components import plan as plan_module
+
+# The program imports the components as installed, under their namespace.
+pytestmark = pytest.mark.usefixtures("with_installed_package")
 
 OWN_STACK = ROOT / "examples" / "own-stack"
 OWN_STACK_FILE = OWN_STACK / "Pulumi.example.yaml"

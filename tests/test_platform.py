@@ -708,7 +708,7 @@ def test_pulumi_up_reports_invalid_config_without_traceback() -> None:
     )
 
 
-def test_components_compose_in_another_stack(run_stack) -> None:
+def test_components_compose_in_another_stack(run_stack, with_installed_package) -> None:
     from components.offline import run_program
 
     plan = run_program({}, stack="dev", project_dir=ROOT / "examples" / "own-stack")

@@ -10,9 +10,14 @@ Kubeflow Trainer v2, which the cluster already runs.
 
 import pulumi
 import pulumi_kubernetes as k8s
-
-from components import GpuNodePool, SharedVolumes, TrainerV2, TrainingJob, TrainingNamespace
-from components.config import GpuPoolSpec, StorageSpec, TrainerV2Spec, TrainingJobSpec, TrainingNamespaceSpec
+from ack_training_platform.components import GpuNodePool, SharedVolumes, TrainerV2, TrainingJob, TrainingNamespace
+from ack_training_platform.components.config import (
+    GpuPoolSpec,
+    StorageSpec,
+    TrainerV2Spec,
+    TrainingJobSpec,
+    TrainingNamespaceSpec,
+)
 
 config = pulumi.Config()
 cluster_id = config.get("clusterId") or "c-example"
