@@ -1,26 +1,40 @@
 """Pulumi components for distributed PyTorch training on Alibaba Cloud ACK.
 
-Import them into your own stack::
+Import them into your own stack (installed, they live under ``ack_training_platform``)::
 
-    from components import GpuNodePool, NasStorage, TrainingJob
+    from ack_training_platform.components import GpuNodePool, NasStorage, TrainingJob
 
 Specs (``components.config``) and manifest builders (``components.manifests``) are
 pure and import no Pulumi; nothing here imports torch.
 """
 
-from .cluster import AckCluster, local_providers
-from .config import ConfigError, PlatformSpec, TrainingJobSpec, load_spec
-from .gpu_pool import GpuNodePool
-from .identity import node_role_name, oss_reader
-from .manifests import Placement
-from .monitoring import Monitoring
-from .namespace import TrainingNamespace
-from .network import Network
-from .operator import TrainingOperator
-from .registry import ContainerRegistry
-from .storage import NasStorage, SharedVolumes
-from .trainer_v2 import TrainerV2
-from .training_job import TrainingJob, platform_context
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Each name is imported when first used (PEP 562): the pure specs, builders and ack-jobs
+# import without loading the Pulumi SDKs, which take seconds.
+_HOMES = {
+    "AckCluster": "cluster",
+    "local_providers": "cluster",
+    "ConfigError": "config",
+    "PlatformSpec": "config",
+    "TrainingJobSpec": "config",
+    "load_spec": "config",
+    "GpuNodePool": "gpu_pool",
+    "node_role_name": "identity",
+    "oss_reader": "identity",
+    "Placement": "manifests",
+    "Monitoring": "monitoring",
+    "TrainingNamespace": "namespace",
+    "Network": "network",
+    "TrainingOperator": "operator",
+    "ContainerRegistry": "registry",
+    "NasStorage": "storage",
+    "SharedVolumes": "storage",
+    "TrainerV2": "trainer_v2",
+    "TrainingJob": "training_job",
+    "platform_context": "training_job",
+}
 
 __all__ = [
     "AckCluster",
@@ -44,3 +58,25 @@ __all__ = [
     "oss_reader",
     "platform_context",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
+
+
+if TYPE_CHECKING:
+    from .cluster import AckCluster, local_providers
+    from .config import ConfigError, PlatformSpec, TrainingJobSpec, load_spec
+    from .gpu_pool import GpuNodePool
+    from .identity import node_role_name, oss_reader
+    from .manifests import Placement
+    from .monitoring import Monitoring
+    from .namespace import TrainingNamespace
+    from .network import Network
+    from .operator import TrainingOperator
+    from .registry import ContainerRegistry
+    from .storage import NasStorage, SharedVolumes
+    from .trainer_v2 import TrainerV2
+    from .training_job import TrainingJob, platform_context

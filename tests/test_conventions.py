@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import inspect
+import subprocess
+import sys
+from pathlib import Path
 
 import pulumi
 import pytest
+from conftest import ROOT
 
 import components
 
@@ -27,3 +31,28 @@ def test_what_a_component_waits_for_is_its_depends_on(component) -> None:
     parameters = inspect.signature(component.__init__).parameters
     waits = [name for name in parameters if name.endswith("_after") or name.startswith("wait")]
     assert not waits, f"{component.__name__}: name {waits} depends_on, like pulumi.ResourceOptions"
+
+
+def test_specs_builders_and_the_job_commands_load_no_pulumi_sdk() -> None:
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, components.config, components.manifests, components.jobs.cli\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pulumi', 'pulumi_alicloud', 'pulumi_kubernetes', 'torch')))",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert loaded.stdout.strip() == "[]"
+
+
+def test_the_quickstart_puts_ack_jobs_on_the_venvs_path(tmp_path) -> None:
+    # ./dev sets up the venv the tests run in, ack-jobs included.
+    shown = subprocess.run(
+        [str(Path(sys.prefix) / "bin" / "ack-jobs"), "--help"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("usage: ack-jobs")

@@ -416,7 +416,7 @@ def test_ack_jobs_without_the_jobs_extra_says_what_to_install(module: str) -> No
     assert done.returncode == 2
     assert done.stderr == (
         f"ack-jobs: {module} is not installed; the job commands need the [jobs] extra: "
-        "pip install 'ack-training-platform[jobs]'\n"
+        "pip install 'ack-training-platform[jobs] @ git+https://github.com/<org>/ack-training-platform@<tag>'\n"
     )
 
 

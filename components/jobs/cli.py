@@ -16,7 +16,7 @@ from .commands.flags import parse
 
 EXTRA_MODULES = ("kubernetes", "kubeflow", "prometheus_client")
 """Top-level modules that come with the ``[jobs]`` extra (pyproject.toml)."""
-INSTALL = "pip install 'ack-training-platform[jobs]'"
+INSTALL = "pip install 'ack-training-platform[jobs] @ git+https://github.com/<org>/ack-training-platform@<tag>'"
 
 
 def run(
