@@ -199,7 +199,7 @@ jobs = [
 
 monitoring = Monitoring(
     "monitoring",
-    spec,
+    spec.monitoring_scope(),
     namespace=namespace,
     storage=volumes,
     provider=provider,

@@ -10,7 +10,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from ._k8s import IMAGE_PLACEHOLDER, TOKEN, resource_args, with_image
-from .config import PlatformSpec
+from .config import MonitoringScope
 from .manifests import Manifest
 from .manifests.alerts import alerts, arms_alert_rule
 from .manifests.monitoring import operator_objects, pod_monitors
@@ -25,7 +25,7 @@ ARMS_MONITORING_TYPE = "podMonitor"
 
 
 class Monitoring(pulumi.ComponentResource):
-    """What watches the training jobs, as ``spec.monitoring`` asks.
+    """What watches the training jobs of every namespace in ``spec``, as its ``monitoring`` key asks.
 
     - ``operator``: PodMonitors for the jobs and the v1 operator, a PrometheusRule and the
       dashboard ConfigMap, for a prometheus-operator the cluster runs; its CRDs must exist.
@@ -36,7 +36,7 @@ class Monitoring(pulumi.ComponentResource):
 
     Args:
         name: Pulumi resource name.
-        spec: the platform spec.
+        spec: what it watches (``PlatformSpec.monitoring_scope()``).
         namespace: the training namespace.
         storage: the shared volumes (TensorBoard reads the output claim).
         provider: the cluster's kubernetes provider.
@@ -52,7 +52,7 @@ class Monitoring(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        spec: PlatformSpec,
+        spec: MonitoringScope,
         *,
         namespace: TrainingNamespace,
         storage: SharedVolumes,
@@ -85,7 +85,7 @@ class Monitoring(pulumi.ComponentResource):
             for rule in alerts(spec):
                 alicloud.arms.PrometheusAlertRule(rule.name, cluster_id=cluster_id, **arms_alert_rule(rule), opts=arms)
         self.tensorboard_command: str | None = None
-        image_ref, tag = spec.tensorboard_image()
+        image_ref, tag = spec.tensorboard_image
         if spec.monitoring.tensorboard.enabled and image_pushed(registry, tag, "TensorBoard"):
             image = pinned_image(image_ref, tag, registry, "TensorBoard")
             objects = with_image(

@@ -49,8 +49,8 @@ def test_arms_mode_registers_scraping_and_rules_with_arms_after_its_add_on(run_s
         assert monitor.inputs["type"] == "podMonitor" and addon.urn in monitor.dependencies
         assert yaml.safe_load(monitor.inputs["configYaml"])["kind"] == "PodMonitor"
     rules = {r.name: r for r in plan.of_type(ALERT_RULE)}
-    assert set(rules) == {a.name for a in alerts(spec)}
-    for rule in alerts(spec):
+    assert set(rules) == {a.name for a in alerts(spec.monitoring_scope())}
+    for rule in alerts(spec.monitoring_scope()):
         recorded = rules[rule.name]
         assert recorded.inputs["expression"] == rule.expr and recorded.inputs["duration"] == str(rule.for_minutes)
         assert {"name": "severity", "value": rule.severity} in recorded.inputs["labels"]
@@ -67,7 +67,7 @@ def test_operator_mode_creates_the_custom_resources_and_the_dashboard(run_stack)
     }
     rule = plan.one(CR + "PrometheusRule").inputs
     assert [r["alert"] for r in rule["spec"]["groups"][0]["rules"]] == [
-        a.name for a in alerts(load_spec(operator_config(), credentials=False))
+        a.name for a in alerts(load_spec(operator_config(), credentials=False).monitoring_scope())
     ]
     dashboard = plan.one("kubernetes:core/v1:ConfigMap", "ack-training-platform-dashboard").inputs
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
@@ -171,7 +171,7 @@ def test_monitoring_objects_are_valid_prometheus_operator_objects() -> None:
     for obj in (
         trainer_pod_monitor("training"),
         operator_pod_monitor("kubeflow"),
-        prometheus_rule(alerts(spec), "training"),
+        prometheus_rule(alerts(spec.monitoring_scope()), "training"),
     ):
         assert strict_errors(obj) == [], obj["kind"]
 
@@ -182,7 +182,7 @@ def test_the_schema_check_catches_a_misspelled_field() -> None:
         "relabelings"
     )
     assert strict_errors(monitor) == [".spec.podMetricsEndpoints[0].relabellings"]
-    rule = prometheus_rule(alerts(load_spec(operator_config(), credentials=False)), "training")
+    rule = prometheus_rule(alerts(load_spec(operator_config(), credentials=False).monitoring_scope()), "training")
     rule["spec"]["groups"][0]["rules"][0]["severity"] = "critical"
     assert strict_errors(rule) == [".spec.groups[0].rules[0].severity"]
 
@@ -384,10 +384,10 @@ def promtool() -> str:
     return found
 
 
-def test_every_alert_fires_when_it_should_and_only_then(tmp_path) -> None:
+def run_promtool_cases(tmp_path, rules, cases, more_cases=()) -> None:
+    """Check ``rules`` parse, then that each case fires (and its quiet twin does not)."""
     tool = promtool()
-    rules = alerts(load_spec(operator_config(), credentials=False))
-    assert {r.name for r in rules} == set(CASES), "every alert needs a firing and a quiet case"
+    tmp_path.mkdir(parents=True, exist_ok=True)
     group = rule_group(rules)
     (tmp_path / "full.yaml").write_text(yaml.safe_dump({"groups": [group]}))
     checked = subprocess.run([tool, "check", "rules", str(tmp_path / "full.yaml")], capture_output=True, text=True)
@@ -397,7 +397,7 @@ def test_every_alert_fires_when_it_should_and_only_then(tmp_path) -> None:
         del rule["annotations"]
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": [group]}))
     tests = []
-    for name, (at, firing, labels, quiet) in CASES.items():
+    for name, (at, firing, labels, quiet) in cases.items():
         for series, expected in ((firing, [{"exp_labels": labels}]), (quiet, [])):
             tests.append(
                 {
@@ -406,7 +406,7 @@ def test_every_alert_fires_when_it_should_and_only_then(tmp_path) -> None:
                     "alert_rule_test": [{"eval_time": at, "alertname": name, "exp_alerts": expected}],
                 }
             )
-    for name, at, series, labels in MORE_CASES:
+    for name, at, series, labels in more_cases:
         tests.append(
             {
                 "interval": "1m",
@@ -421,10 +421,45 @@ def test_every_alert_fires_when_it_should_and_only_then(tmp_path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_every_alert_fires_when_it_should_and_only_then(tmp_path) -> None:
+    rules = alerts(load_spec(operator_config(), credentials=False).monitoring_scope())
+    assert {r.name for r in rules} == set(CASES), "every alert needs a firing and a quiet case"
+    run_promtool_cases(tmp_path, rules, CASES, MORE_CASES)
+
+
+def moved(value, namespace: str):
+    """A case's series or labels, with the training namespace replaced by ``namespace``."""
+    if isinstance(value, dict):
+        return {moved(k, namespace): moved(v, namespace) for k, v in value.items()}
+    return value.replace('namespace="training"', f'namespace="{namespace}"') if value != "training" else namespace
+
+
+def test_the_alerts_watch_every_teams_namespace_and_no_other(tmp_path) -> None:
+    config = operator_config()
+    quota = {"gpus": 8, "cpu": "96", "memory": "768Gi"}
+    config[cfg("cluster")]["network"] = "terway"
+    config[cfg("teams")] = [
+        {"name": "llm", "uid": 2001, "quota": quota},
+        {"name": "vision", "uid": 2002, "quota": quota},
+    ]
+    for job in config[cfg("jobs")]:
+        job["team"] = "vision"
+    rules = alerts(load_spec(config, credentials=False).monitoring_scope())
+    in_team = {name: tuple(moved(part, "vision") for part in case[:4]) for name, case in CASES.items()}
+    run_promtool_cases(tmp_path / "team", rules, in_team)
+    # A namespace no team owns: every case stays quiet.
+    elsewhere = [(name, at, moved(firing, "other"), None) for name, (at, firing, _, _) in CASES.items()]
+    run_promtool_cases(tmp_path / "other", rules, {}, elsewhere)
+
+
 def test_a_job_that_just_started_is_not_stuck(tmp_path) -> None:
     tool = promtool()
     group = rule_group(
-        [a for a in alerts(load_spec(operator_config(), credentials=False)) if a.name == "TrainingNoProgress"]
+        [
+            a
+            for a in alerts(load_spec(operator_config(), credentials=False).monitoring_scope())
+            if a.name == "TrainingNoProgress"
+        ]
     )
     del group["rules"][0]["annotations"]
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": [group]}))

@@ -58,7 +58,7 @@ from .jobs import (
     v2_conflict,
 )
 from .loading import ConfigError, load_spec, missing_credentials, stack_schema
-from .monitoring import AlertThresholds, MonitoringSpec, PrometheusMode, TensorBoardSpec
+from .monitoring import AlertThresholds, MonitoringScope, MonitoringSpec, PrometheusMode, TensorBoardSpec
 from .operator import KueueSpec, OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, VolcanoSpec
 from .platform import PlatformSpec
 from .pools import ERDMA_INSTANCE_FAMILIES, SYSTEM_POOL_NAME, Fabric, GpuPoolSpec, TaintSpec
@@ -104,6 +104,7 @@ __all__ = [
     "POOL_LABEL",
     "PROJECT",
     "PlatformSpec",
+    "MonitoringScope",
     "PrometheusMode",
     "Quantity",
     "REGION_KEY",

@@ -3,6 +3,7 @@ thresholds, the Grafana dashboard and TensorBoard."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import Field
@@ -77,3 +78,31 @@ class MonitoringSpec(Spec):
     """Labels added to the PodMonitors, the PrometheusRule and the dashboard ConfigMap (``operator``), such
     as ``release: <its release>``, without which kube-prometheus-stack's Prometheus selects none of them."""
     tensorboard: TensorBoardSpec = Field(default_factory=TensorBoardSpec)
+
+
+@dataclass(frozen=True)
+class MonitoringScope:
+    """What one :class:`~components.Monitoring` watches, as the platform derives it
+    (``PlatformSpec.monitoring_scope``): the stack's ``monitoring`` key, and the facts about
+    the rest of the platform the scraping and the alerts depend on.
+
+    Args:
+        monitoring: the ``monitoring`` key.
+        prometheus: the Prometheus that scrapes and alerts, resolved from its default.
+        namespaces: where jobs run: the training namespace first, then each team's.
+        v1_operator: the stack installs the Training Operator (its PodMonitor, its counters).
+        trainer_v2: jobs run on Trainer v2 (the TrainJob alerts).
+        tensorboard_image: TensorBoard's image as ``(full reference, tag in the registry)``.
+    """
+
+    monitoring: MonitoringSpec
+    prometheus: PrometheusMode
+    namespaces: tuple[str, ...]
+    v1_operator: bool
+    trainer_v2: bool
+    tensorboard_image: tuple[str | None, str | None] = (None, None)
+
+    @property
+    def home(self) -> str:
+        """The namespace the monitoring objects, TensorBoard and the dashboard live in."""
+        return self.namespaces[0]

@@ -15,7 +15,7 @@ from .base import (
 from .capacity import job_gpus, misfit, nodes_needed, pods_per_node, shared_misfit
 from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
 from .jobs import Backend, TrainingJobSpec, v2_conflict
-from .monitoring import MonitoringSpec, PrometheusMode
+from .monitoring import MonitoringScope, MonitoringSpec, PrometheusMode
 from .operator import OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec
 from .pools import GpuPoolSpec
 from .registry import RegistrySpec
@@ -70,6 +70,17 @@ class PlatformSpec(Spec):
             return board.image, board.image_tag
         first = self.jobs[0] if self.jobs else None
         return (first.image, first.image_tag) if first is not None else (None, None)
+
+    def monitoring_scope(self) -> MonitoringScope:
+        """What the stack's monitoring watches: every namespace its jobs run in."""
+        return MonitoringScope(
+            monitoring=self.monitoring,
+            prometheus=self.prometheus,
+            namespaces=(self.training.namespace, *(team.name for team in self.teams)),
+            v1_operator=self.operator.install,
+            trainer_v2=self.uses_trainer_v2,
+            tensorboard_image=self.tensorboard_image(),
+        )
 
     def job_backend(self, job: TrainingJobSpec) -> Backend:
         """The API that runs ``job``: its own ``backend``, else the stack's ``training.backend``."""

@@ -13,7 +13,7 @@ from typing import Literal
 
 from trainer import metric_names as trainer
 
-from ..config import PlatformSpec
+from ..config import MonitoringScope
 from . import kube_metrics as kube
 from .base import MANAGED_BY, Manifest
 from .scraping import JOB_LABEL, MONITORING_API
@@ -62,13 +62,20 @@ class Alert:
     threshold_key: str | None = None
 
 
-def _sel(metric: str, namespace: str, *matchers: str) -> str:
-    """``metric`` in ``namespace``, with more label ``matchers`` such as ``'condition="true"'``."""
-    joined = ",".join([f'namespace="{namespace}"', *matchers])
+def _in(namespaces: tuple[str, ...], label: str = "namespace") -> str:
+    """A matcher of ``label`` for any of ``namespaces``."""
+    if len(namespaces) == 1:
+        return f'{label}="{namespaces[0]}"'
+    return f'{label}=~"{"|".join(namespaces)}"'
+
+
+def _sel(metric: str, namespaces: tuple[str, ...], *matchers: str) -> str:
+    """``metric`` in any of ``namespaces``, with more label ``matchers`` such as ``'condition="true"'``."""
+    joined = ",".join([_in(namespaces), *matchers])
     return f"{metric}{{{joined}}}"
 
 
-def _trainjob_failed(namespace: str, offset: str = "") -> str:
+def _trainjob_failed(namespace: tuple[str, ...], offset: str = "") -> str:
     """TrainJobs (by ``JOB_LABEL``) with a failed node Job, as of ``offset`` ago."""
     failed = (
         _sel(kube.JOB_FAILED, namespace, CONDITION_TRUE) + f"{offset} * on (namespace, job_name) group_left "
@@ -77,12 +84,12 @@ def _trainjob_failed(namespace: str, offset: str = "") -> str:
     return f'max by (namespace, {JOB_LABEL}) (label_replace({failed}, "{JOB_LABEL}", "$1", "owner_name", "(.+)")) > 0'
 
 
-def _trainjob_stopped(namespace: str) -> str:
+def _trainjob_stopped(namespace: tuple[str, ...]) -> str:
     """TrainJobs whose node Jobs were there within ``STOPPED_WINDOW`` and are gone now, none of
     them having completed or failed: what Trainer v2.3.0 leaves when ``activeDeadlineSeconds``
     passes (``pkg/controller/trainjob_controller.go`` ``reconcileDeadline`` marks the TrainJob
     failed and deletes its JobSet), which no Job condition shows."""
-    owners = f'{kube.JOB_OWNER}{{namespace="{namespace}",owner_kind="JobSet"}}'
+    owners = _sel(kube.JOB_OWNER, namespace, 'owner_kind="JobSet"')
 
     def by_trainjob(expr: str) -> str:
         return f"max by (namespace, owner_name) ({expr})"
@@ -102,7 +109,7 @@ def _trainjob_stopped(namespace: str) -> str:
     return f'max by (namespace, {JOB_LABEL}) (label_replace({gone}, "{JOB_LABEL}", "$1", "owner_name", "(.+)"))'
 
 
-def _restarts(namespace: str, threshold: int) -> str:
+def _restarts(namespace: tuple[str, ...], threshold: int) -> str:
     """Training pods or TrainJobs restarted ``threshold`` times or more in an hour, counting each
     way a backend restarts them:
 
@@ -133,22 +140,23 @@ def _restarts(namespace: str, threshold: int) -> str:
     return f"({in_place} + on (namespace, pod) ({incarnations} - 1)) >= {threshold} or {trainjobs} >= {threshold}"
 
 
-def alerts(spec: PlatformSpec) -> list[Alert]:
-    """The alerts for ``spec``'s jobs, with its thresholds (``monitoring.alerts``).
+def alerts(scope: MonitoringScope) -> list[Alert]:
+    """The alerts for the jobs of every namespace in ``scope``, with its thresholds
+    (``monitoring.alerts``).
 
     Args:
-        spec: the validated platform spec.
+        scope: what the monitoring watches.
 
     Returns:
         The alerts, in a fixed order; those whose threshold is unset, or whose backend the
         stack does not run, are left out.
     """
-    ns = spec.training.namespace
-    limits = spec.monitoring.alerts
+    ns = scope.namespaces
+    limits = scope.monitoring.alerts
     job = f"{{{{ $labels.{JOB_LABEL} }}}}"
     rules: list[Alert] = []
-    if spec.operator.install:
-        failed_v1 = f'{kube.OPERATOR_JOBS_FAILED}{{job_namespace="{ns}"}}'
+    if scope.v1_operator:
+        failed_v1 = f"{kube.OPERATOR_JOBS_FAILED}{{{_in(ns, 'job_namespace')}}}"
         rules.append(
             Alert(
                 "TrainingJobFailed",
@@ -164,11 +172,11 @@ def alerts(spec: PlatformSpec) -> list[Alert]:
                 "A PyTorchJob failed in namespace {{ $labels.namespace }}{{ $labels.job_namespace }}.",
                 "The Training Operator marked a job as failed, or one of its pods ({{ $labels.pod }}) ended with a "
                 "non-retryable exit code. Find it with "
-                f"`kubectl -n {ns} get pytorchjobs`, then read its pods' logs (finished pods are kept) and the NCCL "
+                "`kubectl -n {{ $labels.namespace }}{{ $labels.job_namespace }} get pytorchjobs`, then read its pods' logs (finished pods are kept) and the NCCL "
                 "traces in its output directory.",
             )
         )
-    if spec.uses_trainer_v2:
+    if scope.trainer_v2:
         failed_now, failed_before = _trainjob_failed(ns), _trainjob_failed(ns, f" offset {FAILED_WINDOW}")
         rules.append(
             Alert(
@@ -179,7 +187,7 @@ def alerts(spec: PlatformSpec) -> list[Alert]:
                 "critical",
                 f"TrainJob {job} failed in namespace {{{{ $labels.namespace }}}}.",
                 "A node Job of the TrainJob stayed failed after the JobSet's restarts were used up. Read "
-                f"`kubectl -n {ns} describe trainjob {job}` and its pods' logs; fix the cause, then remove and "
+                f"`kubectl -n {{{{ $labels.namespace }}}} describe trainjob {job}` and its pods' logs; fix the cause, then remove and "
                 "add the job again (it resumes from its last checkpoint).",
             )
         )
@@ -192,7 +200,7 @@ def alerts(spec: PlatformSpec) -> list[Alert]:
                 f"TrainJob {job} stopped before it completed, in namespace {{{{ $labels.namespace }}}}.",
                 "The Jobs of the TrainJob's JobSet are gone although none completed or failed: Trainer v2 deletes "
                 "the JobSet when spec.activeDeadlineSeconds passes, and so does deleting the TrainJob. Read "
-                f"`kubectl -n {ns} describe trainjob {job}` (reason DeadlineExceeded); the job resumes from its last "
+                f"`kubectl -n {{{{ $labels.namespace }}}} describe trainjob {job}` (reason DeadlineExceeded); the job resumes from its last "
                 "checkpoint when it is added again with a longer deadline.",
             )
         )
@@ -205,7 +213,7 @@ def alerts(spec: PlatformSpec) -> list[Alert]:
             "Training job {{ $labels.training_job }}{{ $labels.pod }} restarted {{ $value | humanize }} times in an "
             "hour.",
             "Each restart resumes from the last checkpoint and loses the steps since. Look at "
-            f"`kubectl -n {ns} get events` and the pods' exit codes (OOMKilled, evicted, preempted) and the previous "
+            "`kubectl -n {{ $labels.namespace }} get events` and the pods' exit codes (OOMKilled, evicted, preempted) and the previous "
             "container's log (`kubectl logs --previous`).",
             "monitoring.alerts.restartsPerHour",
         )
@@ -222,7 +230,7 @@ def alerts(spec: PlatformSpec) -> list[Alert]:
             "warning",
             f"Training pod {{{{ $labels.pod }}}} has waited {limits.pending_minutes} minutes for a node.",
             "Its job cannot start (a gang waits for all of its pods). Read the pod's events "
-            f"(`kubectl -n {ns} describe pod {{{{ $labels.pod }}}}`): FailedScheduling says which resource no node "
+            "(`kubectl -n {{ $labels.namespace }} describe pod {{ $labels.pod }}`): FailedScheduling says which resource no node "
             "has, and the autoscaler's events whether it can add one (no stock of the instance type in the "
             "vSwitches' zones, the pool's max size, an account quota).",
             "monitoring.alerts.pendingMinutes",

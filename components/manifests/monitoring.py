@@ -4,7 +4,7 @@ ConfigMap too, all carrying ``monitoring.labels``."""
 
 from __future__ import annotations
 
-from ..config import PlatformSpec
+from ..config import MonitoringScope
 from .alerts import alerts, prometheus_rule
 from .base import Manifest
 from .dashboard import dashboard_configmap, training_dashboard
@@ -12,26 +12,25 @@ from .operator import OPERATOR_NAMESPACE
 from .scraping import operator_pod_monitor, trainer_pod_monitor
 
 
-def _labelled(objects: list[Manifest], spec: PlatformSpec) -> list[Manifest]:
+def _labelled(objects: list[Manifest], scope: MonitoringScope) -> list[Manifest]:
     for obj in objects:
-        obj["metadata"]["labels"].update(spec.monitoring.labels)
+        obj["metadata"]["labels"].update(scope.monitoring.labels)
     return objects
 
 
-def pod_monitors(spec: PlatformSpec) -> list[Manifest]:
-    """The PodMonitors of the training pods and, when the stack installs it, the v1 operator."""
-    namespace = spec.training.namespace
-    monitors = [trainer_pod_monitor(namespace, [namespace, *(team.name for team in spec.teams)])]
-    if spec.operator.install:
+def pod_monitors(scope: MonitoringScope) -> list[Manifest]:
+    """The PodMonitors of the training pods of every namespace and, when the stack installs it,
+    the v1 operator."""
+    monitors = [trainer_pod_monitor(scope.home, list(scope.namespaces))]
+    if scope.v1_operator:
         monitors.append(operator_pod_monitor(OPERATOR_NAMESPACE))
-    return _labelled(monitors, spec)
+    return _labelled(monitors, scope)
 
 
-def operator_objects(spec: PlatformSpec) -> list[Manifest]:
+def operator_objects(scope: MonitoringScope) -> list[Manifest]:
     """Everything a self-hosted prometheus-operator and Grafana's sidecar pick up: the
     PodMonitors, the PrometheusRule and, unless switched off, the dashboard ConfigMap."""
-    namespace = spec.training.namespace
-    objects = [*pod_monitors(spec), prometheus_rule(alerts(spec), namespace)]
-    if spec.monitoring.dashboard:
-        objects.append(dashboard_configmap(training_dashboard(namespace), namespace))
-    return _labelled(objects, spec)
+    objects = [*pod_monitors(scope), prometheus_rule(alerts(scope), scope.home)]
+    if scope.monitoring.dashboard:
+        objects.append(dashboard_configmap(training_dashboard(scope.home), scope.home))
+    return _labelled(objects, scope)
