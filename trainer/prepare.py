@@ -25,7 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .tokens import DataError, header, sha256_file, token_dtype, write_manifest
+from .dataset_import import CHECKSUMS
+from .tokens import MANIFEST, DataError, header, sha256_file, token_dtype, write_manifest
 
 BATCH_BYTES = 1 << 20
 """Text per task handed to a worker: large enough that the pickling is noise."""
@@ -240,6 +241,9 @@ def prepare(args: argparse.Namespace) -> list[dict]:
     progress.close(tokens_written)
     shards = writer.finish()
     write_manifest(args.output, shards, vocab)
+    # What a dataset import verifies the shards against (trainer.dataset_import).
+    listed = [(s["sha256"], s["path"]) for s in shards] + [(sha256_file(args.output / MANIFEST), MANIFEST)]
+    (args.output / CHECKSUMS).write_text("".join(f"{digest}  {name}\n" for digest, name in listed))
     return shards
 
 
