@@ -10,6 +10,7 @@ pure and import no Pulumi; nothing here imports torch.
 
 from .cluster import AckCluster, local_providers
 from .config import ConfigError, PlatformSpec, TrainingJobSpec, load_spec
+from .dataset_import import DatasetImport
 from .gpu_pool import GpuNodePool
 from .identity import node_role_name, oss_reader
 from .manifests import Placement
@@ -26,6 +27,7 @@ __all__ = [
     "AckCluster",
     "ConfigError",
     "ContainerRegistry",
+    "DatasetImport",
     "GpuNodePool",
     "Monitoring",
     "NasStorage",
