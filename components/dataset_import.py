@@ -9,6 +9,7 @@ from ._k8s import TOKEN, resource_args
 from .config import DatasetImportSpec
 from .manifests import Manifest, import_job, oss_source_objects
 from .namespace import TrainingNamespace
+from .registry import ContainerRegistry, pinned_image
 from .storage import SharedVolumes
 from .training_job import IMAGE_PLACEHOLDER
 
@@ -26,18 +27,19 @@ class DatasetImport(pulumi.ComponentResource):
         spec: the import.
         namespace: where the data claim is.
         storage: the shared volumes; the dataset goes into their data claim.
-        image: the training image (it holds ``trainer/``).
+        registry: the registry (``spec.imageTag``'s repository, its pull secret); ``None``
+            for a full ``spec.image``.
         provider: the cluster's kubernetes provider.
         region: the region, for an OSS source's default internal endpoint.
         oss_role: the RAM role the OSS CSI plugin reads an ``oss://`` source as
             (``spec.ossRoleName`` when set).
         security_context: the pod's security context (a team's uid), or ``None``.
         node_selector: where the Job runs (the system nodes), or ``None``.
-        image_pull_secret: the registry's pull secret, or ``None``.
-        depends_on: what the Job waits for besides the claims (the registry's readiness).
+        depends_on: what the Job waits for besides the claims and the registry.
 
     Raises:
-        ValueError: an ``oss://`` source without a role, or a data volume that is read-only.
+        ValueError: an ``oss://`` source without a role, a data volume that is read-only, or
+            an ``imageTag`` without a registry.
     """
 
     def __init__(
@@ -47,13 +49,12 @@ class DatasetImport(pulumi.ComponentResource):
         *,
         namespace: TrainingNamespace,
         storage: SharedVolumes,
-        image: pulumi.Input[str],
         provider: k8s.Provider,
+        registry: ContainerRegistry | None = None,
         region: str | None = None,
         oss_role: pulumi.Input[str] | None = None,
         security_context: Manifest | None = None,
         node_selector: dict[str, str] | None = None,
-        image_pull_secret: str | None = None,
         depends_on: list[pulumi.Resource] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
@@ -61,7 +62,8 @@ class DatasetImport(pulumi.ComponentResource):
         if storage.data_read_only:
             raise ValueError(f"dataset {spec.name}: the data volume is a read-only OSS bucket (storage.oss)")
         child = pulumi.ResourceOptions(parent=self, provider=provider)
-        waits: list[pulumi.Resource] = [*storage.claims, *(depends_on or [])]
+        image = pinned_image(spec.image, spec.image_tag, registry, f"dataset {spec.name!r}")
+        waits: list[pulumi.Resource] = [*storage.claims, *(registry.ready if registry else []), *(depends_on or [])]
         if spec.oss is not None:
             role = spec.oss_role_name or oss_role
             if role is None:
@@ -77,7 +79,7 @@ class DatasetImport(pulumi.ComponentResource):
             image=IMAGE_PLACEHOLDER,
             security_context=security_context,
             node_selector=node_selector,
-            image_pull_secret=image_pull_secret,
+            image_pull_secret=registry.pull_secret if registry is not None else None,
         )
         manifest["metadata"]["annotations"] = {"pulumi.com/skipAwait": "true"}
         manifest["spec"]["template"]["spec"]["containers"][0]["image"] = image

@@ -15,17 +15,17 @@ from components import DatasetImport, SharedVolumes, TrainingNamespace
 from components.config import DatasetImportSpec, StorageSpec
 from components.config.operator import TrainingNamespaceSpec
 
-WIKI = {"name": "wiki", "source": "https://data.example.com/wiki/"}
-BOOKS = {"name": "books", "source": "oss://corpus-bucket/books/v2"}
+WIKI = {"name": "wiki", "source": "https://data.example.com/wiki/", "image": "trainer:1"}
+BOOKS = {"name": "books", "source": "oss://corpus-bucket/books/v2", "image": "trainer:1"}
 
 INVALID = [
     (
-        {"name": "wiki", "source": "http://data.example.com/wiki/"},
+        {**WIKI, "source": "http://data.example.com/wiki/"},
         "source: Value error, 'http://data.example.com/wiki/' is not an https:// URL or oss://bucket/path "
         "(plain http:// is refused: the checksum list must not be alterable in transit)",
     ),
     (
-        {"name": "wiki", "source": "oss://Bad_Bucket/x"},
+        {**WIKI, "source": "oss://Bad_Bucket/x"},
         "source: Value error, 'oss://Bad_Bucket/x' is not an https:// URL or oss://bucket/path",
     ),
     (
@@ -33,6 +33,8 @@ INVALID = [
         "ossEndpoint: ossEndpoint has no effect with an https:// source",
     ),
     ({**WIKI, "name": "Wiki"}, "name: Value error, 'Wiki' is not a valid Kubernetes name"),
+    ({**WIKI, "image": "trainer:latest"}, "image: 'trainer:latest' is not pinned"),
+    ({"name": "wiki", "source": WIKI["source"]}, "image: give exactly one of image (a full reference) or imageTag"),
 ]
 
 
@@ -74,9 +76,7 @@ def deploy(spec: DatasetImportSpec, storage: StorageSpec | None = None, **kwargs
         given = storage or StorageSpec()
         oss_data = {"region": "cn-hangzhou", "oss_role": "reader"} if given.oss else {}
         volumes = SharedVolumes("shared", given, namespace=namespace, provider=provider, **oss_data)
-        component = DatasetImport(
-            spec.name, spec, namespace=namespace, storage=volumes, image="trainer:1", provider=provider, **kwargs
-        )
+        component = DatasetImport(spec.name, spec, namespace=namespace, storage=volumes, provider=provider, **kwargs)
         return component.job.id
 
     run()

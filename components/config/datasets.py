@@ -7,6 +7,7 @@ import re
 from pydantic import Field, field_validator, model_validator
 
 from .base import Cpu, DnsLabel, Quantity, Spec, set_but_unused
+from .jobs import check_image_choice
 from .storage import OssSpec
 
 IMPORT_NAME_MAX = 50
@@ -38,6 +39,10 @@ class DatasetImportSpec(Spec):
     """OSS endpoint of an ``oss://`` source; the region's internal one when unset."""
     oss_role_name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9.-]{1,64}$")
     """RAM role the OSS CSI plugin reads an ``oss://`` source as; the role the component is given when unset."""
+    image: str | None = None
+    """Full reference of an image holding ``trainer/`` (the training image), pinned by tag or digest."""
+    image_tag: str | None = None
+    """Tag of the training image in the platform's registry repository (instead of ``image``)."""
     backoff_limit: int = Field(default=DEFAULT_IMPORT_BACKOFF, ge=0, le=100)
     """Failed attempts (transfer errors, checksum mismatches) retried before the Job fails."""
     cpu: Cpu = Field(default="1")
@@ -61,6 +66,7 @@ class DatasetImportSpec(Spec):
     def _check(self) -> DatasetImportSpec:
         if self.oss is None:
             set_but_unused(self, ("oss_endpoint", "oss_role_name"), "with an https:// source")
+        check_image_choice(self.image, self.image_tag)
         return self
 
     @property
@@ -70,4 +76,3 @@ class DatasetImportSpec(Spec):
         if location is None:
             return None
         return location.model_copy(update={"endpoint": self.oss_endpoint, "role_name": self.oss_role_name})
-
