@@ -260,5 +260,5 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     total = sum(s["tokens"] for s in shards)
-    print(f"wrote {total} tokens in {len(shards)} shards to {args.output}")
+    print(f"wrote {total} tokens in {len(shards)} shard{'' if len(shards) == 1 else 's'} to {args.output}")
     return 0
