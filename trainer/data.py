@@ -24,6 +24,10 @@ from .config import Config
 from .models import GPT_SIZES
 from .tokens import DataError, open_corpus
 
+# Where the README has always pointed for writing and reading token files.
+from .tokens import open_tokens as open_tokens
+from .tokens import write_tokens as write_tokens
+
 IMAGE_SHAPE = (1, 28, 28)
 NUM_CLASSES = 10
 

@@ -126,6 +126,7 @@ class ShardWriter:
         self.shard_tokens = shard_tokens
         self.done: list[dict] = []
         self._file = None
+        self._tmp: Path | None = None
         self._count = 0
 
     def write(self, tokens: np.ndarray) -> None:
