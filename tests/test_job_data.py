@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import kubernetes_validate
 import pytest
 import yaml
 from loopback_api import NS
@@ -54,7 +55,11 @@ def test_dry_run_prints_the_components_objects(outputs: Path) -> None:
     lines: list[str] = []
     argv = ["--outputs", str(outputs), "data", "import", *OSS_FLAGS, "--image-tag", "v1.4.0", "--dry-run"]
     assert run(argv, out=lines.append) == 0
-    assert list(yaml.safe_load_all("\n".join(lines))) == expected_oss()
+    printed = list(yaml.safe_load_all("\n".join(lines)))
+    assert printed == expected_oss()
+    # The Kubernetes API's own schemas, strictly (no unknown field, podFailurePolicy included).
+    for obj in printed:
+        kubernetes_validate.validate(obj, "1.33", strict=True)
 
 
 def test_import_creates_the_volume_claim_and_job(cluster, outputs: Path) -> None:
