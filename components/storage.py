@@ -38,6 +38,7 @@ class SharedVolumes(pulumi.ComponentResource):
 
     Attributes:
         data_claim: claim name of the training data volume.
+        data_read_only: whether that volume is the read-only OSS bucket (``spec.oss``).
         output_claim: claim name of the checkpoint/output volume.
         claims: the claim resources, and the Job that hands a team its directories (jobs
             depend on them).
@@ -58,6 +59,7 @@ class SharedVolumes(pulumi.ComponentResource):
     ):
         super().__init__(f"{TOKEN}:SharedVolumes", name, None, opts)
         self.data_claim = spec.data.claim_name
+        self.data_read_only = spec.oss is not None
         self.output_claim = spec.output.claim_name
         self._namespace = namespace
         self._provider = provider

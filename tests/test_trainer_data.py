@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT
 from test_trainer import ENV, metrics, run
 
-from trainer.data import DataError, open_tokens, write_tokens
+from trainer.tokens import DataError, open_tokens, write_tokens
 
 GPT = [sys.executable, "-m", "trainer", "--model", "gpt", "--batch-size", "4", "--log-every", "1"]
 

@@ -152,7 +152,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
     p.add_argument(
         "--data-dir",
         default=env.get("TRAIN_DATA_PATH"),
-        help="train.npz (cnn) or train.bin (gpt); default $TRAIN_DATA_PATH",
+        help="train.npz (cnn), or train.bin or token shards with manifest.json (gpt); default $TRAIN_DATA_PATH",
     )
     p.add_argument("--synthetic", action="store_true", help="use synthetic data even if $TRAIN_DATA_PATH is set")
     p.add_argument(

@@ -1,10 +1,14 @@
 """Datasets and the per-rank sharding that makes mid-epoch resume a slice.
 
-Datasets live in memory as tensors (MNIST-sized image sets) or as a memory-mapped
-token file, and are indexed a whole batch at a time: no per-sample Python, no loader
+Datasets live in memory as tensors (MNIST-sized image sets) or as memory-mapped
+token files (one ``train.bin`` or a directory of shards, :mod:`trainer.tokens`), and are indexed a whole batch at a time: no per-sample Python, no loader
 processes. :class:`GlobalOrder` fixes, per epoch, one permutation of every sample that
 all ranks agree on; step ``s`` of an epoch is a contiguous slice of it, so a resumed run
 (even with another world size) continues from the same global sample position.
+
+Raw text becomes token shards with ``prepare`` (:mod:`trainer.prepare`)::
+
+    python -m trainer.data prepare corpus/ --tokenizer tokenizer.json --output /mnt/data/tokens
 """
 
 from __future__ import annotations
@@ -18,13 +22,14 @@ import torch
 
 from .config import Config
 from .models import GPT_SIZES
+from .tokens import DataError, open_corpus
+
+# Where the README has always pointed for writing and reading token files.
+from .tokens import open_tokens as open_tokens
+from .tokens import write_tokens as write_tokens
 
 IMAGE_SHAPE = (1, 28, 28)
 NUM_CLASSES = 10
-
-
-class DataError(ValueError):
-    """The data directory is missing or malformed (a user error, not a bug)."""
 
 
 class ImageDataset:
@@ -44,29 +49,42 @@ class ImageDataset:
 
 
 class TokenDataset:
-    """Non-overlapping windows of ``seq_len + 1`` tokens from a flat token array.
+    """Non-overlapping windows of ``seq_len + 1`` tokens from token arrays (shards).
+
+    Window ``i`` of the corpus is the ``i``-th window in shard order: every shard
+    contributes ``(len - 1) // seq_len`` windows and no window spans two shards, so the
+    same directory indexes the same way on every rank and after every restart.
 
     Args:
-        tokens: token ids (uint16 or uint32), typically a memory map.
+        shards: token ids (uint16 or uint32), typically memory maps, in corpus order.
         seq_len: tokens per training window.
-        vocab_size: the vocabulary the file declares, or None when it does not say.
+        vocab_size: the vocabulary the files declare, or None when they do not say.
     """
 
-    def __init__(self, tokens: np.ndarray, seq_len: int, vocab_size: int | None = None):
-        self.tokens = tokens
+    def __init__(self, shards: list[np.ndarray], seq_len: int, vocab_size: int | None = None):
+        self.shards = shards
         self.seq_len = seq_len
         self.vocab_size = vocab_size
-        self.windows = (len(tokens) - 1) // seq_len
+        counts = np.array([max(len(s) - 1, 0) // seq_len for s in shards], np.int64)
+        self.first_window = np.concatenate([[0], np.cumsum(counts)])
+        """Global index of each shard's first window (and the total, last)."""
         self.limit: int | None = None
         """Token ids must lie below this (the model's vocabulary); checked batch by batch,
         so nothing scans a file of billions of tokens at start-up."""
 
     def __len__(self) -> int:
-        return self.windows
+        return int(self.first_window[-1])
 
     def batch(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        starts = index.numpy()[:, None] * self.seq_len
-        rows = torch.from_numpy(self.tokens[starts + np.arange(self.seq_len + 1)].astype(np.int64))
+        windows = index.numpy().astype(np.int64)
+        shard_of = np.searchsorted(self.first_window, windows, side="right") - 1
+        offsets = np.arange(self.seq_len + 1)
+        rows_np = np.empty((len(windows), self.seq_len + 1), np.int64)
+        for shard in np.unique(shard_of):
+            mine = shard_of == shard
+            starts = (windows[mine] - self.first_window[shard])[:, None] * self.seq_len
+            rows_np[mine] = self.shards[shard][starts + offsets]
+        rows = torch.from_numpy(rows_np)
         if self.limit is not None and len(rows) and int(rows.max()) >= self.limit:
             raise DataError(
                 f"token id {int(rows.max())} in windows {index.tolist()} is not below the model's vocabulary "
@@ -125,77 +143,18 @@ def load_images(data_dir: Path) -> ImageDataset:
     return ImageDataset(torch.from_numpy(images), torch.from_numpy(labels.astype(np.int64)))
 
 
-TOKEN_MAGIC = 20240520
-"""First int32 of a token file with a header (llm.c's value, so its files load too)."""
-HEADER_INTS = 256
-"""The header: 256 int32 values, of which [magic, version, token count, vocabulary size]."""
-TOKEN_VERSIONS = {1: np.uint16, 2: np.uint32}
-"""Header version → token dtype: uint32 for vocabularies above 65535."""
-
-
-def write_tokens(path: Path, tokens: np.ndarray, vocab_size: int) -> None:
-    """Write ``tokens`` as a token file with a header, uint16 when the vocabulary fits in
-    it and uint32 otherwise.
-
-    Raises:
-        ValueError: a token id is not below ``vocab_size``.
-    """
-    if len(tokens) and int(tokens.max()) >= vocab_size:
-        raise ValueError(f"token id {int(tokens.max())} is not below the vocabulary size {vocab_size}")
-    version = 1 if vocab_size <= 2**16 else 2
-    header = np.zeros(HEADER_INTS, np.int32)
-    header[:4] = [TOKEN_MAGIC, version, len(tokens), vocab_size]
-    with open(path, "wb") as f:
-        f.write(header.tobytes())
-        f.write(tokens.astype(TOKEN_VERSIONS[version]).tobytes())
-
-
-def open_tokens(path: Path) -> tuple[np.ndarray, int | None]:
-    """Memory-map a token file: with a header (dtype, count and vocabulary read from it)
-    or without one (flat uint16, vocabulary unknown). Reads 1 KiB, whatever the size.
-
-    Returns:
-        The tokens and the declared vocabulary size (None when the file has no header).
-
-    Raises:
-        DataError: the header and the file disagree.
-    """
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        header = np.frombuffer(f.read(HEADER_INTS * 4).ljust(HEADER_INTS * 4, b"\0"), np.int32)
-    if header[0] != TOKEN_MAGIC:
-        if size % 2:
-            raise DataError(f"{path.name} has an odd size; without a header it must hold uint16 token ids")
-        return np.memmap(path, dtype=np.uint16, mode="r"), None
-    version, count, vocab = (int(v) for v in header[1:4])
-    if version not in TOKEN_VERSIONS:
-        raise DataError(f"{path.name}: header version {version} is unknown (1: uint16 tokens, 2: uint32)")
-    dtype = np.dtype(TOKEN_VERSIONS[version])
-    if size != HEADER_INTS * 4 + count * dtype.itemsize:
-        raise DataError(
-            f"{path.name}: the header declares {count} {dtype.name} tokens, but the file holds "
-            f"{(size - HEADER_INTS * 4) / dtype.itemsize:g} (truncated or still being written?)"
-        )
-    tokens = np.memmap(path, dtype=dtype, mode="r", offset=HEADER_INTS * 4, shape=(count,))
-    return tokens, vocab or None
-
-
 def load_tokens(data_dir: Path, seq_len: int) -> TokenDataset:
-    """``data_dir/train.bin``: token ids, memory-mapped (see :func:`open_tokens`)."""
-    path = data_dir / "train.bin"
-    if not path.is_file():
-        raise DataError(
-            f"--data-dir {data_dir}: no train.bin (expected token ids: flat uint16, or uint16/uint32 after a header)"
-        )
+    """``data_dir``'s token corpus, memory-mapped (see :func:`trainer.tokens.open_corpus`)."""
     try:
-        tokens, vocab = open_tokens(path)
+        shards, vocab, names = open_corpus(data_dir)
     except DataError as err:
         raise DataError(f"--data-dir {data_dir}: {err}") from None
-    if len(tokens) < seq_len + 1:
+    dataset = TokenDataset(shards, seq_len, vocab)
+    if len(dataset) == 0:
         raise DataError(
-            f"--data-dir {data_dir}: train.bin holds {len(tokens)} tokens, fewer than one window of {seq_len + 1}"
+            f"--data-dir {data_dir}: {', '.join(names)} hold no shard of one window of {seq_len + 1} tokens"
         )
-    return TokenDataset(tokens, seq_len, vocab)
+    return dataset
 
 
 @dataclass(frozen=True)
@@ -251,7 +210,7 @@ def load_dataset(cfg: Config) -> ImageDataset | TokenDataset:
             return synthetic_images(cfg.synthetic_size, cfg.seed)
         gpt = GPT_SIZES[cfg.gpt_size]
         return TokenDataset(
-            synthetic_tokens(cfg.synthetic_size * gpt.seq_len + 1, gpt.vocab_size, cfg.seed), gpt.seq_len
+            [synthetic_tokens(cfg.synthetic_size * gpt.seq_len + 1, gpt.vocab_size, cfg.seed)], gpt.seq_len
         )
     data_dir = Path(cfg.data_dir)
     if not data_dir.is_dir():
@@ -260,3 +219,9 @@ def load_dataset(cfg: Config) -> ImageDataset | TokenDataset:
         return load_images(data_dir)
     gpt = GPT_SIZES[cfg.gpt_size]
     return load_tokens(data_dir, gpt.seq_len)
+
+
+if __name__ == "__main__":
+    from .prepare import main
+
+    raise SystemExit(main())

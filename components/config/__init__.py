@@ -46,6 +46,7 @@ from .cluster import (
     SystemPoolSpec,
     VSwitchSpec,
 )
+from .datasets import DatasetImportSpec, oss_location
 from .jobs import (
     Backend,
     ElasticSpec,
@@ -116,6 +117,8 @@ __all__ = [
     "SchedulingSpec",
     "Spec",
     "StorageSpec",
+    "DatasetImportSpec",
+    "oss_location",
     "SystemPoolSpec",
     "TRAINER_V2_MIN_KUBERNETES",
     "TaintSpec",

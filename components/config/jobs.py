@@ -234,19 +234,7 @@ class TrainingJobSpec(Spec):
     def _check(self) -> TrainingJobSpec:
         if self.backend == "v2" and (conflict := v2_conflict(self)) is not None:
             raise field_error(*conflict)
-        if (self.image is None) == (self.image_tag is None):
-            raise field_error(
-                "image", "give exactly one of image (a full reference) or imageTag (a tag in the platform registry)"
-            )
-        if self.image is not None:
-            _pinned(self.image, "image")
-        if self.image_tag is not None and (
-            self.image_tag == "latest" or not re.match(r"^[\w][\w.-]{0,127}$", self.image_tag)
-        ):
-            raise field_error(
-                "imageTag",
-                f"{self.image_tag!r} is not a pinned tag: use a version such as 'v1.2.0' or a commit id, not 'latest'",
-            )
+        check_image_choice(self.image, self.image_tag)
         if POOL_LABEL in self.node_selector:
             raise field_error(
                 "nodeSelector", f"{POOL_LABEL} is the job's pool, set from the GPU pool: drop it from nodeSelector"
@@ -342,6 +330,22 @@ def v2_conflict(job: TrainingJobSpec) -> tuple[str, str] | None:
             "as a flag; drop them and give torchrun flags in command",
         )
     return None
+
+
+def check_image_choice(image: str | None, image_tag: str | None) -> None:
+    """Exactly one of a full ``image`` reference, pinned, or an ``imageTag`` in the platform
+    registry, pinned (not ``latest``)."""
+    if (image is None) == (image_tag is None):
+        raise field_error(
+            "image", "give exactly one of image (a full reference) or imageTag (a tag in the platform registry)"
+        )
+    if image is not None:
+        _pinned(image, "image")
+    if image_tag is not None and (image_tag == "latest" or not re.match(r"^[\w][\w.-]{0,127}$", image_tag)):
+        raise field_error(
+            "imageTag",
+            f"{image_tag!r} is not a pinned tag: use a version such as 'v1.2.0' or a commit id, not 'latest'",
+        )
 
 
 def _pinned(image: str, key: str) -> None:

@@ -14,6 +14,15 @@ from .cluster import (
     cluster_addons,
     creation_addons,
 )
+from .datasets import (
+    DATASET_LABEL,
+    IMPORT_CONTAINER,
+    SOURCE_MOUNT,
+    import_job,
+    import_job_name,
+    oss_source_objects,
+    source_claim_name,
+)
 from .job_defaults import context_from_defaults, job_defaults
 from .jobs import (
     DATA_MOUNT,
@@ -94,6 +103,13 @@ from .trainjob import (
 )
 
 __all__ = [
+    "DATASET_LABEL",
+    "IMPORT_CONTAINER",
+    "SOURCE_MOUNT",
+    "import_job",
+    "import_job_name",
+    "oss_source_objects",
+    "source_claim_name",
     "ACR_HELPER_ADDON",
     "CPU_PLACEMENT",
     "CREATION_ADDONS",

@@ -15,7 +15,7 @@ from urllib3.exceptions import HTTPError as TransportError
 from .. import connect, submit
 from ..client import JobNotFound, JobsClient, explain
 from ..replicas import ReplicaError
-from . import lifecycle, listing, logs, queue, top
+from . import data, lifecycle, listing, logs, queue, top
 from .base import Failure, Out, UsageError
 
 COMMANDS: dict[str, Callable[[JobsClient, argparse.Namespace, Out], int | None]] = {
@@ -48,6 +48,8 @@ def run(
         outputs = connect.stack_outputs(args.stack, args.outputs)
         if args.command == "submit":
             return _submit(args, extra, outputs, out)
+        if args.command == "data":
+            return data.cmd_data(args, outputs, out)
         configuration = connect.configuration(args.kubeconfig, args.context)
         jobs = JobsClient(configuration, connect.namespace(outputs, args.namespace))
         if args.command == "top":

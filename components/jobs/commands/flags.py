@@ -10,6 +10,7 @@
     ack-jobs queue
     ack-jobs --stack dev submit gpt-small --nodes 2 --model gpt --max-steps 2000 --image-tag v1.4.0
     ack-jobs --outputs outputs.json submit gpt-small --image-tag v1.4.0 --dry-run -- --grad-accum 4
+    ack-jobs --stack dev data import wiki --from https://data.example.com/wiki/ --image-tag v1.4.0
 
 The connection flags go before or after the command. Exit statuses: 0 done, 1 the cluster
 said no (job missing, failed, timed out), 2 bad flags.
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from .. import submit
+from . import data
 from .base import count, duration, seconds
 
 OUTPUTS = ("json", "yaml", "wide", "name")
@@ -90,6 +92,7 @@ def parser() -> argparse.ArgumentParser:
     sub = command("submit", "build a job from flags with the stack's builder and create it")
     sub.add_argument("--dry-run", action="store_true", help="print the manifest as YAML, create nothing")
     submit.add_flags(sub)
+    data.add_flags(commands, common)
     return top_parser
 
 

@@ -1,0 +1,78 @@
+"""A dataset copied onto the data volume: from an HTTPS URL or an OSS bucket."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field, field_validator, model_validator
+
+from .base import Cpu, DnsLabel, Quantity, Spec, set_but_unused
+from .jobs import check_image_choice
+from .storage import OssSpec
+
+IMPORT_NAME_MAX = 50
+"""The Job is ``import-<name>``; its pods add a suffix of their own, within 63 characters."""
+DEFAULT_IMPORT_BACKOFF = 6
+"""Retries of a failed transfer; each resumes where the last stopped."""
+_OSS_URL = re.compile(r"^oss://(?P<bucket>[a-z0-9][a-z0-9-]{1,61}[a-z0-9])(?P<path>/[A-Za-z0-9/_.-]*)?$")
+
+
+def oss_location(source: str) -> OssSpec | None:
+    """The bucket and path of an ``oss://bucket/path`` source, or None for a URL."""
+    match = _OSS_URL.match(source)
+    if match is None:
+        return None
+    return OssSpec(bucket=match["bucket"], path=(match["path"] or "/").rstrip("/") or "/")
+
+
+class DatasetImportSpec(Spec):
+    """A one-shot copy of a dataset into ``<data volume>/<name>``, verified by the sha256 of
+    every file against the ``SHA256SUMS`` at the source, resumed by retries, and refused
+    when ``<name>`` already holds a different dataset (``trainer/dataset_import.py``)."""
+
+    name: DnsLabel = Field(max_length=IMPORT_NAME_MAX)
+    """The dataset's directory on the data volume; the Job is ``import-<name>``."""
+    source: str
+    """``https://host/path/`` (a directory holding ``SHA256SUMS``) or ``oss://bucket/path`` (read through the OSS
+    CSI plugin as a RAM role assumed with RRSA: no AccessKey)."""
+    oss_endpoint: str | None = None
+    """OSS endpoint of an ``oss://`` source; the region's internal one when unset."""
+    oss_role_name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9.-]{1,64}$")
+    """RAM role the OSS CSI plugin reads an ``oss://`` source as; the role the component is given when unset."""
+    image: str | None = None
+    """Full reference of an image holding ``trainer/`` (the training image), pinned by tag or digest."""
+    image_tag: str | None = None
+    """Tag of the training image in the platform's registry repository (instead of ``image``)."""
+    backoff_limit: int = Field(default=DEFAULT_IMPORT_BACKOFF, ge=0, le=100)
+    """Failed attempts (transfer errors, checksum mismatches) retried before the Job fails."""
+    cpu: Cpu = Field(default="1")
+    """CPU request and limit (hashing runs at a few hundred MB/s per core)."""
+    memory: Quantity = Field(default="1Gi")
+    """Memory request and limit; the copy streams in 1 MiB pieces."""
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, value: str) -> str:
+        if value.startswith("https://") and len(value) > len("https://"):
+            return value
+        if oss_location(value) is not None:
+            return value
+        raise ValueError(
+            f"{value!r} is not an https:// URL or oss://bucket/path (plain http:// is refused: "
+            "the checksum list must not be alterable in transit)"
+        )
+
+    @model_validator(mode="after")
+    def _check(self) -> DatasetImportSpec:
+        if self.oss is None:
+            set_but_unused(self, ("oss_endpoint", "oss_role_name"), "with an https:// source")
+        check_image_choice(self.image, self.image_tag)
+        return self
+
+    @property
+    def oss(self) -> OssSpec | None:
+        """The source bucket and path, with this import's endpoint and role, or None."""
+        location = oss_location(self.source)
+        if location is None:
+            return None
+        return location.model_copy(update={"endpoint": self.oss_endpoint, "role_name": self.oss_role_name})
