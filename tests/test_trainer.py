@@ -491,7 +491,10 @@ def test_fsdp_checkpoint_is_not_resumed_by_a_ddp_run(tmp_path: Path) -> None:
         "not False: use another output directory"
     )
     cnn = run([sys.executable, "-m", "trainer", "--fsdp"])
-    assert cnn.stderr.strip() == "error: --fsdp shards the gpt model; the cnn is small enough for plain DDP"
+    assert (
+        cnn.stderr.strip()
+        == "error: --fsdp (--parallel hsdp) shards the gpt model; the cnn is small enough for plain DDP"
+    )
 
 
 def test_runs_as_the_operator_launches_pods(tmp_path: Path) -> None:
