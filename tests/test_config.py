@@ -391,6 +391,23 @@ INVALID = [
         "drop it, or set spotStrategy",
     ),
     (
+        "low-latency pool of spot instances",
+        {"gpuPool.lowLatency": True},
+        "ack-training-platform:gpuPool.lowLatency: an ECS deployment set takes no spot instances: set spotStrategy "
+        "NoSpot or drop lowLatency",
+    ),
+    (
+        "low-latency pool past a deployment set's 20 instances",
+        {
+            "gpuPool.lowLatency": True,
+            "gpuPool.spotStrategy": "NoSpot",
+            "gpuPool.compensateWithOnDemand": DELETE,
+            "gpuPool.maxSize": 21,
+        },
+        "ack-training-platform:gpuPool.maxSize: a lowLatency pool holds at most 20 nodes (an ECS LowLatency "
+        "deployment set's limit), not 21: lower maxSize or drop lowLatency",
+    ),
+    (
         "personal edition without a pull login",
         {"registry.username": DELETE},
         "ack-training-platform:registry.username: nodes pull from a personal-edition registry with a password: the "
