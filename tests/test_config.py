@@ -58,7 +58,7 @@ INVALID = [
         {"gpuPool.maxSise": 3},
         "ack-training-platform:gpuPool.maxSise: unknown key; did you mean 'maxSize'? valid keys: autoRepair, "
         "compensateWithOnDemand, dataDiskGib, desiredSize, diskCategory, driverVersion, fabric, gpusPerNode, "
-        "instanceTypes, labels, maxSize, minSize, name, nodeCapacity, spotPriceLimit, spotStrategy, systemDiskGib, "
+        "instanceTypes, labels, lowLatency, maxSize, minSize, name, nodeCapacity, spotPriceLimit, spotStrategy, systemDiskGib, "
         "taint",
     ),
     (
@@ -389,6 +389,12 @@ INVALID = [
         {"gpuPool.spotStrategy": "NoSpot"},
         "ack-training-platform:gpuPool.compensateWithOnDemand: compensateWithOnDemand applies to spot pools only: "
         "drop it, or set spotStrategy",
+    ),
+    (
+        "sharding the cnn",
+        {"jobs.0.trainer.parallel": "fsdp"},
+        "ack-training-platform:jobs[0].trainer.parallel: parallel fsdp shards the gpt model; the cnn takes ddp or "
+        "auto (which keeps ddp)",
     ),
     (
         "low-latency pool of spot instances",
