@@ -595,7 +595,7 @@ INVALID = [
         "misspelled alert threshold",
         {"monitoring.alerts": {"noProgressMinute": 10}},
         "ack-training-platform:monitoring.alerts.noProgressMinute: unknown key; did you mean 'noProgressMinutes'? "
-        "valid keys: checkpointIntervals, minBusBandwidthGbps, minMfu, noProgressMinutes, pendingMinutes, restartsPerHour",
+        "valid keys: checkpointIntervals, minBusBandwidthGbps, minBusBandwidthOfBaseline, minMfu, noProgressMinutes, pendingMinutes, restartsPerHour",
     ),
     (
         "no-progress window too short",
