@@ -510,6 +510,7 @@ def test_every_panel_reads_metrics_that_are_served() -> None:
     panels = {p["title"] for p in training_dashboard("training")["panels"]}
     assert {"Loss", "Throughput", "Model FLOPs utilisation", "Step time per rank", "Checkpoint age"} <= panels
     assert {"GPU utilisation per pod", "GPU memory used per pod", "Gradient norm"} <= panels
+    assert {"Fabric bus bandwidth", "Parallelism"} <= panels
 
 
 def test_the_job_list_of_an_imported_dashboard_fills_itself() -> None:
