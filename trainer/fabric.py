@@ -10,8 +10,8 @@ processes of one node (``LOCAL_WORLD_SIZE`` consecutive ranks); *inter-node* gro
 processes with the same local rank on every node, so each of their collectives crosses the
 network. A scope with groups of one process (one process per node, or one node) has nothing to
 measure and is left out. Each group times an all-reduce and an all-gather at each of
-:data:`PROBE_SIZES`; with :data:`PROBE_ITERS` repetitions the probe moves about 1.5 GiB per
-process and takes a few seconds on a 10 GB/s link.
+:data:`PROBE_SIZES` (81 MiB in all), :data:`PROBE_WARMUP` + :data:`PROBE_ITERS` times: about
+1.3 GiB of messages per process over both scopes, a few seconds at 10 GB/s.
 
 Bus bandwidth follows nccl-tests' definitions, so figures compare across group sizes and with
 ``all_reduce_perf``: all-reduce ``size/time × 2(n−1)/n``, all-gather (``size`` being the
