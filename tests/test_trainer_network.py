@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import re
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import torch
-from conftest import ROOT, free_port
-from test_trainer import ENV, final_weights, metrics, run, start, torchrun, wait_for
+from conftest import free_port
+from test_trainer import final_weights, metrics, one_process_pods, run, start, torchrun, wait_for
 from test_trainer_exporter import OFF_ENV, by_label, scrape
 
 from trainer.fabric import FORMAT, PROBE_SIZES
@@ -58,26 +57,34 @@ def test_an_explicit_strategy_wins_and_the_probe_still_measures(tmp_path: Path) 
     result = run(torchrun("trainer", *GPT, "--fsdp", "--fabric-probe", "--output-dir", str(tmp_path)))
     assert result.returncode == 0, result.stderr
     assert "(FSDP)" in result.stdout and "--parallel auto" not in result.stdout
-    assert (tmp_path / "fabric-probe.json").is_file()
+    record = tmp_path / "fabric-probe.json"
+    measured = json.loads(record.read_text())["summary_busbw_GBps"]["intra-node/all_reduce"]
+    # A later run decides from the recorded figures instead of probing.
+    out = tmp_path / "recorded"
+    recorded = run(
+        [
+            sys.executable,
+            "-m",
+            "trainer",
+            *GPT,
+            "--parallel",
+            "auto",
+            "--fabric-record",
+            str(record),
+            "--output-dir",
+            str(out),
+        ]
+    )
+    assert recorded.returncode == 0, recorded.stderr
+    assert f"bandwidth recorded in {record}: intra-node {measured:g} GB/s" in recorded.stdout
+    assert "fabric probe" not in recorded.stdout and not (out / "fabric-probe.json").exists()
 
 
 def test_two_one_process_nodes_are_probed_across_the_network(tmp_path: Path) -> None:
     # Two pods of one process each, as the operator launches them: the inter-node groups hold
     # both processes, and a node's own group of one has nothing to measure.
-    env = {
-        **ENV,
-        "WORLD_SIZE": "2",
-        "LOCAL_WORLD_SIZE": "1",
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(free_port()),
-    }
     cmd = [sys.executable, "-m", "trainer", *GPT, "--parallel", "auto", "--output-dir", str(tmp_path)]
-    pods = [
-        subprocess.Popen(
-            cmd, cwd=ROOT, env={**env, "RANK": str(r)}, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
-        for r in range(2)
-    ]
+    pods = one_process_pods(cmd)
     outputs = [pod.communicate(timeout=180) for pod in pods]
     assert [pod.returncode for pod in pods] == [0, 0], outputs
     check_document(json.loads((tmp_path / "fabric-probe.json").read_text()), {"inter-node"}, 2)
