@@ -515,3 +515,18 @@ def test_a_bad_secret_reference_names_its_key(env: dict, problem: str) -> None:
     with pytest.raises(ConfigError) as raised:
         load_spec(config, credentials=False)
     assert any(p.startswith(problem) for p in raised.value.problems), raised.value.problems
+
+
+@pytest.mark.parametrize(
+    ("trainer", "flags"),
+    [
+        ({"model": "gpt"}, []),
+        ({"model": "gpt", "parallel": "hsdp"}, ["--parallel", "hsdp"]),
+        ({"model": "cnn", "parallel": "auto", "fabric_probe": True}, ["--parallel", "auto", "--fabric-probe"]),
+    ],
+)
+def test_the_job_spec_passes_the_parallel_strategy_and_the_probe_to_the_trainer(trainer, flags) -> None:
+    job = pytorch_job(TrainingJobSpec(name="a", image=IMAGE, trainer=trainer), context(POOL_1, 1))
+    command = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
+    tail = command[command.index("--checkpoint-every") + 2 :]
+    assert tail == flags

@@ -25,7 +25,6 @@ import json
 import os
 import re
 import sys
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -79,13 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve_after_s < 0:
         print(f"error: --serve-after-s must not be negative, got {args.serve_after_s}", file=sys.stderr)
         return 2
-    cuda = torch.cuda.is_available()
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if cuda else torch.device("cpu")
-    if cuda:
-        torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if cuda else "gloo", timeout=timedelta(seconds=300))
     topo = topology()
-    topo = replace(topo, device=device)
+    device = topo.device
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timedelta(seconds=300))
     exporter = serve(args.metrics_port if topo.is_main else None, BENCHMARK)
     try:
         # Inside and across nodes first, at the probe's sizes; then the whole job's sweep.
