@@ -170,5 +170,10 @@ def test_bad_network_flags_are_refused_in_one_line(tmp_path: Path) -> None:
     )
     both = run([sys.executable, "-m", "trainer", "--model", "gpt", "--fsdp", "--parallel", "ddp"])
     assert both.stderr.strip() == "error: --fsdp is --parallel hsdp; it contradicts --parallel ddp"
+    unread = run([sys.executable, "-m", "trainer", "--fabric-record", str(bogus)])
+    assert (
+        unread.stderr.strip()
+        == "error: --fabric-record is read by --parallel auto only: add it, or drop --fabric-record"
+    )
     bucket = run([sys.executable, "-m", "trainer", "--bucket-mb", "0"])
     assert bucket.stderr.strip() == "error: --bucket-mb must be positive, got 0.0"

@@ -132,6 +132,8 @@ class Config:
         if self.fsdp and self.model != "gpt":
             flag = "--fsdp (--parallel hsdp)" if self.parallel == "hsdp" else f"--parallel {self.parallel}"
             raise UsageError(f"{flag} shards the gpt model; the cnn is small enough for plain DDP")
+        if self.fabric_record and self.parallel != "auto":
+            raise UsageError("--fabric-record is read by --parallel auto only: add it, or drop --fabric-record")
         if not self.bucket_mb > 0:
             raise UsageError(f"--bucket-mb must be positive, got {self.bucket_mb}")
 
