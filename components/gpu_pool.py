@@ -54,11 +54,29 @@ class GpuNodePool(pulumi.ComponentResource):
         self.placement: Placement = pool_placement(spec)
         spot = spec.spot_strategy != "NoSpot"
         role, policy = node_role(name, role_name=worker_role, parent=self)
+        deployment_set = (
+            # ECS packs a LowLatency set's instances into one network topology range of one zone
+            # (ECS: "Deployment sets", https://www.alibabacloud.com/help/zh/doc-detail/91258.htm);
+            # the node pool takes it as deployment_set_id (pulumi_alicloud 4.0.0 cs/node_pool.py).
+            alicloud.ecs.EcsDeploymentSet(
+                f"{name}-low-latency",
+                strategy="LowLatency",
+                deployment_set_name=f"{spec.name}-low-latency",
+                description=f"Nodes of the {spec.name} GPU pool, close together in the network",
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            if spec.low_latency
+            else None
+        )
         pool = alicloud.cs.NodePool(
             name,
             cluster_id=cluster_id,
             node_pool_name=spec.name,
-            vswitch_ids=vswitch_ids,
+            # A LowLatency set's instances must share one zone: the first vSwitch's.
+            vswitch_ids=pulumi.Output.from_input(vswitch_ids).apply(lambda ids: ids[:1])
+            if spec.low_latency
+            else vswitch_ids,
+            deployment_set_id=deployment_set.id if deployment_set is not None else None,
             instance_types=list(spec.instance_types),
             # Spot capacity runs out zone by zone: try every vSwitch, cheapest first.
             multi_az_policy="COST_OPTIMIZED" if spot else "PRIORITY",

@@ -90,6 +90,10 @@ class GpuPoolSpec(TypedDict):
     or ``rdma`` (Lingjun)."""
     driver_version: NotRequired[str]
     """Pin the NVIDIA driver, e.g. ``550.127.08`` (ACK label ``ack.aliyun.com/nvidia-driver-version``)."""
+    low_latency: NotRequired[bool]
+    """Start the nodes in an ECS deployment set with the ``LowLatency`` strategy: ECS places them in one network
+    topology range of one zone, for the shortest paths between them. Only the first vSwitch is used (one zone);
+    at most 20 nodes; on-demand only."""
     node_capacity: NotRequired[NodeCapacitySpec]
     """What one node gives pods, against which jobs are checked; required for instance types the platform
     does not know (it knows ``ecs.gn7i-c8g1.2xlarge``, ``ecs.gn7i-c16g1.4xlarge``, ``ecs.ebmgn8v.48xlarge``)."""
@@ -246,6 +250,15 @@ class TrainerArgsModel(enum.StrEnum):
     GPT = "gpt"
 
 
+class TrainerArgsParallel(enum.StrEnum):
+    """The values of TrainerArgs.parallel."""
+
+    DDP = "ddp"
+    FSDP = "fsdp"
+    HSDP = "hsdp"
+    AUTO = "auto"
+
+
 class TrainerArgs(TypedDict):
     """Flags for the bundled trainer (``python -m trainer``)."""
 
@@ -268,6 +281,12 @@ class TrainerArgs(TypedDict):
     final_model_path: NotRequired[str]
     """Where the final weights go (``FINAL_MODEL_PATH``); ``final_model.pt`` in the job's output directory
     when unset."""
+    parallel: NotRequired[TrainerArgsParallel]
+    """``--parallel``: ``ddp`` (the trainer's default), ``fsdp``, ``hsdp`` (shard within a node, replicate across
+    nodes), or ``auto``: chosen at start from the model's size, the GPU memory and a fabric probe (docs/network.md)."""
+    fabric_probe: NotRequired[bool]
+    """``--fabric-probe``: time the collectives inside and across nodes at start (a few seconds) and serve the
+    figures; ``parallel: auto`` probes anyway."""
 
 
 class ElasticSpec(TypedDict):
@@ -331,6 +350,25 @@ class SchedulingSpec(TypedDict):
     """Gang size: pods that must be schedulable together (needs Volcano); v1 only."""
 
 
+class TopologyMode(enum.StrEnum):
+    """The values of TopologySpec.mode."""
+
+    PREFERRED = "preferred"
+    REQUIRED = "required"
+
+
+class TopologySpec(TypedDict):
+    """Keep a job's pods on nodes that are close in the network: a pod affinity among the job's own pods on a node
+    label whose equal values mark one network domain. The Kubernetes scheduler and Volcano (its ``nodeorder`` and
+    ``predicates`` plugins) both honour it. See docs/network.md for which labels ACK sets."""
+
+    key: NotRequired[str]
+    """The node label, e.g. ``topology.kubernetes.io/zone`` (on every ACK node), or ``alibabacloud.com/asw-id`` /
+    ``alibabacloud.com/point-of-delivery`` (ACK Lingjun nodes)."""
+    mode: NotRequired[TopologyMode]
+    """``preferred`` still starts a job the domain cannot hold; ``required`` leaves it pending instead."""
+
+
 class TrainingJobBackend(enum.StrEnum):
     """The values of TrainingJobSpec.backend."""
 
@@ -391,6 +429,8 @@ class TrainingJobSpec(TypedDict):
     """v1 only: on v2 the platform runtime restarts all of a job's pods together after a failure."""
     run_policy: NotRequired[RunPolicySpec]
     scheduling: NotRequired[SchedulingSpec]
+    topology: NotRequired[TopologySpec]
+    """Keep the job's pods in one network domain (docs/network.md); none when unset."""
     backend: NotRequired[TrainingJobBackend]
     """``v1``: a PyTorchJob for the Training Operator; ``v2``: a TrainJob for Kubeflow Trainer v2.
     ``training.backend`` when unset."""

@@ -58,7 +58,7 @@ INVALID = [
         {"gpuPool.maxSise": 3},
         "ack-training-platform:gpuPool.maxSise: unknown key; did you mean 'maxSize'? valid keys: autoRepair, "
         "compensateWithOnDemand, dataDiskGib, desiredSize, diskCategory, driverVersion, fabric, gpusPerNode, "
-        "instanceTypes, labels, maxSize, minSize, name, nodeCapacity, spotPriceLimit, spotStrategy, systemDiskGib, "
+        "instanceTypes, labels, lowLatency, maxSize, minSize, name, nodeCapacity, spotPriceLimit, spotStrategy, systemDiskGib, "
         "taint",
     ),
     (
@@ -396,6 +396,29 @@ INVALID = [
         "drop it, or set spotStrategy",
     ),
     (
+        "sharding the cnn",
+        {"jobs.0.trainer.parallel": "fsdp"},
+        "ack-training-platform:jobs[0].trainer.parallel: parallel fsdp shards the gpt model; the cnn takes ddp or "
+        "auto (which keeps ddp)",
+    ),
+    (
+        "low-latency pool of spot instances",
+        {"gpuPool.lowLatency": True},
+        "ack-training-platform:gpuPool.lowLatency: an ECS deployment set takes no spot instances: set spotStrategy "
+        "NoSpot or drop lowLatency",
+    ),
+    (
+        "low-latency pool past a deployment set's 20 instances",
+        {
+            "gpuPool.lowLatency": True,
+            "gpuPool.spotStrategy": "NoSpot",
+            "gpuPool.compensateWithOnDemand": DELETE,
+            "gpuPool.maxSize": 21,
+        },
+        "ack-training-platform:gpuPool.maxSize: a lowLatency pool holds at most 20 nodes (an ECS LowLatency "
+        "deployment set's limit), not 21: lower maxSize or drop lowLatency",
+    ),
+    (
         "personal edition without a pull login",
         {"registry.username": DELETE},
         "ack-training-platform:registry.username: nodes pull from a personal-edition registry with a password: the "
@@ -577,7 +600,7 @@ INVALID = [
         "misspelled alert threshold",
         {"monitoring.alerts": {"noProgressMinute": 10}},
         "ack-training-platform:monitoring.alerts.noProgressMinute: unknown key; did you mean 'noProgressMinutes'? "
-        "valid keys: checkpointIntervals, minBusBandwidthGbps, minMfu, noProgressMinutes, pendingMinutes, restartsPerHour",
+        "valid keys: checkpointIntervals, minBusBandwidthGbps, minBusBandwidthOfBaseline, minMfu, noProgressMinutes, pendingMinutes, restartsPerHour",
     ),
     (
         "no-progress window too short",

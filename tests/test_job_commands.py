@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,16 @@ from components.config import TrainingJobSpec
 from components.jobs.cli import run
 from components.manifests import pytorch_job
 from components.manifests.gpu_metrics import GPU_MEMORY_USED, GPU_UTIL, POD_LABEL, per_pod
-from trainer.metric_names import METRICS_PORT, RESTARTS
+from trainer.exporter import PrometheusExporter
+from trainer.metric_names import (
+    FABRIC_BUS_BANDWIDTH,
+    METRICS_PORT,
+    PARALLEL_STRATEGY,
+    RESTARTS,
+    SHARD_GROUP,
+    STEP,
+    TRAINING,
+)
 
 # --- list and get ------------------------------------------------------------------------
 
@@ -97,6 +107,35 @@ def test_get_shows_conditions_restarts_andrank0_metrics_through_the_pod_proxy(cl
     assert lines[8].split(None, 3) == ["Created", "True", "PyTorchJobCreated", "PyTorchJob mnist is created."]
     assert lines[-1] == "Metrics:   step 120  loss 0.25  samples/s 512  MFU 0.41  (from mnist-master-0)"
     assert proxy in api.paths("GET")
+
+
+def test_get_shows_the_strategy_and_bandwidth_rank_0_serves(cluster) -> None:
+    # The trainer's own exporter, serving what a 4-node HSDP run and its probe set.
+    exporter = PrometheusExporter(0, TRAINING)
+    try:
+        exporter.set(STEP, 120)
+        exporter.set(PARALLEL_STRATEGY, 1, strategy="hsdp")
+        exporter.set(SHARD_GROUP, 8)
+        for scope, op, value in (
+            ("intra-node", "all_reduce", 151.2e9),
+            ("inter-node", "all_reduce", 21.4e9),
+            ("inter-node", "all_gather", 18e9),
+        ):
+            exporter.set(FABRIC_BUS_BANDWIDTH, value, scope=scope, op=op)
+        with urllib.request.urlopen(f"http://127.0.0.1:{exporter.server.server_port}/metrics") as response:
+            served = response.read().decode()
+    finally:
+        exporter.close()
+    api, kubeconfig = cluster
+    serve_mnist(api)
+    api.routes[("GET", f"{PODS}/mnist-master-0:{METRICS_PORT}/proxy/metrics")] = served
+    code, lines = jobs(kubeconfig, "get", "mnist")
+    assert code == 0
+    assert lines[-2:] == [
+        "Metrics:   step 120  (from mnist-master-0)",
+        "Network:   hsdp, 8 processes per shard group; all-reduce bus bandwidth intra-node 151 GB/s, "
+        "inter-node 21.4 GB/s",
+    ]
 
 
 def test_get_of_an_elastic_job_finds_rank_0_on_whichever_worker_has_it(cluster) -> None:

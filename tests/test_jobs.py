@@ -54,9 +54,10 @@ REPRESENTATIVE = {
             cpu="180",
             memory="1600Gi",
             restart_policy="ExitCode",
-            trainer={"model": "gpt", "max_steps": 100000, "batch_size": 16},
+            trainer={"model": "gpt", "max_steps": 100000, "batch_size": 16, "parallel": "auto"},
             scheduling={"queue": "default", "min_available": 4},
             run_policy={"backoff_limit": 10},
+            topology={"key": "topology.kubernetes.io/zone"},
         ),
         context(POOL_8_ERDMA, 8),
     ),
@@ -514,3 +515,18 @@ def test_a_bad_secret_reference_names_its_key(env: dict, problem: str) -> None:
     with pytest.raises(ConfigError) as raised:
         load_spec(config, credentials=False)
     assert any(p.startswith(problem) for p in raised.value.problems), raised.value.problems
+
+
+@pytest.mark.parametrize(
+    ("trainer", "flags"),
+    [
+        ({"model": "gpt"}, []),
+        ({"model": "gpt", "parallel": "hsdp"}, ["--parallel", "hsdp"]),
+        ({"model": "cnn", "parallel": "auto", "fabric_probe": True}, ["--parallel", "auto", "--fabric-probe"]),
+    ],
+)
+def test_the_job_spec_passes_the_parallel_strategy_and_the_probe_to_the_trainer(trainer, flags) -> None:
+    job = pytorch_job(TrainingJobSpec(name="a", image=IMAGE, trainer=trainer), context(POOL_1, 1))
+    command = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
+    tail = command[command.index("--checkpoint-every") + 2 :]
+    assert tail == flags

@@ -202,6 +202,8 @@ COMPLETE_V2 = kube_metrics.JOB_COMPLETE + '{namespace="training",job_name="gpt-n
 FAILED_V2 = kube_metrics.JOB_FAILED + '{namespace="training",job_name="gpt-node-0",condition="true"}'
 OWNER = kube_metrics.JOB_OWNER + '{namespace="training",job_name="gpt-node-0",owner_kind="JobSet",owner_name="gpt"}'
 BANDWIDTH = metric_names.ALLREDUCE_BUS_BANDWIDTH.name
+NET_A = 'namespace="training",training_job="nccl-a",pod="nccl-a-master-0",pool="gpu"'
+NET_B = 'namespace="training",training_job="nccl-b",pod="nccl-b-master-0",pool="gpu"'
 
 # alert -> (eval time, series that make it fire, labels it fires with, series that keep it quiet)
 CASES: dict[str, tuple[str, dict[str, str], dict[str, str], dict[str, str]]] = {
@@ -286,6 +288,46 @@ MORE_CASES: list[tuple[str, str, dict[str, str], dict[str, str] | None]] = [
         "5m",
         {f'{BANDWIDTH}{{{T},size_bytes="1073741824"}}': "_x2 15e9x1"},
         {"namespace": "training", "training_job": "gpt", "severity": "warning"},
+    ),
+    # The bandwidth alert over a pool's life: before any baseline the fixed floor (20 GB/s) holds ...
+    (
+        "AllReduceBandwidthLow",
+        "5m",
+        {f'{BANDWIDTH}{{{NET_A},size_bytes="1073741824"}}': "25e9x2"},
+        None,
+    ),
+    (  # ... then an earlier job of the pool measured 40 GB/s: 25 is under 80% of that, though over the floor
+        "AllReduceBandwidthLow",
+        "65m",
+        {
+            f'{BANDWIDTH}{{{NET_A},size_bytes="1073741824"}}': "40e9x1",
+            f'{BANDWIDTH}{{{NET_B},size_bytes="1073741824"}}': "_x60 25e9x2",
+        },
+        {"namespace": "training", "training_job": "nccl-b", "pool": "gpu", "severity": "warning"},
+    ),
+    (  # ... a later job back at 38 GB/s is healthy
+        "AllReduceBandwidthLow",
+        "65m",
+        {
+            f'{BANDWIDTH}{{{NET_A},size_bytes="1073741824"}}': "40e9x1",
+            f'{BANDWIDTH}{{{NET_B},size_bytes="1073741824"}}': "_x60 38e9x2",
+        },
+        None,
+    ),
+    (  # ... another pool's baseline is not this pool's
+        "AllReduceBandwidthLow",
+        "65m",
+        {
+            f'{BANDWIDTH}{{{NET_A.replace("gpu", "other")},size_bytes="1073741824"}}': "40e9x1",
+            f'{BANDWIDTH}{{{NET_B},size_bytes="1073741824"}}': "_x60 25e9x2",
+        },
+        None,
+    ),
+    (  # ... and a job is not its own baseline: while it is watched, the floor still holds for it
+        "AllReduceBandwidthLow",
+        "5m",
+        {f'{BANDWIDTH}{{{NET_B},size_bytes="1073741824"}}': "15e9x5"},
+        {"namespace": "training", "training_job": "nccl-b", "pool": "gpu", "severity": "warning"},
     ),
     (  # a node Job failing for a moment while the JobSet restarts it
         "TrainJobFailed",
@@ -503,6 +545,7 @@ def test_every_panel_reads_metrics_that_are_served() -> None:
     panels = {p["title"] for p in training_dashboard("training")["panels"]}
     assert {"Loss", "Throughput", "Model FLOPs utilisation", "Step time per rank", "Checkpoint age"} <= panels
     assert {"GPU utilisation per pod", "GPU memory used per pod", "Gradient norm"} <= panels
+    assert {"Fabric bus bandwidth", "Parallelism"} <= panels
 
 
 def test_the_job_list_of_an_imported_dashboard_fills_itself() -> None:

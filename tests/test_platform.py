@@ -357,6 +357,35 @@ def test_erdma_pool_wires_the_fabric_end_to_end(run_stack) -> None:
     assert all(a.retain_on_delete for a in kept.of_type(ADDON))  # leaving the stack uninstalls nothing
 
 
+def test_the_prod_pool_and_its_4_node_job_are_placed_close_together(run_stack) -> None:
+    plan = run_stack(stack_config("prod"), "prod")
+    deployment_set = plan.one("alicloud:ecs/ecsDeploymentSet:EcsDeploymentSet", "gpu-erdma-low-latency")
+    assert deployment_set.inputs["strategy"] == "LowLatency"
+    pool = plan.one(POOL, "gpu-erdma")
+    assert pool.inputs["deploymentSetId"] == UNKNOWN and deployment_set.urn in pool.dependencies
+    assert pool.inputs["vswitchIds"] == ["vsw-0jlp3zgdgalsyjm8g73ex"]
+    two_zones = stack_config("prod")
+    two_zones[cfg("network")]["vswitchIds"] = ["vsw-a", "vsw-b"]
+    assert run_stack(two_zones, "prod").one(POOL, "gpu-erdma").inputs["vswitchIds"] == ["vsw-a"]
+    # Its 4-node job keeps its pods in one zone and lets the trainer choose its parallelism.
+    for replica in plan.one(JOB, "gpt-pretrain").inputs["spec"]["pytorchReplicaSpecs"].values():
+        pod = replica["template"]["spec"]
+        assert pod["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] == [
+            {
+                "weight": 100,
+                "podAffinityTerm": {
+                    "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "gpt-pretrain"}},
+                    "topologyKey": "topology.kubernetes.io/zone",
+                },
+            }
+        ]
+        assert pod["containers"][0]["command"][-2:] == ["--parallel", "auto"]
+        assert replica["template"]["metadata"]["labels"]["ack-training-platform/pool"] == "gpu-erdma"
+    dev = run_stack(stack_config("dev"))
+    assert not dev.of_type("alicloud:ecs/ecsDeploymentSet:EcsDeploymentSet")
+    assert "deploymentSetId" not in dev.one(POOL, "gpu").inputs
+
+
 def test_fixed_size_pool_uses_desired_size(run_stack) -> None:
     config = stack_config("dev")
     config[cfg("gpuPool")].update(minSize=2, maxSize=2, desiredSize=2)

@@ -45,6 +45,19 @@ def start(cmd: list[str], env: dict[str, str] = ENV) -> subprocess.Popen:
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
+def one_process_pods(cmd: list[str], pods: int = 2) -> list[subprocess.Popen]:
+    """``cmd`` in ``pods`` processes, as the operator launches one-process pods: ``WORLD_SIZE``,
+    ``RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``, no torchrun; each pod a node of its own."""
+    env = {**ENV, "WORLD_SIZE": str(pods), "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1"}
+    env["MASTER_PORT"] = str(free_port())
+    return [
+        subprocess.Popen(
+            cmd, cwd=ROOT, env={**env, "RANK": str(r)}, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for r in range(pods)
+    ]
+
+
 def metrics(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
@@ -491,7 +504,10 @@ def test_fsdp_checkpoint_is_not_resumed_by_a_ddp_run(tmp_path: Path) -> None:
         "not False: use another output directory"
     )
     cnn = run([sys.executable, "-m", "trainer", "--fsdp"])
-    assert cnn.stderr.strip() == "error: --fsdp shards the gpt model; the cnn is small enough for plain DDP"
+    assert (
+        cnn.stderr.strip()
+        == "error: --fsdp (--parallel hsdp) shards the gpt model; the cnn is small enough for plain DDP"
+    )
 
 
 def test_runs_as_the_operator_launches_pods(tmp_path: Path) -> None:

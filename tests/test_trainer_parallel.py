@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import torch
-from conftest import ROOT, free_port
-from test_trainer import ENV, final_weights, metrics, run, torchrun
+from test_trainer import final_weights, metrics, one_process_pods, run, torchrun
 
 GPT = ["--model", "gpt", "--batch-size", "4", "--synthetic-size", "200", "--log-every", "3", "--checkpoint-every", "6"]
 
@@ -16,15 +14,8 @@ GPT = ["--model", "gpt", "--batch-size", "4", "--synthetic-size", "200", "--log-
 def test_a_two_node_fsdp_job_shards_within_nodes_and_resumes_on_one_node(tmp_path: Path) -> None:
     # Two pods of one process each, as the operator launches them: two nodes, so HSDP with
     # two replicas of one shard. Its checkpoint then resumes as plain FSDP on one node.
-    port = free_port()
-    env = {**ENV, "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
     cmd = [sys.executable, "-m", "trainer", *GPT, "--fsdp", "--max-steps", "6", "--output-dir", str(tmp_path)]
-    pods = [
-        subprocess.Popen(
-            cmd, cwd=ROOT, env={**env, "RANK": str(r)}, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
-        for r in range(2)
-    ]
+    pods = one_process_pods(cmd)
     outputs = [pod.communicate(timeout=180) for pod in pods]
     assert [pod.returncode for pod in pods] == [0, 0], outputs
     assert "training gpt on 2 process(es) (HSDP, 2 replicas × 1 shards)" in outputs[0][0]
@@ -64,15 +55,8 @@ def test_the_survivors_of_a_lost_pod_exit_to_be_retried(tmp_path: Path) -> None:
     # Two pods of one process each, as the operator launches them; the second pod's process
     # is killed mid-training (its node lost). The first fails in a collective and must exit
     # with the status restartPolicy: ExitCode retries, not 1, which would end the job.
-    port = free_port()
-    env = {**ENV, "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
     cmd = [sys.executable, "-m", "trainer", *GPT, "--max-steps", "100000", "--output-dir", str(tmp_path)]
-    pods = [
-        subprocess.Popen(
-            cmd, cwd=ROOT, env={**env, "RANK": str(r)}, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
-        for r in range(2)
-    ]
+    pods = one_process_pods(cmd)
     try:
         # Once rank 0 has logged a step, both are in the training loop.
         for line in pods[0].stdout:

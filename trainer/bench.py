@@ -3,9 +3,14 @@
     torchrun --standalone --nproc-per-node=2 -m trainer.bench --max-size 64MiB
     torchrun --nnodes=4 --nproc-per-node=8 ... -m trainer.bench        # NCCL over TCP or RDMA
 
-Prints one JSON line per message size (powers of two from --min-size to --max-size):
-size in bytes, median time, algorithm bandwidth (size/time) and bus bandwidth
-(algbw × 2(n−1)/n, comparable across world sizes and with nccl-tests).
+First takes the fabric probe (:mod:`trainer.fabric`: all-reduce and all-gather inside and
+across nodes), then prints one JSON line per message size of an all-reduce over the whole job
+(powers of two from --min-size to --max-size): size in bytes, median time of the slowest
+process, algorithm bandwidth (size/time) and bus bandwidth (algbw × 2(n−1)/n, comparable
+across world sizes and with nccl-tests). Rank 0 writes everything to ``--output`` (default
+``$OUTPUT_PATH/netbench.json``, the job's directory on the output volume) in the format
+``docs/network.md`` describes, which ``python -m trainer --parallel auto --fabric-record``
+reads.
 
 With ``--metrics-port`` (default ``$METRICS_PORT``, set in the platform's jobs) rank 0 also
 serves the bus bandwidth by message size to Prometheus, and keeps serving for
@@ -19,17 +24,20 @@ import argparse
 import json
 import os
 import re
-import statistics
 import sys
-import time
 from datetime import timedelta
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
+from .autoparallel import dumps
+from .checkpoint import write_atomic
 from .config import add_metrics_port
 from .exporter import serve
+from .fabric import WORLD, probe, sample, slowest, time_collective
 from .metric_names import ALLREDUCE_BUS_BANDWIDTH, BENCHMARK, SIZE_LABEL
+from .topology import topology
 
 SERVE_AFTER_S = 75.0
 """Long enough for two scrapes at Prometheus' usual 30 s interval."""
@@ -50,6 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-size", type=parse_size, default=parse_size("1GiB"))
     p.add_argument("--iters", type=int, default=5, help="timed repetitions per size (median reported)")
     p.add_argument("--warmup", type=int, default=2)
+    output = os.environ.get("OUTPUT_PATH")
+    p.add_argument(
+        "--output",
+        default=f"{output}/netbench.json" if output else None,
+        help="where rank 0 writes the whole result as JSON (docs/network.md); default $OUTPUT_PATH/netbench.json",
+    )
     add_metrics_port(p)
     p.add_argument(
         "--serve-after-s",
@@ -64,47 +78,41 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve_after_s < 0:
         print(f"error: --serve-after-s must not be negative, got {args.serve_after_s}", file=sys.stderr)
         return 2
-    cuda = torch.cuda.is_available()
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if cuda else torch.device("cpu")
-    if cuda:
+    topo = topology()
+    device = topo.device
+    if device.type == "cuda":
         torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if cuda else "gloo", timeout=timedelta(seconds=300))
-    world, rank = dist.get_world_size(), dist.get_rank()
-    exporter = serve(args.metrics_port if rank == 0 else None, BENCHMARK)
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timedelta(seconds=300))
+    exporter = serve(args.metrics_port if topo.is_main else None, BENCHMARK)
     try:
+        # Inside and across nodes first, at the probe's sizes; then the whole job's sweep.
+        report = probe(topo, iters=args.iters, warmup=args.warmup)
         size = args.min_size
         while size <= args.max_size:
-            tensor = torch.ones(size // 4, dtype=torch.float32, device=device)
-            times = []
-            for i in range(args.warmup + args.iters):
-                dist.barrier()
-                if cuda:
-                    torch.cuda.synchronize()
-                start = time.perf_counter()
-                dist.all_reduce(tensor)
-                if cuda:
-                    torch.cuda.synchronize()
-                if i >= args.warmup:
-                    times.append(time.perf_counter() - start)
-            seconds = statistics.median(times)
-            algbw = size / seconds / 1e9
-            busbw = algbw * 2 * (world - 1) / world
-            exporter.set(ALLREDUCE_BUS_BANDWIDTH, busbw * 1e9, **{SIZE_LABEL: str(size)})
-            if rank == 0:
+            seconds = slowest(time_collective("all_reduce", size, None, device, args.iters, args.warmup), device)
+            row = sample(WORLD, "all_reduce", topo.world, size, seconds)
+            report.samples.append(row)
+            exporter.set(ALLREDUCE_BUS_BANDWIDTH, row.busbw_GBps * 1e9, **{SIZE_LABEL: str(size)})
+            if topo.is_main:
                 print(
                     json.dumps(
                         {
                             "size_bytes": size,
-                            "world_size": world,
-                            "backend": dist.get_backend(),
-                            "time_ms": round(seconds * 1e3, 3),
-                            "algbw_GBps": round(algbw, 3),
-                            "busbw_GBps": round(busbw, 3),
+                            "world_size": topo.world,
+                            "backend": report.backend,
+                            "time_ms": row.time_ms,
+                            "algbw_GBps": row.algbw_GBps,
+                            "busbw_GBps": row.busbw_GBps,
                         }
                     ),
                     flush=True,
                 )
             size *= 2
+        report.export(exporter)
+        if topo.is_main and args.output:
+            Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(Path(args.output), dumps(report.to_json()))
+            print(f"wrote {args.output}", flush=True)
     finally:
         dist.destroy_process_group()
     try:

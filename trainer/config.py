@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from .models import GPT_SIZES
 
 DEFAULT_LR = {"cnn": 1e-3, "gpt": 6e-4}
+PARALLEL_CHOICES = ("ddp", "fsdp", "hsdp", "auto")
 
 
 class UsageError(ValueError):
@@ -75,8 +76,23 @@ class Config:
     activation_checkpointing: bool = False
     """Recompute the gpt blocks' activations in the backward pass (less memory, more compute)."""
     fsdp: bool = False
-    """Shard parameters, gradients and optimizer state (FSDP2 ``fully_shard``) instead of DDP;
-    on several nodes, shard within each node and replicate across them (HSDP)."""
+    """Whether parameters, gradients and optimizer state are sharded (FSDP2 ``fully_shard``):
+    ``--parallel`` fsdp or hsdp (``--fsdp`` is ``--parallel hsdp``); checkpoints record it."""
+    parallel: str = "ddp"
+    """``ddp``; ``fsdp`` (shard over every process); ``hsdp`` (shard within each node, replicate
+    across nodes; plain FSDP on one node); ``auto`` (:mod:`trainer.strategy` chooses at start,
+    after the fabric probe)."""
+    bucket_mb: float = 25.0
+    """DDP's gradient bucket cap, MB (10^6 bytes); 25 is DDP's own default."""
+    reshard_after_forward: bool = True
+    """FSDP frees the gathered parameters after the forward pass and gathers them again in the
+    backward pass (FSDP2's default); False keeps them, one all-gather fewer for more memory."""
+    fabric_probe: bool = False
+    """Time the collectives inside and across nodes at start (:mod:`trainer.fabric`); implied by
+    ``--parallel auto`` without ``--fabric-record``."""
+    fabric_record: str | None = None
+    """A fabric probe's JSON (a netbench job's ``netbench.json``) whose bandwidths ``--parallel
+    auto`` uses instead of probing."""
     metrics_port: int | None = None
     """TCP port on which rank 0 serves Prometheus metrics (:mod:`trainer.exporter`); None: off."""
 
@@ -114,7 +130,12 @@ class Config:
         if self.activation_checkpointing and self.model != "gpt":
             raise UsageError("--activation-checkpointing applies to the gpt model's blocks")
         if self.fsdp and self.model != "gpt":
-            raise UsageError("--fsdp shards the gpt model; the cnn is small enough for plain DDP")
+            flag = "--fsdp (--parallel hsdp)" if self.parallel == "hsdp" else f"--parallel {self.parallel}"
+            raise UsageError(f"{flag} shards the gpt model; the cnn is small enough for plain DDP")
+        if self.fabric_record and self.parallel != "auto":
+            raise UsageError("--fabric-record is read by --parallel auto only: add it, or drop --fabric-record")
+        if not self.bucket_mb > 0:
+            raise UsageError(f"--bucket-mb must be positive, got {self.bucket_mb}")
 
 
 def metrics_port(text: str) -> int | None:
@@ -226,10 +247,40 @@ def parse_args(argv: list[str] | None = None) -> Config:
     p.add_argument(
         "--fsdp",
         action="store_true",
-        help="shard the gpt model with FSDP2 instead of replicating it (DDP); HSDP on several nodes",
+        help="the same as --parallel hsdp: shard the gpt model with FSDP2 instead of replicating it (DDP); "
+        "HSDP on several nodes",
+    )
+    p.add_argument(
+        "--parallel",
+        choices=PARALLEL_CHOICES,
+        help="ddp (default), fsdp (shard over every process), hsdp (shard within a node, replicate across nodes) "
+        "or auto (chosen from the model size, device memory and the fabric probe)",
+    )
+    p.add_argument(
+        "--bucket-mb", type=float, default=Config.bucket_mb, help="DDP gradient bucket cap, MB (DDP's default 25)"
+    )
+    p.add_argument(
+        "--reshard-after-forward",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="FSDP: free gathered parameters after the forward pass (default) or keep them for the backward pass",
+    )
+    p.add_argument(
+        "--fabric-probe",
+        action="store_true",
+        help="time all-reduce and all-gather inside and across nodes at start (a few seconds); implied by "
+        "--parallel auto",
+    )
+    p.add_argument(
+        "--fabric-record",
+        help="a fabric probe's JSON (e.g. a netbench job's netbench.json) for --parallel auto to use instead of probing",
     )
     add_metrics_port(p)
     args = vars(p.parse_args(argv))
+    if args["fsdp"] and args["parallel"] not in (None, "hsdp"):
+        raise UsageError(f"--fsdp is --parallel hsdp; it contradicts --parallel {args['parallel']}")
+    args["parallel"] = args["parallel"] or ("hsdp" if args["fsdp"] else "ddp")
+    args["fsdp"] = args["parallel"] in ("fsdp", "hsdp")
     faults = env.get("TRAINER_FAULT_NONFINITE_STEPS", "")
     try:
         args["fault_nonfinite_steps"] = tuple(int(step) for step in faults.split(",") if step.strip())

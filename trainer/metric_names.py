@@ -16,6 +16,10 @@ METRICS_PORT_NAME = "metrics"
 """The container port's name, which the PodMonitor scrapes by."""
 RANK_LABEL = "rank"
 SIZE_LABEL = "size_bytes"
+SCOPE_LABEL = "scope"
+"""``intra-node``, ``inter-node`` or ``world`` (:mod:`trainer.fabric`)."""
+OP_LABEL = "op"
+STRATEGY_LABEL = "strategy"
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,22 @@ ALLREDUCE_BUS_BANDWIDTH = Metric(
     "All-reduce bus bandwidth measured by trainer.bench, by message size.",
     labels=(SIZE_LABEL,),
 )
+FABRIC_BUS_BANDWIDTH = Metric(
+    "trainer_fabric_bus_bandwidth_bytes_per_second",
+    "gauge",
+    "Best bus bandwidth the fabric probe measured, by scope (intra-node, inter-node, world) and collective.",
+    labels=(SCOPE_LABEL, OP_LABEL),
+)
+PARALLEL_STRATEGY = Metric(
+    "trainer_parallel_strategy",
+    "gauge",
+    "1 for the strategy the run trains with (ddp, fsdp, hsdp, single); the value of the shard-group size is "
+    "trainer_parallel_shard_group_size.",
+    labels=(STRATEGY_LABEL,),
+)
+SHARD_GROUP = Metric(
+    "trainer_parallel_shard_group_size", "gauge", "Processes each parameter is sharded over (1 under DDP)."
+)
 
 TRAINING = (
     STEP,
@@ -107,11 +127,14 @@ TRAINING = (
     CHECKPOINT_TIME,
     CHECKPOINT_EVERY,
     RESTARTS,
+    FABRIC_BUS_BANDWIDTH,
+    PARALLEL_STRATEGY,
+    SHARD_GROUP,
 )
 """What a training run's rank 0 serves."""
 POD = (RESTARTS,)
 """What the first process of each other pod of a run serves: its pod's restarts. Every pod is
 then a live scrape target, which matters because rank 0 may be on any pod of an elastic job."""
-BENCHMARK = (ALLREDUCE_BUS_BANDWIDTH,)
+BENCHMARK = (ALLREDUCE_BUS_BANDWIDTH, FABRIC_BUS_BANDWIDTH)
 """What ``python -m trainer.bench`` serves."""
-ALL = TRAINING + BENCHMARK
+ALL = tuple(dict.fromkeys(TRAINING + BENCHMARK))

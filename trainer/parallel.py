@@ -1,13 +1,15 @@
 """How the model is spread over the job's processes: DDP, FSDP2, or HSDP across nodes.
 
-- **DDP** (the default): every rank holds the model; gradients are all-reduced in buckets,
-  as views into those buckets.
-- **FSDP2** (``--fsdp``): parameters, gradients and optimizer state are sharded, block by
-  block. On CUDA the blocks compute in bf16 and reduce gradients in fp32
+- **DDP** (the default, ``--parallel ddp``): every rank holds the model; gradients are
+  all-reduced in buckets of ``--bucket-mb``, as views into those buckets.
+- **FSDP2** (``--parallel fsdp``): parameters, gradients and optimizer state are sharded over
+  every rank, block by block. On CUDA the blocks compute in bf16 and reduce gradients in fp32
   (``MixedPrecisionPolicy``), the way large runs keep both speed and stable sums.
-- **HSDP**: an FSDP job on several nodes shards within each node and replicates across
-  nodes (a 2-D device mesh), so the all-gathers of every layer stay on the fast
-  intra-node links and only one gradient all-reduce per step crosses the network.
+- **HSDP** (``--parallel hsdp``, or ``--fsdp``): a job on several nodes shards within each node
+  and replicates across nodes (a 2-D device mesh), so the all-gathers of every layer stay on
+  the fast intra-node links and only one gradient all-reduce per step crosses the network; on
+  one node it is plain FSDP.
+- ``--parallel auto``: one of these, chosen at start by :mod:`trainer.strategy`.
 
 A GPT is built on the meta device, with no storage: DDP materialises it whole on every
 rank, FSDP only after sharding, so no rank ever holds the whole model, and both draw the
@@ -90,8 +92,12 @@ def parallelize(model: torch.nn.Module, cfg: Config, topo: Topology) -> Parallel
         # keep fp32, which also keeps CPU runs bit-reproducible.
         cuda = topo.device.type == "cuda"
         policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if cuda else None
-        mesh = fsdp_mesh(topo)
-        kwargs = {"mesh": mesh, **({"mp_policy": policy} if policy else {})}
+        mesh = fsdp_mesh(topo) if cfg.parallel == "hsdp" else None
+        kwargs = {
+            "mesh": mesh,
+            "reshard_after_forward": cfg.reshard_after_forward,
+            **({"mp_policy": policy} if policy else {}),
+        }
         for block in model.blocks:
             if cfg.compile:
                 block.compile()
@@ -109,6 +115,7 @@ def parallelize(model: torch.nn.Module, cfg: Config, topo: Topology) -> Parallel
             model,
             device_ids=[topo.device.index] if topo.device.type == "cuda" else None,
             gradient_as_bucket_view=True,
+            bucket_cap_mb=cfg.bucket_mb,
         )
         forward = ddp
     if cfg.compile:

@@ -48,6 +48,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from . import checkpoint
+from .autoparallel import resolve
 from .config import DEFAULT_LR, Config, UsageError, parse_args
 from .data import DataError, GlobalOrder, load_dataset
 from .exporter import serve
@@ -116,6 +117,8 @@ class Trainer(TrainerState):
             self.memory_format = torch.contiguous_format
         self.model = model
         torch.manual_seed(cfg.seed + topo.rank)  # distinct dropout per rank
+        self.network = resolve(cfg, topo, model)
+        self.cfg = cfg = self.network.cfg
         parallel = parallelize(self.model, cfg, topo)
         self.forward, self.ddp, self.sharded = parallel.forward, parallel.ddp, parallel.sharded
         self.parallel_kind = parallel.kind
@@ -143,6 +146,7 @@ class Trainer(TrainerState):
         # training metrics come from rank 0 alone.
         self.exporter = serve(cfg.metrics_port if topo.local_rank == 0 else None, TRAINING if topo.is_main else POD)
         self.exporter.set(CHECKPOINT_EVERY, cfg.checkpoint_every)
+        self.network.export(self.exporter, topo)
         # Step 0 until a checkpoint commits (a resume sets its own): a run whose saves fail
         # from the start must still trip the stale-checkpoint alert, which subtracts this.
         self.exporter.set(CHECKPOINT_STEP, 0)

@@ -86,6 +86,21 @@ class TrainerArgs(Spec):
     final_model_path: AbsolutePath | None = Field(default=None)
     """Where the final weights go (``FINAL_MODEL_PATH``); ``final_model.pt`` in the job's output directory
     when unset."""
+    parallel: Literal["ddp", "fsdp", "hsdp", "auto"] | None = Field(default=None)
+    """``--parallel``: ``ddp`` (the trainer's default), ``fsdp``, ``hsdp`` (shard within a node, replicate across
+    nodes), or ``auto``: chosen at start from the model's size, the GPU memory and a fabric probe (docs/network.md)."""
+    fabric_probe: bool = Field(default=False)
+    """``--fabric-probe``: time the collectives inside and across nodes at start (a few seconds) and serve the
+    figures; ``parallel: auto`` probes anyway."""
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainerArgs:
+        if self.parallel in ("fsdp", "hsdp") and self.model != "gpt":
+            raise field_error(
+                "parallel",
+                f"parallel {self.parallel} shards the gpt model; the cnn takes ddp or auto (which keeps ddp)",
+            )
+        return self
 
     def to_flags(self) -> list[str]:
         flags = [
@@ -104,7 +119,23 @@ class TrainerArgs(Spec):
             flags += ["--lr", repr(self.lr)]
         if self.synthetic_data:
             flags += ["--synthetic"]
+        if self.parallel is not None:
+            flags += ["--parallel", self.parallel]
+        if self.fabric_probe:
+            flags += ["--fabric-probe"]
         return flags
+
+
+class TopologySpec(Spec):
+    """Keep a job's pods on nodes that are close in the network: a pod affinity among the job's own pods on a node
+    label whose equal values mark one network domain. The Kubernetes scheduler and Volcano (its ``nodeorder`` and
+    ``predicates`` plugins) both honour it. See docs/network.md for which labels ACK sets."""
+
+    key: LabelKey = "topology.kubernetes.io/zone"
+    """The node label, e.g. ``topology.kubernetes.io/zone`` (on every ACK node), or ``alibabacloud.com/asw-id`` /
+    ``alibabacloud.com/point-of-delivery`` (ACK Lingjun nodes)."""
+    mode: Literal["preferred", "required"] = "preferred"
+    """``preferred`` still starts a job the domain cannot hold; ``required`` leaves it pending instead."""
 
 
 class RunPolicySpec(Spec):
@@ -226,6 +257,8 @@ class TrainingJobSpec(Spec):
     """v1 only: on v2 the platform runtime restarts all of a job's pods together after a failure."""
     run_policy: RunPolicySpec = Field(default_factory=RunPolicySpec)
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
+    topology: TopologySpec | None = Field(default=None)
+    """Keep the job's pods in one network domain (docs/network.md); none when unset."""
     backend: Backend | None = None
     """``v1``: a PyTorchJob for the Training Operator; ``v2``: a TrainJob for Kubeflow Trainer v2.
     ``training.backend`` when unset."""

@@ -18,6 +18,9 @@ collective does not burn an hour of GPUs unnoticed."""
 DEFAULT_CHECKPOINT_INTERVALS = 3
 """One missed checkpoint can be a slow save; three in a row mean saving is broken."""
 DEFAULT_RESTARTS_PER_HOUR = 3
+DEFAULT_BANDWIDTH_OF_BASELINE = 0.8
+"""Run-to-run spread of a healthy fabric's all-reduce stays within a few percent (nccl-tests practice);
+a fifth lost is a degraded link, a job spread over more switches, or RDMA fallen back to TCP."""
 DEFAULT_PENDING_MINUTES = 20
 """New GPU nodes take 5-10 minutes on ACK; twice that means they are not coming (no stock, a quota,
 a pod that fits no node). Below Kueue's default 30-minute pods-ready timeout, which evicts the job."""
@@ -41,7 +44,11 @@ class AlertThresholds(Spec):
     below ``trainerV2.kueue.podsReadyTimeoutMinutes``, after which Kueue evicts and requeues the job."""
     min_bus_bandwidth_gbps: float | None = Field(default=None, gt=0)
     """Lowest acceptable all-reduce bus bandwidth of the ``netbench`` job, GB/s (10^9 bytes per second), at
-    its best message size. Unset: no alert (what is good depends on the fabric and GPU count)."""
+    its best message size, while its pool has no baseline yet (``minBusBandwidthOfBaseline``). Unset: no fixed
+    floor (what is good depends on the fabric and GPU count)."""
+    min_bus_bandwidth_of_baseline: float = Field(default=DEFAULT_BANDWIDTH_OF_BASELINE, gt=0, lt=1)
+    """A ``netbench`` job's best all-reduce bus bandwidth alerts below this share of its pool's baseline: the best
+    any netbench job on the same pool measured in the 7 days before it (docs/network.md)."""
     min_mfu: float | None = Field(default=None, gt=0, lt=1)
     """Lowest acceptable model FLOPs utilisation (0-1) of a GPU job over 30 minutes. Unset: no alert (what
     is good depends on the model and the GPU)."""

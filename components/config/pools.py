@@ -19,6 +19,10 @@ ERDMA_INSTANCE_FAMILIES = ("ecs.gn8is.", "ecs.ebmgn8is.", "ecs.gn8v.", "ecs.ebmg
 through Arena and enable eRDMA acceleration"); their NICs reach NCCL through the
 ``ack-erdma-controller`` add-on as the ``aliyun/erdma`` resource."""
 
+LOW_LATENCY_MAX_NODES = 20
+"""An ECS deployment set with the LowLatency strategy holds at most 20 instances, all in one zone,
+and no spot instances (ECS: "Deployment sets", https://www.alibabacloud.com/help/zh/doc-detail/91258.htm)."""
+
 AUTOSCALER_TAG_LIMIT = 12
 """ACK's autoscaler recognises a pool's labels and taints, which it needs to start a node
 for a pending pod, only while its ECS tags, taints and labels number fewer than 12
@@ -78,6 +82,10 @@ class GpuPoolSpec(Spec):
     or ``rdma`` (Lingjun)."""
     driver_version: str | None = Field(default=None)
     """Pin the NVIDIA driver, e.g. ``550.127.08`` (ACK label ``ack.aliyun.com/nvidia-driver-version``)."""
+    low_latency: bool = Field(default=False)
+    """Start the nodes in an ECS deployment set with the ``LowLatency`` strategy: ECS places them in one network
+    topology range of one zone, for the shortest paths between them. Only the first vSwitch is used (one zone);
+    at most 20 nodes; on-demand only."""
     node_capacity: NodeCapacitySpec | None = Field(default=None)
     """What one node gives pods, against which jobs are checked; required for instance types the platform
     does not know (it knows ``ecs.gn7i-c8g1.2xlarge``, ``ecs.gn7i-c16g1.4xlarge``, ``ecs.ebmgn8v.48xlarge``)."""
@@ -108,6 +116,17 @@ class GpuPoolSpec(Spec):
             raise field_error(
                 "compensateWithOnDemand",
                 "compensateWithOnDemand applies to spot pools only: drop it, or set spotStrategy",
+            )
+        if self.low_latency and self.max_size > LOW_LATENCY_MAX_NODES:
+            raise field_error(
+                "maxSize",
+                f"a lowLatency pool holds at most {LOW_LATENCY_MAX_NODES} nodes (an ECS LowLatency deployment set's "
+                f"limit), not {self.max_size}: lower maxSize or drop lowLatency",
+            )
+        if self.low_latency and self.spot_strategy != "NoSpot":
+            raise field_error(
+                "lowLatency",
+                "an ECS deployment set takes no spot instances: set spotStrategy NoSpot or drop lowLatency",
             )
         if self.fabric == "erdma":
             other = [t for t in self.instance_types if not t.startswith(ERDMA_INSTANCE_FAMILIES)]

@@ -16,7 +16,7 @@ from trainer import metric_names as trainer
 from ..config import MonitoringScope
 from . import kube_metrics as kube
 from .base import MANAGED_BY, Manifest
-from .scraping import JOB_LABEL, MONITORING_API
+from .scraping import JOB_LABEL, MONITORING_API, POOL_SERIES_LABEL
 from .trainjob import TRAINER_NODE
 
 RULE_GROUP = "ack-training-platform.training"
@@ -33,6 +33,9 @@ FAILED_WINDOW = "10m"
 this window holds the alert long enough to be delivered."""
 BENCHMARK_WINDOW = "10m"
 """How long a finished netbench job's bandwidth stays under watch."""
+BASELINE_WINDOW = "7d"
+"""How far back a pool's baseline reaches: the netbench jobs of the past week (within the 15 days that
+ARMS and prometheus-operator keep by default)."""
 STOPPED_WINDOW = "15m"
 """How long a TrainJob that stopped early keeps its alert."""
 MFU_WINDOW = "30m"
@@ -107,6 +110,38 @@ def _trainjob_stopped(namespace: tuple[str, ...]) -> str:
         f"unless on (namespace, owner_name) {ended(kube.JOB_FAILED)}"
     )
     return f'max by (namespace, {JOB_LABEL}) (label_replace({gone}, "{JOB_LABEL}", "$1", "owner_name", "(.+)"))'
+
+
+def _bandwidth_alert(namespace: tuple[str, ...], ratio: float, floor_gbps: float | None) -> Alert:
+    """A netbench job whose best all-reduce bus bandwidth is under ``ratio`` of its pool's baseline, or,
+    while the pool has none, under the fixed ``floor_gbps`` (if set).
+
+    The baseline is the best any netbench job on the same pool (the ``pool`` label the PodMonitor copies
+    from the pod) served in the ``BASELINE_WINDOW`` before the job's own ``BENCHMARK_WINDOW``: the offset
+    keeps a job from being its own baseline.
+    """
+    bandwidth = _sel(trainer.ALLREDUCE_BUS_BANDWIDTH.name, namespace)
+    best = f"max by (namespace, {JOB_LABEL}, {POOL_SERIES_LABEL}) (max_over_time({bandwidth}[{BENCHMARK_WINDOW}]))"
+    baseline = f"max by ({POOL_SERIES_LABEL}) (max_over_time({bandwidth}[{BASELINE_WINDOW}] offset {BENCHMARK_WINDOW}))"
+    expr = f"{best} < on ({POOL_SERIES_LABEL}) group_left () ({ratio} * {baseline})"
+    against = f"{ratio:.0%} of the best its pool {{{{ $labels.{POOL_SERIES_LABEL} }}}} measured in {BASELINE_WINDOW}"
+    if floor_gbps is not None:
+        expr = f"({expr}) or ({best} < {round(floor_gbps * 1e9)} unless on ({POOL_SERIES_LABEL}) {baseline})"
+        against += f" (or, before the pool has a baseline, {floor_gbps} GB/s)"
+    return Alert(
+        "AllReduceBandwidthLow",
+        # The benchmark's pod serves its result for about a minute and exits; the window keeps the
+        # result in view long enough for ``for`` and for delivery.
+        expr,
+        1,
+        "warning",
+        f"All-reduce bus bandwidth of {{{{ $labels.{JOB_LABEL} }}}} is {{{{ $value | humanize }}}}B/s.",
+        f"The netbench job's best all-reduce bus bandwidth is below {against}: multi-node jobs will be "
+        "network-bound. Check that its pods got the RDMA devices (NCCL_DEBUG=INFO shows the transport), that "
+        "the nodes share a fabric, and its netbench.json on the output volume for the intra- and inter-node "
+        "figures.",
+        "monitoring.alerts.minBusBandwidthOfBaseline",
+    )
 
 
 def _restarts(namespace: tuple[str, ...], threshold: int) -> str:
@@ -270,24 +305,7 @@ def alerts(scope: MonitoringScope) -> list[Alert]:
             "monitoring.alerts.checkpointIntervals",
         )
     )
-    if limits.min_bus_bandwidth_gbps is not None:
-        floor = round(limits.min_bus_bandwidth_gbps * 1e9)
-        rules.append(
-            Alert(
-                "AllReduceBandwidthLow",
-                # The benchmark's pod serves its result for about a minute and exits; the
-                # window keeps the result in view long enough for ``for`` and for delivery.
-                f"max by (namespace, {JOB_LABEL}) (max_over_time({_sel(trainer.ALLREDUCE_BUS_BANDWIDTH.name, ns)}"
-                f"[{BENCHMARK_WINDOW}])) < {floor}",
-                1,
-                "warning",
-                f"All-reduce bus bandwidth of {job} is {{{{ $value | humanize }}}}B/s.",
-                f"The netbench job's best all-reduce bus bandwidth is below {limits.min_bus_bandwidth_gbps} GB/s: "
-                "multi-node jobs will be network-bound. Check that its pods got the RDMA devices "
-                "(NCCL_DEBUG=INFO shows the transport) and that the nodes share a fabric.",
-                "monitoring.alerts.minBusBandwidthGbps",
-            )
-        )
+    rules.append(_bandwidth_alert(ns, limits.min_bus_bandwidth_of_baseline, limits.min_bus_bandwidth_gbps))
     if limits.min_mfu is not None:
         mfu = _sel(trainer.MFU.name, ns)
         rules.append(

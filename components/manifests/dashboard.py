@@ -130,6 +130,29 @@ def training_dashboard(namespace: str) -> dict[str, object]:
                 description="What a preemption now would lose.",
             )
         )
+        .with_row(gf.Row("Network"))
+        .with_panel(
+            _panel(
+                "Fabric bus bandwidth",
+                "Bps",
+                (series(trainer.FABRIC_BUS_BANDWIDTH), f"{{{{{trainer.SCOPE_LABEL}}}}} {{{{{trainer.OP_LABEL}}}}}"),
+                description="Best bus bandwidth of the fabric probe the job took at start (--fabric-probe, "
+                "--parallel auto), inside a node and across nodes; docs/network.md.",
+            )
+        )
+        .with_panel(
+            _panel(
+                "Parallelism",
+                "short",
+                (
+                    f"{series(trainer.SHARD_GROUP)} * on (namespace, {JOB_LABEL}) group_left "
+                    f"({trainer.STRATEGY_LABEL}) {series(trainer.PARALLEL_STRATEGY)}",
+                    f"{{{{{trainer.STRATEGY_LABEL}}}}}: processes per shard group",
+                ),
+                description="The strategy the job trains with (chosen by --parallel auto, or given) and how many "
+                "processes share each parameter's shards (1: DDP).",
+            )
+        )
         .with_row(gf.Row("GPUs"))
         .with_panel(
             _panel("GPU utilisation per pod", "percent", (gpu.per_pod("avg", gpu.GPU_UTIL, namespace, pods), "{{pod}}"))

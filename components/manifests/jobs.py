@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from trainer.metric_names import METRICS_PORT, METRICS_PORT_NAME
 
 from ..config import Backend, SecretEnv, TrainingJobSpec, job_shm_size, nodes_needed
-from .base import MANAGED_BY, Manifest
+from .base import MANAGED_BY, POOL_LABEL, Manifest
 from .placement import GPU_RESOURCE, FabricProfile, Placement
+from .scraping import JOB_NAME_POD_LABEL
 
 DATA_MOUNT = "/mnt/data"
 OUTPUT_MOUNT = "/mnt/output"
@@ -238,11 +239,34 @@ def placement_fields(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         fields["serviceAccountName"] = ctx.service_account
     if ctx.image_pull_secret:
         fields["imagePullSecrets"] = [{"name": ctx.image_pull_secret}]
+    if job.topology is not None:
+        fields["affinity"] = topology_affinity(job)
     return fields
 
 
+def topology_affinity(job: TrainingJobSpec) -> Manifest:
+    """A pod affinity that draws the job's pods onto nodes with one value of ``job.topology.key``.
+
+    The first pod matches its own term, which the scheduler accepts when no peer runs yet
+    (Kubernetes: "Inter-pod affinity and anti-affinity"), so ``required`` does not block a job's start.
+    """
+    term = {"labelSelector": {"matchLabels": {JOB_NAME_POD_LABEL: job.name}}, "topologyKey": job.topology.key}
+    if job.topology.mode == "required":
+        return {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    return {
+        "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]}
+    }
+
+
 def job_labels(job: TrainingJobSpec) -> dict[str, str]:
-    return {**MANAGED_BY, "app.kubernetes.io/name": job.name, **job.labels}
+    return {**MANAGED_BY, JOB_NAME_POD_LABEL: job.name, **job.labels}
+
+
+def pod_labels(job: TrainingJobSpec, ctx: JobContext) -> dict[str, str]:
+    """A job pod's labels: the job's, and the pool it runs on, which the PodMonitor copies onto
+    every series so that an alert can compare a job with earlier ones on the same pool."""
+    pool = ctx.placement.node_selector.get(POOL_LABEL)
+    return {**job_labels(job), **({POOL_LABEL: pool} if pool else {})}
 
 
 def job_metadata(job: TrainingJobSpec, namespace: str, labels: dict[str, str]) -> Manifest:
@@ -306,7 +330,7 @@ def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
             "replicas": replicas,
             "restartPolicy": job.restart_policy,
             # A copy per replica type: shared dicts would serialise as YAML anchors.
-            "template": {"metadata": {"labels": dict(labels)}, "spec": copy.deepcopy(pod_spec)},
+            "template": {"metadata": {"labels": pod_labels(job, ctx)}, "spec": copy.deepcopy(pod_spec)},
         }
 
     spec: Manifest = {"nprocPerNode": str(procs)}

@@ -12,13 +12,16 @@ from __future__ import annotations
 from trainer.metric_names import METRICS_PORT_NAME
 
 from ..config import PROJECT
-from .base import MANAGED_BY, Manifest
+from .base import MANAGED_BY, POOL_LABEL, Manifest
 from .kube_metrics import OPERATOR_METRICS_PORT
 
 MONITORING_API = "monitoring.coreos.com/v1"
 JOB_LABEL = "training_job"
 """The job a series belongs to, on every series scraped from a job's pods. Not ``job``: Prometheus
 sets that to the scrape job."""
+POOL_SERIES_LABEL = "pool"
+"""The node pool a job's pods run on (their ``ack-training-platform/pool`` label), on every series
+scraped from them: a job's bandwidth is compared with earlier jobs' on the same pool."""
 JOB_NAME_POD_LABEL = "app.kubernetes.io/name"
 """Every pod of a platform job carries its job's name here, on both backends: the PyTorchJob's
 replica templates and the TrainJob's runtime patch both take ``job_labels`` (``jobs.py``)."""
@@ -40,7 +43,8 @@ def trainer_pod_monitor(namespace: str, watched: list[str] | None = None) -> Man
 
     It selects the pods by the platform's ``managed-by`` label and scrapes the container port
     named ``metrics`` (``trainer/metric_names.py``), copying the job name into ``training_job``
-    so that a series keeps its job when pods are replaced.
+    so that a series keeps its job when pods are replaced, and the pod's pool into ``pool``
+    (empty, so absent, for jobs on the CPU nodes).
 
     Args:
         namespace: the training namespace; the PodMonitor lives there.
@@ -66,7 +70,12 @@ def trainer_pod_monitor(namespace: str, watched: list[str] | None = None) -> Man
                             "action": "replace",
                             "sourceLabels": [_meta_label(JOB_NAME_POD_LABEL)],
                             "targetLabel": JOB_LABEL,
-                        }
+                        },
+                        {
+                            "action": "replace",
+                            "sourceLabels": [_meta_label(POOL_LABEL)],
+                            "targetLabel": POOL_SERIES_LABEL,
+                        },
                     ],
                 }
             ],

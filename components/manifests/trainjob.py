@@ -49,6 +49,7 @@ from .jobs import (
     job_volumes,
     nccl_env,
     placement_fields,
+    pod_labels,
     runtime_env,
     shared_volume_mounts,
 )
@@ -246,7 +247,7 @@ def train_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
                         {
                             "name": TRAINER_NODE,
                             "template": {
-                                "spec": {"template": {"metadata": {"labels": dict(labels)}, "spec": pod_patch}}
+                                "spec": {"template": {"metadata": {"labels": pod_labels(job, ctx)}, "spec": pod_patch}}
                             },
                         }
                     ]

@@ -9,6 +9,7 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 
 from ..client import JobsClient, explain
+from ..network import network_summary
 from ..replicas import NODE_INDEX_LABEL
 from ..status import format_age, job_priority, job_queue, last_metrics, pod_nodes, summarize
 from .base import Out, as_list, dump, resource_name, table
@@ -93,7 +94,8 @@ def _show_metrics(jobs: JobsClient, pods: list[dict[str, Any]], out: Out) -> Non
         return
     for pod in candidates:
         try:
-            values = last_metrics(jobs.metrics_text(pod))
+            text = jobs.metrics_text(pod)
+            values = last_metrics(text)
         except (ApiException, OSError, ValueError) as err:
             if pod == candidates[-1]:
                 out(f"Metrics:   rank 0's /metrics unreachable ({pod}): {explain(err)}")
@@ -101,6 +103,9 @@ def _show_metrics(jobs: JobsClient, pods: list[dict[str, Any]], out: Out) -> Non
         if values or pod == candidates[-1]:
             shown = "  ".join(f"{k} {v:g}" for k, v in values.items()) or "none served yet"
             out(f"Metrics:   {shown}  (from {pod})")
+            network = network_summary(text)
+            if network:
+                out(f"Network:   {network}")
             return
 
 

@@ -1,0 +1,153 @@
+"""At start: the fabric probe (``--fabric-probe``) and the ``--parallel auto`` choice.
+
+:func:`resolve` runs before the model is wrapped. It probes the fabric when asked to (or reads a
+recorded probe, ``--fabric-record``), writes the probe to ``<output-dir>/fabric-probe.json``,
+lets :func:`trainer.strategy.decide` choose, logs the choice with the figures it rested on, and
+returns the config with the choice filled in; an explicit ``--parallel`` is never overridden.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+
+from .checkpoint import write_atomic
+from .config import Config, UsageError
+from .exporter import Exporter
+from .fabric import FORMAT, INTER, INTRA, FabricReport, probe
+from .metric_names import PARALLEL_STRATEGY, SHARD_GROUP, STRATEGY_LABEL
+from .metrics import log
+from .strategy import Decision, DecisionError, Inputs, decide
+from .topology import Topology
+
+PROBE_FILE = "fabric-probe.json"
+
+
+@dataclass
+class Network:
+    """What :func:`resolve` found: the config to train with, and what it rested on.
+
+    Args:
+        cfg: the config, ``parallel`` resolved.
+        decision: the ``auto`` choice; None when ``--parallel`` was given.
+        fabric: the probe's result; None when none ran or was read.
+    """
+
+    cfg: Config
+    decision: Decision | None
+    fabric: FabricReport | dict | None
+
+    def export(self, exporter: Exporter, topo: Topology) -> None:
+        """Serve the strategy, its shard group and the probe's figures."""
+        strategy = self.cfg.parallel if topo.world > 1 else "single"
+        exporter.set(PARALLEL_STRATEGY, 1, **{STRATEGY_LABEL: strategy})
+        shard = {"ddp": 1, "fsdp": topo.world, "hsdp": hsdp_group(topo)}.get(strategy, 1)
+        exporter.set(SHARD_GROUP, shard)
+        if isinstance(self.fabric, FabricReport):
+            self.fabric.export(exporter)
+
+
+def hsdp_group(topo: Topology) -> int:
+    """HSDP's shard group: a node's processes on several even nodes, else every process."""
+    nodes = topo.world // topo.local_world
+    return topo.local_world if nodes > 1 and topo.world % topo.local_world == 0 else topo.world
+
+
+def read_record(path: str) -> dict:
+    """The summary of a recorded probe, ``{"intra-node/all_reduce": GB/s, ...}``.
+
+    Raises:
+        UsageError: the file is missing or is not a fabric probe's JSON.
+    """
+    try:
+        document = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as err:
+        raise UsageError(f"--fabric-record {path}: cannot read a fabric probe's JSON ({err})") from None
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise UsageError(f"--fabric-record {path}: not a fabric probe's JSON (its format must be {FORMAT!r})")
+    return document
+
+
+def device_memory(topo: Topology) -> int | None:
+    """One device's memory in bytes; None on CPU, where host memory is taken as no constraint."""
+    if topo.device.type != "cuda":
+        return None
+    return torch.cuda.get_device_properties(topo.device).total_memory
+
+
+def resolve(cfg: Config, topo: Topology, model: torch.nn.Module) -> Network:
+    """Probe, choose and log, as the flags ask. A collective when a probe runs.
+
+    Args:
+        cfg: the validated config.
+        topo: this process's place in the job.
+        model: the model, on any device (the meta device included): only its size is read.
+
+    Returns:
+        The config to train with and what the choice rested on.
+
+    Raises:
+        UsageError: an unreadable ``--fabric-record``, or ``--parallel auto`` with a model that
+            fits nowhere.
+    """
+    fabric: FabricReport | dict | None = None
+    auto = cfg.parallel == "auto"
+    if cfg.fabric_record and auto:
+        fabric = read_record(cfg.fabric_record)
+        summary = fabric.get("summary_busbw_GBps", {})
+    elif (cfg.fabric_probe or auto) and topo.world > 1:
+        fabric = probe(topo)
+        summary = fabric.summary()
+        if topo.is_main:
+            write_atomic(Path(cfg.output_dir) / PROBE_FILE, dumps(fabric.to_json()))
+            log("fabric probe (best bus bandwidth, GB/s): " + describe(summary))
+    else:
+        summary = {}
+    if not auto:
+        return Network(cfg, None, fabric)
+    inputs = Inputs(
+        params=sum(p.numel() for p in model.parameters()),
+        world=topo.world,
+        local_world=topo.local_world,
+        device_memory_bytes=device_memory(topo),
+        param_bytes=2 if topo.device.type == "cuda" else 4,
+        intra_GBps=summary.get(f"{INTRA}/all_reduce"),
+        inter_GBps=summary.get(f"{INTER}/all_reduce"),
+        shardable=getattr(model, "blocks", None) is not None,
+    )
+    try:
+        decision = decide(inputs)
+    except DecisionError as err:
+        raise UsageError(f"--parallel auto: {err}") from None
+    if topo.is_main:
+        source = f"recorded in {cfg.fabric_record}" if cfg.fabric_record else "measured"
+        log(
+            f"--parallel auto chose {decision.strategy} (as {' '.join(decision.flags())}): "
+            f"{inputs.params} parameters, all-reduce bus bandwidth {source}: intra-node {gbps(inputs.intra_GBps)}, "
+            f"inter-node {gbps(inputs.inter_GBps)}; " + "; ".join(decision.reasons)
+        )
+    strategy = "ddp" if decision.strategy == "single" else decision.strategy
+    chosen = replace(
+        cfg,
+        parallel=strategy,
+        fsdp=strategy in ("fsdp", "hsdp"),
+        bucket_mb=decision.bucket_mb,
+        reshard_after_forward=decision.reshard_after_forward,
+    )
+    return Network(chosen, decision, fabric)
+
+
+def dumps(document: dict) -> bytes:
+    """A probe's JSON document as written to the output volume."""
+    return (json.dumps(document, indent=2) + "\n").encode()
+
+
+def gbps(value: float | None) -> str:
+    return "not measured" if value is None else f"{value:g} GB/s"
+
+
+def describe(summary: dict[str, float | None]) -> str:
+    return ", ".join(f"{key} {value:g}" for key, value in summary.items() if value is not None) or "nothing to measure"

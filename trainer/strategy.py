@@ -1,0 +1,201 @@
+"""The ``--parallel auto`` rule: DDP, FSDP or HSDP, the gradient bucket size and whether FSDP
+re-gathers parameters in the backward pass, from the model's size, the device memory and the
+measured bandwidths. Pure (no torch), so it is tested over tables of inputs; ``docs/network.md``
+states the same rule in prose.
+
+The rule, in order:
+
+1. One process: nothing to choose (``single``).
+2. Memory: the model state (fp32 weights, fp32 gradients and AdamW's two moments,
+   :data:`STATE_BYTES_PER_PARAM` bytes a parameter) divided by the shard group must fit in
+   :data:`MEMORY_SHARE` of a device's memory. Candidates, in order of preference: DDP (shard
+   group 1), HSDP (shard group = a node's processes, several nodes only), FSDP (every process).
+   None fits: :class:`DecisionError`.
+3. Network: with the bandwidths the candidates need, each candidate's bytes per step over each
+   link, divided by that link's bus bandwidth, estimate its communication time; the lowest wins,
+   ties going to the earlier candidate, a sharded one's estimate counted twice
+   (:data:`SHARDING_MARGIN`) against DDP's. Without them the first candidate that fits wins.
+4. FSDP across nodes keeps the gathered parameters from the forward to the backward pass
+   (``reshard_after_forward=False``: one all-gather over the slow links per step instead of
+   two) when they fit beside the sharded state; otherwise, and under HSDP, whose all-gathers stay
+   in the node, parameters are freed after the forward pass (FSDP2's default).
+5. DDP's gradient bucket: big enough to keep a measured link busy for :data:`BUCKET_TARGET_S`,
+   no smaller than DDP's 25 MB default, no larger than :data:`BUCKET_MAX_MB`, and at most a
+   quarter of the gradient so at least four buckets overlap the backward pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+STATE_BYTES_PER_PARAM = 16
+"""fp32 weight (4) + fp32 gradient (4) + AdamW's two fp32 moments (8)."""
+GRAD_BYTES_PER_PARAM = 4
+"""Gradients are reduced in fp32 (DDP's are fp32 under autocast; FSDP's ``reduce_dtype``)."""
+MEMORY_SHARE = 0.5
+"""Of a device's memory, what model state may take; the rest holds activations, the all-gathered
+blocks and the collectives' buffers."""
+DEFAULT_BUCKET_MB = 25.0
+"""DDP's own default ``bucket_cap_mb``."""
+BUCKET_MAX_MB = 200.0
+BUCKET_TARGET_S = 0.0025
+"""2.5 ms on the link: 25 MB at 10 GB/s. A bucket much shorter than this is dominated by each
+collective's fixed latency (tens of microseconds for NCCL, more over TCP)."""
+MIN_BUCKETS = 4
+SHARDING_MARGIN = 2.0
+"""A sharded strategy replaces DDP only when its estimate is under half of DDP's: the estimate
+leaves out what sharding adds (a collective per block, whose latency the backward pass does not
+always hide, and the copies in and out of the flat buffers)."""
+STRATEGIES = ("ddp", "fsdp", "hsdp")
+"""What ``--parallel`` takes besides ``auto``; ``single`` is what one process runs."""
+
+
+class DecisionError(ValueError):
+    """No strategy fits the model in the devices' memory."""
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What the rule rests on.
+
+    Args:
+        params: the model's parameter count.
+        world: processes in the job.
+        local_world: processes per node.
+        device_memory_bytes: one device's memory; None (CPU) when memory is no constraint.
+        param_bytes: bytes per parameter of an FSDP all-gather (2 for bf16 on GPUs, 4 for fp32).
+        intra_GBps: the intra-node all-reduce bus bandwidth, GB/s; None when not measured.
+        inter_GBps: the inter-node all-reduce bus bandwidth, GB/s; None when not measured.
+        shardable: whether the model can be sharded (the gpt) or only replicated (the cnn).
+    """
+
+    params: int
+    world: int
+    local_world: int
+    device_memory_bytes: int | None = None
+    param_bytes: int = 4
+    intra_GBps: float | None = None
+    inter_GBps: float | None = None
+    shardable: bool = True
+
+    @property
+    def nodes(self) -> int:
+        """Nodes with the same number of processes each; 1 for an uneven layout (treated as flat)."""
+        return self.world // self.local_world if self.world % self.local_world == 0 else 1
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What ``--parallel auto`` chose.
+
+    Args:
+        strategy: ``single``, ``ddp``, ``fsdp`` or ``hsdp``.
+        shard_group: processes each parameter is sharded over (1: replicated).
+        bucket_mb: DDP's ``bucket_cap_mb``.
+        reshard_after_forward: FSDP frees the gathered parameters after the forward pass.
+        reasons: why, one clause each, for the log.
+    """
+
+    strategy: str
+    shard_group: int
+    bucket_mb: float
+    reshard_after_forward: bool
+    reasons: tuple[str, ...]
+
+    def flags(self) -> list[str]:
+        """The flags that choose the same by hand."""
+        strategy = "ddp" if self.strategy == "single" else self.strategy
+        flags = ["--parallel", strategy, "--bucket-mb", f"{self.bucket_mb:g}"]
+        return flags + ([] if self.reshard_after_forward else ["--no-reshard-after-forward"])
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.1f} GiB"
+
+
+def _ring(size: float, n: int, factor: int) -> float:
+    """Bytes each process moves for a ring collective of ``size`` over ``n`` (nccl-tests' bus factor)."""
+    return size * factor * (n - 1) / n
+
+
+def comm_seconds(strategy: str, inp: Inputs, reshard: bool) -> float | None:
+    """Estimated communication seconds per optimizer step; None when a needed bandwidth is missing."""
+    grads, params = inp.params * GRAD_BYTES_PER_PARAM, inp.params * inp.param_bytes
+    gathers = 2 if reshard else 1
+    nodes, local = inp.nodes, inp.local_world if inp.nodes > 1 else inp.world
+    # A group that spans nodes runs at the inter-node bandwidth: its ring crosses the network.
+    flat_bw = inp.inter_GBps if nodes > 1 else inp.intra_GBps
+    if strategy == "ddp":
+        return None if flat_bw is None else _ring(grads, inp.world, 2) / (flat_bw * 1e9)
+    if strategy == "fsdp":
+        moved = gathers * _ring(params, inp.world, 1) + _ring(grads, inp.world, 1)
+        return None if flat_bw is None else moved / (flat_bw * 1e9)
+    if inp.intra_GBps is None or inp.inter_GBps is None:
+        return None
+    inside = gathers * _ring(params, local, 1) + _ring(grads, local, 1)
+    across = _ring(grads / local, nodes, 2)
+    return inside / (inp.intra_GBps * 1e9) + across / (inp.inter_GBps * 1e9)
+
+
+def bucket_mb(inp: Inputs, strategy: str) -> float:
+    """DDP's bucket cap in MB (10^6 bytes), rule 5."""
+    bandwidth = inp.inter_GBps if inp.nodes > 1 else inp.intra_GBps
+    if strategy != "ddp" or bandwidth is None:
+        return DEFAULT_BUCKET_MB
+    target = min(max(bandwidth * 1e3 * BUCKET_TARGET_S, DEFAULT_BUCKET_MB), BUCKET_MAX_MB)
+    quarter = inp.params * GRAD_BYTES_PER_PARAM / MIN_BUCKETS / 1e6
+    return round(max(min(target, quarter), 1.0), 1)
+
+
+def decide(inp: Inputs) -> Decision:
+    """Choose the strategy for ``inp`` by the rule in this module's docstring.
+
+    Raises:
+        DecisionError: the model state does not fit even sharded over every process.
+    """
+    if inp.world == 1:
+        return Decision("single", 1, DEFAULT_BUCKET_MB, True, ("one process",))
+    budget = None if inp.device_memory_bytes is None else inp.device_memory_bytes * MEMORY_SHARE
+    state = inp.params * STATE_BYTES_PER_PARAM
+    groups = {"ddp": 1}
+    if inp.shardable:
+        if inp.nodes > 1 and inp.local_world > 1:
+            groups["hsdp"] = inp.local_world
+        groups["fsdp"] = inp.world
+
+    def fits(extra: float, group: int) -> bool:
+        return budget is None or state / group + extra <= budget
+
+    reasons = []
+    fitting = [s for s, group in groups.items() if fits(0, group)]
+    if budget is None:
+        reasons.append("device memory is no constraint")
+    else:
+        reasons.append(
+            f"model state {_gib(state)} against {_gib(budget)} per device fits {'/'.join(fitting) or 'none'}"
+        )
+    if not fitting:
+        raise DecisionError(
+            f"the model's state ({_gib(state)}) does not fit in {_gib(budget)} per device even sharded over all "
+            f"{inp.world} processes: use more GPUs or GPUs with more memory"
+        )
+    cross_node_fsdp = inp.nodes > 1
+    reshard = {
+        s: not (s == "fsdp" and cross_node_fsdp and fits(inp.params * inp.param_bytes, groups[s])) for s in fitting
+    }
+    times = {s: comm_seconds(s, inp, reshard[s]) for s in fitting}
+    if all(t is not None for t in times.values()) and len(fitting) > 1:
+        # min keeps the first of equals
+        chosen = min(fitting, key=lambda s: times[s] * (1 if s == "ddp" else SHARDING_MARGIN))
+        estimates = ", ".join(f"{s} {t * 1e3:.1f} ms" for s, t in times.items())
+        reasons.append(f"estimated communication per step: {estimates}")
+    else:
+        chosen = fitting[0]
+        if len(fitting) > 1:
+            reasons.append("no bandwidth measured for every candidate: the first that fits")
+    if not reshard[chosen]:
+        reasons.append("gathered parameters kept for the backward pass (one all-gather across nodes, not two)")
+    bucket = bucket_mb(inp, chosen)
+    if chosen == "ddp":
+        reasons.append(f"gradient bucket {bucket:g} MB")
+    return Decision(chosen, groups[chosen], bucket, reshard[chosen], tuple(reasons))
