@@ -10,6 +10,26 @@ from .config import GpuPoolSpec
 from .identity import METADATA_TOKENS_REQUIRED, node_role
 from .manifests import Placement, pool_node_labels, pool_placement, pool_tags
 
+# What the provider reads back into a node pool's state that the program does not own
+# (terraform-provider-alicloud v1.289.0 resource_alicloud_cs_kubernetes_node_pool.go,
+# resourceAliCloudAckNodepoolRead; each field Optional and not Computed in its schema, so a
+# value the cloud fills shows as a change on every preview and an update would send it away).
+# The disk fields are how ECS created and formatted each data disk (scaling_group.data_disks).
+# ``[*]`` matches every element (pulumi/pulumi sdk/go/common/resource/properties_path.go).
+POOL_DISK_FILLED = ("performanceLevel", "encrypted", "autoFormat", "fileSystem", "mountTarget", "device")
+# auto_scaling.eip_internet_charge_type: ACK keeps one for every autoscaled pool, EIP or not.
+POOL_SCALING_FILLED = ("eipInternetChargeType",)
+
+
+def pool_read_back_ignored(*, autoscaling: bool) -> list[str]:
+    """The node pool paths to leave to the cloud: the data disks' filled fields, and for an
+    autoscaled pool its EIP charge type and ``desiredSize`` (scaling_group.desired_size, the
+    size the autoscaler last chose: reverting it would undo the autoscaler's work)."""
+    ignored = [f"dataDisks[*].{name}" for name in POOL_DISK_FILLED]
+    if autoscaling:
+        ignored += ["desiredSize", *(f"scalingConfig.{name}" for name in POOL_SCALING_FILLED)]
+    return ignored
+
 
 class GpuNodePool(pulumi.ComponentResource):
     """An autoscaling, tainted ACK node pool of GPU instances, with the add-on that exposes
@@ -99,6 +119,7 @@ class GpuNodePool(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[policy, *([autoscaler] if autoscaler is not None else []), *(addons or [])],
+                ignore_changes=pool_read_back_ignored(autoscaling=spec.autoscaling),
             ),
         )
         self.node_pool_id = pool.node_pool_id

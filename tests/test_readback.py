@@ -1,0 +1,125 @@
+"""A second ``pulumi up`` changes nothing: each cloud resource answered with what the
+provider's read puts in state (:mod:`fixtures.readback`), and every field the cloud fills
+either set by the program to the same value or left to the cloud with ``ignore_changes``;
+and the options that destroy and upgrades rely on."""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from conftest import ROOT, cfg, stack_config
+from fixtures.readback import READ_BACK, ReadBack
+from test_platform import bought_instance
+
+from components.offline import HELM_RELEASE, Plan, run_program
+from components.plan import with_unset_credentials
+
+ELEMENTS = "[*]"
+
+
+def at(value: Any, path: str) -> list[Any]:
+    """The values at an engine path (``a.b``, ``a[*].b``); a missing one reads as ``None``."""
+    found = [value]
+    for part in re.split(r"\.(?![^\[]*\])", path):
+        name, each = (part[: -len(ELEMENTS)], True) if part.endswith(ELEMENTS) else (part, False)
+        found = [v.get(name) if isinstance(v, dict) else None for v in found]
+        if each:
+            found = [item for v in found if isinstance(v, list) for item in v]
+    return found
+
+
+def filled(read_back: ReadBack) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The state after a read: the inputs, with each field the cloud fills where the
+    program sent none (inside a block only where the program sent the block)."""
+
+    def read(inputs: dict[str, Any]) -> dict[str, Any]:
+        state = copy.deepcopy(inputs)
+        for path, value in read_back.fills.items():
+            *parents, leaf = path.rsplit(".", 1) if "." in path else [path]
+            holders = at(state, parents[0]) if parents else [state]
+            for holder in holders:
+                if isinstance(holder, dict):
+                    holder.setdefault(leaf, value)
+        return state
+
+    return read
+
+
+def grown_pool() -> dict:
+    """dev with a data disk on its GPU pool."""
+    config = stack_config("dev")
+    config[cfg("gpuPool")]["dataDiskGib"] = 500
+    return config
+
+
+def fixed_pool() -> dict:
+    """prod with a fixed-size GPU pool of four (no autoscaling)."""
+    config = stack_config("prod")
+    config[cfg("gpuPool")]["minSize"] = config[cfg("gpuPool")]["maxSize"] = 4
+    return config
+
+
+VARIANTS = {
+    "dev": (lambda: stack_config("dev"), "dev"),
+    "dev-data-disk": (grown_pool, "dev"),
+    "prod": (lambda: stack_config("prod"), "prod"),
+    "prod-fixed-pool": (fixed_pool, "prod"),
+    "prod-new-registry": (bought_instance, "prod"),
+}
+
+
+def read_back_run(config: dict, stack: str) -> Plan:
+    """The program under mocks, each cloud resource answered with its read-back state."""
+    answers = {t: filled(rb) for t, rb in READ_BACK.items()}
+    return run_program(with_unset_credentials(config)[0], stack=stack, project_dir=ROOT, read_back=answers)
+
+
+@pytest.fixture(params=sorted(VARIANTS))
+def read_back_plan(request, run_stack) -> Plan:
+    make, stack = VARIANTS[request.param]
+    return read_back_run(make(), stack)
+
+
+def test_every_cloud_resource_type_has_its_read_back_row(read_back_plan: Plan) -> None:
+    created = {r.type for r in read_back_plan.resources if r.type.startswith("alicloud:")}
+    assert created and created <= set(READ_BACK), sorted(created - set(READ_BACK))
+
+
+def test_a_second_up_shows_no_change_after_a_read(read_back_plan: Plan) -> None:
+    changes = [
+        f"{r.type} {r.name}: {path} {at(r.inputs, path)} -> {at(r.state, path)} ({READ_BACK[r.type].source})"
+        for r in read_back_plan.resources
+        if r.type in READ_BACK
+        for path in READ_BACK[r.type].fills
+        if path not in r.ignore_changes and at(r.inputs, path) != at(r.state, path)
+    ]
+    assert not changes, "\n".join(changes)
+
+
+def test_the_read_back_answers_reach_the_state(run_stack) -> None:
+    """The check above compares something: without the program's ignore_changes, the pool's
+    filled disk fields differ from its inputs."""
+    plan = read_back_run(grown_pool(), "dev")
+    pool = next(r for r in plan.of_type("alicloud:cs/nodePool:NodePool") if r.inputs.get("dataDisks"))
+    assert at(pool.inputs, "dataDisks[*].performanceLevel") == [None]
+    assert at(pool.state, "dataDisks[*].performanceLevel") == ["PL1"]
+    assert "dataDisks[*].performanceLevel" in pool.ignore_changes
+    # An autoscaled pool leaves its size to the autoscaler; a fixed one owns it.
+    assert "desiredSize" in pool.ignore_changes and pool.inputs.get("desiredSize") is None
+
+
+def test_helm_releases_carry_no_checksum_and_ignore_nothing(run_stack, fixture_pins) -> None:
+    """pulumi-kubernetes dropped the release ``checksum`` (PR #2672, helm_release.go Diff
+    deletes it from old inputs): a release diffs only on its inputs, so none ignores any."""
+    config = stack_config("prod")
+    config[cfg("trainerV2")] = {"install": True}
+    plan = run_stack(config, "prod")
+    releases = plan.of_type(HELM_RELEASE)
+    assert {r.name for r in releases} >= {"volcano"}
+    for release in releases:
+        assert "checksum" not in release.inputs and not release.ignore_changes
+        assert release.retain_on_delete
