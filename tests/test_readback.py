@@ -113,13 +113,14 @@ def test_the_read_back_answers_reach_the_state(run_stack) -> None:
 
 
 def test_helm_releases_carry_no_checksum_and_ignore_nothing(run_stack, fixture_pins) -> None:
-    """pulumi-kubernetes dropped the release ``checksum`` (PR #2672, helm_release.go Diff
-    deletes it from old inputs): a release diffs only on its inputs, so none ignores any."""
+    """pulumi-kubernetes dropped the release ``checksum`` (PR #2672; helm_release.go Diff
+    deletes it from old inputs): a release diffs only on its inputs, so none ignores any and
+    a changed value still upgrades it."""
     config = stack_config("prod")
-    config[cfg("trainerV2")] = {"install": True}
-    plan = run_stack(config, "prod")
-    releases = plan.of_type(HELM_RELEASE)
-    assert {r.name for r in releases} >= {"volcano"}
+    config[cfg("trainerV2")] = {"install": True, "kueue": {"enabled": True}}
+    config[cfg("jobs")][1]["backend"] = "v2"
+    del config[cfg("jobs")][1]["restartPolicy"]
+    releases = run_stack(config, "prod").of_type(HELM_RELEASE)
+    assert sorted(r.name for r in releases) == ["kubeflow-trainer", "kueue", "volcano"]
     for release in releases:
         assert "checksum" not in release.inputs and not release.ignore_changes
-        assert release.retain_on_delete
