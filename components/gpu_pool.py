@@ -21,11 +21,17 @@ POOL_DISK_FILLED = ("performanceLevel", "encrypted", "autoFormat", "fileSystem",
 POOL_SCALING_FILLED = ("eipInternetChargeType",)
 
 
-def pool_read_back_ignored(*, autoscaling: bool) -> list[str]:
+def pool_read_back_ignored(*, autoscaling: bool, data_disks: bool) -> list[str]:
     """The node pool paths to leave to the cloud: the data disks' filled fields, and for an
     autoscaled pool its EIP charge type and ``desiredSize`` (scaling_group.desired_size, the
-    size the autoscaler last chose: reverting it would undo the autoscaler's work)."""
-    ignored = [f"dataDisks[*].{name}" for name in POOL_DISK_FILLED]
+    size the autoscaler last chose: reverting it would undo the autoscaler's work).
+
+    The disk paths only while the pool has its disk: the engine refuses an ignored ``[*]``
+    path when the list's length changed ("cannot ignore changes ... one or more elements of
+    the path are missing", pulumi/pulumi pkg/resource/deploy/step_generator.go
+    processIgnoreChanges), which adding or dropping the disk does.
+    """
+    ignored = [f"dataDisks[*].{name}" for name in POOL_DISK_FILLED] if data_disks else []
     if autoscaling:
         ignored += ["desiredSize", *(f"scalingConfig.{name}" for name in POOL_SCALING_FILLED)]
     return ignored
@@ -119,7 +125,9 @@ class GpuNodePool(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[policy, *([autoscaler] if autoscaler is not None else []), *(addons or [])],
-                ignore_changes=pool_read_back_ignored(autoscaling=spec.autoscaling),
+                ignore_changes=pool_read_back_ignored(
+                    autoscaling=spec.autoscaling, data_disks=bool(spec.data_disk_gib)
+                ),
             ),
         )
         self.node_pool_id = pool.node_pool_id
