@@ -19,6 +19,7 @@ from components.offline import HELM_RELEASE, Plan, run_program
 from components.plan import with_unset_credentials
 
 ELEMENTS = "[*]"
+POOL = "alicloud:cs/nodePool:NodePool"
 
 
 def at(value: Any, path: str) -> list[Any]:
@@ -80,6 +81,7 @@ def read_back_run(config: dict, stack: str) -> Plan:
 
 @pytest.fixture(params=sorted(VARIANTS))
 def read_back_plan(request, run_stack) -> Plan:
+    """One variant's read-back plan; ``run_stack`` gives it a clean directory and no prepared sources."""
     make, stack = VARIANTS[request.param]
     return read_back_run(make(), stack)
 
@@ -111,14 +113,17 @@ def test_each_ignored_list_path_names_a_list_the_program_sends(read_back_plan: P
 
 def test_the_read_back_answers_reach_the_state(run_stack) -> None:
     """The check above compares something: without the program's ignore_changes, the pool's
-    filled disk fields differ from its inputs."""
-    plan = read_back_run(stack_config("dev"), "dev")
-    pool = next(r for r in plan.of_type("alicloud:cs/nodePool:NodePool") if r.inputs.get("dataDisks"))
+    filled disk fields and size differ from its inputs."""
+    pool = read_back_run(stack_config("dev"), "dev").one(POOL, "gpu")
     assert at(pool.inputs, "dataDisks[*].performanceLevel") == [None]
     assert at(pool.state, "dataDisks[*].performanceLevel") == ["PL1"]
     assert "dataDisks[*].performanceLevel" in pool.ignore_changes
     # An autoscaled pool leaves its size to the autoscaler; a fixed one owns it.
-    assert "desiredSize" in pool.ignore_changes and pool.inputs.get("desiredSize") is None
+    assert pool.inputs.get("desiredSize") is None and pool.state["desiredSize"] == "3"
+    assert "desiredSize" in pool.ignore_changes
+    fixed = read_back_run(fixed_pool(), "prod").one(POOL, "gpu-erdma")
+    assert fixed.inputs["desiredSize"] == fixed.state["desiredSize"] == "4"
+    assert "desiredSize" not in fixed.ignore_changes
 
 
 def test_helm_releases_carry_no_checksum_and_ignore_nothing(run_stack, fixture_pins) -> None:
