@@ -19,6 +19,20 @@ from .network import Network
 AUTOSCALER_TYPE = "cluster-autoscaler"
 """The autoscaler ACK runs for the cluster; the SDK also offers ``goatscaler``, whose expander
 settings differ (pulumi-alicloud 4.0.0 ``cs/autoscaling_config.py``)."""
+AUTOSCALER_CLOUD_DEFAULTS = (
+    "skipNodesWithSystemPods",
+    "skipNodesWithLocalStorage",
+    "daemonsetEvictionForNodes",
+    "maxGracefulTerminationSec",
+    "minReplicaCount",
+    "recycleNodeDeletionEnabled",
+)
+"""Autoscaler settings left at ACK's own values. The provider reads each back whenever the
+add-on's config has the key (Optional, no default: terraform-provider-alicloud
+resource_alicloud_cs_autoscaling_config.go, resourceAlicloudCSAutoscalingConfigRead), so
+unset they show as a change on every preview; and its update sends one only when it is
+not false or 0 (``d.GetOk``, resourceAlicloudCSAutoscalingConfigUpdate), so the stack could
+not put any of them back to false or 0 if it owned them."""
 
 
 class AckCluster(pulumi.ComponentResource):
@@ -126,7 +140,9 @@ class AckCluster(pulumi.ComponentResource):
                 scale_down_enabled=True,
                 cool_down_duration=f"{autoscaler.idle_minutes}m",
                 gpu_utilization_threshold=str(autoscaler.gpu_utilization_threshold),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=list(nodes)),
+                opts=pulumi.ResourceOptions(
+                    parent=self, depends_on=list(nodes), ignore_changes=list(AUTOSCALER_CLOUD_DEFAULTS)
+                ),
             )
         # An adopted cluster's add-ons were there before this stack and stay after it.
         addon_options = pulumi.ResourceOptions(

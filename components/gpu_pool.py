@@ -12,6 +12,32 @@ from .config import GpuPoolSpec
 from .identity import METADATA_TOKENS_REQUIRED, node_role
 from .manifests import Placement, pool_node_labels, pool_placement, pool_tags
 
+# What the provider reads back into a node pool's state that the program does not own
+# (terraform-provider-alicloud v1.289.0 resource_alicloud_cs_kubernetes_node_pool.go,
+# resourceAliCloudAckNodepoolRead; each field Optional and not Computed in its schema, so a
+# value the cloud fills shows as a change on every preview and an update would send it away).
+# The disk fields are how ECS created and formatted each data disk (scaling_group.data_disks).
+# ``[*]`` matches every element (pulumi/pulumi sdk/go/common/resource/properties_path.go).
+POOL_DISK_FILLED = ("performanceLevel", "encrypted", "autoFormat", "fileSystem", "mountTarget", "device")
+# auto_scaling.eip_internet_charge_type: ACK keeps one for every autoscaled pool, EIP or not.
+POOL_SCALING_FILLED = ("eipInternetChargeType",)
+
+
+def pool_read_back_ignored(*, autoscaling: bool, data_disks: bool) -> list[str]:
+    """The node pool paths to leave to the cloud: the data disks' filled fields, and for an
+    autoscaled pool its EIP charge type and ``desiredSize`` (scaling_group.desired_size, the
+    size the autoscaler last chose: reverting it would undo the autoscaler's work).
+
+    The disk paths only while the pool has its disk: the engine refuses an ignored ``[*]``
+    path when the list's length changed ("cannot ignore changes ... one or more elements of
+    the path are missing", pulumi/pulumi pkg/resource/deploy/step_generator.go
+    processIgnoreChanges), which adding or dropping the disk does.
+    """
+    ignored = [f"dataDisks[*].{name}" for name in POOL_DISK_FILLED] if data_disks else []
+    if autoscaling:
+        ignored += ["desiredSize", *(f"scalingConfig.{name}" for name in POOL_SCALING_FILLED)]
+    return ignored
+
 
 class GpuNodePool(pulumi.ComponentResource):
     """An autoscaling, tainted ACK node pool of GPU instances, with the add-on that exposes
@@ -117,6 +143,9 @@ class GpuNodePool(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[policy, *depends_on],
+                ignore_changes=pool_read_back_ignored(
+                    autoscaling=spec.autoscaling, data_disks=bool(spec.data_disk_gib)
+                ),
             ),
         )
         self.node_pool_id = pool.node_pool_id

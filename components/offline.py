@@ -15,7 +15,7 @@ import json
 import runpy
 import sys
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,9 @@ class Recorded:
     provider: str
     replace_on_changes: list[str] = field(default_factory=list)
     delete_before_replace: bool = False
+    ignore_changes: list[str] = field(default_factory=list)
+    state: dict[str, Any] = field(default_factory=dict)
+    """What the engine answered: the inputs, or the read-back state ``run_program`` was given."""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -70,6 +73,7 @@ class Recorded:
                 "provider": self.provider or None,
                 "replaceOnChanges": self.replace_on_changes,
                 "deleteBeforeReplace": self.delete_before_replace,
+                "ignoreChanges": self.ignore_changes,
             },
         }
 
@@ -264,8 +268,16 @@ def project_name(project_dir: Path) -> str:
     return name
 
 
+ReadBack = Callable[[dict[str, Any]], dict[str, Any]]
+
+
 def run_program(
-    config: Mapping[str, Any], *, stack: str, project_dir: Path, invokes: Mapping[str, Any] | None = None
+    config: Mapping[str, Any],
+    *,
+    stack: str,
+    project_dir: Path,
+    invokes: Mapping[str, Any] | None = None,
+    read_back: Mapping[str, ReadBack] | None = None,
 ) -> Plan:
     """Run ``project_dir/__main__.py``, any Pulumi Python program, under mocks and record
     what it registers.
@@ -280,6 +292,8 @@ def run_program(
             arguments giving the answer. Offline, with none, the cloud look-ups of
             :mod:`components.preflight` answer as a cloud offering what this platform's
             stack asks for, and every other function answers nothing.
+        read_back: per resource type, the state a provider's read would give for the
+            resource's inputs; others answer with their inputs.
 
     Returns:
         The recorded plan.
@@ -302,6 +316,8 @@ def run_program(
 
         def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str | None, dict]:
             outputs = {**args.inputs, **ASSIGNED_OUTPUTS.get(args.typ, {})}
+            if read_back and args.typ in read_back:
+                outputs = read_back[args.typ](outputs)
             if args.typ.startswith("kubernetes:") and isinstance(outputs.get("metadata"), dict):
                 # The API server assigns every object a uid; it is unknown until the object exists.
                 outputs["metadata"] = {**outputs["metadata"], "uid": rpc.UNKNOWN}
@@ -351,6 +367,8 @@ def run_program(
                     provider=request.provider.rsplit("::", 1)[0] if request.provider else "",
                     replace_on_changes=list(request.replaceOnChanges),
                     delete_before_replace=bool(request.deleteBeforeReplace),
+                    ignore_changes=list(request.ignoreChanges),
+                    state=_clean(rpc.deserialize_properties(response.object, keep_unknowns=True)),
                 )
             return response
 
