@@ -48,6 +48,7 @@ from .cluster import (
 )
 from .jobs import (
     Backend,
+    CheckpointKeySpec,
     ElasticSpec,
     RunPolicySpec,
     SchedulingSpec,
@@ -71,6 +72,7 @@ __all__ = [
     "ApiServerSpec",
     "AutoscalerSpec",
     "Backend",
+    "CheckpointKeySpec",
     "SecretEnv",
     "SecretKeySelector",
     "Cidr",

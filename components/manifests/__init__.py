@@ -16,12 +16,15 @@ from .cluster import (
 )
 from .job_defaults import context_from_defaults, job_defaults
 from .jobs import (
+    CHECKPOINT_KEY_FILE,
     DATA_MOUNT,
+    GENERATED_KEY,
     MASTER_PORT,
     OUTPUT_MOUNT,
     REPLACED_ON_CHANGE,
     TERMINATION_GRACE_S,
     JobContext,
+    generated_key_secret,
     job_command,
     kubectl_commands,
     pytorch_job,
@@ -96,6 +99,9 @@ from .trainjob import (
 )
 
 __all__ = [
+    "CHECKPOINT_KEY_FILE",
+    "GENERATED_KEY",
+    "generated_key_secret",
     "ACR_HELPER_ADDON",
     "CPU_PLACEMENT",
     "CREATION_ADDONS",
