@@ -12,6 +12,7 @@ reason: stacks pull from different mirrors. Pure: no Pulumi.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import urllib.error
@@ -33,8 +34,11 @@ MANIFEST_TYPES = (
 resolves to the digest every node's runtime starts from (OCI distribution spec v1.1.0
 ``spec.md`` "Pulling manifests": the registry answers with one of the types in ``Accept``)."""
 DIGEST_HEADER = "Docker-Content-Digest"
-"""The answer's header holding the manifest's digest (OCI distribution spec v1.1.0 ``spec.md``)."""
+"""The answer's header naming the manifest's digest. The specification makes it optional and says a
+client using it MUST check it against the data (OCI distribution spec v1.1.0 ``spec.md``, "Pulling
+manifests"), so the manifest is fetched and hashed, and the header only cross-checked."""
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+"""A digest as the lock holds it."""
 LOOPBACK = re.compile(r"^(localhost|127(\.[0-9]+){3}|\[::1\])(:[0-9]+)?$")
 DOCKER_HUB = "registry-1.docker.io"
 """Where ``docker.io`` names are served (the Docker Engine's default registry endpoint)."""
@@ -115,8 +119,9 @@ def _endpoint(image: str) -> tuple[str, str, str]:
         host, path = "docker.io", name
     if host == "docker.io":
         host, path = DOCKER_HUB, path if "/" in path else f"library/{path}"
-    # Plain HTTP for a registry on this host only, as Docker allows (dockerd reference,
-    # "Insecure registries": 127.0.0.0/8 is insecure by default).
+    # Plain HTTP for a registry on this host only, as Docker allows by default (Engine API,
+    # RegistryServiceConfig.InsecureRegistryCIDRs: 127.0.0.0/8 and ::1/128,
+    # https://docs.docker.com/reference/api/engine/version/v1.57/schemas/RegistryServiceConfig/).
     scheme = "http" if LOOPBACK.match(host) else "https"
     return f"{scheme}://{host}", path, tag
 
@@ -138,20 +143,20 @@ def _bearer_token(challenge: str, timeout: float) -> str:
 
 
 def resolve(image: str, *, timeout: float = 30) -> str:
-    """The digest of the manifest (or index) the registry serves for ``image``'s tag.
+    """The digest of the manifest (or index) the registry serves for ``image``'s tag: the sha256
+    of the manifest's bytes, checked against the registry's ``Docker-Content-Digest`` when it sends one.
 
     Raises:
-        DigestError: the registry cannot be reached, does not have the tag, or gives no digest.
+        DigestError: the registry cannot be reached, does not have the tag, or names another digest.
     """
     base, name, tag = _endpoint(image)
     url = f"{base}/v2/{name}/manifests/{tag}"
     headers = {"Accept": ", ".join(MANIFEST_TYPES)}
     try:
         for attempt in range(2):
-            request = urllib.request.Request(url, method="HEAD", headers=headers)
             try:
-                with urllib.request.urlopen(request, timeout=timeout) as answer:
-                    digest = answer.headers.get(DIGEST_HEADER, "")
+                with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as answer:
+                    body, named = answer.read(), answer.headers.get(DIGEST_HEADER)
                     break
             except urllib.error.HTTPError as err:
                 if err.code != 401 or attempt:
@@ -160,6 +165,7 @@ def resolve(image: str, *, timeout: float = 30) -> str:
                 headers["Authorization"] = f"Bearer {token}"
     except (urllib.error.URLError, OSError) as err:
         raise DigestError(f"{image}: {url} answered {getattr(err, 'code', None) or err}") from err
-    if not DIGEST.match(digest):
-        raise DigestError(f"{image}: the registry gave no sha256 {DIGEST_HEADER} ({digest or 'none'})")
+    digest = f"sha256:{hashlib.sha256(body).hexdigest()}"
+    if named is not None and named != digest:
+        raise DigestError(f"{image}: the registry names {DIGEST_HEADER} {named}, but its manifest is {digest}")
     return digest

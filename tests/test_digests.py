@@ -37,6 +37,8 @@ class Registry:
         self.auth = auth
         self.images: dict[str, tuple[bytes, bytes]] = {}
         self.token_scopes: list[str] = []
+        self.named: dict[str, str | None] = {}
+        """What ``Docker-Content-Digest`` says for an image, where not its manifest's digest."""
         registry = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -48,12 +50,9 @@ class Registry:
                     registry.token_scopes.append(self.path)
                     self._answer(200, {"Content-Type": "application/json"}, json.dumps({"token": TOKEN}).encode())
                 else:
-                    self._manifest(send_body=True)
+                    self._manifest()
 
-            def do_HEAD(self) -> None:
-                self._manifest(send_body=False)
-
-            def _manifest(self, *, send_body: bool) -> None:
+            def _manifest(self) -> None:
                 name, _, tag = self.path.removeprefix("/v2/").partition("/manifests/")
                 if registry.auth and self.headers.get("Authorization") != f"Bearer {TOKEN}":
                     realm = f"http://{self.headers['Host']}/token"
@@ -65,7 +64,8 @@ class Registry:
                     return
                 index, manifest = registry.images[f"{name}:{tag}"]
                 body, kind = (index, INDEX) if INDEX in self.headers.get("Accept", "") else (manifest, MANIFEST)
-                self._answer(200, {"Content-Type": kind, DIGEST_HEADER: sha(body)}, body if send_body else b"")
+                named = registry.named.get(f"{name}:{tag}", sha(body))
+                self._answer(200, {"Content-Type": kind, **({DIGEST_HEADER: named} if named else {})}, body)
 
             def _answer(self, code: int, headers: dict[str, str], body: bytes) -> None:
                 self.send_response(code)
@@ -103,6 +103,16 @@ def test_a_tag_resolves_to_its_index_digest(registry: Registry) -> None:
     assert registry.token_scopes == (
         ["/token?service=loopback&scope=repository%3Amirror%2Fkueue%3Apull"] if registry.auth else []
     )
+
+
+def test_the_digest_is_the_manifests_own_whatever_the_header_says(registry: Registry) -> None:
+    image = f"{registry.host}/mirror/jobset:v0.12.0"
+    digest = registry.push(image, "layer-b")
+    registry.named["mirror/jobset:v0.12.0"] = None
+    assert resolve(image) == digest
+    registry.named["mirror/jobset:v0.12.0"] = sha(b"another manifest")
+    with pytest.raises(DigestError, match=rf"names {DIGEST_HEADER} {sha(b'another manifest')}, but its manifest is"):
+        resolve(image)
 
 
 def test_an_image_the_registry_lacks_is_named(registry: Registry) -> None:

@@ -71,8 +71,8 @@ def mirrored(image: str, mirror: str) -> str:
 def pulled(image: str, mirror: str | None, digests: Mapping[str, str] | None = None) -> str:
     """``image`` as the cluster pulls it: from ``mirror`` when given, and as
     ``<repository>:<tag>@sha256:...`` where ``digests`` (the stack's image lock) has it; the
-    runtime then pulls that manifest whatever the tag points to now (Kubernetes "Images":
-    an image named by digest is fixed)."""
+    runtime then pulls that manifest whatever the tag points to now (Kubernetes "Images",
+    https://kubernetes.io/docs/concepts/containers/images/: a digest names one version of an image)."""
     image = mirrored(image, mirror) if mirror is not None else image
     digest = (digests or {}).get(image)
     return f"{image}@{digest}" if digest else image
