@@ -32,7 +32,7 @@ MANIFEST_TYPES = (
 )
 """What a manifest request accepts: an index or manifest list first, so that a multi-platform image
 resolves to the digest every node's runtime starts from (OCI distribution spec v1.1.0
-``spec.md`` "Pulling manifests": the registry answers with one of the types in ``Accept``)."""
+``spec.md`` "Pulling manifests": the client names the manifest types it supports in ``Accept``)."""
 DIGEST_HEADER = "Docker-Content-Digest"
 """The answer's header naming the manifest's digest. The specification makes it optional and says a
 client using it MUST check it against the data (OCI distribution spec v1.1.0 ``spec.md``, "Pulling
@@ -41,12 +41,13 @@ DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 """A digest as the lock holds it."""
 LOOPBACK = re.compile(r"^(localhost|127(\.[0-9]+){3}|\[::1\])(:[0-9]+)?$")
 DOCKER_HUB = "registry-1.docker.io"
-"""Where ``docker.io`` names are served (the Docker Engine's default registry endpoint)."""
+"""Where ``docker.io`` names are served, as clients commonly use it (not confirmed from a source
+here: ``docs/supply-chain.md``, Known limits)."""
 LOCK_VERSION = 1
 
 
 class DigestError(Exception):
-    """A registry gave no digest for an image, or the lock file cannot be read."""
+    """A registry did not give an image's digest, or the lock file cannot be read."""
 
 
 def stack_images(spec: PlatformSpec) -> list[tuple[str, str]]:
