@@ -33,10 +33,11 @@ from components.manifests import (
 from components.mirror import mirrored_images
 from components.preflight import check_cloud
 from components.registry import image_pushed, pinned_image
-from components.stack import is_secret_section, local_sources, stack_secret, stack_spec
+from components.stack import image_lock, is_secret_section, local_sources, stack_secret, stack_spec
 
 spec = stack_spec()
 sources = local_sources(Path(__file__).resolve().parent, spec)
+image_digests = image_lock(Path(__file__).resolve().parent, spec)
 check_cloud(spec)
 pool = registry = cluster = None
 
@@ -158,6 +159,7 @@ operator = TrainingOperator(
     provider=provider,
     sources=sources,
     image_mirror=spec.image_mirror,
+    image_digests=image_digests,
     node_selector=system_node_selector(spec.cluster),
     depends_on=mirror_pulls or (),
 )
@@ -172,6 +174,7 @@ trainer_v2 = (
         queue_objects=kueue_objects(spec) if queued else (),
         queue=kueue_queue_name(spec) if queued else None,
         image_mirror=spec.image_mirror,
+        image_digests=image_digests,
         node_selector=system_node_selector(spec.cluster),
         depends_on=mirror_pulls or (),
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pulumi
@@ -48,6 +48,7 @@ class TrainingOperator(pulumi.ComponentResource):
         sources: the verified local copies of the overlay and the chart (default: the
             ``.upstream/`` folder of the directory Pulumi runs the program in).
         image_mirror: registry path the third-party images were copied to.
+        image_digests: the stack's image lock: each image it has is pulled by digest.
         node_selector: labels of the nodes for the operator and Volcano (the system pool).
         depends_on: what must exist before their images can be pulled (the mirror
             registry's VPC link and credential helper): the objects with pods wait for it.
@@ -66,6 +67,7 @@ class TrainingOperator(pulumi.ComponentResource):
         provider: k8s.Provider,
         sources: LocalSources | None = None,
         image_mirror: str | None = None,
+        image_digests: Mapping[str, str] | None = None,
         node_selector: dict[str, str] | None = None,
         depends_on: Sequence[pulumi.Resource] = (),
         opts: pulumi.ResourceOptions | None = None,
@@ -105,7 +107,9 @@ class TrainingOperator(pulumi.ComponentResource):
                     ),
                 )
             )
-        objects = customized_operator_objects(rendered or [], spec, mirror=image_mirror, node_selector=node_selector)
+        objects = customized_operator_objects(
+            rendered or [], spec, mirror=image_mirror, node_selector=node_selector, digests=image_digests
+        )
         # The objects were children of a kustomize Directory of this name before.
         was_in = pulumi.Alias(parent=pulumi.create_urn(name, "kubernetes:kustomize:Directory", parent=self))
 

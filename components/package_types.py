@@ -289,6 +289,24 @@ class TrainerArgs(TypedDict):
     figures; ``parallel: auto`` probes anyway."""
 
 
+class SecretKeySelector(TypedDict):
+    name: str
+    """Secret in the job's namespace."""
+    key: str
+    """Key inside the Secret."""
+
+
+class CheckpointKeySpec(TypedDict):
+    """The key each checkpoint is signed and checked with (HMAC-SHA256, ``trainer/integrity.py``):
+    mounted read-only as a file, named by ``$CHECKPOINT_KEY_FILE``. A checkpoint that is not signed
+    with it is never loaded, so only pods holding the key can write what a resume trusts."""
+
+    secret_key_ref: NotRequired[SecretKeySelector]
+    """An existing Secret in the job's namespace and its key. Unset: a random key of 64 characters,
+    generated once for the job (pulumi-random) and kept in the Secret ``<job>-checkpoint-key``; in the
+    stack's state it is a Pulumi secret."""
+
+
 class ElasticSpec(TypedDict):
     min_nodes: int
     max_nodes: int
@@ -408,6 +426,9 @@ class TrainingJobSpec(TypedDict):
     env: NotRequired[dict[str, Any]]
     """Extra environment variables; numbers are written as text. ``{secretKeyRef: {name, key}}`` reads one
     from a Secret in the job's namespace instead."""
+    checkpoint_key: NotRequired[CheckpointKeySpec]
+    """Sign checkpoints and load only signed ones: ``{}`` for a generated key, ``{secretKeyRef: {name, key}}``
+    for a Secret of yours. Unset: checkpoints are not signed."""
     nodes: NotRequired[int]
     """Pods, one per node: on v1 one Master plus ``nodes - 1`` Workers, on v2 the TrainJob's ``numNodes``."""
     elastic: NotRequired[ElasticSpec]

@@ -13,10 +13,13 @@ from pulumi.runtime.config import CONFIG, is_config_secret
 from pulumi.runtime.mocks import MockEngine
 
 from .config import PROJECT, ConfigError, PlatformSpec, load_spec
+from .digests import DigestError, lock_path, missing, read_lock, stack_images
 from .local_sources import UPSTREAM_DIR, LocalSources, SourceError, required_copies
 
 UPSTREAM_ENV = "ACK_TRAINING_UPSTREAM"
 """Where the prepared copies are, when not in the project's ``.upstream/``."""
+IMAGE_LOCK_ENV = "ACK_TRAINING_IMAGE_LOCK"
+"""The image lock to read, when not the stack's ``stacks/images.<stack>.lock.json``."""
 
 
 def _decode(value: str) -> Any:
@@ -72,3 +75,39 @@ def local_sources(project_dir: Path, spec: PlatformSpec) -> LocalSources:
     except SourceError as err:
         raise pulumi.RunError(str(err)) from None
     return sources
+
+
+def image_lock(project_dir: Path, spec: PlatformSpec) -> dict[str, str]:
+    """The stack's image lock (digests by image as pulled), checked against every
+    third-party image the stack pulls before any resource is registered.
+
+    An image the lock lacks is pulled by tag: with ``imageLock: require`` that stops the
+    program, with ``warn`` it is a warning. Under Pulumi's mock engine (the offline plan,
+    tests) a stack without any lock file is only warned about, as a missing upstream copy is
+    (:func:`local_sources`); a lock that exists and lacks an image refuses there too.
+
+    Raises:
+        pulumi.RunError: the lock is not one, or lacks an image while ``imageLock`` is ``require``.
+    """
+    stack = pulumi.get_stack()
+    path = Path(os.environ.get(IMAGE_LOCK_ENV) or lock_path(project_dir, stack))
+    try:
+        digests = read_lock(path)
+        pulled = [image for _, image in stack_images(spec)]
+    except DigestError as err:
+        raise pulumi.RunError(f"imageLock: {err}") from None
+    except ValueError as err:
+        pulumi.log.warn(f"imageLock: the stack's images are not checked against {path.name}: {err}")
+        return digests
+    absent = missing(pulled, digests)
+    if not absent:
+        return digests
+    message = (
+        f"imageLock: {path.name} has no digest for {', '.join(absent)}: run python -m components.upstream "
+        f"lock-images --stack {stack}"
+    )
+    offline = isinstance(settings.SETTINGS.engine, MockEngine)
+    if spec.image_lock == "require" and (path.is_file() or not offline):
+        raise pulumi.RunError(f"{message}, or set imageLock: warn to pull them by tag")
+    pulumi.log.warn(f"{message}; pulled by tag until then")
+    return digests

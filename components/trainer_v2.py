@@ -3,7 +3,7 @@ queue for its jobs. It can run beside the v1 Training Operator."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pulumi
@@ -50,6 +50,7 @@ class TrainerV2(pulumi.ComponentResource):
             Kueue is not installed either).
         queue: the LocalQueue in ``queue_objects`` that admits the jobs.
         image_mirror: registry path the third-party images were copied to.
+        image_digests: the stack's image lock: each image it has is pulled by digest.
         node_selector: labels of the nodes for the controllers (the system pool).
         depends_on: what must exist before their images can be pulled (the mirror
             registry's VPC link and credential helper): the objects with pods wait for it.
@@ -70,6 +71,7 @@ class TrainerV2(pulumi.ComponentResource):
         queue_objects: Sequence[Manifest] = (),
         queue: str | None = None,
         image_mirror: str | None = None,
+        image_digests: Mapping[str, str] | None = None,
         depends_on: Sequence[pulumi.Resource] = (),
         node_selector: dict[str, str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
@@ -87,7 +89,9 @@ class TrainerV2(pulumi.ComponentResource):
                     version=trainer_v2_chart_version(spec),
                     namespace=TRAINER_V2_NAMESPACE,
                     create_namespace=True,
-                    values=trainer_v2_values(spec, mirror=image_mirror, node_selector=node_selector),
+                    values=trainer_v2_values(
+                        spec, mirror=image_mirror, node_selector=node_selector, digests=image_digests
+                    ),
                     timeout=RELEASE_TIMEOUT_S,
                     # Kept when the stack drops it: its CRDs are in templates/ (kubeflow/trainer v2.3.0
                     # charts/kubeflow-trainer/templates/crd, kueue v0.19.2 charts/kueue/templates/crd),
@@ -114,7 +118,9 @@ class TrainerV2(pulumi.ComponentResource):
                     version=spec.kueue.version,
                     namespace=KUEUE_NAMESPACE,
                     create_namespace=True,
-                    values=kueue_values(spec.kueue, mirror=image_mirror, node_selector=node_selector),
+                    values=kueue_values(
+                        spec.kueue, mirror=image_mirror, node_selector=node_selector, digests=image_digests
+                    ),
                     timeout=RELEASE_TIMEOUT_S,
                     # Kept for the same reason: Kueue's CRDs (its Workloads) go with an uninstall.
                     opts=pulumi.ResourceOptions(

@@ -7,16 +7,19 @@ import dataclasses
 
 import pulumi
 import pulumi_kubernetes as k8s
+import pulumi_random as random
 
 from ._k8s import IMAGE_PLACEHOLDER, TOKEN, resource_args, with_image
 from .config import Backend, TrainingJobSpec, job_gpus
 from .gpu_pool import GpuNodePool
 from .manifests import (
     CPU_PLACEMENT,
+    GENERATED_KEY,
     REPLACED_ON_CHANGE,
     REPLACED_ON_CHANGE_V2,
     JobContext,
     Placement,
+    generated_key_secret,
     job_network_policy,
     kubectl_commands,
     pytorch_job,
@@ -63,6 +66,42 @@ def platform_context(
         queue=trainer_v2.queue if trainer_v2 is not None else None,
         security_context=namespace.security_context,
     )
+
+
+GENERATED_KEY_LENGTH = 64
+"""Characters of a generated checkpoint key: letters and digits, about 380 bits."""
+
+
+def generated_key(
+    spec: TrainingJobSpec,
+    namespace: str,
+    provider: k8s.Provider,
+    depends_on: list[pulumi.Resource],
+    parent: pulumi.Resource,
+) -> list[pulumi.Resource]:
+    """The Secret of a job's generated checkpoint key, when the job asks for one without naming a Secret.
+
+    The key is generated once and kept in the stack's state, so a resumed or re-created job
+    checks its earlier checkpoints with the same key. ``RandomPassword.result`` is a Pulumi
+    secret in the state (pulumi-random 4.21.4 ``random_password.py``, ``additional_secret_outputs``),
+    and so is the Secret's ``stringData`` (pulumi-kubernetes 4.34.2 ``core/v1/Secret.py`` wraps it
+    in ``Output.secret``).
+    """
+    if spec.checkpoint_key is None or spec.checkpoint_key.secret_key_ref is not None:
+        return []
+    password = random.RandomPassword(
+        f"{spec.name}-checkpoint-key",
+        length=GENERATED_KEY_LENGTH,
+        special=False,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    secret = k8s.core.v1.Secret(
+        f"{spec.name}-checkpoint-key",
+        metadata={"name": generated_key_secret(spec.name), "namespace": namespace},
+        string_data={GENERATED_KEY: password.result},
+        opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=depends_on),
+    )
+    return [secret]
 
 
 class TrainingJob(pulumi.ComponentResource):
@@ -143,9 +182,11 @@ class TrainingJob(pulumi.ComponentResource):
             controller = operator.ready if operator else []
             replaced_on_change = REPLACED_ON_CHANGE
             self.commands = kubectl_commands(spec.name, namespace.name)
+        key = generated_key(spec, namespace.name, provider, [namespace.namespace], self)
         depends_on = pulumi.Output.from_input(controller).apply(
             lambda ready: [
                 namespace.namespace,
+                *key,
                 *storage.claims,
                 *(pool.ready if isinstance(pool, GpuNodePool) else []),
                 *(registry.ready if registry else []),

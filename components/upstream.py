@@ -12,8 +12,10 @@ what the platform does to them, for checking against the real thing::
     python -m components.upstream kueue-values --stack prod > values.json
     helm template kueue .upstream/kueue-v0.19.2-chart -f values.json
     python -m components.upstream images --stack prod          # what to copy into imageMirror
+    python -m components.upstream lock-images --stack prod     # their digests, into stacks/images.prod.lock.json
+    python -m components.upstream verify-images --stack prod   # fails naming each image whose digest changed
 
-Exit status: 0 done, 2 invalid stack, input or local copy.
+Exit status: 0 done, 1 a digest is not the locked one, 2 invalid stack, input, local copy or registry answer.
 """
 
 from __future__ import annotations
@@ -26,14 +28,12 @@ from pathlib import Path
 import yaml
 
 from .config import ConfigError, PlatformSpec, load_spec
+from .digests import DigestError, changed, lock_path, read_lock, resolve, stack_images, write_lock
 from .local_sources import UPSTREAM_DIR, LocalSources, SourceError
 from .manifests import (
     customized_operator_objects,
     kueue_values,
-    mirrored,
     system_node_selector,
-    third_party_images,
-    trainer_v2_images,
     trainer_v2_values,
     volcano_values,
 )
@@ -46,15 +46,20 @@ def load_stack(stack: str) -> PlatformSpec:
     return load_spec(read_stack_file(stack_path(find_project_dir(), stack)), credentials=False)
 
 
-def operator_objects(spec: PlatformSpec, root: Path) -> list[dict]:
-    """The operator objects the stack applies, from the verified rendering in ``root``.
+def operator_objects(spec: PlatformSpec, root: Path, digests: dict[str, str] | None = None) -> list[dict]:
+    """The operator objects the stack applies, from the verified rendering in ``root``, its
+    images pinned by the stack's image lock ``digests``.
 
     Raises:
         SourceError: the rendering is missing or is not the pinned one.
     """
     rendered = LocalSources(root).operator_objects(spec.operator.version)
     return customized_operator_objects(
-        rendered, spec.operator, mirror=spec.image_mirror, node_selector=system_node_selector(spec.cluster)
+        rendered,
+        spec.operator,
+        mirror=spec.image_mirror,
+        node_selector=system_node_selector(spec.cluster),
+        digests=digests,
     )
 
 
@@ -67,20 +72,35 @@ def image_copies(spec: PlatformSpec) -> list[tuple[str, str]]:
     """
     if spec.image_mirror is None:
         raise ValueError("the stack sets no imageMirror: its images are pulled from their own registries")
-    images = third_party_images(
-        operator_version=spec.operator.version if spec.operator.install else None,
-        volcano_version=spec.operator.volcano.version
-        if spec.operator.install and spec.operator.volcano.enabled
-        else None,
-    )
-    if spec.installs_trainer_v2:
-        images += trainer_v2_images(spec.trainer_v2)
-    return [(image, mirrored(image, spec.image_mirror)) for image in images]
+    return stack_images(spec)
+
+
+def lock_images(spec: PlatformSpec, lock: Path) -> int:
+    """Resolve every image the stack pulls, print ``<upstream> <pulled> <digest>`` and write the lock."""
+    digests = {}
+    for source, pulled in stack_images(spec):
+        digests[pulled] = resolve(pulled)
+        print(f"{source} {pulled} {digests[pulled]}")
+    write_lock(lock, digests)
+    print(f"wrote {lock}")
+    return 0
+
+
+def verify_images(spec: PlatformSpec, lock: Path) -> int:
+    """Resolve every image again; 1, naming each image, when a digest is not the locked one."""
+    resolved = {pulled: resolve(pulled) for _, pulled in stack_images(spec)}
+    problems = changed(read_lock(lock), resolved)
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    if not problems:
+        print(f"{len(resolved)} images match {lock}")
+    return 1 if problems else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m components.upstream", description=__doc__.split("\n\n")[0])
     commands = ["prepare", "pack", "operator", "volcano-values", "trainer-v2-values", "kueue-values", "images"]
+    commands += ["lock-images", "verify-images"]
     parser.add_argument("what", choices=commands)
     parser.add_argument("target", nargs="?", help="pack: the folder to write the archives to")
     parser.add_argument("--stack", help="the stack, stacks/Pulumi.<stack>.yaml (all but prepare and pack)")
@@ -94,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--git-base", default=GITHUB, help="where the pinned repositories are (<base>/<owner>/<name>.git)"
     )
+    parser.add_argument("--lock", type=Path, help="the image lock (default: stacks/images.<stack>.lock.json)")
     args = parser.parse_args(argv)
     root = args.dir or find_project_dir() / UPSTREAM_DIR
     try:
@@ -110,25 +131,37 @@ def main(argv: list[str] | None = None) -> int:
         if not args.stack:
             parser.error(f"{args.what} needs --stack")
         spec = load_stack(args.stack)
+        lock = args.lock or lock_path(find_project_dir(), args.stack)
+        if args.what == "lock-images":
+            return lock_images(spec, lock)
+        if args.what == "verify-images":
+            return verify_images(spec, lock)
+        digests = read_lock(lock)
         if args.what == "operator":
-            print(yaml.safe_dump_all(operator_objects(spec, root), sort_keys=False), end="")
+            print(yaml.safe_dump_all(operator_objects(spec, root, digests), sort_keys=False), end="")
         elif args.what == "volcano-values":
             values = volcano_values(mirror=spec.image_mirror, node_selector=system_node_selector(spec.cluster))
             print(json.dumps(values, indent=2))
         elif args.what == "trainer-v2-values":
             values = trainer_v2_values(
-                spec.trainer_v2, mirror=spec.image_mirror, node_selector=system_node_selector(spec.cluster)
+                spec.trainer_v2,
+                mirror=spec.image_mirror,
+                node_selector=system_node_selector(spec.cluster),
+                digests=digests,
             )
             print(json.dumps(values, indent=2))
         elif args.what == "kueue-values":
             values = kueue_values(
-                spec.trainer_v2.kueue, mirror=spec.image_mirror, node_selector=system_node_selector(spec.cluster)
+                spec.trainer_v2.kueue,
+                mirror=spec.image_mirror,
+                node_selector=system_node_selector(spec.cluster),
+                digests=digests,
             )
             print(json.dumps(values, indent=2))
         else:
             for source, target in image_copies(spec):
                 print(f"{source} {target}")
-    except (ConfigError, PlanError, SourceError, ValueError, yaml.YAMLError) as err:
+    except (ConfigError, DigestError, PlanError, SourceError, ValueError, yaml.YAMLError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -22,7 +22,7 @@ from components.local_sources import objects_sha256
 from components.offline import Plan, run_program
 from components.plan import with_unset_credentials
 from components.prepare import prepare
-from components.stack import UPSTREAM_ENV
+from components.stack import IMAGE_LOCK_ENV, UPSTREAM_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
@@ -42,6 +42,7 @@ def run_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., 
     monkeypatch.chdir(tmp_path)
     if UPSTREAM_ENV not in os.environ:
         monkeypatch.setenv(UPSTREAM_ENV, str(tmp_path / "not-prepared"))
+    monkeypatch.setenv(IMAGE_LOCK_ENV, str(tmp_path / "images.lock.json"))
 
     def run(config: dict[str, Any], stack: str = "test", invokes: dict[str, Any] | None = None) -> Plan:
         return run_program(with_unset_credentials(config)[0], stack=stack, project_dir=ROOT, invokes=invokes)

@@ -64,8 +64,8 @@ INVALID = [
     (
         "unknown top-level key",
         {"gpuPol": {}},
-        "ack-training-platform:gpuPol: unknown key; did you mean 'gpuPool'? valid keys: cluster, gpuPool, imageMirror, "
-        "jobs, monitoring, network, operator, registry, storage, teams, trainerV2, training",
+        "ack-training-platform:gpuPol: unknown key; did you mean 'gpuPool'? valid keys: cluster, gpuPool, imageLock, "
+        "imageMirror, jobs, monitoring, network, operator, registry, storage, teams, trainerV2, training",
     ),
     (
         "min above max",

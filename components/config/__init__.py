@@ -49,6 +49,7 @@ from .cluster import (
 from .datasets import DatasetImportSpec, oss_location
 from .jobs import (
     Backend,
+    CheckpointKeySpec,
     ElasticSpec,
     RunPolicySpec,
     SchedulingSpec,
@@ -72,6 +73,7 @@ __all__ = [
     "ApiServerSpec",
     "AutoscalerSpec",
     "Backend",
+    "CheckpointKeySpec",
     "SecretEnv",
     "SecretKeySelector",
     "Cidr",

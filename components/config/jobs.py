@@ -196,6 +196,17 @@ class SecretEnv(Spec):
     """The Secret and the key the value comes from."""
 
 
+class CheckpointKeySpec(Spec):
+    """The key each checkpoint is signed and checked with (HMAC-SHA256, ``trainer/integrity.py``):
+    mounted read-only as a file, named by ``$CHECKPOINT_KEY_FILE``. A checkpoint that is not signed
+    with it is never loaded, so only pods holding the key can write what a resume trusts."""
+
+    secret_key_ref: SecretKeySelector | None = None
+    """An existing Secret in the job's namespace and its key. Unset: a random key of 64 characters,
+    generated once for the job (pulumi-random) and kept in the Secret ``<job>-checkpoint-key``; in the
+    stack's state it is a Pulumi secret."""
+
+
 EnvEntry = Annotated[
     Annotated[EnvValue, Tag(UNION_TAGS[0])] | Annotated[SecretEnv, Tag(UNION_TAGS[1])],
     Discriminator(lambda value: UNION_TAGS[isinstance(value, dict | SecretEnv)]),
@@ -236,6 +247,9 @@ class TrainingJobSpec(Spec):
     env: dict[EnvName, EnvEntry] = Field(default_factory=dict)
     """Extra environment variables; numbers are written as text. ``{secretKeyRef: {name, key}}`` reads one
     from a Secret in the job's namespace instead."""
+    checkpoint_key: CheckpointKeySpec | None = None
+    """Sign checkpoints and load only signed ones: ``{}`` for a generated key, ``{secretKeyRef: {name, key}}``
+    for a Secret of yours. Unset: checkpoints are not signed."""
     nodes: int = Field(default=1, ge=1, le=512)
     """Pods, one per node: on v1 one Master plus ``nodes - 1`` Workers, on v2 the TrainJob's ``numNodes``."""
     elastic: ElasticSpec | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
@@ -45,6 +46,10 @@ class PlatformSpec(Spec):
     """Pull third-party images (the operator, Volcano, the operator's init container, Trainer v2, JobSet) from
     this registry path instead, e.g. ``registry-vpc.cn-hangzhou.aliyuncs.com/mirror``:
     ``<mirror>/<last path part>:<tag>``. ``python -m components.upstream images`` lists what to copy there."""
+    image_lock: Literal["require", "warn"] = Field(default="warn")
+    """What a third-party image missing from the stack's image lock (``stacks/images.<stack>.lock.json``,
+    written by ``python -m components.upstream lock-images``) does: ``require`` stops the preview naming it,
+    ``warn`` (the default) pulls it by tag with a warning."""
     operator: OperatorSpec = Field(default_factory=OperatorSpec)
     trainer_v2: TrainerV2Spec = Field(default_factory=TrainerV2Spec, alias="trainerV2")
     training: TrainingNamespaceSpec = Field(default_factory=TrainingNamespaceSpec)

@@ -16,6 +16,10 @@ from .scraping import JOB_NAME_POD_LABEL
 
 DATA_MOUNT = "/mnt/data"
 OUTPUT_MOUNT = "/mnt/output"
+CHECKPOINT_KEY_DIR = "/var/run/secrets/checkpoint-key"
+CHECKPOINT_KEY_FILE = f"{CHECKPOINT_KEY_DIR}/key"
+GENERATED_KEY = "key"
+"""The key of a generated checkpoint key in its Secret, ``<job>-checkpoint-key``."""
 MASTER_PORT = 23456
 """The operator's default; its injected MASTER_PORT reads the port named pytorchjob-port."""
 REPLACED_ON_CHANGE = (
@@ -126,14 +130,29 @@ def flight_recorder_env(job: TrainingJobSpec) -> dict[str, str]:
 def job_env(job: TrainingJobSpec) -> dict[str, str]:
     """Where this job's data and outputs are: one output directory per job. ``MODEL_PATH``
     names weights to start from, as in the PyTorchJob examples; the final model has its own
-    variable."""
+    variable. ``CHECKPOINT_KEY_FILE`` is the trainer's default for ``--checkpoint-key-file``
+    (``trainer/config.py``)."""
     output_path = f"{OUTPUT_MOUNT}/{job.name}"
     return {
         "TRAIN_DATA_PATH": DATA_MOUNT,
         "OUTPUT_PATH": output_path,
         **({"MODEL_PATH": job.trainer.init_from} if job.trainer.init_from else {}),
         "FINAL_MODEL_PATH": job.trainer.final_model_path or f"{output_path}/final_model.pt",
+        **({"CHECKPOINT_KEY_FILE": CHECKPOINT_KEY_FILE} if job.checkpoint_key is not None else {}),
     }
+
+
+def generated_key_secret(job_name: str) -> str:
+    """The Secret holding a job's generated checkpoint key."""
+    return f"{job_name}-checkpoint-key"
+
+
+def checkpoint_key_ref(job: TrainingJobSpec) -> tuple[str, str] | None:
+    """(Secret, key) of the job's checkpoint key, or ``None`` when checkpoints are not signed."""
+    if job.checkpoint_key is None:
+        return None
+    ref = job.checkpoint_key.secret_key_ref
+    return (ref.name, ref.key) if ref is not None else (generated_key_secret(job.name), GENERATED_KEY)
 
 
 def job_command(job: TrainingJobSpec, procs: int, backend: Backend = "v1") -> list[str]:
@@ -206,21 +225,33 @@ def job_resources(job: TrainingJobSpec, gpus: int, fabric: FabricProfile | None)
 SHM_MOUNT = {"name": "dshm", "mountPath": "/dev/shm"}
 
 
-def shared_volume_mounts() -> list[Manifest]:
-    """The data volume (read-only) and the output volume."""
+def shared_volume_mounts(job: TrainingJobSpec) -> list[Manifest]:
+    """The data volume (read-only), the output volume, and the checkpoint key (read-only) when the job has one."""
+    key = [{"name": "checkpoint-key", "mountPath": CHECKPOINT_KEY_DIR, "readOnly": True}]
     return [
         {"name": "data", "mountPath": DATA_MOUNT, "readOnly": True},
         {"name": "output", "mountPath": OUTPUT_MOUNT},
+        *(key if job.checkpoint_key is not None else []),
     ]
 
 
 def job_volumes(job: TrainingJobSpec, ctx: JobContext) -> list[Manifest]:
-    """``/dev/shm`` sized for the job, and the shared data and output claims."""
-    return [
+    """``/dev/shm`` sized for the job, the shared data and output claims, and the checkpoint key's Secret."""
+    volumes = [
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": job_shm_size(job, ctx.gpus)}},
         {"name": "data", "persistentVolumeClaim": {"claimName": ctx.data_claim, "readOnly": True}},
         {"name": "output", "persistentVolumeClaim": {"claimName": ctx.output_claim}},
     ]
+    if (ref := checkpoint_key_ref(job)) is not None:
+        secret, key = ref
+        # The files of a Secret volume belong to root (no fsGroup here, see tenancy.py), and a
+        # team's pods run as the team's uid: the file must be readable by others. Only this
+        # job's pods mount it.
+        items = [{"key": key, "path": CHECKPOINT_KEY_FILE.rsplit("/", 1)[1]}]
+        volumes.append(
+            {"name": "checkpoint-key", "secret": {"secretName": secret, "items": items, "defaultMode": 0o444}}
+        )
+    return volumes
 
 
 def placement_fields(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
@@ -308,7 +339,7 @@ def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         "env": container_env(env),
         "ports": [{"name": "pytorchjob-port", "containerPort": MASTER_PORT}, dict(METRICS_CONTAINER_PORT)],
         "resources": job_resources(job, ctx.gpus, fabric),
-        "volumeMounts": [dict(SHM_MOUNT), *shared_volume_mounts()],
+        "volumeMounts": [dict(SHM_MOUNT), *shared_volume_mounts(job)],
     }
     if fabric is not None:
         container["securityContext"] = dict(fabric.security_context)

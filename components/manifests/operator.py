@@ -10,7 +10,7 @@ volcano-sh/volcano's chart at v1.12.1.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..config import ClusterSpec, OperatorSpec
@@ -68,13 +68,32 @@ def mirrored(image: str, mirror: str) -> str:
     return f"{mirror}/{image.rsplit('/', 1)[-1]}"
 
 
-def operator_flags(*, gang_scheduler: str | None, mirror: str | None) -> dict[str, str]:
+def pulled(image: str, mirror: str | None, digests: Mapping[str, str] | None = None) -> str:
+    """``image`` as the cluster pulls it: from ``mirror`` when given, and as
+    ``<repository>:<tag>@sha256:...`` where ``digests`` (the stack's image lock) has it; the
+    runtime then pulls that manifest whatever the tag points to now (Kubernetes "Images",
+    https://kubernetes.io/docs/concepts/containers/images/: a digest names one version of an image)."""
+    image = mirrored(image, mirror) if mirror is not None else image
+    digest = (digests or {}).get(image)
+    return f"{image}@{digest}" if digest else image
+
+
+def repository_and_tag(image: str) -> tuple[str, str]:
+    """An image's repository and tag, the tag carrying ``@<digest>`` when pinned: what a chart
+    printing ``<repository>:<tag>`` needs in order to print the pinned reference."""
+    name, at, digest = image.partition("@")
+    repository, _, tag = name.rpartition(":")
+    return repository, f"{tag}{at}{digest}"
+
+
+def operator_flags(
+    *, gang_scheduler: str | None, mirror: str | None, digests: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """The manager flags the platform sets (v1.9.4 ``cmd/training-operator.v1/main.go``)."""
     flags = {}
     if gang_scheduler is not None:
         flags["--gang-scheduler-name"] = gang_scheduler
-    init_image = f"docker.io/library/{PYTORCH_INIT_IMAGE}"
-    flags["--pytorch-init-container-image"] = mirrored(init_image, mirror) if mirror is not None else init_image
+    flags["--pytorch-init-container-image"] = pulled(f"docker.io/library/{PYTORCH_INIT_IMAGE}", mirror, digests)
     return flags
 
 
@@ -96,12 +115,13 @@ def customize_operator_object(
     gang_scheduler: str | None = None,
     mirror: str | None = None,
     node_selector: dict[str, str] | None = None,
+    digests: Mapping[str, str] | None = None,
 ) -> None:
     """Adjust one object of the rendered operator overlay in place.
 
     - The operator's container gets the platform's flags, appended to any ``args`` it has
       (v1.9.4 has none, which is why a JSON patch adding to ``args/-`` cannot build).
-    - Every image is pulled from ``mirror``, when given.
+    - Every image is pulled from ``mirror``, when given, and by digest where ``digests`` has it.
     - The operator's pods run on the nodes matching ``node_selector``, when given.
 
     Args:
@@ -109,6 +129,7 @@ def customize_operator_object(
         gang_scheduler: start the operator with ``--gang-scheduler-name`` (``volcano``).
         mirror: registry path third-party images were copied to.
         node_selector: labels of the nodes for the operator (the system pool).
+        digests: the stack's image lock, digests by image as pulled.
 
     Raises:
         ValueError: the overlay's operator Deployment has no container of the expected name.
@@ -116,14 +137,13 @@ def customize_operator_object(
     pod = pod_spec(obj)
     if pod is None:
         return
-    if mirror is not None:
-        for container in [*pod.get("initContainers", []), *pod.get("containers", [])]:
-            container["image"] = mirrored(container["image"], mirror)
+    for container in [*pod.get("initContainers", []), *pod.get("containers", [])]:
+        container["image"] = pulled(container["image"], mirror, digests)
     if obj["kind"] != "Deployment" or obj.get("metadata", {}).get("name") != OPERATOR_DEPLOYMENT:
         return
     if node_selector:
         pod["nodeSelector"] = {**pod.get("nodeSelector", {}), **node_selector}
-    flags = operator_flags(gang_scheduler=gang_scheduler, mirror=mirror)
+    flags = operator_flags(gang_scheduler=gang_scheduler, mirror=mirror, digests=digests)
     if not flags:
         return
     container = next((c for c in pod.get("containers", []) if c.get("name") == OPERATOR_CONTAINER), None)
@@ -135,22 +155,33 @@ def customize_operator_object(
 
 
 def operator_customization(
-    operator: OperatorSpec, *, mirror: str | None, node_selector: dict[str, str] | None
+    operator: OperatorSpec,
+    *,
+    mirror: str | None,
+    node_selector: dict[str, str] | None,
+    digests: Mapping[str, str] | None = None,
 ) -> Callable[[Manifest], None]:
     """What the platform changes in each rendered object of the operator's overlay."""
     gang_scheduler = "volcano" if operator.volcano.enabled else None
 
     def customize(obj: Manifest) -> None:
-        customize_operator_object(obj, gang_scheduler=gang_scheduler, mirror=mirror, node_selector=node_selector)
+        customize_operator_object(
+            obj, gang_scheduler=gang_scheduler, mirror=mirror, node_selector=node_selector, digests=digests
+        )
 
     return customize
 
 
 def customized_operator_objects(
-    objects: list[Manifest], operator: OperatorSpec, *, mirror: str | None, node_selector: dict[str, str] | None
+    objects: list[Manifest],
+    operator: OperatorSpec,
+    *,
+    mirror: str | None,
+    node_selector: dict[str, str] | None,
+    digests: Mapping[str, str] | None = None,
 ) -> list[Manifest]:
     """Copies of the rendered overlay's ``objects`` as the platform applies them."""
-    customize = operator_customization(operator, mirror=mirror, node_selector=node_selector)
+    customize = operator_customization(operator, mirror=mirror, node_selector=node_selector, digests=digests)
     customized = copy.deepcopy(objects)
     for obj in customized:
         customize(obj)

@@ -13,13 +13,14 @@ Deployment prints ``<image.repository>:<image.tag>``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
 from ..config import KueueSpec, PlatformSpec, TrainerV2Spec
 from .base import MANAGED_BY, Manifest
-from .operator import mirrored
+from .operator import pulled, repository_and_tag
 from .placement import FABRICS, GPU_RESOURCE, FabricProfile
 
 TRAINER_V2_NAMESPACE = "kubeflow-system"
@@ -47,7 +48,11 @@ def trainer_v2_chart_version(spec: TrainerV2Spec) -> str:
 
 
 def trainer_v2_values(
-    spec: TrainerV2Spec, *, mirror: str | None, node_selector: dict[str, str] | None
+    spec: TrainerV2Spec,
+    *,
+    mirror: str | None,
+    node_selector: dict[str, str] | None,
+    digests: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Values for the kubeflow-trainer chart.
 
@@ -55,6 +60,8 @@ def trainer_v2_values(
         spec: the Trainer v2 settings.
         mirror: registry path the third-party images were copied to.
         node_selector: labels of the nodes for the controllers (the system pool).
+        digests: the stack's image lock; a locked image's tag is ``<tag>@sha256:...``, which
+            the chart prints after ``<repository>:`` (``templates/_helpers.tpl`` ``trainer.image``).
 
     Raises:
         ValueError: the chart installs JobSet and the JobSet release of ``spec.version`` is not known here.
@@ -67,12 +74,15 @@ def trainer_v2_values(
     if mirror is not None:
         # The chart writes <registry>/<repository>:<tag>, which is mirrored()'s layout.
         values["image"] = {"registry": mirror, "repository": TRAINER_V2_IMAGE.rsplit("/", 1)[-1]}
+    manager = pulled(f"{TRAINER_V2_IMAGE}:{spec.version}", mirror, digests)
+    if "@" in manager:
+        values.setdefault("image", {})["tag"] = repository_and_tag(manager)[1]
     if spec.jobset:
         # Always set: the chart's own values name a staging image tagged main (JobSet's release
         # packaging sets the released one, jobset v0.12.0 hack/helm-chart-package.sh, and the chart
         # here is the tagged source), and it takes a whole repository path: there is no registry key.
-        jobset = f"{JOBSET_IMAGE}:{_jobset_version(spec.version)}"
-        repository, _, tag = (mirrored(jobset, mirror) if mirror is not None else jobset).rpartition(":")
+        jobset = pulled(f"{JOBSET_IMAGE}:{_jobset_version(spec.version)}", mirror, digests)
+        repository, tag = repository_and_tag(jobset)
         values["jobset"]["image"] = {"repository": repository, "tag": tag}
     return values
 
@@ -94,7 +104,13 @@ def trainer_v2_images(spec: TrainerV2Spec) -> list[str]:
     return images
 
 
-def kueue_values(spec: KueueSpec, *, mirror: str | None, node_selector: dict[str, str] | None) -> dict[str, Any]:
+def kueue_values(
+    spec: KueueSpec,
+    *,
+    mirror: str | None,
+    node_selector: dict[str, str] | None,
+    digests: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """Values for the Kueue chart (keys of its v0.19.2 ``values.yaml``).
 
     The manager's configuration replaces the chart's default one: the same ports and leader
@@ -108,6 +124,8 @@ def kueue_values(spec: KueueSpec, *, mirror: str | None, node_selector: dict[str
         spec: the Kueue settings.
         mirror: registry path the third-party images were copied to.
         node_selector: labels of the nodes for Kueue's controller (the system pool).
+        digests: the stack's image lock (the chart prints ``<repository>:<tag>``, v0.19.2
+            ``templates/manager/manager.yaml``, so a locked tag is ``<tag>@sha256:...``).
     """
     config = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
@@ -125,8 +143,7 @@ def kueue_values(spec: KueueSpec, *, mirror: str | None, node_selector: dict[str
         },
         "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
     }
-    image = mirrored(kueue_image(spec), mirror) if mirror is not None else kueue_image(spec)
-    repository, _, tag = image.rpartition(":")
+    repository, tag = repository_and_tag(pulled(kueue_image(spec), mirror, digests))
     manager: dict[str, Any] = {"image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"}}
     controller: dict[str, Any] = {"manager": manager}
     if node_selector:

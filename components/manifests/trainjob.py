@@ -229,7 +229,7 @@ def train_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         **({"NCCL_DEBUG": job.nccl_debug} if ctx.gpus and job.nccl_debug else {}),
         **job.env,
     }
-    container: Manifest = {"name": TRAINER_NODE, "volumeMounts": shared_volume_mounts()}
+    container: Manifest = {"name": TRAINER_NODE, "volumeMounts": shared_volume_mounts(job)}
     if fabric is not None:
         container["securityContext"] = dict(fabric.security_context)
     labels = job_labels(job)

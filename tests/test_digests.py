@@ -1,0 +1,220 @@
+"""Image digests: resolved from a registry on this host that answers the distribution API
+(manifest lists, a Bearer token challenge), locked, verified, and pinned in what the stack applies."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pulumi
+import pytest
+from conftest import cfg, stack_config
+from fixtures.charts import KUEUE, TRAINER
+
+from components.config import load_spec
+from components.digests import DIGEST_HEADER, MANIFEST_TYPES, DigestError, read_lock, resolve, stack_images
+from components.manifests import OPERATOR_NAMESPACE
+from components.offline import HELM_RELEASE
+from components.upstream import main
+
+INDEX, MANIFEST = MANIFEST_TYPES[0], MANIFEST_TYPES[2]
+TOKEN = "loopback-token"
+
+
+def sha(body: bytes) -> str:
+    return f"sha256:{hashlib.sha256(body).hexdigest()}"
+
+
+class Registry:
+    """Images by ``name:tag``, each an index of one platform manifest; a client that does not
+    accept an index gets the manifest, as a registry serves it to an old client."""
+
+    def __init__(self, *, auth: bool) -> None:
+        self.auth = auth
+        self.images: dict[str, tuple[bytes, bytes]] = {}
+        self.token_scopes: list[str] = []
+        self.named: dict[str, str | None] = {}
+        """What ``Docker-Content-Digest`` says for an image, where not its manifest's digest."""
+        registry = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                if self.path.startswith("/token?"):
+                    registry.token_scopes.append(self.path)
+                    self._answer(200, {"Content-Type": "application/json"}, json.dumps({"token": TOKEN}).encode())
+                else:
+                    self._manifest()
+
+            def _manifest(self) -> None:
+                name, _, tag = self.path.removeprefix("/v2/").partition("/manifests/")
+                if registry.auth and self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                    realm = f"http://{self.headers['Host']}/token"
+                    challenge = f'Bearer realm="{realm}",service="loopback",scope="repository:{name}:pull"'
+                    self._answer(401, {"WWW-Authenticate": challenge}, b"")
+                    return
+                if f"{name}:{tag}" not in registry.images:
+                    self._answer(404, {}, b"")
+                    return
+                index, manifest = registry.images[f"{name}:{tag}"]
+                body, kind = (index, INDEX) if INDEX in self.headers.get("Accept", "") else (manifest, MANIFEST)
+                named = registry.named.get(f"{name}:{tag}", sha(body))
+                self._answer(200, {"Content-Type": kind, **({DIGEST_HEADER: named} if named else {})}, body)
+
+            def _answer(self, code: int, headers: dict[str, str], body: bytes) -> None:
+                self.send_response(code)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.host = f"127.0.0.1:{self.server.server_address[1]}"
+
+    def push(self, image: str, content: str) -> str:
+        """Store ``<host>/<name>:<tag>`` and return its index digest."""
+        manifest = json.dumps({"mediaType": MANIFEST, "layers": [content]}).encode()
+        index = json.dumps({"mediaType": INDEX, "manifests": [{"digest": sha(manifest)}]}).encode()
+        self.images[image.removeprefix(f"{self.host}/")] = (index, manifest)
+        return sha(index)
+
+
+@pytest.fixture(params=[False, True], ids=["anonymous", "token"])
+def registry(request) -> Iterator[Registry]:
+    served = Registry(auth=request.param)
+    thread = threading.Thread(target=served.server.serve_forever, daemon=True)
+    thread.start()
+    yield served
+    served.server.shutdown()
+    served.server.server_close()
+
+
+def test_a_tag_resolves_to_its_index_digest(registry: Registry) -> None:
+    digest = registry.push(f"{registry.host}/mirror/kueue:v0.19.2", "layer-a")
+    assert resolve(f"{registry.host}/mirror/kueue:v0.19.2") == digest
+    # A token is asked for the repository the challenge names, and only when challenged.
+    assert registry.token_scopes == (
+        ["/token?service=loopback&scope=repository%3Amirror%2Fkueue%3Apull"] if registry.auth else []
+    )
+
+
+def test_the_digest_is_the_manifests_own_whatever_the_header_says(registry: Registry) -> None:
+    image = f"{registry.host}/mirror/jobset:v0.12.0"
+    digest = registry.push(image, "layer-b")
+    registry.named["mirror/jobset:v0.12.0"] = None
+    assert resolve(image) == digest
+    registry.named["mirror/jobset:v0.12.0"] = sha(b"another manifest")
+    with pytest.raises(DigestError, match=rf"names {DIGEST_HEADER} {sha(b'another manifest')}, but its manifest is"):
+        resolve(image)
+
+
+def test_an_image_the_registry_lacks_is_named(registry: Registry) -> None:
+    with pytest.raises(DigestError, match=rf"^{registry.host}/mirror/kueue:v9: http://.* answered 404$"):
+        resolve(f"{registry.host}/mirror/kueue:v9")
+
+
+def _project(tmp_path: Path, mirror: str) -> Path:
+    """A project whose stack ``loop`` is the prod stack with every image component, mirrored to ``mirror``."""
+    config = stack_config("prod")
+    config[cfg("imageMirror")] = mirror
+    config[cfg("trainerV2")] = {"install": True, "kueue": {"enabled": True}}
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "Pulumi.yaml").write_text("name: ack-training-platform\nruntime: python\n")
+    (tmp_path / "stacks/Pulumi.loop.yaml").write_text(json.dumps({"config": config}))
+    return tmp_path
+
+
+def test_lock_prints_and_writes_every_digest_and_verify_names_a_changed_one(
+    registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    monkeypatch.chdir(_project(tmp_path, f"{registry.host}/mirror"))
+    config = json.loads((tmp_path / "stacks/Pulumi.loop.yaml").read_text())["config"]
+    images = stack_images(load_spec(config, credentials=False))
+    pulled = [image for _, image in images]
+    assert len(pulled) == 8  # operator, its init image, 3 Volcano, Trainer, JobSet, Kueue
+    digests = {image: registry.push(image, image) for image in pulled}
+    # Nothing is written while one image is missing.
+    missing = registry.images.pop(pulled[-1].removeprefix(f"{registry.host}/"))
+    assert main(["lock-images", "--stack", "loop"]) == 2
+    assert f"error: {pulled[-1]}: " in capsys.readouterr().err
+    assert not (tmp_path / "stacks/images.loop.lock.json").exists()
+    registry.images[pulled[-1].removeprefix(f"{registry.host}/")] = missing
+
+    assert main(["lock-images", "--stack", "loop"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:-1] == [f"{source} {image} {digests[image]}" for source, image in images]
+    assert read_lock(tmp_path / "stacks/images.loop.lock.json") == digests
+    assert main(["verify-images", "--stack", "loop"]) == 0
+    assert capsys.readouterr().out.startswith("8 images match ")
+
+    changed = registry.push(pulled[0], "re-pushed")
+    assert main(["verify-images", "--stack", "loop"]) == 1
+    assert capsys.readouterr().err == (
+        f"error: {pulled[0]}: locked {digests[pulled[0]]}, the registry serves {changed}\n"
+    )
+
+
+MIRROR = "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/mirror"
+
+
+def _lock(tmp_path: Path, config: dict) -> dict[str, str]:
+    """A lock for every image the stack pulls, written where the program reads it in tests."""
+    images = [image for _, image in stack_images(load_spec(config, credentials=False))]
+    digests = {image: sha(image.encode()) for image in images}
+    (tmp_path / "images.lock.json").write_text(json.dumps({"version": 1, "images": digests}))
+    return digests
+
+
+def _prod() -> dict:
+    config = stack_config("prod")
+    config[cfg("trainerV2")] = {"install": True, "kueue": {"enabled": True}}
+    return config
+
+
+def test_the_applied_operator_and_chart_values_pull_the_locked_digests(run_stack, fixture_pins, tmp_path) -> None:
+    config = _prod()
+    digests = _lock(tmp_path, config)
+    plan = run_stack(config, "prod")
+    deployment = plan.one("kubernetes:apps/v1:Deployment", f"{OPERATOR_NAMESPACE}/training-operator")
+    container = deployment.inputs["spec"]["template"]["spec"]["containers"][0]
+    operator_image = f"{MIRROR}/training-operator:v1-93c5489"
+    init_image = f"{MIRROR}/alpine:3.23.3"
+    assert container["image"] == f"{operator_image}@{digests[operator_image]}"
+    assert f"--pytorch-init-container-image={init_image}@{digests[init_image]}" in container["args"]
+    # The charts print the pinned references from these values (tests/fixtures/charts.py).
+    trainer = plan.one(HELM_RELEASE, "kubeflow-trainer").inputs["values"]
+    kueue = plan.one(HELM_RELEASE, "kueue").inputs["values"]
+    printed = TRAINER.images(trainer) + KUEUE.images(kueue)
+    assert printed == [
+        f"{image}@{digests[image]}"
+        for image in (
+            f"{MIRROR}/trainer-controller-manager:v2.3.0",
+            f"{MIRROR}/jobset:v0.12.0",
+            f"{MIRROR}/kueue:v0.19.2",
+        )
+    ]
+
+
+def test_an_image_the_lock_lacks_stops_prod_naming_the_key_and_the_image(run_stack, tmp_path) -> None:
+    config = _prod()
+    digests = _lock(tmp_path, config)
+    kueue = f"{MIRROR}/kueue:v0.19.2"
+    del digests[kueue]
+    (tmp_path / "images.lock.json").write_text(json.dumps({"version": 1, "images": digests}))
+    with pytest.raises(pulumi.RunError) as raised:
+        run_stack(config, "prod")
+    assert str(raised.value) == (
+        f"imageLock: images.lock.json has no digest for {kueue}: run python -m components.upstream lock-images "
+        "--stack prod, or set imageLock: warn to pull them by tag"
+    )
+    # With warn (dev, local) the image is pulled by tag.
+    config[cfg("imageLock")] = "warn"
+    values = run_stack(config, "prod").one(HELM_RELEASE, "kueue").inputs["values"]
+    assert KUEUE.images(values) == [kueue]
