@@ -122,6 +122,7 @@ class TrainerState:
             optim_state_dict={"state": state["optimizer"], "param_groups": optimizer["param_groups"]},
         )
         self.scheduler.load_state_dict(commit["scheduler"])
+        self.checkpointer.lineage = commit.get(checkpoint.LINEAGE, "")
         self.step, self.epoch, self.position = commit["step"], commit["epoch"], commit["position"]
         # The schedule is a function of the step and this run's flags: a run resumed with a
         # new --max-steps, --epochs or --lr follows the new curve from its first step rather
