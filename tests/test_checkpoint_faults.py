@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_trainer import SMALL, run, torchrun
+from conftest import ROOT
+from test_trainer import ENV, SMALL, run, torchrun
 
 from trainer import checkpoint
 from trainer.checkpoint import CheckpointError, list_checkpoints, prune, read_commit, verify
@@ -158,3 +159,25 @@ def test_an_async_save_under_ddp_copies_each_tensor_to_host_memory_once(tmp_path
     committed = list_checkpoints(tmp_path / "ckpt")
     assert [p.name for p in committed] == ["step-000000001"]
     verify(committed[0])
+
+
+def test_a_resumed_run_goes_on_counting_nonfinite_steps(tmp_path: Path) -> None:
+    args = ["trainer", *SMALL, "--checkpoint-every", "10", "--output-dir", str(tmp_path)]
+
+    def launch(steps: int, nonfinite: str) -> None:
+        env = {**ENV, "TRAINER_FAULT_NONFINITE_STEPS": nonfinite}
+        result = subprocess.run(
+            torchrun(*args, "--max-steps", str(steps)), cwd=ROOT, env=env, capture_output=True, text=True, timeout=240
+        )
+        assert result.returncode == 0, result.stderr
+
+    launch(10, "5,9,10")
+    assert read_commit(tmp_path / "checkpoints" / "step-000000010")["nonfinite_steps"] == {
+        "skipped": 3,
+        "consecutive": 2,
+    }
+    launch(12, "11,12")
+    assert read_commit(tmp_path / "checkpoints" / "step-000000012")["nonfinite_steps"] == {
+        "skipped": 5,
+        "consecutive": 4,
+    }
