@@ -35,6 +35,7 @@ import math
 import os
 import shutil
 import time
+import uuid
 import warnings
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -45,7 +46,9 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemWriter
+from torch.distributed.checkpoint.api import CheckpointException
 
+from .diskfull import disk_full, out_of_space
 from .integrity import (
     DIGESTS,
     MARKER,
@@ -60,11 +63,21 @@ from .integrity import (
     sign,
 )
 from .metrics import warn
+from .replicas import leaves, share
 
 # A one-process run saves and loads without a process group, on purpose.
 warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
 
 PREFIX = "step-"
+LINEAGE = "lineage"
+"""The commit record's key for the run a checkpoint belongs to: drawn at random when a run
+starts from step 0, and carried on by every run that resumes one of its checkpoints.
+Pruning removes only checkpoints of its own lineage (a marker of an earlier trainer has
+none, which counts as the lineage ``""``)."""
+SUPERSEDED = "superseded"
+"""A checkpoint of another lineage at a step this run saves goes, whole, to
+``<checkpoints>/superseded/step-<N>-<its lineage>/`` rather than be overwritten: never
+resumed nor pruned there."""
 FORMER_STATE = "state.pt"
 """The single file of the former checkpoint format: such directories are neither resumed
 nor removed, so an upgrade never deletes them."""
@@ -94,11 +107,19 @@ def step_dir(root: Path, step: int) -> Path:
     return root / f"{PREFIX}{step:09d}"
 
 
+def step_of(path: Path) -> int | None:
+    """The step of a checkpoint directory's name, or None for a name of another kind."""
+    digits = path.name.removeprefix(PREFIX)
+    return int(digits) if path.name.startswith(PREFIX) and digits.isdigit() else None
+
+
 def list_checkpoints(root: Path) -> list[Path]:
-    """Checkpoint directories, committed or not, oldest first."""
+    """Checkpoint directories, committed or not, oldest first: by step, as names sort
+    differently once steps outgrow their padding (``step-1000000000`` before ``step-999999999``)."""
     if not root.is_dir():
         return []
-    return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith(PREFIX))
+    found = [p for p in root.iterdir() if p.is_dir() and step_of(p) is not None]
+    return sorted(found, key=step_of)
 
 
 def read_commit(path: Path) -> dict[str, Any] | None:
@@ -172,39 +193,65 @@ def load(state: dict[str, Any], path: Path, commit: dict[str, Any], group: dist.
     )
 
 
-def prune(root: Path, keep: int) -> None:
-    """Rank 0, after a commit: keep the newest ``keep`` committed checkpoints, and always
-    the newest one whose loss was finite, so a run gone numerically bad can still go back
-    to a sound state; remove saves that never finished and are older than the newest
-    committed checkpoint. Checkpoints of the former format are left alone.
+def remove(path: Path) -> None:
+    """Delete a checkpoint, its marker first: a deletion cut short leaves a save that
+    never finished, which nothing resumes, rather than a committed checkpoint missing shards."""
+    try:
+        (path / MARKER).unlink()
+        _fsync_dir(path)
+    except FileNotFoundError:
+        pass
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def set_aside(path: Path, lineage: str) -> None:
+    """Move a checkpoint of another lineage out of this run's way, whole, and say where."""
+    place = path.parent / SUPERSEDED
+    place.mkdir(exist_ok=True)
+    target = place / f"{path.name}-{lineage or 'unnamed'}"
+    os.replace(path, target)
+    _fsync_dir(path.parent)
+    warn(f"moved {path} to {target}: a checkpoint of another run at a step this run saves, kept, never resumed")
+
+
+def _usable(path: Path, key: bytes | None) -> bool:
+    try:
+        verify(path, key)
+        return True
+    except CheckpointError:
+        return False
+
+
+def prune(root: Path, keep: int, lineage: str, key: bytes | None = None) -> list[Path]:
+    """Rank 0, after a commit: of this lineage's checkpoints, keep the newest ``keep``
+    committed ones, the newest whose loss was finite, so a run gone numerically bad can
+    still go back to a sound state, and the newest that checks out (:func:`verify`), so a
+    damaged newest commit never costs the last good one; remove saves that never finished
+    and are older than the newest committed checkpoint. Checkpoints of the former format
+    are left alone.
 
     Uncommitted directories newer than that are left alone: a stale NFS lookup can hide a
     marker that exists, and the next save of that step starts by clearing it anyway.
+
+    Returns:
+        The committed checkpoints of other lineages, which are never removed.
     """
     listed = [(path, read_commit(path)) for path in list_checkpoints(root)]
     committed = [(path, commit) for path, commit in listed if commit is not None]
-    finite = [path for path, commit in committed if math.isfinite(commit.get("loss", math.nan))]
-    keep_paths = {path for path, _ in committed[-keep:]} | set(finite[-1:])
-    newest = committed[-1][0] if committed else None
+    own = [path for path, commit in committed if commit.get(LINEAGE, "") == lineage]
+    finite = [path for path, commit in committed if path in own and math.isfinite(commit.get("loss", math.nan))]
+    usable = next((path for path in reversed(own) if _usable(path, key)), None)
+    keep_paths = set(own[-keep:]) | set(finite[-1:]) | {usable}
+    newest = step_of(committed[-1][0]) if committed else None
     for path, commit in listed:
         if commit is None and (path / FORMER_STATE).exists():
             continue
-        if commit is None and newest is not None and path < newest:
+        if commit is None and newest is not None and step_of(path) < newest:
             warn(f"removing {path}: a save that did not finish")
-        elif commit is None or path in keep_paths:
+        elif commit is None or path in keep_paths or path not in own:
             continue
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def _leaves(state: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    """``(dotted key, value)`` for every value that is not a dict, as DCP flattens them."""
-    found = []
-    for key, value in state.items():
-        if isinstance(value, dict):
-            found += _leaves(value, f"{prefix}{key}.")
-        else:
-            found.append((f"{prefix}{key}", value))
-    return found
+        remove(path)
+    return [path for path, _ in committed if path not in own]
 
 
 class Checkpointer:
@@ -220,6 +267,10 @@ class Checkpointer:
         on_commit: called on rank 0 with the step and the Unix time once a checkpoint is
             committed (with async saves, when the background save has finished).
         key: the job's checkpoint key, with which rank 0 signs each marker.
+
+    Attributes:
+        lineage: the run's lineage (:data:`LINEAGE`), recorded in every marker; a resumed
+            run sets the one of the checkpoint it loaded.
     """
 
     def __init__(
@@ -234,7 +285,11 @@ class Checkpointer:
     ):
         self.root, self.group, self.is_main, self.keep = root, group, is_main, keep
         self.async_save, self.on_commit, self.key = async_save, on_commit, key
-        self.pending: tuple[Future, Path, dict[str, Any]] | None = None
+        self.pending: tuple[Future, Path, dict[str, Any], int] | None = None
+        self.lineage = uuid.uuid4().hex
+        self.foreign: set[Path] = set()
+        self.rank = dist.get_rank(group) if group is not None else 0
+        self.world = dist.get_world_size(group) if group is not None else 1
 
     def save(self, state: dict[str, Any], commit: dict[str, Any], wait: bool) -> None:
         """Save ``state`` (tensors only) as checkpoint ``commit["step"]``. A collective.
@@ -244,7 +299,7 @@ class Checkpointer:
             commit: what the marker records; JSON-serialisable.
             wait: return only once the checkpoint is committed (a SIGTERM or the last save).
         """
-        not_tensors = sorted(key for key, value in _leaves(state) if not isinstance(value, torch.Tensor))
+        not_tensors = sorted(".".join(key) for key, value in leaves(state) if not isinstance(value, torch.Tensor))
         if not_tensors:
             # Loading refuses anything but tensors, so such a checkpoint could never resume.
             raise TypeError(
@@ -253,45 +308,76 @@ class Checkpointer:
         self.wait()
         path = step_dir(self.root, commit["step"])
         if self.is_main and (path / MARKER).exists():
-            # The same step again, after resuming an older checkpoint: uncommit it first, so
-            # a save cut short here leaves an uncommitted directory, not a mix of two saves.
-            (path / MARKER).unlink()
-            _fsync_dir(path)
+            previous = read_commit(path)
+            if previous is not None and previous.get(LINEAGE, "") != self.lineage:
+                set_aside(path, previous.get(LINEAGE, ""))
+            else:
+                # The same step again, after resuming an older checkpoint: uncommit it first, so
+                # a save cut short here leaves an uncommitted directory, not a mix of two saves.
+                (path / MARKER).unlink()
+                _fsync_dir(path)
         if self.group is not None:
             dist.barrier(group=self.group)
         # Every rank's writer creates the directory, so no rank waits for another's mkdir
         # to show on shared storage.
         kwargs = {"storage_writer": FileSystemWriter(path), "process_group": self.group, "no_dist": self.group is None}
+        mine, needed = share(state, self.rank, self.world)
         if self.async_save and not wait:
-            self.pending = (dcp.async_save(state, **kwargs), path, commit)
-        else:
-            dcp.save(state, **kwargs)
-            self._commit(path, commit)
+            self.pending = (dcp.async_save(mine, **kwargs), path, commit, needed)
+            return
+        try:
+            dcp.save(mine, **kwargs)
+        except CheckpointException as err:
+            self._failed(err, path, needed)
+        self._commit(path, commit)
 
     def poll(self) -> None:
-        """Commit a background save that has finished; cheap enough to call every step."""
-        if self.pending is not None and self.pending[0].done():
+        """Commit a background save that has finished; cheap enough to call every step. A
+        failed one is left to the next :meth:`save` or :meth:`wait`, which every rank
+        reaches at the same step, so that all stop together."""
+        if self.pending is not None and self.pending[0].done() and self.pending[0].exception() is None:
             self.wait()
 
     def wait(self) -> None:
-        """Finish and commit the background save, if one is running."""
+        """Finish and commit the background save, if one is running.
+
+        Raises:
+            DiskFull: the save did not fit; on every rank.
+        """
         if self.pending is None:
             return
-        future, path, commit = self.pending
+        future, path, commit, needed = self.pending
         self.pending = None
-        future.result()
+        try:
+            future.result()
+        except CheckpointException as err:
+            self._failed(err, path, needed)
         self._commit(path, commit)
+
+    def _failed(self, err: CheckpointException, path: Path, needed: int) -> None:
+        """Raise what a failed save means: :class:`DiskFull` when it ran out of space, once
+        rank 0 has removed the partial save (never committed, so never resumed), since
+        freeing its space is the first thing the user must do; else the error itself."""
+        if not out_of_space(err):
+            raise err
+        if self.is_main:
+            remove(path)
+        below = [p for p in list_checkpoints(self.root) if step_of(p) < step_of(path) and read_commit(p) is not None]
+        raise disk_full(path, needed, below[-1].name if below else None) from None
 
     def _commit(self, path: Path, commit: dict[str, Any]) -> None:
         # DCP has written .metadata only after gathering every rank's write results, so once
         # rank 0's save returns, every shard is on disk: the marker can go in.
         if not self.is_main:
             return
-        commit = {**commit, DIGESTS: file_digests(path)}
+        commit = {**commit, LINEAGE: self.lineage, DIGESTS: file_digests(path)}
         if self.key is not None:
             commit[SIGNATURE] = sign(commit, self.key)
         write_atomic(path / MARKER, json.dumps(commit).encode())
         if self.on_commit is not None:
             self.on_commit(commit["step"], time.time())
-        prune(self.root, self.keep)
+        for other in prune(self.root, self.keep, self.lineage, self.key):
+            if other not in self.foreign:
+                self.foreign.add(other)
+                warn(f"keeping {other}: a checkpoint of another run, which this run never removes")
         print(f"checkpoint {path.name} ({commit['reason']})", flush=True)

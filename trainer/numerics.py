@@ -13,6 +13,9 @@ from collections.abc import Iterable
 import torch
 from torch.distributed.tensor import DTensor
 
+NONFINITE = "nonfinite_steps"
+"""The commit record's key for the guard's counters, so a resumed run goes on counting."""
+
 
 class NonFiniteError(RuntimeError):
     """Training kept producing non-finite gradients; continuing would only skip steps."""
@@ -51,6 +54,15 @@ class StepGuard:
         self.norm = norm.detach()
         self.skipped += found_inf
         self.consecutive = (self.consecutive + found_inf) * found_inf
+
+    def counters(self) -> dict[str, int]:
+        """The skipped steps, in all and in a row (a host sync)."""
+        return {"skipped": int(self.skipped.item()), "consecutive": int(self.consecutive.item())}
+
+    def restore(self, counters: dict[str, int]) -> None:
+        """Go on from :meth:`counters` of a checkpoint; one of an earlier trainer has none."""
+        self.skipped.fill_(counters.get("skipped", 0))
+        self.consecutive.fill_(counters.get("consecutive", 0))
 
     def check(self, step: int) -> None:
         """Raise when the last ``max_consecutive`` steps were all skipped (a host sync).

@@ -4,7 +4,8 @@ Rank 0 lists the committed checkpoints newest first and picks the first that ver
 rank must see it whole (shared storage lags) and load it, or all pass to the next. When
 committed checkpoints exist and none loads (a different vocabulary or model size, a key
 missing after an upgrade, storage that cannot be read), the run stops with every reason
-rather than train from step 0 beside them: ``--start-fresh`` says that is meant.
+rather than train from step 0 beside them: ``--start-fresh`` says that is meant. The new run
+leaves them where they are (:func:`trainer.checkpoint.prune` removes only its own lineage's).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.checkpoint.api import CheckpointException
 
-from .checkpoint import PREFIX, list_checkpoints, read_commit, step_dir, verify
+from .checkpoint import list_checkpoints, read_commit, step_dir, step_of, verify
 from .integrity import DIGESTS, CheckpointError, IntegrityError
 from .metrics import warn
 
@@ -72,11 +73,11 @@ class Agreement:
         dist.all_reduce(t, op=dist.ReduceOp.MIN, group=self.group)
         return bool(t.item())
 
-    def _next_candidate(self, root: Path, below: float, passed_over: list[str]) -> int:
+    def _next_candidate(self, root: Path, below: float, passed_over: dict[Path, str]) -> int:
         """Rank 0: the newest checkpoint under ``below`` that checks out, or -1; each committed
         one that does not is added to ``passed_over`` with the reason."""
         for path in reversed(list_checkpoints(root)):
-            step = int(path.name.removeprefix(PREFIX))
+            step = step_of(path)
             if step >= below:
                 continue
             try:
@@ -85,7 +86,7 @@ class Agreement:
             except CheckpointError as err:
                 warn(f"skipping checkpoint {path}: {err}")
                 if read_commit(path) is not None:
-                    passed_over.append(f"{path.name}: {err}")
+                    passed_over[path] = str(err)
         return -1
 
     def _sees(self, path: Path) -> bool:
@@ -121,12 +122,12 @@ class Agreement:
                 would then remove the new run's checkpoints.
         """
         below = math.inf
-        passed_over: list[str] = []
+        passed_over: dict[Path, str] = {}
         while True:
             step = self._broadcast(self._next_candidate(root, below, passed_over) if self.is_main else 0)
             if step < 0:
                 if self._broadcast(int(bool(passed_over) and not self.start_fresh)):
-                    raise UnloadableCheckpoints(passed_over if self.is_main else [])
+                    raise UnloadableCheckpoints([f"{p.name}: {why}" for p, why in passed_over.items()])
                 return None
             path = step_dir(root, step)
             if self._all(self._sees(path)):
@@ -144,8 +145,8 @@ class Agreement:
                         raise changed[0] from None
                     if self.is_main:
                         warn(f"skipping checkpoint {path}: loading failed ({err})")
-                        passed_over.append(f"{path.name}: loading failed ({err})")
+                        passed_over[path] = f"loading failed ({err})"
             elif self.is_main:
                 warn(f"skipping checkpoint {path}: not every rank can read it")
-                passed_over.append(f"{path.name}: not every rank can read it")
+                passed_over[path] = "not every rank can read it"
             below = step

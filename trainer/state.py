@@ -26,6 +26,7 @@ from . import checkpoint
 from .config import UsageError
 from .data import GlobalOrder
 from .metrics import log
+from .numerics import NONFINITE
 from .resume import Agreement
 from .schedule import lr_factor, planned_steps
 from .weights import WeightsError, export
@@ -87,6 +88,7 @@ class TrainerState:
             "global_batch": self.order.global_batch,
             "threads": self.threads,
             "config": asdict(self.cfg),
+            NONFINITE: self.guard.counters(),
         }
 
     def load_checkpoint(self, path: Path, commit: dict[str, Any]) -> None:
@@ -122,6 +124,8 @@ class TrainerState:
             optim_state_dict={"state": state["optimizer"], "param_groups": optimizer["param_groups"]},
         )
         self.scheduler.load_state_dict(commit["scheduler"])
+        self.guard.restore(commit.get(NONFINITE, {}))
+        self.checkpointer.lineage = commit.get(checkpoint.LINEAGE, "")
         self.step, self.epoch, self.position = commit["step"], commit["epoch"], commit["position"]
         # The schedule is a function of the step and this run's flags: a run resumed with a
         # new --max-steps, --epochs or --lr follows the new curve from its first step rather

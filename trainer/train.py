@@ -51,6 +51,7 @@ from . import checkpoint
 from .autoparallel import resolve
 from .config import DEFAULT_LR, Config, UsageError, parse_args
 from .data import DataError, GlobalOrder, load_dataset
+from .diskfull import DISK_FULL, DiskFull
 from .exporter import serve
 from .integrity import IntegrityError, read_key
 from .metric_names import CHECKPOINT_EVERY, CHECKPOINT_STEP, POD, RESTARTS, TRAINING, TRAINING_LOOP
@@ -389,6 +390,9 @@ def main(argv: list[str] | None = None) -> int:
     except NonFiniteError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return 1
+    except DiskFull as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        return DISK_FULL
     except RuntimeError as err:
         # A peer gone (its node lost, its pod killed) fails the survivors here: a retry can
         # succeed, while a bug's RuntimeError goes on as a failure.
