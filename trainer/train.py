@@ -138,7 +138,11 @@ class Trainer(TrainerState):
         # The checkpoint and resume collectives move small CPU tensors, with async saves from
         # a background thread: a gloo group of their own keeps them apart from training's
         # collectives (NCCL on GPUs), which they would otherwise interleave with.
-        self.group = dist.new_group(backend="gloo") if topo.world > 1 else None
+        # Their timeout is the run's, and the storage wait on top, which a rank may spend looking
+        # for a checkpoint while the others wait in a collective: gloo's default of 30 minutes
+        # would stall every rank that long for a peer lost during a save.
+        timeout = timedelta(seconds=cfg.timeout_s + cfg.storage_wait_s)
+        self.group = dist.new_group(backend="gloo", timeout=timeout) if topo.world > 1 else None
         # The first process of every pod serves, so no pod is a dead scrape target; the
         # training metrics come from rank 0 alone.
         self.exporter = serve(cfg.metrics_port if topo.local_rank == 0 else None, TRAINING if topo.is_main else POD)

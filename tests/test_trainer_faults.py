@@ -1,0 +1,72 @@
+"""Faults on real processes: a peer that stops answering."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT, free_port
+from test_trainer import ENV
+
+from trainer.topology import TRANSIENT_STATUS
+
+FSDP = ["--model", "gpt", "--fsdp", "--batch-size", "4", "--synthetic-size", "100", "--log-every", "1"]
+
+
+def pods(args: list[str], env: dict[str, str] | None = None, world: int = 2) -> list[subprocess.Popen]:
+    """The ranks of one job started as the operator starts its pods: by environment, no torchrun."""
+    port = free_port()
+    return [
+        subprocess.Popen(
+            [sys.executable, "-m", "trainer", *args],
+            cwd=ROOT,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={
+                **ENV,
+                **(env or {}),
+                "WORLD_SIZE": str(world),
+                "RANK": str(rank),
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+            },
+        )
+        for rank in range(world)
+    ]
+
+
+def test_a_rank_stuck_writing_a_checkpoint_fails_the_others_within_the_runs_timeout(tmp_path: Path) -> None:
+    # A named pipe where rank 1's shard of the step-2 checkpoint goes: its write blocks as on
+    # a hung NAS mount, while rank 0 has written its shard and waits for rank 1's. Sharded
+    # (FSDP), so each rank writes a shard of its own.
+    stuck = tmp_path / "checkpoints" / "step-000000002"
+    stuck.mkdir(parents=True)
+    os.mkfifo(stuck / "__1_0.distcp")
+    args = [*FSDP, "--max-steps", "1000", "--checkpoint-every", "2", "--timeout-s", "5", "--storage-wait-s", "1"]
+    rank0, rank1 = pods([*args, "--output-dir", str(tmp_path)])
+    try:
+        # gloo's default timeout would hold rank 0 for 30 minutes here.
+        _, stderr = rank0.communicate(timeout=180)
+    finally:
+        rank0.kill()
+        rank1.kill()
+        rank1.communicate()
+    assert rank0.returncode == TRANSIENT_STATUS, stderr[-3000:]
+    # The half-written directory is passed over on start; the timeout is the one error.
+    assert stderr.splitlines()[-1].startswith("error: lost the other processes ("), stderr
+    assert "Traceback" not in stderr, stderr
+
+
+def test_a_collective_timeout_must_be_positive(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "trainer", "--timeout-s", "0", "--output-dir", str(tmp_path)],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (result.returncode, result.stderr) == (2, "error: --timeout-s must be positive, got 0.0\n")
