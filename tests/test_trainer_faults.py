@@ -1,4 +1,4 @@
-"""Faults on real processes: a peer that stops answering."""
+"""Faults on real processes: a peer that stops answering, bad data on one rank."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 from conftest import ROOT, free_port
 from test_trainer import ENV
 
+from trainer.data import GlobalOrder
 from trainer.topology import TRANSIENT_STATUS
 
 FSDP = ["--model", "gpt", "--fsdp", "--batch-size", "4", "--synthetic-size", "100", "--log-every", "1"]
@@ -70,3 +72,26 @@ def test_a_collective_timeout_must_be_positive(tmp_path: Path) -> None:
         timeout=60,
     )
     assert (result.returncode, result.stderr) == (2, "error: --timeout-s must be positive, got 0.0\n")
+
+
+def test_a_bad_token_seen_by_one_rank_stops_every_rank_with_one_line(tmp_path: Path) -> None:
+    seq_len, windows, batch = 128, 64, 4
+    tokens = np.arange(windows * seq_len + 1, dtype=np.uint16) % 4000
+    # A token beyond the tiny model's vocabulary of 4096, in a window that rank 1 alone
+    # reads, in the run's third step.
+    order = GlobalOrder(windows, batch * 2, 1234)
+    lo, hi = order.step_slice(2 * batch * 2)
+    first, _ = GlobalOrder.rank_share(lo, hi, 1, 2)
+    window = int(order.permutation(0)[first])
+    offset = window * seq_len + 5
+    tokens[offset] = 5000
+    tokens.tofile(tmp_path / "train.bin")
+    args = ["--model", "gpt", "--batch-size", str(batch), "--max-steps", "6", "--data-dir", str(tmp_path)]
+    ranks = pods([*args, "--output-dir", str(tmp_path / "out")])
+    for rank in ranks:
+        _, stderr = rank.communicate(timeout=180)
+        assert rank.returncode == 2, stderr[-3000:]
+        assert stderr == (
+            f"error: rank 1: {tmp_path / 'train.bin'}: token id 5000 at token offset {offset} (window {window}) "
+            "is not below the model's vocabulary size 4096: write the file with a header that declares its vocabulary\n"
+        )

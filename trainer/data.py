@@ -10,14 +10,19 @@ all ranks agree on; step ``s`` of an epoch is a contiguous slice of it, so a res
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
 from .config import Config
 from .models import GPT_SIZES
+
+T = TypeVar("T")
 
 IMAGE_SHAPE = (1, 28, 28)
 NUM_CLASSES = 10
@@ -50,10 +55,12 @@ class TokenDataset:
         tokens: token ids (uint16 or uint32), typically a memory map.
         seq_len: tokens per training window.
         vocab_size: the vocabulary the file declares, or None when it does not say.
+        name: what a data error calls the tokens' source (the file).
     """
 
-    def __init__(self, tokens: np.ndarray, seq_len: int, vocab_size: int | None = None):
+    def __init__(self, tokens: np.ndarray, seq_len: int, vocab_size: int | None = None, name: str = "tokens"):
         self.tokens = tokens
+        self.name = name
         self.seq_len = seq_len
         self.vocab_size = vocab_size
         self.windows = (len(tokens) - 1) // seq_len
@@ -68,9 +75,11 @@ class TokenDataset:
         starts = index.numpy()[:, None] * self.seq_len
         rows = torch.from_numpy(self.tokens[starts + np.arange(self.seq_len + 1)].astype(np.int64))
         if self.limit is not None and len(rows) and int(rows.max()) >= self.limit:
+            row, column = np.argwhere(rows.numpy() >= self.limit)[0]
             raise DataError(
-                f"token id {int(rows.max())} in windows {index.tolist()} is not below the model's vocabulary "
-                f"size {self.limit}: write the file with a header that declares its vocabulary"
+                f"{self.name}: token id {int(rows[row, column])} at token offset {int(starts[row, 0]) + column} "
+                f"(window {int(index[row])}) is not below the model's vocabulary size {self.limit}: "
+                "write the file with a header that declares its vocabulary"
             )
         return rows[:, :-1], rows[:, 1:]
 
@@ -195,7 +204,7 @@ def load_tokens(data_dir: Path, seq_len: int) -> TokenDataset:
         raise DataError(
             f"--data-dir {data_dir}: train.bin holds {len(tokens)} tokens, fewer than one window of {seq_len + 1}"
         )
-    return TokenDataset(tokens, seq_len, vocab)
+    return TokenDataset(tokens, seq_len, vocab, str(path))
 
 
 @dataclass(frozen=True)
@@ -260,3 +269,37 @@ def load_dataset(cfg: Config) -> ImageDataset | TokenDataset:
         return load_images(data_dir)
     gpt = GPT_SIZES[cfg.gpt_size]
     return load_tokens(data_dir, gpt.seq_len)
+
+
+def agree_on_data(read: Callable[[], T], rank: int, group: dist.ProcessGroup | None) -> T:
+    """``read()``, once every rank of ``group`` has read its share. A collective.
+
+    A data error met by one rank alone would leave the others in the step's collectives: on
+    gloo they fail as if a peer were lost (retryable, so the job would loop), on NCCL they
+    hang for the collective timeout. Settled before the step instead, every rank raises the
+    error of the lowest rank that met one.
+
+    Args:
+        read: reads this rank's batches; may raise :class:`DataError`.
+        rank: this process's rank in ``group``.
+        group: a CPU (gloo) group of every rank, or None for one process.
+
+    Raises:
+        DataError: on every rank when any met one, prefixed with that rank.
+    """
+    try:
+        result, error = read(), None
+    except DataError as err:
+        if group is None:
+            raise
+        result, error = None, err
+    if group is None:
+        return result
+    world = dist.get_world_size(group)
+    first = torch.tensor([rank if error else world])
+    dist.all_reduce(first, op=dist.ReduceOp.MIN, group=group)
+    if int(first) == world:
+        return result
+    message = [str(error)]
+    dist.broadcast_object_list(message, group_src=int(first), group=group)
+    raise DataError(f"rank {int(first)}: {message[0]}")

@@ -49,7 +49,7 @@ import torch.nn.functional as F
 
 from . import checkpoint
 from .config import DEFAULT_LR, Config, UsageError, parse_args
-from .data import DataError, GlobalOrder, load_dataset
+from .data import DataError, GlobalOrder, agree_on_data, load_dataset
 from .exporter import serve
 from .integrity import IntegrityError, read_key
 from .metric_names import CHECKPOINT_EVERY, CHECKPOINT_STEP, POD, RESTARTS, TRAINING, TRAINING_LOOP
@@ -143,6 +143,11 @@ class Trainer(TrainerState):
         # would stall every rank that long for a peer lost during a save.
         timeout = timedelta(seconds=cfg.timeout_s + cfg.storage_wait_s)
         self.group = dist.new_group(backend="gloo", timeout=timeout) if topo.world > 1 else None
+        # The ranks settle on a data error before each step's collectives, on a group of its
+        # own, since an async save's collectives run on ``group`` from another thread.
+        self.data_group = (
+            dist.new_group(backend="gloo", timeout=timedelta(seconds=cfg.timeout_s)) if topo.world > 1 else None
+        )
         # The first process of every pod serves, so no pod is a dead scrape target; the
         # training metrics come from rank 0 alone.
         self.exporter = serve(cfg.metrics_port if topo.local_rank == 0 else None, TRAINING if topo.is_main else POD)
@@ -210,7 +215,10 @@ class Trainer(TrainerState):
         lo, hi = self.order.step_slice(self.position)
         total = hi - lo
         ahead = self.prefetched
-        batches = ahead[1].result() if ahead and ahead[0] == (self.epoch, lo) else self._batches(permutation, lo)
+        if ahead and ahead[0] == (self.epoch, lo):
+            batches = agree_on_data(ahead[1].result, self.topo.rank, self.data_group)
+        else:
+            batches = agree_on_data(lambda: self._batches(permutation, lo), self.topo.rank, self.data_group)
         self.prefetched = None
         if hi < self.order.size:
             self.prefetched = ((self.epoch, hi), self.loader.submit(self._batches, permutation, hi))
