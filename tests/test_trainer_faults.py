@@ -1,4 +1,4 @@
-"""Faults on real processes: a peer that stops answering, bad data on one rank."""
+"""Faults on real processes: a peer that stops answering, bad data on one rank, bounded retries."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from pathlib import Path
 
 import numpy as np
 from conftest import ROOT, free_port
-from test_trainer import ENV
+from test_trainer import ENV, SMALL
 
 from trainer.data import GlobalOrder
+from trainer.restarts import EXHAUSTED_STATUS
 from trainer.topology import TRANSIENT_STATUS
 
 FSDP = ["--model", "gpt", "--fsdp", "--batch-size", "4", "--synthetic-size", "100", "--log-every", "1"]
@@ -95,3 +96,57 @@ def test_a_bad_token_seen_by_one_rank_stops_every_rank_with_one_line(tmp_path: P
             f"error: rank 1: {tmp_path / 'train.bin'}: token id 5000 at token offset {offset} (window {window}) "
             "is not below the model's vocabulary size 4096: write the file with a header that declares its vocabulary\n"
         )
+
+
+def test_a_pod_that_keeps_failing_retryably_stops_after_its_restarts(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    # A worker whose Master never comes up: torchrun's rendezvous fails, status 203 each time.
+    unreachable = ["--nnodes=2", "--node-rank=1", "--master-addr=master-not-up.invalid", "--rdzv-conf=timeout=2"]
+
+    def attempt(pod: str) -> subprocess.CompletedProcess:
+        cmd = [
+            *[sys.executable, "-m", "trainer.launch", "--max-pod-restarts=1", *unreachable],
+            *[f"--master-port={free_port()}", "--nproc-per-node=1", "-m", "trainer"],
+        ]
+        env = {**ENV, "OUTPUT_PATH": str(out), "POD_NAME": pod}
+        return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+
+    assert attempt("job-worker-0").returncode == TRANSIENT_STATUS
+    # A run that commits a new checkpoint in between starts the count again.
+    trained = subprocess.run(
+        [sys.executable, "-m", "trainer", "--max-steps", "2", "--output-dir", str(out), *SMALL],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert trained.returncode == 0, trained.stderr
+    assert attempt("job-worker-0").returncode == TRANSIENT_STATUS
+    # Each pod counts its own failures.
+    assert attempt("job-master-0").returncode == TRANSIENT_STATUS
+    final = attempt("job-worker-0")
+    assert final.returncode == EXHAUSTED_STATUS, final.stderr[-2000:]
+    assert final.stderr.splitlines()[-1] == (
+        "error: pod job-worker-0 failed with status 203 2 times in a row without a new checkpoint "
+        "(--max-pod-restarts 1); exiting 75 so the job stops"
+    )
+    # The job is over: a new submission of it starts from no failures.
+    assert not (out / ".restarts" / "job-worker-0.json").exists()
+    assert attempt("job-worker-0").returncode == TRANSIENT_STATUS
+
+
+def test_pod_launcher_refuses_a_bad_restart_bound(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "trainer.launch", "--max-pod-restarts", "many", "--nproc-per-node=1", "-m", "trainer"]
+    result = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stderr) == (
+        2,
+        "error: --max-pod-restarts 'many': give the retries allowed in a row, 0 or more\n",
+    )
+    unset = {key: value for key, value in ENV.items() if key != "OUTPUT_PATH"}
+    cmd[4] = "3"
+    result = subprocess.run(cmd, cwd=ROOT, env=unset, capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stderr) == (
+        2,
+        "error: --max-pod-restarts counts restarts in $OUTPUT_PATH, the job's output directory: set it\n",
+    )
