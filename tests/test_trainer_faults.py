@@ -1,4 +1,5 @@
-"""Faults on real processes: a peer that stops answering, bad data on one rank, bounded retries."""
+"""Faults on real processes: a peer that stops answering, bad data on one rank, bounded retries;
+and what the first compiled step does to the numbers."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import ROOT, free_port
-from test_trainer import ENV, SMALL
+from test_trainer import ENV, SMALL, metrics
 
 from trainer.data import GlobalOrder
 from trainer.restarts import EXHAUSTED_STATUS
@@ -150,3 +152,19 @@ def test_pod_launcher_refuses_a_bad_restart_bound(tmp_path: Path) -> None:
         2,
         "error: --max-pod-restarts counts restarts in $OUTPUT_PATH, the job's output directory: set it\n",
     )
+
+
+def test_the_compile_step_is_left_out_of_throughput_and_mfu(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "trainer", "--model", "gpt", "--batch-size", "4", "--synthetic-size", "40"]
+    cmd += ["--compile", "--peak-tflops", "0.1", "--max-steps", "3", "--log-every", "1", "--output-dir", str(tmp_path)]
+    result = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = metrics(tmp_path)
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    # The first step compiles: it is reported as such, with no rate that its compile time would skew.
+    assert rows[0]["compile_s"] > 0
+    assert not {"samples_per_s", "tokens_per_s", "mfu"} & rows[0].keys()
+    for row in rows[1:]:
+        assert "compile_s" not in row
+        assert row["samples_per_s"] * row["step_time_s"] == pytest.approx(4, rel=0.01)
+        assert row["mfu"] > 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from .models import GPT_SIZES
 
@@ -122,6 +123,17 @@ class Config:
             raise UsageError("--activation-checkpointing applies to the gpt model's blocks")
         if self.fsdp and self.model != "gpt":
             raise UsageError("--fsdp shards the gpt model; the cnn is small enough for plain DDP")
+
+
+def check_output_dir(path: Path, rank: int) -> None:
+    """Create ``--output-dir`` and check this rank can write there, before any collective."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".write-test-{rank}-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise UsageError(f"--output-dir {path}: not writable ({err.strerror})") from None
 
 
 def metrics_port(text: str) -> int | None:
