@@ -4,6 +4,7 @@ and what the first compiled step does to the numbers."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -136,6 +137,14 @@ def test_a_pod_that_keeps_failing_retryably_stops_after_its_restarts(tmp_path: P
     # The job is over: a new submission of it starts from no failures.
     assert not (out / ".restarts" / "job-worker-0.json").exists()
     assert attempt("job-worker-0").returncode == TRANSIENT_STATUS
+    # A volume that cannot take the count leaves the retry be, and says so.
+    shutil.rmtree(out / ".restarts")
+    (out / ".restarts").write_text("")
+    uncounted = attempt("job-worker-0")
+    assert uncounted.returncode == TRANSIENT_STATUS
+    assert uncounted.stderr.splitlines()[-1].startswith(
+        f"warning: cannot count this restart in {out / '.restarts' / 'job-worker-0.json'}"
+    )
 
 
 def test_pod_launcher_refuses_a_bad_restart_bound(tmp_path: Path) -> None:

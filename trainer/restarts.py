@@ -84,6 +84,10 @@ class RestartBudget:
                 flush=True,
             )
             return EXHAUSTED_STATUS
-        self.record.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(self.record, json.dumps({"failures": failures, "checkpoint": seen}).encode())
+        try:
+            self.record.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(self.record, json.dumps({"failures": failures, "checkpoint": seen}).encode())
+        except OSError as err:
+            # A full or read-only volume must not turn a retry into a crash of the launcher.
+            print(f"warning: cannot count this restart in {self.record} ({err})", file=sys.stderr, flush=True)
         return status
