@@ -109,9 +109,7 @@ class TrainerArgs(Spec):
 
 class RunPolicySpec(Spec):
     backoff_limit: int = Field(default=6, ge=0)
-    """Pod restarts allowed before the job fails (preemptions count); v1 only: v2 jobs restart whole up to 6 times.
-    Under ``restartPolicy: ExitCode`` the operator never counts them (it re-creates failed pods), so each pod's
-    launcher does: this many retries in a row without a new checkpoint, then the pod exits 75 and the job fails."""
+    """Pod restarts allowed before the job fails (preemptions count); v1 only: v2 jobs restart whole up to 6 times."""
     active_deadline_seconds: int | None = Field(default=None, ge=1)
     ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
     """Seconds after the job ends before the operator deletes it (v1 only). Refused in a stack's ``jobs``: the job
