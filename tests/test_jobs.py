@@ -128,7 +128,7 @@ def test_manifest_fits_official_models_and_webhook(case: str) -> None:
         limits, requests = container["resources"]["limits"], container["resources"]["requests"]
         assert limits == requests
         assert int(job["spec"]["nprocPerNode"]) == int(limits.get("nvidia.com/gpu", spec.procs_per_node or 1))
-        env = {e["name"]: e["value"] for e in container["env"]}
+        env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
         assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
         assert {m["mountPath"] for m in container["volumeMounts"]} == {"/dev/shm", "/mnt/data", "/mnt/output"}
 
@@ -325,7 +325,7 @@ def assert_every_pod_declares_the_metrics_port(containers: list[dict[str, Any]])
     """Each trainer container has ``METRICS_PORT`` and the named port the PodMonitor scrapes."""
     assert containers
     for container in containers:
-        env = {e["name"]: e["value"] for e in container["env"]}
+        env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
         assert env["METRICS_PORT"] == str(METRICS_PORT)
         named = [p for p in container["ports"] if p["name"] == METRICS_PORT_NAME]
         assert [p["containerPort"] for p in named] == [METRICS_PORT]
@@ -530,3 +530,21 @@ def test_the_job_spec_passes_the_parallel_strategy_and_the_probe_to_the_trainer(
     command = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
     tail = command[command.index("--checkpoint-every") + 2 :]
     assert tail == flags
+
+
+@pytest.mark.parametrize(
+    ("extra", "bounded"),
+    [
+        ({"restart_policy": "ExitCode", "run_policy": {"backoff_limit": 4}}, True),
+        ({"restart_policy": "OnFailure", "run_policy": {"backoff_limit": 4}}, False),
+        ({"restart_policy": "ExitCode", "run_policy": {"backoff_limit": 4}, "command": ["bash", "-c", "true"]}, False),
+    ],
+)
+def test_exit_code_jobs_bound_each_pods_retries_by_the_backoff_limit(extra: dict[str, Any], bounded: bool) -> None:
+    # Under ExitCode the operator re-creates failed pods and never counts them against backoffLimit.
+    job = pytorch_job(TrainingJobSpec(name="bounded", image=IMAGE, nodes=2, **extra), context(POOL_1, 1))
+    for replica in job["spec"]["pytorchReplicaSpecs"].values():
+        container = replica["template"]["spec"]["containers"][0]
+        pod_name = {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+        assert (container["command"][:4] == ["python", "-m", "trainer.launch", "--max-pod-restarts=4"]) == bounded
+        assert (pod_name in container["env"]) == bounded

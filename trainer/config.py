@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from .models import GPT_SIZES
 
@@ -67,7 +68,9 @@ class Config:
     synthetic_size: int = 60_000
     """Samples (cnn) or windows (gpt) of synthetic data."""
     timeout_s: float = 300.0
-    """Collective timeout: how long survivors wait for a dead peer before failing."""
+    """Collective timeout: how long survivors wait for a dead peer before failing. The checkpoint
+    collectives wait ``storage_wait_s`` longer, as a rank may wait that long for shared storage;
+    so one rank's checkpoint write may outlast the others' by at most their sum."""
     compile: bool = False
     """torch.compile the model and the loss."""
     peak_tflops: float | None = None
@@ -124,7 +127,12 @@ class Config:
                 raise UsageError(f"{flag} must be at least 1, got {value}")
         if self.storage_wait_s < 0:
             raise UsageError(f"--storage-wait-s must not be negative, got {self.storage_wait_s}")
-        for flag, value in (("--lr", self.lr), ("--peak-tflops", self.peak_tflops), ("--clip-grad", self.clip_grad)):
+        for flag, value in (
+            ("--lr", self.lr),
+            ("--peak-tflops", self.peak_tflops),
+            ("--clip-grad", self.clip_grad),
+            ("--timeout-s", self.timeout_s),
+        ):
             if value is not None and not value > 0:
                 raise UsageError(f"{flag} must be positive, got {value}")
         if self.activation_checkpointing and self.model != "gpt":
@@ -136,6 +144,17 @@ class Config:
             raise UsageError("--fabric-record is read by --parallel auto only: add it, or drop --fabric-record")
         if not self.bucket_mb > 0:
             raise UsageError(f"--bucket-mb must be positive, got {self.bucket_mb}")
+
+
+def check_output_dir(path: Path, rank: int) -> None:
+    """Create ``--output-dir`` and check this rank can write there, before any collective."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".write-test-{rank}-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise UsageError(f"--output-dir {path}: not writable ({err.strerror})") from None
 
 
 def metrics_port(text: str) -> int | None:

@@ -14,11 +14,14 @@ Raw text becomes token shards with ``prepare`` (:mod:`trainer.prepare`)::
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
 from .config import Config
 from .models import GPT_SIZES
@@ -27,6 +30,8 @@ from .tokens import DataError, open_corpus
 # Where the README has always pointed for writing and reading token files.
 from .tokens import open_tokens as open_tokens
 from .tokens import write_tokens as write_tokens
+
+T = TypeVar("T")
 
 IMAGE_SHAPE = (1, 28, 28)
 NUM_CLASSES = 10
@@ -59,10 +64,14 @@ class TokenDataset:
         shards: token ids (uint16 or uint32), typically memory maps, in corpus order.
         seq_len: tokens per training window.
         vocab_size: the vocabulary the files declare, or None when they do not say.
+        names: what a data error calls each shard (its file).
     """
 
-    def __init__(self, shards: list[np.ndarray], seq_len: int, vocab_size: int | None = None):
+    def __init__(
+        self, shards: list[np.ndarray], seq_len: int, vocab_size: int | None = None, names: list[str] | None = None
+    ):
         self.shards = shards
+        self.names = names or [f"shard {i}" for i in range(len(shards))]
         self.seq_len = seq_len
         self.vocab_size = vocab_size
         counts = np.array([max(len(s) - 1, 0) // seq_len for s in shards], np.int64)
@@ -86,9 +95,13 @@ class TokenDataset:
             rows_np[mine] = self.shards[shard][starts + offsets]
         rows = torch.from_numpy(rows_np)
         if self.limit is not None and len(rows) and int(rows.max()) >= self.limit:
+            row, column = np.argwhere(rows_np >= self.limit)[0]
+            shard = int(shard_of[row])
+            offset = int(windows[row] - self.first_window[shard]) * self.seq_len + int(column)
             raise DataError(
-                f"token id {int(rows.max())} in windows {index.tolist()} is not below the model's vocabulary "
-                f"size {self.limit}: write the file with a header that declares its vocabulary"
+                f"{self.names[shard]}: token id {int(rows_np[row, column])} at token offset {offset} "
+                f"(window {int(windows[row])}) is not below the model's vocabulary size {self.limit}: "
+                "write the file with a header that declares its vocabulary"
             )
         return rows[:, :-1], rows[:, 1:]
 
@@ -149,7 +162,7 @@ def load_tokens(data_dir: Path, seq_len: int) -> TokenDataset:
         shards, vocab, names = open_corpus(data_dir)
     except DataError as err:
         raise DataError(f"--data-dir {data_dir}: {err}") from None
-    dataset = TokenDataset(shards, seq_len, vocab)
+    dataset = TokenDataset(shards, seq_len, vocab, [str(data_dir / name) for name in names])
     if len(dataset) == 0:
         raise DataError(
             f"--data-dir {data_dir}: {', '.join(names)} hold no shard of one window of {seq_len + 1} tokens"
@@ -219,6 +232,40 @@ def load_dataset(cfg: Config) -> ImageDataset | TokenDataset:
         return load_images(data_dir)
     gpt = GPT_SIZES[cfg.gpt_size]
     return load_tokens(data_dir, gpt.seq_len)
+
+
+def agree_on_data(read: Callable[[], T], rank: int, group: dist.ProcessGroup | None) -> T:
+    """``read()``, once every rank of ``group`` has read its share. A collective.
+
+    A data error met by one rank alone would leave the others in the step's collectives: on
+    gloo they fail as if a peer were lost (retryable, so the job would loop), on NCCL they
+    hang for the collective timeout. Settled before the step instead, every rank raises the
+    error of the lowest rank that met one.
+
+    Args:
+        read: reads this rank's batches; may raise :class:`DataError`.
+        rank: this process's rank in ``group``.
+        group: a CPU (gloo) group of every rank, or None for one process.
+
+    Raises:
+        DataError: on every rank when any met one, prefixed with that rank.
+    """
+    try:
+        result, error = read(), None
+    except DataError as err:
+        if group is None:
+            raise
+        result, error = None, err
+    if group is None:
+        return result
+    world = dist.get_world_size(group)
+    first = torch.tensor([rank if error else world])
+    dist.all_reduce(first, op=dist.ReduceOp.MIN, group=group)
+    if int(first) == world:
+        return result
+    message = [str(error)]
+    dist.broadcast_object_list(message, group_src=int(first), group=group)
+    raise DataError(f"rank {int(first)}: {message[0]}")
 
 
 if __name__ == "__main__":

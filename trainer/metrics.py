@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import resource
 import sys
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,44 @@ first substring found wins, so "H200 NVL" precedes "H200", which precedes "H20",
 def peak_tflops(device_name: str) -> float | None:
     """The dense bf16 peak of a GPU named like ``torch.cuda.get_device_name``; None if unknown."""
     return next((peak for key, peak in PEAK_TFLOPS.items() if key in device_name), None)
+
+
+@dataclass
+class Window:
+    """The steps, samples and training time since the last log row.
+
+    Under ``--compile`` a process's first step traces and compiles the graphs (minutes for a
+    large model) before it trains: its time goes to ``compile_s`` instead, so throughput and
+    MFU are of the compiled steps alone. A row whose window holds only that step has no rates.
+
+    Args:
+        compiling: whether the next step is the first of a compiled run.
+    """
+
+    compiling: bool
+    start: float = field(default_factory=time.perf_counter)
+    steps: int = 0
+    samples: int = 0
+    compile_s: float | None = None
+
+    def add(self, samples: int) -> None:
+        """Count a step that has just ended, of ``samples`` samples."""
+        if self.compiling:
+            now = time.perf_counter()
+            self.compiling, self.compile_s, self.start = False, now - self.start, now
+        else:
+            self.steps += 1
+            self.samples += samples
+
+    def leave_out(self, seconds: float) -> None:
+        """Keep time that was not training (a checkpoint save) out of the window."""
+        self.start += seconds
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def restart(self) -> None:
+        self.start, self.steps, self.samples, self.compile_s = time.perf_counter(), 0, 0, None
 
 
 class Metrics:

@@ -49,13 +49,13 @@ import torch.nn.functional as F
 
 from . import checkpoint
 from .autoparallel import resolve
-from .config import DEFAULT_LR, Config, UsageError, parse_args
-from .data import DataError, GlobalOrder, load_dataset
+from .config import DEFAULT_LR, Config, UsageError, check_output_dir, parse_args
+from .data import DataError, GlobalOrder, agree_on_data, load_dataset
 from .diskfull import DISK_FULL, DiskFull
 from .exporter import serve
 from .integrity import IntegrityError, read_key
 from .metric_names import CHECKPOINT_EVERY, CHECKPOINT_STEP, POD, RESTARTS, TRAINING, TRAINING_LOOP
-from .metrics import Metrics, log, peak_memory_mb, peak_tflops
+from .metrics import Metrics, Window, log, peak_memory_mb, peak_tflops
 from .models import GPT, GPT_SIZES, MnistCNN
 from .numerics import NonFiniteError, StepGuard
 from .parallel import parallelize
@@ -142,7 +142,16 @@ class Trainer(TrainerState):
         # The checkpoint and resume collectives move small CPU tensors, with async saves from
         # a background thread: a gloo group of their own keeps them apart from training's
         # collectives (NCCL on GPUs), which they would otherwise interleave with.
-        self.group = dist.new_group(backend="gloo") if topo.world > 1 else None
+        # Their timeout is the run's, and the storage wait on top, which a rank may spend looking
+        # for a checkpoint while the others wait in a collective: gloo's default of 30 minutes
+        # would stall every rank that long for a peer lost during a save.
+        timeout = timedelta(seconds=cfg.timeout_s + cfg.storage_wait_s)
+        self.group = dist.new_group(backend="gloo", timeout=timeout) if topo.world > 1 else None
+        # The ranks settle on a data error before each step's collectives, on a group of its
+        # own, since an async save's collectives run on ``group`` from another thread.
+        self.data_group = (
+            dist.new_group(backend="gloo", timeout=timedelta(seconds=cfg.timeout_s)) if topo.world > 1 else None
+        )
         # The first process of every pod serves, so no pod is a dead scrape target; the
         # training metrics come from rank 0 alone.
         self.exporter = serve(cfg.metrics_port if topo.local_rank == 0 else None, TRAINING if topo.is_main else POD)
@@ -211,7 +220,10 @@ class Trainer(TrainerState):
         lo, hi = self.order.step_slice(self.position)
         total = hi - lo
         ahead = self.prefetched
-        batches = ahead[1].result() if ahead and ahead[0] == (self.epoch, lo) else self._batches(permutation, lo)
+        if ahead and ahead[0] == (self.epoch, lo):
+            batches = agree_on_data(ahead[1].result, self.topo.rank, self.data_group)
+        else:
+            batches = agree_on_data(lambda: self._batches(permutation, lo), self.topo.rank, self.data_group)
         self.prefetched = None
         if hi < self.order.size:
             self.prefetched = ((self.epoch, hi), self.loader.submit(self._batches, permutation, hi))
@@ -264,8 +276,7 @@ class Trainer(TrainerState):
             # run is about to log those steps again.
             self.metrics = Metrics(self.output / "metrics.jsonl", after_step=self.step)
         permutation = self.order.permutation(self.epoch)
-        window_start, window_steps = time.perf_counter(), 0
-        window_samples = 0
+        window = Window(compiling=self.cfg.compile)
         loss = torch.zeros((), device=self.topo.device)
         self.exporter.set(TRAINING_LOOP, 1)
         while not self._finished():
@@ -276,15 +287,13 @@ class Trainer(TrainerState):
                 permutation = self.order.permutation(self.epoch)
             before = self.position
             loss = self.train_step(permutation)
-            window_steps += 1
-            window_samples += self.position - before
+            window.add(self.position - before)
             if self.step % self.cfg.log_every == 0:
-                elapsed = time.perf_counter() - window_start
-                row = self._metrics(loss, elapsed, window_steps, window_samples)
+                row = self._metrics(loss, window)
                 self.stop_check_every = stop_check_interval(row["step_time_s"])
                 if self.metrics is not None:
                     self.metrics.log(row)
-                window_start, window_steps, window_samples = time.perf_counter(), 0, 0
+                window.restart()
             if self.step % self.stop_check_every == 0:
                 self.guard.check(self.step)
                 if self._stop_everywhere():
@@ -296,28 +305,28 @@ class Trainer(TrainerState):
                 self.save_checkpoint("periodic", loss)
             self.checkpointer.poll()
             # Throughput and MFU are of training: time spent saving is left out of the window.
-            window_start += time.perf_counter() - saving
+            window.leave_out(time.perf_counter() - saving)
         # The final save and export can outlast the no-progress alert's window with the step frozen.
         self.exporter.set(TRAINING_LOOP, 0)
         self.save_checkpoint("final", loss, wait=True)
         self.write_final_model()
         return 0
 
-    def _metrics(self, loss: torch.Tensor, elapsed: float, steps: int, samples: int) -> dict[str, Any]:
-        """The log row for a window of ``steps`` steps. A collective: one all-gather of every
-        rank's loss, step time and peak memory, so the row shows stragglers, and every rank
-        gets the same mean step time to pace its SIGTERM checks with."""
-        local = torch.tensor([0.0, elapsed / steps, peak_memory_mb(self.topo.device)], device=loss.device)
+    def _metrics(self, loss: torch.Tensor, window: Window) -> dict[str, Any]:
+        """The log row for ``window``. A collective: one all-gather of every rank's loss, step
+        time and peak memory, so the row shows stragglers, and every rank gets the same mean
+        step time to pace its SIGTERM checks with."""
+        elapsed = window.elapsed()
+        step_s = elapsed / window.steps if window.steps else window.compile_s
+        local = torch.tensor([0.0, step_s, peak_memory_mb(self.topo.device)], device=loss.device)
         local[0] = loss
         ranks = torch.stack(self._gather(local))
         step_time = ranks[:, 1].mean().item()
-        samples_per_s = samples / elapsed
-        row = {
+        row: dict[str, Any] = {
             "step": self.step,
             "epoch": self.epoch,
             "loss": round(ranks[:, 0].sum().item() / self.topo.world, 6),
             "lr": self.scheduler.get_last_lr()[0],
-            "samples_per_s": round(samples_per_s, 2),
             "step_time_s": round(step_time, 5),
             "step_time_max_s": round(ranks[:, 1].max().item(), 5),
             "slowest_rank": int(ranks[:, 1].argmax().item()),
@@ -325,10 +334,15 @@ class Trainer(TrainerState):
             "grad_norm": round(self.guard.norm.item(), 6),
             "nonfinite_steps": int(self.guard.skipped.item()),
         }
-        if isinstance(self.model, GPT):
-            row["tokens_per_s"] = round(samples_per_s * self.model.cfg.seq_len, 1)
-        if self.flops_per_sample and self.peak_flops:
-            row["mfu"] = round(samples_per_s * self.flops_per_sample / (self.peak_flops * self.topo.world), 4)
+        if window.compile_s is not None:
+            row["compile_s"] = round(window.compile_s, 3)
+        if window.steps:
+            samples_per_s = window.samples / elapsed
+            row["samples_per_s"] = round(samples_per_s, 2)
+            if isinstance(self.model, GPT):
+                row["tokens_per_s"] = round(samples_per_s * self.model.cfg.seq_len, 1)
+            if self.flops_per_sample and self.peak_flops:
+                row["mfu"] = round(samples_per_s * self.flops_per_sample / (self.peak_flops * self.topo.world), 4)
         self.exporter.log_step(row, ranks[:, 1].tolist(), (ranks[:, 2] * 2**20).tolist())
         return row
 
@@ -337,16 +351,6 @@ class Trainer(TrainerState):
         if self.metrics is not None:
             self.metrics.close()
         self.exporter.close()
-
-
-def check_output_dir(path: Path, rank: int) -> None:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / f".write-test-{rank}-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as err:
-        raise UsageError(f"--output-dir {path}: not writable ({err.strerror})") from None
 
 
 def main(argv: list[str] | None = None) -> int:

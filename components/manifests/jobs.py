@@ -155,6 +155,23 @@ def checkpoint_key_ref(job: TrainingJobSpec) -> tuple[str, str] | None:
     return (ref.name, ref.key) if ref is not None else (generated_key_secret(job.name), GENERATED_KEY)
 
 
+MAX_POD_RESTARTS = "--max-pod-restarts"
+"""``trainer.launch``'s bound on a pod's retries in a row (``trainer/restarts.py``)."""
+POD_NAME_ENV: Manifest = {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+"""The pod's name through the downward API (kubernetes.io, "Expose Pod Information to Containers
+Through Environment Variables"): the key of its retry count, stable across the operator's
+re-creations, where the host name under host networking is the node's."""
+
+
+def counts_restarts(job: TrainingJobSpec, backend: Backend = "v1") -> bool:
+    """Whether the pods' launcher bounds their retries itself: on v1 under ``restartPolicy:
+    ExitCode``, where the operator re-creates a failed pod instead of restarting it, so
+    ``backoffLimit`` never counts the failure (``trainer/restarts.py`` cites the operator's
+    code). ``OnFailure`` restarts the container in place, which ``backoffLimit`` counts; on v2
+    the JobSet's ``maxRestarts`` counts whole-job restarts."""
+    return backend == "v1" and job.restart_policy == "ExitCode" and job.command is None
+
+
 def job_command(job: TrainingJobSpec, procs: int, backend: Backend = "v1") -> list[str]:
     """The container command: ``trainer.launch``, which is torchrun with exit statuses
     that ``restartPolicy: ExitCode`` can act on (an evicted pod exits 143, not 1).
@@ -178,6 +195,8 @@ def job_command(job: TrainingJobSpec, procs: int, backend: Backend = "v1") -> li
     if job.command is not None:
         return [*job.command, *job.args]
     launcher = ["python", "-m", "trainer.launch"]
+    if counts_restarts(job, backend):
+        launcher.append(f"{MAX_POD_RESTARTS}={job.run_policy.backoff_limit}")
     if backend == "v1":
         launcher.append(f"--nproc-per-node={procs}")
         if job.elastic is None and job.nodes > 1:
@@ -336,7 +355,7 @@ def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         "image": ctx.image,
         "imagePullPolicy": "IfNotPresent",
         "command": job_command(job, procs),
-        "env": container_env(env),
+        "env": [*container_env(env), *([dict(POD_NAME_ENV)] if counts_restarts(job) else [])],
         "ports": [{"name": "pytorchjob-port", "containerPort": MASTER_PORT}, dict(METRICS_CONTAINER_PORT)],
         "resources": job_resources(job, ctx.gpus, fabric),
         "volumeMounts": [dict(SHM_MOUNT), *shared_volume_mounts(job)],
