@@ -25,6 +25,7 @@ from .base import (
     field_error,
     quantity_bytes,
 )
+from .kinds import CodeSource, Framework, Launcher, framework_conflict
 from .teams import check_priority_class
 
 # --- jobs ----------------------------------------------------------------------------
@@ -226,12 +227,26 @@ class TrainingJobSpec(Spec):
     """v1 only: on v2 the platform runtime restarts all of a job's pods together after a failure."""
     run_policy: RunPolicySpec = Field(default_factory=RunPolicySpec)
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
+    framework: Framework = "pytorch"
+    """The job kind on v1: PyTorchJob, TFJob, XGBoostJob, MPIJob, JAXJob or PaddleJob. Every kind but
+    PyTorch runs your own ``command``."""
+    launcher: Launcher | None = None
+    """How ``command`` starts: ``torchrun``, ``accelerate`` or ``deepspeed`` (PyTorch jobs, world and
+    rendezvous from the operator) or ``python`` (one process per pod); the command as is when unset."""
+    code: CodeSource | None = None
+    """Where the code comes from when not from the image: a path on the data volume or a git commit."""
+    parameter_servers: int = Field(default=0, ge=0, le=64)
+    """TensorFlow: PS pods beside the Chief and ``nodes - 1`` Workers."""
+    evaluator: bool = False
+    """TensorFlow: one Evaluator pod."""
     backend: Backend | None = None
     """``v1``: a PyTorchJob for the Training Operator; ``v2``: a TrainJob for Kubeflow Trainer v2.
     ``training.backend`` when unset."""
 
     @model_validator(mode="after")
     def _check(self) -> TrainingJobSpec:
+        if (conflict := framework_conflict(self)) is not None:
+            raise field_error(*conflict)
         if self.backend == "v2" and (conflict := v2_conflict(self)) is not None:
             raise field_error(*conflict)
         if (self.image is None) == (self.image_tag is None):
@@ -240,6 +255,8 @@ class TrainingJobSpec(Spec):
             )
         if self.image is not None:
             _pinned(self.image, "image")
+        if self.code is not None and self.code.git_url is not None:
+            _pinned(self.code.clone_image, "code.cloneImage")
         if self.image_tag is not None and (
             self.image_tag == "latest" or not re.match(r"^[\w][\w.-]{0,127}$", self.image_tag)
         ):
