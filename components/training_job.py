@@ -13,14 +13,15 @@ from .config import Backend, TrainingJobSpec, job_gpus
 from .gpu_pool import GpuNodePool
 from .manifests import (
     CPU_PLACEMENT,
-    REPLACED_ON_CHANGE,
+    KINDS,
     REPLACED_ON_CHANGE_V2,
     JobContext,
     job_network_policy,
     kubectl_commands,
-    pytorch_job,
+    kubeflow_job,
     train_job,
     trainjob_kubectl_commands,
+    v1_replaced_on_change,
 )
 from .namespace import TrainingNamespace
 from .operator import TrainingOperator
@@ -141,13 +142,13 @@ class TrainingJob(pulumi.ComponentResource):
             replaced_on_change = REPLACED_ON_CHANGE_V2
             self.commands = trainjob_kubectl_commands(spec.name, namespace.name)
         else:
-            self.manifest = pytorch_job(spec, ctx)
-            for replica in self.manifest["spec"]["pytorchReplicaSpecs"].values():
+            self.manifest = kubeflow_job(spec, ctx)
+            for replica in self.manifest["spec"][KINDS[spec.framework].specs_key].values():
                 for container in replica["template"]["spec"]["containers"]:
                     container["image"] = image
             controller = operator.ready if operator else []
-            replaced_on_change = REPLACED_ON_CHANGE
-            self.commands = kubectl_commands(spec.name, namespace.name)
+            replaced_on_change = v1_replaced_on_change(spec.framework)
+            self.commands = kubectl_commands(spec.name, namespace.name, self.manifest["kind"])
         depends_on = pulumi.Output.from_input(controller).apply(
             lambda ready: [
                 namespace.namespace,

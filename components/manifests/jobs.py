@@ -377,12 +377,12 @@ def replica_spec(job: TrainingJobSpec, labels: dict[str, str], pod_spec: Manifes
     }
 
 
-def kubectl_commands(name: str, namespace: str) -> dict[str, str]:
-    """Commands to follow a PyTorchJob."""
+def kubectl_commands(name: str, namespace: str, kind: str = "PyTorchJob") -> dict[str, str]:
+    """Commands to follow a v1 job of ``kind``; the operator labels every kind's pods alike."""
     selector = f"training.kubeflow.org/job-name={name}"
     return {
-        "status": f"kubectl -n {namespace} get pytorchjob {name} -w",
-        "describe": f"kubectl -n {namespace} describe pytorchjob {name}",
+        "status": f"kubectl -n {namespace} get {kind.lower()} {name} -w",
+        "describe": f"kubectl -n {namespace} describe {kind.lower()} {name}",
         "pods": f"kubectl -n {namespace} get pods -l {selector} -o wide",
         "masterLogs": f"kubectl -n {namespace} logs -f -l {selector},training.kubeflow.org/replica-type=master",
         "workerLogs": f"kubectl -n {namespace} logs -f --max-log-requests 64 -l {selector},training.kubeflow.org/replica-type=worker",
