@@ -50,6 +50,7 @@ import torch.nn.functional as F
 from . import checkpoint
 from .config import DEFAULT_LR, Config, UsageError, parse_args
 from .data import DataError, GlobalOrder, load_dataset
+from .exit_codes import TRANSIENT_STATUS
 from .exporter import serve
 from .integrity import IntegrityError, read_key
 from .metric_names import CHECKPOINT_EVERY, CHECKPOINT_STEP, POD, RESTARTS, TRAINING, TRAINING_LOOP
@@ -60,7 +61,7 @@ from .parallel import parallelize
 from .resume import UnloadableCheckpoints
 from .schedule import lr_factor, planned_steps
 from .state import TrainerState
-from .topology import TRANSIENT_STATUS, Topology, default_threads, lost_peer, prepare_flight_recorder, topology
+from .topology import Topology, default_threads, lost_peer, prepare_flight_recorder, topology
 from .weights import WeightsError
 
 STOP_CHECK_SECONDS = 2.0
