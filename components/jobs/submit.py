@@ -122,10 +122,12 @@ def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str
         FlagError: a flag's value is invalid; the message names the flag and what is valid.
     """
     raw: dict[str, Any] = {"name": args.name, "namespace": defaults["namespace"]}
+    given = []
     for flag, path in FLAGS.items():
         value = getattr(args, flag[2:].replace("-", "_"))
         if value is None:
             continue
+        given.append(flag)
         if flag in PARSERS:
             value = PARSERS[flag](flag, value)
         target = raw
@@ -139,7 +141,7 @@ def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str
     try:
         return TrainingJobSpec.model_validate(raw)
     except ValidationError as err:
-        raise FlagError("; ".join(_describe(error) for error in err.errors())) from None
+        raise FlagError("; ".join(_describe(error, given) for error in err.errors())) from None
 
 
 def _pairs(flag: str, pairs: list[str]) -> dict[str, str]:
@@ -167,12 +169,15 @@ PARSERS = {"--env": _pairs, "--label": _pairs, "--node-selector": _pairs, "--tol
 """Flags whose repeated values make one spec value."""
 
 
-def _describe(error: dict[str, Any]) -> str:
+def _describe(error: dict[str, Any], given: list[str]) -> str:
     loc = [str(part) for part in error["loc"]]
     key = (error.get("ctx") or {}).get("key")
     if key:
         loc += key.split(".")
     flag = next((f for f, path in FLAGS.items() if tuple(loc[: len(path)]) == path), None)
+    if flag is None and loc:
+        # A whole section refused (``trainer`` for a non-PyTorch job): the flag that filled it.
+        flag = next((f for f in given if FLAGS[f][: len(loc)] == tuple(loc)), None)
     if flag is None and loc[:1] == ["name"]:
         flag = "NAME"
     where = flag or ".".join(loc) or "job"
