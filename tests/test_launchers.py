@@ -5,7 +5,6 @@ would run it, one process is killed mid-run, and the status the restart policy s
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -35,13 +34,10 @@ time.sleep(120)
 0, having saved its work), or exits with the status it is given."""
 
 
-def pod_command(job: TrainingJobSpec, env: dict[str, str]) -> list[str]:
-    """The container command of the job's first replica, with ``$(NAME)`` expanded from
-    ``env`` as Kubernetes does from the container's environment."""
+def pod_command(job: TrainingJobSpec) -> list[str]:
+    """The container command of a one-node job's Master, as the builder emits it."""
     manifest = kubeflow_job(job, context(CPU_PLACEMENT, 0))
-    replica = next(iter(manifest["spec"]["pytorchReplicaSpecs"].values()))
-    command = replica["template"]["spec"]["containers"][0]["command"]
-    return [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], part) for part in command]
+    return manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
 
 
 def start(command: list[str], tmp_path: Path) -> subprocess.Popen:
@@ -76,36 +72,37 @@ def user_job(launcher: str, tmp_path: Path, *script_args: str, procs: int = 1) -
     )
 
 
+def status_after(command: list[str], tmp_path: Path, procs: int, stop) -> int:
+    """The launcher's exit status after ``stop(launcher, script pids)`` once the script runs."""
+    proc = start(command, tmp_path)
+    try:
+        stop(proc, wait_for_pids(tmp_path, procs, proc))
+        return proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
 @pytest.mark.parametrize(
     ("launcher", "procs"),
     [("python", 1), ("torchrun", 2), ("deepspeed", 2)],
 )
 def test_a_killed_process_is_retried(launcher: str, procs: int, tmp_path: Path) -> None:
-    proc = start(pod_command(user_job(launcher, tmp_path, procs=procs), {}), tmp_path)
-    try:
-        pids = wait_for_pids(tmp_path, procs, proc)
-        os.kill(pids[-1], signal.SIGKILL)
-        assert proc.wait(timeout=120) == 128 + signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    command = pod_command(user_job(launcher, tmp_path, procs=procs))
+    status = status_after(command, tmp_path, procs, lambda _, pids: os.kill(pids[-1], signal.SIGKILL))
+    assert status == 128 + signal.SIGKILL
 
 
 @pytest.mark.parametrize("launcher", ["python", "torchrun"])
 def test_an_evicted_pod_is_retried(launcher: str, tmp_path: Path) -> None:
-    proc = start(pod_command(user_job(launcher, tmp_path), {}), tmp_path)
-    try:
-        wait_for_pids(tmp_path, 1, proc)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=120) == 128 + signal.SIGTERM
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    command = pod_command(user_job(launcher, tmp_path))
+    status = status_after(command, tmp_path, 1, lambda launcher, _: launcher.send_signal(signal.SIGTERM))
+    assert status == 128 + signal.SIGTERM
 
 
 @pytest.mark.parametrize("launcher", ["python", "torchrun"])
 def test_a_script_error_ends_the_job(launcher: str, tmp_path: Path) -> None:
-    proc = start(pod_command(user_job(launcher, tmp_path, "3"), {}), tmp_path)
+    proc = start(pod_command(user_job(launcher, tmp_path, "3")), tmp_path)
     assert proc.wait(timeout=120) == 3
 
 
