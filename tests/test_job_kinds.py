@@ -189,3 +189,26 @@ def test_the_local_stack_runs_every_cpu_kind() -> None:
     spec = load_spec(stack_config("local"), credentials=False)
     frameworks = {job.framework for job in spec.jobs}
     assert {"pytorch", "xgboost", "mpi", "jax"} <= frameworks
+
+
+def test_ack_jobs_reads_waits_for_and_deletes_a_tfjob(cluster) -> None:
+    from loopback_api import NS, cond, jobs
+
+    api, kubeconfig = cluster
+    job = build("tensorflow-ps")
+    job["metadata"]["namespace"] = NS
+    job["status"] = {
+        "conditions": [cond("Created", "TFJobCreated", "created"), cond("Succeeded", "TFJobSucceeded", "done")],
+        "replicaStatuses": {"Chief": {"succeeded": 1}, "Worker": {"succeeded": 2}, "PS": {}, "Evaluator": {}},
+    }
+    path = f"/apis/kubeflow.org/v1/namespaces/{NS}/tfjobs/tensorflow-ps"
+    api.routes[("GET", path)] = job
+    api.routes[("DELETE", path)] = {"kind": "Status", "apiVersion": "v1", "status": "Success"}
+    code, lines = jobs(kubeconfig, "get", "tensorflow-ps")
+    assert code == 0 and "Kind:      TFJob" in lines, lines
+    assert "Replicas:  Chief 0/1 active, 1 succeeded; Worker 0/2 active, 2 succeeded; PS 0/2 active; " in "\n".join(
+        lines
+    )
+    assert jobs(kubeconfig, "wait", "tensorflow-ps", "--for", "succeeded", "--timeout", "5")[0] == 0
+    assert jobs(kubeconfig, "delete", "tensorflow-ps") == (0, ["TFJob tensorflow-ps deleted"])
+    assert ("DELETE", path) in [(m, p) for m, p, _, _ in api.requests]
