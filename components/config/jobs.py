@@ -199,7 +199,8 @@ class TrainingJobSpec(Spec):
     image_tag: str | None = Field(default=None)
     """Tag in the platform's registry repository (instead of ``image``)."""
     command: list[str] | None = None
-    """Replace the default ``python -m trainer.launch ... -m trainer`` command (torchrun)."""
+    """Your own program and its arguments instead of the bundled trainer: run as is, or started by
+    ``launcher``."""
     args: list[str] = Field(default_factory=list)
     """Extra arguments appended to the command (e.g. trainer flags not in ``trainer``)."""
     trainer: TrainerArgs = Field(default_factory=TrainerArgs)

@@ -338,7 +338,7 @@ def pod_template(
         **({"NCCL_DEBUG": job.nccl_debug} if ctx.gpus and job.nccl_debug else {}),
         **job.env,
     }
-    code_container, init_containers, code_volumes = code_fields(job, "IfNotPresent")
+    code_container, init_containers, code_volumes = code_fields(job)
     container: Manifest = {
         "name": container_name,
         "image": ctx.image,

@@ -72,7 +72,7 @@ def launcher_command(job: TrainingJobSpec, procs: int, gpus: int, backend: str) 
     return [*command, *job.args]
 
 
-def code_fields(job: TrainingJobSpec, image_pull_policy: str) -> tuple[Manifest, list[Manifest], list[Manifest]]:
+def code_fields(job: TrainingJobSpec) -> tuple[Manifest, list[Manifest], list[Manifest]]:
     """What a pod needs for code not in its image: the container's ``workingDir`` and mounts,
     and the pod's init containers and volumes.
 
@@ -98,7 +98,7 @@ def code_fields(job: TrainingJobSpec, image_pull_policy: str) -> tuple[Manifest,
     clone = {
         "name": "clone-code",
         "image": code.clone_image,
-        "imagePullPolicy": image_pull_policy,
+        "imagePullPolicy": "IfNotPresent",
         "command": ["sh", "-c", script],
         "volumeMounts": [dict(mount)],
     }
