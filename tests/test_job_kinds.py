@@ -212,3 +212,23 @@ def test_ack_jobs_reads_waits_for_and_deletes_a_tfjob(cluster) -> None:
     assert jobs(kubeconfig, "wait", "tensorflow-ps", "--for", "succeeded", "--timeout", "5")[0] == 0
     assert jobs(kubeconfig, "delete", "tensorflow-ps") == (0, ["TFJob tensorflow-ps deleted"])
     assert ("DELETE", path) in [(m, p) for m, p, _, _ in api.requests]
+
+
+def test_ack_jobs_logs_reads_a_tfjob_chief_and_its_parameter_servers(cluster) -> None:
+    from loopback_api import NS, PODS, jobs, v1_pod
+
+    api, kubeconfig = cluster
+    job = build("tensorflow-ps")
+    job["metadata"]["namespace"] = NS
+    api.routes[("GET", f"/apis/kubeflow.org/v1/namespaces/{NS}/tfjobs/tensorflow-ps")] = job
+    api.pods += [v1_pod("tensorflow-ps", "chief", 0), v1_pod("tensorflow-ps", "ps", 1)]
+    api.routes[("GET", f"{PODS}/tensorflow-ps-chief-0/log")] = "chief step 10\n"
+    api.routes[("GET", f"{PODS}/tensorflow-ps-ps-1/log")] = "ps serving\n"
+    assert jobs(kubeconfig, "logs", "tensorflow-ps") == (0, ["chief step 10"])
+    assert jobs(kubeconfig, "logs", "tensorflow-ps", "--replica", "ps-1") == (0, ["ps serving"])
+    logs = [(p, q["container"]) for _, p, q, _ in api.requests if p.endswith("/log")]
+    # The operator's container for a TFJob is ``tensorflow`` (v1.9.4 tensorflow_types.go).
+    assert logs == [
+        (f"{PODS}/tensorflow-ps-chief-0/log", ["tensorflow"]),
+        (f"{PODS}/tensorflow-ps-ps-1/log", ["tensorflow"]),
+    ]
