@@ -387,6 +387,40 @@ class TopologySpec(TypedDict):
     """``preferred`` still starts a job the domain cannot hold; ``required`` leaves it pending instead."""
 
 
+class TrainingJobFramework(enum.StrEnum):
+    """The values of TrainingJobSpec.framework."""
+
+    PYTORCH = "pytorch"
+    TENSORFLOW = "tensorflow"
+    XGBOOST = "xgboost"
+    MPI = "mpi"
+    JAX = "jax"
+    PADDLE = "paddle"
+
+
+class TrainingJobLauncher(enum.StrEnum):
+    """The values of TrainingJobSpec.launcher."""
+
+    TORCHRUN = "torchrun"
+    ACCELERATE = "accelerate"
+    DEEPSPEED = "deepspeed"
+    PYTHON = "python"
+
+
+class CodeSource(TypedDict):
+    """Where a job's code comes from when not from its image: a directory on the data volume,
+    or a git repository at one commit (cloned by an init container into ``/mnt/code``)."""
+
+    path: NotRequired[str]
+    """A directory on the data volume (``/mnt/data/...``); the command runs there."""
+    git_url: NotRequired[str]
+    """An ``https://`` repository the pods can reach, cloned without credentials."""
+    commit: NotRequired[str]
+    """The full 40-character commit id to check out: a branch or tag moves under a job that restarts."""
+    clone_image: NotRequired[str]
+    """Image with ``git`` that clones the repository, pinned."""
+
+
 class TrainingJobBackend(enum.StrEnum):
     """The values of TrainingJobSpec.backend."""
 
@@ -419,7 +453,8 @@ class TrainingJobSpec(TypedDict):
     image_tag: NotRequired[str]
     """Tag in the platform's registry repository (instead of ``image``)."""
     command: NotRequired[list[str]]
-    """Replace the default ``python -m trainer.launch ... -m trainer`` command (torchrun)."""
+    """Your own program and its arguments instead of the bundled trainer: run as is, or started by
+    ``launcher``."""
     args: NotRequired[list[str]]
     """Extra arguments appended to the command (e.g. trainer flags not in ``trainer``)."""
     trainer: NotRequired[TrainerArgs]
@@ -452,6 +487,18 @@ class TrainingJobSpec(TypedDict):
     scheduling: NotRequired[SchedulingSpec]
     topology: NotRequired[TopologySpec]
     """Keep the job's pods in one network domain (docs/network.md); none when unset."""
+    framework: NotRequired[TrainingJobFramework]
+    """The job kind on v1: PyTorchJob, TFJob, XGBoostJob, MPIJob, JAXJob or PaddleJob. Every kind but
+    PyTorch runs your own ``command``."""
+    launcher: NotRequired[TrainingJobLauncher]
+    """How ``command`` starts: ``torchrun``, ``accelerate`` or ``deepspeed`` (PyTorch jobs, world and
+    rendezvous from the operator) or ``python`` (one process per pod); the command as is when unset."""
+    code: NotRequired[CodeSource]
+    """Where the code comes from when not from the image: a path on the data volume or a git commit."""
+    parameter_servers: NotRequired[int]
+    """TensorFlow: PS pods beside the Chief and ``nodes - 1`` Workers."""
+    evaluator: NotRequired[bool]
+    """TensorFlow: one Evaluator pod."""
     backend: NotRequired[TrainingJobBackend]
     """``v1``: a PyTorchJob for the Training Operator; ``v2``: a TrainJob for Kubeflow Trainer v2.
     ``training.backend`` when unset."""

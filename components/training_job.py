@@ -15,16 +15,16 @@ from .gpu_pool import GpuNodePool
 from .manifests import (
     CPU_PLACEMENT,
     GENERATED_KEY,
-    REPLACED_ON_CHANGE,
     REPLACED_ON_CHANGE_V2,
     JobContext,
     Placement,
     generated_key_secret,
     job_network_policy,
     kubectl_commands,
-    pytorch_job,
+    kubeflow_job,
     train_job,
     trainjob_kubectl_commands,
+    v1_replaced_on_change,
 )
 from .namespace import TrainingNamespace
 from .operator import TrainingOperator
@@ -178,10 +178,10 @@ class TrainingJob(pulumi.ComponentResource):
             replaced_on_change = REPLACED_ON_CHANGE_V2
             self.commands = trainjob_kubectl_commands(spec.name, namespace.name)
         else:
-            self.manifest = with_image(pytorch_job(spec, ctx), image)
+            self.manifest = with_image(kubeflow_job(spec, ctx), image)
             controller = operator.ready if operator else []
-            replaced_on_change = REPLACED_ON_CHANGE
-            self.commands = kubectl_commands(spec.name, namespace.name)
+            replaced_on_change = v1_replaced_on_change(spec.framework)
+            self.commands = kubectl_commands(spec.name, namespace.name, self.manifest["kind"])
         key = generated_key(spec, namespace.name, provider, [namespace.namespace], self)
         depends_on = pulumi.Output.from_input(controller).apply(
             lambda ready: [

@@ -193,7 +193,7 @@ def run_pods(job: dict[str, Any], image: Image) -> list[tuple[int, str]]:
         for index in range(replica_spec["replicas"]):
             container = replica_spec["template"]["spec"]["containers"][0]
             env = {
-                **{e["name"]: e["value"] for e in container["env"]},
+                **{e["name"]: e["value"] for e in container["env"] if "value" in e},
                 **operator_env(job, replica, index, port),
             }
             pods.append(start_pod(container["command"], env, image))

@@ -17,7 +17,7 @@ from loopback_api import NS, V1, V2
 
 from components.config import TrainingJobSpec
 from components.jobs.cli import run
-from components.manifests import JobContext, pytorch_job, train_job
+from components.manifests import KINDS, JobContext, kubeflow_job, pytorch_job, train_job
 from components.manifests.placement import ERDMA, Placement
 
 REGISTRY = "registry-vpc.cn-hangzhou.aliyuncs.com/ml/trainer"
@@ -246,3 +246,40 @@ def test_several_bad_flags_are_named_on_one_line(outputs: Path, capsys) -> None:
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1
     assert "--nodes: Input should be greater than or equal to 1" in err and "--max-steps: Input should" in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "spec"),
+    [
+        (
+            ["--framework", "xgboost", "--nodes", "2", "--launcher", "python"],
+            {"framework": "xgboost", "nodes": 2, "launcher": "python"},
+        ),
+        (["--framework", "mpi", "--nodes", "2"], {"framework": "mpi", "nodes": 2}),
+        (
+            ["--launcher", "torchrun", "--git-url", "https://e.com/r.git", "--commit", "a" * 40],
+            {"launcher": "torchrun", "code": {"gitUrl": "https://e.com/r.git", "commit": "a" * 40}},
+        ),
+    ],
+)
+def test_submit_creates_your_own_code_as_any_kind(cluster, outputs: Path, flags: list[str], spec: dict) -> None:
+    api, kubeconfig = cluster
+    command = ["train.py", "--epochs", "3"]
+    expected = kubeflow_job(
+        TrainingJobSpec.model_validate({"name": "own", "imageTag": "v1.4.0", "command": command, **spec}),
+        gpu_context("v1"),
+    )
+    plural = KINDS[spec.get("framework", "pytorch")].plural
+    collection = V1.replace("pytorchjobs", plural)
+    api.routes[("POST", collection)] = lambda _, body: (201, body)
+    argv = ["--outputs", str(outputs), "--kubeconfig", str(kubeconfig), "submit", "own", "--image-tag", "v1.4.0"]
+    lines: list[str] = []
+    assert run([*argv, *flags, "--", *command], out=lines.append) == 0
+    assert [(m, p, b) for m, p, _, b in api.requests if m == "POST"] == [("POST", collection, expected)]
+    assert lines == [f"{expected['kind']} own created in {NS}"]
+
+
+def test_submit_names_the_flag_a_kind_refuses(outputs: Path, capsys) -> None:
+    argv = ["--outputs", str(outputs), "submit", "own", "--image-tag", "v1", "--framework", "jax", "--model", "gpt"]
+    assert run([*argv, "--", "python", "t.py"], out=print) == 2
+    assert "--model: trainer flags are the bundled PyTorch trainer's" in capsys.readouterr().err

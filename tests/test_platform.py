@@ -16,6 +16,7 @@ import pytest
 import yaml
 from conftest import ROOT, STACKS, cfg, stack_config, with_pull_secret
 
+from components.manifests import KINDS
 from components.offline import SECRET, UNKNOWN, Plan
 
 FS = "alicloud:nas/fileSystem:FileSystem"
@@ -45,7 +46,8 @@ CLOUD = (
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_stack_plans(run_stack, stack: str) -> None:
     plan = run_stack(stack_config(stack), stack)
-    assert len(plan.of_type(JOB) + plan.of_type(TRAINJOB)) == len(stack_config(stack)[cfg("jobs")])
+    v1_jobs = [plan.of_type(f"kubernetes:kubeflow.org/v1:{kind.kind}") for kind in KINDS.values()]
+    assert sum(map(len, v1_jobs)) + len(plan.of_type(TRAINJOB)) == len(stack_config(stack)[cfg("jobs")])
     for obj in plan.kubernetes_objects():
         assert {"apiVersion", "kind", "metadata"} <= obj.keys()
 
@@ -346,7 +348,7 @@ def test_erdma_pool_wires_the_fabric_end_to_end(run_stack) -> None:
     assert container["resources"]["limits"]["aliyun/erdma"] == "1"
     assert "rdma/hca" not in container["resources"]["limits"]
     assert pod["hostNetwork"] is True and container["securityContext"] == {"privileged": True}
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
     assert env["NCCL_IB_GID_INDEX"] == "1" and env["NCCL_IB_DISABLE"] == "0"
     assert "NCCL_IB_HCA" not in env  # "mlx5" would exclude the erdma devices
     assert addon.urn in job.dependencies
@@ -556,12 +558,13 @@ def test_written_objects_are_valid_kubernetes(run_stack, stack: str, tmp_path) -
 
     from components.plan import write_manifests
 
-    custom = {"PyTorchJob", "TrainJob", "ClusterTrainingRuntime", "ClusterQueue", "LocalQueue", "ResourceFlavor"}
+    v1_kinds = {kind.kind for kind in KINDS.values()}
+    custom = {*v1_kinds, "TrainJob", "ClusterTrainingRuntime", "ClusterQueue", "LocalQueue", "ResourceFlavor"}
     checked = set()
     for path in write_manifests(run_stack(stack_config(stack), stack), tmp_path):
         obj = yaml.safe_load(path.read_text())
         if obj["kind"] in custom:
-            continue  # checked against their official models in test_jobs.py and test_trainjob.py
+            continue  # checked against their official models in test_jobs.py, test_job_kinds.py, test_trainjob.py
         kubernetes_validate.validate(obj, "1.33", strict=True)
         checked.add(obj["kind"])
     assert {"Namespace", "ServiceAccount", "PersistentVolumeClaim"} <= checked
@@ -772,7 +775,7 @@ def test_job_defaults_rebuild_the_stacks_own_jobs(run_stack, stack: str) -> None
     # `ack-jobs submit` builds from the exported jobDefaults: the same job must come out as the
     # stack's own, on the same pool, claims, service account, pull secret and queue.
     from components.config import PlatformSpec, job_gpus
-    from components.manifests import context_from_defaults, pytorch_job, train_job
+    from components.manifests import context_from_defaults, kubeflow_job, train_job
 
     config = stack_config(stack)
     plan = run_stack(config, stack)
@@ -782,12 +785,13 @@ def test_job_defaults_rebuild_the_stacks_own_jobs(run_stack, stack: str) -> None
     assert defaults["backend"] == platform.training.backend
     for job in platform.jobs:
         backend = platform.job_backend(job)
-        built = plan.one(TRAINJOB if backend == "v2" else JOB, job.name).inputs
+        v1_type = f"kubernetes:kubeflow.org/v1:{KINDS[job.framework].kind}"
+        built = plan.one(TRAINJOB if backend == "v2" else v1_type, job.name).inputs
         # A team's jobs land in its namespace, with its claims, uid and queue.
         used = plan.outputs["teamJobDefaults"][job.team] if job.team else defaults
         gpus = job_gpus(job, used["placement"]["gpusPerNode"])
         ctx = context_from_defaults(used, image="<image>", gpus=gpus, backend=backend)
-        rebuilt = train_job(job, ctx) if backend == "v2" else pytorch_job(job, ctx)
+        rebuilt = train_job(job, ctx) if backend == "v2" else kubeflow_job(job, ctx)
         assert _without_images(rebuilt) == _without_images(built)
 
 

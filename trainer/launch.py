@@ -29,7 +29,6 @@ otherwise: with the shared store a restarted torchrun can fail or stall (pytorch
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from pathlib import Path
 
@@ -39,33 +38,13 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.elastic.rendezvous import RendezvousError
 from torch.distributed.run import main as torchrun
 
+from .exit_codes import TRANSIENT_STATUS, exit_status
 from .restarts import RestartBudget, pod_name
-from .topology import TRANSIENT_STATUS
 
 MAX_POD_RESTARTS = "--max-pod-restarts"
 
 TRANSIENT_ERRORS = (RendezvousError, DistNetworkError, DistStoreError, TimeoutError, ConnectionError)
 """Failures to reach or keep the other nodes: a retry can succeed once they are reachable."""
-
-
-def exit_status(worker_codes: list[int]) -> int:
-    """One status for the failed workers (``exitcode`` < 0: killed by that signal).
-
-    A signal anywhere wins, except the SIGTERM with which torchrun stops the others after
-    a failure: when one worker is killed, the others often fail first, losing it in a
-    collective (the trainer then exits ``TRANSIENT_STATUS``), which is a consequence, not
-    the cause. A bug that makes a peer abort is then retried too, as
-    often as the job's ``backoffLimit`` allows.
-    """
-    # torchrun stops the surviving workers with SIGTERM once one fails; a worker that had
-    # not failed yet then shows as killed by SIGTERM, which says nothing about the cause.
-    causes = [code for code in worker_codes if code != -signal.SIGTERM] or worker_codes
-    statuses = [128 - code if code < 0 else code for code in causes]
-    # A worker killed by a signal is the cause; a sibling that then lost it in a collective
-    # exits TRANSIENT_STATUS, a consequence.
-    signalled = [status for status in statuses if 128 < status < TRANSIENT_STATUS]
-    retryable = [status for status in statuses if status >= 128]
-    return (signalled or retryable or statuses)[0]
 
 
 class LaunchError(ValueError):

@@ -8,10 +8,6 @@ from pathlib import Path
 
 import torch
 
-TRANSIENT_STATUS = 128 + 75
-"""Exit status for failures a retry can fix (the rendezvous, the store or the network):
-128 + EX_TEMPFAIL, inside the 128-255 range ``restartPolicy: ExitCode`` retries and above
-128 + 64, the highest signal number, so it never reads as "killed by signal N"."""
 LOST_PEER_SIGNS = ("gloo/transport", "Connection reset by peer", "Connection closed by peer")
 """How gloo reports a peer that went away mid-collective: a plain RuntimeError raised from its
 TCP transport, e.g. ``[.../gloo/transport/tcp/pair.cc:537] Read error [...]: Connection reset

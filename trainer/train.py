@@ -52,6 +52,7 @@ from .autoparallel import resolve
 from .config import DEFAULT_LR, Config, UsageError, check_output_dir, parse_args
 from .data import DataError, GlobalOrder, agree_on_data, load_dataset
 from .diskfull import DISK_FULL, DiskFull
+from .exit_codes import TRANSIENT_STATUS
 from .exporter import serve
 from .integrity import IntegrityError, read_key
 from .metric_names import CHECKPOINT_EVERY, CHECKPOINT_STEP, POD, RESTARTS, TRAINING, TRAINING_LOOP
@@ -62,7 +63,7 @@ from .parallel import parallelize
 from .resume import UnloadableCheckpoints
 from .schedule import lr_factor, planned_steps
 from .state import TrainerState
-from .topology import TRANSIENT_STATUS, Topology, default_threads, lost_peer, prepare_flight_recorder, topology
+from .topology import Topology, default_threads, lost_peer, prepare_flight_recorder, topology
 from .weights import WeightsError
 
 STOP_CHECK_SECONDS = 2.0

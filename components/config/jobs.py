@@ -25,6 +25,7 @@ from .base import (
     field_error,
     quantity_bytes,
 )
+from .kinds import CodeSource, Framework, Launcher, framework_conflict
 from .teams import check_priority_class
 
 # --- jobs ----------------------------------------------------------------------------
@@ -240,7 +241,8 @@ class TrainingJobSpec(Spec):
     image_tag: str | None = Field(default=None)
     """Tag in the platform's registry repository (instead of ``image``)."""
     command: list[str] | None = None
-    """Replace the default ``python -m trainer.launch ... -m trainer`` command (torchrun)."""
+    """Your own program and its arguments instead of the bundled trainer: run as is, or started by
+    ``launcher``."""
     args: list[str] = Field(default_factory=list)
     """Extra arguments appended to the command (e.g. trainer flags not in ``trainer``)."""
     trainer: TrainerArgs = Field(default_factory=TrainerArgs)
@@ -273,15 +275,31 @@ class TrainingJobSpec(Spec):
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
     topology: TopologySpec | None = Field(default=None)
     """Keep the job's pods in one network domain (docs/network.md); none when unset."""
+    framework: Framework = "pytorch"
+    """The job kind on v1: PyTorchJob, TFJob, XGBoostJob, MPIJob, JAXJob or PaddleJob. Every kind but
+    PyTorch runs your own ``command``."""
+    launcher: Launcher | None = None
+    """How ``command`` starts: ``torchrun``, ``accelerate`` or ``deepspeed`` (PyTorch jobs, world and
+    rendezvous from the operator) or ``python`` (one process per pod); the command as is when unset."""
+    code: CodeSource | None = None
+    """Where the code comes from when not from the image: a path on the data volume or a git commit."""
+    parameter_servers: int = Field(default=0, ge=0, le=64)
+    """TensorFlow: PS pods beside the Chief and ``nodes - 1`` Workers."""
+    evaluator: bool = False
+    """TensorFlow: one Evaluator pod."""
     backend: Backend | None = None
     """``v1``: a PyTorchJob for the Training Operator; ``v2``: a TrainJob for Kubeflow Trainer v2.
     ``training.backend`` when unset."""
 
     @model_validator(mode="after")
     def _check(self) -> TrainingJobSpec:
+        if (conflict := framework_conflict(self)) is not None:
+            raise field_error(*conflict)
         if self.backend == "v2" and (conflict := v2_conflict(self)) is not None:
             raise field_error(*conflict)
         check_image_choice(self.image, self.image_tag)
+        if self.code is not None and self.code.git_url is not None:
+            _pinned(self.code.clone_image, "code.cloneImage")
         if POOL_LABEL in self.node_selector:
             raise field_error(
                 "nodeSelector", f"{POOL_LABEL} is the job's pool, set from the GPU pool: drop it from nodeSelector"

@@ -37,12 +37,17 @@ from trainer.metric_names import METRICS_PORT
 from ..manifests.trainer_v2 import KUEUE_API
 from ..manifests.trainjob import TRAINER_API
 from .replicas import job_selector
-from .status import PYTORCHJOB, TRAINJOB, job_phase, true_condition
+from .status import PYTORCHJOB, TRAINJOB, V1_KINDS, is_v1, job_phase, true_condition
 
 V2_GROUP, V2_VERSION = TRAINER_API.split("/")
 V2_PLURAL = "trainjobs"
-JOB_RESOURCES = {PYTORCHJOB: ("kubeflow.org", "v1", "pytorchjobs"), TRAINJOB: (V2_GROUP, V2_VERSION, V2_PLURAL)}
-"""Group, version and plural of each kind of job."""
+JOB_RESOURCES = {
+    PYTORCHJOB: ("kubeflow.org", "v1", "pytorchjobs"),
+    TRAINJOB: (V2_GROUP, V2_VERSION, V2_PLURAL),
+    **{name: ("kubeflow.org", "v1", kind.plural) for name, kind in V1_KINDS.items() if name != PYTORCHJOB},
+}
+"""Group, version and plural of each kind of job, the platform's default kinds first: a job is
+looked up by name in this order."""
 KUEUE_GROUP_VERSION = tuple(KUEUE_API.split("/"))
 WORKLOADS = "workloads"
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
@@ -129,7 +134,7 @@ class JobsClient:
         return self._serializer.sanitize_for_serialization(model)
 
     def list_jobs(self, all_namespaces: bool = False) -> list[dict[str, Any]]:
-        """Every PyTorchJob and TrainJob; a kind whose CRD is not installed has none.
+        """Every v1 job of each kind and every TrainJob; a kind whose CRD is not installed has none.
 
         Raises:
             ApiException: the API server refused the request.
@@ -235,7 +240,7 @@ class JobsClient:
             ValueError: ``phase`` is not one this kind of job reports.
         """
         name = job["metadata"]["name"]
-        table = V1_WAIT if job["kind"] == PYTORCHJOB else V2_WAIT
+        table = V1_WAIT if is_v1(job) else V2_WAIT
         if phase != FAILED and phase not in table:
             raise ValueError(f"--for {phase}: a {job['kind']} reports {', '.join([*table, FAILED])}")
         wanted = "Failed" if phase == FAILED else table[phase]
@@ -249,14 +254,19 @@ class JobsClient:
         def stop_if_ended(model: Any) -> None:
             # Called on each poll before TrainingClient looks for ``wanted``, which a job
             # that already succeeded or failed will never reach.
-            current = {"kind": PYTORCHJOB, **self._plain(model)}
+            current = {"kind": job["kind"], **self._plain(model)}
             reached, _ = job_phase(current)
             conditions = (current.get("status") or {}).get("conditions") or []
             if reached in FINAL and true_condition(conditions, wanted) is None:
                 raise WaitEnded(name)
 
         self.v1.wait_for_job_conditions(
-            name, expected_conditions={wanted}, wait_timeout=timeout, polling_interval=interval, callback=stop_if_ended
+            name,
+            job_kind=job["kind"],
+            expected_conditions={wanted},
+            wait_timeout=timeout,
+            polling_interval=interval,
+            callback=stop_if_ended,
         )
 
     def _v2_wait(self, name: str, phase: str, timeout: float, interval: float) -> None:
@@ -271,13 +281,13 @@ class JobsClient:
         raise TimeoutError(name)
 
     def create(self, manifest: dict[str, Any]) -> None:
-        """Create the builder's PyTorchJob or TrainJob as it is.
+        """Create the builder's v1 job (any kind) or TrainJob as it is.
 
         Raises:
             RuntimeError: the API server refused it.
         """
-        if manifest["kind"] == PYTORCHJOB:
-            model = self.v1.api_client.deserialize(FakeResponse(manifest), "KubeflowOrgV1PyTorchJob")
+        if is_v1(manifest):
+            model = self.v1.api_client.deserialize(FakeResponse(manifest), f"KubeflowOrgV1{manifest['kind']}")
             self.v1.create_job(job=model)
             return
         try:
@@ -287,8 +297,8 @@ class JobsClient:
 
     def delete(self, job: dict[str, Any]) -> None:
         """Delete the job; its pods go with it."""
-        if job["kind"] == PYTORCHJOB:
-            self.v1.delete_job(job["metadata"]["name"])
+        if is_v1(job):
+            self.v1.delete_job(job["metadata"]["name"], job_kind=job["kind"])
         else:
             self.custom.delete_namespaced_custom_object(
                 V2_GROUP, V2_VERSION, self.namespace, V2_PLURAL, job["metadata"]["name"]

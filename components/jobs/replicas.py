@@ -17,14 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from .status import PYTORCHJOB, REPLICATED_JOB_LABEL
+from .status import PYTORCHJOB, REPLICATED_JOB_LABEL, V1_KINDS, is_v1, v1_replica_specs
 
 V1_LABEL = "training.kubeflow.org/"
 V1_JOB_LABEL = f"{V1_LABEL}job-name"
 V1_TYPE_LABEL = f"{V1_LABEL}replica-type"
 V1_INDEX_LABEL = f"{V1_LABEL}replica-index"
-V1_CONTAINER = "pytorch"
-"""The container the v1 operator runs the training in (its default container name)."""
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 NODE_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 """An Indexed Job's pod index, as a label since Kubernetes 1.28 (KEP-4017, the pod index
@@ -39,23 +37,26 @@ class ReplicaError(ValueError):
 
 def is_elastic(job: dict[str, Any]) -> bool:
     """A v1 job without a Master: its Workers meet at a rendezvous."""
-    specs = (job.get("spec") or {}).get("pytorchReplicaSpecs") or {}
-    return job.get("kind") == PYTORCHJOB and "Master" not in specs
+    return job.get("kind") == PYTORCHJOB and "Master" not in v1_replica_specs(job)
 
 
 def node_count(job: dict[str, Any]) -> int:
-    """The nodes the job asks for: a TrainJob's ``numNodes``, a PyTorchJob's replicas."""
-    spec = job.get("spec") or {}
-    if job.get("kind") == PYTORCHJOB:
-        return sum(replica.get("replicas", 1) for replica in (spec.get("pytorchReplicaSpecs") or {}).values())
-    return (spec.get("trainer") or {}).get("numNodes", 1)
+    """The nodes the job asks for: a TrainJob's ``numNodes``, a v1 job's replicas."""
+    if is_v1(job):
+        return sum(replica.get("replicas", 1) for replica in v1_replica_specs(job).values())
+    return ((job.get("spec") or {}).get("trainer") or {}).get("numNodes", 1)
+
+
+def _lead(job: dict[str, Any]) -> str | None:
+    """The v1 replica type of node rank 0 when it is not a Worker: Master, Chief or Launcher."""
+    return next((role.lower() for role in v1_replica_specs(job) if role != "Worker"), None)
 
 
 def default_replica(job: dict[str, Any]) -> str:
     """The replica ``logs`` reads without ``--replica``: rank 0, or worker-0 of an elastic job."""
-    if job.get("kind") != PYTORCHJOB:
+    if not is_v1(job):
         return f"{V2_NODE}-0"
-    return "worker-0" if is_elastic(job) else "master"
+    return _lead(job) or "worker-0"
 
 
 def rank_replica(job: dict[str, Any], rank: int) -> str:
@@ -73,9 +74,12 @@ def rank_replica(job: dict[str, Any], rank: int) -> str:
     nodes = node_count(job)
     if not 0 <= rank < nodes:
         raise ReplicaError(f"--rank {rank}: {job['kind']} {name} has node ranks 0 to {nodes - 1}")
-    if job.get("kind") != PYTORCHJOB:
+    if not is_v1(job):
         return f"{V2_NODE}-{rank}"
-    return "master" if rank == 0 else f"worker-{rank - 1}"
+    lead = _lead(job)
+    if lead is None:
+        return f"worker-{rank}"
+    return lead if rank == 0 else f"worker-{rank - 1}"
 
 
 def replica_selector(job: dict[str, Any], replica: str) -> tuple[dict[str, str], str]:
@@ -83,32 +87,35 @@ def replica_selector(job: dict[str, Any], replica: str) -> tuple[dict[str, str],
 
     Args:
         job: the job object.
-        replica: ``master`` or ``worker-N`` (v1), ``node-N`` (v2).
+        replica: a v1 replica type in lower case, with ``-N`` for all but the first
+            (``master``, ``worker-0``, ``ps-1``), or ``node-N`` (v2).
 
     Raises:
         ReplicaError: the job has no such replica.
     """
     name = job["metadata"]["name"]
     kind, _, index = replica.rpartition("-") if "-" in replica else (replica, "", "")
-    if job.get("kind") != PYTORCHJOB:
+    if not is_v1(job):
         if kind != V2_NODE or not index.isdigit():
             raise ReplicaError(f"--replica {replica!r}: a TrainJob has replicas node-0, node-1, ...")
         labels = {JOBSET_NAME_LABEL: name, REPLICATED_JOB_LABEL: V2_NODE, NODE_INDEX_LABEL: index}
         return labels, V2_NODE
-    if (kind, index) != ("master", "") and not (kind == "worker" and index.isdigit()):
-        raise ReplicaError(f"--replica {replica!r}: a PyTorchJob has replicas master and worker-0, worker-1, ...")
+    roles = [role.lower() for role in v1_replica_specs(job)]
+    if kind not in roles or not (index.isdigit() or index == ""):
+        shown = " and ".join(f"{role}-0, {role}-1, ..." if role == "worker" else role for role in roles)
+        raise ReplicaError(f"--replica {replica!r}: a {job['kind']} has replicas {shown}")
     labels = {V1_JOB_LABEL: name, V1_TYPE_LABEL: kind, V1_INDEX_LABEL: index or "0"}
-    return labels, V1_CONTAINER
+    return labels, container_of(job)
 
 
 def job_selector(job: dict[str, Any]) -> dict[str, str]:
     """The labels every pod of the job carries."""
-    label = V1_JOB_LABEL if job.get("kind") == PYTORCHJOB else JOBSET_NAME_LABEL
+    label = V1_JOB_LABEL if is_v1(job) else JOBSET_NAME_LABEL
     return {label: job["metadata"]["name"]}
 
 
 def container_of(job: dict[str, Any]) -> str:
-    return V1_CONTAINER if job.get("kind") == PYTORCHJOB else V2_NODE
+    return V1_KINDS[job["kind"]].container if is_v1(job) else V2_NODE
 
 
 def pod_job(pod: dict[str, Any]) -> str | None:

@@ -33,7 +33,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from trainer.metric_names import LOSS, MFU, SAMPLES_PER_SECOND, STEP
 
+from ..manifests.kinds import KINDS
+
 PYTORCHJOB = "PyTorchJob"
+V1_KINDS = {kind.kind: kind for kind in KINDS.values()}
+"""The Training Operator's kinds, by kind name: where each keeps its replica specs, its container."""
 TRAINJOB = "TrainJob"
 V1_PRECEDENCE = ("Failed", "Succeeded", "Suspended", "Restarting", "Running", "Created")
 """The v1 condition that names the phase when several are ``True``: a finished job may
@@ -148,7 +152,7 @@ def replica_counts(job: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str,
             )
         return counts
     replica_status = status.get("replicaStatuses") or {}
-    for kind, spec in ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {}).items():
+    for kind, spec in v1_replica_specs(job).items():
         counts[kind] = _states(
             replica_status.get(kind) or {}, spec.get("replicas", 1), ("active", "succeeded", "failed")
         )
@@ -259,16 +263,26 @@ def last_metrics(text: str) -> dict[str, float]:
 
 def job_queue(job: dict[str, Any]) -> str:
     """The queue a job waits in: a PyTorchJob's Volcano queue, a TrainJob's Kueue LocalQueue."""
-    if job.get("kind") == PYTORCHJOB:
+    if is_v1(job):
         return _scheduling_policy(job).get("queue") or ""
     return ((job.get("metadata") or {}).get("labels") or {}).get(KUEUE_QUEUE_LABEL, "")
 
 
 def job_priority(job: dict[str, Any]) -> str:
     """A PyTorchJob's PriorityClass, a TrainJob's Kueue WorkloadPriorityClass."""
-    if job.get("kind") == PYTORCHJOB:
+    if is_v1(job):
         return _scheduling_policy(job).get("priorityClass") or ""
     return ((job.get("metadata") or {}).get("labels") or {}).get(KUEUE_PRIORITY_LABEL, "")
+
+
+def is_v1(job: dict[str, Any]) -> bool:
+    """A Training Operator job (any framework), not a TrainJob."""
+    return job.get("kind") in V1_KINDS
+
+
+def v1_replica_specs(job: dict[str, Any]) -> dict[str, Any]:
+    """A v1 job's replica type → spec, whichever kind's field holds them."""
+    return (job.get("spec") or {}).get(V1_KINDS[job["kind"]].specs_key) or {}
 
 
 def _scheduling_policy(job: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..config import TrainingJobSpec, job_gpus
-from ..manifests import context_from_defaults, pytorch_job, train_job
+from ..manifests import context_from_defaults, kubeflow_job, train_job
 
 FLAGS: dict[str, tuple[str, ...]] = {
     "--nodes": ("nodes",),
@@ -26,6 +26,11 @@ FLAGS: dict[str, tuple[str, ...]] = {
     "--image-tag": ("imageTag",),
     "--network": ("network",),
     "--backend": ("backend",),
+    "--framework": ("framework",),
+    "--launcher": ("launcher",),
+    "--code-path": ("code", "path"),
+    "--git-url": ("code", "gitUrl"),
+    "--commit": ("code", "commit"),
     "--env": ("env",),
     "--model": ("trainer", "model"),
     "--max-steps": ("trainer", "maxSteps"),
@@ -69,6 +74,19 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image-tag", help="tag in the platform's registry repository")
     parser.add_argument("--network", choices=["tcp", "rdma"], help="tcp (default) or rdma")
     parser.add_argument("--backend", choices=["v1", "v2"], help="v1 PyTorchJob or v2 TrainJob (default: the stack's)")
+    parser.add_argument(
+        "--framework",
+        choices=["pytorch", "tensorflow", "xgboost", "mpi", "jax", "paddle"],
+        help="the job kind (default pytorch); every kind but pytorch runs the command after --",
+    )
+    parser.add_argument(
+        "--launcher",
+        choices=["torchrun", "accelerate", "deepspeed", "python"],
+        help="start the command after -- with this launcher, the world set from the operator",
+    )
+    parser.add_argument("--code-path", help="run the command in this directory of the data volume (/mnt/data/...)")
+    parser.add_argument("--git-url", help="clone this https repository into /mnt/code and run the command there")
+    parser.add_argument("--commit", help="the full 40-hex-digit commit of --git-url to check out")
     parser.add_argument("--env", action="append", metavar="NAME=VALUE", help="environment variable (repeatable)")
     parser.add_argument("--suspend", action="store_true", default=None, help="create the job suspended")
     parser.add_argument(
@@ -94,7 +112,8 @@ def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str
     Args:
         args: the parsed ``submit`` flags.
         defaults: the stack's ``jobDefaults`` (its backend applies when ``--backend`` is not given).
-        extra: the arguments after ``--``, appended to the trainer's command.
+        extra: the arguments after ``--``: your command under ``--launcher`` or for a
+            non-PyTorch ``--framework``, else appended to the trainer's command.
 
     Returns:
         The job spec.
@@ -103,10 +122,12 @@ def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str
         FlagError: a flag's value is invalid; the message names the flag and what is valid.
     """
     raw: dict[str, Any] = {"name": args.name, "namespace": defaults["namespace"]}
+    given = []
     for flag, path in FLAGS.items():
         value = getattr(args, flag[2:].replace("-", "_"))
         if value is None:
             continue
+        given.append(flag)
         if flag in PARSERS:
             value = PARSERS[flag](flag, value)
         target = raw
@@ -114,12 +135,13 @@ def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str
             target = target.setdefault(key, {})
         target[path[-1]] = value
     raw.setdefault("backend", defaults["backend"])
+    own_code = args.launcher is not None or args.framework not in (None, "pytorch")
     if extra:
-        raw["args"] = extra
+        raw["command" if own_code else "args"] = extra
     try:
         return TrainingJobSpec.model_validate(raw)
     except ValidationError as err:
-        raise FlagError("; ".join(_describe(error) for error in err.errors())) from None
+        raise FlagError("; ".join(_describe(error, given) for error in err.errors())) from None
 
 
 def _pairs(flag: str, pairs: list[str]) -> dict[str, str]:
@@ -147,12 +169,15 @@ PARSERS = {"--env": _pairs, "--label": _pairs, "--node-selector": _pairs, "--tol
 """Flags whose repeated values make one spec value."""
 
 
-def _describe(error: dict[str, Any]) -> str:
+def _describe(error: dict[str, Any], given: list[str]) -> str:
     loc = [str(part) for part in error["loc"]]
     key = (error.get("ctx") or {}).get("key")
     if key:
         loc += key.split(".")
     flag = next((f for f, path in FLAGS.items() if tuple(loc[: len(path)]) == path), None)
+    if flag is None and loc:
+        # A whole section refused (``trainer`` for a non-PyTorch job): the flag that filled it.
+        flag = next((f for f in given if FLAGS[f][: len(loc)] == tuple(loc)), None)
     if flag is None and loc[:1] == ["name"]:
         flag = "NAME"
     where = flag or ".".join(loc) or "job"
@@ -160,7 +185,7 @@ def _describe(error: dict[str, Any]) -> str:
 
 
 def manifest(spec: TrainingJobSpec, defaults: dict[str, Any]) -> dict[str, Any]:
-    """The PyTorchJob or TrainJob the stack's builder emits for ``spec``.
+    """The v1 job of ``spec``'s framework, or the TrainJob, the stack's builder emits for ``spec``.
 
     Args:
         spec: the validated job.
@@ -182,6 +207,6 @@ def manifest(spec: TrainingJobSpec, defaults: dict[str, Any]) -> dict[str, Any]:
     gpus = job_gpus(spec, defaults["placement"]["gpusPerNode"])
     ctx = context_from_defaults(defaults, image=image, gpus=gpus, backend=spec.backend)
     try:
-        return train_job(spec, ctx) if spec.backend == "v2" else pytorch_job(spec, ctx)
+        return train_job(spec, ctx) if spec.backend == "v2" else kubeflow_job(spec, ctx)
     except ValueError as err:
         raise FlagError(f"--gpus, --nodes or --network: {err}") from None

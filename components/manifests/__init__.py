@@ -38,6 +38,7 @@ from .jobs import (
     kubectl_commands,
     pytorch_job,
 )
+from .kinds import KINDS, JobKind, kubeflow_job, v1_replaced_on_change
 from .namespace import docker_config_json, training_namespace
 from .operator import (
     OPERATOR_NAMESPACE,
@@ -163,6 +164,10 @@ __all__ = [
     "kueue_queue_name",
     "kueue_values",
     "kubectl_commands",
+    "kubeflow_job",
+    "v1_replaced_on_change",
+    "KINDS",
+    "JobKind",
     "mirrored",
     "pulled",
     "repository_and_tag",

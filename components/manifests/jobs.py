@@ -11,6 +11,7 @@ from trainer.metric_names import METRICS_PORT, METRICS_PORT_NAME
 
 from ..config import Backend, SecretEnv, TrainingJobSpec, job_shm_size, nodes_needed
 from .base import MANAGED_BY, POOL_LABEL, Manifest
+from .launchers import code_fields, counts_restarts, launcher_command, torchrun_command
 from .placement import GPU_RESOURCE, FabricProfile, Placement
 from .scraping import JOB_NAME_POD_LABEL
 
@@ -155,52 +156,20 @@ def checkpoint_key_ref(job: TrainingJobSpec) -> tuple[str, str] | None:
     return (ref.name, ref.key) if ref is not None else (generated_key_secret(job.name), GENERATED_KEY)
 
 
-MAX_POD_RESTARTS = "--max-pod-restarts"
-"""``trainer.launch``'s bound on a pod's retries in a row (``trainer/restarts.py``)."""
 POD_NAME_ENV: Manifest = {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
 """The pod's name through the downward API (kubernetes.io, "Expose Pod Information to Containers
 Through Environment Variables"): the key of its retry count, stable across the operator's
 re-creations, where the host name under host networking is the node's."""
 
 
-def counts_restarts(job: TrainingJobSpec, backend: Backend = "v1") -> bool:
-    """Whether the pods' launcher bounds their retries itself: on v1 under ``restartPolicy:
-    ExitCode``, where the operator re-creates a failed pod instead of restarting it, so
-    ``backoffLimit`` never counts the failure (``trainer/restarts.py`` cites the operator's
-    code). ``OnFailure`` restarts the container in place, which ``backoffLimit`` counts; on v2
-    the JobSet's ``maxRestarts`` counts whole-job restarts."""
-    return backend == "v1" and job.restart_policy == "ExitCode" and job.command is None
-
-
-def job_command(job: TrainingJobSpec, procs: int, backend: Backend = "v1") -> list[str]:
-    """The container command: ``trainer.launch``, which is torchrun with exit statuses
-    that ``restartPolicy: ExitCode`` can act on (an evicted pod exits 143, not 1).
-
-    On v1, torchrun reads the node count and node rank from the ``PET_*`` variables the
-    operator (v1.9) injects, but the rest needs saying:
-
-    - the processes per node, because the operator injects ``PET_NPROC_PER_NODE`` only
-      for jobs with a Master, so an elastic job would start one process per node;
-    - for a fixed multi-node job, the Master's address and port: torchrun does not read
-      the operator's ``MASTER_ADDR`` and ``MASTER_PORT`` (Kubernetes expands ``$(VAR)``
-      from the container's environment), and without them every node would rendezvous
-      with itself at 127.0.0.1:29500. Elastic jobs meet at ``PET_RDZV_ENDPOINT``.
-
-    On v2, Trainer's torch plugin injects all five of torchrun's settings into every node
-    (``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR``,
-    ``PET_MASTER_PORT``: kubeflow/trainer v2.3.0
-    ``pkg/runtime/framework/plugins/torch/torch.go`` ``EnforceMLPolicy``), so the command
-    names none of them.
-    """
+def job_command(job: TrainingJobSpec, procs: int, backend: Backend = "v1", gpus: int = 0) -> list[str]:
+    """The container command: the bundled trainer under ``trainer.launch``, which is torchrun
+    with exit statuses that ``restartPolicy: ExitCode`` can act on (an evicted pod exits 143,
+    not 1), or the job's own command under its launcher (``launchers.py`` says how each
+    launcher learns the world from the operator)."""
     if job.command is not None:
-        return [*job.command, *job.args]
-    launcher = ["python", "-m", "trainer.launch"]
-    if counts_restarts(job, backend):
-        launcher.append(f"{MAX_POD_RESTARTS}={job.run_policy.backoff_limit}")
-    if backend == "v1":
-        launcher.append(f"--nproc-per-node={procs}")
-        if job.elastic is None and job.nodes > 1:
-            launcher += ["--master-addr=$(MASTER_ADDR)", "--master-port=$(MASTER_PORT)"]
+        return launcher_command(job, procs, gpus, backend)
+    launcher = torchrun_command(job, procs, backend)
     if job.preset == "netbench":
         return [*launcher, "-m", "trainer.bench", *job.args]
     return [*launcher, "-m", "trainer", *job.trainer.to_flags(), *job.args]
@@ -342,46 +311,18 @@ def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
     """
     fabric = job_fabric(job, ctx)
     procs = ctx.gpus or job.procs_per_node or 1
-    env = {
-        **job_env(job),
-        **runtime_env(),
-        **(nccl_env(fabric) if ctx.gpus else {}),
-        **(flight_recorder_env(job) if ctx.gpus else {}),
-        **({"NCCL_DEBUG": job.nccl_debug} if ctx.gpus and job.nccl_debug else {}),
-        **job.env,
-    }
-    container: Manifest = {
-        "name": "pytorch",
-        "image": ctx.image,
-        "imagePullPolicy": "IfNotPresent",
-        "command": job_command(job, procs),
-        "env": [*container_env(env), *([dict(POD_NAME_ENV)] if counts_restarts(job) else [])],
-        "ports": [{"name": "pytorchjob-port", "containerPort": MASTER_PORT}, dict(METRICS_CONTAINER_PORT)],
-        "resources": job_resources(job, ctx.gpus, fabric),
-        "volumeMounts": [dict(SHM_MOUNT), *shared_volume_mounts(job)],
-    }
-    if fabric is not None:
-        container["securityContext"] = dict(fabric.security_context)
     labels = job_labels(job)
-    pod_spec: Manifest = {
-        "containers": [container],
-        "volumes": job_volumes(job, ctx),
-        # Lets the trainer's SIGTERM handler finish a checkpoint on eviction or spot reclaim.
-        "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
-        **placement_fields(job, ctx),
-    }
-    if job.scheduling.priority_class:
-        pod_spec["priorityClassName"] = job.scheduling.priority_class
-    if fabric is not None:
-        pod_spec.update(HOST_NETWORK)
+    pod_spec = pod_template(
+        job,
+        ctx,
+        fabric,
+        container_name="pytorch",
+        command=job_command(job, procs, gpus=ctx.gpus),
+        port={"name": "pytorchjob-port", "containerPort": MASTER_PORT},
+    )
 
     def replica(replicas: int) -> Manifest:
-        return {
-            "replicas": replicas,
-            "restartPolicy": job.restart_policy,
-            # A copy per replica type: shared dicts would serialise as YAML anchors.
-            "template": {"metadata": {"labels": pod_labels(job, ctx)}, "spec": copy.deepcopy(pod_spec)},
-        }
+        return replica_spec(job, pod_labels(job, ctx), pod_spec, replicas)
 
     spec: Manifest = {"nprocPerNode": str(procs)}
     if job.elastic is not None:
@@ -396,7 +337,7 @@ def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         spec["pytorchReplicaSpecs"] = {"Master": replica(1)}
         if job.nodes > 1:
             spec["pytorchReplicaSpecs"]["Worker"] = replica(job.nodes - 1)
-    spec["runPolicy"] = _run_policy(job)
+    spec["runPolicy"] = run_policy(job)
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
@@ -405,7 +346,7 @@ def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
     }
 
 
-def _run_policy(job: TrainingJobSpec) -> Manifest:
+def run_policy(job: TrainingJobSpec) -> Manifest:
     run = job.run_policy
     policy: Manifest = {
         "cleanPodPolicy": run.clean_pod_policy,
@@ -430,12 +371,79 @@ def _run_policy(job: TrainingJobSpec) -> Manifest:
     return policy
 
 
-def kubectl_commands(name: str, namespace: str) -> dict[str, str]:
-    """Commands to follow a PyTorchJob."""
+def pod_template(
+    job: TrainingJobSpec,
+    ctx: JobContext,
+    fabric: FabricProfile | None,
+    container_name: str,
+    command: list[str],
+    port: Manifest,
+) -> Manifest:
+    """The pod spec every v1 kind's replicas share: the one container the operator looks for
+    by ``container_name`` (its port named as the operator reads it), the job's environment,
+    resources, volumes, code, placement and fabric.
+
+    Args:
+        job: the validated job spec.
+        ctx: what the job takes from the pool, storage and registry.
+        fabric: the RDMA fabric the job uses (``job_fabric``), or ``None``.
+        container_name: the kind's default container name, from which the operator injects its settings.
+        command: the container command.
+        port: the kind's default port (name and number), from which the operator derives its addresses.
+    """
+    env = {
+        **job_env(job),
+        **runtime_env(),
+        **(nccl_env(fabric) if ctx.gpus else {}),
+        **(flight_recorder_env(job) if ctx.gpus else {}),
+        **({"NCCL_DEBUG": job.nccl_debug} if ctx.gpus and job.nccl_debug else {}),
+        **job.env,
+    }
+    code_container, init_containers, code_volumes = code_fields(job)
+    container: Manifest = {
+        "name": container_name,
+        "image": ctx.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": command,
+        "env": [*container_env(env), *([dict(POD_NAME_ENV)] if counts_restarts(job) else [])],
+        "ports": [port, dict(METRICS_CONTAINER_PORT)],
+        "resources": job_resources(job, ctx.gpus, fabric),
+        "volumeMounts": [dict(SHM_MOUNT), *shared_volume_mounts(job), *code_container.pop("volumeMounts", [])],
+        **code_container,
+    }
+    if fabric is not None:
+        container["securityContext"] = dict(fabric.security_context)
+    pod_spec: Manifest = {
+        **({"initContainers": init_containers} if init_containers else {}),
+        "containers": [container],
+        "volumes": [*job_volumes(job, ctx), *code_volumes],
+        # Lets the trainer's SIGTERM handler finish a checkpoint on eviction or spot reclaim.
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
+        **placement_fields(job, ctx),
+    }
+    if job.scheduling.priority_class:
+        pod_spec["priorityClassName"] = job.scheduling.priority_class
+    if fabric is not None:
+        pod_spec.update(HOST_NETWORK)
+    return pod_spec
+
+
+def replica_spec(job: TrainingJobSpec, labels: dict[str, str], pod_spec: Manifest, replicas: int) -> Manifest:
+    """One replica type of a v1 job: its count, the job's restart policy and a copy of the pod."""
+    return {
+        "replicas": replicas,
+        "restartPolicy": job.restart_policy,
+        # A copy per replica type: shared dicts would serialise as YAML anchors.
+        "template": {"metadata": {"labels": dict(labels)}, "spec": copy.deepcopy(pod_spec)},
+    }
+
+
+def kubectl_commands(name: str, namespace: str, kind: str = "PyTorchJob") -> dict[str, str]:
+    """Commands to follow a v1 job of ``kind``; the operator labels every kind's pods alike."""
     selector = f"training.kubeflow.org/job-name={name}"
     return {
-        "status": f"kubectl -n {namespace} get pytorchjob {name} -w",
-        "describe": f"kubectl -n {namespace} describe pytorchjob {name}",
+        "status": f"kubectl -n {namespace} get {kind.lower()} {name} -w",
+        "describe": f"kubectl -n {namespace} describe {kind.lower()} {name}",
         "pods": f"kubectl -n {namespace} get pods -l {selector} -o wide",
         "masterLogs": f"kubectl -n {namespace} logs -f -l {selector},training.kubeflow.org/replica-type=master",
         "workerLogs": f"kubectl -n {namespace} logs -f --max-log-requests 64 -l {selector},training.kubeflow.org/replica-type=worker",

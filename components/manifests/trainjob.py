@@ -263,7 +263,7 @@ def train_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         },
         "trainer": {
             "image": ctx.image,
-            "command": job_command(job, procs, backend="v2"),
+            "command": job_command(job, procs, backend="v2", gpus=ctx.gpus),
             "env": container_env(env),
             "numNodes": job.nodes,
             "numProcPerNode": procs,

@@ -10,7 +10,7 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 
 from ..client import JobNotFound, JobsClient, WaitEnded, explain
-from ..status import PYTORCHJOB, job_queue, summarize
+from ..status import is_v1, job_queue, summarize
 from .base import Failure, Out, UsageError
 
 
@@ -59,7 +59,7 @@ def cmd_resume(jobs: JobsClient, args: argparse.Namespace, out: Out) -> None:
 def _set_suspended(jobs: JobsClient, job: dict[str, Any], suspend: bool, out: Out) -> None:
     """Stop a job's pods and keep the job, or let it run again.
 
-    A PyTorchJob suspends with ``spec.runPolicy.suspend`` (Training Operator v1.9.4
+    A v1 job of any kind suspends with ``spec.runPolicy.suspend`` (Training Operator v1.9.4
     ``RunPolicy.Suspend``), a TrainJob with ``spec.suspend`` (Trainer v2.3.0
     ``TrainJobSpec.Suspend``), except one Kueue queues: Kueue unsuspends a suspended job whose
     Workload is admitted and suspends a running one whose Workload is not (kueue v0.19.2
@@ -69,7 +69,7 @@ def _set_suspended(jobs: JobsClient, job: dict[str, Any], suspend: bool, out: Ou
     """
     name, kind = job["metadata"]["name"], job["kind"]
     done = "suspended" if suspend else "resumed"
-    if kind == PYTORCHJOB:
+    if is_v1(job):
         jobs.patch_job(job, {"spec": {"runPolicy": {"suspend": suspend}}})
         out(f"{kind} {name} {done}")
         return

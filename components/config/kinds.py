@@ -1,0 +1,93 @@
+"""Which framework a job runs, how its own code starts, and where that code comes from.
+
+The Training Operator v1.9.4 serves one job kind per framework (kubeflow/trainer v1.9.4
+``pkg/apis/kubeflow.org/v1/*_types.go``): PyTorchJob, TFJob, XGBoostJob, MPIJob, JAXJob and
+PaddleJob. Pure: no Pulumi, no torch.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field, model_validator
+
+from .base import Spec, field_error
+
+if TYPE_CHECKING:
+    from .jobs import TrainingJobSpec
+
+Framework = Literal["pytorch", "tensorflow", "xgboost", "mpi", "jax", "paddle"]
+Launcher = Literal["torchrun", "accelerate", "deepspeed", "python"]
+TORCH_LAUNCHERS = ("torchrun", "accelerate", "deepspeed")
+"""Launchers that start torch processes from the operator's PyTorchJob settings."""
+V2_FRAMEWORKS = ("pytorch",)
+"""Frameworks the platform's Trainer v2 runtimes run (its runtimes are torch ones)."""
+CODE_MOUNT = "/mnt/code"
+"""Where a job's code cloned from git lives, in every container of the pod."""
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+class CodeSource(Spec):
+    """Where a job's code comes from when not from its image: a directory on the data volume,
+    or a git repository at one commit (cloned by an init container into ``/mnt/code``)."""
+
+    path: str | None = Field(default=None, pattern=r"^/mnt/data(/|$)")
+    """A directory on the data volume (``/mnt/data/...``); the command runs there."""
+    git_url: str | None = Field(default=None, pattern=r"^https://[^\s]+$")
+    """An ``https://`` repository the pods can reach, cloned without credentials."""
+    commit: str | None = None
+    """The full 40-character commit id to check out: a branch or tag moves under a job that restarts."""
+    clone_image: str = "alpine/git:v2.47.2"
+    """Image with ``git`` that clones the repository, pinned."""
+
+    @model_validator(mode="after")
+    def _check(self) -> CodeSource:
+        if (self.path is None) == (self.git_url is None):
+            raise field_error("path", "give exactly one of path (on the data volume) or gitUrl (with commit)")
+        if self.git_url is not None and (self.commit is None or not _COMMIT.match(self.commit)):
+            raise field_error(
+                "commit",
+                f"{self.commit!r} is not a commit id: give the full 40-hex-digit commit of {self.git_url} "
+                "(a branch or tag can move between a job's restarts)",
+            )
+        if self.path is not None and self.commit is not None:
+            raise field_error("commit", "commit is for gitUrl; a path on the data volume has none")
+        return self
+
+
+def framework_conflict(job: TrainingJobSpec) -> tuple[str, str] | None:
+    """The first setting of ``job`` that means nothing for its framework or launcher, as (key
+    below the job, why); ``None`` when every setting applies."""
+    kind = job.framework
+    if job.launcher in ("accelerate", "deepspeed") and job.elastic is not None:
+        return ("elastic", f"{job.launcher} needs a fixed world: give nodes instead of elastic")
+    if job.backend == "v2" and job.code is not None:
+        return ("code", "the platform's Trainer v2 runtimes take code from the image: run this job on backend v1")
+    if job.launcher is not None and job.command is None:
+        return ("command", f"launcher {job.launcher} starts your command: give command (the script and its arguments)")
+    if kind == "pytorch":
+        if job.parameter_servers or job.evaluator:
+            key = "parameterServers" if job.parameter_servers else "evaluator"
+            return (key, "parameter servers and an evaluator are TFJob roles: set framework: tensorflow or drop it")
+        return None
+    bundled = {
+        "trainer": "trainer flags are the bundled PyTorch trainer's",
+        "preset": "presets run the bundled PyTorch trainer",
+        "elastic": "only a PyTorchJob has an elastic policy in the Training Operator v1.9.4",
+    }
+    for attr, key in (("trainer", "trainer"), ("preset", "preset"), ("elastic", "elastic")):
+        if attr in job.model_fields_set:
+            return (key, f"{bundled[attr]}: a {kind} job runs your command; drop {key}")
+    if job.command is None:
+        return ("command", f"a {kind} job runs your own code: give command (the program and its arguments)")
+    if job.launcher in TORCH_LAUNCHERS:
+        return ("launcher", f"{job.launcher} starts torch processes; a {kind} job uses launcher python or none")
+    if kind != "mpi" and job.procs_per_node not in (None, 1):
+        return ("procsPerNode", f"a {kind} job runs one process per pod; only mpi runs several (slots per worker)")
+    if kind != "tensorflow" and (job.parameter_servers or job.evaluator):
+        key = "parameterServers" if job.parameter_servers else "evaluator"
+        return (key, f"parameter servers and an evaluator are TFJob roles, not {kind} ones: drop {key}")
+    if job.backend == "v2" and kind not in V2_FRAMEWORKS:
+        return ("framework", f"the platform's Trainer v2 runtimes run torch only: run {kind} on backend v1")
+    return None

@@ -1,0 +1,234 @@
+"""Every Training Operator v1 kind: golden files, the official ``kubeflow-training`` 1.9.4
+models (strictly: an unknown field fails), the replica roles each kind's types declare, and
+the settings refused at load for a kind they mean nothing to."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import cfg, stack_config
+from fixtures.models import assert_matches_model
+from kubeflow.training.api_client import ApiClient
+from test_jobs import IMAGE, POOL_1, POOL_8_ERDMA, context
+
+from components.config import ConfigError, TrainingJobSpec, load_spec
+from components.manifests import CPU_PLACEMENT, KINDS, kubeflow_job, v1_replaced_on_change
+
+GOLDEN = Path(__file__).parent / "golden" / "kinds"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+CASES: dict[str, tuple[dict[str, Any], Any]] = {
+    "tensorflow-ps": (
+        {
+            "framework": "tensorflow",
+            "nodes": 3,
+            "parameter_servers": 2,
+            "evaluator": True,
+            "gpus_per_node": 1,
+            "command": ["python", "train_ps.py"],
+            "restart_policy": "ExitCode",
+        },
+        context(POOL_1, 1),
+    ),
+    "xgboost": (
+        {
+            "framework": "xgboost",
+            "nodes": 2,
+            "gpus_per_node": 0,
+            "cpu": "4",
+            "memory": "8Gi",
+            "launcher": "python",
+            "command": ["train_xgb.py"],
+            "code": {"path": "/mnt/data/code/xgb"},
+        },
+        context(CPU_PLACEMENT, 0),
+    ),
+    "mpi-horovod": (
+        {
+            "framework": "mpi",
+            "nodes": 2,
+            "network": "rdma",
+            "command": ["mpirun", "-np", "16", "python", "train_hvd.py"],
+            "scheduling": {"queue": "default", "min_available": 2},
+        },
+        context(POOL_8_ERDMA, 8),
+    ),
+    "jax": (
+        {
+            "framework": "jax",
+            "nodes": 2,
+            "gpus_per_node": 0,
+            "cpu": "2",
+            "memory": "4Gi",
+            "command": ["python", "train_jax.py"],
+            "code": {"git_url": "https://github.com/example/jax-train.git", "commit": COMMIT},
+        },
+        context(CPU_PLACEMENT, 0),
+    ),
+    "paddle": (
+        {
+            "framework": "paddle",
+            "nodes": 2,
+            "gpus_per_node": 1,
+            "command": ["python", "-m", "paddle.distributed.launch", "train.py"],
+        },
+        context(POOL_1, 1, image_pull_secret="registry-pull"),
+    ),
+    "pytorch-accelerate": (
+        {"nodes": 2, "launcher": "accelerate", "command": ["train.py", "--mixed_precision=bf16"]},
+        context(POOL_8_ERDMA, 8),
+    ),
+}
+
+ROLES = {
+    "tensorflow-ps": {"Chief": 1, "Worker": 2, "PS": 2, "Evaluator": 1},
+    "xgboost": {"Master": 1, "Worker": 1},
+    "mpi-horovod": {"Launcher": 1, "Worker": 2},
+    "jax": {"Worker": 2},
+    "paddle": {"Worker": 2},
+    "pytorch-accelerate": {"Master": 1, "Worker": 1},
+}
+"""Replica types per kind (v1.9.4 ``pkg/apis/kubeflow.org/v1/<kind>_types.go``)."""
+
+
+def build(case: str) -> dict[str, Any]:
+    fields, ctx = CASES[case]
+    return kubeflow_job(TrainingJobSpec(name=case, image=IMAGE, **fields), ctx)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_golden_manifests(case: str) -> None:
+    text = yaml.safe_dump(build(case), sort_keys=False)
+    path = GOLDEN / f"{case}.yaml"
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text(), f"{path.name} changed; review and rerun with UPDATE_GOLDEN=1"
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_each_kind_fits_its_official_model(case: str) -> None:
+    job = build(case)
+    model_name = f"KubeflowOrgV1{job['kind']}"
+    assert_matches_model(job, model_name)
+    client = ApiClient()
+    model = client._ApiClient__deserialize(job, model_name)
+    assert client.sanitize_for_serialization(model) == job
+    framework = CASES[case][0].get("framework", "pytorch")
+    kind = KINDS[framework]
+    replicas = job["spec"][kind.specs_key]
+    assert {role: spec["replicas"] for role, spec in replicas.items()} == ROLES[case]
+    for replica in replicas.values():
+        pod = replica["template"]["spec"]
+        container = pod["containers"][0]
+        # The operator injects its settings into the container of this name, from this port.
+        assert container["name"] == kind.container
+        assert container["ports"][0] == {"name": kind.port_name, "containerPort": kind.port}
+        assert {m["mountPath"] for m in container["volumeMounts"]} >= {"/dev/shm", "/mnt/data", "/mnt/output"}
+        assert pod["serviceAccountName"] == "trainer"
+        assert replica["restartPolicy"] == CASES[case][0].get("restart_policy", "OnFailure")
+    assert v1_replaced_on_change(framework)[0] == f"spec.{kind.specs_key}"
+
+
+def test_mpi_workers_wait_for_the_launcher() -> None:
+    """Workers without a command sleep while the Launcher's mpirun starts ranks in them
+    (v1.9.4 ``pkg/controller.v1/mpi/mpijob_controller.go``); the Launcher needs no GPU."""
+    job = build("mpi-horovod")
+    assert job["spec"]["slotsPerWorker"] == 8
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert "command" not in worker["containers"][0]
+    assert worker["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert worker["hostNetwork"] is True
+    assert "nvidia.com/gpu" not in launcher["containers"][0]["resources"]["limits"]
+    assert launcher["containers"][0]["command"][:2] == ["mpirun", "-np"]
+
+
+def test_code_from_git_is_cloned_at_its_commit() -> None:
+    pod = build("jax")["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]
+    clone = pod["initContainers"][0]
+    assert COMMIT in clone["command"][2] and "checkout -q FETCH_HEAD" in clone["command"][2]
+    assert pod["containers"][0]["workingDir"] == "/mnt/code"
+    assert {"name": "code", "emptyDir": {}} in pod["volumes"]
+
+
+@pytest.mark.parametrize(
+    ("entry", "key", "reason"),
+    [
+        ({"framework": "xgboost"}, "command", "runs your own code"),
+        ({"framework": "tensorflow", "command": ["x"], "trainer": {"model": "gpt"}}, "trainer", "bundled PyTorch"),
+        ({"framework": "jax", "command": ["x"], "preset": "netbench"}, "preset", "bundled PyTorch"),
+        ({"framework": "mpi", "command": ["x"], "elastic": {"minNodes": 1, "maxNodes": 2}}, "elastic", "elastic"),
+        ({"framework": "paddle", "command": ["x"], "launcher": "torchrun"}, "launcher", "torch processes"),
+        ({"framework": "xgboost", "command": ["x"], "procsPerNode": 2}, "procsPerNode", "one process per pod"),
+        ({"framework": "jax", "command": ["x"], "parameterServers": 1}, "parameterServers", "TFJob roles"),
+        ({"parameterServers": 1}, "parameterServers", "TFJob roles"),
+        ({"framework": "jax", "command": ["x"], "backend": "v2"}, "framework", "torch only"),
+        ({"launcher": "python"}, "command", "give command"),
+        ({"launcher": "accelerate", "command": ["x"], "elastic": {"minNodes": 1, "maxNodes": 2}}, "elastic", "fixed"),
+        ({"command": ["x"], "code": {"gitUrl": "https://e.com/r.git", "commit": "main"}}, "code.commit", "commit id"),
+        ({"command": ["x"], "code": {"path": "/tmp/code"}}, "code.path", ""),
+        ({"command": ["x"], "code": {"path": "/mnt/data/c"}, "backend": "v2"}, "code", "image"),
+    ],
+)
+def test_meaningless_settings_are_refused_at_load(entry: dict[str, Any], key: str, reason: str) -> None:
+    config = stack_config("dev")
+    job = {k: v for k, v in config[cfg("jobs")][0].items() if k not in ("trainer", "preset")}
+    config[cfg("jobs")][0] = {**job, **entry}
+    with pytest.raises(ConfigError) as raised:
+        load_spec(config, credentials=False)
+    problem = f"ack-training-platform:jobs[0].{key}"
+    assert any(p.startswith(problem) and reason in p for p in raised.value.problems), raised.value.problems
+
+
+def test_the_local_stack_runs_every_cpu_kind() -> None:
+    spec = load_spec(stack_config("local"), credentials=False)
+    frameworks = {job.framework for job in spec.jobs}
+    assert {"pytorch", "xgboost", "mpi", "jax"} <= frameworks
+
+
+def test_ack_jobs_reads_waits_for_and_deletes_a_tfjob(cluster) -> None:
+    from loopback_api import NS, cond, jobs
+
+    api, kubeconfig = cluster
+    job = build("tensorflow-ps")
+    job["metadata"]["namespace"] = NS
+    job["status"] = {
+        "conditions": [cond("Created", "TFJobCreated", "created"), cond("Succeeded", "TFJobSucceeded", "done")],
+        "replicaStatuses": {"Chief": {"succeeded": 1}, "Worker": {"succeeded": 2}, "PS": {}, "Evaluator": {}},
+    }
+    path = f"/apis/kubeflow.org/v1/namespaces/{NS}/tfjobs/tensorflow-ps"
+    api.routes[("GET", path)] = job
+    api.routes[("DELETE", path)] = {"kind": "Status", "apiVersion": "v1", "status": "Success"}
+    code, lines = jobs(kubeconfig, "get", "tensorflow-ps")
+    assert code == 0 and "Kind:      TFJob" in lines, lines
+    assert "Replicas:  Chief 0/1 active, 1 succeeded; Worker 0/2 active, 2 succeeded; PS 0/2 active; " in "\n".join(
+        lines
+    )
+    assert jobs(kubeconfig, "wait", "tensorflow-ps", "--for", "succeeded", "--timeout", "5")[0] == 0
+    assert jobs(kubeconfig, "delete", "tensorflow-ps") == (0, ["TFJob tensorflow-ps deleted"])
+    assert ("DELETE", path) in [(m, p) for m, p, _, _ in api.requests]
+
+
+def test_ack_jobs_logs_reads_a_tfjob_chief_and_its_parameter_servers(cluster) -> None:
+    from loopback_api import NS, PODS, jobs, v1_pod
+
+    api, kubeconfig = cluster
+    job = build("tensorflow-ps")
+    job["metadata"]["namespace"] = NS
+    api.routes[("GET", f"/apis/kubeflow.org/v1/namespaces/{NS}/tfjobs/tensorflow-ps")] = job
+    api.pods += [v1_pod("tensorflow-ps", "chief", 0), v1_pod("tensorflow-ps", "ps", 1)]
+    api.routes[("GET", f"{PODS}/tensorflow-ps-chief-0/log")] = "chief step 10\n"
+    api.routes[("GET", f"{PODS}/tensorflow-ps-ps-1/log")] = "ps serving\n"
+    assert jobs(kubeconfig, "logs", "tensorflow-ps") == (0, ["chief step 10"])
+    assert jobs(kubeconfig, "logs", "tensorflow-ps", "--replica", "ps-1") == (0, ["ps serving"])
+    logs = [(p, q["container"]) for _, p, q, _ in api.requests if p.endswith("/log")]
+    # The operator's container for a TFJob is ``tensorflow`` (v1.9.4 tensorflow_types.go).
+    assert logs == [
+        (f"{PODS}/tensorflow-ps-chief-0/log", ["tensorflow"]),
+        (f"{PODS}/tensorflow-ps-ps-1/log", ["tensorflow"]),
+    ]
