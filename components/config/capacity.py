@@ -40,7 +40,7 @@ GPU_INSTANCE_TYPES: dict[str, InstanceType] = {
     # ebmgn8v: bare metal, eight GPUs with eRDMA NICs.
     "ecs.ebmgn8v.48xlarge": InstanceType(192, 1024, 8, 96, _GPU_FAMILIES),
 }
-"""The GPU instance types the stacks and the README use. The vCPU count follows from the
+"""The GPU instance types the stacks and the docs use. The vCPU count follows from the
 size (``<n>xlarge`` has 4n vCPUs: ECS "Instance naming conventions",
 https://help.aliyun.com/en/egs/instance-naming-conventions); memory and GPUs are the
 family pages' figures. Other types need ``gpuPool.nodeCapacity``."""
