@@ -1,1 +1,1 @@
-"""Benchmarks: ``python -m bench`` (or ``./dev bench``); figures go in the README."""
+"""Benchmarks: ``python -m bench`` (or ``./dev bench``); figures go in docs/benchmarks.md."""

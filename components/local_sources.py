@@ -42,7 +42,7 @@ def read_objects(path: Path) -> list[dict[str, Any]]:
 
 
 def _missing(path: Path) -> SourceError:
-    return SourceError(f"{path} is missing: run `{PREPARE_COMMAND}` (see the README's deploy checklist)")
+    return SourceError(f"{path} is missing: run `{PREPARE_COMMAND}` (see the deploy checklist in docs/deploying.md)")
 
 
 def verified_tree(path: Path, tree: str) -> Path:

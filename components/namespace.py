@@ -62,6 +62,8 @@ class TrainingNamespace(pulumi.ComponentResource):
         self.team = team
         self.name = team.name if team is not None else spec.namespace
         self.service_account = spec.service_account
+        # A team's namespace has the team's own quota (team.quota).
+        self.gpu_quota = spec.gpu_quota if team is None else None
         self.security_context: Manifest | None = run_as(team) if team is not None else None
         if team is None:
             manifests = training_namespace(spec, pod_security=pod_security)

@@ -197,7 +197,7 @@ class OssSpec(TypedDict):
     role_name: NotRequired[str]
     """RAM role the OSS CSI plugin assumes (RRSA) to read the bucket. Created, trusted by this cluster's OIDC
     provider for the plugin's service account and allowed to read only this bucket, when unset; required with an
-    adopted cluster (set it up as the README's known limits describe)."""
+    adopted cluster (set it up as docs/known-limits.md describes)."""
 
 
 class StorageSpec(TypedDict):

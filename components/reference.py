@@ -1,7 +1,7 @@
-"""The README's stack-config reference, generated from the config models.
+"""The docs' stack-config reference (docs/configuration.md), generated from the config models.
 
 python -m components.reference            # print the reference
-python -m components.reference --write    # update README.md between its markers
+python -m components.reference --write    # update docs/configuration.md between its markers
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from .config.loading import _model_of
 
 START = "<!-- config-reference:start -->"
 END = "<!-- config-reference:end -->"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 
 
 def _type_name(annotation: Any) -> str:
@@ -80,7 +81,7 @@ def reference() -> str:
     return "\n".join(head + _rows(PlatformSpec, ""))
 
 
-def update_readme(path: Path) -> bool:
+def update_page(path: Path = PAGE) -> bool:
     """Rewrite the block between the markers; return whether anything changed."""
     text = path.read_text()
     before, _, rest = text.partition(START)
@@ -93,10 +94,10 @@ def update_readme(path: Path) -> bool:
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m components.reference")
-    parser.add_argument("--write", action="store_true", help="update README.md in place")
+    parser.add_argument("--write", action="store_true", help=f"update {PAGE.name} in place")
     args = parser.parse_args()
     if args.write:
-        print("README.md updated" if update_readme(Path("README.md")) else "README.md already up to date")
+        print(f"{PAGE.name} updated" if update_page() else f"{PAGE.name} already up to date")
     else:
         print(reference())
     return 0

@@ -8,9 +8,12 @@ import dataclasses
 import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
+from pydantic.alias_generators import to_camel
 
 from ._k8s import IMAGE_PLACEHOLDER, TOKEN, resource_args, with_image
 from .config import Backend, TrainingJobSpec, job_gpus
+from .config.capacity import pool_problem, quota_problem
+from .config.teams import team_quota_owner
 from .gpu_pool import GpuNodePool
 from .manifests import (
     CPU_PLACEMENT,
@@ -31,6 +34,54 @@ from .operator import TrainingOperator
 from .registry import ContainerRegistry, pinned_image
 from .storage import SharedVolumes
 from .trainer_v2 import TrainerV2
+
+
+class JobArgumentError(pulumi.RunError, ValueError):
+    """A TrainingJob's spec conflicts with the pool or namespace it is given: the same rules
+    as a stack file's jobs, named by argument. As a ``RunError`` Pulumi reports the message
+    alone, without a traceback (pulumi/errors.py, pulumi 3.272)."""
+
+
+def check_job(
+    name: str, spec: TrainingJobSpec, namespace: TrainingNamespace, pool: GpuNodePool | Placement | None
+) -> None:
+    """The stack file's cross-object rules for one job built through the component: its
+    namespace holds its claims, it fits the pool's nodes, and the namespace's quota admits it.
+
+    Raises:
+        JobArgumentError: one line naming the argument and what would be valid.
+    """
+
+    def refuse(key: str, message: str) -> JobArgumentError:
+        return JobArgumentError(f"TrainingJob {name!r}: {key}: {message}")
+
+    if spec.namespace not in (None, namespace.name):
+        raise refuse(
+            "spec.namespace",
+            f"{spec.namespace!r}, but its volumes and pull secret are in namespace {namespace.name!r} "
+            "(the namespace argument): drop spec.namespace or give that namespace",
+        )
+    placement = pool if isinstance(pool, Placement) or pool is None else pool.placement
+    gpus = job_gpus(spec, placement.gpus_per_node if placement is not None else 0)
+    if gpus and pool is None:
+        raise refuse(
+            "spec.gpusPerNode",
+            f"the job asks for {gpus} GPUs per node but no pool is given: pass pool=, or set gpus_per_node=0 for a "
+            "CPU job",
+        )
+    # A pool created elsewhere is known by its placement only: its sizes are not checked here.
+    problem = pool_problem(spec, pool.spec) if isinstance(pool, GpuNodePool) else None
+    if problem is not None:
+        raise refuse(f"spec.{to_camel(problem[0])}", f"{problem[1]} (the pool argument)")
+    team = namespace.team
+    if team is not None:
+        too_big = quota_problem(spec, gpus, team.quota.model_dump(), team_quota_owner(team))
+    elif namespace.gpu_quota is not None:
+        too_big = quota_problem(spec, gpus, {"gpus": namespace.gpu_quota}, f"namespace {namespace.name!r}'s gpuQuota")
+    else:
+        too_big = None
+    if too_big is not None:
+        raise refuse("spec.nodes", f"{too_big} (the namespace argument)")
 
 
 def platform_context(
@@ -138,8 +189,9 @@ class TrainingJob(pulumi.ComponentResource):
         commands: ``kubectl`` commands to follow the job.
 
     Raises:
-        ValueError: the job names another namespace than ``namespace``, whose claims and
-            pull secret its pods need.
+        JobArgumentError: (a ``ValueError``) the job names another namespace than
+            ``namespace``, whose claims and pull secret its pods need; it does not fit the
+            pool's nodes or ``maxSize``; or it could never start within the namespace's quota.
     """
 
     def __init__(
@@ -159,12 +211,8 @@ class TrainingJob(pulumi.ComponentResource):
         secret: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ):
+        check_job(name, spec, namespace, pool)  # before anything is registered
         super().__init__(f"{TOKEN}:TrainingJob", name, None, opts)
-        if spec.namespace not in (None, namespace.name):
-            raise ValueError(
-                f"job {spec.name!r} names namespace {spec.namespace!r}, but its volumes and pull secret are in "
-                f"{namespace.name!r}"
-            )
         backend = backend or spec.backend or "v1"
         ctx = platform_context(
             namespace=namespace, storage=storage, pool=pool, registry=registry, trainer_v2=trainer_v2

@@ -28,6 +28,26 @@ ROOT = Path(__file__).resolve().parents[1]
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
 
 
+TRAINER_SUITE = (
+    "test_trainer",
+    "test_checkpoint_safety",
+    "test_checkpoint_faults",
+    "test_launchers",
+    "test_dataset_import",
+    "test_image",
+    "test_checkout",
+)
+"""Modules whose tests start real multi-process trainer runs: ``-m trainer`` runs them,
+``-m "not trainer"`` the fast infrastructure suite."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Marked by module rather than per test, so a new test in these files joins its suite.
+    for item in items:
+        if item.path.stem.startswith(TRAINER_SUITE):
+            item.add_marker(pytest.mark.trainer)
+
+
 def stack_config(stack: str) -> dict[str, Any]:
     """A fresh copy of ``stacks/Pulumi.<stack>.yaml``'s config section."""
     return copy.deepcopy(yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"])

@@ -1,4 +1,4 @@
-"""Print the README's ``ack-jobs`` session: each command run for real against the stand-in API
+"""Print the ``ack-jobs`` session docs/jobs.md shows: each command run for real against the stand-in API
 server of ``loopback_api.py`` (which also stands in for Prometheus), as ``$ ack-jobs ...``
 followed by what it printed and, when not 0, its exit status.
 

@@ -482,8 +482,8 @@ def test_submit_refuses_a_namespace_without_the_stacks_job_defaults(tmp_path: Pa
     assert yaml.safe_load("\n".join(lines))["metadata"]["namespace"] == NS
 
 
-def test_the_readme_shows_the_session_as_it_runs_now(tmp_path: Path) -> None:
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index("```text\n", readme.index("`python tests/job_commands_readme.py` runs")) + len("```text\n")
-    shown = readme[start : readme.index("```", start)].rstrip("\n")
-    assert shown == "\n".join(session(tmp_path)).strip(), "README is stale: python tests/job_commands_readme.py"
+def test_the_docs_show_the_session_as_it_runs_now(tmp_path: Path) -> None:
+    page = (ROOT / "docs" / "jobs.md").read_text()
+    start = page.index("```text\n", page.index("`python tests/job_commands_readme.py` runs")) + len("```text\n")
+    shown = page[start : page.index("```", start)].rstrip("\n")
+    assert shown == "\n".join(session(tmp_path)).strip(), "docs/jobs.md is stale: python tests/job_commands_readme.py"

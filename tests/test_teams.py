@@ -63,7 +63,7 @@ INVALID = [
     (
         "job over the team's GPUs",
         with_teams(team="speech", nodes=2),
-        "ack-training-platform:jobs[0].nodes: the job needs 2 gpus at once but team 'speech''s quota "
+        "ack-training-platform:jobs[0].nodes: the job needs 2 GPUs at once but team 'speech''s quota "
         "(teams[1].quota.gpus) is 1: it could never start; raise the quota or shrink the job",
     ),
     (

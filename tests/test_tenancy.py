@@ -167,7 +167,7 @@ def test_v2_team_jobs_join_their_teams_queue(run_stack) -> None:
 
 PRIVILEGED_ALLOWED = {("ClusterTrainingRuntime", runtime_name(ERDMA))}
 """Cluster-scoped templates whose pods may fail ``baseline``: the eRDMA runtime's pods run
-privileged, and only in a namespace that enforces ``privileged`` (README, "Security model")."""
+privileged, and only in a namespace that enforces ``privileged`` (docs/security.md)."""
 
 
 def _baseline_failures(objects: list[dict[str, Any]]) -> list[str]:

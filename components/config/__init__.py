@@ -8,7 +8,7 @@ name the stack key path (``ack-training-platform:gpuPool.max_size``), the bad va
 what would be valid.
 
 This module is pure: it imports neither Pulumi nor torch, so the offline plan, the
-tests and the README's config reference all read the same models.
+tests and the docs' config reference (docs/configuration.md) all read the same models.
 """
 
 from .base import (

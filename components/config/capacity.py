@@ -4,10 +4,15 @@ GPUs and ``/dev/shm`` per pod, pods per node, nodes per job."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .base import DEFAULT_CPU_SHM_GIB, DEFAULT_SHM_PER_GPU_GIB, quantity_bytes
-from .jobs import TrainingJobSpec
+
+if TYPE_CHECKING:  # jobs.py (through teams.py) and pools.py import this module
+    from .jobs import TrainingJobSpec
+    from .pools import GpuPoolSpec
 
 GIB = 2**30
 
@@ -40,7 +45,7 @@ GPU_INSTANCE_TYPES: dict[str, InstanceType] = {
     # ebmgn8v: bare metal, eight GPUs with eRDMA NICs.
     "ecs.ebmgn8v.48xlarge": InstanceType(192, 1024, 8, 96, _GPU_FAMILIES),
 }
-"""The GPU instance types the stacks and the README use. The vCPU count follows from the
+"""The GPU instance types the stacks and the docs use. The vCPU count follows from the
 size (``<n>xlarge`` has 4n vCPUs: ECS "Instance naming conventions",
 https://help.aliyun.com/en/egs/instance-naming-conventions); memory and GPUs are the
 family pages' figures. Other types need ``gpuPool.nodeCapacity``."""
@@ -167,3 +172,57 @@ def pods_per_node(job: TrainingJobSpec, gpus: int, gpus_per_node: int) -> int:
 def nodes_needed(job: TrainingJobSpec, gpus: int, gpus_per_node: int) -> int:
     """GPU nodes ``job``'s pods need at most (:func:`pods_per_node` to a node)."""
     return -(-job.max_pods // pods_per_node(job, gpus, gpus_per_node))
+
+
+def pool_problem(job: TrainingJobSpec, pool: GpuPoolSpec) -> tuple[str, str] | None:
+    """The first way ``job`` could never run on ``pool``, as (the job's key, message);
+    ``None`` when it fits. The stack file's jobs and the TrainingJob component share it."""
+    gpus = job_gpus(job, pool.gpus_per_node)
+    if not gpus:
+        return None
+    if gpus > pool.gpus_per_node:
+        return (
+            "gpus_per_node",
+            f"{gpus} GPUs per pod do not fit on a {pool.gpus_per_node}-GPU node of pool {pool.name!r}",
+        )
+    sharing = pods_per_node(job, gpus, pool.gpus_per_node)
+    problem = misfit(job.cpu, job.memory, pool.node_share, pool.name) or (
+        shared_misfit(job.cpu, job.memory, sharing, pool.node_share, pool.name) if sharing > 1 else None
+    )
+    if problem is not None:
+        return problem
+    needed = nodes_needed(job, gpus, pool.gpus_per_node)
+    if needed > pool.max_size:
+        return "nodes", (
+            f"the job's {job.max_pods} pods need {needed} GPU nodes but gpuPool.maxSize is {pool.max_size}: "
+            "raise maxSize or run fewer nodes"
+        )
+    if job.gpus_per_node is None and job.procs_per_node not in (None, gpus):
+        return "procsPerNode", (
+            f"procsPerNode ({job.procs_per_node}) must equal the job's {gpus} GPUs per pod: one process drives one GPU"
+        )
+    return None
+
+
+def quota_problem(job: TrainingJobSpec, gpus: int, quota: Mapping[str, str | int], owner: str) -> str | None:
+    """Why ``job``, with ``gpus`` per pod, could never start within ``quota`` (``gpus``,
+    ``cpu``, ``memory``; each optional) with all its pods at once; ``None`` when it can.
+    ``owner`` names the quota for the message, e.g. ``training.gpuQuota``."""
+    pods = job.min_pods
+    needs = (
+        ("gpus", "GPUs", gpus * pods, int, str),
+        ("cpu", "cpu", _cores(job.cpu) * pods, _cores, lambda v: f"{v:g}"),
+        ("memory", "memory", quantity_bytes(job.memory) * pods, quantity_bytes, lambda v: f"{v / 2**30:g}Gi"),
+    )
+    for resource, label, needed, parse, shown in needs:
+        if resource in quota and needed > parse(quota[resource]):
+            return (
+                f"the job needs {shown(needed)} {label} at once but {owner.format(resource=resource)} is "
+                f"{shown(parse(quota[resource]))}: it could never start; raise the quota or shrink the job"
+            )
+    return None
+
+
+def _cores(cpu: str | int) -> float:
+    cpu = str(cpu)
+    return int(cpu[:-1]) / 1000 if cpu.endswith("m") else float(cpu)

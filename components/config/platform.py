@@ -13,7 +13,7 @@ from .base import (
     Spec,
     field_error,
 )
-from .capacity import job_gpus, misfit, nodes_needed, pods_per_node, shared_misfit
+from .capacity import job_gpus, pool_problem, quota_problem
 from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
 from .jobs import Backend, TrainingJobSpec, v2_conflict
 from .monitoring import MonitoringScope, MonitoringSpec, PrometheusMode
@@ -357,38 +357,13 @@ class PlatformSpec(Spec):
                     f"{key}.gpus_per_node",
                     f"the job asks for {gpus} GPUs per node but the stack has no gpuPool; set gpusPerNode: 0 for a CPU job",
                 )
-            if pool is not None and gpus:
-                if gpus > pool.gpus_per_node:
-                    raise field_error(
-                        f"{key}.gpus_per_node",
-                        f"{gpus} GPUs per pod do not fit on a {pool.gpus_per_node}-GPU node of pool {pool.name!r}",
-                    )
-                sharing = pods_per_node(job, gpus, pool.gpus_per_node)
-                problem = misfit(job.cpu, job.memory, pool.node_share, pool.name) or (
-                    shared_misfit(job.cpu, job.memory, sharing, pool.node_share, pool.name) if sharing > 1 else None
-                )
-                if problem is not None:
-                    raise field_error(f"{key}.{problem[0]}", problem[1])
-                needed = nodes_needed(job, gpus, pool.gpus_per_node)
-                if needed > pool.max_size:
-                    raise field_error(
-                        f"{key}.nodes",
-                        f"the job's {job.max_pods} pods need {needed} GPU nodes but gpuPool.maxSize is {pool.max_size}: "
-                        "raise maxSize or run fewer nodes",
-                    )
-                if job.gpus_per_node is None and job.procs_per_node not in (None, gpus):
-                    raise field_error(
-                        f"{key}.procsPerNode",
-                        f"procsPerNode ({job.procs_per_node}) must equal the job's {gpus} GPUs per pod: "
-                        "one process drives one GPU",
-                    )
+            problem = pool_problem(job, pool) if pool is not None else None
+            if problem is not None:
+                raise field_error(f"{key}.{problem[0]}", problem[1])
             quota = self.training.gpu_quota
-            if job.team is None and quota is not None and gpus * job.min_pods > quota:
-                raise field_error(
-                    f"{key}.nodes",
-                    f"the job needs {gpus * job.min_pods} GPUs at once but training.gpuQuota is {quota}: "
-                    "it could never start; raise the quota or shrink the job",
-                )
+            too_big = quota_problem(job, gpus, {"gpus": quota}, "training.gpuQuota") if quota is not None else None
+            if job.team is None and too_big is not None:
+                raise field_error(f"{key}.nodes", too_big)
             if job.network == "rdma" and (pool is None or pool.fabric == "none"):
                 raise field_error(
                     f"{key}.network", "rdma networking needs a gpuPool with an RDMA fabric (fabric: erdma)"

@@ -104,7 +104,7 @@ class OssSpec(Spec):
     role_name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9.-]{1,64}$")
     """RAM role the OSS CSI plugin assumes (RRSA) to read the bucket. Created, trusted by this cluster's OIDC
     provider for the plugin's service account and allowed to read only this bucket, when unset; required with an
-    adopted cluster (set it up as the README's known limits describe)."""
+    adopted cluster (set it up as docs/known-limits.md describes)."""
 
 
 class StorageSpec(Spec):

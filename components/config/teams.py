@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-from .base import Cpu, DnsLabel, Quantity, Spec, field_error, quantity_bytes
+from .base import Cpu, DnsLabel, Quantity, Spec, field_error
+from .capacity import quota_problem
 
 if TYPE_CHECKING:
     from .platform import PlatformSpec
@@ -138,21 +139,12 @@ def check_teams(spec: PlatformSpec) -> None:
 def _check_fits(spec: PlatformSpec, job_index: int, team_index: int) -> None:
     """Refuse a job that could never start within its team's quota, all its pods at once."""
     job, team = spec.jobs[job_index], spec.teams[team_index]
-    pods = job.min_pods
-    needs = (
-        ("gpus", spec.job_gpus(job) * pods, team.quota.gpus, str),
-        ("cpu", _cores(job.cpu) * pods, _cores(team.quota.cpu), lambda v: f"{v:g}"),
-        ("memory", quantity_bytes(job.memory) * pods, quantity_bytes(team.quota.memory), lambda v: f"{v / 2**30:g}Gi"),
-    )
-    for resource, needed, allowed, shown in needs:
-        if needed > allowed:
-            raise field_error(
-                f"jobs[{job_index}].nodes",
-                f"the job needs {shown(needed)} {resource} at once but team {team.name!r}'s quota "
-                f"(teams[{team_index}].quota.{resource}) is {shown(allowed)}: it could never start; raise the "
-                "quota or shrink the job",
-            )
+    problem = quota_problem(job, spec.job_gpus(job), team.quota.model_dump(), team_quota_owner(team, team_index))
+    if problem is not None:
+        raise field_error(f"jobs[{job_index}].nodes", problem)
 
 
-def _cores(cpu: str) -> float:
-    return int(cpu[:-1]) / 1000 if cpu.endswith("m") else float(cpu)
+def team_quota_owner(team: TeamSpec, index: int | None = None) -> str:
+    """The team's quota as a message names it, ``{resource}`` left to fill in."""
+    where = f"teams[{index}].quota.{{resource}}" if index is not None else "quota.{resource}"
+    return f"team {team.name!r}'s quota ({where})"

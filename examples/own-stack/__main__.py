@@ -10,6 +10,7 @@ Kubeflow Trainer v2, which the cluster already runs.
 
 import pulumi
 import pulumi_kubernetes as k8s
+
 from ack_training_platform.components import GpuNodePool, SharedVolumes, TrainerV2, TrainingJob, TrainingNamespace
 from ack_training_platform.components.config import (
     GpuPoolSpec,

@@ -1,0 +1,86 @@
+"""The stack file's cross-object rules hold when the components are built from a program of
+one's own: a TrainingJob given a pool and a namespace is checked against both, with one line
+naming the argument (a ``pulumi.RunError``, which Pulumi prints without a traceback)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pulumi
+import pytest
+
+from components.offline import run_program
+from components.training_job import JobArgumentError
+
+PROGRAM = """
+import pulumi_kubernetes as k8s
+
+from components import GpuNodePool, SharedVolumes, TrainingJob, TrainingNamespace
+from components.config import GpuPoolSpec, StorageSpec, TeamSpec, TrainingJobSpec, TrainingNamespaceSpec
+
+provider = k8s.Provider("k8s", cluster_identifier="c-example")
+pool = GpuNodePool(
+    "a10",
+    GpuPoolSpec(name="a10", instance_types=["ecs.gn7i-c8g1.2xlarge"], gpus_per_node=1, max_size={max_size}),
+    cluster_id="c-example",
+    vswitch_ids=["vsw-example"],
+    worker_role="a10-nodes",
+)
+namespace = TrainingNamespace("ns", TrainingNamespaceSpec(namespace="team-a", gpu_quota={quota}), provider=provider{team})
+volumes = SharedVolumes("ns", StorageSpec(create_storage_class=False), namespace=namespace, provider=provider)
+job = TrainingJobSpec(name="big", image="trainer:1", cpu="{cpu}", memory="16Gi", nodes={nodes}{job_namespace})
+TrainingJob("big", job, namespace=namespace, storage=volumes, pool=pool, provider=provider)
+"""
+TEAM = ', team=TeamSpec(name="team-a", uid=2001, quota={"gpus": 2, "cpu": "64", "memory": "256Gi"})'
+
+
+def plan(tmp_path: Path, **overrides: object) -> None:
+    values = {"max_size": 4, "quota": "None", "team": "", "cpu": "6", "nodes": 2, "job_namespace": ""} | overrides
+    (tmp_path / "Pulumi.yaml").write_text("name: own\nruntime: python\n")
+    (tmp_path / "__main__.py").write_text(PROGRAM.format(**values))
+    run_program({}, stack="dev", project_dir=tmp_path)
+
+
+def refused(tmp_path: Path, **overrides: object) -> str:
+    with pytest.raises(JobArgumentError) as raised:
+        plan(tmp_path, **overrides)
+    assert isinstance(raised.value, pulumi.RunError) and "\n" not in str(raised.value)
+    return str(raised.value)
+
+
+def test_a_job_that_fits_its_pool_and_quota_is_built(tmp_path: Path) -> None:
+    plan(tmp_path, quota=2)
+
+
+def test_a_job_over_the_namespace_quota_is_refused(tmp_path: Path) -> None:
+    assert refused(tmp_path, quota=1, nodes=4) == (
+        "TrainingJob 'big': spec.nodes: the job needs 4 GPUs at once but namespace 'team-a''s gpuQuota is 1: "
+        "it could never start; raise the quota or shrink the job (the namespace argument)"
+    )
+
+
+def test_a_job_over_its_team_quota_is_refused(tmp_path: Path) -> None:
+    assert refused(tmp_path, team=TEAM, nodes=3) == (
+        "TrainingJob 'big': spec.nodes: the job needs 3 GPUs at once but team 'team-a''s quota (quota.gpus) is 2: "
+        "it could never start; raise the quota or shrink the job (the namespace argument)"
+    )
+
+
+def test_a_job_needing_more_nodes_than_the_pool_has_is_refused(tmp_path: Path) -> None:
+    assert refused(tmp_path, max_size=2, nodes=3) == (
+        "TrainingJob 'big': spec.nodes: the job's 3 pods need 3 GPU nodes but gpuPool.maxSize is 2: raise maxSize "
+        "or run fewer nodes (the pool argument)"
+    )
+
+
+def test_a_pod_larger_than_the_pools_nodes_is_refused(tmp_path: Path) -> None:
+    message = refused(tmp_path, cpu="64")
+    assert message.startswith("TrainingJob 'big': spec.cpu: cpu 64 per pod does not fit a node of pool 'a10'")
+    assert message.endswith("(the pool argument)")
+
+
+def test_a_job_naming_another_namespace_than_its_claims_is_refused(tmp_path: Path) -> None:
+    assert refused(tmp_path, job_namespace=', namespace="other"') == (
+        "TrainingJob 'big': spec.namespace: 'other', but its volumes and pull secret are in namespace 'team-a' "
+        "(the namespace argument): drop spec.namespace or give that namespace"
+    )
