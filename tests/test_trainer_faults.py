@@ -15,8 +15,8 @@ from conftest import ROOT, free_port
 from test_trainer import ENV, SMALL, metrics
 
 from trainer.data import GlobalOrder
+from trainer.exit_codes import TRANSIENT_STATUS
 from trainer.restarts import EXHAUSTED_STATUS
-from trainer.topology import TRANSIENT_STATUS
 
 FSDP = ["--model", "gpt", "--fsdp", "--batch-size", "4", "--synthetic-size", "100", "--log-every", "1"]
 
