@@ -24,16 +24,18 @@ from .datasets import (
     source_claim_name,
 )
 from .job_defaults import context_from_defaults, job_defaults
-from .jobs import (
+from .job_env import (
     CHECKPOINT_KEY_FILE,
     DATA_MOUNT,
     GENERATED_KEY,
-    MASTER_PORT,
     OUTPUT_MOUNT,
-    REPLACED_ON_CHANGE,
     TERMINATION_GRACE_S,
-    JobContext,
     generated_key_secret,
+)
+from .jobs import (
+    MASTER_PORT,
+    REPLACED_ON_CHANGE,
+    JobContext,
     job_command,
     kubectl_commands,
     pytorch_job,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..config import DatasetImportSpec
 from .base import MANAGED_BY, PROJECT, Manifest
-from .jobs import DATA_MOUNT
+from .job_env import DATA_MOUNT
 from .storage import oss_persistent_volume, persistent_volume_claim
 from .tensorboard import TRAINER_UID
 

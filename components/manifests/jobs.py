@@ -1,26 +1,34 @@
 """The PyTorchJob (``kubeflow.org/v1``) a training job becomes on backend v1, and the pieces
-of a pod that every backend shares: environment, command, resources, volumes, placement."""
+of a pod that every backend shares: command, resources, volumes, placement (the container's
+environment is :mod:`.job_env`'s)."""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from trainer.metric_names import METRICS_PORT, METRICS_PORT_NAME
 
-from ..config import Backend, SecretEnv, TrainingJobSpec, job_shm_size, nodes_needed
+from ..config import Backend, TrainingJobSpec, job_shm_size, nodes_needed
 from .base import MANAGED_BY, POOL_LABEL, Manifest
+from .job_env import (
+    CHECKPOINT_KEY_DIR,
+    CHECKPOINT_KEY_FILE,
+    DATA_MOUNT,
+    OUTPUT_MOUNT,
+    POD_NAME_ENV,
+    TERMINATION_GRACE_S,
+    checkpoint_key_ref,
+    container_env,
+    flight_recorder_env,
+    job_env,
+    nccl_env,
+    runtime_env,
+)
 from .launchers import code_fields, counts_restarts, launcher_command, torchrun_command
 from .placement import GPU_RESOURCE, FabricProfile, Placement
 from .scraping import JOB_NAME_POD_LABEL
 
-DATA_MOUNT = "/mnt/data"
-OUTPUT_MOUNT = "/mnt/output"
-CHECKPOINT_KEY_DIR = "/var/run/secrets/checkpoint-key"
-CHECKPOINT_KEY_FILE = f"{CHECKPOINT_KEY_DIR}/key"
-GENERATED_KEY = "key"
-"""The key of a generated checkpoint key in its Secret, ``<job>-checkpoint-key``."""
 MASTER_PORT = 23456
 """The operator's default; its injected MASTER_PORT reads the port named pytorchjob-port."""
 REPLACED_ON_CHANGE = (
@@ -35,11 +43,6 @@ REPLACED_ON_CHANGE = (
 """What the v1 operator reads only when it starts a job: a change there replaces the job
 (deleted first, then created again, resuming from its last checkpoint); ``suspend`` and
 labels change in place."""
-FLIGHT_RECORDER_ENTRIES = 2000
-"""Collectives each rank remembers; torch's own default once the recorder is on."""
-TERMINATION_GRACE_S = 120
-"""How long an evicted pod has to stop: the trainer checkpoints on SIGTERM, and torchrun
-waits this long less ten seconds before it kills the workers (its own default is 30 s)."""
 HOST_NETWORK = {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}
 """Pods on an RDMA fabric use the node's network, as in ACK's NCCL example for eRDMA, and
 still resolve the cluster's Services."""
@@ -74,92 +77,9 @@ class JobContext:
     security_context: Manifest | None = None
 
 
-TCP_NCCL_ENV = {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "eth0"}
-"""NCCL over the pod network when the job uses no RDMA fabric."""
-
-
-def container_env(env: Mapping[str, str | SecretEnv]) -> list[Manifest]:
-    """A container's ``env`` list: plain values, and values a Secret holds (``secretKeyRef``)."""
-    return [
-        {"name": name, "valueFrom": value.model_dump(by_alias=True)}
-        if isinstance(value, SecretEnv)
-        else {"name": name, "value": value}
-        for name, value in env.items()
-    ]
-
-
-def runtime_env() -> dict[str, str]:
-    """What every trainer process needs, whichever job it belongs to."""
-    return {
-        # A restarted torchrun can fail or stall on the shared rendezvous store (pytorch#135712).
-        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
-        "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": str(TERMINATION_GRACE_S - 10),
-        "PYTHONUNBUFFERED": "1",
-        # Rank 0 serves the run's metrics here and each other pod its restarts; torchrun may
-        # give rank 0 to any pod of an elastic job, so every pod declares the port.
-        "METRICS_PORT": str(METRICS_PORT),
-    }
-
-
 METRICS_CONTAINER_PORT = {"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"}
 """The trainer container's metrics port, by which the PodMonitor scrapes it; the protocol is
 Kubernetes' default, written out as the Trainer v2 models fill it in."""
-
-
-def nccl_env(fabric: FabricProfile | None) -> dict[str, str]:
-    """NCCL's settings for a GPU job over ``fabric`` (``None``: TCP)."""
-    return {
-        # NCCL hangs survivors of a dead peer until the collective timeout; this makes
-        # the watchdog tear the process down so the pod restarts and resumes instead.
-        "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
-        **(fabric.nccl_env if fabric is not None else TCP_NCCL_ENV),
-    }
-
-
-def flight_recorder_env(job: TrainingJobSpec) -> dict[str, str]:
-    """The NCCL flight recorder: each rank keeps its last collectives and writes them out when
-    a collective times out, so a hung job leaves evidence in its output directory (torch 2.13:
-    ``FlightRecorder.hpp``, ``ProcessGroupNCCL.hpp``; the dump file prefix is
-    ``TORCH_FR_DUMP_TEMP_FILE``, followed by the rank)."""
-    return {
-        "TORCH_NCCL_TRACE_BUFFER_SIZE": str(FLIGHT_RECORDER_ENTRIES),
-        "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
-        "TORCH_FR_DUMP_TEMP_FILE": f"{OUTPUT_MOUNT}/{job.name}/nccl_trace_rank_",
-    }
-
-
-def job_env(job: TrainingJobSpec) -> dict[str, str]:
-    """Where this job's data and outputs are: one output directory per job. ``MODEL_PATH``
-    names weights to start from, as in the PyTorchJob examples; the final model has its own
-    variable. ``CHECKPOINT_KEY_FILE`` is the trainer's default for ``--checkpoint-key-file``
-    (``trainer/config.py``)."""
-    output_path = f"{OUTPUT_MOUNT}/{job.name}"
-    return {
-        "TRAIN_DATA_PATH": DATA_MOUNT,
-        "OUTPUT_PATH": output_path,
-        **({"MODEL_PATH": job.trainer.init_from} if job.trainer.init_from else {}),
-        "FINAL_MODEL_PATH": job.trainer.final_model_path or f"{output_path}/final_model.pt",
-        **({"CHECKPOINT_KEY_FILE": CHECKPOINT_KEY_FILE} if job.checkpoint_key is not None else {}),
-    }
-
-
-def generated_key_secret(job_name: str) -> str:
-    """The Secret holding a job's generated checkpoint key."""
-    return f"{job_name}-checkpoint-key"
-
-
-def checkpoint_key_ref(job: TrainingJobSpec) -> tuple[str, str] | None:
-    """(Secret, key) of the job's checkpoint key, or ``None`` when checkpoints are not signed."""
-    if job.checkpoint_key is None:
-        return None
-    ref = job.checkpoint_key.secret_key_ref
-    return (ref.name, ref.key) if ref is not None else (generated_key_secret(job.name), GENERATED_KEY)
-
-
-POD_NAME_ENV: Manifest = {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
-"""The pod's name through the downward API (kubernetes.io, "Expose Pod Information to Containers
-Through Environment Variables"): the key of its retry count, stable across the operator's
-re-creations, where the host name under host networking is the node's."""
 
 
 def job_command(job: TrainingJobSpec, procs: int, backend: Backend = "v1", gpus: int = 0) -> list[str]:

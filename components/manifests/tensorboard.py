@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..config import TensorBoardSpec
 from .base import MANAGED_BY, Manifest
-from .jobs import OUTPUT_MOUNT
+from .job_env import OUTPUT_MOUNT
 
 TENSORBOARD = "tensorboard"
 TENSORBOARD_PORT = 6006

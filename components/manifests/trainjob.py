@@ -32,25 +32,20 @@ from __future__ import annotations
 
 from ..config import PROJECT, RunPolicySpec, TrainingJobSpec, v2_conflict
 from .base import MANAGED_BY, Manifest
+from .job_env import TERMINATION_GRACE_S, container_env, flight_recorder_env, job_env, nccl_env, runtime_env
 from .jobs import (
     HOST_NETWORK,
     METRICS_CONTAINER_PORT,
     SHM_MOUNT,
-    TERMINATION_GRACE_S,
     JobContext,
-    container_env,
-    flight_recorder_env,
     job_command,
-    job_env,
     job_fabric,
     job_labels,
     job_metadata,
     job_resources,
     job_volumes,
-    nccl_env,
     placement_fields,
     pod_labels,
-    runtime_env,
     shared_volume_mounts,
 )
 from .placement import FabricProfile
