@@ -10,6 +10,7 @@ import socket
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,20 @@ def scrape(port: int) -> Samples | None:
         for sample in family.samples:
             samples.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
     return samples
+
+
+def scrape_when(port: int, ready: Callable[[Samples], bool]) -> Samples:
+    """The first scrape of ``port`` that ``ready`` accepts (``wait_for``'s timeout)."""
+    seen: list[Samples] = []
+
+    def served() -> bool:
+        samples = scrape(port)
+        if samples is not None and ready(samples):
+            seen.append(samples)
+        return bool(seen)
+
+    wait_for(served)
+    return seen[0]
 
 
 def by_label(samples: Samples, name: str, label: str) -> dict[str, float]:
@@ -136,23 +151,15 @@ def test_the_benchmark_serves_bus_bandwidth_by_message_size() -> None:
     port = free_port()
     args = ["--max-size", "4MiB", "--iters", "2", "--warmup", "1", "--metrics-port", str(port)]
     bench = start(torchrun("trainer.bench", *args, "--serve-after-s", "5"), env=OFF_ENV)
-    seen: list[Samples] = []
-
-    def served_every_size() -> bool:
-        samples = scrape(port)
-        if samples is not None and len(samples.get(ALLREDUCE_BUS_BANDWIDTH.name, {})) == 3:
-            seen.append(samples)
-        return bool(seen)
-
     try:
-        wait_for(served_every_size)
+        served = scrape_when(port, lambda samples: len(samples.get(ALLREDUCE_BUS_BANDWIDTH.name, {})) == 3)
         out, _ = bench.communicate(timeout=120)
     finally:
         bench.kill()
     # Rank 1 exits while rank 0 holds: the job still succeeds.
     assert bench.returncode == 0, out
     rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    served = by_label(seen[0], ALLREDUCE_BUS_BANDWIDTH.name, SIZE_LABEL)
+    served = by_label(served, ALLREDUCE_BUS_BANDWIDTH.name, SIZE_LABEL)
     assert set(served) == {str(r["size_bytes"]) for r in rows} and len(rows) == 3
     for r in rows:
         assert served[str(r["size_bytes"])] / 1e9 == pytest.approx(r["busbw_GBps"], abs=0.00051)
@@ -200,24 +207,16 @@ def test_a_resumed_run_serves_the_checkpoint_it_resumed(tmp_path: Path) -> None:
     assert first.returncode == 0, first.stderr
     port = free_port()
     resumed = start([*trainer, "--max-steps", "100000", "--checkpoint-every", "1000", "--metrics-port", str(port)])
-    seen: list[Samples] = []
-
-    def served_a_checkpoint() -> bool:
-        samples = scrape(port)
-        if samples is not None and CHECKPOINT_TIME.name in samples:
-            seen.append(samples)
-        return bool(seen)
-
     try:
-        wait_for(served_a_checkpoint)
+        served = scrape_when(port, lambda samples: CHECKPOINT_TIME.name in samples)
         resumed.send_signal(signal.SIGTERM)
         log, _ = resumed.communicate(timeout=120)
     finally:
         resumed.kill()
     assert "resumed from step-000000020" in log
     marker = step_dir(tmp_path / "checkpoints", 20) / MARKER
-    assert seen[0][CHECKPOINT_STEP.name][()] == 20
-    assert seen[0][CHECKPOINT_TIME.name][()] == marker.stat().st_mtime
+    assert served[CHECKPOINT_STEP.name][()] == 20
+    assert served[CHECKPOINT_TIME.name][()] == marker.stat().st_mtime
 
 
 def test_a_port_in_use_costs_a_warning_not_the_run(tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import torch
 from conftest import free_port
-from test_trainer import final_weights, metrics, one_process_pods, run, start, torchrun, wait_for
-from test_trainer_exporter import OFF_ENV, by_label, scrape
+from test_trainer import final_weights, metrics, one_process_pods, run, start, torchrun
+from test_trainer_exporter import OFF_ENV, by_label, scrape_when
 
 from trainer.fabric import FORMAT, PROBE_SIZES
 from trainer.metric_names import FABRIC_BUS_BANDWIDTH, OP_LABEL, PARALLEL_STRATEGY, SCOPE_LABEL, SHARD_GROUP
@@ -96,16 +96,8 @@ def test_netbench_writes_its_json_and_serves_the_probe(tmp_path: Path) -> None:
     out = tmp_path / "bench" / "netbench.json"
     args = ["--max-size", "2MiB", "--iters", "2", "--warmup", "1", "--metrics-port", str(port), "--output", str(out)]
     bench = start(torchrun("trainer.bench", *args, "--serve-after-s", "5"), env=OFF_ENV)
-    seen = []
-
-    def served() -> bool:
-        samples = scrape(port)
-        if samples is not None and FABRIC_BUS_BANDWIDTH.name in samples:
-            seen.append(samples)
-        return bool(seen)
-
     try:
-        wait_for(served)
+        served = scrape_when(port, lambda samples: FABRIC_BUS_BANDWIDTH.name in samples)
         stdout, _ = bench.communicate(timeout=120)
     finally:
         bench.kill()
@@ -114,13 +106,13 @@ def test_netbench_writes_its_json_and_serves_the_probe(tmp_path: Path) -> None:
     check_document(document, {"intra-node"}, 2)
     world = [s for s in document["samples"] if s["scope"] == "world"]
     assert [s["size_bytes"] for s in world] == [2**20, 2**21]
-    served_ops = by_label(seen[0], FABRIC_BUS_BANDWIDTH.name, OP_LABEL)
-    assert set(by_label(seen[0], FABRIC_BUS_BANDWIDTH.name, SCOPE_LABEL)) == {"intra-node", "world"}
+    served_ops = by_label(served, FABRIC_BUS_BANDWIDTH.name, OP_LABEL)
+    assert set(by_label(served, FABRIC_BUS_BANDWIDTH.name, SCOPE_LABEL)) == {"intra-node", "world"}
     assert set(served_ops) == {"all_reduce", "all_gather"}
     summary = document["summary_busbw_GBps"]
     served_pairs = {
         (dict(labels)[SCOPE_LABEL], dict(labels)[OP_LABEL]): value
-        for labels, value in seen[0][FABRIC_BUS_BANDWIDTH.name].items()
+        for labels, value in served[FABRIC_BUS_BANDWIDTH.name].items()
     }
     assert served_pairs == {tuple(key.split("/")): value * 1e9 for key, value in summary.items()}
 
@@ -129,23 +121,15 @@ def test_a_run_serves_its_strategy_and_the_probe(tmp_path: Path) -> None:
     port = free_port()
     cmd = ["trainer", *GPT, "--max-steps", "100000", "--parallel", "auto", "--metrics-port", str(port)]
     launcher = start(torchrun(*cmd, "--output-dir", str(tmp_path), launcher="trainer.launch"), env=OFF_ENV)
-    seen = []
-
-    def served() -> bool:
-        samples = scrape(port)
-        if samples is not None and PARALLEL_STRATEGY.name in samples:
-            seen.append(samples)
-        return bool(seen)
-
     try:
-        wait_for(served)
+        served = scrape_when(port, lambda samples: PARALLEL_STRATEGY.name in samples)
         launcher.send_signal(signal.SIGTERM)
         launcher.communicate(timeout=120)
     finally:
         launcher.kill()
-    assert seen[0][PARALLEL_STRATEGY.name] == {(("strategy", "ddp"),): 1.0}
-    assert seen[0][SHARD_GROUP.name] == {(): 1.0}
-    assert set(by_label(seen[0], FABRIC_BUS_BANDWIDTH.name, SCOPE_LABEL)) == {"intra-node"}
+    assert served[PARALLEL_STRATEGY.name] == {(("strategy", "ddp"),): 1.0}
+    assert served[SHARD_GROUP.name] == {(): 1.0}
+    assert set(by_label(served, FABRIC_BUS_BANDWIDTH.name, SCOPE_LABEL)) == {"intra-node"}
 
 
 def test_bad_network_flags_are_refused_in_one_line(tmp_path: Path) -> None:
