@@ -47,8 +47,7 @@ from .cluster import (
     VSwitchSpec,
 )
 from .datasets import DatasetImportSpec, oss_location
-from .jobs import (
-    Backend,
+from .job_settings import (
     CheckpointKeySpec,
     ElasticSpec,
     RunPolicySpec,
@@ -56,8 +55,6 @@ from .jobs import (
     SecretEnv,
     SecretKeySelector,
     TrainerArgs,
-    TrainingJobSpec,
-    v2_conflict,
 )
 from .loading import ConfigError, load_spec, missing_credentials, stack_schema
 from .monitoring import AlertThresholds, MonitoringScope, MonitoringSpec, PrometheusMode, TensorBoardSpec
@@ -67,6 +64,7 @@ from .pools import ERDMA_INSTANCE_FAMILIES, SYSTEM_POOL_NAME, Fabric, GpuPoolSpe
 from .registry import RegistrySpec
 from .storage import EXTREME_ROOT, NasSpec, OssSpec, StorageSpec, VolumeSpec
 from .teams import RESERVED_PRIORITY_PREFIX, TeamMemberSpec, TeamQuotaSpec, TeamSpec
+from .training_job import Backend, TrainingJobSpec, v2_conflict
 
 __all__ = [
     "AlertThresholds",

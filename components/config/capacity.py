@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from .base import DEFAULT_CPU_SHM_GIB, DEFAULT_SHM_PER_GPU_GIB, quantity_bytes
 
 if TYPE_CHECKING:  # jobs.py (through teams.py) and pools.py import this module
-    from .jobs import TrainingJobSpec
     from .pools import GpuPoolSpec
+    from .training_job import TrainingJobSpec
 
 GIB = 2**30
 

@@ -7,7 +7,7 @@ import re
 from pydantic import Field, field_validator, model_validator
 
 from .base import Cpu, DnsLabel, Quantity, Spec, set_but_unused
-from .jobs import check_image_choice
+from .job_settings import check_image_choice
 from .storage import OssSpec
 
 IMPORT_NAME_MAX = 50

@@ -15,7 +15,7 @@ from pydantic import Field, model_validator
 from .base import Spec, field_error
 
 if TYPE_CHECKING:
-    from .jobs import TrainingJobSpec
+    from .training_job import TrainingJobSpec
 
 Framework = Literal["pytorch", "tensorflow", "xgboost", "mpi", "jax", "paddle"]
 Launcher = Literal["torchrun", "accelerate", "deepspeed", "python"]

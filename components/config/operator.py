@@ -21,7 +21,7 @@ from .base import (
     Spec,
     field_error,
 )
-from .jobs import Backend
+from .training_job import Backend
 
 DEFAULT_MAX_REQUEUES = 5
 """Requeues before Kueue gives up on a job whose nodes never arrive: with the 30-minute default

@@ -15,13 +15,13 @@ from .base import (
 )
 from .capacity import job_gpus, pool_problem, quota_problem
 from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
-from .jobs import Backend, TrainingJobSpec, v2_conflict
 from .monitoring import MonitoringScope, MonitoringSpec, PrometheusMode
 from .operator import OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec
 from .pools import GpuPoolSpec
 from .registry import RegistrySpec
 from .storage import StorageSpec
 from .teams import TeamSpec, check_teams
+from .training_job import Backend, TrainingJobSpec, v2_conflict
 
 # --- the platform --------------------------------------------------------------------
 

@@ -32,14 +32,6 @@ from .job_env import (
     TERMINATION_GRACE_S,
     generated_key_secret,
 )
-from .jobs import (
-    MASTER_PORT,
-    REPLACED_ON_CHANGE,
-    JobContext,
-    job_command,
-    kubectl_commands,
-    pytorch_job,
-)
 from .kinds import KINDS, JobKind, kubeflow_job, v1_replaced_on_change
 from .namespace import docker_config_json, training_namespace
 from .operator import (
@@ -67,6 +59,14 @@ from .placement import (
     pool_node_labels,
     pool_placement,
     pool_tags,
+)
+from .pytorchjob import (
+    MASTER_PORT,
+    REPLACED_ON_CHANGE,
+    JobContext,
+    job_command,
+    kubectl_commands,
+    pytorch_job,
 )
 from .ram import ecs_trust_policy, node_policy, oss_read_policy, service_account_trust_policy
 from .storage import (

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Backend
-from .jobs import JobContext
 from .placement import FABRICS, Placement
+from .pytorchjob import JobContext
 
 
 def job_defaults(ctx: JobContext, *, backend: Backend, registry: Any = None) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..config import TrainingJobSpec
 from .base import Manifest
-from .jobs import (
+from .pytorchjob import (
     REPLACED_ON_CHANGE,
     JobContext,
     job_command,

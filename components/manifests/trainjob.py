@@ -33,7 +33,8 @@ from __future__ import annotations
 from ..config import PROJECT, RunPolicySpec, TrainingJobSpec, v2_conflict
 from .base import MANAGED_BY, Manifest
 from .job_env import TERMINATION_GRACE_S, container_env, flight_recorder_env, job_env, nccl_env, runtime_env
-from .jobs import (
+from .placement import FabricProfile
+from .pytorchjob import (
     HOST_NETWORK,
     METRICS_CONTAINER_PORT,
     SHM_MOUNT,
@@ -48,7 +49,6 @@ from .jobs import (
     pod_labels,
     shared_volume_mounts,
 )
-from .placement import FabricProfile
 
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
 RUNTIME_PREFIX = f"{PROJECT}-torch"

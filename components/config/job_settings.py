@@ -1,0 +1,218 @@
+"""The parts of a training job's spec: trainer flags, elastic sizing, run and scheduling
+policy, tolerations, topology, secret references, and the image-pinning rule every
+image a job names follows."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Discriminator, Field, Tag, model_validator
+
+from .base import (
+    UNION_TAGS,
+    DnsLabel,
+    EnvValue,
+    LabelKey,
+    LabelValue,
+    Spec,
+    field_error,
+)
+from .teams import check_priority_class
+
+
+class ElasticSpec(Spec):
+    min_nodes: int = Field(ge=1)
+    max_nodes: int = Field(ge=1)
+    max_restarts: int = Field(default=3, ge=0)
+    """Restarts of the whole worker group torchrun allows after a failure or membership change."""
+
+    @model_validator(mode="after")
+    def _check(self) -> ElasticSpec:
+        if self.min_nodes > self.max_nodes:
+            raise field_error("minNodes", f"minNodes ({self.min_nodes}) must not exceed maxNodes ({self.max_nodes})")
+        return self
+
+
+AbsolutePath = Annotated[str, Field(pattern=r"^/")]
+
+
+class TrainerArgs(Spec):
+    """Flags for the bundled trainer (``python -m trainer``)."""
+
+    model: Literal["cnn", "gpt"] = "cnn"
+    max_steps: int | None = Field(default=None, ge=1)
+    """Optimizer steps; with ``epochs`` the run ends at whichever comes first, and the learning rate
+    anneals to that end."""
+    epochs: int | None = Field(default=None, ge=1)
+    """Passes over the data; unlimited under ``maxSteps`` alone, one when neither is set."""
+    batch_size: int = Field(default=64, ge=1)
+    """Per process."""
+    lr: float | None = Field(default=None, gt=0)
+    checkpoint_every: int = Field(default=200, ge=1)
+    """Steps between checkpoints; the most work a preemption can lose."""
+    synthetic_data: bool = Field(default=False)
+    """Train on generated data instead of the data volume (smoke tests)."""
+    init_from: AbsolutePath | None = Field(default=None)
+    """Pretrained weights to start from, a plain state_dict (``.pt`` or ``.safetensors``), e.g. on the data
+    volume (``/mnt/data/...``); passed as ``MODEL_PATH``. A job that has checkpoints resumes from them instead."""
+    final_model_path: AbsolutePath | None = Field(default=None)
+    """Where the final weights go (``FINAL_MODEL_PATH``); ``final_model.pt`` in the job's output directory
+    when unset."""
+    parallel: Literal["ddp", "fsdp", "hsdp", "auto"] | None = Field(default=None)
+    """``--parallel``: ``ddp`` (the trainer's default), ``fsdp``, ``hsdp`` (shard within a node, replicate across
+    nodes), or ``auto``: chosen at start from the model's size, the GPU memory and a fabric probe (docs/network.md)."""
+    fabric_probe: bool = Field(default=False)
+    """``--fabric-probe``: time the collectives inside and across nodes at start (a few seconds) and serve the
+    figures; ``parallel: auto`` probes anyway."""
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainerArgs:
+        if self.parallel in ("fsdp", "hsdp") and self.model != "gpt":
+            raise field_error(
+                "parallel",
+                f"parallel {self.parallel} shards the gpt model; the cnn takes ddp or auto (which keeps ddp)",
+            )
+        return self
+
+    def to_flags(self) -> list[str]:
+        flags = [
+            "--model",
+            self.model,
+            "--batch-size",
+            str(self.batch_size),
+            "--checkpoint-every",
+            str(self.checkpoint_every),
+        ]
+        if self.max_steps is not None:
+            flags += ["--max-steps", str(self.max_steps)]
+        if self.epochs is not None:
+            flags += ["--epochs", str(self.epochs)]
+        if self.lr is not None:
+            flags += ["--lr", repr(self.lr)]
+        if self.synthetic_data:
+            flags += ["--synthetic"]
+        if self.parallel is not None:
+            flags += ["--parallel", self.parallel]
+        if self.fabric_probe:
+            flags += ["--fabric-probe"]
+        return flags
+
+
+class TopologySpec(Spec):
+    """Keep a job's pods on nodes that are close in the network: a pod affinity among the job's own pods on a node
+    label whose equal values mark one network domain. The Kubernetes scheduler and Volcano (its ``nodeorder`` and
+    ``predicates`` plugins) both honour it. See docs/network.md for which labels ACK sets."""
+
+    key: LabelKey = "topology.kubernetes.io/zone"
+    """The node label, e.g. ``topology.kubernetes.io/zone`` (on every ACK node), or ``alibabacloud.com/asw-id`` /
+    ``alibabacloud.com/point-of-delivery`` (ACK Lingjun nodes)."""
+    mode: Literal["preferred", "required"] = "preferred"
+    """``preferred`` still starts a job the domain cannot hold; ``required`` leaves it pending instead."""
+
+
+class RunPolicySpec(Spec):
+    backoff_limit: int = Field(default=6, ge=0)
+    """Pod restarts allowed before the job fails (preemptions count); v1 only: v2 jobs restart whole up to 6 times."""
+    active_deadline_seconds: int | None = Field(default=None, ge=1)
+    ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
+    """Seconds after the job ends before the operator deletes it (v1 only). Refused in a stack's ``jobs``: the job
+    is a Pulumi resource, and one the operator deleted would be created, and trained, again by the next
+    ``pulumi up --refresh``; remove the job from the stack to delete it. For jobs ``ack-jobs submit`` creates."""
+    clean_pod_policy: Literal["None", "Running", "All"] = Field(default="None")
+    """``None`` keeps finished pods so their logs stay readable; v1 only (v2 keeps them)."""
+    suspend: bool = False
+    """Stop the job's pods and keep the job; set back to ``false`` to resume it (the only change made in place)."""
+
+
+class TolerationSpec(Spec):
+    """A taint the job's pods tolerate, beside the pool's own."""
+
+    key: LabelKey
+    value: LabelValue | None = None
+    """Only the taint with this value (operator ``Equal``); any value when unset (operator ``Exists``)."""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+    def manifest(self) -> dict[str, str]:
+        """The pod's toleration (``core/v1`` ``Toleration``)."""
+        if self.value is None:
+            return {"key": self.key, "operator": "Exists", "effect": self.effect}
+        return {"key": self.key, "operator": "Equal", "value": self.value, "effect": self.effect}
+
+
+class SchedulingSpec(Spec):
+    queue: str | None = None
+    """Volcano queue (needs ``operator.volcano.enabled``); v1 only: v2 jobs queue with ``trainerV2.kueue``."""
+    priority_class: str | None = Field(default=None)
+    """Pod PriorityClass (v1), or Kueue WorkloadPriorityClass from ``trainerV2.kueue.priorities`` (v2)."""
+    min_available: int | None = Field(default=None, ge=1)
+    """Gang size: pods that must be schedulable together (needs Volcano); v1 only."""
+
+    @model_validator(mode="after")
+    def _check(self) -> SchedulingSpec:
+        check_priority_class(self.priority_class, "priorityClass")
+        return self
+
+
+class SecretKeySelector(Spec):
+    name: DnsLabel
+    """Secret in the job's namespace."""
+    key: str = Field(pattern=r"^[-._a-zA-Z0-9]+$")
+    """Key inside the Secret."""
+
+
+class SecretEnv(Spec):
+    """An environment variable read from a Secret when the pod starts: the value never
+    enters the stack, its state or the job object."""
+
+    secret_key_ref: SecretKeySelector
+    """The Secret and the key the value comes from."""
+
+
+class CheckpointKeySpec(Spec):
+    """The key each checkpoint is signed and checked with (HMAC-SHA256, ``trainer/integrity.py``):
+    mounted read-only as a file, named by ``$CHECKPOINT_KEY_FILE``. A checkpoint that is not signed
+    with it is never loaded, so only pods holding the key can write what a resume trusts."""
+
+    secret_key_ref: SecretKeySelector | None = None
+    """An existing Secret in the job's namespace and its key. Unset: a random key of 64 characters,
+    generated once for the job (pulumi-random) and kept in the Secret ``<job>-checkpoint-key``; in the
+    stack's state it is a Pulumi secret."""
+
+
+EnvEntry = Annotated[
+    Annotated[EnvValue, Tag(UNION_TAGS[0])] | Annotated[SecretEnv, Tag(UNION_TAGS[1])],
+    Discriminator(lambda value: UNION_TAGS[isinstance(value, dict | SecretEnv)]),
+]
+"""A plain value, or ``{secretKeyRef: ...}``; the shape decides which, so a bad entry gets
+the one message of the form it has."""
+
+
+def check_image_choice(image: str | None, image_tag: str | None) -> None:
+    """Exactly one of a full ``image`` reference, pinned, or an ``imageTag`` in the platform
+    registry, pinned (not ``latest``)."""
+    if (image is None) == (image_tag is None):
+        raise field_error(
+            "image", "give exactly one of image (a full reference) or imageTag (a tag in the platform registry)"
+        )
+    if image is not None:
+        check_pinned(image, "image")
+    if image_tag is not None and (image_tag == "latest" or not re.match(r"^[\w][\w.-]{0,127}$", image_tag)):
+        raise field_error(
+            "imageTag",
+            f"{image_tag!r} is not a pinned tag: use a version such as 'v1.2.0' or a commit id, not 'latest'",
+        )
+
+
+def check_pinned(image: str, key: str) -> None:
+    name, _, digest = image.partition("@")
+    last = name.rsplit("/", 1)[-1]
+    tag = last.partition(":")[2]
+    if digest:
+        if not re.match(r"^sha256:[0-9a-f]{64}$", digest):
+            raise field_error(key, f"{image!r} has a malformed digest: expected '@sha256:' and 64 hex digits")
+    elif not tag or tag == "latest":
+        raise field_error(
+            key,
+            f"{image!r} is not pinned: add a version tag other than 'latest' (e.g. ':v1.2.0') or a digest (@sha256:...)",
+        )
