@@ -126,6 +126,9 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "site" / "configuration" / "index.html").is_file()
+    home = (tmp_path / "site" / "index.html").read_text()
+    last_row = re.findall(r"^\| \[([^]]+)\]\(docs/", (ROOT / "README.md").read_text(), re.M)[-1]
+    assert last_row in home, "the site's home page is not the README"
 
 
 def test_the_readme_is_a_front_page() -> None:
