@@ -12,6 +12,7 @@ from components import (
     NasStorage,
     Network,
     SharedVolumes,
+    TeamWorkspace,
     TrainerV2,
     TrainingJob,
     TrainingNamespace,
@@ -210,11 +211,13 @@ monitoring = Monitoring(
     registry=registry,
     cluster_id=cluster.cluster_id if cluster is not None else None,
     depends_on=cluster.addons if cluster is not None else (),
+    teams=[TeamWorkspace(team, teams[team.name], team_volumes[team.name]) for team in spec.teams],
 )
 
 pulumi.export("namespace", namespace.name)
 pulumi.export("volumeClaims", {"data": volumes.data_claim, "output": volumes.output_claim})
 pulumi.export("tensorboard", monitoring.tensorboard_command)
+pulumi.export("teamTensorboards", monitoring.team_tensorboard_commands)
 pulumi.export("jobs", {job.job_name: {"namespace": job.namespace, "commands": job.commands} for job in jobs})
 
 

@@ -26,6 +26,7 @@ _HOMES = {
     "oss_reader": "identity",
     "Placement": "manifests",
     "Monitoring": "monitoring",
+    "TeamWorkspace": "monitoring",
     "TrainingNamespace": "namespace",
     "Network": "network",
     "TrainingOperator": "operator",
@@ -49,6 +50,7 @@ __all__ = [
     "Placement",
     "PlatformSpec",
     "SharedVolumes",
+    "TeamWorkspace",
     "TrainerV2",
     "TrainingJob",
     "TrainingJobSpec",
@@ -75,7 +77,7 @@ if TYPE_CHECKING:
     from .gpu_pool import GpuNodePool
     from .identity import node_role_name, oss_reader
     from .manifests import Placement
-    from .monitoring import Monitoring
+    from .monitoring import Monitoring, TeamWorkspace
     from .namespace import TrainingNamespace
     from .network import Network
     from .operator import TrainingOperator

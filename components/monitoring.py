@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import pulumi
 import pulumi_alicloud as alicloud
@@ -10,11 +11,11 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from ._k8s import IMAGE_PLACEHOLDER, TOKEN, resource_args, with_image
-from .config import MonitoringScope
+from .config import MonitoringScope, TeamSpec
 from .manifests import Manifest
 from .manifests.alerts import alerts, arms_alert_rule
 from .manifests.monitoring import operator_objects, pod_monitors
-from .manifests.tensorboard import port_forward_command, tensorboard_objects
+from .manifests.tensorboard import TRAINER_UID, port_forward_command, tensorboard_objects
 from .namespace import TrainingNamespace
 from .registry import ContainerRegistry, image_pushed, pinned_image
 from .storage import SharedVolumes
@@ -22,6 +23,14 @@ from .storage import SharedVolumes
 ARMS_MONITORING_TYPE = "podMonitor"
 """``alicloud.arms.PrometheusMonitoring`` takes a PodMonitor's YAML with this type (pulumi-alicloud
 4.0.0 ``arms/prometheus_monitoring.py``)."""
+
+
+class TeamWorkspace(NamedTuple):
+    """A team's namespace and claims, where its own TensorBoard runs as the team."""
+
+    team: TeamSpec
+    namespace: TrainingNamespace
+    storage: SharedVolumes
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -32,7 +41,9 @@ class Monitoring(pulumi.ComponentResource):
     - ``arms``: the same PodMonitors registered with ACK's managed Prometheus through the ARMS
       API and one ARMS alert rule per alert, all waiting for the ``arms-prometheus`` add-on.
     - TensorBoard (``tensorboard.enabled``), on the system nodes with the output claim read-only,
-      once its image is in the registry (:func:`~components.registry.image_pushed`).
+      once its image is in the registry (:func:`~components.registry.image_pushed`): one in the
+      training namespace, and one in each team's, reading only that team's claim as the team's
+      uid (NFS tells teams apart by uid, so no TensorBoard reads another team's events).
 
     Args:
         name: Pulumi resource name.
@@ -44,9 +55,11 @@ class Monitoring(pulumi.ComponentResource):
         registry: the registry the training image is in, or ``None``.
         cluster_id: the ACK cluster's id; ARMS names the cluster's Prometheus instance by it.
         depends_on: what the ARMS objects wait for (the ``arms-prometheus`` add-on).
+        teams: each team's namespace and claims.
 
     Attributes:
         tensorboard_command: the ``kubectl port-forward`` command, or ``None``.
+        team_tensorboard_commands: each team's ``kubectl port-forward`` command, by team name.
     """
 
     def __init__(
@@ -61,10 +74,10 @@ class Monitoring(pulumi.ComponentResource):
         registry: ContainerRegistry | None = None,
         cluster_id: pulumi.Input[str] | None = None,
         depends_on: Sequence[pulumi.Resource] = (),
+        teams: Sequence[TeamWorkspace] = (),
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:Monitoring", name, None, opts)
-        ns = namespace.name
         in_cluster = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[namespace.namespace])
         if spec.prometheus == "operator":
             for obj in operator_objects(spec):
@@ -85,28 +98,42 @@ class Monitoring(pulumi.ComponentResource):
             for rule in alerts(spec):
                 alicloud.arms.PrometheusAlertRule(rule.name, cluster_id=cluster_id, **arms_alert_rule(rule), opts=arms)
         self.tensorboard_command: str | None = None
+        self.team_tensorboard_commands: dict[str, str] = {}
         image_ref, tag = spec.tensorboard_image
         if spec.monitoring.tensorboard.enabled and image_pushed(registry, tag, "TensorBoard"):
             image = pinned_image(image_ref, tag, registry, "TensorBoard")
-            objects = with_image(
-                tensorboard_objects(
-                    spec.monitoring.tensorboard,
-                    namespace=ns,
-                    image=IMAGE_PLACEHOLDER,
-                    output_claim=storage.output_claim,
-                    node_selector=node_selector,
-                    image_pull_secret=registry.pull_secret if registry is not None else None,
-                ),
-                image,
-            )
-            waits = pulumi.ResourceOptions(depends_on=[*storage.claims, *(registry.ready if registry else [])])
-            for obj in objects:
-                self._object(obj, pulumi.ResourceOptions.merge(in_cluster, waits))
-            self.tensorboard_command = port_forward_command(ns)
-        self.register_outputs({"tensorboard": self.tensorboard_command})
+            workspaces = [(None, namespace, storage, (TRAINER_UID, TRAINER_UID))]
+            workspaces += [(team.name, ns, volumes, (team.uid, team.group_id)) for team, ns, volumes in teams]
+            for team, where, volumes, run_as in workspaces:
+                objects = with_image(
+                    tensorboard_objects(
+                        spec.monitoring.tensorboard,
+                        namespace=where.name,
+                        image=IMAGE_PLACEHOLDER,
+                        output_claim=volumes.output_claim,
+                        node_selector=node_selector,
+                        image_pull_secret=registry.pull_secret if registry is not None else None,
+                        run_as=run_as,
+                    ),
+                    image,
+                )
+                waits = pulumi.ResourceOptions(
+                    depends_on=[where.namespace, *volumes.claims, *(registry.ready if registry else [])]
+                )
+                for obj in objects:
+                    self._object(obj, pulumi.ResourceOptions.merge(in_cluster, waits), prefix=team)
+                if team is None:
+                    self.tensorboard_command = port_forward_command(where.name)
+                else:
+                    self.team_tensorboard_commands[team] = port_forward_command(where.name)
+        self.register_outputs(
+            {"tensorboard": self.tensorboard_command, "teamTensorboards": self.team_tensorboard_commands}
+        )
 
-    def _object(self, obj: Manifest, opts: pulumi.ResourceOptions) -> pulumi.Resource:
+    def _object(self, obj: Manifest, opts: pulumi.ResourceOptions, prefix: str | None = None) -> pulumi.Resource:
         kind, name = obj["kind"], obj["metadata"]["name"]
+        # Teams' objects share names with the training namespace's; their resource names carry the team.
+        name = f"{prefix}-{name}" if prefix else name
         if kind == "Deployment":
             return k8s.apps.v1.Deployment(f"{name}-{kind.lower()}", **resource_args(obj), opts=opts)
         if kind == "Service":

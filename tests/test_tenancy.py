@@ -69,6 +69,30 @@ def test_job_users_can_read_no_secret_and_create_no_pod() -> None:
         assert not {"roles", "rolebindings", "pods/exec", "pods/attach"} & set(rule["resources"])
 
 
+def test_job_users_can_open_their_tensorboard_with_port_forward() -> None:
+    # kubectl port-forward svc/NAME gets the Service, then its pod, then creates pods/portforward.
+    allowed = {(resource, verb) for rule in JOB_USER_RULES for resource in rule["resources"] for verb in rule["verbs"]}
+    assert {("services", "get"), ("pods", "get"), ("pods/portforward", "create")} <= allowed
+
+
+def test_each_team_reads_only_its_own_events_in_its_own_tensorboard(prod) -> None:
+    deployments = {
+        _ns(d): d for d in prod.of_type("kubernetes:apps/v1:Deployment") if d.name.endswith("tensorboard-deployment")
+    }
+    assert sorted(deployments) == sorted([*PROD_TEAMS, "training"])
+    for name, team in PROD_TEAMS.items():
+        pod = deployments[name].inputs["spec"]["template"]["spec"]
+        # As the team's uid: NFS tells teams apart by uid alone, so it reads what the team's jobs wrote.
+        assert pod["securityContext"]["runAsUser"] == team["uid"]
+        assert pod["securityContext"]["runAsGroup"] == team.get("gid", team["uid"])
+        claims = {v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
+        assert claims == {"checkpoints"}  # the team's output claim, in its own namespace
+        assert all(v["persistentVolumeClaim"]["readOnly"] for v in pod["volumes"] if "persistentVolumeClaim" in v)
+        service = prod.one("kubernetes:core/v1:Service", f"{name}-tensorboard-service")
+        assert _ns(service) == name
+        assert prod.outputs["teamTensorboards"][name] == f"kubectl -n {name} port-forward svc/tensorboard 6006:6006"
+
+
 def test_role_bindings_name_only_the_teams_own_members(prod) -> None:
     bindings = prod.of_type(BINDING)
     assert sorted(_ns(b) for b in bindings) == sorted(PROD_TEAMS)

@@ -33,6 +33,11 @@ JOB_USER_RULES: tuple[Manifest, ...] = (
     # metrics (ack-jobs top reads /metrics through the API server's pod proxy) and delete a stuck one.
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
     {"apiGroups": [""], "resources": ["pods/log", "pods/proxy"], "verbs": ["get"]},
+    # The team's TensorBoard: `kubectl port-forward svc/tensorboard` reads the Service and its
+    # pods, then opens the pod's port (Kubernetes "Using RBAC Authorization": the subresource
+    # pods/portforward, verb create, as in the built-in edit role). It opens no shell.
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["pods/portforward"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": [""], "resources": ["persistentvolumeclaims", "resourcequotas"], "verbs": ["get", "list"]},

@@ -29,6 +29,7 @@ def tensorboard_objects(
     output_claim: str,
     node_selector: dict[str, str] | None,
     image_pull_secret: str | None = None,
+    run_as: tuple[int, int] = (TRAINER_UID, TRAINER_UID),
 ) -> list[Manifest]:
     """The Deployment and Service of TensorBoard.
 
@@ -39,18 +40,19 @@ def tensorboard_objects(
 
     Args:
         spec: TensorBoard's settings.
-        namespace: the training namespace, where the output claim is.
+        namespace: the namespace whose output claim it reads.
         image: the training image, pinned.
         output_claim: the claim holding every job's output directory.
         node_selector: the system pool's labels, or ``None`` where there is no system pool.
         image_pull_secret: pull secret for the image, or ``None``.
+        run_as: the (uid, gid) it reads the claim as: the training image's user, or a team's.
 
     Returns:
         ``[Deployment, Service]``.
     """
     resources = {"cpu": spec.cpu, "memory": spec.memory}
     pod: Manifest = {
-        "securityContext": {"runAsNonRoot": True, "runAsUser": TRAINER_UID, "runAsGroup": TRAINER_UID},
+        "securityContext": {"runAsNonRoot": True, "runAsUser": run_as[0], "runAsGroup": run_as[1]},
         "containers": [
             {
                 "name": TENSORBOARD,
