@@ -137,7 +137,7 @@ def write_dashboard(spec: PlatformSpec, out: Path) -> Path | None:
 
     path = out / "dashboards" / DASHBOARD_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(training_dashboard(spec.training.namespace), indent=2, sort_keys=True) + "\n")
+    path.write_text(json.dumps(training_dashboard(spec.monitoring_scope().namespaces), indent=2, sort_keys=True) + "\n")
     return path
 
 

@@ -537,20 +537,31 @@ def test_the_promql_reader_finds_metrics_and_only_metrics() -> None:
 
 def test_every_panel_reads_metrics_that_are_served() -> None:
     served = {m.name for m in metric_names.ALL} | set(gpu_metrics.EXPORTED) | set(kube_metrics.KUBE_STATE_METRICS)
-    queries = dashboard_queries(training_dashboard("training"))
+    queries = dashboard_queries(training_dashboard(["training"]))
     assert len(queries) >= 9
     for query in queries:
         read = metric_names_in(query)
         assert read and read <= served, query
-    panels = {p["title"] for p in training_dashboard("training")["panels"]}
+    panels = {p["title"] for p in training_dashboard(["training"])["panels"]}
     assert {"Loss", "Throughput", "Model FLOPs utilisation", "Step time per rank", "Checkpoint age"} <= panels
     assert {"GPU utilisation per pod", "GPU memory used per pod", "Gradient norm"} <= panels
     assert {"Fabric bus bandwidth", "Parallelism"} <= panels
 
 
+def test_the_dashboard_offers_every_namespace_the_stack_watches_and_nothing_else() -> None:
+    board = training_dashboard(["training", "llm", "vision"])
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    assert [o["value"] for o in variables["namespace"]["options"]] == ["training", "llm", "vision"]
+    assert variables["namespace"]["current"]["value"] == "training"
+    assert 'namespace="$namespace"' in variables["job"]["query"]
+    for query in dashboard_queries(board):
+        # Every series is the chosen namespace's (GPU series under either exporter's label).
+        assert 'namespace="$namespace"' in query and '"training"' not in query, query
+
+
 def test_the_job_list_of_an_imported_dashboard_fills_itself() -> None:
     # Grafana never queries a variable whose refresh is unset: the job picker would stay empty.
-    (job,) = [v for v in training_dashboard("training")["templating"]["list"] if v["name"] == "job"]
+    (job,) = [v for v in training_dashboard(["training"])["templating"]["list"] if v["name"] == "job"]
     assert job["refresh"] in (1, 2)
 
 

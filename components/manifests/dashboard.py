@@ -2,17 +2,19 @@
 ConfigMap that hands it to Grafana's dashboard sidecar.
 
 Queries name metrics only through ``trainer/metric_names.py`` and :mod:`.gpu_metrics`; the
-``job`` variable picks one job among those that served ``trainer_step`` in the namespace.
+``namespace`` variable picks the training namespace or a team's, and the ``job`` variable one
+job among those that served ``trainer_step`` there.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from grafana_foundation_sdk.builders import dashboard as gf
 from grafana_foundation_sdk.builders import prometheus, timeseries
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
-from grafana_foundation_sdk.models.dashboard import DataSourceRef, VariableRefresh
+from grafana_foundation_sdk.models.dashboard import DataSourceRef, VariableOption, VariableRefresh
 
 from trainer import metric_names as trainer
 
@@ -39,15 +41,16 @@ def _panel(title: str, unit: str, *queries: tuple[str, str], description: str = 
     return panel
 
 
-def training_dashboard(namespace: str) -> dict[str, object]:
-    """The dashboard of one training job in ``namespace``, as Grafana's JSON model.
+def training_dashboard(namespaces: Sequence[str]) -> dict[str, object]:
+    """The dashboard of one training job in one of ``namespaces``, as Grafana's JSON model.
 
     Args:
-        namespace: the training namespace.
+        namespaces: where jobs run, the training namespace first (the default), then each team's.
 
     Returns:
         The dashboard JSON (a dict), ready to import or to put in a ConfigMap.
     """
+    namespace = "$namespace"
     job = f'namespace="{namespace}",{JOB_LABEL}="$job"'
     # Pods are named after their job and replica on both backends: <job>-master-0 and
     # <job>-worker-3 (the v1 operator's <job>-<replica type>-<index>), <job>-node-0-0-<suffix>
@@ -70,6 +73,16 @@ def training_dashboard(namespace: str) -> dict[str, object]:
         .time("now-6h", "now")
         # The builders give every variable the same zero id unless told otherwise.
         .with_variable(gf.DatasourceVariable("datasource").id("datasource").label("Data source").type("prometheus"))
+        # A fixed list, not a query: the picker offers exactly the namespaces the stack watches,
+        # listed in full so a Grafana that does not expand the list itself shows them too.
+        .with_variable(
+            gf.CustomVariable("namespace")
+            .id("namespace")
+            .label("Namespace")
+            .values(",".join(namespaces))
+            .options([VariableOption(selected=i == 0, text=ns, value=ns) for i, ns in enumerate(namespaces)])
+            .current(VariableOption(selected=True, text=namespaces[0], value=namespaces[0]))
+        )
         .with_variable(
             gf.QueryVariable("job")
             .id("job")

@@ -32,5 +32,5 @@ def operator_objects(scope: MonitoringScope) -> list[Manifest]:
     PodMonitors, the PrometheusRule and, unless switched off, the dashboard ConfigMap."""
     objects = [*pod_monitors(scope), prometheus_rule(alerts(scope), scope.home)]
     if scope.monitoring.dashboard:
-        objects.append(dashboard_configmap(training_dashboard(scope.home), scope.home))
+        objects.append(dashboard_configmap(training_dashboard(scope.namespaces), scope.home))
     return _labelled(objects, scope)
