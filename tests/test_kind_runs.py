@@ -1,6 +1,6 @@
 """Emitted XGBoostJobs and MPIJobs run as the Training Operator v1.9.4 starts their pods: each
 pod is a local process with its container's command and environment from the builder, plus
-exactly what ``components.manifests.operator_pods`` says the operator adds.
+exactly what ``fixtures.operator_pods`` says the operator adds.
 
 What stands in for the cluster, and nothing else:
 
@@ -34,11 +34,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import ROOT, free_port
-from test_jobs import IMAGE, context
-
-from components.config import TrainingJobSpec
-from components.manifests import CPU_PLACEMENT, KINDS, kubeflow_job
-from components.manifests.operator_pods import (
+from fixtures.operator_pods import (
     KUBECTL,
     MPI_CONFIG_DIR,
     MPI_HOSTFILE,
@@ -47,6 +43,10 @@ from components.manifests.operator_pods import (
     framework_of,
     operator_pods,
 )
+from test_jobs import IMAGE, context
+
+from components.config import TrainingJobSpec
+from components.manifests import CPU_PLACEMENT, KINDS, kubeflow_job
 
 Mutation = Callable[[str, int, OperatorPod], OperatorPod]
 """A wrong operator: changes what one pod (replica type, index) gets."""
