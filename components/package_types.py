@@ -260,33 +260,36 @@ class TrainerArgsParallel(enum.StrEnum):
 
 
 class TrainerArgs(TypedDict):
-    """Flags for the bundled trainer (``python -m trainer``)."""
+    """Flags for the bundled trainer (``python -m trainer``); unset, each is the trainer's own default
+    (``trainer/config.py``)."""
 
     model: NotRequired[TrainerArgsModel]
+    """``cnn`` (the MNIST convnet) or ``gpt`` (a small decoder)."""
+    batch_size: NotRequired[int]
+    """Samples per process in each step (each micro-step under ``--grad-accum``)."""
+    checkpoint_every: NotRequired[int]
+    """Steps between checkpoints; the most work a preemption can lose."""
     max_steps: NotRequired[int]
     """Optimizer steps; with ``epochs`` the run ends at whichever comes first, and the learning rate
     anneals to that end."""
     epochs: NotRequired[int]
     """Passes over the data; unlimited under ``maxSteps`` alone, one when neither is set."""
-    batch_size: NotRequired[int]
-    """Per process."""
     lr: NotRequired[float]
-    checkpoint_every: NotRequired[int]
-    """Steps between checkpoints; the most work a preemption can lose."""
+    """Peak learning rate, reached after the warm-up; the trainer's default for the model when unset."""
     synthetic_data: NotRequired[bool]
     """Train on generated data instead of the data volume (smoke tests)."""
+    parallel: NotRequired[TrainerArgsParallel]
+    """``ddp`` (the trainer's default), ``fsdp``, ``hsdp`` (shard within a node, replicate across nodes), or
+    ``auto``: chosen at start from the model's size, the GPU memory and a fabric probe (docs/network.md)."""
+    fabric_probe: NotRequired[bool]
+    """Time the collectives inside and across nodes at start (a few seconds) and serve the figures;
+    ``parallel: auto`` probes anyway."""
     init_from: NotRequired[str]
     """Pretrained weights to start from, a plain state_dict (``.pt`` or ``.safetensors``), e.g. on the data
     volume (``/mnt/data/...``); passed as ``MODEL_PATH``. A job that has checkpoints resumes from them instead."""
     final_model_path: NotRequired[str]
     """Where the final weights go (``FINAL_MODEL_PATH``); ``final_model.pt`` in the job's output directory
     when unset."""
-    parallel: NotRequired[TrainerArgsParallel]
-    """``--parallel``: ``ddp`` (the trainer's default), ``fsdp``, ``hsdp`` (shard within a node, replicate across
-    nodes), or ``auto``: chosen at start from the model's size, the GPU memory and a fabric probe (docs/network.md)."""
-    fabric_probe: NotRequired[bool]
-    """``--fabric-probe``: time the collectives inside and across nodes at start (a few seconds) and serve the
-    figures; ``parallel: auto`` probes anyway."""
 
 
 class SecretKeySelector(TypedDict):
