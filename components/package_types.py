@@ -266,7 +266,7 @@ class TrainerArgs(TypedDict):
     model: NotRequired[TrainerArgsModel]
     """``cnn`` (the MNIST convnet) or ``gpt`` (a small decoder)."""
     batch_size: NotRequired[int]
-    """Samples per process in each step (each micro-step under ``--grad-accum``)."""
+    """Samples per process in each step, or in each micro-step under ``--grad-accum``."""
     checkpoint_every: NotRequired[int]
     """Steps between checkpoints; the most work a preemption can lose."""
     max_steps: NotRequired[int]
@@ -359,7 +359,8 @@ class RunPolicySpec(TypedDict):
     clean_pod_policy: NotRequired[RunPolicyCleanPodPolicy]
     """``None`` keeps finished pods so their logs stay readable; v1 only (v2 keeps them)."""
     suspend: NotRequired[bool]
-    """Stop the job's pods and keep the job; set back to ``false`` to resume it (the only change made in place)."""
+    """Suspend the job: its pods stop, or never start, until this is ``false`` again (``ack-jobs resume``).
+    Of a job's settings, the only one changed in place."""
 
 
 class SchedulingSpec(TypedDict):
@@ -491,7 +492,7 @@ class TrainingJobSpec(TypedDict):
     topology: NotRequired[TopologySpec]
     """Keep the job's pods in one network domain (docs/network.md); none when unset."""
     framework: NotRequired[TrainingJobFramework]
-    """The job kind on v1: PyTorchJob, TFJob, XGBoostJob, MPIJob, JAXJob or PaddleJob. Every kind but
+    """The job kind on v1 (PyTorchJob, TFJob, XGBoostJob, MPIJob, JAXJob or PaddleJob); every kind but
     PyTorch runs your own ``command``."""
     launcher: NotRequired[TrainingJobLauncher]
     """How ``command`` starts: ``torchrun``, ``accelerate`` or ``deepspeed`` (PyTorch jobs, world and
@@ -503,5 +504,5 @@ class TrainingJobSpec(TypedDict):
     evaluator: NotRequired[bool]
     """TensorFlow: one Evaluator pod."""
     backend: NotRequired[TrainingJobBackend]
-    """``v1``: a PyTorchJob for the Training Operator; ``v2``: a TrainJob for Kubeflow Trainer v2.
-    ``training.backend`` when unset."""
+    """``v1``: a PyTorchJob for the Training Operator; ``v2``: a TrainJob for Kubeflow Trainer v2; the
+    stack's ``training.backend`` when unset."""

@@ -56,7 +56,7 @@ class TrainerArgs(Spec):
     model: Literal[MODELS] = Config.model
     """``cnn`` (the MNIST convnet) or ``gpt`` (a small decoder)."""
     batch_size: int = Field(default=Config.batch_size, ge=1)
-    """Samples per process in each step (each micro-step under ``--grad-accum``)."""
+    """Samples per process in each step, or in each micro-step under ``--grad-accum``."""
     checkpoint_every: int = Field(default=Config.checkpoint_every, ge=1)
     """Steps between checkpoints; the most work a preemption can lose."""
     max_steps: int | None = Field(default=Config.max_steps, ge=1)
@@ -126,7 +126,8 @@ class RunPolicySpec(Spec):
     clean_pod_policy: Literal["None", "Running", "All"] = Field(default="None")
     """``None`` keeps finished pods so their logs stay readable; v1 only (v2 keeps them)."""
     suspend: bool = False
-    """Stop the job's pods and keep the job; set back to ``false`` to resume it (the only change made in place)."""
+    """Suspend the job: its pods stop, or never start, until this is ``false`` again (``ack-jobs resume``).
+    Of a job's settings, the only one changed in place."""
 
 
 class TolerationSpec(Spec):
