@@ -33,7 +33,8 @@ from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_op
 from torch.distributed.fsdp import fully_shard
 
 from trainer.checkpoint import Checkpointer, write_atomic
-from trainer.models import GPT, GPT_SIZES
+from trainer.config import GPT_SIZES
+from trainer.models import GPT
 from trainer.state import FULL_STATE
 
 

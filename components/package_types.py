@@ -260,33 +260,36 @@ class TrainerArgsParallel(enum.StrEnum):
 
 
 class TrainerArgs(TypedDict):
-    """Flags for the bundled trainer (``python -m trainer``)."""
+    """Flags for the bundled trainer (``python -m trainer``); unset, each is the trainer's own default
+    (``trainer/config.py``)."""
 
     model: NotRequired[TrainerArgsModel]
+    """``cnn`` (the MNIST convnet) or ``gpt`` (a small decoder)."""
+    batch_size: NotRequired[int]
+    """Samples per process in each step, or in each micro-step under ``--grad-accum``."""
+    checkpoint_every: NotRequired[int]
+    """Steps between checkpoints; the most work a preemption can lose."""
     max_steps: NotRequired[int]
     """Optimizer steps; with ``epochs`` the run ends at whichever comes first, and the learning rate
     anneals to that end."""
     epochs: NotRequired[int]
     """Passes over the data; unlimited under ``maxSteps`` alone, one when neither is set."""
-    batch_size: NotRequired[int]
-    """Per process."""
     lr: NotRequired[float]
-    checkpoint_every: NotRequired[int]
-    """Steps between checkpoints; the most work a preemption can lose."""
+    """Peak learning rate, reached after the warm-up; the trainer's default for the model when unset."""
     synthetic_data: NotRequired[bool]
     """Train on generated data instead of the data volume (smoke tests)."""
+    parallel: NotRequired[TrainerArgsParallel]
+    """``ddp`` (the trainer's default), ``fsdp``, ``hsdp`` (shard within a node, replicate across nodes), or
+    ``auto``: chosen at start from the model's size, the GPU memory and a fabric probe (docs/network.md)."""
+    fabric_probe: NotRequired[bool]
+    """Time the collectives inside and across nodes at start (a few seconds) and serve the figures;
+    ``parallel: auto`` probes anyway."""
     init_from: NotRequired[str]
     """Pretrained weights to start from, a plain state_dict (``.pt`` or ``.safetensors``), e.g. on the data
     volume (``/mnt/data/...``); passed as ``MODEL_PATH``. A job that has checkpoints resumes from them instead."""
     final_model_path: NotRequired[str]
     """Where the final weights go (``FINAL_MODEL_PATH``); ``final_model.pt`` in the job's output directory
     when unset."""
-    parallel: NotRequired[TrainerArgsParallel]
-    """``--parallel``: ``ddp`` (the trainer's default), ``fsdp``, ``hsdp`` (shard within a node, replicate across
-    nodes), or ``auto``: chosen at start from the model's size, the GPU memory and a fabric probe (docs/network.md)."""
-    fabric_probe: NotRequired[bool]
-    """``--fabric-probe``: time the collectives inside and across nodes at start (a few seconds) and serve the
-    figures; ``parallel: auto`` probes anyway."""
 
 
 class SecretKeySelector(TypedDict):
@@ -356,7 +359,8 @@ class RunPolicySpec(TypedDict):
     clean_pod_policy: NotRequired[RunPolicyCleanPodPolicy]
     """``None`` keeps finished pods so their logs stay readable; v1 only (v2 keeps them)."""
     suspend: NotRequired[bool]
-    """Stop the job's pods and keep the job; set back to ``false`` to resume it (the only change made in place)."""
+    """Suspend the job: its pods stop, or never start, until this is ``false`` again (``ack-jobs resume``).
+    Of a job's settings, the only one changed in place."""
 
 
 class SchedulingSpec(TypedDict):
@@ -488,7 +492,7 @@ class TrainingJobSpec(TypedDict):
     topology: NotRequired[TopologySpec]
     """Keep the job's pods in one network domain (docs/network.md); none when unset."""
     framework: NotRequired[TrainingJobFramework]
-    """The job kind on v1: PyTorchJob, TFJob, XGBoostJob, MPIJob, JAXJob or PaddleJob. Every kind but
+    """The job kind on v1 (PyTorchJob, TFJob, XGBoostJob, MPIJob, JAXJob or PaddleJob); every kind but
     PyTorch runs your own ``command``."""
     launcher: NotRequired[TrainingJobLauncher]
     """How ``command`` starts: ``torchrun``, ``accelerate`` or ``deepspeed`` (PyTorch jobs, world and
@@ -500,5 +504,5 @@ class TrainingJobSpec(TypedDict):
     evaluator: NotRequired[bool]
     """TensorFlow: one Evaluator pod."""
     backend: NotRequired[TrainingJobBackend]
-    """``v1``: a PyTorchJob for the Training Operator; ``v2``: a TrainJob for Kubeflow Trainer v2.
-    ``training.backend`` when unset."""
+    """``v1``: a PyTorchJob for the Training Operator; ``v2``: a TrainJob for Kubeflow Trainer v2; the
+    stack's ``training.backend`` when unset."""

@@ -7,6 +7,7 @@ exit 2 naming the flag.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from pathlib import Path
@@ -15,8 +16,10 @@ import pytest
 import yaml
 from loopback_api import NS, V1, V2
 
-from components.config import TrainingJobSpec
+from components.config import TrainerArgs, TrainingJobSpec
+from components.jobs import submit
 from components.jobs.cli import run
+from components.jobs.commands.flags import parser
 from components.manifests import KINDS, JobContext, kubeflow_job, pytorch_job, train_job
 from components.manifests.placement import ERDMA, Placement
 
@@ -114,6 +117,7 @@ def test_submit_creates_exactly_the_builders_manifest(cluster, outputs: Path, ba
             "--procs-per-node: procsPerNode (2) must equal",
         ),
         (["--max-steps", "0", "--image-tag", "v1"], "--max-steps: Input should be greater than or equal to 1"),
+        (["--parallel", "fsdp", "--image-tag", "v1"], "--parallel: parallel fsdp shards the gpt model"),
     ],
 )
 def test_submit_with_bad_flags_names_the_flag_and_exits_2(outputs: Path, capsys, flags, message) -> None:
@@ -283,3 +287,51 @@ def test_submit_names_the_flag_a_kind_refuses(outputs: Path, capsys) -> None:
     argv = ["--outputs", str(outputs), "submit", "own", "--image-tag", "v1", "--framework", "jax", "--model", "gpt"]
     assert run([*argv, "--", "python", "t.py"], out=print) == 2
     assert "--model: trainer flags are the bundled PyTorch trainer's" in capsys.readouterr().err
+
+
+def _submit_actions() -> dict[str, argparse.Action]:
+    (commands,) = [a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return {a.option_strings[-1]: a for a in commands.choices["submit"]._actions if a.option_strings}
+
+
+def _spec_key(path: tuple[str, ...]) -> dict:
+    """The JSON schema of the spec key at ``path``."""
+    schema = TrainingJobSpec.model_json_schema(by_alias=True)
+    model = schema
+    for key in path[:-1]:
+        prop = model["properties"][key]
+        ref = next(option["$ref"] for option in [prop, *prop.get("anyOf", [])] if "$ref" in option)
+        model = schema["$defs"][ref.rsplit("/", 1)[-1]]
+    return model["properties"][path[-1]]
+
+
+@pytest.mark.parametrize("flag", [flag for flag in submit.FLAGS if flag not in submit.REPEATED])
+def test_a_spec_flag_takes_its_keys_type_choices_default_and_docstring(flag: str) -> None:
+    action, key = _submit_actions()[flag], _spec_key(submit.FLAGS[flag])
+    (kind,) = [option for option in key.get("anyOf", [key]) if option.get("type") != "null"]
+    assert action.default is None, "unset, the spec's default applies"
+    assert list(action.choices or []) == kind.get("enum", [])
+    if kind["type"] == "boolean":
+        assert (action.nargs, action.const) == (0, True)
+    else:
+        assert (action.type or str) is {"integer": int, "number": float, "string": str}[kind["type"]]
+    default = key.get("default")
+    shown = "" if default is None or isinstance(default, bool) else f" (default {default})"
+    assert action.help.endswith(shown) and action.help.count(" (default ") == bool(shown)
+    summary = action.help.removesuffix(shown).lower()
+    assert summary and " ".join(key["description"].replace("``", "").split()).lower().startswith(summary)
+
+
+def test_every_trainer_setting_is_a_submit_flag(outputs: Path) -> None:
+    settings = {"model": "gpt", "parallel": "hsdp", "fabricProbe": True, "finalModelPath": "/mnt/output/gpt.pt"}
+    flags = ["--model", "gpt", "--parallel", "hsdp", "--fabric-probe", "--final-model-path", "/mnt/output/gpt.pt"]
+    lines: list[str] = []
+    argv = ["--outputs", str(outputs), "submit", "gpt-small", "--image-tag", "v1.4.0", *flags, "--dry-run"]
+    assert run(argv, out=lines.append) == 0
+    spec = TrainingJobSpec.model_validate(
+        {"name": "gpt-small", "imageTag": "v1.4.0", "trainer": settings, "backend": "v1"}
+    )
+    assert yaml.safe_load("\n".join(lines)) == pytorch_job(spec, gpu_context("v1"))
+    assert {flag for flag, path in submit.FLAGS.items() if path[0] == "trainer"} == {
+        "--" + name.replace("_", "-") for name in TrainerArgs.model_fields
+    }

@@ -433,7 +433,8 @@ def test_compiled_ddp_matches_eager_resumes_and_reports_mfu(tmp_path: Path) -> N
     assert all(abs(g["loss"] - w["loss"]) < 1e-4 * w["loss"] for g, w in zip(got, want, strict=True))
     assert all("mfu" not in r for r in want)
 
-    from trainer.models import GPT, GPT_SIZES
+    from trainer.config import GPT_SIZES
+    from trainer.models import GPT
 
     flops_per_token = GPT(GPT_SIZES["tiny"]).flops_per_token()
     for row in got:
@@ -471,7 +472,8 @@ def test_sigterm_is_checked_about_every_two_seconds_of_steps(step_time: float, e
 
 
 def test_gpt_residual_projections_get_the_scaled_init() -> None:
-    from trainer.models import GPT, GPT_SIZES
+    from trainer.config import GPT_SIZES
+    from trainer.models import GPT
 
     torch.manual_seed(0)
     cfg = GPT_SIZES["tiny"]
@@ -587,7 +589,8 @@ def test_byte_dropout_keeps_the_right_fraction_and_scales() -> None:
 
 
 def test_gpt2_small_flops_per_token_match_the_standard_estimate() -> None:
-    from trainer.models import GPT, GPT_SIZES
+    from trainer.config import GPT_SIZES
+    from trainer.models import GPT
 
     model = GPT(GPT_SIZES["124m"])
     params = sum(p.numel() for p in model.parameters())

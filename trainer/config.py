@@ -1,4 +1,8 @@
-"""The run's configuration: one validated :class:`Config`, built from flags and the environment."""
+"""The run's configuration: one validated :class:`Config`, built from flags and the environment.
+
+Imports no torch: the platform's job spec (``components/config/job_settings.py``) takes the
+defaults and choices of the flags it sets from here, so a job and the trainer cannot disagree.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +11,28 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .models import GPT_SIZES
-
+MODELS = ("cnn", "gpt")
+"""``cnn``: the MNIST convnet; ``gpt``: a small decoder (:mod:`trainer.models`)."""
 DEFAULT_LR = {"cnn": 1e-3, "gpt": 6e-4}
 PARALLEL_CHOICES = ("ddp", "fsdp", "hsdp", "auto")
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """Decoder shape. ``GPT_SIZES`` names the presets."""
+
+    vocab_size: int = 4096
+    seq_len: int = 128
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+
+
+GPT_SIZES = {
+    "tiny": GPTConfig(),
+    # GPT-2 small's shape; the vocabulary is padded to a multiple of 64 for tensor cores.
+    "124m": GPTConfig(vocab_size=50304, seq_len=1024, n_layer=12, n_head=12, n_embd=768),
+}
 
 
 class UsageError(ValueError):
@@ -107,8 +129,8 @@ class Config:
         return None if self.max_steps is not None else 1
 
     def validate(self) -> None:
-        if self.model not in ("cnn", "gpt"):
-            raise UsageError(f"--model {self.model!r}: choose cnn or gpt")
+        if self.model not in MODELS:
+            raise UsageError(f"--model {self.model!r}: choose {' or '.join(MODELS)}")
         if self.gpt_size not in GPT_SIZES:
             raise UsageError(f"--gpt-size {self.gpt_size!r}: choose one of {', '.join(GPT_SIZES)}")
         for flag, value in (
@@ -183,12 +205,13 @@ def add_metrics_port(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def parse_args(argv: list[str] | None = None) -> Config:
+def parser() -> argparse.ArgumentParser:
+    """The trainer's command line; the defaults some flags take from the environment are read now."""
     env = os.environ
     p = argparse.ArgumentParser(
         prog="python -m trainer", description="DDP/FSDP trainer with sharded checkpoints and exact resume."
     )
-    p.add_argument("--model", default="cnn", help="cnn (MNIST convnet) or gpt (small decoder)")
+    p.add_argument("--model", default=Config.model, help="cnn (MNIST convnet) or gpt (small decoder)")
     p.add_argument(
         "--data-dir",
         default=env.get("TRAIN_DATA_PATH"),
@@ -211,7 +234,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
         help="pretrained weights to start a new run from (plain state_dict, .pt or .safetensors); default $MODEL_PATH",
     )
     p.add_argument("--batch-size", type=int, default=Config.batch_size, help="per process")
-    p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step")
+    p.add_argument("--grad-accum", type=int, default=Config.grad_accum, help="micro-batches per optimizer step")
     p.add_argument("--max-steps", type=int, help="the run ends here or at the end of --epochs, whichever comes first")
     p.add_argument("--epochs", type=int, help="epochs to train; default: no epoch limit under --max-steps, else 1")
     p.add_argument("--lr", type=float)
@@ -248,7 +271,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
         help="stop after this many consecutive steps with non-finite gradients (each is skipped)",
     )
     p.add_argument("--log-every", type=int, default=Config.log_every, help="steps")
-    p.add_argument("--gpt-size", default="tiny", help=f"one of {', '.join(GPT_SIZES)}")
+    p.add_argument("--gpt-size", default=Config.gpt_size, help=f"one of {', '.join(GPT_SIZES)}")
     p.add_argument("--synthetic-size", type=int, default=Config.synthetic_size)
     p.add_argument("--timeout-s", type=float, default=Config.timeout_s, help="collective timeout")
     p.add_argument("--compile", action="store_true", help="torch.compile the model and the loss")
@@ -281,7 +304,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
     p.add_argument(
         "--reshard-after-forward",
         action=argparse.BooleanOptionalAction,
-        default=True,
+        default=Config.reshard_after_forward,
         help="FSDP: free gathered parameters after the forward pass (default) or keep them for the backward pass",
     )
     p.add_argument(
@@ -295,7 +318,12 @@ def parse_args(argv: list[str] | None = None) -> Config:
         help="a fabric probe's JSON (e.g. a netbench job's netbench.json) for --parallel auto to use instead of probing",
     )
     add_metrics_port(p)
-    args = vars(p.parse_args(argv))
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> Config:
+    env = os.environ
+    args = vars(parser().parse_args(argv))
     if args["fsdp"] and args["parallel"] not in (None, "hsdp"):
         raise UsageError(f"--fsdp is --parallel hsdp; it contradicts --parallel {args['parallel']}")
     args["parallel"] = args["parallel"] or ("hsdp" if args["fsdp"] else "ddp")

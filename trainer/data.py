@@ -23,8 +23,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .config import Config
-from .models import GPT_SIZES
+from .config import GPT_SIZES, Config
 from .tokens import DataError, open_corpus
 
 # Where the README has always pointed for writing and reading token files.

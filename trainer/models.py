@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.distributed.tensor import DTensor, distribute_tensor
 from torch.utils.checkpoint import checkpoint
+
+from .config import GPTConfig
 
 
 class ByteDropout(nn.Module):
@@ -67,24 +68,6 @@ class MnistCNN(nn.Module):
         x = torch.flatten(self.dropout1(x), 1)
         x = self.dropout2(F.relu(self.fc1(x)))
         return self.fc2(x)
-
-
-@dataclass(frozen=True)
-class GPTConfig:
-    """Decoder shape. ``GPT_SIZES`` names the presets."""
-
-    vocab_size: int = 4096
-    seq_len: int = 128
-    n_layer: int = 4
-    n_head: int = 4
-    n_embd: int = 128
-
-
-GPT_SIZES = {
-    "tiny": GPTConfig(),
-    # GPT-2 small's shape; the vocabulary is padded to a multiple of 64 for tensor cores.
-    "124m": GPTConfig(vocab_size=50304, seq_len=1024, n_layer=12, n_head=12, n_embd=768),
-}
 
 
 class MLP(nn.Module):

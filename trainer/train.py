@@ -49,7 +49,7 @@ import torch.nn.functional as F
 
 from . import checkpoint
 from .autoparallel import resolve
-from .config import DEFAULT_LR, Config, UsageError, check_output_dir, parse_args
+from .config import DEFAULT_LR, GPT_SIZES, Config, UsageError, check_output_dir, parse_args
 from .data import DataError, GlobalOrder, agree_on_data, load_dataset
 from .diskfull import DISK_FULL, DiskFull
 from .exit_codes import TRANSIENT_STATUS
@@ -57,7 +57,7 @@ from .exporter import serve
 from .integrity import IntegrityError, read_key
 from .metric_names import CHECKPOINT_EVERY, CHECKPOINT_STEP, POD, RESTARTS, TRAINING, TRAINING_LOOP
 from .metrics import Metrics, Window, log, peak_memory_mb, peak_tflops
-from .models import GPT, GPT_SIZES, MnistCNN
+from .models import GPT, MnistCNN
 from .numerics import NonFiniteError, StepGuard
 from .parallel import parallelize
 from .resume import UnloadableCheckpoints

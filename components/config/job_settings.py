@@ -9,6 +9,8 @@ from typing import Annotated, Literal
 
 from pydantic import Discriminator, Field, Tag, model_validator
 
+from trainer.config import MODELS, PARALLEL_CHOICES, Config
+
 from .base import (
     UNION_TAGS,
     DnsLabel,
@@ -37,34 +39,47 @@ class ElasticSpec(Spec):
 AbsolutePath = Annotated[str, Field(pattern=r"^/")]
 
 
-class TrainerArgs(Spec):
-    """Flags for the bundled trainer (``python -m trainer``)."""
+TRAINER_FLAGS = {"synthetic_data": "--synthetic"}
+"""The trainer's flag for each :class:`TrainerArgs` field whose flag is not the field's name in
+kebab case (``trainer/config.py``)."""
+TRAINER_ENV_FIELDS = ("init_from", "final_model_path")
+"""Fields a job passes not as flags but as the variables their flags default to, ``MODEL_PATH`` and
+``FINAL_MODEL_PATH`` (``manifests/job_env.py`` sets them beside the job's other paths)."""
 
-    model: Literal["cnn", "gpt"] = "cnn"
-    max_steps: int | None = Field(default=None, ge=1)
+
+class TrainerArgs(Spec):
+    """Flags for the bundled trainer (``python -m trainer``); unset, each is the trainer's own default
+    (``trainer/config.py``)."""
+
+    # The fields are in the order of the flags in the job's command (to_flags): a new field goes
+    # after the others, so that the commands of existing jobs stay as they are.
+    model: Literal[MODELS] = Config.model
+    """``cnn`` (the MNIST convnet) or ``gpt`` (a small decoder)."""
+    batch_size: int = Field(default=Config.batch_size, ge=1)
+    """Samples per process in each step, or in each micro-step under ``--grad-accum``."""
+    checkpoint_every: int = Field(default=Config.checkpoint_every, ge=1)
+    """Steps between checkpoints; the most work a preemption can lose."""
+    max_steps: int | None = Field(default=Config.max_steps, ge=1)
     """Optimizer steps; with ``epochs`` the run ends at whichever comes first, and the learning rate
     anneals to that end."""
-    epochs: int | None = Field(default=None, ge=1)
+    epochs: int | None = Field(default=Config.epochs, ge=1)
     """Passes over the data; unlimited under ``maxSteps`` alone, one when neither is set."""
-    batch_size: int = Field(default=64, ge=1)
-    """Per process."""
-    lr: float | None = Field(default=None, gt=0)
-    checkpoint_every: int = Field(default=200, ge=1)
-    """Steps between checkpoints; the most work a preemption can lose."""
+    lr: float | None = Field(default=Config.lr, gt=0)
+    """Peak learning rate, reached after the warm-up; the trainer's default for the model when unset."""
     synthetic_data: bool = Field(default=False)
     """Train on generated data instead of the data volume (smoke tests)."""
-    init_from: AbsolutePath | None = Field(default=None)
+    parallel: Literal[PARALLEL_CHOICES] | None = Field(default=None)
+    """``ddp`` (the trainer's default), ``fsdp``, ``hsdp`` (shard within a node, replicate across nodes), or
+    ``auto``: chosen at start from the model's size, the GPU memory and a fabric probe (docs/network.md)."""
+    fabric_probe: bool = Field(default=Config.fabric_probe)
+    """Time the collectives inside and across nodes at start (a few seconds) and serve the figures;
+    ``parallel: auto`` probes anyway."""
+    init_from: AbsolutePath | None = Field(default=Config.init_from)
     """Pretrained weights to start from, a plain state_dict (``.pt`` or ``.safetensors``), e.g. on the data
     volume (``/mnt/data/...``); passed as ``MODEL_PATH``. A job that has checkpoints resumes from them instead."""
-    final_model_path: AbsolutePath | None = Field(default=None)
+    final_model_path: AbsolutePath | None = Field(default=Config.final_model_path)
     """Where the final weights go (``FINAL_MODEL_PATH``); ``final_model.pt`` in the job's output directory
     when unset."""
-    parallel: Literal["ddp", "fsdp", "hsdp", "auto"] | None = Field(default=None)
-    """``--parallel``: ``ddp`` (the trainer's default), ``fsdp``, ``hsdp`` (shard within a node, replicate across
-    nodes), or ``auto``: chosen at start from the model's size, the GPU memory and a fabric probe (docs/network.md)."""
-    fabric_probe: bool = Field(default=False)
-    """``--fabric-probe``: time the collectives inside and across nodes at start (a few seconds) and serve the
-    figures; ``parallel: auto`` probes anyway."""
 
     @model_validator(mode="after")
     def _check(self) -> TrainerArgs:
@@ -76,26 +91,15 @@ class TrainerArgs(Spec):
         return self
 
     def to_flags(self) -> list[str]:
-        flags = [
-            "--model",
-            self.model,
-            "--batch-size",
-            str(self.batch_size),
-            "--checkpoint-every",
-            str(self.checkpoint_every),
-        ]
-        if self.max_steps is not None:
-            flags += ["--max-steps", str(self.max_steps)]
-        if self.epochs is not None:
-            flags += ["--epochs", str(self.epochs)]
-        if self.lr is not None:
-            flags += ["--lr", repr(self.lr)]
-        if self.synthetic_data:
-            flags += ["--synthetic"]
-        if self.parallel is not None:
-            flags += ["--parallel", self.parallel]
-        if self.fabric_probe:
-            flags += ["--fabric-probe"]
+        """The trainer's flags for these settings, in field order: ``--<field-name>`` (or
+        ``TRAINER_FLAGS``'s) and the value, a true switch alone; unset and false ones left out, and
+        those in ``TRAINER_ENV_FIELDS``, which travel as variables."""
+        flags: list[str] = []
+        for name, value in self:
+            if name in TRAINER_ENV_FIELDS or value is None or value is False:
+                continue
+            flag = TRAINER_FLAGS.get(name, "--" + name.replace("_", "-"))
+            flags += [flag] if value is True else [flag, str(value)]
         return flags
 
 
@@ -122,7 +126,8 @@ class RunPolicySpec(Spec):
     clean_pod_policy: Literal["None", "Running", "All"] = Field(default="None")
     """``None`` keeps finished pods so their logs stay readable; v1 only (v2 keeps them)."""
     suspend: bool = False
-    """Stop the job's pods and keep the job; set back to ``false`` to resume it (the only change made in place)."""
+    """Suspend the job: its pods stop, or never start, until this is ``false`` again (``ack-jobs resume``).
+    Of a job's settings, the only one changed in place."""
 
 
 class TolerationSpec(Spec):

@@ -115,7 +115,7 @@ class TrainingJobSpec(Spec):
     topology: TopologySpec | None = Field(default=None)
     """Keep the job's pods in one network domain (docs/network.md); none when unset."""
     framework: Framework = "pytorch"
-    """The job kind on v1: PyTorchJob, TFJob, XGBoostJob, MPIJob, JAXJob or PaddleJob. Every kind but
+    """The job kind on v1 (PyTorchJob, TFJob, XGBoostJob, MPIJob, JAXJob or PaddleJob); every kind but
     PyTorch runs your own ``command``."""
     launcher: Launcher | None = None
     """How ``command`` starts: ``torchrun``, ``accelerate`` or ``deepspeed`` (PyTorch jobs, world and
@@ -127,8 +127,8 @@ class TrainingJobSpec(Spec):
     evaluator: bool = False
     """TensorFlow: one Evaluator pod."""
     backend: Backend | None = None
-    """``v1``: a PyTorchJob for the Training Operator; ``v2``: a TrainJob for Kubeflow Trainer v2.
-    ``training.backend`` when unset."""
+    """``v1``: a PyTorchJob for the Training Operator; ``v2``: a TrainJob for Kubeflow Trainer v2; the
+    stack's ``training.backend`` when unset."""
 
     @model_validator(mode="after")
     def _check(self) -> TrainingJobSpec:

@@ -2,17 +2,24 @@
 
 The flags fill the same spec a stack's ``jobs`` entry does, validated by the same pydantic
 model, and the manifest comes from the same pure builders (``pytorch_job`` on v1,
-``train_job`` on v2) with the context the stack exports as ``jobDefaults``.
+``train_job`` on v2) with the context the stack exports as ``jobDefaults``. Each flag takes
+its type, choices, default and help from the spec field it sets, so ``--help`` says what the
+spec says.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import re
+from collections.abc import Callable
+from types import NoneType, UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
-from ..config import TrainingJobSpec, job_gpus
+from ..config import TrainerArgs, TrainingJobSpec, job_gpus
+from ..config.loading import _model_of
 from ..manifests import context_from_defaults, kubeflow_job, train_job
 
 FLAGS: dict[str, tuple[str, ...]] = {
@@ -22,6 +29,8 @@ FLAGS: dict[str, tuple[str, ...]] = {
     "--cpu": ("cpu",),
     "--memory": ("memory",),
     "--preset": ("preset",),
+    # Every trainer setting, named as its field: one added to TrainerArgs is a flag here by itself.
+    **{"--" + name.replace("_", "-"): ("trainer", field.alias) for name, field in TrainerArgs.model_fields.items()},
     "--image": ("image",),
     "--image-tag": ("imageTag",),
     "--network": ("network",),
@@ -32,78 +41,111 @@ FLAGS: dict[str, tuple[str, ...]] = {
     "--git-url": ("code", "gitUrl"),
     "--commit": ("code", "commit"),
     "--env": ("env",),
-    "--model": ("trainer", "model"),
-    "--max-steps": ("trainer", "maxSteps"),
-    "--epochs": ("trainer", "epochs"),
-    "--batch-size": ("trainer", "batchSize"),
-    "--lr": ("trainer", "lr"),
-    "--checkpoint-every": ("trainer", "checkpointEvery"),
-    "--synthetic-data": ("trainer", "syntheticData"),
-    "--init-from": ("trainer", "initFrom"),
     "--suspend": ("runPolicy", "suspend"),
-    "--ttl": ("runPolicy", "ttlSecondsAfterFinished"),
     "--label": ("labels",),
     "--node-selector": ("nodeSelector",),
     "--toleration": ("tolerations",),
+    "--ttl": ("runPolicy", "ttlSecondsAfterFinished"),
 }
-"""Each flag and the spec key it sets (camelCase, as in a stack's ``jobs`` entry)."""
+"""Each flag and the spec key it sets (camelCase, as in a stack's ``jobs`` entry); but for the
+``REPEATED`` ones, the field's type, choices, default and docstring make the flag."""
 
 
 class FlagError(ValueError):
     """A flag's value is not valid; the message names the flag."""
 
 
+def _pairs(flag: str, pairs: list[str]) -> dict[str, str]:
+    found = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise FlagError(f"{flag} {pair!r}: give {'NAME' if flag == '--env' else 'KEY'}=VALUE")
+        found[name] = value
+    return found
+
+
+def _tolerations(flag: str, items: list[str]) -> list[dict[str, str]]:
+    tolerations = []
+    for item in items:
+        taint, sep, effect = item.rpartition(":")
+        if not sep:
+            raise FlagError(f"{flag} {item!r}: give KEY[=VALUE]:EFFECT, e.g. spot=true:NoSchedule")
+        key, has_value, value = taint.partition("=")
+        tolerations.append({"key": key, "effect": effect, **({"value": value} if has_value else {})})
+    return tolerations
+
+
+REPEATED: dict[str, tuple[Callable[[str, list[str]], Any], str, str]] = {
+    "--env": (_pairs, "NAME=VALUE", "environment variable (repeatable)"),
+    "--label": (_pairs, "KEY=VALUE", "label on the job and its pods (repeatable)"),
+    "--node-selector": (_pairs, "KEY=VALUE", "node label the pods need (repeatable)"),
+    "--toleration": (
+        _tolerations,
+        "KEY[=VALUE]:EFFECT",
+        "taint the pods tolerate, e.g. spot=true:NoSchedule; any value without =VALUE (repeatable)",
+    ),
+}
+"""Flags given once per entry of a mapping or list, in a syntax of the command line's own: the
+parser that makes their values one spec value, the metavar and the help."""
+
+_SENTENCE_END = re.compile(r"(?<=\.)\s+(?=[A-Z`])")
+"""Where a docstring's first sentence ends: a full stop before a capital or a code name, so
+that ``e.g. on ...`` does not end it."""
+
+
+def _spec_field(path: tuple[str, ...]) -> FieldInfo:
+    """The field of :class:`TrainingJobSpec` at ``path`` (camelCase keys, as in ``FLAGS``)."""
+    model: type[BaseModel] = TrainingJobSpec
+    for key in path:
+        field = {f.alias or name: f for name, f in model.model_fields.items()}[key]
+        model = _model_of(field.annotation)
+    return field
+
+
+def _flag_arguments(field: FieldInfo) -> dict[str, Any]:
+    """``add_argument``'s keywords for the flag that sets ``field``: its type, or its ``Literal``'s
+    choices, or a switch for a bool; the help is its docstring's first sentence and its default.
+    The flag's own default stays ``None``, so that the spec's default applies when it is not given.
+
+    Raises:
+        TypeError: the field is no single value a flag can give.
+    """
+    kind = field.annotation
+    if get_origin(kind) in (Union, UnionType):
+        kinds = [arg for arg in get_args(kind) if arg is not NoneType]
+        kind = kinds[0] if len(kinds) == 1 else None
+    if get_origin(kind) is Annotated:
+        kind = get_args(kind)[0]
+    if get_origin(kind) is Literal:
+        arguments: dict[str, Any] = {"choices": get_args(kind)}
+    elif kind is bool:
+        arguments = {"action": "store_true", "default": None}
+    elif kind in (int, float, str):
+        arguments = {"type": kind}
+    else:
+        raise TypeError(f"{field.annotation} is no single value a flag can give")
+    summary = _SENTENCE_END.split(" ".join((field.description or "").split()), maxsplit=1)[0]
+    help_text = summary.replace("``", "").removesuffix(".")
+    first_word = help_text.partition(" ")[0]
+    if first_word[1:] == first_word[1:].lower():
+        # Lowercase, as argparse's own help reads; "GPUs" and "CPU" keep their capitals.
+        help_text = help_text[:1].lower() + help_text[1:]
+    shown = not field.is_required() and field.default_factory is None and field.default is not None
+    if shown and not isinstance(field.default, bool):
+        help_text += f" (default {field.default})"
+    return {**arguments, "help": help_text}
+
+
 def add_flags(parser: argparse.ArgumentParser) -> None:
     """The job flags of ``submit``; values stay ``None`` unless given, so the spec's defaults apply."""
-    parser.add_argument("name", help="job name (DNS-1035 label, at most 40 characters)")
-    parser.add_argument("--nodes", type=int, help="pods, one per node (default 1)")
-    parser.add_argument("--gpus", type=int, help="GPUs per pod (default: the pool's per node; 0 for a CPU job)")
-    parser.add_argument("--procs-per-node", type=int, help="processes per pod (CPU jobs; GPU jobs use one per GPU)")
-    parser.add_argument("--cpu", help="CPU per pod (default 8)")
-    parser.add_argument("--memory", help="memory per pod (default 64Gi)")
-    parser.add_argument("--preset", choices=["train", "netbench"], help="train (default) or netbench")
-    parser.add_argument("--model", choices=["cnn", "gpt"], help="the trainer's model (default cnn)")
-    parser.add_argument("--max-steps", type=int, help="optimizer steps")
-    parser.add_argument("--epochs", type=int, help="passes over the data")
-    parser.add_argument("--batch-size", type=int, help="per process (default 64)")
-    parser.add_argument("--lr", type=float, help="learning rate")
-    parser.add_argument("--checkpoint-every", type=int, help="steps between checkpoints (default 200)")
-    parser.add_argument("--synthetic-data", action="store_true", default=None, help="train on generated data")
-    parser.add_argument("--init-from", help="pretrained weights to start from (absolute path)")
-    parser.add_argument("--image", help="full image reference, pinned by tag or digest")
-    parser.add_argument("--image-tag", help="tag in the platform's registry repository")
-    parser.add_argument("--network", choices=["tcp", "rdma"], help="tcp (default) or rdma")
-    parser.add_argument("--backend", choices=["v1", "v2"], help="v1 PyTorchJob or v2 TrainJob (default: the stack's)")
-    parser.add_argument(
-        "--framework",
-        choices=["pytorch", "tensorflow", "xgboost", "mpi", "jax", "paddle"],
-        help="the job kind (default pytorch); every kind but pytorch runs the command after --",
-    )
-    parser.add_argument(
-        "--launcher",
-        choices=["torchrun", "accelerate", "deepspeed", "python"],
-        help="start the command after -- with this launcher, the world set from the operator",
-    )
-    parser.add_argument("--code-path", help="run the command in this directory of the data volume (/mnt/data/...)")
-    parser.add_argument("--git-url", help="clone this https repository into /mnt/code and run the command there")
-    parser.add_argument("--commit", help="the full 40-hex-digit commit of --git-url to check out")
-    parser.add_argument("--env", action="append", metavar="NAME=VALUE", help="environment variable (repeatable)")
-    parser.add_argument("--suspend", action="store_true", default=None, help="create the job suspended")
-    parser.add_argument(
-        "--label", action="append", metavar="KEY=VALUE", help="label on the job and its pods (repeatable)"
-    )
-    parser.add_argument(
-        "--node-selector", action="append", metavar="KEY=VALUE", help="node label the pods need (repeatable)"
-    )
-    parser.add_argument(
-        "--toleration",
-        action="append",
-        metavar="KEY[=VALUE]:EFFECT",
-        help="taint the pods tolerate, e.g. spot=true:NoSchedule; any value without =VALUE (repeatable)",
-    )
-    # A stack refuses a TTL: its next refresh would create the deleted job again. A submitted
-    # job is no stack's resource, so the operator may delete it once it ends.
-    parser.add_argument("--ttl", type=int, metavar="SECONDS", help="v1: delete the job SECONDS after it ends")
+    parser.add_argument("name", **_flag_arguments(TrainingJobSpec.model_fields["name"]))
+    for flag, path in FLAGS.items():
+        if flag in REPEATED:
+            _, metavar, help_text = REPEATED[flag]
+            parser.add_argument(flag, action="append", metavar=metavar, help=help_text)
+        else:
+            parser.add_argument(flag, **_flag_arguments(_spec_field(path)))
 
 
 def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str]) -> TrainingJobSpec:
@@ -128,8 +170,8 @@ def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str
         if value is None:
             continue
         given.append(flag)
-        if flag in PARSERS:
-            value = PARSERS[flag](flag, value)
+        if flag in REPEATED:
+            value = REPEATED[flag][0](flag, value)
         target = raw
         for key in path[:-1]:
             target = target.setdefault(key, {})
@@ -142,31 +184,6 @@ def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str
         return TrainingJobSpec.model_validate(raw)
     except ValidationError as err:
         raise FlagError("; ".join(_describe(error, given) for error in err.errors())) from None
-
-
-def _pairs(flag: str, pairs: list[str]) -> dict[str, str]:
-    found = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep:
-            raise FlagError(f"{flag} {pair!r}: give {'NAME' if flag == '--env' else 'KEY'}=VALUE")
-        found[name] = value
-    return found
-
-
-def _tolerations(flag: str, items: list[str]) -> list[dict[str, str]]:
-    tolerations = []
-    for item in items:
-        taint, sep, effect = item.rpartition(":")
-        if not sep:
-            raise FlagError(f"{flag} {item!r}: give KEY[=VALUE]:EFFECT, e.g. spot=true:NoSchedule")
-        key, has_value, value = taint.partition("=")
-        tolerations.append({"key": key, "effect": effect, **({"value": value} if has_value else {})})
-    return tolerations
-
-
-PARSERS = {"--env": _pairs, "--label": _pairs, "--node-selector": _pairs, "--toleration": _tolerations}
-"""Flags whose repeated values make one spec value."""
 
 
 def _describe(error: dict[str, Any], given: list[str]) -> str:

@@ -1,0 +1,99 @@
+"""A job's trainer settings (``TrainerArgs``) and the trainer's own command line agree.
+
+Each setting reaches the trainer's real parser (``trainer/config.py``) through the job's real
+command and environment and comes out as given; a setting the trainer has no flag for fails
+here. Unset, each is the trainer's own default.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from components.config import TrainerArgs, TrainingJobSpec
+from components.config.job_settings import TRAINER_FLAGS
+from components.manifests.job_env import job_env
+from components.manifests.pytorchjob import job_command
+from trainer.config import parse_args, parser
+
+TRAINER_ENV = ("TRAIN_DATA_PATH", "OUTPUT_PATH", "MODEL_PATH", "FINAL_MODEL_PATH", "CHECKPOINT_KEY_FILE")
+"""The variables the trainer's flags default to."""
+READ_BACK = {"synthetic_data": lambda cfg: cfg.data_dir is None}
+"""How the trainer's Config shows a setting whose name it does not share."""
+
+
+@pytest.fixture(autouse=True)
+def _no_trainer_env(monkeypatch) -> None:
+    for name in TRAINER_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+def _sample(name: str, schema: dict[str, Any]) -> Any:
+    """A value other than the default for each field, from its JSON schema."""
+    (kind,) = [option for option in schema.get("anyOf", [schema]) if option.get("type") != "null"]
+    if "enum" in kind:
+        return kind["enum"][-1]
+    samples = {"integer": 7, "number": 0.25, "boolean": True, "string": f"/mnt/data/{name}"}
+    assert kind["type"] in samples, f"{name}: give this test a sample {kind['type']}"
+    return samples[kind["type"]]
+
+
+def test_every_setting_reaches_the_trainer_as_given(monkeypatch) -> None:
+    properties = TrainerArgs.model_json_schema(by_alias=True)["properties"]
+    settings = {key: _sample(key, schema) for key, schema in properties.items()}
+    job = TrainingJobSpec(name="round-trip", image_tag="v1.4.0", trainer=settings)
+    command = job_command(job, procs=1)
+    for variable, value in job_env(job).items():
+        monkeypatch.setenv(variable, value)
+    cfg = parse_args(command[command.index("trainer") + 1 :])
+    for name, field in TrainerArgs.model_fields.items():
+        read = READ_BACK.get(name, lambda cfg, name=name: getattr(cfg, name))
+        assert getattr(job.trainer, name) != field.default, name
+        assert read(cfg) == getattr(job.trainer, name), name
+
+
+def test_each_settings_default_is_the_trainers_own() -> None:
+    trainer = parser()
+    for name, field in TrainerArgs.model_fields.items():
+        flag = TRAINER_FLAGS.get(name, "--" + name.replace("_", "-"))
+        assert trainer.get_default(flag[2:].replace("-", "_")) == field.default, name
+
+
+def test_a_default_job_runs_the_trainer_as_it_runs_without_flags() -> None:
+    assert parse_args(TrainerArgs().to_flags()) == parse_args([])
+
+
+@pytest.mark.parametrize(
+    ("settings", "flags"),
+    [
+        ({}, ["--model", "cnn", "--batch-size", "64", "--checkpoint-every", "200"]),
+        (
+            {
+                "model": "gpt",
+                "maxSteps": 2000,
+                "epochs": 3,
+                "lr": 3e-4,
+                "syntheticData": True,
+                "parallel": "hsdp",
+                "fabricProbe": True,
+                "initFrom": "/mnt/data/gpt.pt",
+                "finalModelPath": "/mnt/output/gpt.pt",
+            },
+            [
+                "--model", "gpt", "--batch-size", "64", "--checkpoint-every", "200", "--max-steps", "2000",
+                "--epochs", "3", "--lr", "0.0003", "--synthetic", "--parallel", "hsdp", "--fabric-probe",
+            ],
+        ),
+    ],
+)  # fmt: skip
+def test_the_flags_keep_the_order_existing_jobs_were_created_with(settings: dict, flags: list[str]) -> None:
+    assert TrainerArgs.model_validate(settings).to_flags() == flags
+
+
+def test_the_paths_travel_as_variables_not_flags() -> None:
+    job = TrainingJobSpec(
+        name="paths", image_tag="v1.4.0", trainer={"initFrom": "/mnt/data/w.pt", "finalModelPath": "/mnt/output/f.pt"}
+    )
+    assert not {"--init-from", "--final-model-path"} & set(job.trainer.to_flags())
+    assert (job_env(job)["MODEL_PATH"], job_env(job)["FINAL_MODEL_PATH"]) == ("/mnt/data/w.pt", "/mnt/output/f.pt")
