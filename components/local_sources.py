@@ -3,8 +3,8 @@ components read them.
 
 Every read checks the copy against its pin (:mod:`components.pins`): a chart folder by its
 git tree id, Volcano's manifest by its git blob id, the rendered operator overlay by the
-digest of its objects. What is applied is
-then the pinned release byte for byte on every machine, and ``pulumi up`` reads no network.
+digest of its objects. What is applied is then the pinned release byte for byte on every
+machine, and ``pulumi up`` reads no network.
 Pure: no Pulumi.
 """
 
