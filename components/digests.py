@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .config import PlatformSpec
-from .manifests import mirrored, third_party_images, trainer_v2_images
+from .manifests import mirrored, operator_images, trainer_v2_images, volcano_images
 
 MANIFEST_TYPES = (
     "application/vnd.oci.image.index.v1+json",
@@ -58,10 +58,11 @@ def stack_images(spec: PlatformSpec) -> list[tuple[str, str]]:
         ValueError: the stack names an operator or Trainer release whose images are not known here.
     """
     operator = spec.operator
-    images = third_party_images(
-        operator_version=operator.version if operator.install else None,
-        volcano_version=operator.volcano.version if operator.install and operator.volcano.enabled else None,
-    )
+    images: list[str] = []
+    if operator.install:
+        images += operator_images(operator.version)
+        if operator.volcano.enabled:
+            images += volcano_images(operator.volcano.version)
     if spec.installs_trainer_v2:
         images += trainer_v2_images(spec.trainer_v2)
     mirror = spec.image_mirror

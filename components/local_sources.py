@@ -2,8 +2,9 @@
 components read them.
 
 Every read checks the copy against its pin (:mod:`components.pins`): a chart folder by its
-git tree id, the rendered operator overlay by the digest of its objects. What is applied is
-then the pinned release byte for byte on every machine, and ``pulumi up`` reads no network.
+git tree id, Volcano's manifest by its git blob id, the rendered operator overlay by the
+digest of its objects. What is applied is then the pinned release byte for byte on every
+machine, and ``pulumi up`` reads no network.
 Pure: no Pulumi.
 """
 
@@ -18,8 +19,8 @@ from typing import Any
 import yaml
 
 from .config import PlatformSpec
-from .pins import KUEUE_CHARTS, OPERATOR_OVERLAYS, TRAINER_V2_CHARTS, VOLCANO_CHARTS
-from .treehash import tree_id
+from .pins import KUEUE_CHARTS, OPERATOR_OVERLAYS, TRAINER_V2_CHARTS, VOLCANO_MANIFESTS
+from .treehash import blob_id, tree_id
 
 UPSTREAM_DIR = ".upstream"
 PREPARE_COMMAND = "python -m components.upstream prepare"
@@ -61,6 +62,22 @@ def verified_tree(path: Path, tree: str) -> Path:
     return path
 
 
+def verified_file(path: Path, blob: str) -> list[dict[str, Any]]:
+    """The objects in the file ``path``, once its bytes are checked to be git blob ``blob``.
+
+    Raises:
+        SourceError: ``path`` is missing or holds other bytes.
+    """
+    if not path.is_file():
+        raise _missing(path)
+    found = blob_id(path.read_bytes())
+    if found != blob:
+        raise SourceError(
+            f"{path} is not the pinned copy (git blob {found}, pinned {blob}): delete it and run `{PREPARE_COMMAND}`"
+        )
+    return read_objects(path)
+
+
 def verified_objects(path: Path, sha256: str) -> list[dict[str, Any]]:
     """The objects in ``path``, once their digest is checked to be ``sha256``.
 
@@ -85,7 +102,7 @@ def required_copies(spec: PlatformSpec) -> list[str]:
     if spec.operator.install:
         names.append(OPERATOR_OVERLAYS[spec.operator.version].name)
         if spec.operator.volcano.enabled:
-            names.append(VOLCANO_CHARTS[spec.operator.volcano.version].name)
+            names.append(VOLCANO_MANIFESTS[spec.operator.volcano.version].name)
     if spec.installs_trainer_v2:
         names.append(TRAINER_V2_CHARTS[spec.trainer_v2.version].name)
     kueue = spec.trainer_v2.kueue
@@ -95,7 +112,7 @@ def required_copies(spec: PlatformSpec) -> list[str]:
 
 
 def _chart_trees() -> dict[str, str]:
-    charts = [*VOLCANO_CHARTS.values(), *KUEUE_CHARTS.values(), *TRAINER_V2_CHARTS.values()]
+    charts = [*KUEUE_CHARTS.values(), *TRAINER_V2_CHARTS.values()]
     return {chart.name: chart.tree for chart in charts}
 
 
@@ -145,9 +162,12 @@ class LocalSources:
             SourceError: one is missing (unless ``missing_ok``), or is not the pinned one.
         """
         overlays = {overlay.name: overlay for overlay in OPERATOR_OVERLAYS.values()}
+        files = {pinned.name: pinned for pinned in VOLCANO_MANIFESTS.values()}
         for name in names:
             if name in overlays:
                 self._read(name, lambda path, pin=overlays[name].objects_sha256: verified_objects(path, pin))
+            elif name in files:
+                self._read(name, lambda path, pin=files[name].blob: verified_file(path, pin))
             else:
                 self.chart_input(name)
 
@@ -160,6 +180,15 @@ class LocalSources:
         """
         overlay = OPERATOR_OVERLAYS[version]
         return self._read(overlay.name, lambda path: verified_objects(path, overlay.objects_sha256))
+
+    def volcano_objects(self, version: str) -> list[dict[str, Any]] | None:
+        """Volcano's manifest at ``version``, as objects; ``None`` when missing and ``missing_ok``.
+
+        Raises:
+            SourceError: the copy is missing, or is not the pinned one.
+        """
+        pinned = VOLCANO_MANIFESTS[version]
+        return self._read(pinned.name, lambda path: verified_file(path, pinned.blob))
 
     def chart_input(self, name: str) -> str:
         """The ``chart`` of a Helm release for the pinned chart folder ``name``, once verified.

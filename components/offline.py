@@ -118,11 +118,17 @@ class Plan:
         """What the stack applies that this plan cannot show, each with the reason."""
         lines = []
         for r in self.resources:
-            if r.type == OPERATOR and r.inputs.get("prepared") is False:
-                lines.append(
-                    f"{r.name}: the objects of {r.inputs['overlay']}; its rendering is not prepared here "
-                    "(python -m components.upstream prepare)"
-                )
+            if r.type == OPERATOR:
+                if r.inputs.get("prepared") is False:
+                    lines.append(
+                        f"{r.name}: the objects of {r.inputs['overlay']}; its rendering is not prepared here "
+                        "(python -m components.upstream prepare)"
+                    )
+                if r.inputs.get("volcanoPrepared") is False:
+                    lines.append(
+                        f"{r.name}: Volcano's objects, {r.inputs['volcano']}; its copy is not prepared here "
+                        "(python -m components.upstream prepare)"
+                    )
             elif r.type == HELM_RELEASE:
                 lines.append(
                     f"{r.name}: the objects of Helm chart {r.inputs.get('chart')} {r.inputs.get('version')}; "

@@ -11,11 +11,13 @@ import pulumi_kubernetes as k8s
 from ._k8s import TOKEN, typed_resource
 from .config import OperatorSpec
 from .local_sources import LocalSources
-from .manifests import VOLCANO_NAMESPACE, customized_operator_objects, pod_spec, volcano_values
-from .pins import OPERATOR_OVERLAYS, VOLCANO_CHARTS
+from .manifests import customized_operator_objects, customized_volcano_objects, pod_spec
+from .pins import OPERATOR_OVERLAYS, VOLCANO_MANIFESTS
 
-RELEASE_TIMEOUT_S = 900
-"""Volcano's pods may wait for a system node and for their images."""
+WORKLOAD_TIMEOUT = "15m"
+"""How long a workload may take to become ready (the provider's default is 10 minutes): its pods
+may wait for a system node to start and for their images; the Helm releases of
+:mod:`components.trainer_v2` get the same 900 s."""
 
 
 def object_name(obj: dict) -> str:
@@ -27,26 +29,31 @@ def object_name(obj: dict) -> str:
 
 class TrainingOperator(pulumi.ComponentResource):
     """Installs the Training Operator from its standalone kustomize overlay at a pinned
-    release (namespace ``kubeflow``), and Volcano from its Helm chart when gang scheduling
-    is on, both from the verified local copies in ``.upstream/``.
+    release (namespace ``kubeflow``), and Volcano from its release manifest when gang
+    scheduling is on, both from the verified local copies in ``.upstream/``.
 
     Each object of the rendered overlay passes through
-    :func:`~components.manifests.customized_operator_objects` and becomes one resource, so
-    each gets its own dependencies: the operator's Deployment waits for the overlay's other
-    objects, for Volcano (started with ``--gang-scheduler-name=volcano`` the operator exits
-    unless Volcano's PodGroup CRD exists, v1.9.4 ``cmd/training-operator.v1/main.go``
-    ``validateCRD``) and for what its image pull needs. A ``kustomize.Directory`` cannot do
-    that: its objects get only ``parent`` (pulumi-kubernetes ``kustomize/kustomize.py``,
-    ``yaml/yaml.py`` ``_get_child_options``), so ``depends_on`` never reaches them. Volcano
-    is a Helm release, not a ``helm.v4.Chart``: its admission secret comes from a
-    pre-install hook, which only a release runs.
+    :func:`~components.manifests.customized_operator_objects`, each of Volcano's through
+    :func:`~components.manifests.customized_volcano_objects`, and becomes one resource, so
+    each gets its own dependencies: namespaces first, then the objects that run no pods
+    (CRDs, RBAC, configuration, webhooks), then Jobs, then the other workloads. The
+    operator's Deployment also waits for every Volcano object (started with
+    ``--gang-scheduler-name=volcano`` the operator exits unless Volcano's PodGroup CRD
+    exists, v1.9.4 ``cmd/training-operator.v1/main.go`` ``validateCRD``) and for what its
+    image pull needs. A ``kustomize.Directory`` cannot do that: its objects get only
+    ``parent`` (pulumi-kubernetes ``kustomize/kustomize.py``, ``yaml/yaml.py``
+    ``_get_child_options``), so ``depends_on`` never reaches them. Volcano's Job,
+    ``volcano-admission-init``, writes the Secret its admission Deployment mounts; it was a
+    pre-install hook of the chart, run before the chart's other objects, hence Jobs before
+    the other workloads (a Job resource is ready once it has completed, pulumi-kubernetes
+    4.34.2 ``batch/v1/Job.py``).
 
     Args:
         name: Pulumi resource name.
         spec: the operator's spec.
         provider: the cluster's kubernetes provider.
-        sources: the verified local copies of the overlay and the chart (default: the
-            ``.upstream/`` folder of the directory Pulumi runs the program in).
+        sources: the verified local copies of the overlay and of Volcano's manifest
+            (default: the ``.upstream/`` folder of the directory Pulumi runs the program in).
         image_mirror: registry path the third-party images were copied to.
         image_digests: the stack's image lock: each image it has is pulled by digest.
         node_selector: labels of the nodes for the operator and Volcano (the system pool).
@@ -54,7 +61,7 @@ class TrainingOperator(pulumi.ComponentResource):
             registry's VPC link and credential helper): the objects with pods wait for it.
 
     Attributes:
-        ready: what a PyTorchJob must wait for (the operator's objects and CRDs, Volcano);
+        ready: what a PyTorchJob must wait for (the operator's objects and CRDs, Volcano's);
             empty when the cluster already runs an operator.
         gang_scheduling: whether Volcano gang scheduling is available.
     """
@@ -73,53 +80,73 @@ class TrainingOperator(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ):
         sources = sources or LocalSources.of_project(Path.cwd())
+        gang = spec.volcano.enabled
         rendered = sources.operator_objects(spec.version) if spec.install else None
+        manifest = sources.volcano_objects(spec.volcano.version) if spec.install and gang else None
         overlay = OPERATOR_OVERLAYS[spec.version]
         props = {
             "overlay": f"{overlay.source.repository} {overlay.source.tag} {overlay.source.path}/{overlay.overlay}",
             "objectsSha256": overlay.objects_sha256,
             "prepared": rendered is not None,
         }
+        if gang:
+            pinned = VOLCANO_MANIFESTS[spec.volcano.version]
+            props |= {
+                "volcano": f"{pinned.repository} {pinned.tag} {pinned.path}",
+                "volcanoBlob": pinned.blob,
+                "volcanoPrepared": manifest is not None,
+            }
         super().__init__(f"{TOKEN}:TrainingOperator", name, props if spec.install else None, opts)
-        self.gang_scheduling = spec.volcano.enabled
+        self.gang_scheduling = gang
         self.ready: list[pulumi.Resource] = []
         if not spec.install:
             self.register_outputs({})
             return
         pulls = list(depends_on)
-        volcano: list[pulumi.Resource] = []
-        if spec.volcano.enabled:
-            volcano.append(
-                k8s.helm.v3.Release(
-                    "volcano",
-                    name="volcano",
-                    chart=sources.chart_input(VOLCANO_CHARTS[spec.volcano.version].name),
-                    version=spec.volcano.version,
-                    namespace=VOLCANO_NAMESPACE,
-                    create_namespace=True,
-                    values=volcano_values(mirror=image_mirror, node_selector=node_selector),
-                    timeout=RELEASE_TIMEOUT_S,
-                    # Kept when the stack drops it: the chart renders its CRDs from templates/
-                    # (v1.12.1 installer/helm/chart/volcano/templates), which helm uninstall deletes,
-                    # and a deleted CRD deletes every object of its kind.
-                    opts=pulumi.ResourceOptions(
-                        parent=self, provider=provider, depends_on=pulls, retain_on_delete=True
-                    ),
-                )
+        images = {"mirror": image_mirror, "node_selector": node_selector, "digests": image_digests}
+        volcano = (
+            self._apply(
+                customized_volcano_objects(manifest, version=spec.volcano.version, **images),
+                provider=provider,
+                waits=pulls,
             )
-        objects = customized_operator_objects(
-            rendered or [], spec, mirror=image_mirror, node_selector=node_selector, digests=image_digests
+            if manifest is not None
+            else []
         )
         # The objects were children of a kustomize Directory of this name before.
         was_in = pulumi.Alias(parent=pulumi.create_urn(name, "kubernetes:kustomize:Directory", parent=self))
+        operator = self._apply(
+            customized_operator_objects(rendered or [], spec, **images),
+            provider=provider,
+            waits=[*volcano, *pulls],
+            aliases=[was_in],
+        )
+        self.ready = [*volcano, *operator]
+        self.register_outputs({})
+
+    def _apply(
+        self,
+        objects: list[dict],
+        *,
+        provider: k8s.Provider,
+        waits: list[pulumi.Resource],
+        aliases: list[pulumi.Alias] | None = None,
+    ) -> list[pulumi.Resource]:
+        """One resource per object, in layers: namespaces; the objects without pods; Jobs;
+        the other workloads, which also wait for ``waits``. Returns them all."""
 
         def apply(obj: dict, depends_on: list[pulumi.Resource]) -> pulumi.Resource:
+            runs_pods = pod_spec(obj) is not None
             options = pulumi.ResourceOptions(
                 parent=self,
                 provider=provider,
-                aliases=[was_in],
+                aliases=aliases,
                 depends_on=depends_on,
-                # A deleted CRD deletes every PyTorchJob: CRDs stay when they leave the program.
+                custom_timeouts=(
+                    pulumi.CustomTimeouts(create=WORKLOAD_TIMEOUT, update=WORKLOAD_TIMEOUT) if runs_pods else None
+                ),
+                # A deleted CRD deletes every object of its kind (every PyTorchJob, PodGroup,
+                # Queue): CRDs stay when they leave the program.
                 retain_on_delete=obj["kind"] == "CustomResourceDefinition",
             )
             return typed_resource(object_name(obj), obj, options)
@@ -130,10 +157,9 @@ class TrainingOperator(pulumi.ComponentResource):
             for obj in objects
             if obj["kind"] != "Namespace" and pod_spec(obj) is None
         ]
+        setup = [*namespaces.values(), *others]
+        jobs = [apply(obj, [*setup, *waits]) for obj in objects if obj["kind"] == "Job"]
         workloads = [
-            apply(obj, [*namespaces.values(), *others, *volcano, *pulls])
-            for obj in objects
-            if pod_spec(obj) is not None
+            apply(obj, [*setup, *jobs, *waits]) for obj in objects if obj["kind"] != "Job" and pod_spec(obj) is not None
         ]
-        self.ready = [*volcano, *namespaces.values(), *others, *workloads]
-        self.register_outputs({})
+        return [*setup, *jobs, *workloads]

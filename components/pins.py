@@ -1,8 +1,8 @@
 """The upstream sources the platform installs, pinned by content.
 
-Each source is one directory of a public repository at a release tag, named by the id git
-gives that directory's tree there (``git rev-parse <tag>:<path>``): a copy with any other
-id is not the pinned release. ``python -m components.upstream prepare`` copies them into
+Each source is one directory (or one file) of a public repository at a release tag, named
+by the id git gives that directory's tree (or that file's blob) there (``git rev-parse
+<tag>:<path>``): a copy with any other id is not the pinned release. ``python -m components.upstream prepare`` copies them into
 ``.upstream/`` and derives from them what the stacks apply; the components read only those
 verified copies. Pure data: no Pulumi, no network.
 """
@@ -29,6 +29,25 @@ class Source:
     tag: str
     path: str
     tree: str
+
+
+@dataclass(frozen=True)
+class PinnedFile:
+    """One pinned upstream file.
+
+    Args:
+        name: its file under ``.upstream/``.
+        repository: ``owner/name`` on GitHub.
+        tag: the release tag.
+        path: the file inside the repository.
+        blob: git's blob id of ``path`` at ``tag``.
+    """
+
+    name: str
+    repository: str
+    tag: str
+    path: str
+    blob: str
 
 
 @dataclass(frozen=True)
@@ -87,16 +106,19 @@ OPERATOR_OVERLAYS = {
 }
 """The standalone overlay (namespace ``kubeflow``); rendered by kubectl 1.32 (kustomize v5.5.0)."""
 
-VOLCANO_CHARTS = {
-    "1.12.1": Source(
-        "volcano-v1.12.1-chart",
+VOLCANO_MANIFESTS = {
+    "1.12.1": PinnedFile(
+        "volcano-v1.12.1.yaml",
         "volcano-sh/volcano",
         "v1.12.1",
-        "installer/helm/chart/volcano",
-        "79141c2dddcd5b97c4f4a0bebd8c21420c5c5eab",
+        "installer/volcano-development.yaml",
+        "e764287e644097a042e8f8cefa015abd482abd4b",
     ),
 }
-"""The chart's ``jobflow`` dependency lives inside it, in ``charts/``."""
+"""Volcano's chart as its release renders it (v1.12.1 ``hack/generate-yaml.sh``: ``helm template``
+of ``installer/helm/chart/volcano`` with release name ``volcano`` in namespace ``volcano-system``,
+its admission-init hook included, and the ``jobflow`` CRDs), after the two namespaces of
+``installer/namespace.yaml``. Its images are tagged, not digested: the platform pins them."""
 
 KUEUE_CHARTS = {
     "0.19.2": Source(
@@ -145,7 +167,7 @@ def all_sources() -> list[Source]:
     found: dict[str, Source] = {}
     for overlay in OPERATOR_OVERLAYS.values():
         found[overlay.source.name] = overlay.source
-    for source in [*VOLCANO_CHARTS.values(), *KUEUE_CHARTS.values()]:
+    for source in KUEUE_CHARTS.values():
         found[source.name] = source
     for chart in TRAINER_V2_CHARTS.values():
         found[chart.chart.name] = chart.chart

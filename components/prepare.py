@@ -1,7 +1,7 @@
 """Fetching the pinned upstream sources into ``.upstream/`` once, verified.
 
-From GitHub (or another git host holding the same repositories), each pinned directory is
-read out of the tag's tree blob by blob, so the copy has exactly git's bytes, modes and
+From GitHub (or another git host holding the same repositories), each pinned directory (or
+file) is read out of the tag's tree blob by blob, so the copy has exactly git's bytes, modes and
 links; from a mirror (a folder holding another machine's ``.upstream/``, or a URL serving
 the archives :func:`pack` writes), every item is copied as it is. Either way each copy is
 checked against its pin before it is kept, and what is derived from the sources (the
@@ -19,8 +19,17 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from .local_sources import SourceError, verified_objects, verified_tree
-from .pins import OPERATOR_OVERLAYS, TRAINER_V2_CHARTS, AssembledChart, RenderedOverlay, Source, all_sources
+from .local_sources import SourceError, verified_file, verified_objects, verified_tree
+from .pins import (
+    OPERATOR_OVERLAYS,
+    TRAINER_V2_CHARTS,
+    VOLCANO_MANIFESTS,
+    AssembledChart,
+    PinnedFile,
+    RenderedOverlay,
+    Source,
+    all_sources,
+)
 
 GITHUB = "https://github.com"
 
@@ -32,6 +41,30 @@ def _git(*args: str, cwd: Path, stdin: bytes | None = None) -> bytes:
     return result.stdout
 
 
+def _fetch_tag(repo: Path, repository: str, tag: str, base: str) -> str:
+    """Fetch ``tag`` of ``<base>/<repository>.git`` into a new bare repository ``repo``; its URL."""
+    _git("init", "--quiet", "--bare", cwd=repo)
+    url = f"{base.rstrip('/')}/{repository}.git"
+    _git("fetch", "--quiet", "--depth=1", url, f"refs/tags/{tag}:refs/tags/{tag}", cwd=repo)
+    return url
+
+
+def fetch_file_from_git(pinned: PinnedFile, dest: Path, *, base: str = GITHUB) -> None:
+    """Copy the file ``pinned`` from ``<base>/<owner>/<name>.git`` at its tag to ``dest``.
+
+    Raises:
+        SourceError: git failed, or the tag's file is not the pinned blob.
+    """
+    with tempfile.TemporaryDirectory() as scratch:
+        repo = Path(scratch)
+        url = _fetch_tag(repo, pinned.repository, pinned.tag, base)
+        blob = _git("rev-parse", f"{pinned.tag}^{{tree}}:{pinned.path}", cwd=repo).decode().strip()
+        if blob != pinned.blob:
+            raise SourceError(f"{url} {pinned.tag}:{pinned.path} is git blob {blob}, pinned {pinned.blob}")
+        dest.write_bytes(_git("cat-file", "blob", blob, cwd=repo))
+    verified_file(dest, pinned.blob)
+
+
 def fetch_from_git(source: Source, dest: Path, *, base: str = GITHUB) -> None:
     """Copy ``source`` from ``<base>/<owner>/<name>.git`` at its tag into ``dest``.
 
@@ -40,9 +73,7 @@ def fetch_from_git(source: Source, dest: Path, *, base: str = GITHUB) -> None:
     """
     with tempfile.TemporaryDirectory() as scratch:
         repo = Path(scratch)
-        _git("init", "--quiet", "--bare", cwd=repo)
-        url = f"{base.rstrip('/')}/{source.repository}.git"
-        _git("fetch", "--quiet", "--depth=1", url, f"refs/tags/{source.tag}:refs/tags/{source.tag}", cwd=repo)
+        url = _fetch_tag(repo, source.repository, source.tag, base)
         tree = _git("rev-parse", f"{source.tag}^{{tree}}:{source.path}", cwd=repo).decode().strip()
         if tree != source.tree:
             raise SourceError(f"{url} {source.tag}:{source.path} is git tree {tree}, pinned {source.tree}")
@@ -111,6 +142,7 @@ def assemble_chart(chart: AssembledChart, root: Path) -> None:
 def _items() -> list[str]:
     return [
         *(source.name for source in all_sources()),
+        *(pinned.name for pinned in VOLCANO_MANIFESTS.values()),
         *(overlay.name for overlay in OPERATOR_OVERLAYS.values()),
         *(chart.name for chart in TRAINER_V2_CHARTS.values()),
     ]
@@ -120,6 +152,9 @@ def _verify_item(root: Path, name: str) -> None:
     for source in all_sources():
         if source.name == name:
             verified_tree(root / name, source.tree)
+    for pinned in VOLCANO_MANIFESTS.values():
+        if pinned.name == name:
+            verified_file(root / name, pinned.blob)
     for overlay in OPERATOR_OVERLAYS.values():
         if overlay.name == name:
             verified_objects(root / name, overlay.objects_sha256)
@@ -185,6 +220,10 @@ def _derive_or_fetch(name: str, root: Path, staging: Path, git_base: str) -> Non
     for source in all_sources():
         if source.name == name:
             fetch_from_git(source, staging / name, base=git_base)
+            (staging / name).rename(root / name)
+    for pinned in VOLCANO_MANIFESTS.values():
+        if pinned.name == name:
+            fetch_file_from_git(pinned, staging / name, base=git_base)
             (staging / name).rename(root / name)
     for overlay in OPERATOR_OVERLAYS.values():
         if overlay.name == name:

@@ -43,6 +43,11 @@ def _tree(path: Path) -> bytes | None:
     return _object_id(b"tree", body)
 
 
+def blob_id(data: bytes) -> str:
+    """The id git gives a file holding ``data`` (hex): what ``git rev-parse <tag>:<file>`` names."""
+    return _object_id(b"blob", data).hex()
+
+
 def tree_id(path: Path) -> str:
     """The id git gives the tree of the files under ``path`` (hex).
 

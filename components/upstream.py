@@ -5,8 +5,7 @@ what the platform does to them, for checking against the real thing::
     python -m components.upstream prepare --from DIR|URL       # or from a mirror of .upstream/
     python -m components.upstream pack out/upstream            # archives for a mirror served over HTTPS
     python -m components.upstream operator --stack prod        # the operator objects Pulumi applies
-    python -m components.upstream volcano-values --stack prod > values.json
-    helm template volcano .upstream/volcano-v1.12.1-chart -f values.json
+    python -m components.upstream volcano --stack prod          # the Volcano objects Pulumi applies
     python -m components.upstream trainer-v2-values --stack prod > values.json
     helm template kubeflow-trainer .upstream/kubeflow-trainer-v2.3.0 -f values.json
     python -m components.upstream kueue-values --stack prod > values.json
@@ -32,10 +31,10 @@ from .digests import DigestError, changed, lock_path, read_lock, resolve, stack_
 from .local_sources import UPSTREAM_DIR, LocalSources, SourceError
 from .manifests import (
     customized_operator_objects,
+    customized_volcano_objects,
     kueue_values,
     system_node_selector,
     trainer_v2_values,
-    volcano_values,
 )
 from .plan import PlanError, find_project_dir, read_stack_file, stack_path
 from .prepare import GITHUB, pack, prepare
@@ -57,6 +56,26 @@ def operator_objects(spec: PlatformSpec, root: Path, digests: dict[str, str] | N
     return customized_operator_objects(
         rendered,
         spec.operator,
+        mirror=spec.image_mirror,
+        node_selector=system_node_selector(spec.cluster),
+        digests=digests,
+    )
+
+
+def volcano_objects(spec: PlatformSpec, root: Path, digests: dict[str, str] | None = None) -> list[dict]:
+    """The Volcano objects the stack applies, from the verified manifest in ``root``, its images
+    pinned by the stack's image lock ``digests``.
+
+    Raises:
+        SourceError: the manifest is missing or is not the pinned one.
+        ValueError: the stack does not enable Volcano.
+    """
+    volcano = spec.operator.volcano
+    if not (spec.operator.install and volcano.enabled):
+        raise ValueError("the stack installs no Volcano: set operator.volcano.enabled: true")
+    return customized_volcano_objects(
+        LocalSources(root).volcano_objects(volcano.version),
+        version=volcano.version,
         mirror=spec.image_mirror,
         node_selector=system_node_selector(spec.cluster),
         digests=digests,
@@ -99,7 +118,7 @@ def verify_images(spec: PlatformSpec, lock: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m components.upstream", description=__doc__.split("\n\n")[0])
-    commands = ["prepare", "pack", "operator", "volcano-values", "trainer-v2-values", "kueue-values", "images"]
+    commands = ["prepare", "pack", "operator", "volcano", "trainer-v2-values", "kueue-values", "images"]
     commands += ["lock-images", "verify-images"]
     parser.add_argument("what", choices=commands)
     parser.add_argument("target", nargs="?", help="pack: the folder to write the archives to")
@@ -139,9 +158,8 @@ def main(argv: list[str] | None = None) -> int:
         digests = read_lock(lock)
         if args.what == "operator":
             print(yaml.safe_dump_all(operator_objects(spec, root, digests), sort_keys=False), end="")
-        elif args.what == "volcano-values":
-            values = volcano_values(mirror=spec.image_mirror, node_selector=system_node_selector(spec.cluster))
-            print(json.dumps(values, indent=2))
+        elif args.what == "volcano":
+            print(yaml.safe_dump_all(volcano_objects(spec, root, digests), sort_keys=False), end="")
         elif args.what == "trainer-v2-values":
             values = trainer_v2_values(
                 spec.trainer_v2,

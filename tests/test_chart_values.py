@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 from conftest import cfg, stack_config
-from fixtures.charts import KUEUE, TRAINER, VOLCANO, unknown_keys
+from fixtures.charts import KUEUE, TRAINER, unknown_keys
 
 from components.config import load_spec
-from components.manifests import kueue_values, system_node_selector, trainer_v2_values, volcano_values
+from components.manifests import kueue_values, system_node_selector, trainer_v2_values
 from components.upstream import image_copies
 
 MIRROR = "registry-vpc.cn-shanghai.aliyuncs.com/mirror"
@@ -31,7 +31,6 @@ def _values(spec) -> dict:
     return {
         TRAINER: trainer_v2_values(spec.trainer_v2, mirror=spec.image_mirror, node_selector=nodes),
         KUEUE: kueue_values(spec.trainer_v2.kueue, mirror=spec.image_mirror, node_selector=nodes),
-        VOLCANO: volcano_values(mirror=spec.image_mirror, node_selector=nodes),
     }
 
 

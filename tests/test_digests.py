@@ -202,6 +202,40 @@ def test_the_applied_operator_and_chart_values_pull_the_locked_digests(run_stack
     ]
 
 
+def test_every_volcano_container_is_pulled_by_its_locked_digest(run_stack, fixture_pins, tmp_path) -> None:
+    config = _prod()
+    digests = _lock(tmp_path, config)
+    plan = run_stack(config, "prod")
+    pods = [
+        r.inputs["spec"]["template"]["spec"]
+        for r in plan.resources
+        if r.inputs.get("kind") in ("Deployment", "Job") and r.inputs["metadata"].get("namespace") == "volcano-system"
+    ]
+    pulled = [c["image"] for pod in pods for c in [*pod.get("initContainers", []), *pod["containers"]]]
+    # The controller, the scheduler, the admission webhook and its admission-init Job.
+    assert len(pulled) == 4
+    for image in pulled:
+        repository, _, digest = image.partition("@")
+        assert repository.startswith(f"{MIRROR}/vc-") and digest == digests[repository], image
+
+
+def test_a_volcano_image_the_lock_lacks_stops_prod_naming_it(run_stack, fixture_pins, tmp_path) -> None:
+    config = _prod()
+    digests = _lock(tmp_path, config)
+    webhook = f"{MIRROR}/vc-webhook-manager:v1.12.1"
+    del digests[webhook]
+    (tmp_path / "images.lock.json").write_text(json.dumps({"version": 1, "images": digests}))
+    with pytest.raises(pulumi.RunError, match=f"^imageLock: images.lock.json has no digest for {webhook}: "):
+        run_stack(config, "prod")
+    # With warn, the webhook and its admission-init Job pull it by tag, the others by digest.
+    config[cfg("imageLock")] = "warn"
+    plan = run_stack(config, "prod")
+    jobs = plan.one("kubernetes:batch/v1:Job", "volcano-system/volcano-admission-init")
+    assert jobs.inputs["spec"]["template"]["spec"]["containers"][0]["image"] == webhook
+    scheduler = plan.one("kubernetes:apps/v1:Deployment", "volcano-system/volcano-scheduler")
+    assert "@sha256:" in scheduler.inputs["spec"]["template"]["spec"]["containers"][0]["image"]
+
+
 def test_an_image_the_lock_lacks_stops_prod_naming_the_key_and_the_image(run_stack, tmp_path) -> None:
     config = _prod()
     digests = _lock(tmp_path, config)

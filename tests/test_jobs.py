@@ -390,10 +390,10 @@ def test_digest_pinned_image_is_accepted() -> None:
 
 def test_jobs_are_wired_to_operator_pool_storage_and_registry(run_stack, fixture_pins) -> None:
     plan = run_stack(stack_config("prod"), "prod")
-    volcano = plan.one("kubernetes:helm.sh/v3:Release")
     operator = plan.one("ack-training-platform:components:TrainingOperator")
-    rendered = {r.urn for r in plan.resources if r.parent == operator.urn and r.urn != volcano.urn}
-    assert len(rendered) == 4
+    volcano = plan.one("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition", "podgroups.scheduling.volcano.sh")
+    rendered = {r.urn for r in plan.resources if r.parent == operator.urn}
+    assert len(rendered) == 4 + 8  # the overlay's objects and Volcano's
     claims = {c.urn for c in plan.of_type("kubernetes:core/v1:PersistentVolumeClaim")}
     for job in plan.of_type("kubernetes:kubeflow.org/v1:PyTorchJob"):
         # Every object of the overlay (the CRD among them), Volcano and the claims of the job's
@@ -413,32 +413,6 @@ def test_jobs_are_wired_to_operator_pool_storage_and_registry(run_stack, fixture
         assert (
             pod["containers"][0]["image"] == "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/ml/trainer:v0.1.0"
         )
-
-
-def test_volcano_is_a_release_that_runs_hooks_and_never_holds_a_gang_back(run_stack) -> None:
-    from components.manifests import VOLCANO_SCHEDULER_CONF
-
-    volcano = run_stack(stack_config("prod"), "prod").one("kubernetes:helm.sh/v3:Release").inputs
-    assert (volcano["version"], volcano["namespace"]) == ("1.12.1", "volcano-system")
-    # The verified local copy of the chart, so that installing it reaches no chart repository.
-    assert volcano["chart"].endswith("/volcano-v1.12.1-chart") and "repositoryOpts" not in volcano
-    assert volcano["createNamespace"] is True
-    values = volcano["values"]
-    conf = yaml.safe_load(values["custom"]["scheduler_config_override"])
-    actions = [a.strip() for a in conf["actions"].split(",")]
-    # Without enqueue a PodGroup goes Inqueue at once, so its pods exist for the autoscaler.
-    assert actions == ["allocate", "backfill"]
-    plugins = [p["name"] for tier in conf["tiers"] for p in tier["plugins"]]
-    assert "gang" in plugins and "predicates" in plugins
-    assert values["custom"]["scheduler_config_override"] == VOLCANO_SCHEDULER_CONF
-    assert values["custom"]["default_ns"] == {"ack-training-platform/pool": "system"}
-    mirror = "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/mirror"
-    assert values["basic"] == {
-        "image_registry": mirror,
-        "controller_image_name": "vc-controller-manager",
-        "scheduler_image_name": "vc-scheduler",
-        "admission_image_name": "vc-webhook-manager",
-    }
 
 
 def test_jobs_are_replaced_not_patched_and_suspend_changes_in_place(run_stack) -> None:
@@ -469,6 +443,7 @@ def test_operator_is_pinned_without_volcano(run_stack, fixture_pins) -> None:
     operator = plan.one("ack-training-platform:components:TrainingOperator")
     assert operator.inputs["overlay"] == "kubeflow/trainer v1.9.4 manifests/overlays/standalone"
     assert not plan.of_type("kubernetes:helm.sh/v3:Release")
+    assert "volcano" not in operator.inputs and not [r for r in plan.resources if "volcano" in r.name]
     container = plan.one("kubernetes:apps/v1:Deployment", "kubeflow/training-operator").inputs["spec"]["template"][
         "spec"
     ]["containers"][0]

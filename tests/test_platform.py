@@ -953,18 +953,18 @@ def mirror_repos(
     }
 
 
-def test_operator_and_volcano_pull_from_a_public_mirror_once_it_is_reachable(run_stack) -> None:
+def test_operator_and_volcano_pull_from_a_public_mirror_once_it_is_reachable(run_stack, fixture_pins) -> None:
+    scheduler = ("kubernetes:apps/v1:Deployment", "volcano-system/volcano-scheduler")
     plan = run_stack(stack_config("prod"), "prod", invokes=mirror_repos())
     helper = plan.one(ADDON, "registry-managed-aliyun-acr-credential-helper").urn
-    volcano = plan.one("kubernetes:helm.sh/v3:Release")
     # Anonymous pulls: nothing to wait for when the instance is linked already, least of all the helper.
-    assert helper not in volcano.dependencies
+    assert helper not in plan.one(*scheduler).dependencies
     config = stack_config("prod")
     config[cfg("registry")]["linkVpc"] = True
     linked = run_stack(config, "prod", invokes=mirror_repos())
     link = linked.one(LINK).urn
-    assert link in linked.one("kubernetes:helm.sh/v3:Release").dependencies
-    assert helper not in linked.one("kubernetes:helm.sh/v3:Release").dependencies
+    assert link in linked.one(*scheduler).dependencies
+    assert helper not in linked.one(*scheduler).dependencies
 
 
 @pytest.mark.parametrize(

@@ -135,6 +135,6 @@ def test_helm_releases_carry_no_checksum_and_ignore_nothing(run_stack, fixture_p
     config[cfg("jobs")][1]["backend"] = "v2"
     del config[cfg("jobs")][1]["restartPolicy"]
     releases = run_stack(config, "prod").of_type(HELM_RELEASE)
-    assert sorted(r.name for r in releases) == ["kubeflow-trainer", "kueue", "volcano"]
+    assert sorted(r.name for r in releases) == ["kubeflow-trainer", "kueue"]
     for release in releases:
         assert "checksum" not in release.inputs and not release.ignore_changes

@@ -461,7 +461,8 @@ def test_v1_and_v2_run_side_by_side_through_the_mirror(run_stack) -> None:
         "ack-training-platform-torch",
         "ack-training-platform-torch-erdma",
     ]
-    assert plan.one("ack-training-platform:components:TrainingOperator") and plan.one(RELEASE, "volcano")
+    volcano = plan.one("ack-training-platform:components:TrainingOperator").inputs["volcano"]
+    assert volcano == "volcano-sh/volcano v1.12.1 installer/volcano-development.yaml"
     values = plan.one(RELEASE, "kubeflow-trainer").inputs["values"]
     assert values["image"] == {"registry": MIRROR, "repository": "trainer-controller-manager"}
     assert values["jobset"]["image"] == {"repository": f"{MIRROR}/jobset", "tag": "v0.12.0"}

@@ -1,7 +1,7 @@
 """The pinned upstream sources: git's tree id computed here, ``prepare`` against local
 repositories and mirrors standing in for the upstream ones (real git and kubectl), the
 refusal of a copy that is missing or not its pin, and what the platform changes in the
-rendered operator overlay."""
+rendered operator overlay and in Volcano's manifest."""
 
 from __future__ import annotations
 
@@ -16,17 +16,18 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT, stack_config
-from fixtures.upstream import OPERATOR_IMAGE, git_tree_of, write_tree
+from fixtures.upstream import OPERATOR_IMAGE, VOLCANO_MANIFEST, git_tree_of, write_tree
 
 from components import pins
 from components.local_sources import LocalSources, SourceError, objects_sha256, read_objects
-from components.manifests import customize_operator_object, mirrored
+from components.manifests import VOLCANO_SCHEDULER_CONF, customize_operator_object, customized_volcano_objects, mirrored
 from components.prepare import pack, prepare
-from components.treehash import tree_id
+from components.treehash import blob_id, tree_id
 from components.upstream import main
 
 MIRROR = "registry-vpc.cn-hangzhou.aliyuncs.com/mirror"
 RENDERED = "training-operator-v1.9.4.yaml"
+VOLCANO = "volcano-v1.12.1.yaml"
 OPERATOR = "ack-training-platform:components:TrainingOperator"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 
@@ -46,6 +47,13 @@ def test_tree_id_is_the_one_git_gives(tmp_path: Path) -> None:
     assert tree_id(tree) == git_tree_of(tree)
 
 
+def test_blob_id_is_the_one_git_gives(tmp_path: Path) -> None:
+    for data in (b"", b"kind: Namespace\n", VOLCANO_MANIFEST.encode()):
+        (tmp_path / "file").write_bytes(data)
+        hashed = subprocess.run(["git", "hash-object", str(tmp_path / "file")], check=True, capture_output=True)
+        assert blob_id(data) == hashed.stdout.decode().strip()
+
+
 def test_prepare_fetches_each_tag_verified_and_renders_the_overlay(fixture_pins: Path) -> None:
     overlay = pins.OPERATOR_OVERLAYS["v1.9.4"]
     assert tree_id(fixture_pins / overlay.source.name) == overlay.source.tree
@@ -58,20 +66,38 @@ def test_prepare_fetches_each_tag_verified_and_renders_the_overlay(fixture_pins:
     chart = fixture_pins / "kubeflow-trainer-v2.3.0"
     assert yaml.safe_load((chart / "charts/lws/Chart.yaml").read_text())["version"] == "0.8.0"
     assert tree_id(chart) == pins.TRAINER_V2_CHARTS["v2.3.0"].tree
+    # Volcano's manifest is the tag's file byte for byte.
+    assert (fixture_pins / VOLCANO).read_text() == VOLCANO_MANIFEST
+    assert blob_id(VOLCANO_MANIFEST.encode()) == pins.VOLCANO_MANIFESTS["1.12.1"].blob
 
 
 def test_prepare_refuses_a_tag_that_is_not_the_pinned_tree(
     tmp_path: Path, upstream_mirror, fixture_pins: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     git_base, catalogue, _ = upstream_mirror
-    volcano = catalogue["VOLCANO_CHARTS"]["1.12.1"]
-    monkeypatch.setitem(pins.VOLCANO_CHARTS, "1.12.1", replace(volcano, tree="1" * 40))
+    kueue = catalogue["KUEUE_CHARTS"]["0.19.2"]
+    monkeypatch.setitem(pins.KUEUE_CHARTS, "0.19.2", replace(kueue, tree="1" * 40))
     with pytest.raises(
         SourceError,
-        match=r"volcano-sh/volcano\.git v1\.12\.1:installer/helm/chart/volcano is git tree [0-9a-f]{40}, pinned 1{40}$",
+        match=r"kubernetes-sigs/kueue\.git v0\.19\.2:charts/kueue is git tree [0-9a-f]{40}, pinned 1{40}$",
     ):
         prepare(tmp_path / "fresh", git_base=git_base)
-    assert not (tmp_path / "fresh" / volcano.name).exists()
+    assert not (tmp_path / "fresh" / kueue.name).exists()
+
+
+def test_prepare_refuses_a_volcano_manifest_that_is_not_the_pinned_blob(
+    tmp_path: Path, upstream_mirror, fixture_pins: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    git_base, catalogue, _ = upstream_mirror
+    volcano = catalogue["VOLCANO_MANIFESTS"]["1.12.1"]
+    monkeypatch.setitem(pins.VOLCANO_MANIFESTS, "1.12.1", replace(volcano, blob="1" * 40))
+    with pytest.raises(
+        SourceError,
+        match=r"volcano-sh/volcano\.git v1\.12\.1:installer/volcano-development\.yaml is git blob [0-9a-f]{40}, "
+        r"pinned 1{40}$",
+    ):
+        prepare(tmp_path / "fresh", git_base=git_base)
+    assert not (tmp_path / "fresh" / VOLCANO).exists()
 
 
 def test_prepare_from_a_mirror_folder_or_from_archives_needs_no_git_host(tmp_path: Path, fixture_pins: Path) -> None:
@@ -108,11 +134,16 @@ def test_a_missing_or_changed_copy_is_refused_with_the_command_that_prepares_it(
     ):
         LocalSources(tmp_path).operator_objects("v1.9.4")
     with pytest.raises(
-        SourceError, match=r"volcano-v1\.12\.1-chart is missing: run `python -m components\.upstream prepare`"
+        SourceError, match=r"volcano-v1\.12\.1\.yaml is missing: run `python -m components\.upstream prepare`"
     ):
-        LocalSources(tmp_path).chart_input("volcano-v1.12.1-chart")
+        LocalSources(tmp_path).volcano_objects("1.12.1")
+    with pytest.raises(
+        SourceError, match=r"kueue-v0\.19\.2-chart is missing: run `python -m components\.upstream prepare`"
+    ):
+        LocalSources(tmp_path).chart_input("kueue-v0.19.2-chart")
     offline = LocalSources(tmp_path, missing_ok=True)
-    assert offline.operator_objects("v1.9.4") is None and offline.missing == [RENDERED]
+    assert offline.operator_objects("v1.9.4") is None and offline.volcano_objects("1.12.1") is None
+    assert offline.missing == [RENDERED, VOLCANO]
     rendered = fixture_pins / RENDERED
     rendered.write_text(rendered.read_text().replace("replicas: 1", "replicas: 2"))
     # A changed copy is refused even where a missing one is tolerated.
@@ -122,10 +153,8 @@ def test_a_missing_or_changed_copy_is_refused_with_the_command_that_prepares_it(
 
 def test_a_chart_in_the_project_is_named_relative_to_it(fixture_pins: Path) -> None:
     sources = LocalSources(fixture_pins, project_dir=fixture_pins.parent)
-    assert sources.chart_input("volcano-v1.12.1-chart") == f"./{fixture_pins.name}/volcano-v1.12.1-chart"
-    assert LocalSources(fixture_pins).chart_input("volcano-v1.12.1-chart") == str(
-        fixture_pins / "volcano-v1.12.1-chart"
-    )
+    assert sources.chart_input("kueue-v0.19.2-chart") == f"./{fixture_pins.name}/kueue-v0.19.2-chart"
+    assert LocalSources(fixture_pins).chart_input("kueue-v0.19.2-chart") == str(fixture_pins / "kueue-v0.19.2-chart")
 
 
 def fixture_objects(prepared: Path) -> list[dict]:
@@ -187,35 +216,115 @@ def upstream(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_the_operator_objects_applied_are_the_verified_copy(
+def canonical(objects: list[dict]) -> list[str]:
+    return sorted(json.dumps(o, sort_keys=True) for o in objects)
+
+
+def shown(capsys, *args: str) -> list[dict]:
+    """The objects ``python -m components.upstream <args>`` prints."""
+    assert main(list(args)) == 0
+    return [obj for obj in yaml.safe_load_all(capsys.readouterr().out) if obj]
+
+
+def test_the_objects_applied_are_the_verified_copies(
     run_stack, fixture_pins: Path, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plan = run_stack(stack_config("prod"), "prod")
     monkeypatch.chdir(ROOT)
     operator = plan.one(OPERATOR)
-    applied = [r.inputs for r in plan.resources if r.parent == operator.urn and r.type != RELEASE]
+    applied = [r.inputs for r in plan.resources if r.parent == operator.urn]
     rendered = read_objects(fixture_pins / RENDERED)
     assert (
         objects_sha256(rendered) == pins.OPERATOR_OVERLAYS["v1.9.4"].objects_sha256 == operator.inputs["objectsSha256"]
     )
-    assert main(["operator", "--stack", "prod", "--dir", str(fixture_pins)]) == 0
-    shown = [obj for obj in yaml.safe_load_all(capsys.readouterr().out) if obj]
-
-    def canonical(objects: list[dict]) -> list[str]:
-        return sorted(json.dumps(o, sort_keys=True) for o in objects)
-
-    assert canonical(applied) == canonical(shown)
-    assert len(applied) == len(rendered)
-    pod = deployment(applied)["spec"]["template"]["spec"]
+    assert operator.inputs["volcanoBlob"] == pins.VOLCANO_MANIFESTS["1.12.1"].blob
+    of_operator = shown(capsys, "operator", "--stack", "prod", "--dir", str(fixture_pins))
+    of_volcano = shown(capsys, "volcano", "--stack", "prod", "--dir", str(fixture_pins))
+    # What the commands print is what the program applies, and nothing else is applied.
+    assert canonical(applied) == canonical(of_operator + of_volcano)
+    assert len(of_operator) == len(rendered)
+    pod = deployment(of_operator)["spec"]["template"]["spec"]
     mirror = "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/mirror"
     assert pod["containers"][0]["args"][0] == "--gang-scheduler-name=volcano"
     assert pod["containers"][0]["image"] == mirrored(OPERATOR_IMAGE, mirror)
     assert pod["nodeSelector"] == {"ack-training-platform/pool": "system"}
     # Everything but the pods' workload is the rendering as it is.
     # (Resources register in the order their dependencies allow, not the rendering's.)
-    assert canonical([o for o in applied if o["kind"] != "Deployment"]) == canonical(
+    assert canonical([o for o in of_operator if o["kind"] != "Deployment"]) == canonical(
         [o for o in rendered if o["kind"] != "Deployment"]
     )
+    # Volcano: the manifest less its monitoring namespace; what runs no pod is unchanged but the
+    # scheduler's configuration.
+    manifest = read_objects(fixture_pins / VOLCANO)
+    kept = [o for o in manifest if o["metadata"]["name"] != "volcano-monitoring"]
+    assert len(of_volcano) == len(kept) == len(manifest) - 1
+
+    def without_pods_or_conf(objects: list[dict]) -> list[dict]:
+        return [o for o in objects if o["kind"] not in ("Deployment", "Job", "ConfigMap")]
+
+    assert canonical(without_pods_or_conf(of_volcano)) == canonical(without_pods_or_conf(kept))
+    for obj in of_volcano:
+        if obj["kind"] in ("Deployment", "Job"):
+            volcano_pod = obj["spec"]["template"]["spec"]
+            assert volcano_pod["nodeSelector"] == {"ack-training-platform/pool": "system"}
+            assert all(c["image"].startswith(f"{mirror}/vc-") for c in volcano_pod["containers"])
+
+
+def test_volcano_runs_the_platform_scheduler_configuration_on_the_system_pool(fixture_pins: Path) -> None:
+    manifest = read_objects(fixture_pins / VOLCANO)
+    objects = customized_volcano_objects(
+        manifest, version="1.12.1", mirror=MIRROR, node_selector={"pool": "system"}, digests=None
+    )
+    (config,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    conf = yaml.safe_load(config["data"]["volcano-scheduler.conf"])
+    # Without enqueue a PodGroup goes Inqueue at once, so its pods exist for the autoscaler.
+    assert [a.strip() for a in conf["actions"].split(",")] == ["allocate", "backfill"]
+    assert config["data"]["volcano-scheduler.conf"] == VOLCANO_SCHEDULER_CONF
+    assert [o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"] == ["volcano-system"]
+    images = sorted(
+        c["image"]
+        for o in objects
+        if o["kind"] in ("Deployment", "Job")
+        for c in o["spec"]["template"]["spec"]["containers"]
+    )
+    assert images == [
+        f"{MIRROR}/vc-controller-manager:v1.12.1",
+        f"{MIRROR}/vc-scheduler:v1.12.1",
+        f"{MIRROR}/vc-webhook-manager:v1.12.1",
+        f"{MIRROR}/vc-webhook-manager:v1.12.1",
+    ]
+    # The parsed manifest is left as it was.
+    assert read_objects(fixture_pins / VOLCANO) == manifest
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda objs: (
+                objs[-1]["spec"]["template"]["spec"]
+                .setdefault("initContainers", [])
+                .append({"name": "wait", "image": "docker.io/library/busybox:1.36"})
+            ),
+            "Volcano 1.12.1's Deployment volcano-controllers runs docker.io/library/busybox:1.36, not one of "
+            "['docker.io/volcanosh/vc-controller-manager:v1.12.1', 'docker.io/volcanosh/vc-scheduler:v1.12.1', "
+            "'docker.io/volcanosh/vc-webhook-manager:v1.12.1']: list it in VOLCANO_IMAGES so that the image lock "
+            "pins it",
+        ),
+        (
+            lambda objs: objs.remove(next(o for o in objs if o["kind"] == "ConfigMap")),
+            "Volcano 1.12.1's manifest has no ConfigMap 'volcano-scheduler-configmap'",
+        ),
+    ],
+    ids=["an image no lock would pin", "no scheduler configuration"],
+)
+def test_a_volcano_manifest_the_platform_cannot_pin_or_configure_fails_loudly(
+    fixture_pins: Path, change, message: str
+) -> None:
+    objects = read_objects(fixture_pins / VOLCANO)
+    change(objects)
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        customized_volcano_objects(objects, version="1.12.1", mirror=None, node_selector=None)
 
 
 def test_the_operator_waits_for_volcano_its_objects_and_its_image_pulls(run_stack, fixture_pins: Path) -> None:
@@ -223,49 +332,79 @@ def test_the_operator_waits_for_volcano_its_objects_and_its_image_pulls(run_stac
     config["ack-training-platform:registry"]["linkVpc"] = True
     plan = run_stack(config, "prod")
     operator = plan.one(OPERATOR)
-    children = {r.inputs["kind"]: r for r in plan.resources if r.parent == operator.urn and r.type != RELEASE}
-    workload = children.pop("Deployment")
-    volcano = plan.one(RELEASE, "volcano")
+    children = {(r.inputs["kind"], r.inputs["metadata"]["name"]): r for r in plan.resources if r.parent == operator.urn}
+    workload = children.pop(("Deployment", "training-operator"))
+    podgroups = children[("CustomResourceDefinition", "podgroups.scheduling.volcano.sh")]
     # The mirror is public: its pulls wait for the registry's VPC link, which the stack creates here.
     registry_link = plan.one("alicloud:cr/vpcEndpointLinkedVpc:VpcEndpointLinkedVpc")
-    # Started with --gang-scheduler-name=volcano, the operator exits without Volcano's PodGroup CRD.
-    assert {volcano.urn, registry_link.urn} | {r.urn for r in children.values()} <= set(workload.dependencies)
-    assert registry_link.urn in volcano.dependencies
-    assert children["Namespace"].urn in children["Service"].dependencies
-    assert not children["CustomResourceDefinition"].dependencies
+    # Started with --gang-scheduler-name=volcano, the operator exits without Volcano's PodGroup CRD;
+    # it waits for every other object, Volcano's running pods among them.
+    assert podgroups.urn in workload.dependencies
+    assert {registry_link.urn} | {r.urn for r in children.values()} <= set(workload.dependencies)
+    volcano_pods = [r for (kind, _), r in children.items() if kind in ("Deployment", "Job")]
+    assert len(volcano_pods) == 4 and all(registry_link.urn in r.dependencies for r in volcano_pods)
+    # Volcano's admission-init Job writes the Secret its webhook mounts: it was the chart's
+    # pre-install hook, and the Deployments still start after it.
+    init = children[("Job", "volcano-admission-init")]
+    assert children[("ServiceAccount", "volcano-admission-init")].urn in init.dependencies
+    for name in ("volcano-admission", "volcano-scheduler", "volcano-controllers"):
+        assert init.urn in children[("Deployment", name)].dependencies
+    assert children[("Namespace", "kubeflow")].urn in children[("Service", "training-operator")].dependencies
+    assert children[("Namespace", "volcano-system")].urn in init.dependencies
+    assert (
+        not podgroups.dependencies
+        and not children[("CustomResourceDefinition", "pytorchjobs.kubeflow.org")].dependencies
+    )
     for job in plan.of_type("kubernetes:kubeflow.org/v1:PyTorchJob"):
-        assert {workload.urn, volcano.urn} | {r.urn for r in children.values()} <= set(job.dependencies)
+        assert {workload.urn} | {r.urn for r in children.values()} <= set(job.dependencies)
 
 
-def test_a_rendering_with_one_changed_byte_is_never_applied(run_stack, fixture_pins: Path) -> None:
+@pytest.mark.parametrize(
+    ("copy", "old", "new", "refusal"),
+    [
+        (RENDERED, b"port: 443", b"port: 444", r"training-operator-v1\.9\.4\.yaml is not the pinned rendering"),
+        (VOLCANO, b"vc-scheduler:v1.12.1", b"vc-scheduler:v1.12.2", r"volcano-v1\.12\.1\.yaml is not the pinned copy"),
+        # A comment changes no object, but it changes the file.
+        (
+            VOLCANO,
+            b"{name: volcano-monitoring}\n",
+            b"{name: volcano-monitoring}\n# unpinned\n",
+            r"volcano-v1\.12\.1\.yaml is not the pinned copy",
+        ),
+    ],
+    ids=["operator", "volcano image", "volcano comment"],
+)
+def test_a_copy_with_one_changed_byte_is_never_applied(
+    run_stack, fixture_pins: Path, copy: str, old: bytes, new: bytes, refusal: str
+) -> None:
     import pulumi
 
-    rendered = fixture_pins / RENDERED
-    rendered.write_bytes(rendered.read_bytes().replace(b"port: 443", b"port: 444"))
+    path = fixture_pins / copy
+    assert path.read_bytes().count(old) == 1
+    path.write_bytes(path.read_bytes().replace(old, new))
     # Refused by the check the program makes once the stack is loaded, before its first
     # resource (a component meeting the copy would raise SourceError instead).
-    with pytest.raises(pulumi.RunError, match=r"training-operator-v1\.9\.4\.yaml is not the pinned rendering"):
+    with pytest.raises(pulumi.RunError, match=refusal):
         run_stack(stack_config("prod"), "prod")
 
 
 def test_without_a_prepared_copy_the_plan_says_what_it_cannot_show(run_stack) -> None:
     plan = run_stack(stack_config("prod"), "prod")
     assert not plan.of_type("kubernetes:apps/v1:Deployment") or all(
-        r.inputs["metadata"]["namespace"] != "kubeflow" for r in plan.of_type("kubernetes:apps/v1:Deployment")
+        r.inputs["metadata"]["namespace"] not in ("kubeflow", "volcano-system")
+        for r in plan.of_type("kubernetes:apps/v1:Deployment")
     )
     assert plan.not_shown() == [
         "training-operator: the objects of kubeflow/trainer v1.9.4 manifests/overlays/standalone; "
         "its rendering is not prepared here (python -m components.upstream prepare)",
-        f"volcano: the objects of Helm chart {plan.one(RELEASE).inputs['chart']} 1.12.1; "
-        "Helm renders them, hooks included, only when the release is installed",
+        "training-operator: Volcano's objects, volcano-sh/volcano v1.12.1 installer/volcano-development.yaml; "
+        "its copy is not prepared here (python -m components.upstream prepare)",
     ]
 
 
-def test_volcano_values_command_matches_the_release(run_stack) -> None:
-    result = upstream("volcano-values", "--stack", "prod")
-    assert result.returncode == 0, result.stderr
-    release = run_stack(stack_config("prod"), "prod").one("kubernetes:helm.sh/v3:Release")
-    assert json.loads(result.stdout) == release.inputs["values"]
+def test_the_volcano_command_needs_a_stack_that_installs_it(fixture_pins: Path, capsys) -> None:
+    assert main(["volcano", "--stack", "dev", "--dir", str(fixture_pins)]) == 2
+    assert capsys.readouterr().err == ("error: the stack installs no Volcano: set operator.volcano.enabled: true\n")
 
 
 def test_images_command_lists_what_to_copy() -> None:
@@ -327,7 +466,7 @@ def test_prepare_command_fills_a_folder_from_a_mirror(tmp_path: Path, fixture_pi
 @pytest.mark.parametrize(
     ("stack", "copies"),
     [
-        ("prod", ["training-operator-v1.9.4.yaml", "volcano-v1.12.1-chart"]),
+        ("prod", ["training-operator-v1.9.4.yaml", "volcano-v1.12.1.yaml"]),
         ("dev", ["training-operator-v1.9.4.yaml"]),
         ("local", ["training-operator-v1.9.4.yaml", "kubeflow-trainer-v2.3.0"]),
     ],
@@ -346,13 +485,12 @@ def test_trainer_v2_waits_for_the_mirror_registry_like_the_operator(run_stack) -
     config["ack-training-platform:registry"]["linkVpc"] = True
     plan = run_stack(config, "prod")
     link = plan.one("alicloud:cr/vpcEndpointLinkedVpc:VpcEndpointLinkedVpc")
-    for release in ("volcano", "kubeflow-trainer"):
-        assert link.urn in plan.one(RELEASE, release).dependencies
+    assert link.urn in plan.one(RELEASE, "kubeflow-trainer").dependencies
 
 
 def test_no_update_or_destroy_deletes_a_crd_and_with_it_every_job(run_stack, fixture_pins: Path) -> None:
-    # Deleting a CRD deletes every object of its kind; the charts render theirs from templates/,
-    # which helm uninstall deletes, so the releases are kept too.
+    # Deleting a CRD deletes every object of its kind (PyTorchJobs, Volcano's PodGroups); the
+    # charts render theirs from templates/, which helm uninstall deletes, so the releases are kept too.
     config = stack_config("prod")
     config["ack-training-platform:trainerV2"] = {"install": True, "kueue": {"enabled": True}}
     config["ack-training-platform:jobs"][1]["backend"] = "v2"
@@ -362,9 +500,13 @@ def test_no_update_or_destroy_deletes_a_crd_and_with_it_every_job(run_stack, fix
     crds = [
         r for r in plan.resources if r.parent == operator.urn and r.inputs.get("kind") == "CustomResourceDefinition"
     ]
-    assert crds and all(crd.retain_on_delete for crd in crds)
-    others = [r for r in plan.resources if r.parent == operator.urn and r not in crds and r.type != RELEASE]
+    assert sorted(crd.inputs["metadata"]["name"] for crd in crds) == [
+        "podgroups.scheduling.volcano.sh",
+        "pytorchjobs.kubeflow.org",
+    ]
+    assert all(crd.retain_on_delete for crd in crds)
+    others = [r for r in plan.resources if r.parent == operator.urn and r not in crds]
     assert others and not any(r.retain_on_delete for r in others)
     releases = plan.of_type(RELEASE)
-    assert sorted(r.name for r in releases) == ["kubeflow-trainer", "kueue", "volcano"]
+    assert sorted(r.name for r in releases) == ["kubeflow-trainer", "kueue"]
     assert all(release.retain_on_delete for release in releases)

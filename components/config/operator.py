@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from ..pins import KUEUE_CHARTS, OPERATOR_OVERLAYS, TRAINER_V2_CHARTS, VOLCANO_CHARTS
+from ..pins import KUEUE_CHARTS, OPERATOR_OVERLAYS, TRAINER_V2_CHARTS, VOLCANO_MANIFESTS
 from .base import (
     _VERSION_TAG,
     DEFAULT_KUEUE_VERSION,
@@ -42,12 +42,12 @@ class VolcanoSpec(Spec):
     enabled: bool = False
     """Install Volcano and start the operator with ``--gang-scheduler-name=volcano``."""
     version: str = Field(default=DEFAULT_VOLCANO_VERSION, pattern=r"^\d+\.\d+\.\d+$")
-    """Volcano Helm chart version (pinned)."""
+    """Volcano release (pinned), installed from its manifest at that tag."""
 
     @model_validator(mode="after")
     def _check(self) -> VolcanoSpec:
-        if self.enabled and self.version not in VOLCANO_CHARTS:
-            raise field_error("version", _unpinned("Volcano", self.version, VOLCANO_CHARTS))
+        if self.enabled and self.version not in VOLCANO_MANIFESTS:
+            raise field_error("version", _unpinned("Volcano", self.version, VOLCANO_MANIFESTS))
         return self
 
 

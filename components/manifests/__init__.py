@@ -36,18 +36,15 @@ from .kinds import KINDS, JobKind, kubeflow_job, v1_replaced_on_change
 from .namespace import docker_config_json, training_namespace
 from .operator import (
     OPERATOR_NAMESPACE,
-    VOLCANO_NAMESPACE,
-    VOLCANO_SCHEDULER_CONF,
     customize_operator_object,
     customized_operator_objects,
     mirrored,
     operator_customization,
+    operator_images,
     pod_spec,
     pulled,
     repository_and_tag,
     system_node_selector,
-    third_party_images,
-    volcano_values,
 )
 from .placement import (
     CPU_PLACEMENT,
@@ -109,6 +106,7 @@ from .trainjob import (
     training_runtime,
     trainjob_kubectl_commands,
 )
+from .volcano import VOLCANO_NAMESPACE, VOLCANO_SCHEDULER_CONF, customized_volcano_objects, volcano_images
 
 __all__ = [
     "DATASET_LABEL",
@@ -187,7 +185,7 @@ __all__ = [
     "pytorch_job",
     "runtime_name",
     "shared_volume_path",
-    "third_party_images",
+    "operator_images",
     "train_job",
     "training_namespace",
     "BASELINE",
@@ -205,5 +203,6 @@ __all__ = [
     "trainer_v2_values",
     "trainjob_kubectl_commands",
     "v2_fabrics",
-    "volcano_values",
+    "volcano_images",
+    "customized_volcano_objects",
 ]

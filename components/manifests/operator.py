@@ -1,17 +1,16 @@
-"""The Kubeflow Training Operator (v1) and Volcano as this platform installs them.
+"""The Kubeflow Training Operator (v1) as this platform installs it, and the image helpers
+it shares with Volcano (:mod:`.volcano`).
 
 The operator comes from its upstream kustomize overlay, rendered once from a verified
 local copy (:mod:`components.local_sources`); :func:`customized_operator_objects` adjusts
-each rendered object before it is applied. Volcano comes from its Helm chart with :func:`volcano_values`.
-Facts about the upstream objects are from kubeflow/trainer at tag v1.9.4 and
-volcano-sh/volcano's chart at v1.12.1.
+each rendered object before it is applied. Facts about the upstream objects are from
+kubeflow/trainer at tag v1.9.4.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from ..config import ClusterSpec, OperatorSpec
 from .base import POOL_LABEL, SYSTEM_POOL, Manifest
@@ -27,39 +26,6 @@ PYTORCH_INIT_IMAGE = "alpine:3.23.3"
 ``sh``, ``seq`` and ``nslookup`` (v1.9.4 ``pkg/controller.v1/pytorch/initcontainer.go``). The
 operator's default is ``alpine:3.10`` (``pkg/config/config.go``), out of support since 2021;
 3.23 is supported until 2027-11 (Alpine's release branches), so the platform always sets it."""
-
-VOLCANO_NAMESPACE = "volcano-system"
-VOLCANO_IMAGES = ("volcanosh/vc-controller-manager", "volcanosh/vc-scheduler", "volcanosh/vc-webhook-manager")
-"""The chart's images (``basic.*_image_name``, from ``basic.image_registry`` docker.io); the
-admission-init hook Job runs the webhook-manager image."""
-VOLCANO_SCHEDULER_CONF = """\
-actions: "allocate, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-    enablePreemptable: false
-  - name: conformance
-- plugins:
-  - name: drf
-    enablePreemptable: false
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: binpack
-"""
-"""Volcano's default scheduler configuration without the ``enqueue`` action (and the
-``overcommit`` plugin, which only votes there).
-
-With ``enqueue``, a PodGroup stays Pending until the cluster has room for the whole gang;
-the operator creates no pods while its PodGroup is Pending (v1.9.4
-``pkg/controller.v1/control/podgroup_control.go``); without pending pods the autoscaler
-never adds GPU nodes: a pool at zero never starts the job (volcano-sh/volcano#3910).
-Without ``enqueue``, the ``allocate`` action moves a Pending PodGroup to Inqueue at once
-(volcano v1.12.1 ``pkg/scheduler/actions/allocate/allocate.go``), the operator creates the
-pods, they stay unschedulable until the autoscaler has started enough nodes, and the
-gang plugin binds them all together or none. The cost: queues no longer hold jobs back
-for overcommit; their ``capability`` still caps what runs."""
 
 
 def mirrored(image: str, mirror: str) -> str:
@@ -188,42 +154,15 @@ def customized_operator_objects(
     return customized
 
 
-def volcano_values(*, mirror: str | None, node_selector: dict[str, str] | None) -> dict[str, Any]:
-    """Values for the Volcano chart (keys of its ``values.yaml`` at v1.12.1).
-
-    Args:
-        mirror: registry path Volcano's images were copied to.
-        node_selector: labels of the nodes for Volcano's pods (the system pool).
-    """
-    custom: dict[str, Any] = {"scheduler_config_override": VOLCANO_SCHEDULER_CONF}
-    if node_selector:
-        custom["default_ns"] = dict(node_selector)
-    values: dict[str, Any] = {"custom": custom}
-    if mirror is not None:
-        values["basic"] = {
-            "image_registry": mirror,
-            **{
-                f"{part}_image_name": image.rsplit("/", 1)[-1]
-                for part, image in zip(("controller", "scheduler", "admission"), VOLCANO_IMAGES, strict=True)
-            },
-        }
-    return values
-
-
-def third_party_images(*, operator_version: str | None, volcano_version: str | None) -> list[str]:
-    """The images the operator and Volcano pull, as their upstream manifests name them.
+def operator_images(version: str) -> list[str]:
+    """The images the operator ``version`` pulls, as its upstream manifests name them.
 
     Raises:
         ValueError: the operator version's image is not known here.
     """
-    images: list[str] = []
-    if operator_version is not None:
-        if operator_version not in OPERATOR_IMAGES:
-            raise ValueError(f"the image of operator {operator_version} is not known: list it from its overlay")
-        images += [OPERATOR_IMAGES[operator_version], f"docker.io/library/{PYTORCH_INIT_IMAGE}"]
-    if volcano_version is not None:
-        images += [f"docker.io/{name}:v{volcano_version}" for name in VOLCANO_IMAGES]
-    return images
+    if version not in OPERATOR_IMAGES:
+        raise ValueError(f"the image of operator {version} is not known: list it from its overlay")
+    return [OPERATOR_IMAGES[version], f"docker.io/library/{PYTORCH_INIT_IMAGE}"]
 
 
 def system_node_selector(cluster: ClusterSpec) -> dict[str, str] | None:
