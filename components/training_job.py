@@ -38,8 +38,8 @@ from .trainer_v2 import TrainerV2
 
 
 class JobArgumentError(pulumi.RunError, ValueError):
-    """A TrainingJob's spec conflicts with the pool or namespace it is given: the same rules
-    as a stack file's jobs, named by argument. As a ``RunError`` Pulumi reports the message
+    """A TrainingJob's spec conflicts with the pool or namespace it is given (the same rules
+    as a stack file's jobs, named by argument), or its job does not fit the operator's CRD. As a ``RunError`` Pulumi reports the message
     alone, without a traceback (pulumi/errors.py, pulumi 3.272)."""
 
 
