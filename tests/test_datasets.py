@@ -230,3 +230,17 @@ def test_what_an_ack_stack_refuses(change: dict[str, Any], key: str, reason: str
     assert any(p.startswith(f"ack-training-platform:{key}") and reason in p for p in raised.value.problems), (
         raised.value.problems
     )
+
+
+def test_an_ack_stacks_oss_import_reads_as_its_role_on_the_system_nodes(run_stack) -> None:
+    config = stack_config("dev")
+    config[cfg("datasets")] = [
+        {"name": "books", "source": "oss://corpus-bucket/books", "ossRoleName": "books-reader", "imageTag": "v1.4.0"}
+    ]
+    plan = run_stack(config, "dev")
+    objects = {(obj["kind"], obj["metadata"]["name"]): obj for obj in plan.kubernetes_objects()}
+    pod = objects[("Job", "import-books")]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"ack-training-platform/pool": "system"}
+    assert pod["imagePullSecrets"] == [{"name": "registry-pull"}]
+    attributes = objects[("PersistentVolume", "training-import-books-source")]["spec"]["csi"]["volumeAttributes"]
+    assert (attributes["roleName"], attributes["url"]) == ("books-reader", "oss-cn-hangzhou-internal.aliyuncs.com")
