@@ -7,6 +7,7 @@ import pulumi
 from components import (
     AckCluster,
     ContainerRegistry,
+    DatasetImport,
     GpuNodePool,
     Monitoring,
     NasStorage,
@@ -200,6 +201,21 @@ jobs = [
     for job in spec.jobs
     if image_pushed(registry, job.image_tag if job.image is None else None, f"job {job.name!r}")
 ]
+datasets = [
+    DatasetImport(
+        dataset.name,
+        dataset,
+        namespace=teams[dataset.team] if dataset.team else namespace,
+        storage=team_volumes[dataset.team] if dataset.team else volumes,
+        provider=provider,
+        registry=registry,
+        region=spec.region,
+        security_context=teams[dataset.team].security_context if dataset.team else None,
+        node_selector=system_node_selector(spec.cluster),
+    )
+    for dataset in spec.datasets
+    if image_pushed(registry, dataset.image_tag if dataset.image is None else None, f"dataset {dataset.name!r}")
+]
 
 monitoring = Monitoring(
     "monitoring",
@@ -218,6 +234,7 @@ pulumi.export("namespace", namespace.name)
 pulumi.export("volumeClaims", {"data": volumes.data_claim, "output": volumes.output_claim})
 pulumi.export("tensorboard", monitoring.tensorboard_command)
 pulumi.export("teamTensorboards", monitoring.team_tensorboard_commands)
+pulumi.export("datasetImports", {imp.job_name: imp.namespace for imp in datasets})
 pulumi.export("jobs", {job.job_name: {"namespace": job.namespace, "commands": job.commands} for job in jobs})
 
 

@@ -37,6 +37,10 @@ class DatasetImport(pulumi.ComponentResource):
         node_selector: where the Job runs (the system nodes), or ``None``.
         depends_on: what the Job waits for besides the claims and the registry.
 
+    Attributes:
+        job_name: the Job's name, ``import-<name>``.
+        namespace: the Job's namespace.
+
     Raises:
         ValueError: an ``oss://`` source without a role, a data volume that is read-only, or
             an ``imageTag`` without a registry.
@@ -89,6 +93,7 @@ class DatasetImport(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=waits)),
         )
         self.job_name = manifest["metadata"]["name"]
+        self.namespace = namespace.name
         self.register_outputs({"jobName": self.job_name})
 
     def _source(

@@ -10,6 +10,7 @@ import pulumi_kubernetes as k8s
 
 from ._k8s import TOKEN, typed_resource
 from .config import OperatorSpec
+from .crd_schema import crd_schemas
 from .local_sources import LocalSources
 from .manifests import customized_operator_objects, customized_volcano_objects, pod_spec
 from .pins import OPERATOR_OVERLAYS, VOLCANO_MANIFESTS
@@ -64,6 +65,9 @@ class TrainingOperator(pulumi.ComponentResource):
         ready: what a PyTorchJob must wait for (the operator's objects and CRDs, Volcano's);
             empty when the cluster already runs an operator.
         gang_scheduling: whether Volcano gang scheduling is available.
+        crd_schemas: the schemas of the CRDs in the verified rendering, by ``(apiVersion,
+            kind)``, which each v1 job is checked against before it registers; empty when the
+            operator is not installed or its rendering is not prepared (the offline plan).
     """
 
     def __init__(
@@ -98,6 +102,7 @@ class TrainingOperator(pulumi.ComponentResource):
             }
         super().__init__(f"{TOKEN}:TrainingOperator", name, props if spec.install else None, opts)
         self.gang_scheduling = gang
+        self.crd_schemas = crd_schemas(rendered or [])
         self.ready: list[pulumi.Resource] = []
         if not spec.install:
             self.register_outputs({})

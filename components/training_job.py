@@ -14,6 +14,7 @@ from ._k8s import IMAGE_PLACEHOLDER, TOKEN, resource_args, with_image
 from .config import Backend, TrainingJobSpec, job_gpus
 from .config.capacity import pool_problem, quota_problem
 from .config.teams import team_quota_owner
+from .crd_schema import CrdMismatch, check_against_crd
 from .gpu_pool import GpuNodePool
 from .manifests import (
     CPU_PLACEMENT,
@@ -37,8 +38,8 @@ from .trainer_v2 import TrainerV2
 
 
 class JobArgumentError(pulumi.RunError, ValueError):
-    """A TrainingJob's spec conflicts with the pool or namespace it is given: the same rules
-    as a stack file's jobs, named by argument. As a ``RunError`` Pulumi reports the message
+    """A TrainingJob's spec conflicts with the pool or namespace it is given (the same rules
+    as a stack file's jobs, named by argument), or its job does not fit the operator's CRD. As a ``RunError`` Pulumi reports the message
     alone, without a traceback (pulumi/errors.py, pulumi 3.272)."""
 
 
@@ -191,7 +192,9 @@ class TrainingJob(pulumi.ComponentResource):
     Raises:
         JobArgumentError: (a ``ValueError``) the job names another namespace than
             ``namespace``, whose claims and pull secret its pods need; it does not fit the
-            pool's nodes or ``maxSize``; or it could never start within the namespace's quota.
+            pool's nodes or ``maxSize``; it could never start within the namespace's quota; or
+            (backend v1) it does not fit its kind's CRD in the operator's verified rendering,
+            named by JSON path (:func:`~components.crd_schema.check_against_crd`).
     """
 
     def __init__(
@@ -211,22 +214,28 @@ class TrainingJob(pulumi.ComponentResource):
         secret: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ):
-        check_job(name, spec, namespace, pool)  # before anything is registered
-        super().__init__(f"{TOKEN}:TrainingJob", name, None, opts)
+        # Everything is checked before anything is registered.
+        check_job(name, spec, namespace, pool)
         backend = backend or spec.backend or "v1"
         ctx = platform_context(
             namespace=namespace, storage=storage, pool=pool, registry=registry, trainer_v2=trainer_v2
         )
         ctx = dataclasses.replace(ctx, gpus=job_gpus(spec, ctx.placement.gpus_per_node))
+        built = train_job(spec, ctx) if backend == "v2" else kubeflow_job(spec, ctx)
+        if backend == "v1" and operator is not None:
+            try:
+                check_against_crd(built, operator.crd_schemas)
+            except CrdMismatch as err:
+                raise JobArgumentError(f"TrainingJob {name!r}: {err}") from None
+        super().__init__(f"{TOKEN}:TrainingJob", name, None, opts)
         # The registry's URL may be known only after deployment; everything else is known now.
         image = pinned_image(spec.image, spec.image_tag, registry, f"job {spec.name!r}")
+        self.manifest = with_image(built, image)
         if backend == "v2":
-            self.manifest = with_image(train_job(spec, ctx), image)
             controller: pulumi.Input[list[pulumi.Resource]] = trainer_v2.ready if trainer_v2 else []
             replaced_on_change = REPLACED_ON_CHANGE_V2
             self.commands = trainjob_kubectl_commands(spec.name, namespace.name)
         else:
-            self.manifest = with_image(kubeflow_job(spec, ctx), image)
             controller = operator.ready if operator else []
             replaced_on_change = v1_replaced_on_change(spec.framework)
             self.commands = kubectl_commands(spec.name, namespace.name, self.manifest["kind"])

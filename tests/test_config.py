@@ -64,7 +64,7 @@ INVALID = [
     (
         "unknown top-level key",
         {"gpuPol": {}},
-        "ack-training-platform:gpuPol: unknown key; did you mean 'gpuPool'? valid keys: cluster, gpuPool, imageLock, "
+        "ack-training-platform:gpuPol: unknown key; did you mean 'gpuPool'? valid keys: cluster, datasets, gpuPool, imageLock, "
         "imageMirror, jobs, monitoring, network, operator, registry, storage, teams, trainerV2, training",
     ),
     (

@@ -9,10 +9,11 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 import pytest
+from conftest import cfg, stack_config
 from pydantic import ValidationError
 
 from components import DatasetImport, SharedVolumes, TrainingNamespace
-from components.config import DatasetImportSpec, StorageSpec
+from components.config import ConfigError, DatasetImportSpec, StorageSpec, load_spec
 from components.config.operator import TrainingNamespaceSpec
 
 WIKI = {"name": "wiki", "source": "https://data.example.com/wiki/", "image": "trainer:1"}
@@ -141,3 +142,105 @@ def test_an_import_that_cannot_work_is_refused_before_anything_exists(
 ) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         deploy(DatasetImportSpec.model_validate(spec), storage, oss_role=None, region="cn-hangzhou")
+
+
+# --- the stack's datasets --------------------------------------------------------------
+
+
+def test_the_local_stack_plans_its_import_job(run_stack) -> None:
+    plan = run_stack(stack_config("local"), "local")
+    (job,) = [obj for obj in plan.kubernetes_objects() if obj["kind"] == "Job"]
+    pod = job["spec"]["template"]["spec"]
+    assert (job["metadata"]["name"], job["metadata"]["namespace"]) == ("import-mnist-tokens", "training")
+    assert pod["containers"][0]["image"] == "trainer:0.1.0"
+    assert pod["containers"][0]["args"][:4] == [
+        "--name",
+        "mnist-tokens",
+        "--source",
+        "https://data.example.com/mnist-tokens/",
+    ]
+    assert pod["volumes"] == [{"name": "data", "persistentVolumeClaim": {"claimName": "training-data"}}]
+    assert job["spec"]["backoffLimit"] == 2
+    assert plan.outputs["datasetImports"] == {"import-mnist-tokens": "training"}
+
+
+def test_a_teams_import_lands_in_its_namespace_as_its_uid(run_stack) -> None:
+    config = stack_config("local")
+    config[cfg("teams")] = [{"name": "vision", "uid": 2000, "quota": {"gpus": 0, "cpu": "16", "memory": "32Gi"}}]
+    for job in config[cfg("jobs")]:
+        job["team"] = "vision"
+    config[cfg("datasets")][0]["team"] = "vision"
+    plan = run_stack(config, "local")
+    (job,) = [
+        obj
+        for obj in plan.kubernetes_objects()
+        if obj["kind"] == "Job" and obj["metadata"]["name"].startswith("import-")
+    ]
+    assert job["metadata"]["namespace"] == "vision"
+    assert job["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == 2000
+
+
+OSS_SOURCE = {"source": "oss://corpus-bucket/books"}
+BAD_ENTRIES = [
+    ({"sourse": "https://x.example.com/"}, "datasets[0].sourse", "unknown key; did you mean 'source'?"),
+    ({"source": "http://x.example.com/"}, "datasets[0].source", "plain http:// is refused"),
+    ({"team": "vision"}, "datasets[0].team", "'vision' is not a team of this stack"),
+    ({"imageTag": "v1", "image": None}, "datasets[0].imageTag", "imageTag needs a registry"),
+    (OSS_SOURCE, "datasets[0].source", "a local cluster has no OSS CSI plugin"),
+]
+
+
+@pytest.mark.parametrize(("change", "key", "reason"), BAD_ENTRIES)
+def test_a_bad_entry_is_refused_naming_its_key(change: dict[str, Any], key: str, reason: str) -> None:
+    config = stack_config("local")
+    entry = config[cfg("datasets")][0]
+    entry.update(change)
+    config[cfg("datasets")][0] = {k: v for k, v in entry.items() if v is not None}
+    with pytest.raises(ConfigError) as raised:
+        load_spec(config, credentials=False)
+    assert any(p.startswith(f"ack-training-platform:{key}") and reason in p for p in raised.value.problems), (
+        raised.value.problems
+    )
+
+
+def test_a_name_used_twice_is_refused() -> None:
+    config = stack_config("local")
+    config[cfg("datasets")].append(dict(config[cfg("datasets")][0]))
+    with pytest.raises(ConfigError) as raised:
+        load_spec(config, credentials=False)
+    assert raised.value.problems == [
+        "ack-training-platform:datasets[1].name: dataset name 'mnist-tokens' is used twice"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "reason"),
+    [
+        (OSS_SOURCE, "datasets[0].ossRoleName", "an oss:// source is read as a RAM role through RRSA"),
+        ({}, "datasets[0].source", "the data volume is the read-only OSS bucket of storage.oss"),
+    ],
+)
+def test_what_an_ack_stack_refuses(change: dict[str, Any], key: str, reason: str) -> None:
+    config = stack_config("dev")
+    config[cfg("datasets")] = [{"name": "books", "source": "https://x.example.com/", "imageTag": "v1", **change}]
+    if not change:
+        config[cfg("storage")]["oss"] = {"bucket": "train-data", "roleName": "reader"}
+    with pytest.raises(ConfigError) as raised:
+        load_spec(config, credentials=False)
+    assert any(p.startswith(f"ack-training-platform:{key}") and reason in p for p in raised.value.problems), (
+        raised.value.problems
+    )
+
+
+def test_an_ack_stacks_oss_import_reads_as_its_role_on_the_system_nodes(run_stack) -> None:
+    config = stack_config("dev")
+    config[cfg("datasets")] = [
+        {"name": "books", "source": "oss://corpus-bucket/books", "ossRoleName": "books-reader", "imageTag": "v1.4.0"}
+    ]
+    plan = run_stack(config, "dev")
+    objects = {(obj["kind"], obj["metadata"]["name"]): obj for obj in plan.kubernetes_objects()}
+    pod = objects[("Job", "import-books")]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"ack-training-platform/pool": "system"}
+    assert pod["imagePullSecrets"] == [{"name": "registry-pull"}]
+    attributes = objects[("PersistentVolume", "training-import-books-source")]["spec"]["csi"]["volumeAttributes"]
+    assert (attributes["roleName"], attributes["url"]) == ("books-reader", "oss-cn-hangzhou-internal.aliyuncs.com")

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from pydantic import Field, field_validator, model_validator
 
-from .base import Cpu, DnsLabel, Quantity, Spec, set_but_unused
+from .base import Cpu, DnsLabel, Quantity, Spec, field_error, set_but_unused
 from .job_settings import check_image_choice
 from .storage import OssSpec
+
+if TYPE_CHECKING:
+    from .platform import PlatformSpec
 
 IMPORT_NAME_MAX = 50
 """The Job is ``import-<name>``; its pods add a suffix of their own, within 63 characters."""
@@ -38,7 +42,11 @@ class DatasetImportSpec(Spec):
     oss_endpoint: str | None = None
     """OSS endpoint of an ``oss://`` source; the region's internal one when unset."""
     oss_role_name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9.-]{1,64}$")
-    """RAM role the OSS CSI plugin reads an ``oss://`` source as; the role the component is given when unset."""
+    """RAM role the OSS CSI plugin reads an ``oss://`` source as; required in the stack's ``datasets``, and the role
+    the ``DatasetImport`` component is given when unset."""
+    team: DnsLabel | None = None
+    """Team whose data volume receives the dataset (in the stack's ``datasets``): its namespace, and its uid owns
+    the files. ``training.namespace``'s data volume when unset."""
     image: str | None = None
     """Full reference of an image holding ``trainer/`` (the training image), pinned by tag or digest."""
     image_tag: str | None = None
@@ -76,3 +84,42 @@ class DatasetImportSpec(Spec):
         if location is None:
             return None
         return location.model_copy(update={"endpoint": self.oss_endpoint, "role_name": self.oss_role_name})
+
+
+def check_datasets(spec: PlatformSpec) -> None:
+    """The rules between ``datasets`` and the rest of the platform: unique names, a declared team,
+    a data volume an import can write, and what an ``oss://`` source needs."""
+    names = [dataset.name for dataset in spec.datasets]
+    teams = [team.name for team in spec.teams]
+    for i, dataset in enumerate(spec.datasets):
+        key = f"datasets[{i}]"
+        if dataset.name in names[:i]:
+            raise field_error(f"{key}.name", f"dataset name {dataset.name!r} is used twice")
+        if dataset.team is not None and dataset.team not in teams:
+            raise field_error(
+                f"{key}.team",
+                f"{dataset.team!r} is not a team of this stack: use one of {teams or 'none declared (teams)'}, "
+                "or drop team for training.namespace's data volume",
+            )
+        if spec.storage.oss is not None:
+            raise field_error(
+                f"{key}.source",
+                "the data volume is the read-only OSS bucket of storage.oss, which an import cannot write: "
+                "read the dataset from that bucket, or drop storage.oss",
+            )
+        if dataset.image_tag is not None and spec.registry is None:
+            raise field_error(
+                f"{key}.imageTag", "imageTag needs a registry; without one give a full image reference in image"
+            )
+        if dataset.oss is not None and spec.is_local:
+            raise field_error(
+                f"{key}.source",
+                "a local cluster has no OSS CSI plugin to read an oss:// source: give an https:// source",
+            )
+        if dataset.oss is not None and dataset.oss_role_name is None:
+            raise field_error(
+                f"{key}.ossRoleName",
+                "an oss:// source is read as a RAM role through RRSA: name the role (trusted for service account "
+                "ack-csi-fuse/csi-fuse-ossfs, allowed to read the bucket; components.identity.dataset_reader_role "
+                "creates one)",
+            )

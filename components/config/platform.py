@@ -15,6 +15,7 @@ from .base import (
 )
 from .capacity import job_gpus, pool_problem, quota_problem
 from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
+from .datasets import DatasetImportSpec, check_datasets
 from .monitoring import MonitoringScope, MonitoringSpec, PrometheusMode
 from .operator import OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec
 from .pools import GpuPoolSpec
@@ -58,6 +59,9 @@ class PlatformSpec(Spec):
     job runs in ``training.namespace``."""
     jobs: list[TrainingJobSpec] = Field(default_factory=list)
     """Training jobs to run; each becomes a PyTorchJob (backend v1) or a TrainJob (backend v2)."""
+    datasets: list[DatasetImportSpec] = Field(default_factory=list)
+    """Datasets copied onto a data volume, each by a one-shot Job ``import-<name>`` (docs/data.md); jobs read
+    them from ``/mnt/data/<name>``."""
     monitoring: MonitoringSpec = Field(default_factory=MonitoringSpec)
 
     @property
@@ -166,6 +170,7 @@ class PlatformSpec(Spec):
         self._check_trainer_v2()
         check_teams(self)
         self._check_jobs()
+        check_datasets(self)
         self._check_monitoring()
         return self
 
