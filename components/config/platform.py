@@ -16,7 +16,7 @@ from .base import (
 from .capacity import job_gpus, pool_problem, quota_problem
 from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
 from .monitoring import MonitoringScope, MonitoringSpec, PrometheusMode
-from .operator import OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec
+from .operator import OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, check_kueue_topology
 from .pools import GpuPoolSpec
 from .registry import RegistrySpec
 from .storage import StorageSpec
@@ -166,6 +166,7 @@ class PlatformSpec(Spec):
         self._check_trainer_v2()
         check_teams(self)
         self._check_jobs()
+        check_kueue_topology(self)
         self._check_monitoring()
         return self
 
