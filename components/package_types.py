@@ -382,7 +382,8 @@ class TopologyMode(enum.StrEnum):
 class TopologySpec(TypedDict):
     """Keep a job's pods on nodes that are close in the network: a pod affinity among the job's own pods on a node
     label whose equal values mark one network domain. The Kubernetes scheduler and Volcano (its ``nodeorder`` and
-    ``predicates`` plugins) both honour it. See docs/network.md for which labels ACK sets."""
+    ``predicates`` plugins) both honour it. A GPU v2 job queued by Kueue with ``trainerV2.kueue.topology`` is placed
+    by Kueue instead, on a level of that topology. See docs/network.md for which labels ACK sets."""
 
     key: NotRequired[str]
     """The node label, e.g. ``topology.kubernetes.io/zone`` (on every ACK node), or ``alibabacloud.com/asw-id`` /

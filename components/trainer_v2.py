@@ -58,6 +58,7 @@ class TrainerV2(pulumi.ComponentResource):
     Attributes:
         ready: what a TrainJob must wait for (the release, the runtimes, the queue).
         queue: the LocalQueue jobs are labelled with, or ``None``.
+        topology_levels: the levels over which Kueue places the queue's GPU jobs, or none.
     """
 
     def __init__(
@@ -131,6 +132,7 @@ class TrainerV2(pulumi.ComponentResource):
         after_kueue = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=kueue)
         self.queue_resources = [typed_resource(_queue_resource_name(obj), obj, after_kueue) for obj in queue_objects]
         self.queue = queue
+        self.topology_levels = spec.kueue.topology_levels if queue is not None else ()
         self.ready: list[pulumi.Resource] = [*installed, *self.runtimes, *kueue, *self.queue_resources]
         self.register_outputs({"queue": queue})
 

@@ -117,6 +117,7 @@ def platform_context(
         image_pull_secret=registry.pull_secret if registry is not None else None,
         queue=trainer_v2.queue if trainer_v2 is not None else None,
         security_context=namespace.security_context,
+        topology_levels=trainer_v2.topology_levels if trainer_v2 is not None else (),
     )
 
 

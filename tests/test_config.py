@@ -581,6 +581,60 @@ INVALID = [
         "(spec.active: false)",
     ),
     (
+        "a topology key Kueue's topology lacks",
+        {
+            "training.backend": "v2",
+            "gpuPool.minSize": 1,
+            "trainerV2.kueue": {"enabled": True, "topology": {}},
+            "jobs.0.topology": {"key": "alibabacloud.com/asw-id", "mode": "required"},
+        },
+        "ack-training-platform:jobs[0].topology.key: 'alibabacloud.com/asw-id' is not a level of Kueue's topology, "
+        "so the job would never be admitted: use one of ['topology.kubernetes.io/zone', 'kubernetes.io/hostname'] "
+        "(trainerV2.kueue.topology.levels, above kubernetes.io/hostname)",
+    ),
+    (
+        "Kueue's topology over a pool that scales from zero",
+        {"training.backend": "v2", "trainerV2.kueue": {"enabled": True, "topology": {}}},
+        "ack-training-platform:gpuPool.minSize: 0 nodes: Kueue's topology-aware scheduling admits a GPU job only "
+        "onto nodes that exist, so the autoscaler is never asked for the first one; give minSize the nodes of the "
+        "largest v2 GPU job, or drop trainerV2.kueue.topology",
+    ),
+    (
+        "a placed job larger than the nodes the pool keeps",
+        {
+            "training.backend": "v2",
+            "gpuPool.minSize": 1,
+            "trainerV2.kueue": {"enabled": True, "topology": {}},
+            "jobs.0.nodes": 2,
+        },
+        "ack-training-platform:jobs[0].nodes: 2 nodes, but the GPU pool keeps 1 (gpuPool.minSize) and Kueue's "
+        "topology-aware scheduling (trainerV2.kueue.topology) admits a job only onto nodes that exist: raise minSize",
+    ),
+    (
+        "Kueue's topology without Kueue",
+        {"training.backend": "v2", "trainerV2.kueue": {"topology": {}}},
+        "ack-training-platform:trainerV2.kueue.topology: topology-aware scheduling is Kueue's: set "
+        "trainerV2.kueue.enabled: true, or drop it",
+    ),
+    (
+        "the host as a topology level",
+        {
+            "training.backend": "v2",
+            "trainerV2.kueue": {
+                "enabled": True,
+                "topology": {"levels": ["topology.kubernetes.io/zone", "kubernetes.io/hostname"]},
+            },
+        },
+        "ack-training-platform:trainerV2.kueue.topology.levels[1]: kubernetes.io/hostname is always the lowest "
+        "level, added by the platform: drop it",
+    ),
+    (
+        "a topology level twice",
+        {"trainerV2.kueue": {"topology": {"levels": ["alibabacloud.com/asw-id", "alibabacloud.com/asw-id"]}}},
+        "ack-training-platform:trainerV2.kueue.topology.levels[1]: 'alibabacloud.com/asw-id' is listed twice: "
+        "each level once",
+    ),
+    (
         "Kueue without v2 jobs",
         {"trainerV2.kueue": {"enabled": True}},
         "ack-training-platform:trainerV2.kueue.enabled: Kueue queues v2 jobs only and no job runs on backend v2: "

@@ -183,9 +183,13 @@ def test_v2_team_jobs_join_their_teams_queue(run_stack) -> None:
     # Each team's queue admits its own namespace only, up to its own quota.
     assert cluster_queue["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "vision"}}
     quota = {
-        r["name"]: r["nominalQuota"] for r in cluster_queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+        f["name"]: {r["name"]: r["nominalQuota"] for r in f["resources"]}
+        for f in cluster_queue["spec"]["resourceGroups"][0]["flavors"]
     }
-    assert quota == {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "2"}
+    assert quota == {
+        "default-flavor": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "0"},
+        "gpu": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "2"},
+    }
     assert sorted(q["metadata"]["namespace"] for q in queues) == ["speech", "vision"]
 
 

@@ -475,11 +475,11 @@ def test_kueue_queues_v2_jobs_with_the_gpu_quota(run_stack) -> None:
     config[cfg("trainerV2")] = {"kueue": {"enabled": True}}
     plan = run_stack(config)
     cluster_queue = plan.one("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue").inputs
-    flavor = cluster_queue["spec"]["resourceGroups"][0]["flavors"][0]
-    assert {r["name"]: r["nominalQuota"] for r in flavor["resources"]} == {
-        "cpu": "1024",
-        "memory": "8Ti",
-        "nvidia.com/gpu": "2",
+    # CPU jobs on the CPU flavor, GPU jobs on the GPU pool's, each with the CPU and memory quota.
+    flavors = cluster_queue["spec"]["resourceGroups"][0]["flavors"]
+    assert {f["name"]: {r["name"]: r["nominalQuota"] for r in f["resources"]} for f in flavors} == {
+        "default-flavor": {"cpu": "1024", "memory": "8Ti", "nvidia.com/gpu": "0"},
+        "gpu": {"cpu": "1024", "memory": "8Ti", "nvidia.com/gpu": "2"},
     }
     assert cluster_queue["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "training"}}
     local = plan.one("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue").inputs

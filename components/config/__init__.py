@@ -55,10 +55,11 @@ from .job_settings import (
     SecretEnv,
     SecretKeySelector,
     TrainerArgs,
+    topology_problem,
 )
 from .loading import ConfigError, load_spec, missing_credentials, stack_schema
 from .monitoring import AlertThresholds, MonitoringScope, MonitoringSpec, PrometheusMode, TensorBoardSpec
-from .operator import KueueSpec, OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, VolcanoSpec
+from .operator import KueueSpec, KueueTopologySpec, OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, VolcanoSpec
 from .platform import PlatformSpec
 from .pools import ERDMA_INSTANCE_FAMILIES, SYSTEM_POOL_NAME, Fabric, GpuPoolSpec, TaintSpec
 from .registry import RegistrySpec
@@ -96,6 +97,7 @@ __all__ = [
     "GpuPoolSpec",
     "JOB_NAME_MAX",
     "KueueSpec",
+    "KueueTopologySpec",
     "LocalClusterSpec",
     "MonitoringSpec",
     "NasSpec",
@@ -137,6 +139,7 @@ __all__ = [
     "job_gpus",
     "job_shm_size",
     "load_spec",
+    "topology_problem",
     "missing_credentials",
     "nodes_needed",
     "quantity_bytes",

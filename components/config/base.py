@@ -20,6 +20,10 @@ from pydantic_core import PydanticCustomError
 PROJECT = "ack-training-platform"
 POOL_LABEL = f"{PROJECT}/pool"
 """The node label naming a node's pool."""
+ZONE_LABEL = "topology.kubernetes.io/zone"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+"""Kubernetes well-known node labels (kubernetes.io, "Well-Known Labels, Annotations and Taints"),
+on every node: ACK sets them like any other cluster."""
 
 SECRET_KEYS = ("registryPassword",)
 """Stack keys that hold credentials. They never enter a spec: components read them as

@@ -13,6 +13,7 @@ from trainer.config import MODELS, PARALLEL_CHOICES, Config
 
 from .base import (
     UNION_TAGS,
+    ZONE_LABEL,
     DnsLabel,
     EnvValue,
     LabelKey,
@@ -106,13 +107,29 @@ class TrainerArgs(Spec):
 class TopologySpec(Spec):
     """Keep a job's pods on nodes that are close in the network: a pod affinity among the job's own pods on a node
     label whose equal values mark one network domain. The Kubernetes scheduler and Volcano (its ``nodeorder`` and
-    ``predicates`` plugins) both honour it. See docs/network.md for which labels ACK sets."""
+    ``predicates`` plugins) both honour it. A GPU v2 job queued by Kueue with ``trainerV2.kueue.topology`` is placed
+    by Kueue instead, on a level of that topology. See docs/network.md for which labels ACK sets."""
 
-    key: LabelKey = "topology.kubernetes.io/zone"
+    key: LabelKey = ZONE_LABEL
     """The node label, e.g. ``topology.kubernetes.io/zone`` (on every ACK node), or ``alibabacloud.com/asw-id`` /
     ``alibabacloud.com/point-of-delivery`` (ACK Lingjun nodes)."""
     mode: Literal["preferred", "required"] = "preferred"
     """``preferred`` still starts a job the domain cannot hold; ``required`` leaves it pending instead."""
+
+
+def topology_problem(topology: TopologySpec | None, levels: tuple[str, ...]) -> str | None:
+    """Why a job's ``topology`` cannot be placed by Kueue over ``levels``, or ``None`` when it can.
+
+    Kueue admits a pod set whose topology annotation names a label that is not a level of its
+    flavor's Topology on no flavor at all (kubernetes-sigs/kueue v0.19.2
+    ``pkg/scheduler/flavorassigner/tas_flavorassigner.go``: "does not contain the requested level").
+    """
+    if topology is None or topology.key in levels:
+        return None
+    return (
+        f"{topology.key!r} is not a level of Kueue's topology, so the job would never be admitted: use one of "
+        f"{list(levels)} (trainerV2.kueue.topology.levels, above kubernetes.io/hostname)"
+    )
 
 
 class RunPolicySpec(Spec):

@@ -4,7 +4,7 @@ jobs run in."""
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field, model_validator
 
@@ -15,13 +15,20 @@ from .base import (
     DEFAULT_OPERATOR_VERSION,
     DEFAULT_TRAINER_V2_VERSION,
     DEFAULT_VOLCANO_VERSION,
+    HOSTNAME_LABEL,
+    ZONE_LABEL,
     Cpu,
     DnsLabel,
+    LabelKey,
     Quantity,
     Spec,
     field_error,
 )
+from .job_settings import topology_problem
 from .training_job import Backend
+
+if TYPE_CHECKING:
+    from .platform import PlatformSpec
 
 DEFAULT_MAX_REQUEUES = 5
 """Requeues before Kueue gives up on a job whose nodes never arrive: with the 30-minute default
@@ -75,6 +82,39 @@ class OperatorSpec(Spec):
         return self
 
 
+class KueueTopologySpec(Spec):
+    """Kueue's topology-aware scheduling of GPU v2 jobs: Kueue admits a job only where its pods fit
+    together in one domain of the level its ``topology.key`` names, and pins each pod to a node.
+
+    Kueue counts only GPU nodes that exist and are ready (kubernetes-sigs/kueue v0.19.2
+    ``site/content/en/docs/concepts/topology_aware_scheduling.md``, "Capacity calculation"), so it
+    never asks the autoscaler for one: the GPU pool needs ``minSize`` nodes for its largest v2 job."""
+
+    levels: list[LabelKey] = Field(default_factory=lambda: [ZONE_LABEL], min_length=1, max_length=15)
+    """Node labels, from the widest network domain to the narrowest, that every GPU node carries:
+    ``topology.kubernetes.io/zone`` on any node; on ACK Lingjun nodes ``alibabacloud.com/point-of-delivery``
+    then ``alibabacloud.com/asw-id`` (docs/network.md). ``kubernetes.io/hostname`` is always added
+    below them. A node without all of them is left out of Kueue's count."""
+
+    @model_validator(mode="after")
+    def _check(self) -> KueueTopologySpec:
+        for i, level in enumerate(self.levels):
+            if level == HOSTNAME_LABEL:
+                raise field_error(
+                    f"levels[{i}]", f"{HOSTNAME_LABEL} is always the lowest level, added by the platform: drop it"
+                )
+            if level in self.levels[:i]:
+                raise field_error(f"levels[{i}]", f"{level!r} is listed twice: each level once")
+        return self
+
+    @property
+    def node_levels(self) -> tuple[str, ...]:
+        """The Topology's levels: ``levels`` and the host below them. Kueue accepts the host only as
+        the lowest level, and with it there pins every pod to a node and heeds node taints
+        (v0.19.2 ``apis/kueue/v1beta2/topology_types.go``, ``site/static/examples/tas/sample-gpu-queues.yaml``)."""
+        return (*self.levels, HOSTNAME_LABEL)
+
+
 class KueueSpec(Spec):
     """Queueing and quota for v2 jobs with Kueue."""
 
@@ -105,10 +145,55 @@ class KueueSpec(Spec):
     ``scheduling.priorityClass``. With any, a job of higher priority preempts lower ones in the queue
     (they checkpoint on SIGTERM and are requeued)."""
     cpu_quota: Cpu = "1024"
-    """CPUs the queue admits at once. Kueue admits a job only when its queue covers every
-    resource the pods request; GPUs are the quota that matters (``training.gpuQuota``)."""
+    """CPUs the queue admits at once, for CPU jobs and again for GPU jobs (one flavor each). Kueue
+    admits a job only when its queue covers every resource the pods request; GPUs are the quota that
+    matters (``training.gpuQuota``)."""
     memory_quota: Quantity = "8Ti"
     """Memory the queue admits at once (see ``cpuQuota``)."""
+    topology: KueueTopologySpec | None = None
+    """Place GPU v2 jobs with Kueue's topology-aware scheduling (``{}``: by zone); unset: GPU jobs
+    are admitted by quota alone and a job's ``topology`` is a pod affinity, as on v1."""
+
+    @property
+    def topology_levels(self) -> tuple[str, ...]:
+        """The levels GPU v2 jobs are placed over; empty without topology-aware scheduling."""
+        return self.topology.node_levels if self.enabled and self.topology is not None else ()
+
+
+def check_kueue_topology(spec: PlatformSpec) -> None:
+    """The rules between ``trainerV2.kueue.topology``, the GPU pool and the v2 jobs.
+
+    Raises:
+        PydanticCustomError: a rule is broken; the message names the stack key.
+    """
+    kueue = spec.trainer_v2.kueue
+    if kueue.topology is None:
+        return
+    key = "trainerV2.kueue.topology"
+    if not kueue.enabled:
+        raise field_error(key, "topology-aware scheduling is Kueue's: set trainerV2.kueue.enabled: true, or drop it")
+    pool = spec.gpu_pool
+    if pool is None:
+        raise field_error(key, "it places GPU jobs on the GPU pool's nodes and the stack has no gpuPool: drop it")
+    if pool.min_size == 0:
+        raise field_error(
+            "gpuPool.minSize",
+            "0 nodes: Kueue's topology-aware scheduling admits a GPU job only onto nodes that exist, so the "
+            "autoscaler is never asked for the first one; give minSize the nodes of the largest v2 GPU job, or "
+            f"drop {key}",
+        )
+    for i, job in enumerate(spec.jobs):
+        if spec.job_backend(job) != "v2" or not spec.job_gpus(job):
+            continue
+        if job.nodes > pool.min_size:
+            raise field_error(
+                f"jobs[{i}].nodes",
+                f"{job.nodes} nodes, but the GPU pool keeps {pool.min_size} (gpuPool.minSize) and Kueue's "
+                f"topology-aware scheduling ({key}) admits a job only onto nodes that exist: raise minSize",
+            )
+        problem = topology_problem(job.topology, kueue.topology_levels)
+        if problem is not None:
+            raise field_error(f"jobs[{i}].topology.key", problem)
 
 
 class TrainerV2Spec(Spec):

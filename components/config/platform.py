@@ -17,7 +17,7 @@ from .capacity import job_gpus, pool_problem, quota_problem
 from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
 from .datasets import DatasetImportSpec, check_datasets
 from .monitoring import MonitoringScope, MonitoringSpec, PrometheusMode
-from .operator import OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec
+from .operator import OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, check_kueue_topology
 from .pools import GpuPoolSpec
 from .registry import RegistrySpec
 from .storage import StorageSpec
@@ -171,6 +171,7 @@ class PlatformSpec(Spec):
         check_teams(self)
         self._check_jobs()
         check_datasets(self)
+        check_kueue_topology(self)
         self._check_monitoring()
         return self
 

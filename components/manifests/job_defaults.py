@@ -46,6 +46,7 @@ def job_defaults(ctx: JobContext, *, backend: Backend, registry: Any = None) -> 
         "imagePullSecret": ctx.image_pull_secret,
         "queue": ctx.queue,
         "securityContext": ctx.security_context,
+        "topologyLevels": list(ctx.topology_levels),
     }
 
 
@@ -79,4 +80,5 @@ def context_from_defaults(defaults: dict[str, Any], *, image: str, gpus: int, ba
         image_pull_secret=defaults["imagePullSecret"],
         queue=defaults["queue"] if backend == "v2" else None,
         security_context=defaults.get("securityContext"),
+        topology_levels=tuple(defaults.get("topologyLevels", ())) if backend == "v2" else (),
     )

@@ -62,6 +62,8 @@ class JobContext:
         service_account: pods' service account (it carries the pull secret).
         image_pull_secret: pull secret name, or ``None`` for public images.
         queue: Kueue LocalQueue that admits the job (v2), or ``None`` for no queueing.
+        topology_levels: levels of the Topology over which Kueue places the queue's GPU jobs
+            (``trainerV2.kueue.topology``); empty when it does not.
         security_context: the pods' security context (a team's uid and gid), or ``None`` for the image's user.
     """
 
@@ -75,6 +77,7 @@ class JobContext:
     image_pull_secret: str | None = None
     queue: str | None = None
     security_context: Manifest | None = None
+    topology_levels: tuple[str, ...] = ()
 
 
 METRICS_CONTAINER_PORT = {"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"}

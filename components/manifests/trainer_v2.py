@@ -13,13 +13,14 @@ Deployment prints ``<image.repository>:<image.tag>``.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
-from ..config import KueueSpec, PlatformSpec, TrainerV2Spec
-from .base import MANAGED_BY, Manifest
+from ..config import GpuPoolSpec, KueueSpec, KueueTopologySpec, PlatformSpec, TrainerV2Spec
+from .base import MANAGED_BY, POOL_LABEL, Manifest
 from .operator import pulled, repository_and_tag
 from .placement import FABRICS, GPU_RESOURCE, FabricProfile
 
@@ -32,7 +33,8 @@ JOBSET_VERSIONS = {"v2.3.0": "v0.12.0"}
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 """Kueue's API for queues (kubernetes-sigs/kueue v0.19.2 ``apis/kueue/v1beta2``)."""
-KUEUE_FLAVOR = "default-flavor"
+KUEUE_CPU_FLAVOR = "default-flavor"
+"""The flavor of CPU jobs; the GPU pool's is named by :func:`kueue_gpu_flavor`."""
 KUEUE_NAMESPACE = "kueue-system"
 KUEUE_IMAGE = "registry.k8s.io/kueue/kueue"
 """The released image, ``v<chart version>`` (v0.19.2 ``hack/testing/e2e-common.sh``); the chart's own
@@ -179,20 +181,22 @@ def kueue_gpu_quota(spec: PlatformSpec) -> int:
 
 
 def kueue_objects(spec: PlatformSpec) -> list[Manifest]:
-    """ResourceFlavor, WorkloadPriorityClasses, ClusterQueue and LocalQueue that admit the stack's v2 jobs.
+    """Flavors, Topology, WorkloadPriorityClasses, ClusterQueue and LocalQueue that admit the stack's v2 jobs.
 
     Kueue admits a job only when its ClusterQueue covers every resource the job's pods
     request, and admits all of a job's pods together by quota, before any node exists:
     the pods are then created, stay pending, and the autoscaler adds nodes for them.
-    The queue admits only workloads of the training namespace; with teams, each team has a
-    ClusterQueue of its own, holding its quota and admitting its namespace only, and a
-    LocalQueue of the same name as the training namespace's would have.
+    CPU jobs take the CPU flavor and GPU jobs the GPU pool's (:func:`kueue_flavors`), each
+    with ``cpuQuota`` and ``memoryQuota`` of its own. The queue admits only workloads of the
+    training namespace; with teams, each team has a ClusterQueue of its own, holding its quota
+    and admitting its namespace only, and a LocalQueue of the same name as the training
+    namespace's would have.
     """
-    fabric = FABRICS.get(spec.gpu_pool.fabric) if spec.gpu_pool is not None else None
+    pool = spec.gpu_pool
+    fabric = FABRICS.get(pool.fabric) if pool is not None else None
     # One device resource per job pod, and one job pod per node.
-    devices = [(fabric.resource, str(spec.gpu_pool.max_size))] if fabric is not None else []
+    devices = [fabric.resource] if fabric is not None else []
     labels = dict(MANAGED_BY)
-    flavor = {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": KUEUE_FLAVOR, "labels": labels}}
     priorities = [
         {
             "apiVersion": KUEUE_API,
@@ -205,35 +209,92 @@ def kueue_objects(spec: PlatformSpec) -> list[Manifest]:
     # With priorities, a job of higher priority takes a lower one's quota: Kueue evicts it (its pods
     # get SIGTERM and checkpoint) and requeues it (v0.19.2 apis/kueue/v1beta2 ClusterQueuePreemption).
     preempt = bool(priorities)
+
+    def quotas(cpu: str, memory: str, gpus: int) -> list[tuple[str, list[tuple[str, str]]]]:
+        # Every flavor lists every covered resource (the ClusterQueue CRD's CEL rule): the CPU
+        # flavor has no GPU, so a GPU job never fits it and Kueue tries the next flavor.
+        covered = ["cpu", "memory", GPU_RESOURCE, *devices]
+        flavors = [(KUEUE_CPU_FLAVOR, [cpu, memory, "0", *("0" for _ in devices)])]
+        if pool is not None:
+            gpu_flavor = kueue_gpu_flavor(pool, spec.trainer_v2.kueue.topology)
+            flavors.append((gpu_flavor, [cpu, memory, str(gpus), *(str(pool.max_size) for _ in devices)]))
+        return [(flavor, list(zip(covered, values, strict=True))) for flavor, values in flavors]
+
+    objects = [*kueue_flavors(spec), *priorities]
     if spec.teams:
-        queues = [
-            _queues(
-                team.name,
-                team.name,
-                kueue_queue_name(spec),
-                preempt,
-                [
-                    ("cpu", team.quota.cpu),
-                    ("memory", team.quota.memory),
-                    (GPU_RESOURCE, str(team.quota.gpus)),
-                    *devices,
-                ],
-            )
-            for team in spec.teams
-        ]
-        return [flavor, *priorities, *(obj for pair in queues for obj in pair)]
+        for team in spec.teams:
+            flavors = quotas(team.quota.cpu, team.quota.memory, team.quota.gpus)
+            objects += _queues(team.name, team.name, kueue_queue_name(spec), preempt, flavors)
+        return objects
     name = kueue_queue_name(spec)
-    resources = [
-        ("cpu", spec.trainer_v2.kueue.cpu_quota),
-        ("memory", spec.trainer_v2.kueue.memory_quota),
-        (GPU_RESOURCE, str(kueue_gpu_quota(spec))),
-        *devices,
-    ]
-    return [flavor, *priorities, *_queues(name, spec.training.namespace, name, preempt, resources)]
+    kueue = spec.trainer_v2.kueue
+    flavors = quotas(kueue.cpu_quota, kueue.memory_quota, kueue_gpu_quota(spec))
+    return [*objects, *_queues(name, spec.training.namespace, name, preempt, flavors)]
+
+
+def kueue_flavors(spec: PlatformSpec) -> list[Manifest]:
+    """The CPU flavor, and with a GPU pool its flavor, and its Topology with ``trainerV2.kueue.topology``.
+
+    The CPU flavor has no node labels, so CPU jobs run where they would without Kueue. The GPU
+    flavor's node labels are the pool's, which Kueue matches against a job's node selector and
+    injects into its pods, and its ``nodeTaints`` the pool's taint, which a pod set must tolerate
+    to get the flavor (v0.19.2 ``apis/kueue/v1beta2/resourceflavor_types.go``;
+    ``pkg/scheduler/flavorassigner/flavorassigner.go`` ``checkFlavorForPodSets``): a job placed off
+    the pool does not tolerate it, so Kueue never moves it onto the pool, even when the CPU flavor is
+    full (a ``NoSchedule`` or ``NoExecute`` taint: Kueue ignores ``PreferNoSchedule``). A flavor with a
+    ``topologyName`` admits only pod sets that ask for topology-aware scheduling
+    (``tas_flavorassigner.go``: "supports only TopologyAwareScheduling"); :func:`train_job` has every
+    GPU job ask.
+    """
+    labels = dict(MANAGED_BY)
+    cpu = {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": KUEUE_CPU_FLAVOR, "labels": labels}}
+    pool = spec.gpu_pool
+    if pool is None:
+        return [cpu]
+    taint = pool.taint
+    gpu_spec: Manifest = {
+        "nodeLabels": {POOL_LABEL: pool.name},
+        "nodeTaints": [{"key": taint.key, "value": taint.value, "effect": taint.effect}],
+    }
+    topology = spec.trainer_v2.kueue.topology
+    name = kueue_gpu_flavor(pool, topology)
+    topologies = []
+    if topology is not None:
+        gpu_spec["topologyName"] = name
+        topologies.append(
+            {
+                "apiVersion": KUEUE_API,
+                "kind": "Topology",
+                "metadata": {"name": name, "labels": labels},
+                "spec": {"levels": [{"nodeLabel": level} for level in topology.node_levels]},
+            }
+        )
+    gpu = {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": name, "labels": labels}}
+    return [cpu, *topologies, {**gpu, "spec": gpu_spec}]
+
+
+def kueue_gpu_flavor(pool: GpuPoolSpec, topology: KueueTopologySpec | None) -> str:
+    """The name of the GPU pool's flavor, and of its Topology: the pool's, and with a topology a
+    digest of its levels after it.
+
+    Kueue keeps a Topology's levels immutable, and a flavor's ``topologyName`` and node labels once
+    it has a topology (v0.19.2 ``apis/kueue/v1beta2/topology_types.go``,
+    ``resourceflavor_types.go``: "field is immutable", "topologyName is immutable"), so other
+    levels, or none, make new objects; Kueue deletes the old ones once no ClusterQueue or flavor
+    uses them (its ``resource-in-use`` finalizer).
+    """
+    if topology is None:
+        return pool.name
+    digest = hashlib.sha256("\n".join(topology.node_levels).encode()).hexdigest()[:8]
+    return f"{pool.name}-{digest}"
 
 
 def _queues(
-    cluster_queue: str, namespace: str, local_queue: str, preempt: bool, resources: list[tuple[str, str]]
+    cluster_queue: str,
+    namespace: str,
+    local_queue: str,
+    preempt: bool,
+    flavors: list[tuple[str, list[tuple[str, str]]]],
 ) -> list[Manifest]:
     labels = dict(MANAGED_BY)
     preemption = {"preemption": {"withinClusterQueue": "LowerPriority"}} if preempt else {}
@@ -247,12 +308,11 @@ def _queues(
                 "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
                 "resourceGroups": [
                     {
-                        "coveredResources": [resource for resource, _ in resources],
+                        "coveredResources": [resource for resource, _ in flavors[0][1]],
+                        # Kueue tries the flavors in this order: CPU jobs take the CPU flavor first.
                         "flavors": [
-                            {
-                                "name": KUEUE_FLAVOR,
-                                "resources": [{"name": r, "nominalQuota": quota} for r, quota in resources],
-                            }
+                            {"name": name, "resources": [{"name": r, "nominalQuota": q} for r, q in resources]}
+                            for name, resources in flavors
                         ],
                     }
                 ],

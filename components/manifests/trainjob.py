@@ -30,7 +30,7 @@ replicated jobs (``zz_generated.openapi.go``: JobSetSpec ``replicatedJobs``
 
 from __future__ import annotations
 
-from ..config import PROJECT, RunPolicySpec, TrainingJobSpec, v2_conflict
+from ..config import PROJECT, RunPolicySpec, TrainingJobSpec, topology_problem, v2_conflict
 from .base import MANAGED_BY, Manifest
 from .job_env import TERMINATION_GRACE_S, container_env, flight_recorder_env, job_env, nccl_env, runtime_env
 from .placement import FabricProfile
@@ -64,6 +64,12 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 """The LocalQueue a TrainJob is submitted to (Kueue: "Run A TrainJob")."""
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 """The WorkloadPriorityClass of a queued job (Kueue v0.19.2 ``pkg/controller/constants``)."""
+REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
+UNCONSTRAINED_TOPOLOGY = "kueue.x-k8s.io/podset-unconstrained-topology"
+"""A pod set's request for Kueue's topology-aware scheduling, read from the pod template's annotations
+of each replicated job of the JobSet a TrainJob becomes (kubernetes-sigs/kueue v0.19.2
+``apis/kueue/v1beta2/topology_types.go``; ``pkg/controller/jobs/jobset/jobset_controller.go`` ``PodSets``)."""
 JOB_RESTARTS = RunPolicySpec.model_fields["backoff_limit"].default
 """Restarts of a whole job after a pod fails, as many as a v1 job's default ``backoffLimit``."""
 DEFAULT_SHM = "2Gi"
@@ -233,6 +239,12 @@ def train_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         "volumes": job_volumes(job, ctx),
         "containers": [container],
     }
+    pod_metadata: Manifest = {"labels": pod_labels(job, ctx)}
+    topology = kueue_topology_annotations(job, ctx)
+    if topology:
+        # Kueue chooses the domain and pins each pod to a node in it: a pod affinity would add nothing.
+        pod_patch.pop("affinity", None)
+        pod_metadata["annotations"] = topology
     patch = {
         "manager": PATCH_MANAGER,
         "trainingRuntimeSpec": {
@@ -241,9 +253,7 @@ def train_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
                     "replicatedJobs": [
                         {
                             "name": TRAINER_NODE,
-                            "template": {
-                                "spec": {"template": {"metadata": {"labels": pod_labels(job, ctx)}, "spec": pod_patch}}
-                            },
+                            "template": {"spec": {"template": {"metadata": pod_metadata, "spec": pod_patch}}},
                         }
                     ]
                 }
@@ -281,6 +291,28 @@ def train_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         "metadata": job_metadata(job, ctx.namespace, metadata_labels),
         "spec": spec,
     }
+
+
+def kueue_topology_annotations(job: TrainingJobSpec, ctx: JobContext) -> dict[str, str]:
+    """The annotation by which a queued GPU job asks Kueue for topology-aware scheduling, or none.
+
+    Trainer v2 copies a runtime patch's pod template annotations into the JobSet (kubeflow/trainer
+    v2.3.0 ``pkg/runtime/core/trainingruntime_test.go``, "labels and annotations overrides"), where
+    Kueue reads them. A job without ``topology`` asks too, unconstrained: the GPU flavor admits only
+    pod sets that ask.
+
+    Raises:
+        ValueError: ``job.topology.key`` is not a level of the Topology.
+    """
+    if not (ctx.queue and ctx.gpus and ctx.topology_levels):
+        return {}
+    problem = topology_problem(job.topology, ctx.topology_levels)
+    if problem is not None:
+        raise ValueError(f"job {job.name!r}: topology.key {problem}")
+    if job.topology is None:
+        return {UNCONSTRAINED_TOPOLOGY: "true"}
+    mode = REQUIRED_TOPOLOGY if job.topology.mode == "required" else PREFERRED_TOPOLOGY
+    return {mode: job.topology.key}
 
 
 def trainjob_kubectl_commands(name: str, namespace: str) -> dict[str, str]:
