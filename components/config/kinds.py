@@ -21,8 +21,20 @@ Framework = Literal["pytorch", "tensorflow", "xgboost", "mpi", "jax", "paddle"]
 Launcher = Literal["torchrun", "accelerate", "deepspeed", "python"]
 TORCH_LAUNCHERS = ("torchrun", "accelerate", "deepspeed")
 """Launchers that start torch processes from the operator's PyTorchJob settings."""
-V2_FRAMEWORKS = ("pytorch",)
-"""Frameworks the platform's Trainer v2 runtimes run (its runtimes are torch ones)."""
+V2_FRAMEWORKS = ("pytorch", "jax", "xgboost")
+"""Frameworks the platform has Trainer v2 runtimes for: those with an ML policy in Trainer v2.3.0
+(``pkg/apis/trainer/v1alpha1/trainingruntime_types.go`` ``MLPolicySource``: torch, mpi, flux,
+jax, xgboost), MPI aside (see :data:`V2_REFUSED`)."""
+V2_REFUSED = {
+    "tensorflow": "Trainer v2.3.0 has no TensorFlow ML policy (MLPolicySource: torch, mpi, flux, jax, xgboost), "
+    "so nothing would set TF_CONFIG",
+    "paddle": "Trainer v2.3.0 has no Paddle ML policy (MLPolicySource: torch, mpi, flux, jax, xgboost), "
+    "so nothing would set PADDLE_*",
+    "mpi": "Trainer v2.3.0 gives a TrainJob's image only to the MPI launcher: the node pods run the image written "
+    "in the runtime, which a runtime patch cannot change (pkg/runtime/framework/plugins/jobset/builder.go Trainer, "
+    "ContainerPatch), and mpirun reaches them over SSH, so that image must run sshd",
+}
+"""Why each other framework stays on backend v1 (kubeflow/trainer v2.3.0)."""
 CODE_MOUNT = "/mnt/code"
 """Where a job's code cloned from git lives, in every container of the pod."""
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -88,6 +100,4 @@ def framework_conflict(job: TrainingJobSpec) -> tuple[str, str] | None:
     if kind != "tensorflow" and (job.parameter_servers or job.evaluator):
         key = "parameterServers" if job.parameter_servers else "evaluator"
         return (key, f"parameter servers and an evaluator are TFJob roles, not {kind} ones: drop {key}")
-    if job.backend == "v2" and kind not in V2_FRAMEWORKS:
-        return ("framework", f"the platform's Trainer v2 runtimes run torch only: run {kind} on backend v1")
     return None
