@@ -31,6 +31,7 @@ replicated jobs (``zz_generated.openapi.go``: JobSetSpec ``replicatedJobs``
 from __future__ import annotations
 
 from ..config import PROJECT, RunPolicySpec, TrainingJobSpec, v2_conflict
+from ..config.kinds import ML_POLICIES
 from ..config.training_job import xgboost_gpus_problem
 from .base import MANAGED_BY, Manifest
 from .job_env import TERMINATION_GRACE_S, container_env, flight_recorder_env, job_env, nccl_env, runtime_env
@@ -52,12 +53,8 @@ from .pytorchjob import (
 )
 
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
-ML_POLICIES = {"pytorch": "torch", "jax": "jax", "xgboost": "xgboost"}
-"""The ML policy of each framework's runtime (v2.3.0 ``MLPolicySource``), which also names the
-runtime and its ``trainer.kubeflow.org/framework`` label, as upstream's runtimes are labelled
-(``manifests/base/runtimes/``)."""
 TRAINER_NODE = "node"
-"""The trainer's replicated job and container: Trainer v2 injects torchrun's variables into the
+"""The trainer's replicated job and container: Trainer v2 injects each framework's variables into the
 container of this name in the job labelled as the trainer ancestor (``pkg/constants``: ``Node``,
 ``LabelTrainJobAncestor``), and the runtime webhook requires it (``validateReplicatedJobs``)."""
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
@@ -131,7 +128,9 @@ failure spends one of ``maxRestarts``."""
 
 
 def runtime_name(fabric: FabricProfile | None, framework: str = "pytorch") -> str:
-    """The platform runtime for ``framework``'s jobs over ``fabric`` (``None``: the pod network)."""
+    """The platform runtime for ``framework``'s jobs over ``fabric`` (``None``: the pod network),
+    named after its ML policy, which also labels it ``trainer.kubeflow.org/framework`` as
+    upstream labels its runtimes (``manifests/base/runtimes/``)."""
     prefix = f"{PROJECT}-{ML_POLICIES[framework]}"
     return prefix if fabric is None else f"{prefix}-{fabric.name}"
 
@@ -141,8 +140,9 @@ def training_runtime(fabric: FabricProfile | None = None, framework: str = "pyto
 
     A failed pod fails its Job at once (``backoffLimit: 0``, ``restartPolicy: Never``), and
     the JobSet then fails, or recreates every node's Job (:data:`FAILURE_POLICY`): torchrun's
-    static rendezvous cannot take back one restarted node, nor can a JAX coordinator or an
-    XGBoost tracker, and the program resumes all of them from its last checkpoint. The pods
+    static rendezvous cannot take back one restarted node (``JAX_NUM_PROCESSES`` and
+    ``DMLC_NUM_WORKER`` fix a JAX or XGBoost world at start too), and the program resumes all
+    of them from its last checkpoint. The pods
     are the same for every framework, as on v1, where each kind's pods get one environment:
     only the ML policy differs, and with it what Trainer v2 injects (torchrun's ``PET_*``,
     JAX's ``JAX_*``, XGBoost's ``DMLC_*``). NCCL's settings are there for GPU jobs; CPU jobs
