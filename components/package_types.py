@@ -493,8 +493,9 @@ class TrainingJobSpec(TypedDict):
     topology: NotRequired[TopologySpec]
     """Keep the job's pods in one network domain (docs/network.md); none when unset."""
     framework: NotRequired[TrainingJobFramework]
-    """The job kind on v1 (PyTorchJob, TFJob, XGBoostJob, MPIJob, JAXJob or PaddleJob); every kind but
-    PyTorch runs your own ``command``."""
+    """The job kind: on v1 PyTorchJob, TFJob, XGBoostJob, MPIJob, JAXJob or PaddleJob; on v2 ``pytorch``,
+    ``jax`` or ``xgboost``, a TrainJob on the platform's runtime for it. Every kind but PyTorch runs your
+    own ``command``."""
     launcher: NotRequired[TrainingJobLauncher]
     """How ``command`` starts: ``torchrun``, ``accelerate`` or ``deepspeed`` (PyTorch jobs, world and
     rendezvous from the operator) or ``python`` (one process per pod); the command as is when unset."""

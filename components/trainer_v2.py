@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 
 from ._k8s import TOKEN, resource_args, typed_resource
 from .config import TrainerV2Spec
+from .config.kinds import V2_FRAMEWORKS
 from .local_sources import LocalSources
 from .manifests import FabricProfile, Manifest, runtime_name, training_runtime
 from .manifests.trainer_v2 import (
@@ -29,7 +30,7 @@ RELEASE_TIMEOUT_S = 900
 class TrainerV2(pulumi.ComponentResource):
     """Installs Kubeflow Trainer v2 from its Helm chart at a pinned release (CRDs,
     controller, webhooks, and JobSet as its dependency, in ``kubeflow-system``), then the
-    platform's ClusterTrainingRuntimes, and Kueue's queue when one is given, with Kueue
+    platform's ClusterTrainingRuntimes (PyTorch, JAX, XGBoost), and Kueue's queue when one is given, with Kueue
     itself from its OCI chart when ``spec.kueue.install``.
 
     The charts are Helm releases, like Volcano, of the verified local copies in
@@ -45,7 +46,9 @@ class TrainerV2(pulumi.ComponentResource):
         provider: the cluster's kubernetes provider.
         sources: the verified local copies of the charts (default: the ``.upstream/`` folder
             of the directory Pulumi runs the program in).
-        fabrics: the distinct networks jobs run over (``None``: the pod network); one runtime each.
+        fabrics: the distinct networks jobs run over (``None``: the pod network); one runtime
+            each for every framework with a v2 runtime (``V2_FRAMEWORKS``), so that a job
+            submitted later finds its framework's.
         queue_objects: Kueue's ResourceFlavor, ClusterQueue and LocalQueue, or none (then
             Kueue is not installed either).
         queue: the LocalQueue in ``queue_objects`` that admits the jobs.
@@ -105,9 +108,12 @@ class TrainerV2(pulumi.ComponentResource):
         after_install = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=installed)
         self.runtimes = [
             k8s.apiextensions.CustomResource(
-                runtime_name(fabric), **resource_args(training_runtime(fabric)), opts=after_install
+                runtime_name(fabric, framework),
+                **resource_args(training_runtime(fabric, framework)),
+                opts=after_install,
             )
             for fabric in fabrics
+            for framework in V2_FRAMEWORKS
         ]
         kueue: list[pulumi.Resource] = []
         if queue_objects and spec.kueue.install:

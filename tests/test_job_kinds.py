@@ -167,7 +167,16 @@ def test_code_from_git_is_cloned_at_its_commit() -> None:
         ({"framework": "xgboost", "command": ["x"], "procsPerNode": 2}, "procsPerNode", "one process per pod"),
         ({"framework": "jax", "command": ["x"], "parameterServers": 1}, "parameterServers", "TFJob roles"),
         ({"parameterServers": 1}, "parameterServers", "TFJob roles"),
-        ({"framework": "jax", "command": ["x"], "backend": "v2"}, "framework", "torch only"),
+        ({"framework": "tensorflow", "command": ["x"], "backend": "v2"}, "framework", "nothing would set TF_CONFIG"),
+        ({"framework": "paddle", "command": ["x"], "backend": "v2"}, "framework", "nothing would set PADDLE_*"),
+        ({"framework": "mpi", "command": ["x"], "backend": "v2"}, "framework", "only to the MPI launcher"),
+        ({"framework": "jax", "command": ["x"], "backend": "v2", "env": {"JAX_PROCESS_ID": "0"}}, "env", "sets them"),
+        (
+            {"framework": "xgboost", "command": ["x"], "backend": "v2", "env": {"DMLC_TASK_ID": "0"}},
+            "env",
+            "DMLC_TASK_ID: Trainer v2 sets them",
+        ),
+        ({"framework": "xgboost", "command": ["x"], "backend": "v2", "gpusPerNode": 2}, "gpusPerNode", "per GPU"),
         ({"launcher": "python"}, "command", "give command"),
         ({"launcher": "accelerate", "command": ["x"], "elastic": {"minNodes": 1, "maxNodes": 2}}, "elastic", "fixed"),
         ({"command": ["x"], "code": {"gitUrl": "https://e.com/r.git", "commit": "main"}}, "code.commit", "commit id"),
@@ -183,6 +192,38 @@ def test_meaningless_settings_are_refused_at_load(entry: dict[str, Any], key: st
         load_spec(config, credentials=False)
     problem = f"ack-training-platform:jobs[0].{key}"
     assert any(p.startswith(problem) and reason in p for p in raised.value.problems), raised.value.problems
+
+
+@pytest.mark.parametrize(
+    ("entry", "key", "reason"),
+    [
+        ({"framework": "tensorflow", "command": ["x"]}, "framework", "TF_CONFIG: run tensorflow on backend v1"),
+        ({"framework": "xgboost", "command": ["x"]}, "gpusPerNode", "8 GPUs per pod"),
+    ],
+)
+def test_a_v2_stack_refuses_what_its_runtimes_cannot_run(entry: dict[str, Any], key: str, reason: str) -> None:
+    """``training.backend: v2`` with jobs that leave ``backend`` and ``gpusPerNode`` unset: the
+    job's framework and the pool's GPU count are checked where the job is."""
+    config = stack_config("prod")
+    config[cfg("training")] = {**config.get(cfg("training"), {}), "backend": "v2"}
+    v1_only = ("trainer", "preset", "restartPolicy", "runPolicy", "scheduling")
+    job = {k: v for k, v in config[cfg("jobs")][0].items() if k not in v1_only}
+    config[cfg("jobs")] = [{**job, **entry}]
+    with pytest.raises(ConfigError) as raised:
+        load_spec(config, credentials=False)
+    problem = f"ack-training-platform:jobs[0].{key}"
+    assert any(p.startswith(problem) and reason in p for p in raised.value.problems), raised.value.problems
+
+
+def test_jax_and_xgboost_load_on_v2() -> None:
+    config = stack_config("dev")
+    job = {k: v for k, v in config[cfg("jobs")][0].items() if k not in ("trainer", "preset")}
+    config[cfg("jobs")] = [
+        {**job, "name": "jax", "framework": "jax", "backend": "v2", "command": ["python", "train.py"]},
+        {**job, "name": "xgb", "framework": "xgboost", "backend": "v2", "launcher": "python", "command": ["t.py"]},
+    ]
+    spec = load_spec(config, credentials=False)
+    assert [(j.framework, spec.job_backend(j)) for j in spec.jobs] == [("jax", "v2"), ("xgboost", "v2")]
 
 
 def test_the_local_stack_runs_every_cpu_kind() -> None:

@@ -113,6 +113,14 @@ def test_submit_creates_exactly_the_builders_manifest(cluster, outputs: Path, ba
         (["--env", "NO_EQUALS", "--image-tag", "v1"], "--env 'NO_EQUALS': give NAME=VALUE"),
         (["--backend", "v2", "--env", "PET_X=1", "--image-tag", "v1"], "--env: PET_X: Trainer v2 sets torchrun's"),
         (
+            ["--backend", "v2", "--framework", "paddle", "--image-tag", "v1", "--", "python", "t.py"],
+            "--framework: Trainer v2.3.0 has no Paddle ML policy",
+        ),
+        (
+            ["--backend", "v2", "--framework", "xgboost", "--gpus", "2", "--image-tag", "v1", "--", "python", "t.py"],
+            "--gpus: 2 GPUs per pod: Trainer v2.3.0 counts one XGBoost worker per GPU",
+        ),
+        (
             ["--gpus", "4", "--procs-per-node", "2", "--image-tag", "v1"],
             "--procs-per-node: procsPerNode (2) must equal",
         ),

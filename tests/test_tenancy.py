@@ -10,6 +10,7 @@ from conftest import ROOT, STACKS, cfg, stack_config
 from pod_security import baseline_violations, pod_specs
 from test_teams import with_teams
 
+from components.config.kinds import V2_FRAMEWORKS
 from components.manifests import runtime_name
 from components.manifests.placement import ERDMA
 from components.manifests.tenancy import JOB_LABEL, JOB_USER_RULES, POD_SECURITY, TEAM_LABEL
@@ -193,8 +194,8 @@ def test_v2_team_jobs_join_their_teams_queue(run_stack) -> None:
     assert sorted(q["metadata"]["namespace"] for q in queues) == ["speech", "vision"]
 
 
-PRIVILEGED_ALLOWED = {("ClusterTrainingRuntime", runtime_name(ERDMA))}
-"""Cluster-scoped templates whose pods may fail ``baseline``: the eRDMA runtime's pods run
+PRIVILEGED_ALLOWED = {("ClusterTrainingRuntime", runtime_name(ERDMA, framework)) for framework in V2_FRAMEWORKS}
+"""Cluster-scoped templates whose pods may fail ``baseline``: the eRDMA runtimes' pods run
 privileged, and only in a namespace that enforces ``privileged`` (docs/security.md)."""
 
 
@@ -228,7 +229,7 @@ def test_every_pod_passes_baseline_or_runs_where_it_may(run_stack, stack: str) -
         assert namespace.inputs["metadata"]["labels"].get(f"{POD_SECURITY}/enforce") in ("baseline", "privileged")
 
 
-def test_v2_erdma_runtime_is_the_only_cluster_wide_exception(run_stack) -> None:
+def test_v2_erdma_runtimes_are_the_only_cluster_wide_exceptions(run_stack) -> None:
     config = stack_config("prod")
     netbench = config[cfg("jobs")][1]
     netbench.update(backend="v2")
@@ -237,7 +238,7 @@ def test_v2_erdma_runtime_is_the_only_cluster_wide_exception(run_stack) -> None:
     assert _baseline_failures(objects) == []
     runtimes = [o for o in objects if o["kind"] == "ClusterTrainingRuntime"]
     failing = [o["metadata"]["name"] for o in runtimes if any(baseline_violations(p, m) for _, p, m in pod_specs(o))]
-    assert failing == [runtime_name(ERDMA)]
+    assert sorted(failing) == sorted(runtime_name(ERDMA, framework) for framework in V2_FRAMEWORKS)
 
 
 def test_an_erdma_job_outside_a_privileged_namespace_is_caught(prod) -> None:

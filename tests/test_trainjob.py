@@ -71,6 +71,34 @@ REPRESENTATIVE = {
         ),
         context(CPU_PLACEMENT, 0),
     ),
+    "jax-2x8-erdma": (
+        TrainingJobSpec(
+            name="jax-train",
+            image=IMAGE,
+            backend="v2",
+            framework="jax",
+            nodes=2,
+            network="rdma",
+            command=["python", "train_jax.py"],
+            run_policy={"active_deadline_seconds": 7200},
+        ),
+        context(POOL_8_ERDMA, 8, queue="training", image_pull_secret="registry-pull"),
+    ),
+    "xgboost-cpu": (
+        TrainingJobSpec(
+            name="xgb",
+            image=IMAGE,
+            backend="v2",
+            framework="xgboost",
+            nodes=2,
+            gpus_per_node=0,
+            cpu="4",
+            memory="8Gi",
+            launcher="python",
+            command=["train_xgb.py"],
+        ),
+        context(CPU_PLACEMENT, 0),
+    ),
 }
 
 
@@ -78,7 +106,7 @@ def emitted(case: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The runtime a case's job runs on, and its TrainJob."""
     spec, ctx = REPRESENTATIVE[case]
     fabric = ctx.placement.fabric if spec.network == "rdma" else None
-    return training_runtime(fabric), train_job(spec, ctx)
+    return training_runtime(fabric, spec.framework), train_job(spec, ctx)
 
 
 @pytest.mark.parametrize("case", REPRESENTATIVE)
@@ -91,8 +119,13 @@ def test_golden_manifests(case: str) -> None:
     assert text == path.read_text(), f"{path.name} changed; review and rerun with UPDATE_GOLDEN=1"
 
 
-RESERVED_ENV = {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}
-"""v2.3.0 ``pkg/constants/constants.go`` ``TorchRunReservedEnvNames``."""
+RESERVED_ENV = {
+    "torch": {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"},
+    "xgboost": {"DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"},
+    "jax": set(),
+}
+"""What each ML policy's webhook refuses in ``trainer.env``: v2.3.0 ``pkg/constants/constants.go``
+``TorchRunReservedEnvNames``, ``XGBoostReservedEnvNames``; the JAX plugin's ``Validate`` refuses nothing."""
 ENV_LOCKED_CONTAINERS = {"node", "dataset-initializer", "model-initializer"}
 """Containers a runtime patch may not give env (JobSet plugin ``Validate``)."""
 ANCESTOR_CONTAINERS = {
@@ -141,7 +174,8 @@ def trainjob_problems(job: dict[str, Any], runtime: dict[str, Any]) -> list[str]
         problems.append("runtimeRef does not name the runtime")
     if spec.get("managedBy") not in (None, "trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.io/multikueue"):
         problems.append("managedBy")
-    reserved = sorted(RESERVED_ENV & {e["name"] for e in spec.get("trainer", {}).get("env", [])})
+    policy = next(p for p in RESERVED_ENV if p in runtime["spec"]["mlPolicy"])
+    reserved = sorted(RESERVED_ENV[policy] & {e["name"] for e in spec.get("trainer", {}).get("env", [])})
     if reserved:
         problems.append(f"must not have reserved envs, invalid envs configured: {reserved}")
     patches = spec.get("runtimePatches", [])
@@ -197,9 +231,12 @@ def test_manifests_fit_official_models_and_webhooks(case: str) -> None:
     trainer = job["spec"]["trainer"]
     resources = trainer["resourcesPerNode"]
     assert resources["limits"] == resources["requests"]
-    assert trainer["numProcPerNode"] == int(
-        resources["limits"].get("nvidia.com/gpu", REPRESENTATIVE[case][0].procs_per_node or 1)
-    )
+    spec = REPRESENTATIVE[case][0]
+    if spec.framework == "pytorch":
+        assert trainer["numProcPerNode"] == int(resources["limits"].get("nvidia.com/gpu", spec.procs_per_node or 1))
+    else:
+        # Only the torch plugin reads it; the JAX and XGBoost plugins derive their world themselves.
+        assert "numProcPerNode" not in trainer
     runtime_env = {
         e["name"]: e["value"]
         for e in runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
@@ -302,7 +339,7 @@ def test_the_same_spec_runs_on_either_backend_with_the_same_pods() -> None:
 def test_every_trainjob_pod_declares_the_metrics_port(spec: TrainingJobSpec, ctx: JobContext) -> None:
     # The runtime holds the pods' env and ports; a TrainJob has no field for ports.
     job = train_job(spec, ctx)
-    runtime = training_runtime(ctx.placement.fabric if spec.network == "rdma" else None)
+    runtime = training_runtime(ctx.placement.fabric if spec.network == "rdma" else None, spec.framework)
     assert job["spec"]["runtimeRef"]["name"] == runtime["metadata"]["name"]
     jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
     assert_every_pod_declares_the_metrics_port(
@@ -422,9 +459,15 @@ def test_one_key_moves_a_stack_to_trainer_v2(run_stack) -> None:
         },
         "manager": {"nodeSelector": system},
     }
-    runtime = plan.one(RUNTIME)
-    assert runtime.inputs["metadata"]["name"] == "ack-training-platform-torch"
-    assert release.urn in runtime.dependencies
+    # One runtime per framework with a v2 policy, so a job submitted later finds its own.
+    runtimes = {r.inputs["metadata"]["name"]: r for r in plan.of_type(RUNTIME)}
+    assert sorted(runtimes) == [
+        "ack-training-platform-jax",
+        "ack-training-platform-torch",
+        "ack-training-platform-xgboost",
+    ]
+    runtime = runtimes["ack-training-platform-torch"]
+    assert all(release.urn in r.dependencies for r in runtimes.values())
     job = plan.one(TRAINJOB)
     assert {release.urn, runtime.urn} | {
         c.urn for c in plan.of_type("kubernetes:core/v1:PersistentVolumeClaim")
@@ -458,8 +501,12 @@ def test_v1_and_v2_run_side_by_side_through_the_mirror(run_stack) -> None:
     assert job["metadata"]["name"] == "nccl-check"
     assert job["spec"]["runtimeRef"]["name"] == "ack-training-platform-torch-erdma"
     assert sorted(r.inputs["metadata"]["name"] for r in plan.of_type(RUNTIME)) == [
+        "ack-training-platform-jax",
+        "ack-training-platform-jax-erdma",
         "ack-training-platform-torch",
         "ack-training-platform-torch-erdma",
+        "ack-training-platform-xgboost",
+        "ack-training-platform-xgboost-erdma",
     ]
     volcano = plan.one("ack-training-platform:components:TrainingOperator").inputs["volcano"]
     assert volcano == "volcano-sh/volcano v1.12.1 installer/volcano-development.yaml"
@@ -549,7 +596,7 @@ def test_a_cluster_with_trainer_v2_gets_only_the_runtimes(run_stack) -> None:
     config[cfg("trainerV2")] = {"install": False}
     plan = run_stack(config)
     assert not plan.of_type(RELEASE)
-    assert plan.one(RUNTIME).urn in plan.one(TRAINJOB).dependencies
+    assert {r.urn for r in plan.of_type(RUNTIME)} <= set(plan.one(TRAINJOB).dependencies)
     assert not plan.of_type("kubernetes:kubeflow.org/v1:PyTorchJob")
 
 

@@ -2,7 +2,8 @@
 
 The Training Operator v1.9.4 serves one job kind per framework (kubeflow/trainer v1.9.4
 ``pkg/apis/kubeflow.org/v1/*_types.go``): PyTorchJob, TFJob, XGBoostJob, MPIJob, JAXJob and
-PaddleJob. Pure: no Pulumi, no torch.
+PaddleJob. Trainer v2 runs the frameworks it has an ML policy for, each on its own runtime.
+Pure: no Pulumi, no torch.
 """
 
 from __future__ import annotations
@@ -21,8 +22,22 @@ Framework = Literal["pytorch", "tensorflow", "xgboost", "mpi", "jax", "paddle"]
 Launcher = Literal["torchrun", "accelerate", "deepspeed", "python"]
 TORCH_LAUNCHERS = ("torchrun", "accelerate", "deepspeed")
 """Launchers that start torch processes from the operator's PyTorchJob settings."""
-V2_FRAMEWORKS = ("pytorch",)
-"""Frameworks the platform's Trainer v2 runtimes run (its runtimes are torch ones)."""
+ML_POLICIES = {"pytorch": "torch", "jax": "jax", "xgboost": "xgboost"}
+"""The frameworks the platform has Trainer v2 runtimes for, and each one's ML policy: those
+Trainer v2.3.0 has a policy for (``pkg/apis/trainer/v1alpha1/trainingruntime_types.go``
+``MLPolicySource``: torch, mpi, flux, jax, xgboost), MPI aside (see :data:`V2_REFUSED`)."""
+V2_FRAMEWORKS = tuple(ML_POLICIES)
+_NO_POLICY = (
+    "Trainer v2.3.0 has no {} ML policy (MLPolicySource: torch, mpi, flux, jax, xgboost), so nothing would set {}"
+)
+V2_REFUSED = {
+    "tensorflow": _NO_POLICY.format("TensorFlow", "TF_CONFIG"),
+    "paddle": _NO_POLICY.format("Paddle", "PADDLE_*"),
+    "mpi": "Trainer v2.3.0 gives a TrainJob's image only to the MPI launcher: the node pods run the image written "
+    "in the runtime, which a runtime patch cannot change (pkg/runtime/framework/plugins/jobset/builder.go Trainer, "
+    "ContainerPatch), and mpirun reaches them over SSH, so that image must run sshd",
+}
+"""Why each other framework stays on backend v1 (kubeflow/trainer v2.3.0)."""
 CODE_MOUNT = "/mnt/code"
 """Where a job's code cloned from git lives, in every container of the pod."""
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -88,6 +103,4 @@ def framework_conflict(job: TrainingJobSpec) -> tuple[str, str] | None:
     if kind != "tensorflow" and (job.parameter_servers or job.evaluator):
         key = "parameterServers" if job.parameter_servers else "evaluator"
         return (key, f"parameter servers and an evaluator are TFJob roles, not {kind} ones: drop {key}")
-    if job.backend == "v2" and kind not in V2_FRAMEWORKS:
-        return ("framework", f"the platform's Trainer v2 runtimes run torch only: run {kind} on backend v1")
     return None

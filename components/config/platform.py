@@ -22,7 +22,7 @@ from .pools import GpuPoolSpec
 from .registry import RegistrySpec
 from .storage import StorageSpec
 from .teams import TeamSpec, check_teams
-from .training_job import Backend, TrainingJobSpec, v2_conflict
+from .training_job import Backend, TrainingJobSpec, v2_conflict, xgboost_gpus_problem
 
 # --- the platform --------------------------------------------------------------------
 
@@ -363,6 +363,8 @@ class PlatformSpec(Spec):
                     f"{key}.gpus_per_node",
                     f"the job asks for {gpus} GPUs per node but the stack has no gpuPool; set gpusPerNode: 0 for a CPU job",
                 )
+            if job.framework == "xgboost" and gpus > 1 and self.job_backend(job) == "v2":
+                raise field_error(f"{key}.gpusPerNode", xgboost_gpus_problem(gpus))
             problem = pool_problem(job, pool) if pool is not None else None
             if problem is not None:
                 raise field_error(f"{key}.{problem[0]}", problem[1])

@@ -34,7 +34,7 @@ from .job_settings import (
     check_image_choice,
     check_pinned,
 )
-from .kinds import CodeSource, Framework, Launcher, framework_conflict
+from .kinds import V2_REFUSED, CodeSource, Framework, Launcher, framework_conflict
 
 Backend = Literal["v1", "v2"]
 TORCHRUN_ENV_PREFIX = "PET_"
@@ -44,6 +44,14 @@ TORCHRUN_ENV_PREFIX = "PET_"
 v2.3.0 ``pkg/constants/constants.go`` ``TorchRunReservedEnvNames``,
 ``pkg/runtime/framework/plugins/torch/torch.go`` ``Validate``); any other ``PET_`` name
 would silently change how torchrun starts the trainer, so a v2 job may set none."""
+V2_RESERVED_ENV = {
+    "jax": ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID"),
+    "xgboost": ("DMLC_NUM_WORKER", "DMLC_TASK_ID", "DMLC_TRACKER_PORT", "DMLC_TRACKER_URI"),
+}
+"""What Trainer v2.3.0 sets in a JAX or XGBoost job's trainer container: the JAX plugin its
+``JAX_*`` variables (``pkg/runtime/framework/plugins/jax/jax.go`` ``EnforceMLPolicy``), the
+XGBoost plugin its ``DMLC_*`` ones, whose webhook refuses a TrainJob that sets them
+(``plugins/xgboost/xgboost.go`` ``Validate``, ``pkg/constants`` ``XGBoostReservedEnvNames``)."""
 
 
 def _job_name(value: str) -> str:
@@ -115,8 +123,9 @@ class TrainingJobSpec(Spec):
     topology: TopologySpec | None = Field(default=None)
     """Keep the job's pods in one network domain (docs/network.md); none when unset."""
     framework: Framework = "pytorch"
-    """The job kind on v1 (PyTorchJob, TFJob, XGBoostJob, MPIJob, JAXJob or PaddleJob); every kind but
-    PyTorch runs your own ``command``."""
+    """The job kind: on v1 PyTorchJob, TFJob, XGBoostJob, MPIJob, JAXJob or PaddleJob; on v2 ``pytorch``,
+    ``jax`` or ``xgboost``, a TrainJob on the platform's runtime for it. Every kind but PyTorch runs your
+    own ``command``."""
     launcher: Launcher | None = None
     """How ``command`` starts: ``torchrun``, ``accelerate`` or ``deepspeed`` (PyTorch jobs, world and
     rendezvous from the operator) or ``python`` (one process per pod); the command as is when unset."""
@@ -181,10 +190,14 @@ def v2_conflict(job: TrainingJobSpec) -> tuple[str, str] | None:
     ``numNodes``, no restart or clean-pod policy and no backoff limit of its own (the
     runtime's JobSet holds the failure policy), and its runtime patches cannot set a pod's
     priority class (a v2 job's priority is Kueue's, checked with the platform); queueing is
-    Kueue's (or a runtime's ``podGroupPolicy``), not a job's.
+    Kueue's (or a runtime's ``podGroupPolicy``), not a job's. The platform has v2 runtimes for
+    the frameworks of ``V2_FRAMEWORKS`` only, and Trainer v2 sets each one's world in the
+    environment itself.
     """
     run, scheduling = job.run_policy, job.scheduling
     keep_v1 = "or keep the job on backend v1"
+    if job.framework in V2_REFUSED:
+        return ("framework", f"{V2_REFUSED[job.framework]}: run {job.framework} on backend v1")
     if job.elastic is not None:
         return (
             "elastic",
@@ -225,6 +238,13 @@ def v2_conflict(job: TrainingJobSpec) -> tuple[str, str] | None:
             "a Volcano gang size has no counterpart for a TrainJob: with trainerV2.kueue.enabled Kueue admits all of "
             f"a job's pods together; drop minAvailable, {keep_v1}",
         )
+    if job.framework == "xgboost" and (job.gpus_per_node or 0) > 1:
+        return ("gpusPerNode", xgboost_gpus_problem(job.gpus_per_node))
+    if job.framework in V2_RESERVED_ENV:
+        reserved = sorted(set(V2_RESERVED_ENV[job.framework]) & set(job.env))
+        if reserved:
+            return ("env", f"{', '.join(reserved)}: Trainer v2 sets them for a {job.framework} job; drop them")
+        return None
     reserved = sorted(name for name in job.env if name.startswith(TORCHRUN_ENV_PREFIX))
     if reserved:
         return (
@@ -234,3 +254,12 @@ def v2_conflict(job: TrainingJobSpec) -> tuple[str, str] | None:
             "as a flag; drop them and give torchrun flags in command",
         )
     return None
+
+
+def xgboost_gpus_problem(gpus: int) -> str:
+    """Why an XGBoost TrainJob cannot have ``gpus`` GPUs per pod (more than one)."""
+    return (
+        f"{gpus} GPUs per pod: Trainer v2.3.0 counts one XGBoost worker per GPU (DMLC_NUM_WORKER = nodes x GPUs, "
+        "plugins/xgboost/xgboost.go) but gives each pod one DMLC_TASK_ID, and the pod runs one process: give "
+        "gpusPerNode 0 or 1, or keep the job on backend v1"
+    )

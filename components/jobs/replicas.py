@@ -10,7 +10,8 @@
   name), ``jobset.sigs.k8s.io/replicatedjob-name`` (``node``), and the indexed Job's
   ``batch.kubernetes.io/job-completion-index``, which is the node rank: Trainer's torch plugin
   sets torchrun's ``PET_NODE_RANK`` from the completion index
-  (``pkg/runtime/framework/plugins/torch/torch.go``).
+  (``pkg/runtime/framework/plugins/torch/torch.go``), as the JAX and XGBoost plugins set
+  ``JAX_PROCESS_ID`` and ``DMLC_TASK_ID`` (``plugins/jax/jax.go``, ``plugins/xgboost/xgboost.go``).
 """
 
 from __future__ import annotations

@@ -31,6 +31,8 @@ replicated jobs (``zz_generated.openapi.go``: JobSetSpec ``replicatedJobs``
 from __future__ import annotations
 
 from ..config import PROJECT, RunPolicySpec, TrainingJobSpec, topology_problem, v2_conflict
+from ..config.kinds import ML_POLICIES
+from ..config.training_job import xgboost_gpus_problem
 from .base import MANAGED_BY, Manifest
 from .job_env import TERMINATION_GRACE_S, container_env, flight_recorder_env, job_env, nccl_env, runtime_env
 from .placement import FabricProfile
@@ -51,9 +53,8 @@ from .pytorchjob import (
 )
 
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
-RUNTIME_PREFIX = f"{PROJECT}-torch"
 TRAINER_NODE = "node"
-"""The trainer's replicated job and container: Trainer v2 injects torchrun's variables into the
+"""The trainer's replicated job and container: Trainer v2 injects each framework's variables into the
 container of this name in the job labelled as the trainer ancestor (``pkg/constants``: ``Node``,
 ``LabelTrainJobAncestor``), and the runtime webhook requires it (``validateReplicatedJobs``)."""
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
@@ -132,26 +133,35 @@ fails the job at once; a disrupted pod restarts every node without spending a re
 failure spends one of ``maxRestarts``."""
 
 
-def runtime_name(fabric: FabricProfile | None) -> str:
-    """The platform runtime for jobs over ``fabric`` (``None``: the pod network)."""
-    return RUNTIME_PREFIX if fabric is None else f"{RUNTIME_PREFIX}-{fabric.name}"
+def runtime_name(fabric: FabricProfile | None, framework: str = "pytorch") -> str:
+    """The platform runtime for ``framework``'s jobs over ``fabric`` (``None``: the pod network),
+    named after its ML policy, which also labels it ``trainer.kubeflow.org/framework`` as
+    upstream labels its runtimes (``manifests/base/runtimes/``)."""
+    prefix = f"{PROJECT}-{ML_POLICIES[framework]}"
+    return prefix if fabric is None else f"{prefix}-{fabric.name}"
 
 
-def training_runtime(fabric: FabricProfile | None = None) -> Manifest:
-    """The platform's ClusterTrainingRuntime for torchrun jobs over ``fabric``.
+def training_runtime(fabric: FabricProfile | None = None, framework: str = "pytorch") -> Manifest:
+    """The platform's ClusterTrainingRuntime for ``framework``'s jobs over ``fabric``.
 
     A failed pod fails its Job at once (``backoffLimit: 0``, ``restartPolicy: Never``), and
     the JobSet then fails, or recreates every node's Job (:data:`FAILURE_POLICY`): torchrun's
-    static rendezvous cannot take back one restarted node, and the trainer resumes all of
-    them from the last checkpoint. NCCL's settings are there for GPU jobs; CPU jobs (gloo)
+    static rendezvous cannot take back one restarted node (``JAX_NUM_PROCESSES`` and
+    ``DMLC_NUM_WORKER`` fix a JAX or XGBoost world at start too), and the program resumes all
+    of them from its last checkpoint. The pods
+    are the same for every framework, as on v1, where each kind's pods get one environment:
+    only the ML policy differs, and with it what Trainer v2 injects (torchrun's ``PET_*``,
+    JAX's ``JAX_*``, XGBoost's ``DMLC_*``). NCCL's settings are there for GPU jobs; CPU jobs
     ignore them.
 
     Args:
         fabric: the RDMA fabric of the jobs it runs, or ``None`` for NCCL over TCP.
+        framework: a framework of ``V2_FRAMEWORKS``.
 
     Returns:
         A complete ClusterTrainingRuntime object.
     """
+    policy = ML_POLICIES[framework]
     env = {**runtime_env(), **nccl_env(fabric)}
     pod: Manifest = {
         "restartPolicy": "Never",
@@ -163,7 +173,8 @@ def training_runtime(fabric: FabricProfile | None = None) -> Manifest:
                 "env": [{"name": k, "value": v} for k, v in env.items()],
                 # A TrainJob cannot declare ports (its trainer and runtime patches have no
                 # field for them), so the runtime does; Trainer v2 adds its own to these
-                # (v2.3.0 pkg/apply/apply.go UpsertPort, plugins/torch/torch.go).
+                # (v2.3.0 pkg/apply/apply.go UpsertPort; plugins/torch/torch.go, jax/jax.go,
+                # xgboost/xgboost.go: 29500, for the master, coordinator or tracker).
                 "ports": [dict(METRICS_CONTAINER_PORT)],
                 "volumeMounts": [dict(SHM_MOUNT)],
             }
@@ -176,11 +187,11 @@ def training_runtime(fabric: FabricProfile | None = None) -> Manifest:
         "apiVersion": TRAINER_API,
         "kind": "ClusterTrainingRuntime",
         "metadata": {
-            "name": runtime_name(fabric),
-            "labels": {**MANAGED_BY, "trainer.kubeflow.org/framework": "torch"},
+            "name": runtime_name(fabric, framework),
+            "labels": {**MANAGED_BY, "trainer.kubeflow.org/framework": policy},
         },
         "spec": {
-            "mlPolicy": {"numNodes": 1, "torch": {}},
+            "mlPolicy": {"numNodes": 1, policy: {}},
             "template": {
                 "spec": {
                     "failurePolicy": FAILURE_POLICY,
@@ -213,17 +224,21 @@ def train_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         ctx: what the job takes from the pool, storage, registry and queue.
 
     Returns:
-        A complete TrainJob object, on the runtime :func:`runtime_name` gives for its fabric.
+        A complete TrainJob object, on the runtime :func:`runtime_name` gives for its framework
+        and fabric.
 
     Raises:
         ValueError: the job does not fit its placement (see :func:`job_fabric`), or has a
             setting Trainer v2 has no counterpart for.
     """
     conflict = v2_conflict(job)
+    if conflict is None and job.framework == "xgboost" and ctx.gpus > 1:
+        conflict = ("gpusPerNode", xgboost_gpus_problem(ctx.gpus))
     if conflict is not None:
         raise ValueError(f"job {job.name!r} cannot run on Trainer v2: {conflict[0]}: {conflict[1]}")
     fabric = job_fabric(job, ctx)
-    procs = ctx.gpus or job.procs_per_node or 1
+    torch = job.framework == "pytorch"
+    procs = (ctx.gpus or job.procs_per_node or 1) if torch else 1
     env = {
         **job_env(job),
         **(flight_recorder_env(job) if ctx.gpus else {}),
@@ -262,7 +277,7 @@ def train_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
     }
     spec: Manifest = {
         "runtimeRef": {
-            "name": runtime_name(fabric),
+            "name": runtime_name(fabric, job.framework),
             "apiGroup": TRAINER_API.split("/")[0],
             "kind": "ClusterTrainingRuntime",
         },
@@ -271,7 +286,9 @@ def train_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
             "command": job_command(job, procs, backend="v2", gpus=ctx.gpus),
             "env": container_env(env),
             "numNodes": job.nodes,
-            "numProcPerNode": procs,
+            # Read by the torch plugin only: JAX runs one process per pod, and XGBoost counts
+            # its workers from the GPUs (v2.3.0 plugins/jax/jax.go, xgboost/xgboost.go).
+            **({"numProcPerNode": procs} if torch else {}),
             "resourcesPerNode": job_resources(job, ctx.gpus, fabric),
         },
         "runtimePatches": [patch],
