@@ -49,6 +49,18 @@ def _fetch_tag(repo: Path, repository: str, tag: str, base: str) -> str:
     return url
 
 
+def _pinned_id(repo: Path, url: str, tag: str, path: str, pinned: str, kind: str) -> str:
+    """Git's id of ``path`` at ``tag`` in ``repo``, which must be ``pinned``.
+
+    Raises:
+        SourceError: it is another ``kind`` (blob or tree) than the one pinned.
+    """
+    found = _git("rev-parse", f"{tag}^{{tree}}:{path}", cwd=repo).decode().strip()
+    if found != pinned:
+        raise SourceError(f"{url} {tag}:{path} is git {kind} {found}, pinned {pinned}")
+    return found
+
+
 def fetch_file_from_git(pinned: PinnedFile, dest: Path, *, base: str = GITHUB) -> None:
     """Copy the file ``pinned`` from ``<base>/<owner>/<name>.git`` at its tag to ``dest``.
 
@@ -58,9 +70,7 @@ def fetch_file_from_git(pinned: PinnedFile, dest: Path, *, base: str = GITHUB) -
     with tempfile.TemporaryDirectory() as scratch:
         repo = Path(scratch)
         url = _fetch_tag(repo, pinned.repository, pinned.tag, base)
-        blob = _git("rev-parse", f"{pinned.tag}^{{tree}}:{pinned.path}", cwd=repo).decode().strip()
-        if blob != pinned.blob:
-            raise SourceError(f"{url} {pinned.tag}:{pinned.path} is git blob {blob}, pinned {pinned.blob}")
+        blob = _pinned_id(repo, url, pinned.tag, pinned.path, pinned.blob, "blob")
         dest.write_bytes(_git("cat-file", "blob", blob, cwd=repo))
     verified_file(dest, pinned.blob)
 
@@ -74,9 +84,7 @@ def fetch_from_git(source: Source, dest: Path, *, base: str = GITHUB) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         repo = Path(scratch)
         url = _fetch_tag(repo, source.repository, source.tag, base)
-        tree = _git("rev-parse", f"{source.tag}^{{tree}}:{source.path}", cwd=repo).decode().strip()
-        if tree != source.tree:
-            raise SourceError(f"{url} {source.tag}:{source.path} is git tree {tree}, pinned {source.tree}")
+        tree = _pinned_id(repo, url, source.tag, source.path, source.tree, "tree")
         listing = _git("ls-tree", "-r", "-z", tree, cwd=repo).split(b"\0")
         entries = [entry.decode().split(maxsplit=3) for entry in listing if entry]
         blobs = _git("cat-file", "--batch", cwd=repo, stdin="".join(f"{e[2]}\n" for e in entries).encode())
