@@ -33,7 +33,8 @@ import yaml
 
 from .config import PROJECT, ConfigError, PlatformSpec, load_spec, missing_credentials, stack_schema
 from .config.cluster import ALLOWED_CIDRS_KEY, set_allowed_cidr
-from .offline import SECRET, Plan, ProgramError, apply_rank, holds_secure, redacted_config, run_program
+from .offline import ProgramError, holds_secure, redacted_config, run_program
+from .plan_records import SECRET, Plan, apply_rank
 
 
 class PlanError(Exception):

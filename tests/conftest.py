@@ -19,8 +19,9 @@ from loopback_api import FakeApi, loopback
 
 from components import pins
 from components.local_sources import objects_sha256
-from components.offline import Plan, run_program
+from components.offline import run_program
 from components.plan import with_unset_credentials
+from components.plan_records import Plan
 from components.prepare import prepare
 from components.stack import IMAGE_LOCK_ENV, UPSTREAM_ENV
 

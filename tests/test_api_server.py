@@ -19,7 +19,7 @@ from loopback_cloud import LOAD_BALANCER, PORT, REGION, CloudApi, cloud_api
 from pulumi.dynamic.dynamic import serialize_provider
 
 from components.api_server import ListenerAclProvider
-from components.offline import SECRET
+from components.plan_records import SECRET
 
 ACCESS_KEY_ID = "LTAI-test-key-id"
 ACCESS_KEY_SECRET = "test-secret-never-stored"

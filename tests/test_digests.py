@@ -18,7 +18,7 @@ from fixtures.charts import KUEUE, TRAINER
 from components.config import load_spec
 from components.digests import DIGEST_HEADER, MANIFEST_TYPES, DigestError, read_lock, resolve, stack_images
 from components.manifests import OPERATOR_NAMESPACE
-from components.offline import HELM_RELEASE
+from components.plan_records import HELM_RELEASE
 from components.upstream import main
 
 INDEX, MANIFEST = MANIFEST_TYPES[0], MANIFEST_TYPES[2]

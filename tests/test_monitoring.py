@@ -20,7 +20,7 @@ from components.manifests import gpu_metrics, kube_metrics
 from components.manifests.alerts import alerts, prometheus_rule, rule_group
 from components.manifests.dashboard import dashboard_queries, training_dashboard
 from components.manifests.scraping import operator_pod_monitor, trainer_pod_monitor
-from components.offline import SECRET
+from components.plan_records import SECRET
 from trainer import metric_names
 
 MONITORING = "alicloud:arms/prometheusMonitoring:PrometheusMonitoring"

@@ -17,7 +17,7 @@ import yaml
 from conftest import ROOT, STACKS, cfg, stack_config, with_pull_secret
 
 from components.manifests import KINDS
-from components.offline import SECRET, UNKNOWN, Plan
+from components.plan_records import SECRET, UNKNOWN, Plan
 
 FS = "alicloud:nas/fileSystem:FileSystem"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
@@ -892,7 +892,7 @@ def test_exported_secrets_keep_their_shape_and_images_their_tag(tmp_path) -> Non
 
 
 def test_a_secret_is_redacted_value_by_value() -> None:
-    from components.offline import redacted
+    from components.plan_records import redacted
 
     assert redacted({"akId": "id", "akSecret": "key"}) == {"akId": SECRET, "akSecret": SECRET}
     assert redacted(["a", {"b": 1}]) == [SECRET, {"b": SECRET}]
