@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import ROOT, free_port
+from fixtures.local_cluster import expand
+from fixtures.trainer_pods import trainer_container, trainer_pods
 
 from components.config import TrainingJobSpec
 from components.manifests import CPU_PLACEMENT, JobContext, pytorch_job, train_job, training_runtime
@@ -133,11 +135,6 @@ def operator_env(job: dict[str, Any], replica: str, index: int, port: int) -> di
     return env
 
 
-def expand(value: str, env: dict[str, str]) -> str:
-    """Kubernetes' ``$(VAR)`` expansion in commands: unknown names stay as written."""
-    return re.sub(r"\$\((\w+)\)", lambda m: env.get(m[1], m[0]), value)
-
-
 @pytest.fixture
 def default_port_taken() -> Iterator[None]:
     """torchrun's default rendezvous port, held: on one host every pod's 127.0.0.1 is the
@@ -200,40 +197,16 @@ def run_pods(job: dict[str, Any], image: Image) -> list[tuple[int, str]]:
     return wait_for(pods)
 
 
-TRAINER_V2_PORT = 29500
-"""``PET_MASTER_PORT`` on every TrainJob (v2.3.0 ``pkg/constants`` ``ContainerTrainerPort``)."""
-
-
-def trainer_v2_env(job: dict[str, Any], runtime: dict[str, Any], node_rank: int) -> dict[str, str]:
-    """The trainer container's environment as Trainer v2.3.0 builds it
-    (``pkg/runtime/framework/plugins/torch/torch.go`` ``EnforceMLPolicy``): the runtime's
-    ``node`` container env, the TrainJob's ``trainer.env`` over it, then torchrun's five
-    variables. ``PET_NODE_RANK`` is the pod's Job completion index."""
-    trainer, name = job["spec"]["trainer"], job["metadata"]["name"]
-    rjob = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
-    node = next(c for c in rjob["template"]["spec"]["template"]["spec"]["containers"] if c["name"] == "node")
-    return {
-        **{e["name"]: e["value"] for e in node.get("env", [])},
-        **{e["name"]: e["value"] for e in trainer.get("env", [])},
-        "PET_NNODES": str(trainer["numNodes"]),
-        "PET_NPROC_PER_NODE": str(trainer["numProcPerNode"]),
-        "PET_NODE_RANK": str(node_rank),
-        "PET_MASTER_ADDR": f"{name}-node-0-0.{name}",
-        "PET_MASTER_PORT": str(TRAINER_V2_PORT),
-    }
-
-
 def run_trainjob_pods(job: dict[str, Any], runtime: dict[str, Any], image: Image) -> list[tuple[int, str]]:
-    """Start one pod per node of a TrainJob as Trainer v2 would and wait for all of them.
-    Node 0's name (JobSet's headless Service) resolves to 127.0.0.1 here and its port is
-    a free one, since every pod shares this host."""
-    name, port = job["metadata"]["name"], free_port()
+    """Start one pod per node of a TrainJob as Trainer v2 would (``fixtures.trainer_pods``)
+    and wait for all of them. Node 0's name (under JobSet's headless Service) resolves to
+    127.0.0.1 here and the trainer port is a free one, since every pod shares this host."""
+    port = free_port()
+    node = trainer_container(job, runtime)
     pods = []
-    for rank in range(job["spec"]["trainer"]["numNodes"]):
-        env = trainer_v2_env(job, runtime, rank)
-        assert (env["PET_MASTER_ADDR"], env["PET_MASTER_PORT"]) == (f"{name}-node-0-0.{name}", "29500")
-        env |= {"PET_MASTER_ADDR": "127.0.0.1", "PET_MASTER_PORT": str(port)}
-        pods.append(start_pod(job["spec"]["trainer"]["command"], env, image))
+    for pod in trainer_pods(job, runtime, port=port).values():
+        env = {e["name"]: e["value"] for e in node["env"]} | pod.env | {"PET_MASTER_ADDR": "127.0.0.1"}
+        pods.append(start_pod(node["command"], env, image))
     return wait_for(pods)
 
 

@@ -1,18 +1,8 @@
 """Emitted XGBoostJobs and MPIJobs run as the Training Operator v1.9.4 starts their pods: each
-pod is a local process with its container's command and environment from the builder, plus
-exactly what ``fixtures.operator_pods`` says the operator adds.
-
-What stands in for the cluster, and nothing else:
-
-- each pod has its own loopback address, and a pod's name (an XGBoostJob's headless Service
-  name) in an environment value is replaced by that address, as the cluster's DNS would
-  resolve it; a name that is no pod stays as it is and does not resolve;
-- the port the operator reads from the manifest is set to a free one first, as every pod
-  shares this host's ports;
-- absolute paths (the volumes, the MPI ConfigMap, the Launcher's ``kubectl``) live under a
-  temporary root, and each pod has a temporary directory of its own;
-- ``kubectl exec POD -- /bin/sh -c CMD`` runs CMD with pod POD's environment, and fails for a
-  pod the job does not have, as kubectl does; Open MPI keeps to the loopback interface.
+pod is a local process on the stand-in cluster of ``fixtures.local_cluster``, with its
+container's command and environment from the builder, plus exactly what
+``fixtures.operator_pods`` says the operator adds. The port the operator reads from the
+manifest is set to a free one first, as every pod shares this host's ports.
 """
 
 from __future__ import annotations
@@ -21,45 +11,30 @@ import json
 import os
 import re
 import shutil
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import Callable
 from copy import deepcopy
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from conftest import ROOT, free_port
-from fixtures.operator_pods import (
-    KUBECTL,
-    MPI_CONFIG_DIR,
-    MPI_HOSTFILE,
-    MPI_WORKER_IDLE,
-    OperatorPod,
-    framework_of,
-    operator_pods,
-)
+from fixtures.local_cluster import Cluster, Mutation, wait_all, with_env, with_file, without_env
+from fixtures.operator_pods import MPI_CONFIG_DIR, MPI_HOSTFILE, MPI_WORKER_IDLE, operator_pods, replica_containers
 from test_jobs import IMAGE, context
 
 from components.config import TrainingJobSpec
 from components.manifests import CPU_PLACEMENT, KINDS, kubeflow_job
 
-Mutation = Callable[[str, int, OperatorPod], OperatorPod]
-"""A wrong operator: changes what one pod (replica type, index) gets."""
-
 DOC = ROOT / "docs" / "job-kinds.md"
 
 
-def documented_xgboost_program() -> str:
-    """The XGBoost program docs/job-kinds.md shows: ``RANK`` 0 starts the collective tracker at
-    ``MASTER_ADDR:MASTER_PORT`` for ``WORLD_SIZE`` workers, and every rank, the Master
-    included, trains its shard of the data through it and saves the model."""
+def documented_xgboost_program(tracker_address: str = "MASTER_ADDR") -> str:
+    """The XGBoost program docs/job-kinds.md shows for the backend whose variable holds the
+    tracker's address (``MASTER_ADDR`` on v1, ``DMLC_TRACKER_URI`` on v2): rank 0 starts the
+    collective tracker there for the world's workers, and every rank, rank 0 included, trains
+    its shard of the data through it and saves the model."""
     blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
-    return next(block for block in blocks if "RabitTracker" in block)
+    return next(block for block in blocks if "RabitTracker" in block and f'os.environ["{tracker_address}"]' in block)
 
 
 MPI_PROGRAM = """\
@@ -71,111 +46,6 @@ print(json.dumps({
 }), flush=True)
 """
 """One MPI rank: where Open MPI put it, read from the variables ``mpirun`` gives each rank."""
-
-KUBECTL_STAND_IN = """\
-#!{python}
-# kubectl exec POD [--container C] -- /bin/sh -c CMD: CMD in pod POD's environment.
-import json, os, sys
-from pathlib import Path
-args = sys.argv[1:]
-pod = Path({pods!r}, args[1] + ".json")
-if args[0] != "exec" or not pod.is_file():
-    sys.exit(f"Error from server (NotFound): pods {{args[1]!r}} not found")
-os.execve("/bin/sh", args[args.index("--") + 1:], json.loads(pod.read_text()))
-"""
-
-
-def expand(value: str, env: dict[str, str]) -> str:
-    """Kubernetes' ``$(VAR)`` expansion in commands: unknown names stay as written."""
-    return re.sub(r"\$\((\w+)\)", lambda m: env.get(m[1], m[0]), value)
-
-
-class Cluster:
-    """The pods of one job on this host (see the module docstring)."""
-
-    def __init__(self, manifest: dict[str, Any], tmp_path: Path, wrong: Mutation | None = None) -> None:
-        self.root, self.workdir = tmp_path / "root", tmp_path / "work"
-        self.workdir.mkdir(parents=True)
-        self.manifest = manifest
-        pods = operator_pods(manifest)
-        if wrong is not None:
-            pods = {key: wrong(*key, pod) for key, pod in pods.items()}
-        self.pods = pods
-        self.address = {pod.name: f"127.0.0.{i + 1}" for i, pod in enumerate(pods.values())}
-
-    def path(self, inside: str) -> Path:
-        return self.root / inside.lstrip("/")
-
-    def _resolve(self, value: str) -> str:
-        return ",".join(self.address.get(part, part) for part in value.split(","))
-
-    def env(self, replica: str, index: int) -> dict[str, str]:
-        """The container's environment: the builder's, then the operator's on top."""
-        container = self._container(replica)
-        pod = self.pods[(replica, index)]
-        env = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
-        env = {k: str(self.path(v)) if v.startswith("/") else v for k, v in env.items()}
-        env |= {k: str(self.path(v)) if v.startswith("/") else self._resolve(v) for k, v in pod.env.items()}
-        # The image's interpreter and the platform's trainer/ package (for trainer.run).
-        env |= {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOSTNAME": pod.name}
-        # Each pod has a /tmp of its own, where Open MPI keeps its session directory.
-        tmp = self.root / "tmp" / pod.name
-        tmp.mkdir(parents=True, exist_ok=True)
-        env["TMPDIR"] = str(tmp)
-        if os.geteuid() == 0:  # tests run as root here; an image's user is not
-            env |= {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-        return env | {"OMPI_MCA_oob_tcp_if_include": "lo", "OMPI_MCA_btl_tcp_if_include": "lo"}
-
-    def _container(self, replica: str) -> dict[str, Any]:
-        specs = self.manifest["spec"][KINDS[framework_of(self.manifest)].specs_key]
-        return specs[replica]["template"]["spec"]["containers"][0]
-
-    def command(self, replica: str, index: int) -> list[str]:
-        pod = self.pods[(replica, index)]
-        return pod.command or self._container(replica)["command"]
-
-    def mount(self) -> None:
-        """Every pod's ConfigMap files, paths under the root (``kubexec.sh`` names ``kubectl``
-        by its absolute path), and the stand-in ``kubectl`` with every pod's environment."""
-        pods_dir = self.root / "pods"
-        pods_dir.mkdir(parents=True)
-        for (replica, index), pod in self.pods.items():
-            (pods_dir / f"{pod.name}.json").write_text(json.dumps(self.env(replica, index)))
-            for inside, content in pod.files.items():
-                self.path(inside).parent.mkdir(parents=True, exist_ok=True)
-                self.path(inside).write_text(content.replace(KUBECTL, str(self.path(KUBECTL))))
-                self.path(inside).chmod(0o555)
-        kubectl = self.path(KUBECTL)
-        kubectl.parent.mkdir(parents=True)
-        kubectl.write_text(KUBECTL_STAND_IN.format(python=sys.executable, pods=str(pods_dir)))
-        kubectl.chmod(0o755)
-
-    def start(self, replica: str, index: int) -> subprocess.Popen:
-        env = self.env(replica, index)
-        command = [sys.executable if word == "python" else expand(word, env) for word in self.command(replica, index)]
-        return subprocess.Popen(
-            command,
-            cwd=self.workdir,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-
-
-def wait_all(procs: list[subprocess.Popen], timeout: float = 120) -> list[tuple[int, str]]:
-    """Each process's status and output. When one fails or hangs the rest are killed: the
-    job has failed, and its peers would only wait out their timeouts."""
-    deadline = time.monotonic() + timeout
-    while any(proc.poll() is None for proc in procs) and time.monotonic() < deadline:
-        if any(proc.poll() for proc in procs):
-            break
-        time.sleep(0.1)
-    for proc in procs:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)  # the whole container: trainer.run's child too
-    return [(proc.wait(), proc.stdout.read() if proc.stdout else "") for proc in procs]
 
 
 def emitted(job: TrainingJobSpec) -> dict[str, Any]:
@@ -190,21 +60,9 @@ def emitted(job: TrainingJobSpec) -> dict[str, Any]:
     return manifest
 
 
-def with_env(replica: str, **env: str) -> Mutation:
-    """An operator that gives ``replica``'s pods other values (``index`` formats into them)."""
-    return lambda rtype, index, pod: (
-        replace(pod, env=pod.env | {k: v.format(index=index) for k, v in env.items()}) if rtype == replica else pod
-    )
-
-
-def with_file(path: str, edit: Callable[[str], str]) -> Mutation:
-    return lambda rtype, index, pod: (
-        replace(pod, files=pod.files | {path: edit(pod.files[path])}) if path in pod.files else pod
-    )
-
-
-def without_env(name: str) -> Mutation:
-    return lambda rtype, index, pod: replace(pod, env={k: v for k, v in pod.env.items() if k != name})
+def v1_cluster(manifest: dict[str, Any], tmp_path: Path, wrong: Mutation | None = None) -> Cluster:
+    """The pods of an emitted v1 job, with what the operator adds (or ``wrong`` one's)."""
+    return Cluster(replica_containers(manifest), operator_pods(manifest), tmp_path, wrong)
 
 
 # ---- XGBoost -------------------------------------------------------------------------------
@@ -233,7 +91,7 @@ def xgboost_job(nodes: int = 2) -> TrainingJobSpec:
 
 
 def run_xgboost(tmp_path: Path, wrong: Mutation | None = None) -> tuple[list[tuple[int, str]], Cluster]:
-    cluster = Cluster(emitted(xgboost_job()), tmp_path, wrong)
+    cluster = v1_cluster(emitted(xgboost_job()), tmp_path, wrong)
     (cluster.workdir / "train_xgb.py").write_text(documented_xgboost_program())
     procs = [cluster.start(replica, index) for replica, index in cluster.pods]
     return wait_all(procs, timeout=90), cluster
@@ -268,13 +126,13 @@ def test_an_xgboost_job_trains_one_model_across_its_pods(tmp_path: Path) -> None
     # The one model saw both shards: the Master's shard alone grows other trees.
     alone = xgb.train(
         {"objective": "binary:logistic", "tree_method": "hist", "max_depth": 3, "nthread": 1},
-        xgb.DMatrix(*_shard(0, 2)),
+        xgb.DMatrix(*shard(0, 2)),
         num_boost_round=4,
     )
     assert alone.save_raw("json") != models[0]
 
 
-def _shard(rank: int, world: int) -> tuple[Any, Any]:
+def shard(rank: int, world: int) -> tuple[Any, Any]:
     """One rank's share of the documented program's data."""
     features = np.random.default_rng(0).normal(size=(400, 4))
     labels = (features[:, 0] + features[:, 1] > 0).astype(int)
@@ -329,7 +187,7 @@ def run_mpi(tmp_path: Path, wrong: Mutation | None = None) -> tuple[int, str, li
     """The Launcher's ``mpirun`` as the operator starts it; the Workers idle (``sleep``) and
     ``kubectl exec`` runs the ranks in their environment. Returns the Launcher's status, its
     output, and what each rank said."""
-    cluster = Cluster(emitted(mpi_job()), tmp_path, wrong)
+    cluster = v1_cluster(emitted(mpi_job()), tmp_path, wrong)
     (cluster.workdir / "ranks.py").write_text(MPI_PROGRAM)
     cluster.mount()
     ((status, out),) = wait_all([cluster.start("Launcher", 0)], timeout=60)

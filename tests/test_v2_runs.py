@@ -1,0 +1,121 @@
+"""Emitted XGBoost TrainJobs run as Kubeflow Trainer v2.3.0 starts their pods: each pod is a
+local process on the stand-in cluster of ``fixtures.local_cluster``, running the runtime's
+``node`` container with the TrainJob's command and env, plus exactly what
+``fixtures.trainer_pods`` says Trainer, JobSet and the Job controller add. Trainer's fixed
+trainer port is a free one here, as every pod shares this host's ports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import free_port
+from fixtures.local_cluster import Cluster, Mutation, wait_all, with_env
+from fixtures.trainer_pods import TRAINER_PORT, trainer_container, trainer_pods
+from test_jobs import IMAGE, context
+from test_kind_runs import documented_xgboost_program, shard, xgboost, xgboost_job
+
+from components.config import TrainingJobSpec
+from components.manifests import CPU_PLACEMENT, train_job, training_runtime
+
+
+def xgboost_trainjob(nodes: int = 2) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The TrainJob the builder emits for a CPU XGBoost job, and the runtime it names."""
+    spec = xgboost_job(nodes).model_copy(update={"backend": "v2"})
+    return train_job(spec, context(CPU_PLACEMENT, 0)), training_runtime(None, "xgboost")
+
+
+def run_xgboost(tmp_path: Path, wrong: Mutation | None = None) -> tuple[list[tuple[int, str]], Cluster]:
+    job, runtime = xgboost_trainjob()
+    pods = trainer_pods(job, runtime, port=free_port())
+    cluster = Cluster({"node": trainer_container(job, runtime)}, pods, tmp_path, wrong)
+    (cluster.workdir / "train_xgb.py").write_text(documented_xgboost_program("DMLC_TRACKER_URI"))
+    procs = [cluster.start(replica, index) for replica, index in cluster.pods]
+    return wait_all(procs, timeout=90), cluster
+
+
+def test_trainjob_pods_get_the_tracker_their_task_and_the_worker_count() -> None:
+    job, runtime = xgboost_trainjob(nodes=3)
+    pods = trainer_pods(job, runtime)
+    assert [(pod.name, pod.subdomain) for pod in pods.values()] == [(f"xgb-node-0-{i}", "xgb") for i in range(3)]
+    assert [pod.env for pod in pods.values()] == [
+        {
+            "JOB_COMPLETION_INDEX": str(i),
+            "DMLC_TRACKER_URI": "xgb-node-0-0.xgb",
+            "DMLC_TRACKER_PORT": str(TRAINER_PORT),
+            "DMLC_TASK_ID": str(i),
+            "DMLC_NUM_WORKER": "3",
+        }
+        for i in range(3)
+    ]
+    assert all(pod.command is None and pod.files == {} for pod in pods.values())
+    node = trainer_container(job, runtime)
+    assert node["command"] == ["python", "-m", "trainer.run", "python", "train_xgb.py"]
+    assert {e["name"] for e in node["env"]} >= {"OUTPUT_PATH", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"}
+
+
+def test_trainer_counts_one_xgboost_worker_per_gpu_and_the_runtimes_nodes_by_default() -> None:
+    job, runtime = xgboost_trainjob(nodes=2)
+    # What the builder refuses (several GPUs per pod) shows why: two workers per pod, one task id.
+    job["spec"]["trainer"]["resourcesPerNode"] = {"requests": {"cpu": "4"}, "limits": {"nvidia.com/gpu": "2"}}
+    assert {pod.env["DMLC_NUM_WORKER"] for pod in trainer_pods(job, runtime).values()} == {"4"}
+    del job["spec"]["trainer"]["numNodes"], job["spec"]["trainer"]["resourcesPerNode"]
+    runtime["spec"]["mlPolicy"]["numNodes"] = 3
+    assert [pod.env["DMLC_NUM_WORKER"] for pod in trainer_pods(job, runtime).values()] == ["3"] * 3
+
+
+def test_the_trainjobs_env_overrides_the_runtimes_in_place() -> None:
+    job, runtime = xgboost_trainjob()
+    first = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    name = first["containers"][0]["env"][0]["name"]
+    job["spec"]["trainer"]["env"].append({"name": name, "value": "from-the-job"})
+    env = trainer_container(job, runtime)["env"]
+    assert env[0] == {"name": name, "value": "from-the-job"} and [e["name"] for e in env].count(name) == 1
+
+
+def test_the_torch_policy_is_derived_too_and_no_other() -> None:
+    spec = TrainingJobSpec(name="own", image=IMAGE, backend="v2", nodes=2, gpus_per_node=0, procs_per_node=2)
+    job, runtime = train_job(spec, context(CPU_PLACEMENT, 0)), training_runtime()
+    assert trainer_pods(job, runtime)[("node", 1)].env == {
+        "JOB_COMPLETION_INDEX": "1",
+        "PET_NNODES": "2",
+        "PET_NPROC_PER_NODE": "2",
+        "PET_NODE_RANK": "1",
+        "PET_MASTER_ADDR": "own-node-0-0.own",
+        "PET_MASTER_PORT": "29500",
+    }
+    runtime["spec"]["mlPolicy"] = {"numNodes": 1, "jax": {}}
+    with pytest.raises(ValueError, match=r"ML policy \['jax'\]: only \['torch', 'xgboost'\] are modelled here"):
+        trainer_pods(job, runtime)
+
+
+def test_an_xgboost_trainjob_trains_one_model_across_its_pods(tmp_path: Path) -> None:
+    xgb = xgboost()
+    results, cluster = run_xgboost(tmp_path)
+    assert [status for status, _ in results] == [0, 0], results
+    output = Path(cluster.env("node", 0)["OUTPUT_PATH"])
+    models = [(output / f"model-{rank}.json").read_bytes() for rank in (0, 1)]
+    assert models[0] == models[1]
+    # The one model saw both shards: node 0's shard alone grows other trees.
+    alone = xgb.train(
+        {"objective": "binary:logistic", "tree_method": "hist", "max_depth": 3, "nthread": 1},
+        xgb.DMatrix(*shard(0, 2)),
+        num_boost_round=4,
+    )
+    assert alone.save_raw("json") != models[0]
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        pytest.param(with_env("node", DMLC_TASK_ID="0"), id="task-id-duplicated"),
+        pytest.param(with_env("node", DMLC_NUM_WORKER="1"), id="one-worker-too-few"),
+        pytest.param(with_env("node", DMLC_NUM_WORKER="3"), id="one-worker-too-many"),
+        pytest.param(with_env("node", DMLC_TRACKER_URI="xgb-node-0-0"), id="tracker-uri-without-the-service"),
+    ],
+)
+def test_a_wrong_trainer_variable_fails_the_xgboost_run(tmp_path: Path, wrong: Mutation) -> None:
+    xgboost()
+    results, _ = run_xgboost(tmp_path, wrong)
+    assert any(status != 0 for status, _ in results), results
