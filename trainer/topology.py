@@ -65,9 +65,9 @@ def topology() -> Topology:
 
 
 def gather(topo: Topology, tensor: torch.Tensor) -> list[torch.Tensor]:
-    """Every rank's copy of a fixed-size tensor, on the CPU, in rank order. A collective
-    when there are several processes. ``all_gather_object`` needs NumPy in some builds;
-    plain tensors do not."""
+    """Every rank's copy of a fixed-size tensor, in rank order, on the CPU; a single process
+    gets its own back as it is. A collective when there are several processes.
+    ``all_gather_object`` needs NumPy in some builds; plain tensors do not."""
     if topo.world == 1:
         return [tensor]
     on_device = tensor.to(topo.device)
