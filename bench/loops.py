@@ -30,9 +30,9 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from trainer.config import Config
 from trainer.data import ImageDataset, synthetic_images
+from trainer.loop import Trainer
 from trainer.models import MnistCNN
 from trainer.topology import topology
-from trainer.train import Trainer
 
 SAMPLES = 60_000
 SEED = 1234

@@ -395,22 +395,22 @@ def test_a_resumed_run_follows_its_own_schedule_from_the_first_step(tmp_path: Pa
     # rate the old run ended on (the 10% floor); the next step must use the new schedule's.
     from trainer.config import Config
     from trainer.data import synthetic_images
+    from trainer.loop import Trainer
     from trainer.schedule import lr_factor
     from trainer.topology import topology
-    from trainer.train import Trainer
 
     data = synthetic_images(256, 3)
     finished = Trainer(Config(output_dir=str(tmp_path), batch_size=8, max_steps=25), topology(), data)
-    permutation = finished.order.permutation(0)
-    while finished.step < 25:
+    permutation = finished.progress.order.permutation(0)
+    while finished.progress.step < 25:
         loss = finished.train_step(permutation)
-    finished.save_checkpoint("final", loss, wait=True)
+    finished.checkpoints.save("final", loss, wait=True)
     finished.close()
     assert finished.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 1e-3)
 
     for lr in (None, 2e-3):
         extended = Trainer(Config(output_dir=str(tmp_path), batch_size=8, max_steps=30, lr=lr), topology(), data)
-        assert extended.resume()
+        assert extended.checkpoints.resume()
         base = lr or 1e-3
         assert extended.optimizer.param_groups[0]["lr"] == base * lr_factor(25, 30) > 0.5 * base
         extended.train_step(permutation)
@@ -466,7 +466,7 @@ def test_mfu_peak_is_looked_up_by_the_most_specific_name(name: str, peak: float 
 
 @pytest.mark.parametrize(("step_time", "every"), [(0.02, 10), (0.5, 4), (2.5, 1), (30.0, 1)])
 def test_sigterm_is_checked_about_every_two_seconds_of_steps(step_time: float, every: int) -> None:
-    from trainer.train import stop_check_interval
+    from trainer.loop import stop_check_interval
 
     assert stop_check_interval(step_time) == every
 
@@ -610,8 +610,8 @@ def test_accumulated_and_uneven_batches_give_the_mean_gradient(tmp_path: Path) -
 
     from trainer.config import Config
     from trainer.data import synthetic_images
+    from trainer.loop import Trainer
     from trainer.topology import topology
-    from trainer.train import Trainer
 
     data = synthetic_images(40, 7)  # 40 samples, batch 32: the epoch's second step holds 8
 
@@ -623,8 +623,8 @@ def test_accumulated_and_uneven_batches_give_the_mean_gradient(tmp_path: Path) -
         trainer.model.eval()  # no dropout: both runs see the same function
         trainer.optimizer.step = lambda: None
         trainer.optimizer.zero_grad = lambda set_to_none=True: None
-        trainer.position = position
-        trainer.train_step(trainer.order.permutation(0))
+        trainer.progress.position = position
+        trainer.train_step(trainer.progress.order.permutation(0))
         trainer.close()
         return {n: p.grad for n, p in trainer.model.named_parameters()}
 

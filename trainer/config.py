@@ -128,6 +128,11 @@ class Config:
             return self.epochs
         return None if self.max_steps is not None else 1
 
+    @property
+    def base_lr(self) -> float:
+        """The peak learning rate: ``--lr``, else the model's default."""
+        return self.lr or DEFAULT_LR[self.model]
+
     def validate(self) -> None:
         if self.model not in MODELS:
             raise UsageError(f"--model {self.model!r}: choose {' or '.join(MODELS)}")

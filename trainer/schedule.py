@@ -1,8 +1,10 @@
-"""The learning-rate schedule: a pure function of the step and the run's length."""
+"""Where a run stands (:class:`Progress`) and the learning-rate schedule over it: a pure
+function of the step and the run's length."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from .data import GlobalOrder
 
@@ -46,3 +48,28 @@ def planned_steps(
         this_epoch = math.ceil(max(0, order.size - position) / order.global_batch) if epoch < epochs else 0
         ends.append(step + this_epoch + max(0, epochs - epoch - 1) * order.steps_per_epoch)
     return min(ends)
+
+
+@dataclass
+class Progress:
+    """Where a run stands in its data and its schedule. One object, shared by the Trainer,
+    which advances it step by step, and its :class:`trainer.state.Checkpoints`, which save
+    it and set it on a resume.
+
+    Args:
+        order: the data order; a resume at another world size replaces it with one that
+            keeps the checkpoint's global batch.
+        grad_accum: micro-batches per optimizer step, which that resume changes too.
+        total_steps: the step the learning-rate schedule ends at (:func:`planned_steps`),
+            planned anew on a resume.
+        step: optimizer steps taken.
+        epoch: the current epoch (0-based).
+        position: samples of the current epoch already consumed.
+    """
+
+    order: GlobalOrder
+    grad_accum: int
+    total_steps: int
+    step: int = 0
+    epoch: int = 0
+    position: int = 0

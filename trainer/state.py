@@ -1,14 +1,15 @@
-"""The Trainer's state: what a checkpoint holds, how a run resumes one (at the same or
+"""A run's state on disk: what a checkpoint holds, how a run resumes one (at the same or
 another world size), and the plain weights a run starts from and ends with.
 
-:class:`TrainerState` is the half of :class:`trainer.train.Trainer` that deals with
-state; the other half trains. It uses the Trainer's model, optimizer, scheduler, data
-order and position.
+:class:`Checkpoints` is the object a :class:`trainer.loop.Trainer` holds for all of it; the
+Trainer trains. The two share the run's :class:`trainer.schedule.Progress`: the Trainer
+advances it, a save records it, a resume sets it.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +24,15 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from . import checkpoint
-from .config import UsageError
+from .config import Config, UsageError
 from .data import GlobalOrder
+from .exporter import Exporter
+from .integrity import read_key
 from .metrics import log
-from .numerics import NONFINITE
+from .numerics import NONFINITE, StepGuard
 from .resume import Agreement
-from .schedule import lr_factor, planned_steps
+from .schedule import Progress, lr_factor, planned_steps
+from .topology import Topology, gather
 from .weights import WeightsError, export
 from .weights import load as load_weights
 
@@ -36,18 +40,58 @@ FULL_STATE = StateDictOptions(full_state_dict=True, cpu_offload=True)
 """The final model holds whole tensors, gathered to rank 0 from the shards under FSDP."""
 
 
-class TrainerState:
-    """Checkpointing, resuming and plain weights for :class:`trainer.train.Trainer`."""
+class Checkpoints:
+    """Checkpointing, resuming and plain weights for one run.
 
-    def _gather(self, state: torch.Tensor) -> list[torch.Tensor]:
-        """Every rank's copy of a fixed-size byte tensor (all_gather_object needs NumPy in
-        some builds; plain tensors do not)."""
-        if self.topo.world == 1:
-            return [state]
-        on_device = state.to(self.topo.device)
-        gathered = [torch.empty_like(on_device) for _ in range(self.topo.world)]
-        dist.all_gather(gathered, on_device)
-        return [t.cpu() for t in gathered]
+    Args:
+        cfg: the run's config (as :func:`trainer.autoparallel.resolve` settled it).
+        topo: rank, world size and device.
+        model: the model, wrapped or sharded as it trains.
+        optimizer: its optimizer.
+        scheduler: the learning-rate scheduler over ``optimizer``.
+        guard: the non-finite step guard, whose counters a checkpoint keeps.
+        progress: where the run stands, saved by :meth:`save` and set by :meth:`resume`.
+        exporter: told of every committed checkpoint.
+        sharded: whether the model is sharded (FSDP or HSDP), so that gathering its
+            weights is a collective.
+    """
+
+    def __init__(
+        self,
+        *,
+        cfg: Config,
+        topo: Topology,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scheduler: torch.optim.lr_scheduler.LRScheduler,
+        guard: StepGuard,
+        progress: Progress,
+        exporter: Exporter,
+        sharded: bool,
+    ):
+        self.cfg, self.topo, self.model, self.optimizer = cfg, topo, model, optimizer
+        self.scheduler, self.guard, self.progress, self.exporter = scheduler, guard, progress, exporter
+        self.sharded = sharded
+        self.output = Path(cfg.output_dir)
+        self.threads = torch.get_num_threads()
+        self.saved_step: int | None = None
+        # The checkpoint and resume collectives move small CPU tensors, with async saves from
+        # a background thread: a gloo group of their own keeps them apart from training's
+        # collectives (NCCL on GPUs), which they would otherwise interleave with.
+        # Their timeout is the run's, and the storage wait on top, which a rank may spend looking
+        # for a checkpoint while the others wait in a collective: gloo's default of 30 minutes
+        # would stall every rank that long for a peer lost during a save.
+        timeout = timedelta(seconds=cfg.timeout_s + cfg.storage_wait_s)
+        self.group = dist.new_group(backend="gloo", timeout=timeout) if topo.world > 1 else None
+        self.checkpointer = checkpoint.Checkpointer(
+            self.output / "checkpoints",
+            self.group,
+            topo.is_main,
+            cfg.keep_checkpoints,
+            cfg.async_checkpoint,
+            on_commit=exporter.checkpoint_committed,
+            key=read_key(cfg.checkpoint_key_file),
+        )
 
     def _all_reduce(self, value: torch.Tensor) -> torch.Tensor:
         if self.topo.world > 1:
@@ -69,29 +113,30 @@ class TrainerState:
         state: dict[str, Any] = {
             "model": get_model_state_dict(self.model),
             "optimizer": get_optimizer_state_dict(self.model, self.optimizer)["state"],
-            "rng": torch.stack(self._gather(torch.get_rng_state())),
+            "rng": torch.stack(gather(self.topo, torch.get_rng_state())),
         }
         if self.topo.device.type == "cuda":
-            state["cuda_rng"] = torch.stack(self._gather(torch.cuda.get_rng_state(self.topo.device)))
+            state["cuda_rng"] = torch.stack(gather(self.topo, torch.cuda.get_rng_state(self.topo.device)))
         return state
 
     def commit_record(self, reason: str, loss: float) -> dict[str, Any]:
         """What a checkpoint's marker records besides the tensors."""
+        progress = self.progress
         return {
-            "step": self.step,
-            "epoch": self.epoch,
-            "position": self.position,
+            "step": progress.step,
+            "epoch": progress.epoch,
+            "position": progress.position,
             "reason": reason,
             "loss": loss,
             "scheduler": self.scheduler.state_dict(),
             "world_size": self.topo.world,
-            "global_batch": self.order.global_batch,
+            "global_batch": progress.order.global_batch,
             "threads": self.threads,
             "config": asdict(self.cfg),
             NONFINITE: self.guard.counters(),
         }
 
-    def load_checkpoint(self, path: Path, commit: dict[str, Any]) -> None:
+    def load(self, path: Path, commit: dict[str, Any]) -> None:
         """Load a checkpoint into this run, every rank reading its own part. A collective.
 
         Raises:
@@ -104,7 +149,8 @@ class TrainerState:
                     f"--output-dir {self.output} holds a checkpoint of a run with {flag} "
                     f"{saved.get(key, False)!r}, not {getattr(self.cfg, key)!r}: use another output directory"
                 )
-        if commit["global_batch"] != self.order.global_batch:
+        progress = self.progress
+        if commit["global_batch"] != progress.order.global_batch:
             self._keep_global_batch(commit["global_batch"])
         # The live tensors are the destination: DCP reads into them in place, so a rank
         # never holds a second copy of its state.
@@ -113,9 +159,9 @@ class TrainerState:
         same_world = commit["world_size"] == self.topo.world
         cuda = self.topo.device.type == "cuda"
         if same_world:
-            state["rng"] = torch.stack(self._gather(torch.get_rng_state()))
+            state["rng"] = torch.stack(gather(self.topo, torch.get_rng_state()))
             if cuda:
-                state["cuda_rng"] = torch.stack(self._gather(torch.cuda.get_rng_state(self.topo.device)))
+                state["cuda_rng"] = torch.stack(gather(self.topo, torch.cuda.get_rng_state(self.topo.device)))
         checkpoint.load(state, path, commit, self.group)
         set_state_dict(
             self.model,
@@ -126,17 +172,17 @@ class TrainerState:
         self.scheduler.load_state_dict(commit["scheduler"])
         self.guard.restore(commit.get(NONFINITE, {}))
         self.checkpointer.lineage = commit.get(checkpoint.LINEAGE, "")
-        self.step, self.epoch, self.position = commit["step"], commit["epoch"], commit["position"]
+        progress.step, progress.epoch, progress.position = commit["step"], commit["epoch"], commit["position"]
         # The schedule is a function of the step and this run's flags: a run resumed with a
         # new --max-steps, --epochs or --lr follows the new curve from its first step rather
         # than taking one step at the rate the old run stopped at.
-        self.total_steps = planned_steps(
-            self.step, self.epoch, self.position, self.order, self.cfg.max_steps, self.cfg.epoch_limit
+        progress.total_steps = planned_steps(
+            progress.step, progress.epoch, progress.position, progress.order, self.cfg.max_steps, self.cfg.epoch_limit
         )
-        self.scheduler.base_lrs = [self.base_lr for _ in self.optimizer.param_groups]
+        self.scheduler.base_lrs = [self.cfg.base_lr for _ in self.optimizer.param_groups]
         for group in self.optimizer.param_groups:
-            group["lr"] = self.base_lr * lr_factor(self.step, self.total_steps)
-        self.saved_step = self.step
+            group["lr"] = self.cfg.base_lr * lr_factor(progress.step, progress.total_steps)
+        self.saved_step = progress.step
         if same_world:
             # A row of the stacked states is a view into it; the generators read a state
             # from the start of its storage, so each gets a copy of its own.
@@ -145,7 +191,7 @@ class TrainerState:
                 torch.cuda.set_rng_state(state["cuda_rng"][self.topo.rank].clone(), self.topo.device)
         else:
             # Elastic resize: data position is exact, dropout streams start anew.
-            torch.manual_seed(self.cfg.seed + self.topo.rank + 7919 * self.step)
+            torch.manual_seed(self.cfg.seed + self.topo.rank + 7919 * progress.step)
         if commit["threads"] != torch.get_num_threads():
             # The intra-op thread count changes reduction order, so it is part of the state.
             torch.set_num_threads(commit["threads"])
@@ -173,15 +219,16 @@ class TrainerState:
                 f"by accumulating gradients ({fix}); a resized run keeps the global batch so that its "
                 "optimizer steps and learning-rate schedule stay those of the run it continues"
             )
-        self.grad_accum = global_batch // per_micro_step
-        self.order = GlobalOrder(self.order.size, global_batch, self.cfg.seed)
+        progress = self.progress
+        progress.grad_accum = global_batch // per_micro_step
+        progress.order = GlobalOrder(progress.order.size, global_batch, self.cfg.seed)
         if self.topo.is_main:
             log(
                 f"keeping the checkpoint's global batch of {global_batch}: {self.topo.world} process(es) × "
-                f"batch {self.cfg.batch_size} × {self.grad_accum} accumulated micro-batches"
+                f"batch {self.cfg.batch_size} × {progress.grad_accum} accumulated micro-batches"
             )
 
-    def save_checkpoint(self, reason: str, loss: torch.Tensor, wait: bool = False) -> None:
+    def save(self, reason: str, loss: torch.Tensor, wait: bool = False) -> None:
         """Checkpoint the current step unless it already is. A collective.
 
         Args:
@@ -189,12 +236,16 @@ class TrainerState:
             loss: this rank's share of the step's loss.
             wait: return only once the checkpoint is committed, even with async saves.
         """
-        if self.saved_step == self.step:
+        if self.saved_step == self.progress.step:
             self.checkpointer.wait()
             return
         mean_loss = self._all_reduce(loss.detach().clone()).item() / self.topo.world
         self.checkpointer.save(self.state_dict(), self.commit_record(reason, mean_loss), wait=wait)
-        self.saved_step = self.step
+        self.saved_step = self.progress.step
+
+    def poll(self) -> None:
+        """Commit a background save that has finished; cheap enough to call every step."""
+        self.checkpointer.poll()
 
     def resume(self) -> bool:
         """Resume the newest checkpoint every rank can read. A collective.
@@ -206,11 +257,12 @@ class TrainerState:
         agreement = Agreement(
             self.group, self.topo.is_main, self.cfg.storage_wait_s, self.checkpointer.key, self.cfg.start_fresh
         )
-        path = agreement.resume(root, self.load_checkpoint)
+        path = agreement.resume(root, self.load)
         if self.topo.is_main and path is not None:
-            log(f"resumed from {path.name}: step {self.step}, epoch {self.epoch}, sample {self.position}")
+            progress = self.progress
+            log(f"resumed from {path.name}: step {progress.step}, epoch {progress.epoch}, sample {progress.position}")
             # The marker's write is the commit, so its modification time is the commit time.
-            self.exporter.checkpoint_committed(self.step, (path / checkpoint.MARKER).stat().st_mtime)
+            self.exporter.checkpoint_committed(progress.step, (path / checkpoint.MARKER).stat().st_mtime)
         return path is not None
 
     def write_final_model(self) -> None:

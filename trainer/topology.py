@@ -1,4 +1,5 @@
-"""Where this process sits in the job: rank, world, device and intra-op threads."""
+"""Where this process sits in the job: rank, world, device and intra-op threads; and the
+gather of a small tensor from every rank."""
 
 from __future__ import annotations
 
@@ -61,6 +62,18 @@ def topology() -> Topology:
     return Topology(
         int(env.get("RANK", 0)), int(env.get("WORLD_SIZE", 1)), local_rank, int(env.get("LOCAL_WORLD_SIZE", 1)), device
     )
+
+
+def gather(topo: Topology, tensor: torch.Tensor) -> list[torch.Tensor]:
+    """Every rank's copy of a fixed-size tensor, in rank order, on the CPU; a single process
+    gets its own back as it is. A collective when there are several processes.
+    ``all_gather_object`` needs NumPy in some builds; plain tensors do not."""
+    if topo.world == 1:
+        return [tensor]
+    on_device = tensor.to(topo.device)
+    gathered = [torch.empty_like(on_device) for _ in range(topo.world)]
+    torch.distributed.all_gather(gathered, on_device)
+    return [t.cpu() for t in gathered]
 
 
 def prepare_flight_recorder() -> None:

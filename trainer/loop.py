@@ -1,0 +1,314 @@
+"""The training loop: :class:`Trainer` owns the model, optimizer, data order and position of
+one run, trains it step by step, and holds its :class:`trainer.state.Checkpoints`.
+
+:mod:`trainer.train` launches it (the launch commands are there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from .autoparallel import resolve
+from .config import GPT_SIZES, Config
+from .data import GlobalOrder, agree_on_data
+from .exporter import serve
+from .metric_names import CHECKPOINT_EVERY, CHECKPOINT_STEP, POD, RESTARTS, TRAINING, TRAINING_LOOP
+from .metrics import Metrics, Window, peak_memory_mb, peak_tflops
+from .models import GPT, MnistCNN
+from .numerics import StepGuard
+from .parallel import parallelize
+from .schedule import Progress, lr_factor, planned_steps
+from .state import Checkpoints
+from .topology import Topology, gather
+
+STOP_CHECK_SECONDS = 2.0
+STOP_CHECK_MAX_STEPS = 10
+"""The ranks agree on a SIGTERM about every two seconds of training, but at most every ten
+steps: a collective per step costs a few percent on CPU, while slow steps (a large model)
+must still leave the checkpoint time inside the eviction grace period."""
+
+
+def stop_check_interval(step_time_s: float) -> int:
+    """Steps between SIGTERM agreements for a given step time."""
+    return max(1, min(STOP_CHECK_MAX_STEPS, int(STOP_CHECK_SECONDS / step_time_s)))
+
+
+IGNORE_INDEX = -100
+"""Target of padding rows, which the loss skips."""
+
+
+def summed_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy summed over every target, in fp32. Compiled, the upcast fuses into
+    the reduction, so fp32 logits (13 GB for GPT-2 small at batch 64) are never stored."""
+    return F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), reduction="sum", ignore_index=IGNORE_INDEX
+    )
+
+
+class Trainer:
+    """Trains one run. Owns its model and optimizer; ``progress`` is where the run stands
+    (data order, step, epoch, position), which ``checkpoints`` saves with the model and
+    optimizer and sets on a resume.
+
+    Args:
+        cfg: the run's config.
+        topo: rank, world size and device.
+        dataset: a dataset with ``__len__`` and ``batch(index)``.
+    """
+
+    def __init__(self, cfg: Config, topo: Topology, dataset: Any):
+        self.cfg, self.topo, self.dataset = cfg, topo, dataset
+        self.output = Path(cfg.output_dir)
+        torch.manual_seed(cfg.seed)  # identical initial weights on every rank
+        if cfg.model == "cnn":
+            self.memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
+            model: torch.nn.Module = MnistCNN().to(topo.device, memory_format=self.memory_format)
+        else:
+            shape = GPT_SIZES[cfg.gpt_size]
+            declared = getattr(dataset, "vocab_size", None)
+            if declared and declared > shape.vocab_size:
+                # The data's vocabulary, padded to a multiple of 64 for tensor cores.
+                shape = replace(shape, vocab_size=-(-declared // 64) * 64)
+            with torch.device("meta"):  # storage comes once it is known how it is sharded
+                model = GPT(shape)
+            dataset.limit = shape.vocab_size
+            self.memory_format = torch.contiguous_format
+        self.model = model
+        torch.manual_seed(cfg.seed + topo.rank)  # distinct dropout per rank
+        self.network = resolve(cfg, topo, model)
+        self.cfg = cfg = self.network.cfg
+        parallel = parallelize(self.model, cfg, topo)
+        self.forward, self.ddp, self.sharded = parallel.forward, parallel.ddp, parallel.sharded
+        self.parallel_kind = parallel.kind
+        # The loss is a graph of its own, so the fp32 upcast of the logits fuses into the sum.
+        self.loss = torch.compile(summed_cross_entropy) if cfg.compile else summed_cross_entropy
+        # The fused kernel exists for CPU and CUDA, takes DTensor parameters (FSDP2) too,
+        # beats the per-tensor loop, and alone honours found_inf, which skips a non-finite
+        # step without a host sync.
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.base_lr, weight_decay=0.0, fused=True)
+        self.guard = StepGuard(self.optimizer, cfg.clip_grad, cfg.max_nonfinite_steps, topo.device)
+        order = GlobalOrder(len(dataset), cfg.batch_size * topo.world * cfg.grad_accum, cfg.seed)
+        self.progress = progress = Progress(
+            order, cfg.grad_accum, planned_steps(0, 0, 0, order, cfg.max_steps, cfg.epoch_limit)
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_factor(s, progress.total_steps))
+        # The first process of every pod serves, so no pod is a dead scrape target; the
+        # training metrics come from rank 0 alone.
+        self.exporter = serve(cfg.metrics_port if topo.local_rank == 0 else None, TRAINING if topo.is_main else POD)
+        self.exporter.set(CHECKPOINT_EVERY, cfg.checkpoint_every)
+        self.network.export(self.exporter, topo)
+        # Step 0 until a checkpoint commits (a resume sets its own): a run whose saves fail
+        # from the start must still trip the stale-checkpoint alert, which subtracts this.
+        self.exporter.set(CHECKPOINT_STEP, 0)
+        self.exporter.set(RESTARTS, int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)))
+        self.checkpoints = Checkpoints(
+            cfg=cfg,
+            topo=topo,
+            model=self.model,
+            optimizer=self.optimizer,
+            scheduler=self.scheduler,
+            guard=self.guard,
+            progress=progress,
+            exporter=self.exporter,
+            sharded=self.sharded,
+        )
+        # The ranks settle on a data error before each step's collectives, on a group of its
+        # own, since an async save's collectives run on the checkpoints' group from another thread.
+        self.data_group = (
+            dist.new_group(backend="gloo", timeout=timedelta(seconds=cfg.timeout_s)) if topo.world > 1 else None
+        )
+        self.metrics: Metrics | None = None
+        self.loader = ThreadPoolExecutor(1, thread_name_prefix="prefetch")
+        self.prefetched: tuple[tuple[int, int], Future] | None = None
+        self.stop_signal: int | None = None
+        self.stop_check_every = STOP_CHECK_MAX_STEPS
+        # bf16 on GPUs: autocast under DDP; FSDP casts by its mixed-precision policy instead.
+        self.autocast = (
+            torch.autocast("cuda", dtype=torch.bfloat16)
+            if topo.device.type == "cuda" and not self.sharded
+            else contextlib.nullcontext()
+        )
+        flops = self.model.flops_per_token() if isinstance(self.model, GPT) else None
+        peak = cfg.peak_tflops or (
+            peak_tflops(torch.cuda.get_device_name(topo.device)) if topo.device.type == "cuda" else None
+        )
+        self.flops_per_sample = flops * self.model.cfg.seq_len if flops and peak else None
+        self.peak_flops = peak * 1e12 if peak else None
+
+    def _batches(self, permutation: torch.Tensor, position: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """This rank's micro-batches for the step that starts at ``position``, on the host."""
+        grad_accum = self.progress.grad_accum
+        lo, hi = self.progress.order.step_slice(position)
+        bounds = [lo + (hi - lo) * i // grad_accum for i in range(grad_accum + 1)]
+        batches = []
+        for i in range(grad_accum):
+            rlo, rhi = GlobalOrder.rank_share(bounds[i], bounds[i + 1], self.topo.rank, self.topo.world)
+            x, y = self.dataset.batch(permutation[rlo:rhi])
+            if self.cfg.compile:
+                # Compiled graphs are specialised on shapes and strides: the epoch's last,
+                # smaller step is padded to the usual shape with targets the loss ignores,
+                # and every batch is made contiguous (token windows are strided views),
+                # so no step recompiles.
+                pad = self.cfg.batch_size - len(y)
+                x = torch.cat([x, x.new_zeros((pad, *x.shape[1:]))])
+                y = torch.cat([y, y.new_full((pad, *y.shape[1:]), IGNORE_INDEX)])
+            if self.topo.device.type == "cuda":
+                x, y = x.pin_memory(), y.pin_memory()  # so the copies below overlap compute
+            batches.append((x, y))
+        return batches
+
+    def train_step(self, permutation: torch.Tensor) -> torch.Tensor:
+        """One optimizer step over the next global batch; returns this rank's loss share.
+
+        The next step's batches are read in a background thread meanwhile, so the latency
+        of shared storage (page faults on a memory-mapped NAS file) overlaps compute.
+        """
+        progress = self.progress
+        lo, hi = progress.order.step_slice(progress.position)
+        total = hi - lo
+        ahead = self.prefetched
+        if ahead and ahead[0] == (progress.epoch, lo):
+            batches = agree_on_data(ahead[1].result, self.topo.rank, self.data_group)
+        else:
+            batches = agree_on_data(lambda: self._batches(permutation, lo), self.topo.rank, self.data_group)
+        self.prefetched = None
+        if hi < progress.order.size:
+            self.prefetched = ((progress.epoch, hi), self.loader.submit(self._batches, permutation, hi))
+        loss_share = torch.zeros((), device=self.topo.device)
+        for i, (x, y) in enumerate(batches):
+            x = x.to(self.topo.device, non_blocking=True)
+            if x.dim() == 4:
+                x = x.contiguous(memory_format=self.memory_format)
+            y = y.to(self.topo.device, non_blocking=True)
+            # Shares can differ by one sample (the epoch's last step): weighting each rank's
+            # summed loss by world/total makes DDP's mean over ranks the mean over samples.
+            last = i == len(batches) - 1
+            if self.sharded:
+                self.model.set_requires_gradient_sync(last)
+            sync = contextlib.nullcontext() if self.ddp is None or last else self.ddp.no_sync()
+            with sync:
+                with self.autocast:
+                    out = self.forward(x)
+                    summed = self.loss(out, y)
+                    loss = summed / (y[0].numel() if y.dim() > 1 and len(y) else 1) * self.topo.world / total
+                if progress.step + 1 in self.cfg.fault_nonfinite_steps and self.topo.rank == self.topo.world - 1:
+                    loss = loss * math.nan
+                loss.backward()
+            loss_share += loss.detach()
+        self.guard.before_step(self.model.parameters())
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        progress.step += 1
+        progress.position = hi
+        return loss_share
+
+    def _finished(self) -> bool:
+        if self.cfg.max_steps is not None and self.progress.step >= self.cfg.max_steps:
+            return True
+        epochs = self.cfg.epoch_limit
+        return epochs is not None and self.progress.epoch >= epochs
+
+    def _stop_everywhere(self) -> bool:
+        """Whether any rank received SIGTERM; all ranks agree, so they stop at one step."""
+        flag = torch.tensor([1.0 if self.stop_signal else 0.0], device=self.topo.device)
+        if self.topo.world > 1:
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
+
+    def train(self) -> int:
+        """Train until done or stopped. Returns the exit status (143 after SIGTERM)."""
+        if self.topo.is_main:
+            # Opened here, after any resume: rows past the resumed step are dropped, as the
+            # run is about to log those steps again.
+            self.metrics = Metrics(self.output / "metrics.jsonl", after_step=self.progress.step)
+        progress = self.progress
+        permutation = progress.order.permutation(progress.epoch)
+        window = Window(compiling=self.cfg.compile)
+        loss = torch.zeros((), device=self.topo.device)
+        self.exporter.set(TRAINING_LOOP, 1)
+        while not self._finished():
+            if progress.position >= progress.order.size:
+                progress.epoch, progress.position = progress.epoch + 1, 0
+                if self._finished():
+                    break
+                permutation = progress.order.permutation(progress.epoch)
+            before = progress.position
+            loss = self.train_step(permutation)
+            window.add(progress.position - before)
+            if progress.step % self.cfg.log_every == 0:
+                row = self._metrics(loss, window)
+                self.stop_check_every = stop_check_interval(row["step_time_s"])
+                if self.metrics is not None:
+                    self.metrics.log(row)
+                window.restart()
+            if progress.step % self.stop_check_every == 0:
+                self.guard.check(progress.step)
+                if self._stop_everywhere():
+                    self.exporter.set(TRAINING_LOOP, 0)
+                    self.checkpoints.save("sigterm", loss, wait=True)
+                    return 128 + signal.SIGTERM
+            saving = time.perf_counter()
+            if progress.step % self.cfg.checkpoint_every == 0:
+                self.checkpoints.save("periodic", loss)
+            self.checkpoints.poll()
+            # Throughput and MFU are of training: time spent saving is left out of the window.
+            window.leave_out(time.perf_counter() - saving)
+        # The final save and export can outlast the no-progress alert's window with the step frozen.
+        self.exporter.set(TRAINING_LOOP, 0)
+        self.checkpoints.save("final", loss, wait=True)
+        self.checkpoints.write_final_model()
+        return 0
+
+    def _metrics(self, loss: torch.Tensor, window: Window) -> dict[str, Any]:
+        """The log row for ``window``. A collective: one all-gather of every rank's loss, step
+        time and peak memory, so the row shows stragglers, and every rank gets the same mean
+        step time to pace its SIGTERM checks with."""
+        elapsed = window.elapsed()
+        step_s = elapsed / window.steps if window.steps else window.compile_s
+        local = torch.tensor([0.0, step_s, peak_memory_mb(self.topo.device)], device=loss.device)
+        local[0] = loss
+        ranks = torch.stack(gather(self.topo, local))
+        step_time = ranks[:, 1].mean().item()
+        row: dict[str, Any] = {
+            "step": self.progress.step,
+            "epoch": self.progress.epoch,
+            "loss": round(ranks[:, 0].sum().item() / self.topo.world, 6),
+            "lr": self.scheduler.get_last_lr()[0],
+            "step_time_s": round(step_time, 5),
+            "step_time_max_s": round(ranks[:, 1].max().item(), 5),
+            "slowest_rank": int(ranks[:, 1].argmax().item()),
+            "peak_memory_mb": round(ranks[:, 2].max().item(), 1),
+            "grad_norm": round(self.guard.norm.item(), 6),
+            "nonfinite_steps": int(self.guard.skipped.item()),
+        }
+        if window.compile_s is not None:
+            row["compile_s"] = round(window.compile_s, 3)
+        if window.steps:
+            samples_per_s = window.samples / elapsed
+            row["samples_per_s"] = round(samples_per_s, 2)
+            if isinstance(self.model, GPT):
+                row["tokens_per_s"] = round(samples_per_s * self.model.cfg.seq_len, 1)
+            if self.flops_per_sample and self.peak_flops:
+                row["mfu"] = round(samples_per_s * self.flops_per_sample / (self.peak_flops * self.topo.world), 4)
+        self.exporter.log_step(row, ranks[:, 1].tolist(), (ranks[:, 2] * 2**20).tolist())
+        return row
+
+    def close(self) -> None:
+        self.loader.shutdown(cancel_futures=True)
+        if self.metrics is not None:
+            self.metrics.close()
+        self.exporter.close()
