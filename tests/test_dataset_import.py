@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from functools import partial
@@ -100,6 +101,12 @@ def test_an_interrupted_import_resumes_without_copying_what_is_done(tmp_path: Pa
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert served.holding.wait(60), "the copier never reached the third file"
+        # The server has sent half of c.bin; the copier opens its .part only once the response
+        # reaches it, which on a loaded machine can come after the server's signal.
+        part = dest / "corpus" / PARTIAL / "c.bin.part"
+        deadline = time.monotonic() + 60
+        while not part.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
         proc.send_signal(signal.SIGKILL)
         log, _ = proc.communicate(timeout=30)
     finally:
