@@ -254,7 +254,7 @@ def test_a_wrong_mpi_setting_fails_the_run(tmp_path: Path, wrong: Mutation) -> N
 
 
 def test_xgboost_and_mpi_are_the_kinds_derived_here() -> None:
-    with pytest.raises(ValueError, match="only XGBoostJob and MPIJob pods are derived here"):
+    with pytest.raises(ValueError, match="only XGBoostJob, MPIJob and PaddleJob pods are derived here"):
         operator_pods({"kind": "JAXJob", "metadata": {"name": "j"}, "spec": {}})
     manifest = emitted(xgboost_job())
     manifest["spec"]["xgbReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["ports"] = []
