@@ -93,6 +93,9 @@ def expand(value: str, env: dict[str, str]) -> str:
 class Cluster:
     """The pods of one job on this host (see the module docstring)."""
 
+    python = sys.executable
+    """The image's interpreter: what ``python`` in a command runs."""
+
     def __init__(self, manifest: dict[str, Any], tmp_path: Path, wrong: Mutation | None = None) -> None:
         self.root, self.workdir = tmp_path / "root", tmp_path / "work"
         self.workdir.mkdir(parents=True)
@@ -117,7 +120,7 @@ class Cluster:
         env = {k: str(self.path(v)) if v.startswith("/") else v for k, v in env.items()}
         env |= {k: str(self.path(v)) if v.startswith("/") else self._resolve(v) for k, v in pod.env.items()}
         # The image's interpreter and the platform's trainer/ package (for trainer.run).
-        env |= {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOSTNAME": pod.name}
+        env |= {"PATH": f"{Path(self.python).parent}:/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOSTNAME": pod.name}
         # Each pod has a /tmp of its own, where Open MPI keeps its session directory.
         tmp = self.root / "tmp" / pod.name
         tmp.mkdir(parents=True, exist_ok=True)
@@ -152,7 +155,7 @@ class Cluster:
 
     def start(self, replica: str, index: int) -> subprocess.Popen:
         env = self.env(replica, index)
-        command = [sys.executable if word == "python" else expand(word, env) for word in self.command(replica, index)]
+        command = [self.python if word == "python" else expand(word, env) for word in self.command(replica, index)]
         return subprocess.Popen(
             command,
             cwd=self.workdir,

@@ -1,7 +1,11 @@
-"""Emitted JAXJobs run as the Training Operator v1.9.4 starts their pods, on the stand-in cluster
-of ``test_kind_runs`` (each pod a local process with its own loopback address for its name);
-TFJobs' ``TF_CONFIG`` is derived and compared whole, as no TensorFlow runs here (see
-docs/job-kinds.md, Known limits).
+"""Emitted JAXJobs and TFJobs run as the Training Operator v1.9.4 starts their pods, on the
+stand-in cluster of ``test_kind_runs`` (each pod a local process with its own loopback address
+for its name), with the programs docs/job-kinds.md shows.
+
+What the stand-in adds for a TFJob: the hosts in ``TF_CONFIG`` (``<pod>.<namespace>.svc``)
+resolve to the pods' addresses, and each replica type has its own free port, as TensorFlow's
+server listens on every interface of the host the pods share. TensorFlow runs from its own
+environment, ``.venv-tf`` (requirements-tf.txt).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT, free_port
 from fixtures.operator_pods import OperatorPod, operator_pods, tf_config
 from test_jobs import IMAGE, context
 from test_kind_runs import DOC, Cluster, Mutation, emitted, wait_all, with_env
@@ -22,11 +27,10 @@ from components.config import TrainingJobSpec
 from components.manifests import CPU_PLACEMENT, kubeflow_job
 
 
-def documented_jax_program() -> str:
-    """The JAX program docs/job-kinds.md shows: ``jax.distributed.initialize`` from the
-    operator's variables, then one sum over every process's devices."""
+def documented(marker: str) -> str:
+    """The Python program in docs/job-kinds.md that contains ``marker``."""
     blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
-    return next(block for block in blocks if "jax.distributed.initialize" in block)
+    return next(block for block in blocks if marker in block)
 
 
 # ---- JAX -----------------------------------------------------------------------------------
@@ -55,13 +59,13 @@ def jax_job(nodes: int = 2) -> TrainingJobSpec:
 
 def run_jax(tmp_path: Path, wrong: Mutation | None = None, timeout: float = 90) -> list[tuple[int, str]]:
     cluster = Cluster(emitted(jax_job()), tmp_path, wrong)
-    (cluster.workdir / "train_jax.py").write_text(documented_jax_program())
+    (cluster.workdir / "train_jax.py").write_text(documented("jax.distributed.initialize"))
     procs = [cluster.start(replica, index) for replica, index in cluster.pods]
     return wait_all(procs, timeout=timeout)
 
 
-def summed(results: list[tuple[int, str]]) -> list[dict[str, Any]]:
-    """What each process printed last: its number, the devices it saw and the sum."""
+def printed(results: list[tuple[int, str]]) -> list[dict[str, Any]]:
+    """The last JSON line each process printed."""
     return [json.loads(re.findall(r"^\{.*\}$", out, re.M)[-1]) for _, out in results]
 
 
@@ -92,7 +96,7 @@ def test_a_jax_job_sums_across_its_pods(tmp_path: Path) -> None:
     results = run_jax(tmp_path)
     assert [status for status, _ in results] == [0, 0], results
     # 1 + 2: each process's PROCESS_ID + 1, on one device each.
-    assert summed(results) == [
+    assert printed(results) == [
         {"process": 0, "devices": 2, "sum": 3.0},
         {"process": 1, "devices": 2, "sum": 3.0},
     ], results
@@ -173,3 +177,79 @@ def test_a_tf_port_missing_from_a_template_is_the_default_one() -> None:
 def test_a_tf_job_of_one_pod_gets_no_tf_config() -> None:
     pods = operator_pods(emitted(tf_job(nodes=1)))
     assert pods == {("Chief", 0): OperatorPod("tf-ps-chief-0")}
+
+
+TF_PYTHON = ROOT / ".venv-tf" / "bin" / "python"
+
+
+def tensorflow() -> None:
+    if not TF_PYTHON.exists():
+        if os.environ.get("CI"):
+            pytest.fail(".venv-tf is missing: .ci/run makes it from requirements-tf.txt")
+        pytest.skip("no .venv-tf (python3 -m venv .venv-tf && .venv-tf/bin/pip install -r requirements-tf.txt)")
+
+
+class TFCluster(Cluster):
+    """A TFJob's pods: ``python`` is TensorFlow's environment, and ``TF_CONFIG``'s Service names
+    resolve; a name that is no pod stays as it is and does not resolve."""
+
+    python = str(TF_PYTHON)
+
+    def _resolve(self, value: str) -> str:
+        namespace = re.escape(self.manifest["metadata"]["namespace"])
+        service = rf"([a-z0-9-]+)\.{namespace}\.svc"
+        return re.sub(service, lambda m: self.address.get(m[1], m[0]), super()._resolve(value))
+
+
+def tf_emitted(job: TrainingJobSpec) -> dict[str, Any]:
+    """The builder's object, with a free port for each replica type's ``tfjob-port``."""
+    manifest = emitted(job)
+    for spec in manifest["spec"]["tfReplicaSpecs"].values():
+        spec["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] = free_port()
+    return manifest
+
+
+def run_tf(tmp_path: Path, wrong: Mutation | None = None) -> list[tuple[int, str]]:
+    cluster = TFCluster(tf_emitted(tf_job(nodes=2, gpus_per_node=0)), tmp_path, wrong)
+    (cluster.workdir / "train_ps.py").write_text(documented("MultiWorkerMirroredStrategy"))
+    procs = [cluster.start(replica, index) for replica, index in cluster.pods]
+    return wait_all(procs, timeout=120)
+
+
+def test_a_tf_job_trains_one_model_on_the_chief_and_the_worker(tmp_path: Path) -> None:
+    tensorflow()
+    results = run_tf(tmp_path)
+    assert [status for status, _ in results] == [0, 0], results
+    chief, worker = printed(results)
+    assert (chief["task"], worker["task"]) == ("chief-0", "worker-0")
+    assert chief["replicas"] == worker["replicas"] == 2
+    # 256 examples in global batches of 32.
+    assert chief["steps"] == worker["steps"] == 8
+    assert chief["weights"] == worker["weights"] and chief["loss"] == worker["loss"]
+
+
+def _tf_task(replica: str, index: int) -> Mutation:
+    """An operator that names another task index in ``replica``'s ``TF_CONFIG``."""
+
+    def wrong(rtype: str, i: int, pod: OperatorPod) -> OperatorPod:
+        if rtype != replica:
+            return pod
+        config = json.loads(pod.env["TF_CONFIG"])
+        config["task"]["index"] = index
+        return replace(pod, env=pod.env | {"TF_CONFIG": json.dumps(config)})
+
+    return wrong
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        pytest.param(_tf_task("Worker", 1), id="worker-index-past-the-workers"),
+        pytest.param(_tf_task("Chief", 1), id="chief-index-1"),
+    ],
+)
+def test_a_wrong_tf_config_task_fails_the_run(tmp_path: Path, wrong: Mutation) -> None:
+    tensorflow()
+    results = run_tf(tmp_path, wrong)
+    assert any(status != 0 for status, _ in results), results
+    assert any("exceeds the maximum id" in out for _, out in results), results
