@@ -253,9 +253,9 @@ def test_a_wrong_mpi_setting_fails_the_run(tmp_path: Path, wrong: Mutation) -> N
     assert not good, out
 
 
-def test_xgboost_and_mpi_are_the_kinds_derived_here() -> None:
-    with pytest.raises(ValueError, match="only XGBoostJob, MPIJob and PaddleJob pods are derived here"):
-        operator_pods({"kind": "JAXJob", "metadata": {"name": "j"}, "spec": {}})
+def test_the_kinds_not_derived_here_are_refused() -> None:
+    with pytest.raises(ValueError, match="only XGBoostJob, MPIJob, PaddleJob, TFJob and JAXJob pods are derived here"):
+        operator_pods({"kind": "PyTorchJob", "metadata": {"name": "p"}, "spec": {}})
     manifest = emitted(xgboost_job())
     manifest["spec"]["xgbReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["ports"] = []
     with pytest.raises(ValueError, match="the xgboost container has no port named xgboostjob-port"):
