@@ -10,7 +10,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 import yaml
@@ -99,6 +99,14 @@ def with_installed_package(installed_package: Path, monkeypatch: pytest.MonkeyPa
     yield installed_package
     for name in [m for m in sys.modules if m == "ack_training_platform" or m.startswith("ack_training_platform.")]:
         del sys.modules[name]
+
+
+def missing(what: str, *, ci: str, install: str) -> NoReturn:
+    """A test's tool or package is not here: under CI, which installs it (``ci`` says how),
+    that is a failure; elsewhere the test is skipped with how to ``install`` it."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{what} is missing: {ci}")
+    pytest.skip(f"{what} is not installed ({install})")
 
 
 def free_port() -> int:

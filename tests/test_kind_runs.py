@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import ROOT, free_port
+from conftest import ROOT, free_port, missing
 from fixtures.local_cluster import Cluster, Mutation, wait_all, with_env, with_file, without_env
 from fixtures.operator_pods import MPI_CONFIG_DIR, MPI_HOSTFILE, MPI_WORKER_IDLE, operator_pods, replica_containers
 from test_jobs import IMAGE, context
@@ -72,9 +72,11 @@ def xgboost() -> Any:
     try:
         import xgboost as found
     except ImportError:
-        if os.environ.get("CI"):
-            pytest.fail("xgboost is missing: requirements-dev.txt pins xgboost-cpu, which .ci/run installs")
-        pytest.skip("xgboost is not installed (pip install -r requirements-dev.txt brings xgboost-cpu)")
+        missing(
+            "xgboost",
+            ci="requirements-dev.txt pins xgboost-cpu, which .ci/run installs",
+            install="pip install -r requirements-dev.txt brings xgboost-cpu",
+        )
     return found
 
 
@@ -120,10 +122,14 @@ def test_an_xgboost_job_trains_one_model_across_its_pods(tmp_path: Path) -> None
     xgb = xgboost()
     results, cluster = run_xgboost(tmp_path)
     assert [status for status, _ in results] == [0, 0], results
-    output = Path(cluster.env("Master", 0)["OUTPUT_PATH"])
+    assert_one_model_of_both_shards(xgb, Path(cluster.env("Master", 0)["OUTPUT_PATH"]))
+
+
+def assert_one_model_of_both_shards(xgb: Any, output: Path) -> None:
+    """Both ranks saved the same model, and it saw both shards: rank 0's shard alone grows
+    other trees."""
     models = [(output / f"model-{rank}.json").read_bytes() for rank in (0, 1)]
     assert models[0] == models[1]
-    # The one model saw both shards: the Master's shard alone grows other trees.
     alone = xgb.train(
         {"objective": "binary:logistic", "tree_method": "hist", "max_depth": 3, "nthread": 1},
         xgb.DMatrix(*shard(0, 2)),
@@ -160,9 +166,7 @@ def test_a_wrong_xgboost_variable_fails_the_run(tmp_path: Path, wrong: Mutation)
 def mpirun() -> str:
     found = shutil.which("mpirun")
     if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("mpirun is missing: .ci/run installs Debian's openmpi-bin")
-        pytest.skip("Open MPI is not installed (Debian: apt-get install openmpi-bin)")
+        missing("mpirun", ci=".ci/run installs Debian's openmpi-bin", install="Debian: apt-get install openmpi-bin")
     return found
 
 

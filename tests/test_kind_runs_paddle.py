@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, missing
 from fixtures.local_cluster import Mutation, wait_all, with_env
 from fixtures.operator_pods import OperatorPod, operator_pods
 from test_jobs import IMAGE
@@ -35,9 +34,11 @@ twice a good run's time here, a run has failed."""
 def paddle() -> None:
     # Found, not imported: only the pods' processes need Paddle, which takes seconds to import.
     if importlib.util.find_spec("paddle") is None:
-        if os.environ.get("CI"):
-            pytest.fail("paddle is missing: requirements-dev.txt pins paddlepaddle, which .ci/run installs")
-        pytest.skip("paddle is not installed (pip install -r requirements-dev.txt brings paddlepaddle)")
+        missing(
+            "paddle",
+            ci="requirements-dev.txt pins paddlepaddle, which .ci/run installs",
+            install="pip install -r requirements-dev.txt brings paddlepaddle",
+        )
 
 
 def documented_paddle_program() -> str:

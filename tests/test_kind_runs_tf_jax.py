@@ -11,14 +11,13 @@ environment, ``.venv-tf`` (requirements-tf.txt).
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, free_port
+from conftest import ROOT, free_port, missing
 from fixtures.local_cluster import Cluster, Mutation, wait_all, with_env
 from fixtures.operator_pods import OperatorPod, operator_pods, replica_containers, tf_config
 from test_jobs import IMAGE, context
@@ -41,9 +40,11 @@ def jax() -> None:
     try:
         import jax  # noqa: F401
     except ImportError:
-        if os.environ.get("CI"):
-            pytest.fail("jax is missing: requirements-dev.txt pins jax and jaxlib, which .ci/run installs")
-        pytest.skip("jax is not installed (pip install -r requirements-dev.txt brings jax and jaxlib)")
+        missing(
+            "jax",
+            ci="requirements-dev.txt pins jax and jaxlib, which .ci/run installs",
+            install="pip install -r requirements-dev.txt brings jax and jaxlib",
+        )
 
 
 def jax_job(nodes: int = 2) -> TrainingJobSpec:
@@ -185,9 +186,11 @@ TF_PYTHON = ROOT / ".venv-tf" / "bin" / "python"
 
 def tensorflow() -> None:
     if not TF_PYTHON.exists():
-        if os.environ.get("CI"):
-            pytest.fail(".venv-tf is missing: .ci/run makes it from requirements-tf.txt")
-        pytest.skip("no .venv-tf (python3 -m venv .venv-tf && .venv-tf/bin/pip install -r requirements-tf.txt)")
+        missing(
+            "TensorFlow (.venv-tf)",
+            ci=".ci/run makes .venv-tf from requirements-tf.txt",
+            install="python3 -m venv .venv-tf && .venv-tf/bin/pip install -r requirements-tf.txt",
+        )
 
 
 class TFCluster(Cluster):

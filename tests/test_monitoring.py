@@ -5,7 +5,6 @@ that watches only metrics someone serves."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -13,7 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import cfg, stack_config
+from conftest import cfg, missing, stack_config
 
 from components.config import load_spec
 from components.manifests import gpu_metrics, kube_metrics
@@ -420,9 +419,11 @@ MORE_CASES: list[tuple[str, str, dict[str, str], dict[str, str] | None]] = [
 def promtool() -> str:
     found = shutil.which("promtool")
     if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("promtool is missing: .ci/run installs Debian's prometheus package, which ships it")
-        pytest.skip("promtool is not installed (Debian: apt-get install prometheus)")
+        missing(
+            "promtool",
+            ci=".ci/run installs Debian's prometheus package, which ships it",
+            install="Debian: apt-get install prometheus",
+        )
     return found
 
 

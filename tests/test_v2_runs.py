@@ -14,7 +14,7 @@ from conftest import free_port
 from fixtures.local_cluster import Cluster, Mutation, wait_all, with_env
 from fixtures.trainer_pods import TRAINER_PORT, trainer_container, trainer_pods
 from test_jobs import IMAGE, context
-from test_kind_runs import documented_xgboost_program, shard, xgboost, xgboost_job
+from test_kind_runs import assert_one_model_of_both_shards, documented_xgboost_program, xgboost, xgboost_job
 
 from components.config import TrainingJobSpec
 from components.manifests import CPU_PLACEMENT, train_job, training_runtime
@@ -94,16 +94,7 @@ def test_an_xgboost_trainjob_trains_one_model_across_its_pods(tmp_path: Path) ->
     xgb = xgboost()
     results, cluster = run_xgboost(tmp_path)
     assert [status for status, _ in results] == [0, 0], results
-    output = Path(cluster.env("node", 0)["OUTPUT_PATH"])
-    models = [(output / f"model-{rank}.json").read_bytes() for rank in (0, 1)]
-    assert models[0] == models[1]
-    # The one model saw both shards: node 0's shard alone grows other trees.
-    alone = xgb.train(
-        {"objective": "binary:logistic", "tree_method": "hist", "max_depth": 3, "nthread": 1},
-        xgb.DMatrix(*shard(0, 2)),
-        num_boost_round=4,
-    )
-    assert alone.save_raw("json") != models[0]
+    assert_one_model_of_both_shards(xgb, Path(cluster.env("node", 0)["OUTPUT_PATH"]))
 
 
 @pytest.mark.parametrize(
