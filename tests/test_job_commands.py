@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import ROOT, stack_config
 from job_commands_readme import session
 from loopback_api import (
     CTX,
@@ -48,6 +48,8 @@ from components.config import TrainingJobSpec
 from components.jobs.cli import run
 from components.manifests import pytorch_job
 from components.manifests.gpu_metrics import GPU_MEMORY_USED, GPU_UTIL, POD_LABEL, per_pod
+from components.offline import run_program
+from components.plan import with_unset_credentials
 from trainer.exporter import PrometheusExporter
 from trainer.metric_names import (
     FABRIC_BUS_BANDWIDTH,
@@ -472,14 +474,35 @@ def test_help_works_without_the_jobs_extra() -> None:
 
 def test_submit_refuses_a_namespace_without_the_stacks_job_defaults(tmp_path: Path, capsys) -> None:
     path = tmp_path / "outputs.json"
-    path.write_text(json.dumps({"namespace": NS, "jobDefaults": DEFAULTS}))
+    team = {**DEFAULTS, "namespace": "vision"}
+    path.write_text(json.dumps({"namespace": NS, "jobDefaults": DEFAULTS, "teamJobDefaults": {"vision": team}}))
     argv = ["--outputs", str(path), "submit", "gpt-small", "--image-tag", "v1.4.0", "--dry-run"]
     assert run(["--namespace", "research", *argv]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("ack-jobs submit: --namespace research: the stack's jobDefaults") and f"give {NS}" in err
+    assert err.startswith("ack-jobs submit: --namespace research: the stack's job defaults")
+    assert f"exist in {NS}, vision" in err
     lines: list[str] = []
     assert run(["--namespace", NS, *argv], out=lines.append) == 0
     assert yaml.safe_load("\n".join(lines))["metadata"]["namespace"] == NS
+
+
+def test_submit_in_a_teams_namespace_builds_with_the_teams_claims_and_uid(tmp_path: Path) -> None:
+    # The prod stack's own exports: a team's claims share names, its uid and pool are its own.
+    plan = run_program(with_unset_credentials(stack_config("prod"))[0], stack="prod", project_dir=ROOT)
+    path = tmp_path / "outputs.json"
+    path.write_text(json.dumps(plan.outputs))
+    team = plan.outputs["teamJobDefaults"]["llm"]
+    lines: list[str] = []
+    argv = ["--outputs", str(path), "--namespace", "llm", "submit", "probe", "--image-tag", "v1.4.0", "--dry-run"]
+    assert run(argv, out=lines.append) == 0
+    job = yaml.safe_load("\n".join(lines))
+    assert job["metadata"]["namespace"] == "llm"
+    for replica in job["spec"]["pytorchReplicaSpecs"].values():
+        pod = replica["template"]["spec"]
+        assert pod["securityContext"] == team["securityContext"]
+        claims = {v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
+        assert claims == {team["dataClaim"], team["outputClaim"]}
+        assert pod["serviceAccountName"] == team["serviceAccount"]
 
 
 def test_the_docs_show_the_session_as_it_runs_now(tmp_path: Path) -> None:

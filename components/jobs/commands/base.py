@@ -22,6 +22,27 @@ class Failure(Exception):
     """The cluster's answer is a failure (missing job, failed job, timeout): exit 1."""
 
 
+def job_defaults(outputs: dict[str, Any], flag: str | None, command: str) -> dict[str, Any]:
+    """What a job created in ``--namespace`` is built with: the stack's ``jobDefaults`` for its
+    training namespace (the default), or a team's ``teamJobDefaults`` for the team's namespace
+    (its claims, uid, service account and queue exist only there).
+
+    Raises:
+        UsageError: the stack exports no ``jobDefaults``, or ``flag`` is neither namespace.
+    """
+    defaults = outputs.get("jobDefaults")
+    if not defaults:
+        raise UsageError(f"--stack/--outputs: {command} needs the stack's jobDefaults output (pulumi up exports it)")
+    by_namespace = {defaults["namespace"]: defaults}
+    by_namespace |= {team["namespace"]: team for team in (outputs.get("teamJobDefaults") or {}).values()}
+    if flag is None or flag in by_namespace:
+        return by_namespace[flag or defaults["namespace"]]
+    raise UsageError(
+        f"--namespace {flag}: the stack's job defaults (claims, service account, pull secret) exist in "
+        f"{', '.join(by_namespace)}; give one of them, or leave --namespace out for {defaults['namespace']}"
+    )
+
+
 def seconds(text: str) -> float:
     """A ``--timeout``/``--interval``/``--watch`` value; argparse names the flag in the error."""
     try:

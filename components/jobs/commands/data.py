@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from ...config import DatasetImportSpec
 from ...manifests import import_job, import_job_name, oss_source_objects
-from .base import Failure, Out, UsageError
+from .base import Failure, Out, UsageError, job_defaults
 
 FLAGS = {
     "name": "NAME",
@@ -114,14 +114,8 @@ def objects(spec: DatasetImportSpec, region: str | None, defaults: dict[str, Any
 
 def cmd_data(args: argparse.Namespace, outputs: dict[str, Any], out: Out) -> int:
     """``data import``: print the objects (``--dry-run``) or create them."""
-    defaults = outputs.get("jobDefaults")
-    if not defaults:
-        raise UsageError("--stack/--outputs: data import needs the stack's jobDefaults output (pulumi up exports it)")
+    defaults = job_defaults(outputs, args.namespace, "data import")
     namespace = defaults["namespace"]
-    if args.namespace and args.namespace != namespace:
-        raise UsageError(
-            f"--namespace {args.namespace}: the stack's data claim is in {namespace}; leave --namespace out"
-        )
     spec = spec_from_flags(args)
     built = objects(spec, args.region, defaults)
     job = import_job_name(spec)

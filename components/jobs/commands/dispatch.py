@@ -16,7 +16,7 @@ from .. import connect, submit
 from ..client import JobNotFound, JobsClient, explain
 from ..replicas import ReplicaError
 from . import data, lifecycle, listing, logs, queue, top
-from .base import Failure, Out, UsageError
+from .base import Failure, Out, UsageError, job_defaults
 
 COMMANDS: dict[str, Callable[[JobsClient, argparse.Namespace, Out], int | None]] = {
     "list": listing.cmd_list,
@@ -68,15 +68,7 @@ def run(
 
 
 def _submit(args: argparse.Namespace, extra: list[str], outputs: dict[str, Any], out: Out) -> int:
-    defaults = outputs.get("jobDefaults")
-    if not defaults:
-        raise UsageError("--stack/--outputs: submit needs the stack's jobDefaults output (pulumi up exports it)")
-    if args.namespace and args.namespace != defaults["namespace"]:
-        # The claims, service account and pull secret of jobDefaults exist only there.
-        raise UsageError(
-            f"--namespace {args.namespace}: the stack's jobDefaults (claims, service account, pull secret) "
-            f"are in namespace {defaults['namespace']}; leave --namespace out or give {defaults['namespace']}"
-        )
+    defaults = job_defaults(outputs, args.namespace, "submit")
     spec = submit.job_spec(args, defaults, extra)
     manifest = submit.manifest(spec, defaults)
     if args.dry_run:
