@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 from checkout import ROOT, copy_checkout
 
 MARKER = "<!-- runs offline -->"
@@ -136,3 +137,17 @@ def test_the_readme_is_a_front_page() -> None:
     assert len(readme.splitlines()) <= README_LINES
     for page in re.findall(r"\]\((docs/[^)#]+)", readme):
         assert (ROOT / page).is_file(), f"README links to {page}, which does not exist"
+
+
+def test_the_readmes_job_and_dataset_examples_are_valid_stack_entries() -> None:
+    from components.config import DatasetImportSpec, TrainingJobSpec
+
+    readme = (ROOT / "README.md").read_text()
+    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", readme, re.S) if "ack-training-platform:jobs:" in b]
+    config = yaml.safe_load(block)
+    jobs = [TrainingJobSpec.model_validate(job) for job in config["ack-training-platform:jobs"]]
+    # Every kind and every launcher has its line.
+    assert {job.framework for job in jobs} == {"pytorch", "tensorflow", "xgboost", "mpi", "jax", "paddle"}
+    assert {job.launcher for job in jobs} >= {"torchrun", "accelerate", "deepspeed", "python"}
+    for dataset in config["ack-training-platform:datasets"]:
+        DatasetImportSpec.model_validate(dataset)
