@@ -74,8 +74,8 @@ def xgboost() -> Any:
     except ImportError:
         missing(
             "xgboost",
-            ci="requirements-dev.txt pins xgboost-cpu, which .ci/run installs",
-            install="pip install -r requirements-dev.txt brings xgboost-cpu",
+            ci="requirements-kinds.txt pins xgboost-cpu, which ./dev test installs",
+            install="./dev test, or pip install -r requirements-kinds.txt, brings xgboost-cpu",
         )
     return found
 

@@ -36,8 +36,8 @@ def paddle() -> None:
     if importlib.util.find_spec("paddle") is None:
         missing(
             "paddle",
-            ci="requirements-dev.txt pins paddlepaddle, which .ci/run installs",
-            install="pip install -r requirements-dev.txt brings paddlepaddle",
+            ci="requirements-kinds.txt pins paddlepaddle, which ./dev test installs",
+            install="./dev test, or pip install -r requirements-kinds.txt, brings paddlepaddle",
         )
 
 

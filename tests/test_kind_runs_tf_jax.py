@@ -42,8 +42,8 @@ def jax() -> None:
     except ImportError:
         missing(
             "jax",
-            ci="requirements-dev.txt pins jax and jaxlib, which .ci/run installs",
-            install="pip install -r requirements-dev.txt brings jax and jaxlib",
+            ci="requirements-kinds.txt pins jax and jaxlib, which ./dev test installs",
+            install="./dev test, or pip install -r requirements-kinds.txt, brings jax and jaxlib",
         )
 
 
