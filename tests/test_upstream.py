@@ -17,6 +17,7 @@ import pytest
 import yaml
 from conftest import ROOT, stack_config
 from fixtures.upstream import OPERATOR_IMAGE, VOLCANO_MANIFEST, git_tree_of, write_tree
+from pod_security import baseline_violations, pod_specs
 
 from components import pins
 from components.local_sources import LocalSources, SourceError, objects_sha256, read_objects
@@ -254,13 +255,13 @@ def test_the_objects_applied_are_the_verified_copies(
         [o for o in rendered if o["kind"] != "Deployment"]
     )
     # Volcano: the manifest less its monitoring namespace; what runs no pod is unchanged but the
-    # scheduler's configuration.
+    # scheduler's configuration and its namespace's Pod Security labels.
     manifest = read_objects(fixture_pins / VOLCANO)
     kept = [o for o in manifest if o["metadata"]["name"] != "volcano-monitoring"]
     assert len(of_volcano) == len(kept) == len(manifest) - 1
 
     def without_pods_or_conf(objects: list[dict]) -> list[dict]:
-        return [o for o in objects if o["kind"] not in ("Deployment", "Job", "ConfigMap")]
+        return [o for o in objects if o["kind"] not in ("Deployment", "Job", "ConfigMap", "Namespace")]
 
     assert canonical(without_pods_or_conf(of_volcano)) == canonical(without_pods_or_conf(kept))
     for obj in of_volcano:
@@ -280,7 +281,10 @@ def test_volcano_runs_the_platform_scheduler_configuration_on_the_system_pool(fi
     # Without enqueue a PodGroup goes Inqueue at once, so its pods exist for the autoscaler.
     assert [a.strip() for a in conf["actions"].split(",")] == ["allocate", "backfill"]
     assert config["data"]["volcano-scheduler.conf"] == VOLCANO_SCHEDULER_CONF
-    assert [o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"] == ["volcano-system"]
+    (namespace,) = [o for o in objects if o["kind"] == "Namespace"]
+    assert namespace["metadata"]["name"] == "volcano-system"
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+    assert all(not baseline_violations(pod) for _, pod, _ in pod_specs(objects))
     images = sorted(
         c["image"]
         for o in objects

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 from .base import Manifest
 from .operator import pod_spec, pulled
+from .tenancy import BASELINE, pod_security_labels
 
 VOLCANO_NAMESPACE = "volcano-system"
 VOLCANO_IMAGES = ("volcanosh/vc-controller-manager", "volcanosh/vc-scheduler", "volcanosh/vc-webhook-manager")
@@ -71,7 +72,9 @@ def customized_volcano_objects(
     """Copies of Volcano's manifest ``objects`` as the platform applies them.
 
     - Only the ``volcano-system`` Namespace is kept: the manifest also creates
-      ``volcano-monitoring``, for the monitoring manifest the platform does not install.
+      ``volcano-monitoring``, for the monitoring manifest the platform does not install. It
+      enforces Pod Security ``baseline``, which every pod of the v1.12.1 manifest passes
+      (checked against the fetched manifest with the tests' baseline check).
     - The scheduler's configuration is :data:`VOLCANO_SCHEDULER_CONF`.
     - Every container and init container is pulled from ``mirror``, when given, and by digest
       where ``digests`` has it; its pods run on the nodes matching ``node_selector``.
@@ -95,6 +98,9 @@ def customized_volcano_objects(
     ]
     configured = False
     for obj in customized:
+        if obj["kind"] == "Namespace":
+            labels = obj["metadata"].setdefault("labels", {})
+            labels |= pod_security_labels(BASELINE)
         if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == VOLCANO_SCHEDULER_CONFIGMAP:
             obj["data"] = {**obj.get("data", {}), VOLCANO_SCHEDULER_CONF_KEY: VOLCANO_SCHEDULER_CONF}
             configured = True
