@@ -494,7 +494,8 @@ class TrainingJobSpec(TypedDict):
     """Keep the job's pods in one network domain (docs/network.md); none when unset."""
     framework: NotRequired[TrainingJobFramework]
     """The job kind: on v1 PyTorchJob, TFJob, XGBoostJob, MPIJob, JAXJob or PaddleJob; on v2 ``pytorch``,
-    ``jax`` or ``xgboost``, a TrainJob on the platform's runtime for it. Every kind but PyTorch runs your
+    ``jax`` or ``xgboost``, a TrainJob on the platform's runtime for it, or ``mpi``, a TrainJob on a
+    TrainingRuntime of its own whose image must run ``sshd`` (docs/job-kinds.md). Every kind but PyTorch runs your
     own ``command``."""
     launcher: NotRequired[TrainingJobLauncher]
     """How ``command`` starts: ``torchrun``, ``accelerate`` or ``deepspeed`` (PyTorch jobs, world and

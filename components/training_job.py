@@ -26,10 +26,12 @@ from .manifests import (
     job_network_policy,
     kubectl_commands,
     kubeflow_job,
+    mpi_training_runtime,
     train_job,
     trainjob_kubectl_commands,
     v1_replaced_on_change,
 )
+from .manifests.pytorchjob import job_fabric
 from .namespace import TrainingNamespace
 from .operator import TrainingOperator
 from .registry import ContainerRegistry, pinned_image
@@ -189,6 +191,8 @@ class TrainingJob(pulumi.ComponentResource):
         manifest: the emitted PyTorchJob or TrainJob; its image is an output, which may be
             known only after deployment.
         commands: ``kubectl`` commands to follow the job.
+        runtime: an MPI job's own TrainingRuntime on backend v2 (only there), which the
+            TrainJob waits for (:func:`~components.manifests.mpi_training_runtime`).
 
     Raises:
         JobArgumentError: (a ``ValueError``) the job names another namespace than
@@ -251,6 +255,19 @@ class TrainingJob(pulumi.ComponentResource):
                 *ready,
             ]
         )
+        if backend == "v2" and spec.framework == "mpi":
+            # The job's own runtime (its image and command line): registered before the TrainJob
+            # that names it, and deleted after it, with the job.
+            runtime = with_image(mpi_training_runtime(spec, ctx, job_fabric(spec, ctx)), image)
+            runtime_args = resource_args(runtime)
+            if secret:
+                runtime_args["spec"] = pulumi.Output.secret(runtime_args["spec"])
+            self.runtime = k8s.apiextensions.CustomResource(
+                f"{spec.name}-runtime",
+                **runtime_args,
+                opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on),
+            )
+            depends_on = depends_on.apply(lambda ready: [*ready, self.runtime])
         args = resource_args(self.manifest)
         if secret:
             # Its metadata (name, labels, annotations) is how the cluster finds and selects

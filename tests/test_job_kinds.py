@@ -169,7 +169,18 @@ def test_code_from_git_is_cloned_at_its_commit() -> None:
         ({"parameterServers": 1}, "parameterServers", "TFJob roles"),
         ({"framework": "tensorflow", "command": ["x"], "backend": "v2"}, "framework", "nothing would set TF_CONFIG"),
         ({"framework": "paddle", "command": ["x"], "backend": "v2"}, "framework", "nothing would set PADDLE_*"),
-        ({"framework": "mpi", "command": ["x"], "backend": "v2"}, "framework", "only to the MPI launcher"),
+        ({"framework": "mpi", "command": ["x"], "backend": "v2"}, "nodes", "one more node pod"),
+        (
+            {
+                "framework": "mpi",
+                "command": ["x"],
+                "backend": "v2",
+                "nodes": 2,
+                "env": {"OMPI_MCA_plm_rsh_args": "-p 22"},
+            },
+            "env",
+            "OMPI_MCA_plm_rsh_args: Trainer v2 sets them",
+        ),
         ({"framework": "jax", "command": ["x"], "backend": "v2", "env": {"JAX_PROCESS_ID": "0"}}, "env", "sets them"),
         (
             {"framework": "xgboost", "command": ["x"], "backend": "v2", "env": {"DMLC_TASK_ID": "0"}},

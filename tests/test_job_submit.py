@@ -297,6 +297,14 @@ def test_submit_names_the_flag_a_kind_refuses(outputs: Path, capsys) -> None:
     assert "--model: trainer flags are the bundled PyTorch trainer's" in capsys.readouterr().err
 
 
+def test_submit_refuses_an_mpi_trainjob_it_cannot_give_a_runtime(outputs: Path, capsys) -> None:
+    argv = ["--outputs", str(outputs), "submit", "own", "--image-tag", "v1", "--framework", "mpi", "--nodes", "2"]
+    assert run([*argv, "--backend", "v2", "--", "mpirun", "python", "t.py"], out=print) == 2
+    assert "--framework mpi --backend v2: an MPI TrainJob runs on a TrainingRuntime of its own" in (
+        capsys.readouterr().err
+    )
+
+
 def _submit_actions() -> dict[str, argparse.Action]:
     (commands,) = [a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)]
     return {a.option_strings[-1]: a for a in commands.choices["submit"]._actions if a.option_strings}

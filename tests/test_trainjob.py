@@ -13,7 +13,11 @@ import yaml
 from conftest import cfg, stack_config
 from fixtures.failures import job_failure, jobset_action
 from fixtures.models import assert_matches_model
-from kubeflow_trainer_api.models import TrainerV1alpha1ClusterTrainingRuntime, TrainerV1alpha1TrainJob
+from kubeflow_trainer_api.models import (
+    TrainerV1alpha1ClusterTrainingRuntime,
+    TrainerV1alpha1TrainingRuntime,
+    TrainerV1alpha1TrainJob,
+)
 from test_jobs import (
     CPU_PLACEMENT,
     CUSTOM_COMMAND,
@@ -28,6 +32,7 @@ from components.config import TrainingJobSpec, load_spec
 from components.manifests import (
     JobContext,
     kueue_values,
+    mpi_training_runtime,
     pytorch_job,
     train_job,
     trainer_v2_values,
@@ -99,13 +104,27 @@ REPRESENTATIVE = {
         ),
         context(CPU_PLACEMENT, 0),
     ),
+    "mpi-2x8-erdma": (
+        TrainingJobSpec(
+            name="hvd",
+            image=IMAGE,
+            backend="v2",
+            framework="mpi",
+            nodes=2,
+            network="rdma",
+            command=["mpirun", "python", "train_hvd.py"],
+        ),
+        context(POOL_8_ERDMA, 8, queue="training", image_pull_secret="registry-pull"),
+    ),
 }
 
 
 def emitted(case: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The runtime a case's job runs on, and its TrainJob."""
+    """The runtime a case's job runs on (an MPI job's own), and its TrainJob."""
     spec, ctx = REPRESENTATIVE[case]
     fabric = ctx.placement.fabric if spec.network == "rdma" else None
+    if spec.framework == "mpi":
+        return mpi_training_runtime(spec, ctx, fabric), train_job(spec, ctx)
     return training_runtime(fabric, spec.framework), train_job(spec, ctx)
 
 
@@ -123,9 +142,15 @@ RESERVED_ENV = {
     "torch": {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"},
     "xgboost": {"DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"},
     "jax": set(),
+    "mpi": {
+        "OMPI_MCA_orte_default_hostfile",
+        "OMPI_MCA_plm_rsh_args",
+        "OMPI_MCA_orte_keep_fqdn_hostnames",
+        "OMPI_MCA_orte_set_default_slots",
+    },
 }
 """What each ML policy's webhook refuses in ``trainer.env``: v2.3.0 ``pkg/constants/constants.go``
-``TorchRunReservedEnvNames``, ``XGBoostReservedEnvNames``; the JAX plugin's ``Validate`` refuses nothing."""
+``TorchRunReservedEnvNames``, ``XGBoostReservedEnvNames``, ``MPIReservedEnvNames``; the JAX plugin's ``Validate`` refuses nothing."""
 ENV_LOCKED_CONTAINERS = {"node", "dataset-initializer", "model-initializer"}
 """Containers a runtime patch may not give env (JobSet plugin ``Validate``)."""
 ANCESTOR_CONTAINERS = {
@@ -221,10 +246,15 @@ def trainjob_problems(job: dict[str, Any], runtime: dict[str, Any]) -> list[str]
 @pytest.mark.parametrize("case", REPRESENTATIVE)
 def test_manifests_fit_official_models_and_webhooks(case: str) -> None:
     runtime, job = emitted(case)
-    assert_matches_model(runtime, TrainerV1alpha1ClusterTrainingRuntime)
+    model = (
+        TrainerV1alpha1TrainingRuntime
+        if runtime["kind"] == "TrainingRuntime"
+        else TrainerV1alpha1ClusterTrainingRuntime
+    )
+    assert_matches_model(runtime, model)
     assert_matches_model(job, TrainerV1alpha1TrainJob)
     # The models' own parsers take them, and give back the same objects.
-    assert TrainerV1alpha1ClusterTrainingRuntime.from_dict(runtime).to_dict() == runtime
+    assert model.from_dict(runtime).to_dict() == runtime
     assert TrainerV1alpha1TrainJob.from_dict(job).to_dict() == job
     assert runtime_problems(runtime) == []
     assert trainjob_problems(job, runtime) == []
@@ -232,10 +262,10 @@ def test_manifests_fit_official_models_and_webhooks(case: str) -> None:
     resources = trainer["resourcesPerNode"]
     assert resources["limits"] == resources["requests"]
     spec = REPRESENTATIVE[case][0]
-    if spec.framework == "pytorch":
+    if spec.framework in ("pytorch", "mpi"):
         assert trainer["numProcPerNode"] == int(resources["limits"].get("nvidia.com/gpu", spec.procs_per_node or 1))
     else:
-        # Only the torch plugin reads it; the JAX and XGBoost plugins derive their world themselves.
+        # Only the torch and MPI plugins read it; the JAX and XGBoost plugins derive their world themselves.
         assert "numProcPerNode" not in trainer
     runtime_env = {
         e["name"]: e["value"]
@@ -339,7 +369,10 @@ def test_the_same_spec_runs_on_either_backend_with_the_same_pods() -> None:
 def test_every_trainjob_pod_declares_the_metrics_port(spec: TrainingJobSpec, ctx: JobContext) -> None:
     # The runtime holds the pods' env and ports; a TrainJob has no field for ports.
     job = train_job(spec, ctx)
-    runtime = training_runtime(ctx.placement.fabric if spec.network == "rdma" else None, spec.framework)
+    fabric = ctx.placement.fabric if spec.network == "rdma" else None
+    runtime = (
+        mpi_training_runtime(spec, ctx, fabric) if spec.framework == "mpi" else training_runtime(fabric, spec.framework)
+    )
     assert job["spec"]["runtimeRef"]["name"] == runtime["metadata"]["name"]
     jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
     assert_every_pod_declares_the_metrics_port(

@@ -13,7 +13,11 @@ import pytest
 import yaml
 from conftest import ROOT, cfg, stack_config
 from fixtures.models import assert_matches_model
-from kubeflow_trainer_api.models import TrainerV1alpha1ClusterTrainingRuntime, TrainerV1alpha1TrainJob
+from kubeflow_trainer_api.models import (
+    TrainerV1alpha1ClusterTrainingRuntime,
+    TrainerV1alpha1TrainingRuntime,
+    TrainerV1alpha1TrainJob,
+)
 from test_jobs import IMAGE, POOL_8_ERDMA, context
 from test_trainjob import runtime_problems, trainjob_problems
 
@@ -141,3 +145,38 @@ def test_offline_plan_writes_jax_and_xgboost_trainjobs_with_their_runtimes(tmp_p
         "ack-training-platform-xgboost",
     ]
     assert jobs["xgb-cpu"]["spec"]["trainer"]["command"] == ["python", "-m", "trainer.run", "python", "train_xgb.py"]
+
+
+def test_offline_plan_gives_an_mpi_job_its_own_runtime_before_its_trainjob(run_stack) -> None:
+    config = stack_config("local")
+    for job in config[cfg("jobs")]:
+        if job["name"] == "mpi-cpu":
+            job["backend"] = "v2"
+    plan = run_stack(config)
+    runtime = plan.one("kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime")
+    job = plan.one("kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob", "mpi-cpu")
+    namespace = job.inputs["metadata"]["namespace"]
+    assert runtime.inputs["metadata"] == {**runtime.inputs["metadata"], "name": "mpi-cpu", "namespace": namespace}
+    assert job.inputs["spec"]["runtimeRef"] == {
+        "name": "mpi-cpu",
+        "apiGroup": "trainer.kubeflow.org",
+        "kind": "TrainingRuntime",
+    }
+    # Created before the TrainJob that names it, deleted after it, and with it: both belong to the job.
+    assert runtime.urn in job.dependencies and runtime.parent == job.parent
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in plan.kubernetes_objects()}
+    assert "MPIJob" not in {kind for kind, _ in objects}
+    written = objects[("TrainingRuntime", "mpi-cpu")]
+    assert_matches_model(written, TrainerV1alpha1TrainingRuntime)
+    assert_matches_model(objects[("TrainJob", "mpi-cpu")], TrainerV1alpha1TrainJob)
+    assert trainjob_problems(objects[("TrainJob", "mpi-cpu")], written) == []
+    images = {
+        rjob["name"]: rjob["template"]["spec"]["template"]["spec"]["containers"][0]["image"]
+        for rjob in written["spec"]["template"]["spec"]["replicatedJobs"]
+    }
+    # The job's image in both: the launcher's from the TrainJob too, the nodes' from here alone.
+    assert images == {
+        "node": job.inputs["spec"]["trainer"]["image"],
+        "launcher": job.inputs["spec"]["trainer"]["image"],
+    }
+    assert written["spec"]["mlPolicy"]["mpi"]["numProcPerNode"] == 1

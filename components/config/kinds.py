@@ -23,9 +23,11 @@ Launcher = Literal["torchrun", "accelerate", "deepspeed", "python"]
 TORCH_LAUNCHERS = ("torchrun", "accelerate", "deepspeed")
 """Launchers that start torch processes from the operator's PyTorchJob settings."""
 ML_POLICIES = {"pytorch": "torch", "jax": "jax", "xgboost": "xgboost"}
-"""The frameworks the platform has Trainer v2 runtimes for, and each one's ML policy: those
-Trainer v2.3.0 has a policy for (``pkg/apis/trainer/v1alpha1/trainingruntime_types.go``
-``MLPolicySource``: torch, mpi, flux, jax, xgboost), MPI aside (see :data:`V2_REFUSED`)."""
+"""The frameworks the platform has Trainer v2 ClusterTrainingRuntimes for, and each one's ML policy:
+those Trainer v2.3.0 has a policy for (``pkg/apis/trainer/v1alpha1/trainingruntime_types.go``
+``MLPolicySource``: torch, mpi, flux, jax, xgboost), MPI aside: an MPI job's node pods run the
+image written in the runtime, so each MPI job gets a TrainingRuntime of its own
+(``components/manifests/mpi_runtime.py``)."""
 V2_FRAMEWORKS = tuple(ML_POLICIES)
 _NO_POLICY = (
     "Trainer v2.3.0 has no {} ML policy (MLPolicySource: torch, mpi, flux, jax, xgboost), so nothing would set {}"
@@ -33,9 +35,6 @@ _NO_POLICY = (
 V2_REFUSED = {
     "tensorflow": _NO_POLICY.format("TensorFlow", "TF_CONFIG"),
     "paddle": _NO_POLICY.format("Paddle", "PADDLE_*"),
-    "mpi": "Trainer v2.3.0 gives a TrainJob's image only to the MPI launcher: the node pods run the image written "
-    "in the runtime, which a runtime patch cannot change (pkg/runtime/framework/plugins/jobset/builder.go Trainer, "
-    "ContainerPatch), and mpirun reaches them over SSH, so that image must run sshd",
 }
 """Why each other framework stays on backend v1 (kubeflow/trainer v2.3.0)."""
 CODE_MOUNT = "/mnt/code"

@@ -47,11 +47,19 @@ would silently change how torchrun starts the trainer, so a v2 job may set none.
 V2_RESERVED_ENV = {
     "jax": ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID"),
     "xgboost": ("DMLC_NUM_WORKER", "DMLC_TASK_ID", "DMLC_TRACKER_PORT", "DMLC_TRACKER_URI"),
+    "mpi": (
+        "OMPI_MCA_orte_default_hostfile",
+        "OMPI_MCA_orte_keep_fqdn_hostnames",
+        "OMPI_MCA_orte_set_default_slots",
+        "OMPI_MCA_plm_rsh_args",
+    ),
 }
-"""What Trainer v2.3.0 sets in a JAX or XGBoost job's trainer container: the JAX plugin its
+"""What Trainer v2.3.0 sets in a JAX, XGBoost or MPI job's trainer container: the JAX plugin its
 ``JAX_*`` variables (``pkg/runtime/framework/plugins/jax/jax.go`` ``EnforceMLPolicy``), the
-XGBoost plugin its ``DMLC_*`` ones, whose webhook refuses a TrainJob that sets them
-(``plugins/xgboost/xgboost.go`` ``Validate``, ``pkg/constants`` ``XGBoostReservedEnvNames``)."""
+XGBoost plugin its ``DMLC_*`` ones and the MPI plugin OpenMPI's hostfile, slots and ssh
+arguments, whose webhooks refuse a TrainJob that sets them (``plugins/xgboost/xgboost.go``,
+``plugins/mpi/mpi.go`` ``Validate``; ``pkg/constants`` ``XGBoostReservedEnvNames``,
+``MPIReservedEnvNames``)."""
 
 
 def _job_name(value: str) -> str:
@@ -124,7 +132,8 @@ class TrainingJobSpec(Spec):
     """Keep the job's pods in one network domain (docs/network.md); none when unset."""
     framework: Framework = "pytorch"
     """The job kind: on v1 PyTorchJob, TFJob, XGBoostJob, MPIJob, JAXJob or PaddleJob; on v2 ``pytorch``,
-    ``jax`` or ``xgboost``, a TrainJob on the platform's runtime for it. Every kind but PyTorch runs your
+    ``jax`` or ``xgboost``, a TrainJob on the platform's runtime for it, or ``mpi``, a TrainJob on a
+    TrainingRuntime of its own whose image must run ``sshd`` (docs/job-kinds.md). Every kind but PyTorch runs your
     own ``command``."""
     launcher: Launcher | None = None
     """How ``command`` starts: ``torchrun``, ``accelerate`` or ``deepspeed`` (PyTorch jobs, world and
@@ -191,13 +200,19 @@ def v2_conflict(job: TrainingJobSpec) -> tuple[str, str] | None:
     runtime's JobSet holds the failure policy), and its runtime patches cannot set a pod's
     priority class (a v2 job's priority is Kueue's, checked with the platform); queueing is
     Kueue's (or a runtime's ``podGroupPolicy``), not a job's. The platform has v2 runtimes for
-    the frameworks of ``V2_FRAMEWORKS`` only, and Trainer v2 sets each one's world in the
-    environment itself.
+    the frameworks of ``V2_FRAMEWORKS`` and, one per job, for ``mpi``, and Trainer v2 sets each
+    one's world itself.
     """
     run, scheduling = job.run_policy, job.scheduling
     keep_v1 = "or keep the job on backend v1"
     if job.framework in V2_REFUSED:
         return ("framework", f"{V2_REFUSED[job.framework]}: run {job.framework} on backend v1")
+    if job.framework == "mpi" and job.nodes < 2:
+        return (
+            "nodes",
+            "an MPI TrainJob's launcher is its first node and Trainer v2.3.0 still starts one more node pod for a "
+            "single node (plugins/mpi/mpi.go EnforceMLPolicy): give nodes 2 or more, " + keep_v1,
+        )
     if job.elastic is not None:
         return (
             "elastic",

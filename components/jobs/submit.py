@@ -221,6 +221,11 @@ def manifest(spec: TrainingJobSpec, defaults: dict[str, Any]) -> dict[str, Any]:
         image = f"{defaults['registry']}:{spec.image_tag}"
     else:
         raise FlagError("--image-tag: the stack has no registry; give --image with a full, pinned reference")
+    if spec.backend == "v2" and spec.framework == "mpi":
+        raise FlagError(
+            "--framework mpi --backend v2: an MPI TrainJob runs on a TrainingRuntime of its own, which submit "
+            "does not create: declare the job in the stack, or submit it on backend v1"
+        )
     gpus = job_gpus(spec, defaults["placement"]["gpusPerNode"])
     ctx = context_from_defaults(defaults, image=image, gpus=gpus, backend=spec.backend)
     try:

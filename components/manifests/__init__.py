@@ -33,6 +33,7 @@ from .job_env import (
     generated_key_secret,
 )
 from .kinds import KINDS, JobKind, kubeflow_job, v1_replaced_on_change
+from .mpi_runtime import mpi_training_runtime
 from .namespace import docker_config_json, training_namespace
 from .operator import (
     OPERATOR_NAMESPACE,
@@ -165,6 +166,7 @@ __all__ = [
     "kueue_values",
     "kubectl_commands",
     "kubeflow_job",
+    "mpi_training_runtime",
     "v1_replaced_on_change",
     "KINDS",
     "JobKind",

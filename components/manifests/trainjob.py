@@ -30,6 +30,8 @@ replicated jobs (``zz_generated.openapi.go``: JobSetSpec ``replicatedJobs``
 
 from __future__ import annotations
 
+import copy
+
 from ..config import PROJECT, RunPolicySpec, TrainingJobSpec, topology_problem, v2_conflict
 from ..config.kinds import ML_POLICIES
 from ..config.training_job import xgboost_gpus_problem
@@ -57,6 +59,8 @@ TRAINER_NODE = "node"
 """The trainer's replicated job and container: Trainer v2 injects each framework's variables into the
 container of this name in the job labelled as the trainer ancestor (``pkg/constants``: ``Node``,
 ``LabelTrainJobAncestor``), and the runtime webhook requires it (``validateReplicatedJobs``)."""
+MPI_LAUNCHER = "launcher"
+"""An MPI job's launcher, its trainer ancestor (v2.3.0 ``pkg/constants``: ``Launcher``)."""
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 PATCH_MANAGER = f"{PROJECT}/platform"
 """Owner of the platform's runtime patch: the webhook requires a domain-prefixed path, and other
@@ -162,6 +166,29 @@ def training_runtime(fabric: FabricProfile | None = None, framework: str = "pyto
         A complete ClusterTrainingRuntime object.
     """
     policy = ML_POLICIES[framework]
+    pod = runtime_pod(fabric)
+    return {
+        "apiVersion": TRAINER_API,
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {
+            "name": runtime_name(fabric, framework),
+            "labels": {**MANAGED_BY, "trainer.kubeflow.org/framework": policy},
+        },
+        "spec": {
+            "mlPolicy": {"numNodes": 1, policy: {}},
+            "template": {
+                "spec": {
+                    "failurePolicy": FAILURE_POLICY,
+                    "replicatedJobs": [replicated_job(TRAINER_NODE, pod, trainer=True)],
+                }
+            },
+        },
+    }
+
+
+def runtime_pod(fabric: FabricProfile | None) -> Manifest:
+    """The pod of every platform runtime: the settings a runtime patch cannot carry (see the
+    module's docstring), for NCCL over ``fabric`` (``None``: TCP)."""
     env = {**runtime_env(), **nccl_env(fabric)}
     pod: Manifest = {
         "restartPolicy": "Never",
@@ -183,36 +210,24 @@ def training_runtime(fabric: FabricProfile | None = None, framework: str = "pyto
     }
     if fabric is not None:
         pod.update(HOST_NETWORK)
-    return {
-        "apiVersion": TRAINER_API,
-        "kind": "ClusterTrainingRuntime",
-        "metadata": {
-            "name": runtime_name(fabric, framework),
-            "labels": {**MANAGED_BY, "trainer.kubeflow.org/framework": policy},
-        },
-        "spec": {
-            "mlPolicy": {"numNodes": 1, policy: {}},
-            "template": {
-                "spec": {
-                    "failurePolicy": FAILURE_POLICY,
-                    "replicatedJobs": [
-                        {
-                            "name": TRAINER_NODE,
-                            "replicas": 1,
-                            "template": {
-                                "metadata": {"labels": {ANCESTOR_LABEL: "trainer"}},
-                                "spec": {
-                                    "backoffLimit": 0,
-                                    "podFailurePolicy": POD_FAILURE_POLICY,
-                                    "template": {"spec": pod},
-                                },
-                            },
-                        }
-                    ],
-                }
-            },
-        },
+    return pod
+
+
+def replicated_job(name: str, pod: Manifest, *, trainer: bool) -> Manifest:
+    """One replicated job of a platform runtime: one Job whose failed pod fails it at once
+    (:data:`POD_FAILURE_POLICY`); ``trainer`` labels it as the one that takes the TrainJob's
+    ``trainer`` (image, command, resources)."""
+    template: Manifest = {
+        "spec": {"backoffLimit": 0, "podFailurePolicy": copy.deepcopy(POD_FAILURE_POLICY), "template": {"spec": pod}},
     }
+    if trainer:
+        template = {"metadata": {"labels": {ANCESTOR_LABEL: "trainer"}}, **template}
+    return {"name": name, "replicas": 1, "template": template}
+
+
+def mpi_procs(job: TrainingJobSpec, gpus: int) -> int:
+    """An MPI job's ranks per node: ``procsPerNode``, else one per GPU, else one."""
+    return job.procs_per_node or gpus or 1
 
 
 def train_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
@@ -237,8 +252,8 @@ def train_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
     if conflict is not None:
         raise ValueError(f"job {job.name!r} cannot run on Trainer v2: {conflict[0]}: {conflict[1]}")
     fabric = job_fabric(job, ctx)
-    torch = job.framework == "pytorch"
-    procs = (ctx.gpus or job.procs_per_node or 1) if torch else 1
+    torch, mpi = job.framework == "pytorch", job.framework == "mpi"
+    procs = (ctx.gpus or job.procs_per_node or 1) if torch else mpi_procs(job, ctx.gpus) if mpi else 1
     env = {
         **job_env(job),
         **(flight_recorder_env(job) if ctx.gpus else {}),
@@ -267,9 +282,18 @@ def train_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
                 "spec": {
                     "replicatedJobs": [
                         {
-                            "name": TRAINER_NODE,
-                            "template": {"spec": {"template": {"metadata": pod_metadata, "spec": pod_patch}}},
+                            "name": name,
+                            "template": {
+                                "spec": {
+                                    "template": {
+                                        "metadata": copy.deepcopy(pod_metadata),
+                                        "spec": copy.deepcopy(pod_patch),
+                                    }
+                                }
+                            },
                         }
+                        # An MPI job's launcher is a node too, with the same placement and volumes.
+                        for name in (TRAINER_NODE, *([MPI_LAUNCHER] if mpi else []))
                     ]
                 }
             }
@@ -277,18 +301,20 @@ def train_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
     }
     spec: Manifest = {
         "runtimeRef": {
-            "name": runtime_name(fabric, job.framework),
+            # An MPI job's runtime is its own (see mpi_runtime.py), beside it in its namespace.
+            "name": job.name if mpi else runtime_name(fabric, job.framework),
             "apiGroup": TRAINER_API.split("/")[0],
-            "kind": "ClusterTrainingRuntime",
+            "kind": "TrainingRuntime" if mpi else "ClusterTrainingRuntime",
         },
         "trainer": {
             "image": ctx.image,
             "command": job_command(job, procs, backend="v2", gpus=ctx.gpus),
             "env": container_env(env),
             "numNodes": job.nodes,
-            # Read by the torch plugin only: JAX runs one process per pod, and XGBoost counts
-            # its workers from the GPUs (v2.3.0 plugins/jax/jax.go, xgboost/xgboost.go).
-            **({"numProcPerNode": procs} if torch else {}),
+            # Read by the torch and MPI plugins only (MPI's as the hostfile's slots): JAX runs
+            # one process per pod, and XGBoost counts its workers from the GPUs (v2.3.0
+            # plugins/jax/jax.go, xgboost/xgboost.go, mpi/mpi.go EnforceMLPolicy).
+            **({"numProcPerNode": procs} if torch or mpi else {}),
             "resourcesPerNode": job_resources(job, ctx.gpus, fabric),
         },
         "runtimePatches": [patch],
