@@ -170,10 +170,11 @@ def test_other_levels_make_a_new_topology_and_flavor(run_stack) -> None:
     plan = run_stack(config)
     by_pod = plan.one(KUEUE + "Topology").inputs["metadata"]["name"]
     assert by_pod != by_zone and by_pod.startswith("gpu-")
-    flavors = [r.inputs["metadata"]["name"] for r in plan.of_type(KUEUE + "ResourceFlavor")]
-    assert flavors == ["default-flavor", by_pod]
+    # Sorted: resources register in the order their inputs resolve, not the program's.
+    flavors = sorted(r.inputs["metadata"]["name"] for r in plan.of_type(KUEUE + "ResourceFlavor"))
+    assert flavors == sorted(["default-flavor", by_pod])
     del config[cfg("trainerV2")]["kueue"]["topology"]
-    flavors = [r.inputs["metadata"]["name"] for r in run_stack(config).of_type(KUEUE + "ResourceFlavor")]
+    flavors = sorted(r.inputs["metadata"]["name"] for r in run_stack(config).of_type(KUEUE + "ResourceFlavor"))
     assert flavors == ["default-flavor", "gpu"]
 
 
