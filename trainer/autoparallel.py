@@ -16,10 +16,10 @@ import torch
 
 from .checkpoint import write_atomic
 from .config import Config, UsageError
+from .console import log
 from .exporter import Exporter
 from .fabric import FORMAT, INTER, INTRA, FabricReport, probe
 from .metric_names import PARALLEL_STRATEGY, SHARD_GROUP, STRATEGY_LABEL
-from .metrics import log
 from .strategy import Decision, DecisionError, Inputs, decide
 from .topology import Topology
 

@@ -34,6 +34,7 @@ import torch.distributed as dist
 from .autoparallel import dumps
 from .checkpoint import write_atomic
 from .config import add_metrics_port
+from .console import error, log
 from .exporter import serve
 from .fabric import WORLD, probe, sample, slowest, time_collective
 from .metric_names import ALLREDUCE_BUS_BANDWIDTH, BENCHMARK, SIZE_LABEL
@@ -73,10 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     if args.min_size > args.max_size:
-        print(f"error: --min-size {args.min_size} exceeds --max-size {args.max_size}", file=sys.stderr)
+        error(f"--min-size {args.min_size} exceeds --max-size {args.max_size}")
         return 2
     if args.serve_after_s < 0:
-        print(f"error: --serve-after-s must not be negative, got {args.serve_after_s}", file=sys.stderr)
+        error(f"--serve-after-s must not be negative, got {args.serve_after_s}")
         return 2
     topo = topology()
     device = topo.device
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             report.samples.append(row)
             exporter.set(ALLREDUCE_BUS_BANDWIDTH, row.busbw_GBps * 1e9, **{SIZE_LABEL: str(size)})
             if topo.is_main:
-                print(
+                log(
                     json.dumps(
                         {
                             "size_bytes": size,
@@ -104,15 +105,14 @@ def main(argv: list[str] | None = None) -> int:
                             "algbw_GBps": row.algbw_GBps,
                             "busbw_GBps": row.busbw_GBps,
                         }
-                    ),
-                    flush=True,
+                    )
                 )
             size *= 2
         report.export(exporter)
         if topo.is_main and args.output:
             Path(args.output).parent.mkdir(parents=True, exist_ok=True)
             write_atomic(Path(args.output), dumps(report.to_json()))
-            print(f"wrote {args.output}", flush=True)
+            log(f"wrote {args.output}")
     finally:
         dist.destroy_process_group()
     try:

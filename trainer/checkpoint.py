@@ -48,6 +48,7 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemWriter
 from torch.distributed.checkpoint.api import CheckpointException
 
+from .console import log, warn
 from .diskfull import disk_full, out_of_space
 from .integrity import (
     DIGESTS,
@@ -62,7 +63,6 @@ from .integrity import (
     read_metadata,
     sign,
 )
-from .metrics import warn
 from .replicas import leaves, share
 
 # A one-process run saves and loads without a process group, on purpose.
@@ -380,4 +380,4 @@ class Checkpointer:
             if other not in self.foreign:
                 self.foreign.add(other)
                 warn(f"keeping {other}: a checkpoint of another run, which this run never removes")
-        print(f"checkpoint {path.name} ({commit['reason']})", flush=True)
+        log(f"checkpoint {path.name} ({commit['reason']})")

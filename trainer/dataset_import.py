@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -34,6 +33,8 @@ from contextlib import contextmanager
 from hashlib import sha256
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
+
+from .console import error, log
 
 CHECKSUMS = "SHA256SUMS"
 MARKER = ".dataset.json"
@@ -234,12 +235,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         copied = run(args.name, args.source, args.dest)
     except Refused as err:
-        print(f"error: {err}", file=sys.stderr)
+        error(str(err))
         return 2
     except TransferError as err:
-        print(f"error: {err}", file=sys.stderr)
+        error(str(err))
         return 1
-    print(f"dataset {args.name}: complete in {args.dest / args.name} ({copied} files copied now)")
+    log(f"dataset {args.name}: complete in {args.dest / args.name} ({copied} files copied now)")
     return 0
 
 

@@ -19,8 +19,8 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from .console import log, warn
 from .metric_names import CHECKPOINT_STEP, CHECKPOINT_TIME, PEAK_MEMORY, RANK_LABEL, STEP_TIME, Metric
-from .metrics import log, warn
 
 Change = tuple[Metric, Mapping[str, str], float]
 """A metric, its label values by label name, and its new value."""

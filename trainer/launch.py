@@ -38,6 +38,7 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.elastic.rendezvous import RendezvousError
 from torch.distributed.run import main as torchrun
 
+from .console import error
 from .exit_codes import TRANSIENT_STATUS, exit_status
 from .restarts import RestartBudget, pod_name
 
@@ -83,11 +84,7 @@ def attempt(argv: list[str] | None) -> int:
         return exit_status([failure.exitcode for failure in failed.failures.values()])
     except TRANSIENT_ERRORS as unreachable:
         # torch has logged the failure in detail; this line says what happens next.
-        print(
-            f"error: cannot reach the other nodes ({unreachable}); exiting {TRANSIENT_STATUS} to be retried",
-            file=sys.stderr,
-            flush=True,
-        )
+        error(f"cannot reach the other nodes ({unreachable}); exiting {TRANSIENT_STATUS} to be retried")
         return TRANSIENT_STATUS
     return 0
 
@@ -101,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         budget, argv = restart_budget(sys.argv[1:] if argv is None else argv)
     except LaunchError as err:
-        print(f"error: {err}", file=sys.stderr, flush=True)
+        error(str(err))
         return 2
     status = attempt(argv)
     return budget.settle(status) if budget is not None else status

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import resource
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from .console import log
 
 PEAK_TFLOPS = {
     "H200 NVL": 835.0,
@@ -102,21 +103,11 @@ class Metrics:
 
     def log(self, row: dict[str, Any]) -> None:
         self.file.write(json.dumps(row) + "\n")
-        print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+        log(" ".join(f"{k}={v}" for k, v in row.items()))
         if self.tensorboard is not None:
             for key, value in row.items():
                 if key != "step":
                     self.tensorboard.add_scalar(key, value, row["step"])
-
-
-def log(message: str) -> None:
-    """A console line, flushed at once so a killed pod's log keeps it."""
-    print(message, flush=True)
-
-
-def warn(message: str) -> None:
-    """A warning on stderr, flushed at once."""
-    print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
 def _step_of(row: str) -> int | None:

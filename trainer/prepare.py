@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .console import error, line, log
 from .dataset_import import CHECKSUMS
 from .tokens import MANIFEST, DataError, header, sha256_file, token_dtype, write_manifest
 
@@ -252,14 +253,14 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m trainer.data``; exit 2 with one line on bad input."""
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] != "prepare":
-        print("usage: python -m trainer.data prepare INPUT... --tokenizer FILE --output DIR", file=sys.stderr)
+        line("usage: python -m trainer.data prepare INPUT... --tokenizer FILE --output DIR", sys.stderr)
         return 2
     args = parse_args(argv[1:])
     try:
         shards = prepare(args)
     except DataError as err:
-        print(f"error: {err}", file=sys.stderr)
+        error(str(err))
         return 2
     total = sum(s["tokens"] for s in shards)
-    print(f"wrote {total} tokens in {len(shards)} shard{'' if len(shards) == 1 else 's'} to {args.output}")
+    log(f"wrote {total} tokens in {len(shards)} shard{'' if len(shards) == 1 else 's'} to {args.output}")
     return 0

@@ -21,11 +21,11 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from .checkpoint import PREFIX, list_checkpoints, read_commit, write_atomic
+from .console import error, warn
 
 EXHAUSTED_STATUS = 75
 """A retryable failure past the limit: EX_TEMPFAIL, the transient status less 128, below 128
@@ -77,11 +77,9 @@ class RestartBudget:
         failures += 1
         if failures > self.limit:
             self.record.unlink(missing_ok=True)
-            print(
-                f"error: pod {self.pod} failed with status {status} {failures} times in a row without a new "
-                f"checkpoint (--max-pod-restarts {self.limit}); exiting {EXHAUSTED_STATUS} so the job stops",
-                file=sys.stderr,
-                flush=True,
+            error(
+                f"pod {self.pod} failed with status {status} {failures} times in a row without a new "
+                f"checkpoint (--max-pod-restarts {self.limit}); exiting {EXHAUSTED_STATUS} so the job stops"
             )
             return EXHAUSTED_STATUS
         try:
@@ -89,5 +87,5 @@ class RestartBudget:
             write_atomic(self.record, json.dumps({"failures": failures, "checkpoint": seen}).encode())
         except OSError as err:
             # A full or read-only volume must not turn a retry into a crash of the launcher.
-            print(f"warning: cannot count this restart in {self.record} ({err})", file=sys.stderr, flush=True)
+            warn(f"cannot count this restart in {self.record} ({err})")
         return status

@@ -22,8 +22,8 @@ import torch.distributed as dist
 from torch.distributed.checkpoint.api import CheckpointException
 
 from .checkpoint import list_checkpoints, read_commit, step_dir, step_of, verify
+from .console import warn
 from .integrity import DIGESTS, CheckpointError, IntegrityError
-from .metrics import warn
 
 
 class UnloadableCheckpoints(Exception):

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 
+from .console import error, line
 from .exit_codes import exit_status
 
 NOT_FOUND_STATUS = 127
@@ -32,12 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     if command[:1] == ["--"]:
         command = command[1:]
     if not command:
-        print("usage: python -m trainer.run COMMAND [ARGS...]", file=sys.stderr)
+        line("usage: python -m trainer.run COMMAND [ARGS...]", sys.stderr)
         return 2
     try:
         child = subprocess.Popen(command)
     except OSError as err:
-        print(f"error: cannot start {command[0]!r}: {err.strerror}", file=sys.stderr, flush=True)
+        error(f"cannot start {command[0]!r}: {err.strerror}")
         return NOT_FOUND_STATUS
     received: list[int] = []
 

@@ -25,10 +25,10 @@ from torch.distributed.checkpoint.state_dict import (
 
 from . import checkpoint
 from .config import Config, UsageError
+from .console import log
 from .data import GlobalOrder
 from .exporter import Exporter
 from .integrity import read_key
-from .metrics import log
 from .numerics import NONFINITE, StepGuard
 from .resume import Agreement
 from .schedule import Progress, lr_factor, planned_steps

@@ -32,7 +32,6 @@ the flags, :mod:`trainer.parallel` DDP/FSDP, :mod:`trainer.state` checkpoint and
 from __future__ import annotations
 
 import signal
-import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -40,12 +39,12 @@ import torch
 import torch.distributed as dist
 
 from .config import UsageError, check_output_dir, parse_args
+from .console import error, log
 from .data import DataError, load_dataset
 from .diskfull import DISK_FULL, DiskFull
 from .exit_codes import TRANSIENT_STATUS
 from .integrity import IntegrityError, read_key
 from .loop import Trainer
-from .metrics import log
 from .numerics import NonFiniteError
 from .resume import UnloadableCheckpoints
 from .topology import default_threads, lost_peer, prepare_flight_recorder, topology
@@ -66,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         read_key(cfg.checkpoint_key_file)
         dataset = load_dataset(cfg)
     except (UsageError, DataError) as err:
-        print(f"error: {err}", file=sys.stderr, flush=True)
+        error(str(err))
         return 2
     torch.set_num_threads(default_threads(topo.local_world))
     trainer: Trainer | None = None
@@ -88,20 +87,20 @@ def main(argv: list[str] | None = None) -> int:
             )
         return trainer.train()
     except (UsageError, WeightsError, DataError, IntegrityError, UnloadableCheckpoints) as err:
-        print(f"error: {err}", file=sys.stderr, flush=True)
+        error(str(err))
         return 2
     except NonFiniteError as err:
-        print(f"error: {err}", file=sys.stderr, flush=True)
+        error(str(err))
         return 1
     except DiskFull as err:
-        print(f"error: {err}", file=sys.stderr, flush=True)
+        error(str(err))
         return DISK_FULL
     except RuntimeError as err:
         # A peer gone (its node lost, its pod killed) fails the survivors here: a retry can
         # succeed, while a bug's RuntimeError goes on as a failure.
         if not lost_peer(err):
             raise
-        print(f"error: lost the other processes ({err})", file=sys.stderr, flush=True)
+        error(f"lost the other processes ({err})")
         return TRANSIENT_STATUS
     finally:
         if trainer is not None:
