@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import ROOT, free_port, missing
-from fixtures.local_cluster import Cluster, Mutation, wait_all, with_env, with_file, without_env
+from fixtures.local_cluster import STUCK_S, Cluster, Mutation, wait_all, with_env, with_file, without_env
 from fixtures.operator_pods import MPI_CONFIG_DIR, MPI_HOSTFILE, MPI_WORKER_IDLE, operator_pods, replica_containers
 from test_jobs import IMAGE, context
 
@@ -92,11 +92,13 @@ def xgboost_job(nodes: int = 2) -> TrainingJobSpec:
     )
 
 
-def run_xgboost(tmp_path: Path, wrong: Mutation | None = None) -> tuple[list[tuple[int, str]], Cluster]:
+def run_xgboost(
+    tmp_path: Path, wrong: Mutation | None = None, timeout: float = 90
+) -> tuple[list[tuple[int, str]], Cluster]:
     cluster = v1_cluster(emitted(xgboost_job()), tmp_path, wrong)
     (cluster.workdir / "train_xgb.py").write_text(documented_xgboost_program())
     procs = [cluster.start(replica, index) for replica, index in cluster.pods]
-    return wait_all(procs, timeout=90), cluster
+    return wait_all(procs, timeout=timeout), cluster
 
 
 def test_xgboost_pods_get_the_operators_rank_world_and_master() -> None:
@@ -156,7 +158,7 @@ def shard(rank: int, world: int) -> tuple[Any, Any]:
 )
 def test_a_wrong_xgboost_variable_fails_the_run(tmp_path: Path, wrong: Mutation) -> None:
     xgboost()
-    results, _ = run_xgboost(tmp_path, wrong)
+    results, _ = run_xgboost(tmp_path, wrong, STUCK_S)
     assert any(status != 0 for status, _ in results), results
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, missing
-from fixtures.local_cluster import Mutation, wait_all, with_env
+from fixtures.local_cluster import STUCK_S, Mutation, wait_all, with_env
 from fixtures.operator_pods import OperatorPod, operator_pods
 from test_jobs import IMAGE
 from test_kind_runs import emitted, v1_cluster
@@ -25,10 +25,9 @@ from components.config import TrainingJobSpec
 DOC = ROOT / "docs" / "job-kinds.md"
 
 GOOD_RUN_S = 120
-"""Two launchers, each starting one Paddle process: well under a minute, even on a busy host."""
-STUCK_S = 30
-"""A launcher that never finds its peers waits for ever (``HTTPMaster.sync_peers``): past
-twice a good run's time here, a run has failed."""
+"""Two launchers, each starting one Paddle process: well under a minute, even on a busy host.
+A launcher that never finds its peers waits for ever (``HTTPMaster.sync_peers``): such runs
+get ``STUCK_S``."""
 
 
 def paddle() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from conftest import ROOT, free_port, missing
-from fixtures.local_cluster import Cluster, Mutation, wait_all, with_env
+from fixtures.local_cluster import STUCK_S, Cluster, Mutation, wait_all, with_env
 from fixtures.operator_pods import OperatorPod, operator_pods, replica_containers, tf_config
 from test_jobs import IMAGE, context
 from test_kind_runs import DOC, emitted, v1_cluster
@@ -124,7 +124,7 @@ def _in_worker(index: int, **env: str) -> Mutation:
 def test_a_wrong_jax_variable_fails_the_run(tmp_path: Path, wrong: Mutation, said: str) -> None:
     jax()
     # A good run takes seconds; processes left waiting for a peer are killed, as a failed job's pods.
-    results = run_jax(tmp_path, wrong, timeout=20)
+    results = run_jax(tmp_path, wrong, timeout=STUCK_S)
     assert any(status != 0 for status, _ in results), results
     assert not any('"sum": 3.0' in out for _, out in results), results
     assert any(said in out for _, out in results), results

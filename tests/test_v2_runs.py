@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import free_port
-from fixtures.local_cluster import Cluster, Mutation, wait_all, with_env
+from fixtures.local_cluster import STUCK_S, Cluster, Mutation, wait_all, with_env
 from fixtures.trainer_pods import TRAINER_PORT, trainer_container, trainer_pods
 from test_jobs import IMAGE, context
 from test_kind_runs import assert_one_model_of_both_shards, documented_xgboost_program, xgboost, xgboost_job
@@ -26,13 +26,15 @@ def xgboost_trainjob(nodes: int = 2) -> tuple[dict[str, Any], dict[str, Any]]:
     return train_job(spec, context(CPU_PLACEMENT, 0)), training_runtime(None, "xgboost")
 
 
-def run_xgboost(tmp_path: Path, wrong: Mutation | None = None) -> tuple[list[tuple[int, str]], Cluster]:
+def run_xgboost(
+    tmp_path: Path, wrong: Mutation | None = None, timeout: float = 90
+) -> tuple[list[tuple[int, str]], Cluster]:
     job, runtime = xgboost_trainjob()
     pods = trainer_pods(job, runtime, port=free_port())
     cluster = Cluster({"node": trainer_container(job, runtime)}, pods, tmp_path, wrong)
     (cluster.workdir / "train_xgb.py").write_text(documented_xgboost_program("DMLC_TRACKER_URI"))
     procs = [cluster.start(replica, index) for replica, index in cluster.pods]
-    return wait_all(procs, timeout=90), cluster
+    return wait_all(procs, timeout=timeout), cluster
 
 
 def test_trainjob_pods_get_the_tracker_their_task_and_the_worker_count() -> None:
@@ -108,5 +110,5 @@ def test_an_xgboost_trainjob_trains_one_model_across_its_pods(tmp_path: Path) ->
 )
 def test_a_wrong_trainer_variable_fails_the_xgboost_run(tmp_path: Path, wrong: Mutation) -> None:
     xgboost()
-    results, _ = run_xgboost(tmp_path, wrong)
+    results, _ = run_xgboost(tmp_path, wrong, STUCK_S)
     assert any(status != 0 for status, _ in results), results
