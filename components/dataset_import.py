@@ -42,8 +42,8 @@ class DatasetImport(pulumi.ComponentResource):
         namespace: the Job's namespace.
 
     Raises:
-        ValueError: an ``oss://`` source without a role, a data volume that is read-only, or
-            an ``imageTag`` without a registry.
+        ValueError: an ``oss://`` source without a role or without an endpoint or region, a data
+            volume that is read-only, or an ``imageTag`` without a registry.
     """
 
     def __init__(
@@ -74,6 +74,8 @@ class DatasetImport(pulumi.ComponentResource):
                 raise ValueError(
                     f"dataset {spec.name}: an oss:// source needs ossRoleName, or the role given as oss_role"
                 )
+            if spec.oss_endpoint is None and region is None:
+                raise ValueError(f"dataset {spec.name}: an oss:// source needs ossEndpoint, or the region as region")
             endpoint = spec.oss_endpoint or f"oss-{region}-internal.aliyuncs.com"
             waits.extend(self._source(spec, namespace.name, endpoint, role, child))
         manifest = import_job(

@@ -20,11 +20,15 @@ from typing import Any, NotRequired, TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticCustomError
 
-from .config import GpuPoolSpec, StorageSpec, TrainingJobSpec, TrainingNamespaceSpec
+from .config import DatasetImportSpec, GpuPoolSpec, StorageSpec, TrainingJobSpec, TrainingNamespaceSpec
+from .config.datasets import check_dataset
+from .dataset_import import DatasetImport
 from .gpu_pool import GpuNodePool as PythonGpuNodePool
 from .manifests import pool_placement
 from .namespace import TrainingNamespace
+from .package_types import DatasetImportSpec as DatasetImportInput
 from .package_types import GpuPoolSpec as GpuPoolInput
 from .package_types import StorageSpec as StorageInput
 from .package_types import TrainingJobSpec as TrainingJobInput
@@ -49,6 +53,13 @@ def _spec(model: type[BaseModel], value: Any, argument: str) -> Any:
             path = argument + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error["loc"])
             problems.append(f"{path}: {error['msg'].removeprefix('Value error, ')}")
         raise InvalidArguments("; ".join(problems)) from None
+
+
+def _unique(names: list[str], argument: str) -> None:
+    """Each name once: two objects of one name would be one Pulumi resource twice."""
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise InvalidArguments(f"{argument}[{i}].name: {name!r} is used twice")
 
 
 class GpuNodePoolArgs(TypedDict):
@@ -93,10 +104,16 @@ class TeamTrainingArgs(TypedDict):
     """The spec of the GPU pool the jobs run on (the one given to GpuNodePool); CPU jobs without it."""
     jobs: NotRequired[list[TrainingJobInput]]
     """The team's jobs, as ``jobs`` in a stack file."""
+    datasets: NotRequired[list[DatasetImportInput]]
+    """Datasets copied into the data claim, as ``datasets`` in a stack file (without ``team``: they go to this
+    namespace); an ``oss://`` source names its ``ossRoleName``."""
+    region: NotRequired[str]
+    """The cluster's region (e.g. ``cn-hangzhou``): an ``oss://`` dataset without ``ossEndpoint`` reads the region's
+    internal endpoint."""
 
 
 class TeamTraining(pulumi.ComponentResource):
-    """A team's training on an existing ACK cluster: its namespace, shared volumes and jobs."""
+    """A team's training on an existing ACK cluster: its namespace, shared volumes, datasets and jobs."""
 
     namespace: pulumi.Output[str]
     """The namespace the jobs run in."""
@@ -106,6 +123,8 @@ class TeamTraining(pulumi.ComponentResource):
     """The claim jobs write checkpoints and metrics to."""
     jobs: pulumi.Output[list[str]]
     """The jobs' names."""
+    dataset_imports: pulumi.Output[list[str]]
+    """The import Jobs' names (``import-<dataset>``): ``kubectl logs job/<name> -f`` follows one."""
 
     def __init__(self, name: str, args: TeamTrainingArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(f"{PACKAGE}:index:TeamTraining", name, None, opts)
@@ -113,6 +132,26 @@ class TeamTraining(pulumi.ComponentResource):
         storage_spec = _spec(StorageSpec, args.get("storage") or {}, "storage")
         pool_spec = _spec(GpuPoolSpec, args["pool"], "pool") if args.get("pool") else None
         job_specs = [_spec(TrainingJobSpec, job, f"jobs[{i}]") for i, job in enumerate(args.get("jobs") or [])]
+        dataset_specs = [
+            _spec(DatasetImportSpec, dataset, f"datasets[{i}]") for i, dataset in enumerate(args.get("datasets") or [])
+        ]
+        _unique([job.name for job in job_specs], "jobs")
+        _unique([dataset.name for dataset in dataset_specs], "datasets")
+        for i, dataset in enumerate(dataset_specs):
+            if dataset.team is not None:
+                raise InvalidArguments(
+                    f"datasets[{i}].team: a stack file's key; TeamTraining's datasets go to its own namespace's "
+                    "data claim, so drop team"
+                )
+            if dataset.oss is not None and dataset.oss_endpoint is None and not args.get("region"):
+                raise InvalidArguments(
+                    f"datasets[{i}].ossEndpoint: an oss:// source needs its endpoint, or region for the region's "
+                    "internal one"
+                )
+            try:
+                check_dataset(dataset, f"datasets[{i}]", storage=storage_spec, registry=False, local=False)
+            except PydanticCustomError as err:
+                raise InvalidArguments(f"{err.context['key']}: {err.message()}") from None
         provider = k8s.Provider(
             f"{name}-cluster", kubeconfig=args["kubeconfig"], opts=pulumi.ResourceOptions(parent=self)
         )
@@ -126,16 +165,30 @@ class TeamTraining(pulumi.ComponentResource):
             )
             for job in job_specs
         ]
+        imports = [
+            DatasetImport(
+                dataset.name,
+                dataset,
+                namespace=namespace,
+                storage=volumes,
+                provider=provider,
+                region=args.get("region"),
+                opts=inside,
+            )
+            for dataset in dataset_specs
+        ]
         self.namespace = pulumi.Output.from_input(namespace.name)
         self.data_claim = pulumi.Output.from_input(volumes.data_claim)
         self.output_claim = pulumi.Output.from_input(volumes.output_claim)
         self.jobs = pulumi.Output.from_input([job.job_name for job in jobs])
+        self.dataset_imports = pulumi.Output.from_input([imported.job_name for imported in imports])
         self.register_outputs(
             {
                 "namespace": self.namespace,
                 "dataClaim": self.data_claim,
                 "outputClaim": self.output_claim,
                 "jobs": self.jobs,
+                "datasetImports": self.dataset_imports,
             }
         )
 

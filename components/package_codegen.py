@@ -19,9 +19,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel
 
-from .config import GpuPoolSpec, StorageSpec, TrainingJobSpec, TrainingNamespaceSpec
+from .config import DatasetImportSpec, GpuPoolSpec, StorageSpec, TrainingJobSpec, TrainingNamespaceSpec
 
-SPECS = (GpuPoolSpec, TrainingNamespaceSpec, StorageSpec, TrainingJobSpec)
+SPECS = (GpuPoolSpec, TrainingNamespaceSpec, StorageSpec, TrainingJobSpec, DatasetImportSpec)
 """The specs whose input types the package's components take."""
 TYPES_MODULE = Path(__file__).with_name("package_types.py")
 

@@ -509,3 +509,33 @@ class TrainingJobSpec(TypedDict):
     backend: NotRequired[TrainingJobBackend]
     """``v1``: a PyTorchJob for the Training Operator; ``v2``: a TrainJob for Kubeflow Trainer v2; the
     stack's ``training.backend`` when unset."""
+
+
+class DatasetImportSpec(TypedDict):
+    """A one-shot copy of a dataset into ``<data volume>/<name>``, verified by the sha256 of
+    every file against the ``SHA256SUMS`` at the source, resumed by retries, and refused
+    when ``<name>`` already holds a different dataset (``trainer/dataset_import.py``)."""
+
+    name: str
+    """The dataset's directory on the data volume; the Job is ``import-<name>``."""
+    source: str
+    """``https://host/path/`` (a directory holding ``SHA256SUMS``) or ``oss://bucket/path`` (read through the OSS
+    CSI plugin as a RAM role assumed with RRSA: no AccessKey)."""
+    oss_endpoint: NotRequired[str]
+    """OSS endpoint of an ``oss://`` source; the region's internal one when unset."""
+    oss_role_name: NotRequired[str]
+    """RAM role the OSS CSI plugin reads an ``oss://`` source as; required in the stack's ``datasets``, and the role
+    the ``DatasetImport`` component is given when unset."""
+    team: NotRequired[str]
+    """Team whose data volume receives the dataset (in the stack's ``datasets``): its namespace, and its uid owns
+    the files. ``training.namespace``'s data volume when unset."""
+    image: NotRequired[str]
+    """Full reference of an image holding ``trainer/`` (the training image), pinned by tag or digest."""
+    image_tag: NotRequired[str]
+    """Tag of the training image in the platform's registry repository (instead of ``image``)."""
+    backoff_limit: NotRequired[int]
+    """Failed attempts (transfer errors, checksum mismatches) retried before the Job fails."""
+    cpu: NotRequired[str]
+    """CPU request and limit (hashing runs at a few hundred MB/s per core)."""
+    memory: NotRequired[str]
+    """Memory request and limit; the copy streams in 1 MiB pieces."""

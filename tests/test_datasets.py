@@ -131,6 +131,11 @@ def test_an_https_import_mounts_only_the_data_claim() -> None:
     [
         (BOOKS, None, "dataset books: an oss:// source needs ossRoleName, or the role given as oss_role"),
         (
+            {**BOOKS, "ossRoleName": "reader"},
+            None,
+            "dataset books: an oss:// source needs ossEndpoint, or the region as region",
+        ),
+        (
             WIKI,
             StorageSpec.model_validate({"oss": {"bucket": "train-data", "roleName": "reader"}}),
             "dataset wiki: the data volume is a read-only OSS bucket (storage.oss)",
@@ -141,7 +146,7 @@ def test_an_import_that_cannot_work_is_refused_before_anything_exists(
     spec: dict, storage: StorageSpec | None, message: str
 ) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
-        deploy(DatasetImportSpec.model_validate(spec), storage, oss_role=None, region="cn-hangzhou")
+        deploy(DatasetImportSpec.model_validate(spec), storage, oss_role=None, region=None)
 
 
 # --- the stack's datasets --------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
 import typing
@@ -123,17 +124,58 @@ def test_the_yaml_example_builds_the_team_through_the_provider(tmp_path, monkeyp
     assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert pod["containers"][0]["resources"]["limits"]["memory"] == "24Gi"
     assert job["metadata"]["namespace"] == "team-a"
-    claims = plan.of_type("kubernetes:core/v1:PersistentVolumeClaim")
+    claims = [c for c in plan.of_type("kubernetes:core/v1:PersistentVolumeClaim") if "SharedVolumes" in c.urn]
     assert claims and all(claim.retain_on_delete for claim in claims)
     assert plan.one("pulumi:providers:kubernetes").inputs["kubeconfig"] == "[secret]"
     quota = plan.one("kubernetes:core/v1:ResourceQuota").inputs
     assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "4"
+    # The dataset: copied into the team's data claim, read from OSS as the named role.
+    imported = plan.one("kubernetes:batch/v1:Job").inputs
+    assert (imported["metadata"]["name"], imported["metadata"]["namespace"]) == ("import-instructions", "team-a")
+    claim_names = {
+        volume["persistentVolumeClaim"]["claimName"] for volume in imported["spec"]["template"]["spec"]["volumes"]
+    }
+    # The team's data claim, written; the bucket's own read-only claim, read.
+    assert claim_names == {"training-data", "import-instructions-source"}
+    assert "training-data" in {claim.inputs["metadata"]["name"] for claim in claims}
+    source = plan.one("kubernetes:core/v1:PersistentVolume").inputs["spec"]["csi"]["volumeAttributes"]
+    assert (source["bucket"], source["url"], source["roleName"]) == (
+        "team-a-corpus",
+        "oss-cn-hangzhou-internal.aliyuncs.com",
+        "team-a-dataset-reader",
+    )
 
 
 def test_a_bad_spec_value_names_its_argument(tmp_path, monkeypatch) -> None:
     program = copy.deepcopy(yaml_stack())
     program["resources"]["team"]["properties"]["jobs"][0]["memory"] = "24"
     with pytest.raises(Exception, match=r"jobs\[0\]\.memory: '24' has no unit, so it means 24 bytes"):
+        run_yaml(tmp_path, monkeypatch, program)
+
+
+def _second_dataset(team: dict) -> None:
+    first = {key: value for key, value in team["datasets"][0].items() if key != "ossRoleName"}
+    team["datasets"].append({**first, "source": "https://data.example.com/other/"})
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (_second_dataset, "datasets[1].name: 'instructions' is used twice"),
+        (lambda team: team["jobs"].append(dict(team["jobs"][0])), "jobs[1].name: 'finetune' is used twice"),
+        (lambda team: team["datasets"][0].update(team="llm"), "datasets[0].team: a stack file's key"),
+        (lambda team: team.pop("region"), "datasets[0].ossEndpoint: an oss:// source needs its endpoint, or region"),
+        (lambda team: team["datasets"][0].pop("ossRoleName"), "datasets[0].ossRoleName: an oss:// source is read as"),
+        (
+            lambda team: team["datasets"][0].update(image=None, imageTag="v1.4.2"),
+            "datasets[0].imageTag: imageTag needs a registry",
+        ),
+    ],
+)
+def test_datasets_that_cannot_work_are_refused_naming_the_argument(tmp_path, monkeypatch, change, message) -> None:
+    program = copy.deepcopy(yaml_stack())
+    change(program["resources"]["team"]["properties"])
+    with pytest.raises(Exception, match=re.escape(message)):
         run_yaml(tmp_path, monkeypatch, program)
 
 

@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from .base import Cpu, DnsLabel, Quantity, Spec, field_error, set_but_unused
 from .job_settings import check_image_choice
-from .storage import OssSpec
+from .storage import OssSpec, StorageSpec
 
 if TYPE_CHECKING:
     from .platform import PlatformSpec
@@ -88,7 +88,7 @@ class DatasetImportSpec(Spec):
 
 def check_datasets(spec: PlatformSpec) -> None:
     """The rules between ``datasets`` and the rest of the platform: unique names, a declared team,
-    a data volume an import can write, and what an ``oss://`` source needs."""
+    and :func:`check_dataset`'s."""
     names = [dataset.name for dataset in spec.datasets]
     teams = [team.name for team in spec.teams]
     for i, dataset in enumerate(spec.datasets):
@@ -101,25 +101,31 @@ def check_datasets(spec: PlatformSpec) -> None:
                 f"{dataset.team!r} is not a team of this stack: use one of {teams or 'none declared (teams)'}, "
                 "or drop team for training.namespace's data volume",
             )
-        if spec.storage.oss is not None:
-            raise field_error(
-                f"{key}.source",
-                "the data volume is the read-only OSS bucket of storage.oss, which an import cannot write: "
-                "read the dataset from that bucket, or drop storage.oss",
-            )
-        if dataset.image_tag is not None and spec.registry is None:
-            raise field_error(
-                f"{key}.imageTag", "imageTag needs a registry; without one give a full image reference in image"
-            )
-        if dataset.oss is not None and spec.is_local:
-            raise field_error(
-                f"{key}.source",
-                "a local cluster has no OSS CSI plugin to read an oss:// source: give an https:// source",
-            )
-        if dataset.oss is not None and dataset.oss_role_name is None:
-            raise field_error(
-                f"{key}.ossRoleName",
-                "an oss:// source is read as a RAM role through RRSA: name the role (trusted for service account "
-                "ack-csi-fuse/csi-fuse-ossfs, allowed to read the bucket; components.identity.dataset_reader_role "
-                "creates one)",
-            )
+        check_dataset(dataset, key, storage=spec.storage, registry=spec.registry is not None, local=spec.is_local)
+
+
+def check_dataset(dataset: DatasetImportSpec, key: str, *, storage: StorageSpec, registry: bool, local: bool) -> None:
+    """What an import at ``key`` needs from where it runs: a data volume it can write, a registry
+    for ``imageTag``, and for an ``oss://`` source the OSS CSI plugin and a RAM role."""
+    if storage.oss is not None:
+        raise field_error(
+            f"{key}.source",
+            "the data volume is the read-only OSS bucket of storage.oss, which an import cannot write: "
+            "read the dataset from that bucket, or drop storage.oss",
+        )
+    if dataset.image_tag is not None and not registry:
+        raise field_error(
+            f"{key}.imageTag", "imageTag needs a registry; without one give a full image reference in image"
+        )
+    if dataset.oss is not None and local:
+        raise field_error(
+            f"{key}.source",
+            "a local cluster has no OSS CSI plugin to read an oss:// source: give an https:// source",
+        )
+    if dataset.oss is not None and dataset.oss_role_name is None:
+        raise field_error(
+            f"{key}.ossRoleName",
+            "an oss:// source is read as a RAM role through RRSA: name the role (trusted for service account "
+            "ack-csi-fuse/csi-fuse-ossfs, allowed to read the bucket; components.identity.dataset_reader_role "
+            "creates one)",
+        )
