@@ -41,6 +41,13 @@ def _teams(change) -> dict[str, Any]:
     return config
 
 
+def _prod_teams(change) -> dict[str, Any]:
+    """The prod stack, whose first team ('llm') runs eRDMA jobs, with ``change`` made to its teams."""
+    config = stack_config("prod")
+    change(config[cfg("teams")])
+    return config
+
+
 INVALID = [
     (
         "job without a team",
@@ -106,6 +113,13 @@ INVALID = [
         "ack-training-platform:cluster.network: Flannel enforces no NetworkPolicy, so every team's pods could "
         "reach every other's: create the cluster with network: terway, or keep one team, or accept an open pod "
         "network with sharedNetwork: true",
+    ),
+    (
+        # Pod Security would reject the pods at runtime: the stack refuses the job first.
+        "eRDMA job in a team without rdma",
+        _prod_teams(lambda teams: teams[0].pop("rdma")),
+        "ack-training-platform:jobs[0].network: eRDMA pods run privileged on the host network, which team "
+        "'llm''s namespace refuses: set teams[0].rdma: true to allow it, or use network: tcp",
     ),
     (
         "system priority class",
