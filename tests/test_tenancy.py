@@ -39,14 +39,19 @@ def prod() -> Any:
     return run_program(with_unset_credentials(stack_config("prod"))[0], stack="prod", project_dir=ROOT)
 
 
+# What each namespace of the prod stack enforces: 'llm' runs eRDMA jobs (rdma: true), privileged on
+# the host network; the others run none.
+PROD_ENFORCE = {"llm": "privileged", "vision": "baseline", "training": "baseline"}
+
+
 def test_each_team_gets_its_namespace_quota_and_role(prod) -> None:
     namespaces = {n.inputs["metadata"]["name"]: n.inputs["metadata"]["labels"] for n in prod.of_type(NS)}
+    assert {name: labels[f"{POD_SECURITY}/enforce"] for name, labels in namespaces.items()} == PROD_ENFORCE
     for name, team in PROD_TEAMS.items():
         labels = namespaces[name]
         assert labels[TEAM_LABEL] == name
-        enforce = "privileged" if team.get("rdma") else "baseline"
         assert {k: v for k, v in labels.items() if k.startswith(POD_SECURITY)} == {
-            f"{POD_SECURITY}/enforce": enforce,
+            f"{POD_SECURITY}/enforce": PROD_ENFORCE[name],
             f"{POD_SECURITY}/warn": "restricted",
             f"{POD_SECURITY}/audit": "restricted",
         }
@@ -55,8 +60,6 @@ def test_each_team_gets_its_namespace_quota_and_role(prod) -> None:
         assert quota["limits.memory"] == team["quota"]["memory"]
         role = next(r for r in prod.of_type(ROLE) if _ns(r) == name)
         assert role.inputs["rules"] == list(JOB_USER_RULES)
-    # The platform's own namespace runs no eRDMA job any more: it enforces baseline.
-    assert namespaces["training"][f"{POD_SECURITY}/enforce"] == "baseline"
     # Nothing cluster-wide is granted to anyone.
     assert not [r for r in prod.resources if r.type.endswith((":ClusterRole", ":ClusterRoleBinding"))]
 
