@@ -10,7 +10,8 @@ What is checked, after Kubernetes' "Specifying a structural schema" and "Field p
   ``x-kubernetes-int-or-string`` (an integer or a string);
 - ``enum``, ``required``, ``pattern``, ``minimum``/``maximum``;
 - ``x-kubernetes-list-type: map`` (items unique by ``x-kubernetes-list-map-keys``) and ``set``;
-- ``null`` where the schema is not ``nullable``: the API server drops the field.
+- ``null`` where the schema is not ``nullable``: the API server drops the field;
+- an ``apiVersion`` the CRD lists with ``served: false``: the API server refuses the object.
 
 Not checked: ``x-kubernetes-validations`` (CEL rules), ``format``, and the root ``metadata``
 (the API server validates it as ObjectMeta itself).
@@ -37,21 +38,31 @@ class CrdMismatch(ValueError):
     """A manifest does not fit its kind's CRD schema; the message names the JSON path."""
 
 
-def crd_schemas(objects: Iterable[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-    """The ``openAPIV3Schema`` of every served version of every CRD among ``objects``.
+Schemas = dict[tuple[str, str], dict[str, Any] | None]
+"""Schemas by ``(apiVersion, kind)``; ``None`` for a version the CRD declares but does not serve."""
+
+
+def crd_schemas(objects: Iterable[dict[str, Any]]) -> Schemas:
+    """The ``openAPIV3Schema`` of every served version of every CRD among ``objects``, and
+    ``None`` for each version it lists with ``served: false``: the API server has no endpoint
+    for that version (``/apis/<group>/<version>/...`` exists only while ``served`` is true,
+    apiextensions.k8s.io/v1 ``CustomResourceDefinitionVersion``), so it refuses its objects.
 
     Returns:
         Schemas by ``(apiVersion, kind)``, e.g. ``("kubeflow.org/v1", "PyTorchJob")``.
     """
-    schemas = {}
+    schemas: Schemas = {}
     for obj in objects:
         if obj.get("kind") != "CustomResourceDefinition":
             continue
         spec = obj["spec"]
         for version in spec.get("versions", []):
+            key = (f"{spec['group']}/{version['name']}", spec["names"]["kind"])
             schema = (version.get("schema") or {}).get("openAPIV3Schema")
-            if version.get("served", True) and schema is not None:
-                schemas[(f"{spec['group']}/{version['name']}", spec["names"]["kind"])] = schema
+            if not version.get("served", True):
+                schemas[key] = None
+            elif schema is not None:
+                schemas[key] = schema
     return schemas
 
 
@@ -137,25 +148,31 @@ def _array_problems(value: list[Any], schema: dict[str, Any], path: str) -> list
     return problems
 
 
-def check_against_crd(manifest: dict[str, Any], schemas: dict[tuple[str, str], dict[str, Any]]) -> None:
-    """Refuse ``manifest`` when it breaks its kind's schema; nothing to check without one.
+def check_against_crd(manifest: dict[str, Any], schemas: Schemas) -> None:
+    """Refuse ``manifest`` when it breaks its kind's schema, or when its version is not served;
+    nothing to check for a kind without a CRD.
 
     Args:
         manifest: a custom object (``apiVersion``, ``kind``, ``metadata``, ``spec``).
         schemas: from :func:`crd_schemas`.
 
     Raises:
-        CrdMismatch: naming the kind, the object and each JSON path that breaks the schema.
+        CrdMismatch: naming the kind, the object and each JSON path that breaks the schema, or
+            the versions the CRD serves.
     """
-    schema = schemas.get((manifest["apiVersion"], manifest["kind"]))
-    if schema is None:
+    api_version, kind = manifest["apiVersion"], manifest["kind"]
+    if (api_version, kind) not in schemas:
         return
+    schema = schemas[(api_version, kind)]
+    if schema is None:
+        served = sorted(v for (v, k), s in schemas.items() if k == kind and s is not None)
+        raise CrdMismatch(
+            f"{kind} {manifest['metadata']['name']!r} does not fit the operator's CRD ({api_version}): "
+            f"that version is not served (served: false), so the API server refuses it; served: {served or 'none'}"
+        )
     # The API server validates the root's metadata as ObjectMeta itself, whatever the schema
     # says of it (``type: object``, no properties, in the operator's CRDs).
     problems = schema_problems({k: v for k, v in manifest.items() if k != "metadata"}, schema)
     if problems:
         name = manifest["metadata"]["name"]
-        raise CrdMismatch(
-            f"{manifest['kind']} {name!r} does not fit the operator's CRD ({manifest['apiVersion']}): "
-            + "; ".join(problems)
-        )
+        raise CrdMismatch(f"{kind} {name!r} does not fit the operator's CRD ({api_version}): " + "; ".join(problems))

@@ -30,7 +30,7 @@ SCHEMA = {
     "properties": {
         "mode": {"type": "string", "enum": ["Fast", "Slow"]},
         "port": {"x-kubernetes-int-or-string": True},
-        "count": {"type": "integer", "minimum": 1},
+        "count": {"type": "integer", "minimum": 1, "maximum": 8},
         "size": {"type": "string", "pattern": "^[0-9]+Gi$"},
         "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
         "labels": {"type": "object", "additionalProperties": {"type": "string"}},
@@ -56,6 +56,8 @@ RULES = [
     ({"mode": "Fast", "count": "2"}, ["count: '2' is not of type integer"]),
     ({"mode": "Fast", "count": True}, ["count: True is not of type integer"]),
     ({"mode": "Fast", "count": 0}, ["count: 0 is below the minimum 1"]),
+    ({"mode": "Fast", "count": 8}, []),
+    ({"mode": "Fast", "count": 9}, ["count: 9 is above the maximum 8"]),
     ({"mode": "Fast", "size": "5G"}, ["size: '5G' does not match '^[0-9]+Gi$'"]),
     ({"mode": "Fast", "labels": {"a": 1}}, ["labels.a: 1 is not of type string"]),
     ({"mode": None}, ["mode: null, which the API server drops (not nullable)"]),
@@ -134,6 +136,24 @@ def test_a_kind_without_a_crd_is_not_checked() -> None:
     check_against_crd(
         {"apiVersion": "example.com/v1", "kind": "Other", "metadata": {"name": "x"}, "nope": 1}, STAND_INS
     )
+
+
+def test_a_version_the_crd_does_not_serve_is_refused() -> None:
+    # v1 kept for reading stored objects only (served: false), v2 served: the API server has no
+    # endpoint for v1, so a v1 object is refused whatever its fields.
+    (pytorch,) = [c for c in all_crds() if c["spec"]["names"]["kind"] == "PyTorchJob"]
+    v1 = pytorch["spec"]["versions"][0]
+    pytorch["spec"]["versions"] = [{**v1, "served": False, "storage": False}, {**v1, "name": "v2"}]
+    schemas = crd_schemas([pytorch])
+    assert schemas[("kubeflow.org/v1", "PyTorchJob")] is None
+    job = yaml.safe_load((GOLDEN / "single-node-1gpu.yaml").read_text())
+    with pytest.raises(CrdMismatch) as raised:
+        check_against_crd(job, schemas)
+    assert str(raised.value) == (
+        "PyTorchJob 'mnist' does not fit the operator's CRD (kubeflow.org/v1): that version is not served "
+        "(served: false), so the API server refuses it; served: ['kubeflow.org/v2']"
+    )
+    check_against_crd({**job, "apiVersion": "kubeflow.org/v2"}, schemas)
 
 
 @pytest.fixture
