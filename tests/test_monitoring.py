@@ -376,11 +376,35 @@ MORE_CASES: list[tuple[str, str, dict[str, str], dict[str, str] | None]] = [
         },
         {"namespace": "training", "pod": "gpt-master-0", "severity": "warning"},
     ),
+    (  # the same pod created three times, two restarts: one below the threshold (3), quiet
+        "TrainingPodRestarting",
+        "15m",
+        {
+            **{
+                kube_metrics.POD_CREATED + f'{{{POD},uid="{uid}"}}': values
+                for uid, values in (("a", "0x2 stale"), ("b", "_x3 180x2 stale"))
+            },
+            **{
+                kube_metrics.POD_RESTARTS + f'{{{POD},uid="{uid}",container="pytorch"}}': values
+                for uid, values in (("a", "0x2 stale"), ("b", "_x3 0x2 stale"))
+            },
+            kube_metrics.POD_CREATED + f'{{{POD},uid="d"}}': "_x6 360x10",
+            kube_metrics.POD_RESTARTS + f'{{{POD},uid="d",container="pytorch"}}': "_x6 0x10",
+            kube_metrics.POD_CONTAINER_INFO + f'{{{POD},uid="d",container="pytorch"}}': "_x6 1x10",
+        },
+        None,
+    ),
     (  # a TrainJob whose JobSet recreated its node Jobs three times (pods never restart in place)
         "TrainingPodRestarting",
         "15m",
         {JOB_CREATED: "100x2 400x2 700x2 1000x10", OWNER: "1x16"},
         {"namespace": "training", "training_job": "gpt", "severity": "warning"},
+    ),
+    (  # ... and twice, one below the threshold: quiet
+        "TrainingPodRestarting",
+        "15m",
+        {JOB_CREATED: "100x2 400x2 700x12", OWNER: "1x16"},
+        None,
     ),
     (  # a JobSet restart: its Jobs are gone for a minute, then created again
         "TrainJobStopped",
