@@ -20,7 +20,7 @@ from components.config import TrainerArgs, TrainingJobSpec
 from components.jobs import submit
 from components.jobs.cli import run
 from components.jobs.commands.flags import parser
-from components.manifests import KINDS, JobContext, kubeflow_job, pytorch_job, train_job
+from components.manifests import JobContext, pytorch_job, train_job
 from components.manifests.placement import ERDMA, Placement
 
 REGISTRY = "registry-vpc.cn-hangzhou.aliyuncs.com/ml/trainer"
@@ -260,34 +260,33 @@ def test_several_bad_flags_are_named_on_one_line(outputs: Path, capsys) -> None:
     assert "--nodes: Input should be greater than or equal to 1" in err and "--max-steps: Input should" in err
 
 
-@pytest.mark.parametrize(
-    ("flags", "spec"),
-    [
-        (
-            ["--framework", "xgboost", "--nodes", "2", "--launcher", "python"],
-            {"framework": "xgboost", "nodes": 2, "launcher": "python"},
-        ),
-        (["--framework", "mpi", "--nodes", "2"], {"framework": "mpi", "nodes": 2}),
-        (
-            ["--launcher", "torchrun", "--git-url", "https://e.com/r.git", "--commit", "a" * 40],
-            {"launcher": "torchrun", "code": {"gitUrl": "https://e.com/r.git", "commit": "a" * 40}},
-        ),
-    ],
-)
-def test_submit_creates_your_own_code_as_any_kind(cluster, outputs: Path, flags: list[str], spec: dict) -> None:
+GOLDEN = Path(__file__).parent / "golden" / "submit"
+OWN_CODE = {
+    "xgboost": ["--framework", "xgboost", "--nodes", "2", "--launcher", "python"],
+    "mpi": ["--framework", "mpi", "--nodes", "2"],
+    "torchrun-git": ["--launcher", "torchrun", "--git-url", "https://e.com/r.git", "--commit", "a" * 40],
+}
+
+
+@pytest.mark.parametrize("case", OWN_CODE)
+def test_submit_creates_your_own_code_as_any_kind(cluster, outputs: Path, case: str) -> None:
+    # The object created is compared with a reviewed golden file (tests/golden/submit/), not
+    # with what the builder the command calls makes of the same flags.
     api, kubeconfig = cluster
-    command = ["train.py", "--epochs", "3"]
-    expected = kubeflow_job(
-        TrainingJobSpec.model_validate({"name": "own", "imageTag": "v1.4.0", "command": command, **spec}),
-        gpu_context("v1"),
-    )
-    plural = KINDS[spec.get("framework", "pytorch")].plural
-    collection = V1.replace("pytorchjobs", plural)
-    api.routes[("POST", collection)] = lambda _, body: (201, body)
+    api.routes[("POST", V1.replace("pytorchjobs", "xgboostjobs"))] = lambda _, body: (201, body)
+    api.routes[("POST", V1.replace("pytorchjobs", "mpijobs"))] = lambda _, body: (201, body)
+    api.routes[("POST", V1)] = lambda _, body: (201, body)
     argv = ["--outputs", str(outputs), "--kubeconfig", str(kubeconfig), "submit", "own", "--image-tag", "v1.4.0"]
     lines: list[str] = []
-    assert run([*argv, *flags, "--", *command], out=lines.append) == 0
-    assert [(m, p, b) for m, p, _, b in api.requests if m == "POST"] == [("POST", collection, expected)]
+    assert run([*argv, *OWN_CODE[case], "--", "train.py", "--epochs", "3"], out=lines.append) == 0
+    ((_, path, _, body),) = [r for r in api.requests if r[0] == "POST"]
+    golden = GOLDEN / f"{case}.yaml"
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.parent.mkdir(exist_ok=True)
+        golden.write_text(yaml.safe_dump(body, sort_keys=False))
+    expected = yaml.safe_load(golden.read_text())
+    assert body == expected, f"{golden.name} changed; review and rerun with UPDATE_GOLDEN=1"
+    assert path == f"/apis/kubeflow.org/v1/namespaces/{NS}/{expected['kind'].lower()}s"
     assert lines == [f"{expected['kind']} own created in {NS}"]
 
 
