@@ -10,6 +10,7 @@ import pulumi
 import pytest
 
 from components.offline import run_program
+from components.plan_records import Plan
 from components.training_job import JobArgumentError
 
 PROGRAM = """
@@ -28,17 +29,25 @@ pool = GpuNodePool(
 )
 namespace = TrainingNamespace("ns", TrainingNamespaceSpec(namespace="team-a", gpu_quota={quota}), provider=provider{team})
 volumes = SharedVolumes("ns", StorageSpec(create_storage_class=False), namespace=namespace, provider=provider)
-job = TrainingJobSpec(name="big", image="trainer:1", cpu="{cpu}", memory="16Gi", nodes={nodes}{job_namespace})
+job = TrainingJobSpec(name="big", image="{image}", cpu="{cpu}", memory="16Gi", nodes={nodes}{job_namespace})
 TrainingJob("big", job, namespace=namespace, storage=volumes, pool=pool, provider=provider)
 """
 TEAM = ', team=TeamSpec(name="team-a", uid=2001, quota={"gpus": 2, "cpu": "64", "memory": "256Gi"})'
 
 
-def plan(tmp_path: Path, **overrides: object) -> None:
-    values = {"max_size": 4, "quota": "None", "team": "", "cpu": "6", "nodes": 2, "job_namespace": ""} | overrides
+def plan(tmp_path: Path, **overrides: object) -> Plan:
+    values = {
+        "max_size": 4,
+        "quota": "None",
+        "team": "",
+        "cpu": "6",
+        "nodes": 2,
+        "job_namespace": "",
+        "image": "trainer:1",
+    } | overrides
     (tmp_path / "Pulumi.yaml").write_text("name: own\nruntime: python\n")
     (tmp_path / "__main__.py").write_text(PROGRAM.format(**values))
-    run_program({}, stack="dev", project_dir=tmp_path)
+    return run_program({}, stack="dev", project_dir=tmp_path)
 
 
 def refused(tmp_path: Path, **overrides: object) -> str:
@@ -49,7 +58,26 @@ def refused(tmp_path: Path, **overrides: object) -> str:
 
 
 def test_a_job_that_fits_its_pool_and_quota_is_built(tmp_path: Path) -> None:
-    plan(tmp_path, quota=2)
+    image = "trainer@sha256:" + "0" * 64
+    built = plan(tmp_path, quota=2, image=image)
+    quota = built.one("kubernetes:core/v1:ResourceQuota").inputs
+    assert (quota["metadata"]["namespace"], quota["spec"]["hard"]["requests.nvidia.com/gpu"]) == ("team-a", "2")
+    job = built.one("kubernetes:kubeflow.org/v1:PyTorchJob", "big").inputs
+    assert job["metadata"]["namespace"] == "team-a"
+    replicas = job["spec"]["pytorchReplicaSpecs"]
+    assert {role: r["replicas"] for role, r in replicas.items()} == {"Master": 1, "Worker": 1}
+    for r in replicas.values():
+        pod = r["template"]["spec"]
+        # Placed on the pool it was given, with the claims of the namespace it was given.
+        assert pod["nodeSelector"] == {"ack-training-platform/pool": "a10"}
+        assert {v["name"]: v.get("persistentVolumeClaim", {}).get("claimName") for v in pod["volumes"]} == {
+            "dshm": None,
+            "data": "training-data",
+            "output": "training-output",
+        }
+        (container,) = pod["containers"]
+        assert container["image"] == image  # kept by digest, as given
+        assert container["resources"]["limits"] == {"cpu": "6", "memory": "16Gi", "nvidia.com/gpu": "1"}
 
 
 def test_a_job_over_the_namespace_quota_is_refused(tmp_path: Path) -> None:

@@ -384,8 +384,20 @@ def test_job_spec_rejects(fields: dict[str, Any], message: str) -> None:
         TrainingJobSpec(**{"name": "a", "image": IMAGE, **fields})
 
 
-def test_digest_pinned_image_is_accepted() -> None:
-    TrainingJobSpec(name="a", image="trainer@sha256:" + "0" * 64)
+def test_digest_pinned_image_is_accepted(run_stack) -> None:
+    image = "trainer@sha256:" + "0" * 64
+    assert TrainingJobSpec(name="a", image=image).image == image
+    # The stack's job carries it as given, in every container (no tag added, no lookup).
+    config = stack_config("local")
+    job = config[cfg("jobs")][0]
+    job["image"] = image
+    built = run_stack(config, "local").one("kubernetes:kubeflow.org/v1:PyTorchJob", job["name"]).inputs
+    images = {
+        container["image"]
+        for replica in built["spec"]["pytorchReplicaSpecs"].values()
+        for container in replica["template"]["spec"]["containers"]
+    }
+    assert images == {image}
 
 
 def test_jobs_are_wired_to_operator_pool_storage_and_registry(run_stack, fixture_pins) -> None:
