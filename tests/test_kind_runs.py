@@ -120,6 +120,18 @@ def test_xgboost_pods_get_the_operators_rank_world_and_master() -> None:
         }
 
 
+def test_xgboost_pods_get_the_operators_variables_in_every_container() -> None:
+    # v1.9.4 pkg/controller.v1/xgboost/xgboost.go SetPodEnv loops over every container of the
+    # pod template (Spec.Containers, not the init containers) and appends the same variables.
+    manifest = emitted(xgboost_job(nodes=2))
+    pod = manifest["spec"]["xgbReplicaSpecs"]["Worker"]["template"]["spec"]
+    pod["containers"].append({"name": "sidecar", "image": "busybox:1.36"})
+    pod["initContainers"] = [{"name": "setup", "image": "busybox:1.36"}]
+    pods = operator_pods(manifest)
+    assert pods[("Master", 0)].containers == ("xgboost",)
+    assert pods[("Worker", 0)].containers == ("xgboost", "sidecar")
+
+
 def test_an_xgboost_job_trains_one_model_across_its_pods(tmp_path: Path) -> None:
     xgb = xgboost()
     results, cluster = run_xgboost(tmp_path)

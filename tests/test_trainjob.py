@@ -13,6 +13,7 @@ import yaml
 from conftest import cfg, stack_config
 from fixtures.failures import job_failure, jobset_action
 from fixtures.models import assert_matches_model
+from fixtures.trainer_pods import RESERVED_ENV
 from kubeflow_trainer_api.models import (
     TrainerV1alpha1ClusterTrainingRuntime,
     TrainerV1alpha1TrainingRuntime,
@@ -138,19 +139,6 @@ def test_golden_manifests(case: str) -> None:
     assert text == path.read_text(), f"{path.name} changed; review and rerun with UPDATE_GOLDEN=1"
 
 
-RESERVED_ENV = {
-    "torch": {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"},
-    "xgboost": {"DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"},
-    "jax": set(),
-    "mpi": {
-        "OMPI_MCA_orte_default_hostfile",
-        "OMPI_MCA_plm_rsh_args",
-        "OMPI_MCA_orte_keep_fqdn_hostnames",
-        "OMPI_MCA_orte_set_default_slots",
-    },
-}
-"""What each ML policy's webhook refuses in ``trainer.env``: v2.3.0 ``pkg/constants/constants.go``
-``TorchRunReservedEnvNames``, ``XGBoostReservedEnvNames``, ``MPIReservedEnvNames``; the JAX plugin's ``Validate`` refuses nothing."""
 ENV_LOCKED_CONTAINERS = {"node", "dataset-initializer", "model-initializer"}
 """Containers a runtime patch may not give env (JobSet plugin ``Validate``)."""
 ANCESTOR_CONTAINERS = {

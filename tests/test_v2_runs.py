@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from conftest import free_port
 from fixtures.local_cluster import STUCK_S, Cluster, Mutation, wait_all, with_env
-from fixtures.trainer_pods import TRAINER_PORT, trainer_container, trainer_pods
+from fixtures.trainer_pods import TRAINER_PORT, Refused, trainer_container, trainer_pods
 from test_jobs import IMAGE, context
 from test_kind_runs import assert_one_model_of_both_shards, documented_xgboost_program, xgboost, xgboost_job
 
@@ -90,6 +90,66 @@ def test_the_torch_policy_is_derived_too_and_no_other() -> None:
     runtime["spec"]["mlPolicy"] = {"numNodes": 1, "jax": {}}
     with pytest.raises(ValueError, match=r"ML policy \['jax'\]: only \['torch', 'xgboost'\] are modelled here"):
         trainer_pods(job, runtime)
+
+
+def torch_trainjob() -> tuple[dict[str, Any], dict[str, Any]]:
+    spec = TrainingJobSpec(name="own", image=IMAGE, backend="v2", nodes=2, gpus_per_node=0, procs_per_node=2, cpu="3")
+    return train_job(spec, context(CPU_PLACEMENT, 0)), training_runtime()
+
+
+def test_without_a_count_torch_gets_auto_or_the_nodes_cpus() -> None:
+    # v2.3.0 pkg/runtime/framework/plugins/torch/torch.go EnforceMLPolicy: the count starts as
+    # "auto" and only the TrainJob's numProcPerNode replaces it (the runtime's torch policy has
+    # no count: pkg/apis/trainer/v1alpha1/trainingruntime_types.go TorchMLPolicySource); with no
+    # GPU in the resources (the TrainJob's resourcesPerNode, else the runtime's node container's)
+    # "auto" becomes max(1, getNumCPUPerNode): the CPU request, else the limit, as
+    # Quantity.Value rounds it (up).
+    job, runtime = torch_trainjob()
+    trainer = job["spec"]["trainer"]
+    del trainer["numProcPerNode"]
+    counts = {}
+    for case, resources in {
+        "the job's CPU request": {"requests": {"cpu": "3"}, "limits": {"cpu": "4"}},
+        "a fraction, rounded up": {"requests": {"cpu": "500m"}},
+        "the limit without a request": {"limits": {"cpu": "2.5"}},
+        "GPUs": {"requests": {"cpu": "4"}, "limits": {"nvidia.com/gpu": "8"}},
+    }.items():
+        trainer["resourcesPerNode"] = resources
+        counts[case] = trainer_pods(job, runtime)[("node", 0)].env["PET_NPROC_PER_NODE"]
+    del trainer["resourcesPerNode"]
+    counts["the runtime's container, no resources"] = trainer_pods(job, runtime)[("node", 0)].env["PET_NPROC_PER_NODE"]
+    assert counts == {
+        "the job's CPU request": "3",
+        "a fraction, rounded up": "1",
+        "the limit without a request": "3",
+        "GPUs": "auto",
+        "the runtime's container, no resources": "1",
+    }
+
+
+@pytest.mark.parametrize(
+    ("trainjob", "name"),
+    [(torch_trainjob, "PET_MASTER_ADDR"), (xgboost_trainjob, "DMLC_TASK_ID")],
+    ids=["torch", "xgboost"],
+)
+def test_the_webhook_refuses_a_trainjob_setting_what_its_policy_injects(trainjob, name: str) -> None:
+    # v2.3.0 pkg/webhooks/trainjob_webhook.go ValidateCreate runs the runtime's plugins' Validate:
+    # torch.go refuses any of pkg/constants TorchRunReservedEnvNames in trainer.env, xgboost.go
+    # any of XGBoostReservedEnvNames.
+    job, runtime = trainjob()
+    trainer_pods(job, runtime)
+    job["spec"]["trainer"]["env"].append({"name": name, "value": "x"})
+    with pytest.raises(Refused, match=rf"must not have reserved envs, invalid envs configured: \['{name}'\]"):
+        trainer_pods(job, runtime)
+
+
+@pytest.mark.parametrize("trainjob", [torch_trainjob, xgboost_trainjob], ids=["torch", "xgboost"])
+def test_the_node_container_gets_the_trainer_port(trainjob) -> None:
+    # torch.go and xgboost.go EnforceMLPolicy (v2.3.0): apply.UpsertPort adds
+    # constants.ContainerTrainerPort (29500) to the node container, keyed by number.
+    job, runtime = trainjob()
+    ports = trainer_container(job, runtime)["ports"]
+    assert [p["containerPort"] for p in ports] == [9464, TRAINER_PORT] and TRAINER_PORT == 29500
 
 
 def test_an_xgboost_trainjob_trains_one_model_across_its_pods(tmp_path: Path) -> None:
