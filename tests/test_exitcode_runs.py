@@ -36,6 +36,10 @@ def erdma_job() -> dict[str, Any]:
 
 
 def test_the_operator_stand_in_gives_rank_world_and_master() -> None:
+    # v1.9.4 pkg/controller.v1/pytorch/envvar.go setPodEnv: with a Master, the Master's
+    # address and pytorchjob-port (master.go, plain and PET_), WORLD_SIZE = replicas times a
+    # numeric nprocPerNode, RANK and PET_NODE_RANK one past the index for a Worker;
+    # PET_NPROC_PER_NODE as the job gives it; PET_NNODES = replicas without an elastic policy.
     pods = pytorch_pods(erdma_job())
     assert {key: pod.name for key, pod in pods.items()} == {
         ("Master", 0): "gpt-master-0",
