@@ -128,19 +128,37 @@ def test_without_a_count_torch_gets_auto_or_the_nodes_cpus() -> None:
 
 
 @pytest.mark.parametrize(
-    ("trainjob", "name"),
-    [(torch_trainjob, "PET_MASTER_ADDR"), (xgboost_trainjob, "DMLC_TASK_ID")],
+    ("trainjob", "refused"),
+    [
+        (
+            torch_trainjob,
+            "spec.trainer.env: must not have reserved envs, invalid envs configured: [PET_MASTER_ADDR PET_NNODES]",
+        ),
+        (
+            xgboost_trainjob,
+            "spec.trainer.env[{j}]: Forbidden: DMLC_NUM_WORKER is reserved for the XGBoost runtime; "
+            "spec.trainer.env[{i}]: Forbidden: DMLC_TASK_ID is reserved for the XGBoost runtime",
+        ),
+    ],
     ids=["torch", "xgboost"],
 )
-def test_the_webhook_refuses_a_trainjob_setting_what_its_policy_injects(trainjob, name: str) -> None:
+def test_the_webhook_refuses_a_trainjob_setting_what_its_policy_injects(trainjob, refused: str) -> None:
     # v2.3.0 pkg/webhooks/trainjob_webhook.go ValidateCreate runs the runtime's plugins' Validate:
-    # torch.go refuses any of pkg/constants TorchRunReservedEnvNames in trainer.env, xgboost.go
-    # any of XGBoostReservedEnvNames.
+    # torch.go gives one field.Invalid on spec.trainer.env listing the TorchRunReservedEnvNames
+    # set ("must not have reserved envs, invalid envs configured: %v" of sets.List), xgboost.go a
+    # field.Forbidden per entry of XGBoostReservedEnvNames, in the env's order ("%s is reserved for
+    # the XGBoost runtime").
     job, runtime = trainjob()
     trainer_pods(job, runtime)
-    job["spec"]["trainer"]["env"].append({"name": name, "value": "x"})
-    with pytest.raises(Refused, match=rf"must not have reserved envs, invalid envs configured: \['{name}'\]"):
+    env = job["spec"]["trainer"]["env"]
+    names = ["PET_MASTER_ADDR", "PET_NNODES"] if trainjob is torch_trainjob else ["DMLC_TASK_ID", "DMLC_NUM_WORKER"]
+    env += [{"name": name, "value": "x"} for name in reversed(names)]
+    with pytest.raises(Refused) as raised:
         trainer_pods(job, runtime)
+    assert str(raised.value) == refused.format(i=len(env) - 1, j=len(env) - 2)
+    # Variables of the same family the policy does not inject are the user's.
+    job["spec"]["trainer"]["env"] = [*env[:-2], {"name": "PET_RDZV_CONF", "value": "timeout=2"}]
+    trainer_pods(job, runtime)
 
 
 @pytest.mark.parametrize("trainjob", [torch_trainjob, xgboost_trainjob], ids=["torch", "xgboost"])
@@ -150,6 +168,17 @@ def test_the_node_container_gets_the_trainer_port(trainjob) -> None:
     job, runtime = trainjob()
     ports = trainer_container(job, runtime)["ports"]
     assert [p["containerPort"] for p in ports] == [9464, TRAINER_PORT] and TRAINER_PORT == 29500
+    # UpsertPort matches by number or by name (pkg/apply/apply.go byContainerPortOrName, with
+    # k8s.io/utils ptr.Equal true for two absent names): an unnamed port is replaced.
+    node = next(
+        c
+        for r in runtime["spec"]["template"]["spec"]["replicatedJobs"]
+        for c in r["template"]["spec"]["template"]["spec"]["containers"]
+        if c["name"] == "node"
+    )
+    node["ports"] = [{"name": "metrics", "containerPort": 9464}, {"containerPort": 8080}]
+    ports = trainer_container(job, runtime)["ports"]
+    assert ports == [{"name": "metrics", "containerPort": 9464}, {"containerPort": TRAINER_PORT}]
 
 
 def test_an_xgboost_trainjob_trains_one_model_across_its_pods(tmp_path: Path) -> None:
