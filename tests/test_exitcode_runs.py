@@ -57,6 +57,12 @@ def test_the_operator_stand_in_gives_rank_world_and_master() -> None:
         "PET_NPROC_PER_NODE": "8",
         "PET_NNODES": "2",
     }
+    # Without nprocPerNode the operator's defaulting sets "auto" (pytorch_defaults.go
+    # setDefaultNprocPerNode), which counts as 1 in WORLD_SIZE (getNprocPerNodeInt).
+    job = erdma_job()
+    del job["spec"]["nprocPerNode"]
+    env = pytorch_pods(job)[("Master", 0)].env
+    assert (env["PET_NPROC_PER_NODE"], env["WORLD_SIZE"], env["RANK"]) == ("auto", "2", "0")
 
 
 def test_a_worker_recreated_on_other_nodes_stops_after_its_restarts(tmp_path: Path) -> None:
