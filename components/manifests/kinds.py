@@ -25,8 +25,8 @@ from .pytorchjob import (
     pod_template,
     pytorch_job,
     replica_spec,
-    run_policy,
 )
+from .run_policy import run_policy
 
 
 @dataclass(frozen=True)

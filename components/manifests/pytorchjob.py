@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from trainer.metric_names import METRICS_PORT, METRICS_PORT_NAME
 
 from ..config import Backend, TrainingJobSpec, job_shm_size, nodes_needed
-from .base import MANAGED_BY, POOL_LABEL, Manifest
+from .base import MANAGED_BY, NETWORK_LABEL, NODES_LABEL, POOL_LABEL, Manifest
 from .job_env import (
     CHECKPOINT_KEY_DIR,
     CHECKPOINT_KEY_FILE,
@@ -27,6 +27,7 @@ from .job_env import (
 )
 from .launchers import code_fields, counts_restarts, launcher_command, torchrun_command
 from .placement import GPU_RESOURCE, FabricProfile, Placement
+from .run_policy import run_policy
 from .scraping import JOB_NAME_POD_LABEL
 
 MASTER_PORT = 23456
@@ -206,9 +207,13 @@ def job_labels(job: TrainingJobSpec) -> dict[str, str]:
 
 def pod_labels(job: TrainingJobSpec, ctx: JobContext) -> dict[str, str]:
     """A job pod's labels: the job's, and the pool it runs on, which the PodMonitor copies onto
-    every series so that an alert can compare a job with earlier ones on the same pool."""
+    every series so that an alert can compare a job with earlier ones on the same pool; a netbench
+    job's also its node count and network, so that it is compared only with runs of its shape."""
     pool = ctx.placement.node_selector.get(POOL_LABEL)
-    return {**job_labels(job), **({POOL_LABEL: pool} if pool else {})}
+    labels = {**job_labels(job), **({POOL_LABEL: pool} if pool else {})}
+    if job.preset == "netbench":
+        labels |= {NODES_LABEL: str(job.max_pods), NETWORK_LABEL: job.network}
+    return labels
 
 
 def job_metadata(job: TrainingJobSpec, namespace: str, labels: dict[str, str]) -> Manifest:
@@ -267,60 +272,6 @@ def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         "metadata": job_metadata(job, ctx.namespace, labels),
         "spec": spec,
     }
-
-
-def clean_pod_policy(job: TrainingJobSpec) -> str:
-    """The job's ``cleanPodPolicy``: as set, else ``Running`` where pods outlive the job and
-    ``None`` (finished pods kept, their logs readable) elsewhere.
-
-    An MPIJob ends with its Launcher while its Workers, which ``sleep 365d`` unless given a command
-    (v1.9.4 ``pkg/controller.v1/mpi/mpijob_controller.go`` ``newWorker``), keep running; a TFJob
-    ends with its Chief while its parameter servers and Evaluator never exit on their own. The
-    operator deletes such pods only through this policy, on success and on a failure by
-    ``backoffLimit`` or ``activeDeadlineSeconds`` alike (``pkg/controller.v1/common/job.go``
-    ``DeletePodsAndServices``: ``None`` deletes nothing once the job is finished, ``Running``
-    the pods still running or pending), so under ``None`` they would hold their nodes and GPUs
-    until the job is deleted.
-    """
-    if "clean_pod_policy" in job.run_policy.model_fields_set:
-        return job.run_policy.clean_pod_policy
-    outlive = job.framework == "mpi" or (job.framework == "tensorflow" and (job.parameter_servers or job.evaluator))
-    return "Running" if outlive else job.run_policy.clean_pod_policy
-
-
-def gang_size(job: TrainingJobSpec) -> int | None:
-    """``schedulingPolicy.minAvailable``: as set, else an elastic job's minimum. Without it the
-    operator makes the PodGroup's ``minMember`` the replica total (v1.9.4
-    ``pkg/controller.v1/common/job.go`` ``ReconcileJobs``), which for an elastic job is
-    ``maxNodes`` Workers: it would wait for nodes it does not need to start."""
-    if job.scheduling.min_available is not None:
-        return job.scheduling.min_available
-    return job.elastic.min_nodes if job.elastic is not None else None
-
-
-def run_policy(job: TrainingJobSpec) -> Manifest:
-    run = job.run_policy
-    policy: Manifest = {
-        "cleanPodPolicy": clean_pod_policy(job),
-        "backoffLimit": run.backoff_limit,
-        "suspend": run.suspend,
-    }
-    if run.active_deadline_seconds is not None:
-        policy["activeDeadlineSeconds"] = run.active_deadline_seconds
-    if run.ttl_seconds_after_finished is not None:
-        policy["ttlSecondsAfterFinished"] = run.ttl_seconds_after_finished
-    scheduling = {
-        k: v
-        for k, v in {
-            "queue": job.scheduling.queue,
-            "priorityClass": job.scheduling.priority_class,
-            "minAvailable": gang_size(job),
-        }.items()
-        if v is not None
-    }
-    if scheduling:
-        policy["schedulingPolicy"] = scheduling
-    return policy
 
 
 def pod_template(
