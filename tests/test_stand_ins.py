@@ -4,7 +4,8 @@ Each stand-in module names the upstream files it models. Each fact below quotes 
 kubeflow/trainer v1.9.4 it rests on (the path is relative to that tag) and checks the stand-in's
 pods (``fixtures.operator_pods``) against it: labels, init containers and injected environment.
 The pods are derived from jobs the platform's builders emit, for an operator started with the
-flags the platform gives it.
+flags the platform gives it. The job commands' stand-in API server (``loopback_api``) is held to
+the labels the v1 controllers and JobSet v0.12.0 give their pods.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from fixtures.operator_pods import (
     OperatorPod,
     operator_pods,
 )
+from loopback_api import FakeApi, serve_mpi, v1_pod, v2_pod
 from test_jobs import IMAGE, POOL_1, context
 
 from components.config import TrainingJobSpec
@@ -184,3 +186,52 @@ FACTS = [
 @pytest.mark.parametrize("fact", FACTS, ids=[f"{f.framework}: {f.quote}" for f in FACTS])
 def test_the_stand_in_pods_hold_what_the_controller_source_says(fact: Fact) -> None:
     assert fact.holds(_pods(fact.framework)), f"{fact.where}: {fact.quote!r}"
+
+
+def _served_mpi_pods() -> dict[str, dict[str, str]]:
+    api = FakeApi()
+    serve_mpi(api)
+    return {pod["metadata"]["name"]: pod["metadata"]["labels"] for pod in api.pods}
+
+
+API_FACTS = [
+    (
+        "kubeflow/trainer v1.9.4 pkg/controller.v1/common/pod.go createNewPod",
+        "utillabels.SetReplicaIndex(labels, index)",
+        lambda: all(
+            v1_pod("mnist", kind, 0)["metadata"]["labels"][f"{LABEL}replica-index"] == "0"
+            for kind in ("master", "worker")
+        ),
+    ),
+    (
+        "kubeflow/trainer v1.9.4 pkg/controller.v1/pytorch/pytorchjob_controller.go IsMasterRole",
+        "return rtype == kubeflowv1.PyTorchJobReplicaTypeMaster",
+        lambda: (
+            v1_pod("mnist", "master", 0)["metadata"]["labels"][f"{LABEL}job-role"] == "master"
+            and f"{LABEL}job-role" not in v1_pod("mnist", "worker", 0)["metadata"]["labels"]
+        ),
+    ),
+    (
+        f"kubeflow/trainer v1.9.4 {MPI} newLauncher",
+        "labels := defaultLauncherLabels(genericLabels)",
+        lambda: (
+            f"{LABEL}replica-index" not in _served_mpi_pods()["hvd-launcher"]
+            and _served_mpi_pods()["hvd-worker-1"][f"{LABEL}replica-index"] == "1"
+        ),
+    ),
+    (
+        "kubernetes-sigs/jobset v0.12.0 api/jobset/v1alpha2/jobset_types.go",
+        'JobSetNameKey         string = "jobset.sigs.k8s.io/jobset-name"',
+        lambda: v2_pod("gpt", 1)["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"] == "gpt",
+    ),
+    (
+        "kubernetes-sigs/jobset v0.12.0 pkg/constants/constants.go",
+        'RestartsKey = "jobset.sigs.k8s.io/restart-attempt"',
+        lambda: v2_pod("gpt", 1, attempt=2)["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] == "2",
+    ),
+]
+
+
+@pytest.mark.parametrize(("where", "quote", "holds"), API_FACTS, ids=[quote for _, quote, _ in API_FACTS])
+def test_the_api_stand_in_labels_pods_as_the_controllers_do(where: str, quote: str, holds) -> None:
+    assert holds(), f"{where}: {quote!r}"
