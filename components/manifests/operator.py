@@ -74,6 +74,8 @@ def operator_flags(
     if gang_scheduler is not None:
         flags["--gang-scheduler-name"] = gang_scheduler
     flags["--pytorch-init-container-image"] = pulled(f"docker.io/library/{PYTORCH_INIT_IMAGE}", mirror, digests)
+    if version not in MPI_KUBECTL_DELIVERY_IMAGES:
+        raise ValueError(f"the MPI init image of operator {version} is not known: list it from its release")
     flags["--mpi-kubectl-delivery-image"] = pulled(MPI_KUBECTL_DELIVERY_IMAGES[version], mirror, digests)
     return flags
 
@@ -127,8 +129,6 @@ def customize_operator_object(
     if node_selector:
         pod["nodeSelector"] = {**pod.get("nodeSelector", {}), **node_selector}
     flags = operator_flags(gang_scheduler=gang_scheduler, mirror=mirror, digests=digests, version=version)
-    if not flags:
-        return
     container = next((c for c in pod.get("containers", []) if c.get("name") == OPERATOR_CONTAINER), None)
     if container is None:
         names = [c.get("name") for c in pod.get("containers", [])]
