@@ -357,7 +357,8 @@ class RunPolicySpec(TypedDict):
     is a Pulumi resource, and one the operator deleted would be created, and trained, again by the next
     ``pulumi up --refresh``; remove the job from the stack to delete it. For jobs ``ack-jobs submit`` creates."""
     clean_pod_policy: NotRequired[RunPolicyCleanPodPolicy]
-    """``None`` keeps finished pods so their logs stay readable; v1 only (v2 keeps them)."""
+    """``None`` keeps finished pods so their logs stay readable; v1 only (v2 keeps them). Unset, ``Running`` for an
+    MPIJob and a TFJob with PS or an Evaluator, whose pods outlive the job and would keep their GPUs."""
     suspend: NotRequired[bool]
     """Suspend the job: its pods stop, or never start, until this is ``false`` again (``ack-jobs resume``).
     Of a job's settings, the only one changed in place."""
@@ -369,7 +370,8 @@ class SchedulingSpec(TypedDict):
     priority_class: NotRequired[str]
     """Pod PriorityClass (v1), or Kueue WorkloadPriorityClass from ``trainerV2.kueue.priorities`` (v2)."""
     min_available: NotRequired[int]
-    """Gang size: pods that must be schedulable together (needs Volcano); v1 only."""
+    """Gang size in pods, an MPIJob's Launcher and a TFJob's PS and Evaluator counted (needs Volcano); v1 only. Every
+    pod of a fixed-size job, an elastic job's ``minNodes`` to ``maxNodes``; unset, every pod or ``minNodes``."""
 
 
 class TopologyMode(enum.StrEnum):

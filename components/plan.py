@@ -142,6 +142,20 @@ def write_dashboard(spec: PlatformSpec, out: Path) -> Path | None:
     return path
 
 
+def write_job_state_metrics(spec: PlatformSpec, out: Path) -> Path | None:
+    """Write what kube-state-metrics needs for the alerts on jobs' conditions to
+    ``out/kube-state-metrics/``, when the stack has alerts; return its path."""
+    scope = spec.monitoring_scope()
+    if scope.prometheus == "none":
+        return None
+    from .manifests.alerts import job_state_metrics
+
+    path = out / "kube-state-metrics" / "training-jobs.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(job_state_metrics(scope), sort_keys=False))
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m components.plan", description=__doc__.split("\n\n")[0])
     source = parser.add_mutually_exclusive_group()
@@ -181,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     written = write_manifests(plan, args.out) if args.out else []
     dashboard = write_dashboard(spec, args.out) if args.out and spec else None
+    state_metrics = write_job_state_metrics(spec, args.out) if args.out and spec else None
     if args.json:
         print(json.dumps(plan.as_json(), indent=2, default=str))
         return 0
@@ -199,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nwrote {len(written)} Kubernetes objects to {args.out}")
     if dashboard:
         print(f"wrote the Grafana dashboard to {dashboard}")
+    if state_metrics:
+        print(f"wrote kube-state-metrics' configuration for the job alerts to {state_metrics}")
     print(f"\nplanned in {time.perf_counter() - started:.2f}s")
     return 0
 

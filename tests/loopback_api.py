@@ -5,7 +5,10 @@ a test routes, records each request (method, path, query, body), and streams fol
 in chunks as the API server does. The objects are written here in the shapes the v1.9.4
 operator and Trainer v2.3.0 write (sources in ``components/jobs/status.py``), Volcano v1.12.1
 and Kueue v0.19.2 theirs (sources in ``components/jobs/queues.py``); the jobs themselves come
-from the platform's builders.
+from the platform's builders. A PyTorchJob's pods carry the labels of kubeflow/trainer v1.9.4
+``pkg/controller.v1/common/pod.go`` ``createNewPod``; an MPIJob's those of its own controller,
+``pkg/controller.v1/mpi/mpijob_controller.go``, as ``fixtures.operator_pods`` derives them; a
+TrainJob's node pods those of JobSet v0.12.0 ``pkg/controllers/jobset_controller.go``.
 """
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
+from fixtures.operator_pods import operator_pods
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from components.config import TrainingJobSpec
 from components.jobs.cli import run
-from components.manifests import CPU_PLACEMENT, JobContext, pytorch_job, train_job, training_runtime
+from components.manifests import CPU_PLACEMENT, JobContext, kubeflow_job, pytorch_job, train_job, training_runtime
 from trainer.metric_names import LOSS, MFU, SAMPLES_PER_SECOND, STEP
 
 NS = "training"
@@ -279,6 +283,25 @@ def serve_gpt(api: FakeApi, conditions: list[dict[str, str]] = ()) -> dict[str, 
         ("GET", f"/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes/{runtime['metadata']['name']}")
     ] = runtime
     api.pods += [v2_pod("gpt", 0, attempt=1), v2_pod("gpt", 1, attempt=1)]
+    return job
+
+
+MPIJOBS = f"/apis/kubeflow.org/v1/namespaces/{NS}/mpijobs"
+
+
+def serve_mpi(api: FakeApi) -> dict[str, Any]:
+    """A running MPIJob ``hvd`` (a Launcher and two Workers), its pods labelled as its controller
+    labels them."""
+    spec = TrainingJobSpec(name="hvd", image=IMAGE, framework="mpi", nodes=2, command=["mpirun", "python", "t.py"])
+    job = kubeflow_job(spec, CTX)
+    job["metadata"]["creationTimestamp"] = _ago(timedelta(minutes=20))
+    running = [cond("Created", "MPIJobCreated", "MPIJob hvd is created."), cond("Running", "MPIJobRunning", "")]
+    job["status"] = {"conditions": running, "replicaStatuses": {"Launcher": {"active": 1}, "Worker": {"active": 2}}}
+    api.routes[("GET", f"{MPIJOBS}/hvd")] = job
+    specs = job["spec"]["mpiReplicaSpecs"]
+    for (replica, index), pod in operator_pods(job).items():
+        labels = {**specs[replica]["template"]["metadata"]["labels"], **pod.labels}
+        api.pods.append(_pod(pod.name, labels, "mpi", 0, "Running", f"gpu-node-{index + (replica == 'Worker')}", 0))
     return job
 
 

@@ -138,7 +138,7 @@ def test_lock_prints_and_writes_every_digest_and_verify_names_a_changed_one(
     config = json.loads((tmp_path / "stacks/Pulumi.loop.yaml").read_text())["config"]
     images = stack_images(load_spec(config, credentials=False))
     pulled = [image for _, image in images]
-    assert len(pulled) == 8  # operator, its init image, 3 Volcano, Trainer, JobSet, Kueue
+    assert len(pulled) == 9  # operator, its two init images, 3 Volcano, Trainer, JobSet, Kueue
     digests = {image: registry.push(image, image) for image in pulled}
     # Nothing is written while one image is missing.
     missing = registry.images.pop(pulled[-1].removeprefix(f"{registry.host}/"))
@@ -152,7 +152,7 @@ def test_lock_prints_and_writes_every_digest_and_verify_names_a_changed_one(
     assert out[:-1] == [f"{source} {image} {digests[image]}" for source, image in images]
     assert read_lock(tmp_path / "stacks/images.loop.lock.json") == digests
     assert main(["verify-images", "--stack", "loop"]) == 0
-    assert capsys.readouterr().out.startswith("8 images match ")
+    assert capsys.readouterr().out.startswith("9 images match ")
 
     changed = registry.push(pulled[0], "re-pushed")
     assert main(["verify-images", "--stack", "loop"]) == 1
@@ -188,6 +188,8 @@ def test_the_applied_operator_and_chart_values_pull_the_locked_digests(run_stack
     init_image = f"{MIRROR}/alpine:3.23.3"
     assert container["image"] == f"{operator_image}@{digests[operator_image]}"
     assert f"--pytorch-init-container-image={init_image}@{digests[init_image]}" in container["args"]
+    delivery = f"{MIRROR}/kubectl-delivery:v1-93c5489"
+    assert f"--mpi-kubectl-delivery-image={delivery}@{digests[delivery]}" in container["args"]
     # The charts print the pinned references from these values (tests/fixtures/charts.py).
     trainer = plan.one(HELM_RELEASE, "kubeflow-trainer").inputs["values"]
     kueue = plan.one(HELM_RELEASE, "kueue").inputs["values"]

@@ -5,6 +5,7 @@ the settings refused at load for a kind they mean nothing to."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,8 @@ CASES: dict[str, tuple[dict[str, Any], Any]] = {
             "nodes": 2,
             "network": "rdma",
             "command": ["mpirun", "-np", "16", "python", "train_hvd.py"],
-            "scheduling": {"queue": "default", "min_available": 2},
+            # The Launcher and the two Workers: a gang counts pods.
+            "scheduling": {"queue": "default", "min_available": 3},
         },
         context(POOL_8_ERDMA, 8),
     ),
@@ -146,6 +148,80 @@ def test_mpi_workers_wait_for_the_launcher() -> None:
     assert worker["hostNetwork"] is True
     assert "nvidia.com/gpu" not in launcher["containers"][0]["resources"]["limits"]
     assert launcher["containers"][0]["command"][:2] == ["mpirun", "-np"]
+
+
+def _gpus(replica: dict[str, Any]) -> str | None:
+    return replica["template"]["spec"]["containers"][0]["resources"]["limits"].get("nvidia.com/gpu")
+
+
+def test_pods_that_outlive_their_job_are_deleted_when_it_ends() -> None:
+    """An MPIJob ends with its Launcher while its idle Workers run on, a TFJob with its Chief while
+    its PS and Evaluator run on: under cleanPodPolicy None they would keep their GPUs (v1.9.4
+    ``pkg/controller.v1/common/job.go`` ``DeletePodsAndServices``)."""
+    assert build("mpi-horovod")["spec"]["runPolicy"]["cleanPodPolicy"] == "Running"
+    tf = build("tensorflow-ps")
+    assert tf["spec"]["runPolicy"]["cleanPodPolicy"] == "Running"
+    # Parameter servers hold variables on CPUs: no GPU of the Workers' is copied to them.
+    specs = tf["spec"]["tfReplicaSpecs"]
+    assert {role: _gpus(spec) for role, spec in specs.items()} == {
+        "Chief": "1",
+        "Worker": "1",
+        "PS": None,
+        "Evaluator": "1",
+    }
+    ps_env = {e["name"] for e in specs["PS"]["template"]["spec"]["containers"][0]["env"]}
+    assert not {name for name in ps_env if name.startswith("NCCL_")}
+    # Kinds whose pods all exit keep them, logs readable; a policy given is kept.
+    assert build("jax")["spec"]["runPolicy"]["cleanPodPolicy"] == "None"
+    fields, ctx = CASES["tensorflow-ps"]
+    plain = {**fields, "parameter_servers": 0, "evaluator": False}
+    assert (
+        kubeflow_job(TrainingJobSpec(name="tf", image=IMAGE, **plain), ctx)["spec"]["runPolicy"]["cleanPodPolicy"]
+        == "None"
+    )
+    kept = {**CASES["mpi-horovod"][0], "run_policy": {"clean_pod_policy": "None"}}
+    job = kubeflow_job(TrainingJobSpec(name="mpi", image=IMAGE, **kept), CASES["mpi-horovod"][1])
+    assert job["spec"]["runPolicy"]["cleanPodPolicy"] == "None"
+
+
+@pytest.mark.parametrize(
+    ("case", "wanted", "message"),
+    [
+        ("mpi-horovod", 3, None),
+        (
+            "mpi-horovod",
+            2,
+            "minAvailable (2) is fewer than the job's 3 pods (2 Workers, 1 Launcher): a fixed-size job runs only "
+            "once all of them do",
+        ),
+        ("mpi-horovod", 4, "minAvailable (4) exceeds the job's 3 pods (2 Workers, 1 Launcher)"),
+        ("tensorflow-ps", 6, None),
+        ("tensorflow-ps", 3, "minAvailable (3) is fewer than the job's 6 pods (3 nodes, 2 PS, 1 Evaluator)"),
+        ("jax", 2, None),
+        ("jax", 1, "minAvailable (1) is fewer than the job's 2 pods: a fixed-size job"),
+    ],
+)
+def test_a_gang_counts_every_pod_of_the_job(case: str, wanted: int, message: str | None) -> None:
+    fields = {**CASES[case][0], "scheduling": {"min_available": wanted}}
+    if message is None:
+        job = kubeflow_job(TrainingJobSpec(name="gang", image=IMAGE, **fields), CASES[case][1])
+        assert job["spec"]["runPolicy"]["schedulingPolicy"] == {"minAvailable": wanted}
+        return
+    with pytest.raises(ValueError, match=re.escape(message)):
+        TrainingJobSpec(name="gang", image=IMAGE, **fields)
+
+
+def test_an_elastic_gang_is_its_minimum_not_its_maximum() -> None:
+    """Without minAvailable the operator's PodGroup waits for every replica (v1.9.4
+    ``common/job.go``: ``minMember := totalReplicas``), which for an elastic job is maxNodes."""
+    elastic = {"elastic": {"min_nodes": 2, "max_nodes": 4}}
+    job = kubeflow_job(TrainingJobSpec(name="el", image=IMAGE, **elastic), context(POOL_8_ERDMA, 8))
+    assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 4
+    assert job["spec"]["runPolicy"]["schedulingPolicy"] == {"minAvailable": 2}
+    with pytest.raises(ValueError, match=re.escape("minAvailable (1) is fewer than elastic.minNodes (2)")):
+        TrainingJobSpec(name="el", image=IMAGE, scheduling={"min_available": 1}, **elastic)
+    ok = TrainingJobSpec(name="el", image=IMAGE, scheduling={"min_available": 3}, **elastic)
+    assert kubeflow_job(ok, context(POOL_8_ERDMA, 8))["spec"]["runPolicy"]["schedulingPolicy"] == {"minAvailable": 3}
 
 
 def test_code_from_git_is_cloned_at_its_commit() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from loopback_api import CTX, IMAGE, PODS, RUNNING_V1, V1, jobs, serve_gpt, serve_mnist, v1_pod
+from loopback_api import CTX, IMAGE, PODS, RUNNING_V1, V1, jobs, serve_gpt, serve_mnist, serve_mpi, v1_pod
 
 from components.config import TrainingJobSpec
 from components.manifests import pytorch_job
@@ -43,6 +43,32 @@ def test_rank_of_a_pytorchjob_is_the_master_then_the_workers(cluster, rank: str,
     serve_mnist(api)
     api.routes[("GET", f"{PODS}/{pod}/log")] = f"hello from {pod}\n"
     assert jobs(kubeconfig, "logs", "mnist", "--rank", rank) == (0, [f"hello from {pod}"])
+
+
+def test_an_mpijobs_log_is_its_launchers_whose_pod_has_no_replica_index(cluster) -> None:
+    api, kubeconfig = cluster
+    serve_mpi(api)
+    api.routes[("GET", f"{PODS}/hvd-launcher/log")] = "rank 0 and rank 1: step 10\n"
+    assert jobs(kubeconfig, "logs", "hvd") == (0, ["rank 0 and rank 1: step 10"])
+    selectors = [q["labelSelector"][0] for m, p, q, _ in api.requests if p == PODS]
+    assert selectors == ["training.kubeflow.org/job-name=hvd,training.kubeflow.org/replica-type=launcher"]
+    assert _log_requests(api)[0][1] == {"container": ["mpi"]}
+
+
+@pytest.mark.parametrize(("rank", "pod"), [("0", "hvd-worker-0"), ("1", "hvd-worker-1")])
+def test_rank_of_an_mpijob_is_its_worker_not_the_launcher(cluster, rank: str, pod: str) -> None:
+    """The Launcher runs mpirun and no rank; the hostfile lists the Workers in index order."""
+    api, kubeconfig = cluster
+    serve_mpi(api)
+    api.routes[("GET", f"{PODS}/{pod}/log")] = f"hello from {pod}\n"
+    assert jobs(kubeconfig, "logs", "hvd", "--rank", rank) == (0, [f"hello from {pod}"])
+
+
+def test_an_mpijob_has_a_node_rank_per_worker(cluster, capsys) -> None:
+    api, kubeconfig = cluster
+    serve_mpi(api)
+    assert jobs(kubeconfig, "logs", "hvd", "--rank", "2") == (2, [])
+    assert capsys.readouterr().err == "ack-jobs logs: --rank 2: MPIJob hvd has node ranks 0 to 1\n"
 
 
 def test_rank_of_a_trainjob_is_its_node_index(cluster) -> None:

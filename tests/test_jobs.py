@@ -460,7 +460,10 @@ def test_operator_is_pinned_without_volcano(run_stack, fixture_pins) -> None:
         "spec"
     ]["containers"][0]
     # No gang scheduler flag; only the supported init image in place of the operator's alpine:3.10.
-    assert container["args"] == ["--pytorch-init-container-image=docker.io/library/alpine:3.23.3"]
+    assert container["args"] == [
+        "--pytorch-init-container-image=docker.io/library/alpine:3.23.3",
+        "--mpi-kubectl-delivery-image=ghcr.io/kubeflow/training-v1/kubectl-delivery:v1-93c5489",
+    ]
     assert container["image"] == OPERATOR_IMAGE
     config = stack_config("dev")
     config[cfg("operator")] = {"install": False}

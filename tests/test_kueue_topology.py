@@ -14,7 +14,14 @@ from kubeflow_trainer_api.models import TrainerV1alpha1TrainJob
 from test_jobs import CPU_PLACEMENT, IMAGE, POOL_8_ERDMA, context
 
 from components.config import TrainingJobSpec
-from components.manifests import POOL_LABEL, context_from_defaults, job_defaults, pytorch_job, train_job
+from components.manifests import (
+    POOL_LABEL,
+    context_from_defaults,
+    job_defaults,
+    mpi_training_runtime,
+    pytorch_job,
+    train_job,
+)
 
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
 TRAINJOB = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob"
@@ -193,6 +200,43 @@ def test_a_placed_gpu_job_asks_kueue_on_its_pod_template(topology, annotations) 
     job = train_job(TrainingJobSpec(name="a", image=IMAGE, backend="v2", nodes=2, topology=topology), PLACED)
     assert _node_template(job)["metadata"]["annotations"] == annotations
     assert_matches_model(job, TrainerV1alpha1TrainJob)
+
+
+def _pod_sets(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    jobs = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    return {r["name"]: r["template"]["spec"]["template"]["metadata"]["annotations"] for r in jobs}
+
+
+@pytest.mark.parametrize("mode", ["required", "preferred"])
+def test_an_mpi_jobs_launcher_and_nodes_are_placed_as_one_group(mode: str) -> None:
+    """Kueue places each pod set on its own unless they share ``podset-group-name``; it accepts a group
+    of exactly two pod sets, one of a single pod, with the same topology request and a name that is not
+    a number (kueue v0.19.2 ``pkg/controller/jobframework/tas_validation.go``
+    ``ValidatePodSetGroupingTopology``, ``validatePodSetGroupNameAnnotation``)."""
+    spec = TrainingJobSpec(
+        name="hvd",
+        image=IMAGE,
+        backend="v2",
+        framework="mpi",
+        nodes=3,
+        command=["mpirun", "python", "t.py"],
+        topology={"key": ZONE, "mode": mode},
+    )
+    job = train_job(spec, PLACED)
+    sets = _pod_sets(job)
+    groups = {annotations.get("kueue.x-k8s.io/podset-group-name") for annotations in sets.values()}
+    assert len(sets) == 2 and len(groups) == 1 and None not in groups
+    assert not next(iter(groups)).isdigit()
+    launcher, node = sets["launcher"], sets["node"]
+    assert {k: v for k, v in launcher.items() if "topology" in k} == {k: v for k, v in node.items() if "topology" in k}
+    # The launcher is the group's single pod: one replica of a Job of one pod, in the job's runtime.
+    runtime = mpi_training_runtime(spec, PLACED, PLACED.placement.fabric)
+    launcher_job = next(r for r in runtime["spec"]["template"]["spec"]["replicatedJobs"] if r["name"] == "launcher")
+    assert launcher_job["replicas"] == 1 and launcher_job["template"]["spec"].get("parallelism", 1) == 1
+    assert_matches_model(job, TrainerV1alpha1TrainJob)
+    # A job without a topology request asks for none, and so has no group (Kueue forbids one then).
+    loose = train_job(spec.model_copy(update={"topology": None}), PLACED)
+    assert all("kueue.x-k8s.io/podset-group-name" not in a for a in _pod_sets(loose).values())
 
 
 def test_a_submitted_job_is_placed_and_refused_like_a_stack_job() -> None:

@@ -204,6 +204,17 @@ BANDWIDTH = metric_names.ALLREDUCE_BUS_BANDWIDTH.name
 NET_A = 'namespace="training",training_job="nccl-a",pod="nccl-a-master-0",pool="gpu"'
 NET_B = 'namespace="training",training_job="nccl-b",pod="nccl-b-master-0",pool="gpu"'
 
+CONDITION = (
+    kube_metrics.JOB_CONDITION + '{{namespace="training",training_job="gpt",customresource_group="kubeflow.org",'
+    'customresource_kind="PyTorchJob",customresource_version="v1",condition="{condition}"}}'
+)
+TRAINJOB_CONDITION = (
+    kube_metrics.JOB_CONDITION
+    + '{{namespace="training",training_job="gpt",customresource_group="trainer.kubeflow.org",'
+    'customresource_kind="TrainJob",customresource_version="v1alpha1",queue="gpu-queue",condition="{condition}"}}'
+)
+POD_OWNER = kube_metrics.POD_OWNER + f'{{{POD},uid="u1",owner_kind="PyTorchJob",owner_name="gpt"}}'
+
 # alert -> (eval time, series that make it fire, labels it fires with, series that keep it quiet)
 CASES: dict[str, tuple[str, dict[str, str], dict[str, str], dict[str, str]]] = {
     "TrainingJobFailed": (
@@ -264,6 +275,19 @@ CASES: dict[str, tuple[str, dict[str, str], dict[str, str], dict[str, str]]] = {
             f'{BANDWIDTH}{{{T},size_bytes="1048576"}}': "1e9x10",
             f'{BANDWIDTH}{{{T},size_bytes="1073741824"}}': "25e9x10",
         },
+    ),
+    "TrainingJobStarved": (
+        # the operator's pods are refused by the namespace's quota: the job owns none
+        "25m",
+        {CONDITION.format(condition="Created"): "1x30"},
+        {"namespace": "training", "training_job": "gpt", "severity": "warning"},
+        {CONDITION.format(condition="Created"): "1x30", POD_OWNER: "1x30"},
+    ),
+    "TrainJobNotAdmitted": (
+        "25m",
+        {TRAINJOB_CONDITION.format(condition="Suspended"): "1x30"},
+        {"namespace": "training", "training_job": "gpt", "queue": "gpu-queue", "severity": "warning"},
+        {TRAINJOB_CONDITION.format(condition="Suspended"): "1x10 0x20"},
     ),
     "TrainingMfuLow": (
         "50m",

@@ -3,6 +3,7 @@ official ``kubeflow-trainer-api`` models and Trainer v2.3.0's webhook rules."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from pathlib import Path
@@ -344,6 +345,47 @@ def test_the_same_spec_runs_on_either_backend_with_the_same_pods() -> None:
     assert job["spec"]["trainer"]["numNodes"] == 4 and job["spec"]["trainer"]["numProcPerNode"] == 8
     # v2 sets torchrun's node count, rank and master itself: the command names none of them.
     assert job["spec"]["trainer"]["command"][:4] == ["python", "-m", "trainer.launch", "-m"]
+
+
+SSH_PRIVATE_KEY_MODE = 0o640
+"""How the MPI plugin mounts a job's private key (v2.3.0 ``pkg/constants/constants.go``
+``MPISSHPrivateKeyFileMode``): owned by root, and by the pod's ``fsGroup`` when it has one."""
+TEAM_CONTEXT = {"runAsUser": 2001, "runAsGroup": 3001, "runAsNonRoot": True}
+
+
+def _reads_ssh_key(pod: dict[str, Any], container: dict[str, Any]) -> bool:
+    """Whether the container's process can read the key: as root, or through a group that owns
+    it (the kubelet adds ``fsGroup`` to the process's groups)."""
+    uid = container.get("runAsUser", pod.get("runAsUser"))
+    groups = {pod.get("runAsGroup"), pod.get("fsGroup"), *pod.get("supplementalGroups", [])}
+    owner_group = pod.get("fsGroup", 0)
+    return uid == 0 or (owner_group in groups and bool(SSH_PRIVATE_KEY_MODE & 0o040))
+
+
+@pytest.mark.parametrize("security", [None, TEAM_CONTEXT], ids=["image-user", "team-uid"])
+def test_every_mpi_pod_can_read_the_jobs_ssh_key(security: dict[str, Any] | None) -> None:
+    """A team's uid, or upstream's user 1000, must read the root-owned key, or mpirun never reaches
+    the nodes; the TrainJob's patch merges field by field into the runtime's pods (v2.3.0
+    ``pkg/runtime/core/trainingruntime.go`` ``mergeRuntimePatches``: a strategic merge patch)."""
+    spec, ctx = REPRESENTATIVE["mpi-2x8-erdma"]
+    ctx = dataclasses.replace(ctx, security_context=security)
+    runtime, job = mpi_training_runtime(spec, ctx, ctx.placement.fabric), train_job(spec, ctx)
+    patches = {
+        r["name"]: r["template"]["spec"]["template"]["spec"]
+        for r in job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    }
+    for replicated in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+        pod = replicated["template"]["spec"]["template"]["spec"]
+        patch = patches[replicated["name"]]
+        merged = {**pod.get("securityContext", {}), **patch.get("securityContext", {})}
+        container = {
+            **pod["containers"][0].get("securityContext", {}),
+            **patch["containers"][0].get("securityContext", {}),
+        }
+        assert _reads_ssh_key(merged, container), replicated["name"]
+        if security is not None:
+            # The team's uid stays the process's: no container-level user overrides it.
+            assert merged["runAsUser"] == 2001 and "runAsUser" not in container
 
 
 @pytest.mark.parametrize(

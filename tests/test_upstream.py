@@ -171,6 +171,8 @@ def test_flags_are_added_to_a_container_without_args(fixture_pins: Path) -> None
         "--gang-scheduler-name=volcano",
         # The operator's own default init image, alpine:3.10, is long out of support.
         "--pytorch-init-container-image=docker.io/library/alpine:3.23.3",
+        # Never the operator's unpinned default, ghcr.io/kubeflow/training-v1/kubectl-delivery:latest.
+        "--mpi-kubectl-delivery-image=ghcr.io/kubeflow/training-v1/kubectl-delivery:v1-93c5489",
     ]
     # Objects without pods pass through unchanged.
     untouched = [o for o in fixture_objects(fixture_pins) if o["kind"] != "Deployment"]
@@ -186,6 +188,7 @@ def test_existing_args_are_kept_and_a_flag_is_never_doubled(fixture_pins: Path) 
         "--enable-scheme=pytorch",
         "--gang-scheduler-name=volcano",
         f"--pytorch-init-container-image={MIRROR}/alpine:3.23.3",
+        f"--mpi-kubectl-delivery-image={MIRROR}/kubectl-delivery:v1-93c5489",
     ]
     customize_operator_object(deployment(objects), gang_scheduler="volcano", mirror=MIRROR)
     assert container["args"].count("--gang-scheduler-name=volcano") == 1
@@ -418,6 +421,7 @@ def test_images_command_lists_what_to_copy() -> None:
     assert [source for source, _ in pairs] == [
         "ghcr.io/kubeflow/training-v1/training-operator:v1-93c5489",
         "docker.io/library/alpine:3.23.3",
+        "ghcr.io/kubeflow/training-v1/kubectl-delivery:v1-93c5489",
         "docker.io/volcanosh/vc-controller-manager:v1.12.1",
         "docker.io/volcanosh/vc-scheduler:v1.12.1",
         "docker.io/volcanosh/vc-webhook-manager:v1.12.1",
@@ -432,7 +436,11 @@ def test_dev_pulls_the_operator_from_its_mirror_not_ghcr(run_stack, fixture_pins
     pod = plan.one("kubernetes:apps/v1:Deployment", "kubeflow/training-operator").inputs["spec"]["template"]["spec"]
     mirror = "registry-vpc.cn-hangzhou.aliyuncs.com/ml-mirror"
     assert [c["image"] for c in pod["containers"]] == [f"{mirror}/training-operator:v1-93c5489"]
-    assert pod["containers"][0]["args"] == [f"--pytorch-init-container-image={mirror}/alpine:3.23.3"]
+    # The MPI Launcher's init container comes from the mirror too, or MPIJobs never start there.
+    assert pod["containers"][0]["args"] == [
+        f"--pytorch-init-container-image={mirror}/alpine:3.23.3",
+        f"--mpi-kubectl-delivery-image={mirror}/kubectl-delivery:v1-93c5489",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -141,7 +141,8 @@ class RunPolicySpec(Spec):
     is a Pulumi resource, and one the operator deleted would be created, and trained, again by the next
     ``pulumi up --refresh``; remove the job from the stack to delete it. For jobs ``ack-jobs submit`` creates."""
     clean_pod_policy: Literal["None", "Running", "All"] = Field(default="None")
-    """``None`` keeps finished pods so their logs stay readable; v1 only (v2 keeps them)."""
+    """``None`` keeps finished pods so their logs stay readable; v1 only (v2 keeps them). Unset, ``Running`` for an
+    MPIJob and a TFJob with PS or an Evaluator, whose pods outlive the job and would keep their GPUs."""
     suspend: bool = False
     """Suspend the job: its pods stop, or never start, until this is ``false`` again (``ack-jobs resume``).
     Of a job's settings, the only one changed in place."""
@@ -168,7 +169,8 @@ class SchedulingSpec(Spec):
     priority_class: str | None = Field(default=None)
     """Pod PriorityClass (v1), or Kueue WorkloadPriorityClass from ``trainerV2.kueue.priorities`` (v2)."""
     min_available: int | None = Field(default=None, ge=1)
-    """Gang size: pods that must be schedulable together (needs Volcano); v1 only."""
+    """Gang size in pods, an MPIJob's Launcher and a TFJob's PS and Evaluator counted (needs Volcano); v1 only. Every
+    pod of a fixed-size job, an elastic job's ``minNodes`` to ``maxNodes``; unset, every pod or ``minNodes``."""
 
     @model_validator(mode="after")
     def _check(self) -> SchedulingSpec:

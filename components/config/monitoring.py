@@ -44,11 +44,12 @@ class AlertThresholds(Spec):
     below ``trainerV2.kueue.podsReadyTimeoutMinutes``, after which Kueue evicts and requeues the job."""
     min_bus_bandwidth_gbps: float | None = Field(default=None, gt=0)
     """Lowest acceptable all-reduce bus bandwidth of the ``netbench`` job, GB/s (10^9 bytes per second), at
-    its best message size, while its pool has no baseline yet (``minBusBandwidthOfBaseline``). Unset: no fixed
+    its best message size, while it has no baseline yet (``minBusBandwidthOfBaseline``). Unset: no fixed
     floor (what is good depends on the fabric and GPU count)."""
     min_bus_bandwidth_of_baseline: float = Field(default=DEFAULT_BANDWIDTH_OF_BASELINE, gt=0, lt=1)
-    """A ``netbench`` job's best all-reduce bus bandwidth alerts below this share of its pool's baseline: the best
-    any netbench job on the same pool measured in the 7 days before it (docs/network.md)."""
+    """A ``netbench`` job's best all-reduce bus bandwidth alerts below this share of its baseline: the best any
+    netbench job on the same pool, with as many nodes and the same network, measured in the 7 days before it
+    (docs/network.md)."""
     min_mfu: float | None = Field(default=None, gt=0, lt=1)
     """Lowest acceptable model FLOPs utilisation (0-1) of a GPU job over 30 minutes. Unset: no alert (what
     is good depends on the model and the GPU)."""

@@ -174,11 +174,8 @@ class TrainingJobSpec(Spec):
             raise field_error(
                 "shmSize", f"shmSize {self.shm_size} must be smaller than memory {self.memory}: /dev/shm is memory"
             )
-        if self.scheduling.min_available is not None and self.scheduling.min_available > self.max_pods:
-            raise field_error(
-                "scheduling.minAvailable",
-                f"minAvailable ({self.scheduling.min_available}) exceeds the job's {self.max_pods} pods",
-            )
+        if self.scheduling.min_available is not None and (problem := gang_problem(self)) is not None:
+            raise field_error("scheduling.minAvailable", problem)
         return self
 
     @property
@@ -189,6 +186,56 @@ class TrainingJobSpec(Spec):
     @property
     def max_pods(self) -> int:
         return self.elastic.max_nodes if self.elastic else self.nodes
+
+    @property
+    def side_pods(self) -> dict[str, int]:
+        """The v1 pods beside the nodes, by replica type: an MPIJob's Launcher (it runs ``mpirun``,
+        no rank), a TFJob's parameter servers and Evaluator."""
+        pods = {
+            "Launcher": int(self.framework == "mpi"),
+            "PS": self.parameter_servers,
+            "Evaluator": int(self.evaluator),
+        }
+        return {role: count for role, count in pods.items() if count}
+
+    @property
+    def gang_pods(self) -> int:
+        """Every pod the v1 operator creates for the job (an elastic job's at most): what Volcano's
+        PodGroup counts, since the operator makes its ``minMember`` the replica total (kubeflow/trainer
+        v1.9.4 ``pkg/controller.v1/common/job.go`` ``ReconcileJobs``)."""
+        return self.max_pods + sum(self.side_pods.values())
+
+
+def gang_problem(job: TrainingJobSpec) -> str | None:
+    """Why ``job``'s ``scheduling.minAvailable`` is not a gang it can run with, or ``None``.
+
+    A gang counts pods, not nodes. A fixed-size job needs every pod: fewer admits a part that holds
+    its nodes while the rest waits. An elastic job runs from ``elastic.minNodes`` pods on.
+    """
+    wanted, pods = job.scheduling.min_available, job.gang_pods
+    side = job.side_pods
+    counted = f"{pods} pods"
+    if side:
+        nodes = "Workers" if job.framework == "mpi" else "nodes"
+        parts = [f"{job.max_pods} {nodes}", *(f"{n} {role}" for role, n in side.items())]
+        counted += f" ({', '.join(parts)})"
+    if wanted > pods:
+        return f"minAvailable ({wanted}) exceeds the job's {counted}"
+    if job.elastic is not None:
+        if wanted < job.elastic.min_nodes:
+            return (
+                f"minAvailable ({wanted}) is fewer than elastic.minNodes ({job.elastic.min_nodes}), below which "
+                f"torchrun's rendezvous does not start: give {job.elastic.min_nodes} to {pods}, or drop it "
+                "(an elastic job's gang is its minNodes)"
+            )
+        return None
+    if wanted < pods:
+        return (
+            f"minAvailable ({wanted}) is fewer than the job's {counted}: a fixed-size job runs only once all of "
+            f"them do, and a part admitted alone holds its nodes while it waits; give {pods} or drop it (the gang is "
+            "every pod by default)"
+        )
+    return None
 
 
 def v2_conflict(job: TrainingJobSpec) -> tuple[str, str] | None:

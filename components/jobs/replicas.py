@@ -6,6 +6,11 @@
   A fixed-size job's node rank is the Master's 0, then worker N's N + 1 (the operator sets
   ``RANK`` so in ``pkg/controller.v1/pytorch/envvar.go``). An elastic job has Workers only and
   torchrun's rendezvous hands out ranks as the nodes join, so no pod has a fixed rank.
+- An MPIJob's pods are made by its own controller (``pkg/controller.v1/mpi/mpijob_controller.go``):
+  the Launcher gets ``replica-type=launcher`` and no ``replica-index`` (``newLauncher``), the
+  Workers ``replica-type=worker`` with their index (``getOrCreateWorker``). The Launcher runs
+  ``mpirun`` and no rank; the hostfile lists the Workers in index order (``newConfigMap``), so
+  node rank N is worker N. Every rank's output reaches the Launcher's log through ``mpirun``.
 - v2 (Trainer v2.3.0 with JobSet v0.12.0): ``jobset.sigs.k8s.io/jobset-name`` (the TrainJob's
   name), ``jobset.sigs.k8s.io/replicatedjob-name`` (``node``), and the indexed Job's
   ``batch.kubernetes.io/job-completion-index``, which is the node rank: Trainer's torch plugin
@@ -36,6 +41,11 @@ class ReplicaError(ValueError):
     """A replica or rank the job does not have; the message names the flag."""
 
 
+MPIJOB = "MPIJob"
+MPI_LAUNCHER = "launcher"
+"""The one replica type whose pod carries no ``replica-index``."""
+
+
 def is_elastic(job: dict[str, Any]) -> bool:
     """A v1 job without a Master: its Workers meet at a rendezvous."""
     return job.get("kind") == PYTORCHJOB and "Master" not in v1_replica_specs(job)
@@ -44,17 +54,19 @@ def is_elastic(job: dict[str, Any]) -> bool:
 def node_count(job: dict[str, Any]) -> int:
     """The nodes the job asks for: a TrainJob's ``numNodes``, a v1 job's replicas."""
     if is_v1(job):
-        return sum(replica.get("replicas", 1) for replica in v1_replica_specs(job).values())
+        ranked = ("Worker", *([] if job["kind"] == MPIJOB else ["Master", "Chief"]))
+        return sum(spec.get("replicas", 1) for role, spec in v1_replica_specs(job).items() if role in ranked)
     return ((job.get("spec") or {}).get("trainer") or {}).get("numNodes", 1)
 
 
 def _lead(job: dict[str, Any]) -> str | None:
-    """The v1 replica type of node rank 0 when it is not a Worker: Master, Chief or Launcher."""
-    return next((role.lower() for role in v1_replica_specs(job) if role != "Worker"), None)
+    """The v1 replica type that leads the job when it is not a Worker: Master, Chief or Launcher."""
+    return next((role.lower() for role in v1_replica_specs(job) if role in ("Master", "Chief", "Launcher")), None)
 
 
 def default_replica(job: dict[str, Any]) -> str:
-    """The replica ``logs`` reads without ``--replica``: rank 0, or worker-0 of an elastic job."""
+    """The replica ``logs`` reads without ``--replica``: rank 0, an MPIJob's Launcher (every rank's output
+    reaches it through ``mpirun``), or worker-0 of an elastic job."""
     if not is_v1(job):
         return f"{V2_NODE}-0"
     return _lead(job) or "worker-0"
@@ -78,7 +90,7 @@ def rank_replica(job: dict[str, Any], rank: int) -> str:
     if not is_v1(job):
         return f"{V2_NODE}-{rank}"
     lead = _lead(job)
-    if lead is None:
+    if lead is None or job["kind"] == MPIJOB:
         return f"worker-{rank}"
     return lead if rank == 0 else f"worker-{rank - 1}"
 
@@ -105,7 +117,9 @@ def replica_selector(job: dict[str, Any], replica: str) -> tuple[dict[str, str],
     if kind not in roles or not (index.isdigit() or index == ""):
         shown = " and ".join(f"{role}-0, {role}-1, ..." if role == "worker" else role for role in roles)
         raise ReplicaError(f"--replica {replica!r}: a {job['kind']} has replicas {shown}")
-    labels = {V1_JOB_LABEL: name, V1_TYPE_LABEL: kind, V1_INDEX_LABEL: index or "0"}
+    labels = {V1_JOB_LABEL: name, V1_TYPE_LABEL: kind}
+    if not (job["kind"] == MPIJOB and kind == MPI_LAUNCHER):
+        labels[V1_INDEX_LABEL] = index or "0"
     return labels, container_of(job)
 
 

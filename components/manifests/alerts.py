@@ -14,32 +14,28 @@ from typing import Literal
 from trainer import metric_names as trainer
 
 from ..config import MonitoringScope
+from . import alert_queries as q
 from . import kube_metrics as kube
 from .base import MANAGED_BY, Manifest
-from .scraping import JOB_LABEL, MONITORING_API, POOL_SERIES_LABEL
-from .trainjob import TRAINER_NODE
+from .kinds import KINDS
+from .scraping import JOB_LABEL, MONITORING_API, NETWORK_SERIES_LABEL, NODES_SERIES_LABEL, POOL_SERIES_LABEL
 
 RULE_GROUP = "ack-training-platform.training"
 RULE_NAME = "ack-training-platform-training"
-V1_CONTAINER = "pytorch"
-"""The trainer container of a PyTorchJob (the v1 operator's webhook requires the name)."""
-V1_CONTAINER_MATCH = f'container="{V1_CONTAINER}"'
-FAILED_PHASE = 'phase="Failed"'
-PENDING_PHASE = 'phase="Pending"'
-CONDITION_TRUE = 'condition="true"'
-TRAINING_CONTAINERS = f'container=~"{V1_CONTAINER}|{TRAINER_NODE}"'
 FAILED_WINDOW = "10m"
-"""How long a failed v1 job keeps its alert: the operator counts failures, and an increase over
-this window holds the alert long enough to be delivered."""
+"""How long a failed job keeps its alert: long enough to be delivered, not for as long as the failed
+job is kept."""
 BENCHMARK_WINDOW = "10m"
 """How long a finished netbench job's bandwidth stays under watch."""
 BASELINE_WINDOW = "7d"
-"""How far back a pool's baseline reaches: the netbench jobs of the past week (within the 15 days that
+"""How far back a baseline reaches: the netbench jobs of the past week (within the 15 days that
 ARMS and prometheus-operator keep by default)."""
-STOPPED_WINDOW = "15m"
-"""How long a TrainJob that stopped early keeps its alert."""
+BASELINE_SHAPE = (POOL_SERIES_LABEL, NODES_SERIES_LABEL, NETWORK_SERIES_LABEL)
+"""What a netbench job is compared on: the pool, the node count and the network. A single-node run
+measures NVLink and a TCP run the pod network; neither is a baseline for a multi-node RDMA run."""
 MFU_WINDOW = "30m"
 """MFU swings with evaluation and checkpoint steps; half an hour's mean does not."""
+V1_PLURALS = ",".join(kind.plural for kind in KINDS.values())
 
 
 @dataclass(frozen=True)
@@ -65,69 +61,26 @@ class Alert:
     threshold_key: str | None = None
 
 
-def _in(namespaces: tuple[str, ...], label: str = "namespace") -> str:
-    """A matcher of ``label`` for any of ``namespaces``."""
-    if len(namespaces) == 1:
-        return f'{label}="{namespaces[0]}"'
-    return f'{label}=~"{"|".join(namespaces)}"'
-
-
-def _sel(metric: str, namespaces: tuple[str, ...], *matchers: str) -> str:
-    """``metric`` in any of ``namespaces``, with more label ``matchers`` such as ``'condition="true"'``."""
-    joined = ",".join([_in(namespaces), *matchers])
-    return f"{metric}{{{joined}}}"
-
-
-def _trainjob_failed(namespace: tuple[str, ...], offset: str = "") -> str:
-    """TrainJobs (by ``JOB_LABEL``) with a failed node Job, as of ``offset`` ago."""
-    failed = (
-        _sel(kube.JOB_FAILED, namespace, CONDITION_TRUE) + f"{offset} * on (namespace, job_name) group_left "
-        f'(owner_name) {kube.JOB_OWNER}{{owner_kind="JobSet"}}{offset}'
-    )
-    return f'max by (namespace, {JOB_LABEL}) (label_replace({failed}, "{JOB_LABEL}", "$1", "owner_name", "(.+)")) > 0'
-
-
-def _trainjob_stopped(namespace: tuple[str, ...]) -> str:
-    """TrainJobs whose node Jobs were there within ``STOPPED_WINDOW`` and are gone now, none of
-    them having completed or failed: what Trainer v2.3.0 leaves when ``activeDeadlineSeconds``
-    passes (``pkg/controller/trainjob_controller.go`` ``reconcileDeadline`` marks the TrainJob
-    failed and deletes its JobSet), which no Job condition shows."""
-    owners = _sel(kube.JOB_OWNER, namespace, 'owner_kind="JobSet"')
-
-    def by_trainjob(expr: str) -> str:
-        return f"max by (namespace, owner_name) ({expr})"
-
-    def ended(condition: str) -> str:
-        return by_trainjob(
-            f"(last_over_time({_sel(condition, namespace, CONDITION_TRUE)}[{STOPPED_WINDOW}]) == 1) * on "
-            f"(namespace, job_name) group_left (owner_name) last_over_time({owners}[{STOPPED_WINDOW}])"
-        )
-
-    # A JobSet restart deletes and recreates its Jobs in about a minute: ``for`` outlasts that gap.
-    gone = (
-        f"{by_trainjob(f'last_over_time({owners}[{STOPPED_WINDOW}])')} unless on (namespace, owner_name) "
-        f"{by_trainjob(owners)} unless on (namespace, owner_name) {ended(kube.JOB_COMPLETE)} "
-        f"unless on (namespace, owner_name) {ended(kube.JOB_FAILED)}"
-    )
-    return f'max by (namespace, {JOB_LABEL}) (label_replace({gone}, "{JOB_LABEL}", "$1", "owner_name", "(.+)"))'
-
-
 def _bandwidth_alert(namespace: tuple[str, ...], ratio: float, floor_gbps: float | None) -> Alert:
-    """A netbench job whose best all-reduce bus bandwidth is under ``ratio`` of its pool's baseline, or,
-    while the pool has none, under the fixed ``floor_gbps`` (if set).
+    """A netbench job whose best all-reduce bus bandwidth is under ``ratio`` of its baseline, or,
+    while it has none, under the fixed ``floor_gbps`` (if set).
 
-    The baseline is the best any netbench job on the same pool (the ``pool`` label the PodMonitor copies
-    from the pod) served in the ``BASELINE_WINDOW`` before the job's own ``BENCHMARK_WINDOW``: the offset
-    keeps a job from being its own baseline.
+    The baseline is the best any netbench job of the same shape (:data:`BASELINE_SHAPE`, labels the
+    PodMonitor copies from the pod) served in the ``BASELINE_WINDOW`` before the job's own
+    ``BENCHMARK_WINDOW``: the offset keeps a job from being its own baseline.
     """
-    bandwidth = _sel(trainer.ALLREDUCE_BUS_BANDWIDTH.name, namespace)
-    best = f"max by (namespace, {JOB_LABEL}, {POOL_SERIES_LABEL}) (max_over_time({bandwidth}[{BENCHMARK_WINDOW}]))"
-    baseline = f"max by ({POOL_SERIES_LABEL}) (max_over_time({bandwidth}[{BASELINE_WINDOW}] offset {BENCHMARK_WINDOW}))"
-    expr = f"{best} < on ({POOL_SERIES_LABEL}) group_left () ({ratio} * {baseline})"
-    against = f"{ratio:.0%} of the best its pool {{{{ $labels.{POOL_SERIES_LABEL} }}}} measured in {BASELINE_WINDOW}"
+    shape = ", ".join(BASELINE_SHAPE)
+    bandwidth = q.select(trainer.ALLREDUCE_BUS_BANDWIDTH.name, namespace)
+    best = f"max by (namespace, {JOB_LABEL}, {shape}) (max_over_time({bandwidth}[{BENCHMARK_WINDOW}]))"
+    baseline = f"max by ({shape}) (max_over_time({bandwidth}[{BASELINE_WINDOW}] offset {BENCHMARK_WINDOW}))"
+    expr = f"{best} < on ({shape}) group_left () ({ratio} * {baseline})"
+    against = (
+        f"{ratio:.0%} of the best of the {BASELINE_WINDOW} before it on pool {{{{ $labels.{POOL_SERIES_LABEL} }}}} "
+        f"with {{{{ $labels.{NODES_SERIES_LABEL} }}}} nodes over {{{{ $labels.{NETWORK_SERIES_LABEL} }}}}"
+    )
     if floor_gbps is not None:
-        expr = f"({expr}) or ({best} < {round(floor_gbps * 1e9)} unless on ({POOL_SERIES_LABEL}) {baseline})"
-        against += f" (or, before the pool has a baseline, {floor_gbps} GB/s)"
+        expr = f"({expr}) or ({best} < {round(floor_gbps * 1e9)} unless on ({shape}) {baseline})"
+        against += f" (or, before it has a baseline, {floor_gbps} GB/s)"
     return Alert(
         "AllReduceBandwidthLow",
         # The benchmark's pod serves its result for about a minute and exits; the window keeps the
@@ -142,37 +95,6 @@ def _bandwidth_alert(namespace: tuple[str, ...], ratio: float, floor_gbps: float
         "figures.",
         "monitoring.alerts.minBusBandwidthOfBaseline",
     )
-
-
-def _restarts(namespace: tuple[str, ...], threshold: int) -> str:
-    """Training pods or TrainJobs restarted ``threshold`` times or more in an hour, counting each
-    way a backend restarts them:
-
-    - v1 ``OnFailure``/``Always``: the kubelet restarts the container in place
-      (``kube_pod_container_status_restarts_total``);
-    - v1 ``ExitCode``/``Never``: the operator deletes the failed pod and creates it again under the
-      same name (kubeflow/trainer v1.9.4 ``pkg/controller.v1/common/pod.go``), a new uid each time,
-      so the incarnations of a name seen in the hour, less one, are its restarts;
-    - v2: the JobSet deletes and recreates every node Job under the same name
-      (``failurePolicy.maxRestarts``; its pods run with ``restartPolicy: Never`` and
-      ``backoffLimit: 0``), which changes ``kube_job_created``.
-
-    The v1 operator's ``training_operator_jobs_restarted_total`` counts these too, but only per
-    namespace.
-    """
-    in_place = f"sum by (namespace, pod) (increase({_sel(kube.POD_RESTARTS, namespace, TRAINING_CONTAINERS)}[1h]))"
-    incarnations = (
-        f"count by (namespace, pod) (last_over_time({_sel(kube.POD_CREATED, namespace)}[1h]) and on (namespace, pod) "
-        f"{_sel(kube.POD_CONTAINER_INFO, namespace, V1_CONTAINER_MATCH)})"
-    )
-    recreated_jobs = (
-        f"changes({_sel(kube.JOB_CREATED, namespace)}[1h]) * on (namespace, job_name) group_left (owner_name) "
-        f'{kube.JOB_OWNER}{{owner_kind="JobSet"}}'
-    )
-    trainjobs = (
-        f'max by (namespace, {JOB_LABEL}) (label_replace({recreated_jobs}, "{JOB_LABEL}", "$1", "owner_name", "(.+)"))'
-    )
-    return f"({in_place} + on (namespace, pod) ({incarnations} - 1)) >= {threshold} or {trainjobs} >= {threshold}"
 
 
 def alerts(scope: MonitoringScope) -> list[Alert]:
@@ -191,45 +113,66 @@ def alerts(scope: MonitoringScope) -> list[Alert]:
     job = f"{{{{ $labels.{JOB_LABEL} }}}}"
     rules: list[Alert] = []
     if scope.v1_operator:
-        failed_v1 = f"{kube.OPERATOR_JOBS_FAILED}{{{_in(ns, 'job_namespace')}}}"
+        failed_v1 = f"{kube.OPERATOR_JOBS_FAILED}{{{q.in_namespaces(ns, 'job_namespace')}}}"
         rules.append(
             Alert(
                 "TrainingJobFailed",
-                # The operator creates a namespace's counter at its first failure, already at 1,
-                # which increase() cannot see: a series that was not there a window ago counts too.
-                # It counts only failures under restartPolicy Never; a pod that a non-retryable exit
-                # code (ExitCode) or the pod's own policy leaves Failed is the other sign.
-                f"increase({failed_v1}[{FAILED_WINDOW}]) > 0 or ({failed_v1} unless {failed_v1} offset {FAILED_WINDOW})"
-                f" or max by (namespace, pod) ({_sel(kube.POD_PHASE, ns, FAILED_PHASE)} == 1"
-                f" and on (namespace, pod, uid) {_sel(kube.POD_CONTAINER_INFO, ns, V1_CONTAINER_MATCH)})",
+                # The job's Failed condition (kube-state-metrics, job_state_metrics_config) is set on
+                # every path, a backoff limit and a deadline included. The operator's counter is
+                # created at a namespace's first failure, already at 1, which increase() cannot see:
+                # a series that was not there a window ago counts too; it counts only failures under
+                # restartPolicy Never. A pod that a non-retryable exit code (ExitCode) or the pod's
+                # own policy leaves Failed is the last sign.
+                f"{q.newly_failed(ns, FAILED_WINDOW, q.V1_GROUP)}"
+                f" or increase({failed_v1}[{FAILED_WINDOW}]) > 0 or ({failed_v1} unless {failed_v1} offset {FAILED_WINDOW})"
+                f" or max by (namespace, pod) ({q.select(kube.POD_PHASE, ns, q.FAILED_PHASE)} == 1"
+                f" and on (namespace, pod, uid) {q.select(kube.POD_CONTAINER_INFO, ns, q.V1_CONTAINER_MATCH)})",
                 3,
                 "critical",
-                "A PyTorchJob failed in namespace {{ $labels.namespace }}{{ $labels.job_namespace }}.",
-                "The Training Operator marked a job as failed, or one of its pods ({{ $labels.pod }}) ended with a "
-                "non-retryable exit code. Find it with "
-                "`kubectl -n {{ $labels.namespace }}{{ $labels.job_namespace }} get pytorchjobs`, then read its pods' logs (finished pods are kept) and the NCCL "
-                "traces in its output directory.",
+                "Training job {{ $labels.training_job }}{{ $labels.pod }} failed in namespace "
+                "{{ $labels.namespace }}{{ $labels.job_namespace }}.",
+                "The Training Operator marked a job as failed (its backoff limit, its deadline, or a replica "
+                "that may not be retried), or one of its pods ({{ $labels.pod }}) ended with a non-retryable "
+                "exit code. Find it with "
+                f"`kubectl -n {{{{ $labels.namespace }}}}{{{{ $labels.job_namespace }}}} get {V1_PLURALS}`, then read its "
+                "pods' logs (kept under cleanPodPolicy None) and the NCCL traces in its output directory.",
+            )
+        )
+        rules.append(
+            Alert(
+                "TrainingJobStarved",
+                q.v1_jobs_without_pods(ns),
+                limits.pending_minutes,
+                "warning",
+                f"Training job {job} has had no pod for {limits.pending_minutes} minutes.",
+                "The operator could not create its pods: a pod over the namespace's ResourceQuota is refused, "
+                "so none waits as Pending. Read `kubectl -n {{ $labels.namespace }} get events` (exceeded quota) "
+                "and `kubectl -n {{ $labels.namespace }} describe resourcequota`; the job starts once other jobs "
+                "give their share back, or with a smaller size.",
+                "monitoring.alerts.pendingMinutes",
             )
         )
     if scope.trainer_v2:
-        failed_now, failed_before = _trainjob_failed(ns), _trainjob_failed(ns, f" offset {FAILED_WINDOW}")
+        failed_now, failed_before = q.trainjob_failed(ns), q.trainjob_failed(ns, f" offset {FAILED_WINDOW}")
         rules.append(
             Alert(
                 "TrainJobFailed",
-                # Held for a window after the failure, not for as long as the failed Job is kept.
-                f"{failed_now} unless on (namespace, {JOB_LABEL}) {failed_before}",
+                # Held for a window after the failure, not for as long as the failed Job is kept; the
+                # TrainJob's own Failed condition covers a deadline, which fails no Job.
+                f"{failed_now} unless on (namespace, {JOB_LABEL}) {failed_before}"
+                f" or {q.newly_failed(ns, FAILED_WINDOW, q.TRAINJOB_KIND)}",
                 5,
                 "critical",
                 f"TrainJob {job} failed in namespace {{{{ $labels.namespace }}}}.",
-                "A node Job of the TrainJob stayed failed after the JobSet's restarts were used up. Read "
-                f"`kubectl -n {{{{ $labels.namespace }}}} describe trainjob {job}` and its pods' logs; fix the cause, then remove and "
-                "add the job again (it resumes from its last checkpoint).",
+                "A node Job of the TrainJob stayed failed after the JobSet's restarts were used up, or its "
+                f"deadline passed. Read `kubectl -n {{{{ $labels.namespace }}}} describe trainjob {job}` and its pods' "
+                "logs; fix the cause, then remove and add the job again (it resumes from its last checkpoint).",
             )
         )
         rules.append(
             Alert(
                 "TrainJobStopped",
-                _trainjob_stopped(ns),
+                q.trainjob_stopped(ns),
                 5,
                 "warning",
                 f"TrainJob {job} stopped before it completed, in namespace {{{{ $labels.namespace }}}}.",
@@ -239,10 +182,24 @@ def alerts(scope: MonitoringScope) -> list[Alert]:
                 "checkpoint when it is added again with a longer deadline.",
             )
         )
+        rules.append(
+            Alert(
+                "TrainJobNotAdmitted",
+                q.trainjobs_waiting_for_admission(ns),
+                limits.pending_minutes,
+                "warning",
+                f"TrainJob {job} has waited {limits.pending_minutes} minutes in queue {{{{ $labels.queue }}}}.",
+                "Kueue has not admitted it: its queue's quota is in use by other jobs, or the job asks for more "
+                "than the quota or a topology domain holds. Read `kubectl -n {{ $labels.namespace }} get "
+                "workloads` (the Workload's QuotaReserved and Admitted conditions say why) and "
+                "`ack-jobs queue`.",
+                "monitoring.alerts.pendingMinutes",
+            )
+        )
     rules.append(
         Alert(
             "TrainingPodRestarting",
-            _restarts(ns, limits.restarts_per_hour),
+            q.restarts(ns, limits.restarts_per_hour),
             5,
             "warning",
             "Training job {{ $labels.training_job }}{{ $labels.pod }} restarted {{ $value | humanize }} times in an "
@@ -254,8 +211,8 @@ def alerts(scope: MonitoringScope) -> list[Alert]:
         )
     )
     pending = (
-        f"{_sel(kube.POD_PHASE, ns, PENDING_PHASE)} == 1 and on (namespace, pod, uid) "
-        f"{_sel(kube.POD_CONTAINER_INFO, ns, TRAINING_CONTAINERS)}"
+        f"{q.select(kube.POD_PHASE, ns, q.PENDING_PHASE)} == 1 and on (namespace, pod, uid) "
+        f"{q.select(kube.POD_CONTAINER_INFO, ns, q.TRAINING_CONTAINERS)}"
     )
     rules.append(
         Alert(
@@ -272,30 +229,33 @@ def alerts(scope: MonitoringScope) -> list[Alert]:
         )
     )
     window = f"{limits.no_progress_minutes}m"
-    step = _sel(trainer.STEP.name, ns)
+    step = q.select(trainer.STEP.name, ns)
     rules.append(
         Alert(
             "TrainingNoProgress",
             # The offset term keeps a job that started less than a window ago (loading data, compiling)
-            # quiet; the last term, a run that is saving its final checkpoint or has ended (the gauge
-            # goes to 0 after the last step, and its series ends with the pod).
+            # quiet; the loop term, a run that is saving its final checkpoint or has ended (the gauge
+            # goes to 0 after the last step, and its series ends with the pod). A process wedged
+            # holding the GIL stops answering scrapes too: its running pod's target is down instead.
             f"changes({step}[{window}]) == 0 and {step} offset {window} "
-            f"and on (namespace, pod) {_sel(trainer.TRAINING_LOOP.name, ns)} == 1",
+            f"and on (namespace, pod) {q.select(trainer.TRAINING_LOOP.name, ns)} == 1"
+            f" or {q.silent_in_step_loop(ns, window)}",
             1,
             "critical",
             f"Training job {job} made no optimizer step in {window}.",
-            f"{job} is stuck: a hung collective, a stalled data read or a dead peer. Its "
+            f"{job} is stuck: a hung collective, a stalled data read, a dead peer, or a process that no longer "
+            "answers at all (its metrics target is down while its pod runs). Its "
             "GPUs are paid for meanwhile. Check the rank 0 log, the GPU utilisation panel, and the NCCL "
             "flight-recorder dumps (nccl_trace_rank_*) in its output directory; deleting the pods restarts the job "
             "from its last checkpoint.",
             "monitoring.alerts.noProgressMinutes",
         )
     )
-    every = _sel(trainer.CHECKPOINT_EVERY.name, ns)
+    every = q.select(trainer.CHECKPOINT_EVERY.name, ns)
     rules.append(
         Alert(
             "TrainingCheckpointStale",
-            f"({step} - {_sel(trainer.CHECKPOINT_STEP.name, ns)}) > {limits.checkpoint_intervals} * {every} "
+            f"({step} - {q.select(trainer.CHECKPOINT_STEP.name, ns)}) > {limits.checkpoint_intervals} * {every} "
             f"and {every} > 0",
             10,
             "warning",
@@ -307,7 +267,7 @@ def alerts(scope: MonitoringScope) -> list[Alert]:
     )
     rules.append(_bandwidth_alert(ns, limits.min_bus_bandwidth_of_baseline, limits.min_bus_bandwidth_gbps))
     if limits.min_mfu is not None:
-        mfu = _sel(trainer.MFU.name, ns)
+        mfu = q.select(trainer.MFU.name, ns)
         rules.append(
             Alert(
                 "TrainingMfuLow",
@@ -322,6 +282,15 @@ def alerts(scope: MonitoringScope) -> list[Alert]:
             )
         )
     return rules
+
+
+def job_state_metrics(scope: MonitoringScope) -> dict[str, object]:
+    """What kube-state-metrics must be given for the alerts on a job's conditions
+    (``TrainingJobFailed``, ``TrainingJobStarved``, ``TrainJobFailed``, ``TrainJobNotAdmitted``): its
+    custom resource state configuration for the kinds the stack runs, and the RBAC rules it needs."""
+    v1_kinds = {kind.kind: kind.plural for kind in KINDS.values()} if scope.v1_operator else {}
+    config = kube.job_state_metrics_config(v1_kinds, scope.trainer_v2)
+    return {"customResourceState": config, "rbacRules": kube.job_state_metrics_rules(config)}
 
 
 def rule_group(rules: list[Alert]) -> Manifest:

@@ -25,8 +25,8 @@ from .pytorchjob import (
     pod_template,
     pytorch_job,
     replica_spec,
-    run_policy,
 )
+from .run_policy import run_policy
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,9 @@ KINDS = {
 }
 MPI_LAUNCHER_SIZE = {"cpu": "1", "memory": "4Gi", "gpus_per_node": 0, "network": "tcp", "shm_size": "1Gi"}
 """The MPI Launcher only runs ``mpirun``, which starts the ranks on the Workers."""
+PS_SIZE = {"gpus_per_node": 0, "network": "tcp", "shm_size": None}
+"""A TFJob parameter server holds and updates variables on its CPUs, with the job's CPU and memory;
+the GPUs and the fabric are the Workers'."""
 
 
 def _roles(job: TrainingJobSpec) -> dict[str, int]:
@@ -115,6 +118,10 @@ def kubeflow_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
     else:
         template = pod_template(job, ctx, fabric, kind.container, job_command(job, 1, gpus=ctx.gpus), port)
         spec[kind.specs_key] = {role: replica_spec(job, pods, template, n) for role, n in _roles(job).items()}
+        if job.parameter_servers:
+            ps, ps_ctx = job.model_copy(update=PS_SIZE), dataclasses.replace(ctx, gpus=0)
+            ps_template = pod_template(ps, ps_ctx, None, kind.container, job_command(ps, 1), port)
+            spec[kind.specs_key]["PS"] = replica_spec(job, pods, ps_template, job.parameter_servers)
     spec["runPolicy"] = run_policy(job)
     return {
         "apiVersion": "kubeflow.org/v1",

@@ -28,6 +28,9 @@ JOB_CREATED = "kube_job_created"
 a Job is deleted and created again under the same name, as a JobSet restart does."""
 JOB_OWNER = "kube_job_owner"
 """A batch Job's owner (labels ``namespace``, ``job_name``, ``owner_kind``, ``owner_name``)."""
+POD_OWNER = "kube_pod_owner"
+"""A pod's owner (labels ``namespace``, ``pod``, ``uid``, ``owner_kind``, ``owner_name``): a v1 job's pods are
+owned by the job itself (the operator sets it as their controller, ``pkg/controller.v1/common/pod.go``)."""
 KUBE_STATE_METRICS = (
     POD_RESTARTS,
     POD_CREATED,
@@ -37,7 +40,11 @@ KUBE_STATE_METRICS = (
     JOB_COMPLETE,
     JOB_CREATED,
     JOB_OWNER,
+    POD_OWNER,
 )
+
+UP = "up"
+"""Prometheus's own series per scrape target: 0 while the target does not answer."""
 
 OPERATOR_JOBS_FAILED = "training_operator_jobs_failed_total"
 """Jobs the v1 operator marked failed (labels ``job_namespace``, ``framework``); it counts no job names,
@@ -47,3 +54,70 @@ deadline or a non-retryable exit code under ``ExitCode`` is not counted."""
 OPERATOR_METRICS_PORT = 8080
 """The v1 operator's metrics port, which its Deployment declares without a name."""
 OPERATOR = (OPERATOR_JOBS_FAILED,)
+
+JOB_CONDITION = "kube_customresource_training_job_condition"
+"""1 while a training job (each Training Operator v1 kind and TrainJob) has a condition of type
+``condition`` with status ``True``, 0 while ``False`` (labels ``namespace``, ``training_job``,
+``condition``, ``customresource_group``/``_kind``/``_version``; a TrainJob's also ``queue``): served by
+kube-state-metrics given :func:`job_state_metrics_config`."""
+JOB_CONDITION_NAME = JOB_CONDITION.removeprefix("kube_customresource_")
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+def job_state_metrics_config(v1_kinds: dict[str, str], trainer_v2: bool) -> dict[str, object]:
+    """kube-state-metrics' custom resource state configuration (``--custom-resource-state-config-file``)
+    that serves :data:`JOB_CONDITION` for the v1 ``v1_kinds`` (kind → resource plural) and, with
+    ``trainer_v2``, TrainJob.
+
+    Its shape is kube-state-metrics v2.20.0's (``pkg/customresourcestate/config.go``; the
+    ``docs/metrics/extend/customresourcestate-metrics.md`` example "status conditions on Kubernetes
+    Controllers"): a ``Gauge`` over ``status.conditions`` makes one series per condition, labelled from
+    the condition's ``type``, valued from its ``status`` (``"True"`` 1, ``"False"`` 0); the resource's
+    name and namespace label every series; the metric name is the default prefix ``kube_customresource``
+    and the metric's ``name``. kube-state-metrics needs ``list`` and ``watch`` on these resources and on
+    ``customresourcedefinitions`` (:data:`JOB_STATE_METRICS_RULES`).
+    """
+    resources = [("kubeflow.org", "v1", kind, plural) for kind, plural in v1_kinds.items()]
+    if trainer_v2:
+        resources.append(("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs"))
+    entries = []
+    for group, version, kind, plural in resources:
+        labels: dict[str, list[str]] = {"namespace": ["metadata", "namespace"], "training_job": ["metadata", "name"]}
+        if kind == "TrainJob":
+            labels["queue"] = ["metadata", "labels", QUEUE_NAME_LABEL]
+        entries.append(
+            {
+                "groupVersionKind": {"group": group, "version": version, "kind": kind},
+                "resourcePlural": plural,
+                "labelsFromPath": labels,
+                "metrics": [
+                    {
+                        "name": JOB_CONDITION_NAME,
+                        "help": "Training job conditions: 1 while the condition's status is True.",
+                        "each": {
+                            "type": "Gauge",
+                            "gauge": {
+                                "path": ["status", "conditions"],
+                                "labelsFromPath": {"condition": ["type"]},
+                                "valueFrom": ["status"],
+                            },
+                        },
+                    }
+                ],
+            }
+        )
+    return {"kind": "CustomResourceStateMetrics", "spec": {"resources": entries}}
+
+
+def job_state_metrics_rules(config: dict[str, object]) -> list[dict[str, object]]:
+    """The RBAC rules kube-state-metrics needs for ``config``: ``list`` and ``watch`` on each resource and
+    on ``customresourcedefinitions`` (kube-state-metrics v2.20.0 ``customresourcestate-metrics.md``,
+    "RBAC-enabled Clusters")."""
+    by_group: dict[str, list[str]] = {}
+    for entry in config["spec"]["resources"]:  # type: ignore[index]
+        by_group.setdefault(entry["groupVersionKind"]["group"], []).append(entry["resourcePlural"])
+    rules = [
+        {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["list", "watch"]}
+    ]
+    rules += [{"apiGroups": [g], "resources": sorted(r), "verbs": ["list", "watch"]} for g, r in by_group.items()]
+    return rules

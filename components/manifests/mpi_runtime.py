@@ -28,6 +28,31 @@ SSHD_PORT = 2222
 """How a node pod serves ``mpirun``: upstream's MPI runtimes run this ``sshd``, as user 1000, on
 port 2222 with the user's own config, and the launcher waits for that port (the node job's
 readiness); the job's image must carry both (see docs/job-kinds.md)."""
+MPI_USER = 1000
+"""The user and ``fsGroup`` of upstream's MPI runtimes (``runAsUser: 1000`` on the container,
+``fsGroup: 1000`` on the pod), for a job that is not a team's."""
+
+
+def ssh_key_access(ctx: JobContext) -> tuple[Manifest, Manifest | None]:
+    """The pod and container security contexts that let the pod's user read the job's SSH key.
+
+    The MPI plugin mounts the key Secret with the private key at mode 0640 and the rest 0644
+    (v2.3.0 ``pkg/runtime/framework/plugins/mpi/mpi.go``, ``pkg/constants`` ``MPISSHPrivateKeyFileMode``):
+    owned by root, readable by its group, which is the pod's ``fsGroup`` when it has one (Kubernetes
+    "Configure a Security Context for a Pod or Container": volumes that support ownership management
+    are owned by ``fsGroup``). Without it only root reads the key, and ``mpirun`` never reaches the
+    nodes. A team's pods run as its uid and gid, so the group is the team's; others run as upstream's
+    runtimes do. The NAS and OSS volumes are left alone: their CSI drivers declare no ``fsGroupPolicy``
+    (kubernetes-sigs/alibaba-cloud-csi-driver ``deploy/charts/alibaba-cloud-csi-driver/templates/csi-driver.yaml``),
+    whose default, ``ReadWriteOnceWithFSType``, changes no ``ReadWriteMany`` volume.
+
+    Returns:
+        (the pod's security context, the container's or ``None``).
+    """
+    group = (ctx.security_context or {}).get("runAsGroup")
+    if group is not None:
+        return {"fsGroup": group}, None
+    return {"fsGroup": MPI_USER}, {"runAsUser": MPI_USER}
 
 
 def mpi_training_runtime(job: TrainingJobSpec, ctx: JobContext, fabric: FabricProfile | None) -> Manifest:
@@ -45,6 +70,7 @@ def mpi_training_runtime(job: TrainingJobSpec, ctx: JobContext, fabric: FabricPr
     Returns:
         A complete ``TrainingRuntime``.
     """
+    pod_security, container_security = ssh_key_access(ctx)
     node_pod = runtime_pod(fabric)
     node_pod["containers"][0].update(
         image=ctx.image,
@@ -57,6 +83,10 @@ def mpi_training_runtime(job: TrainingJobSpec, ctx: JobContext, fabric: FabricPr
     )
     launcher_pod = runtime_pod(fabric)
     launcher_pod["containers"][0]["image"] = ctx.image
+    for pod in (node_pod, launcher_pod):
+        pod["securityContext"] = dict(pod_security)
+        if container_security is not None:
+            pod["containers"][0]["securityContext"] = dict(container_security)
     launcher = replicated_job(MPI_LAUNCHER, launcher_pod, trainer=True)
     launcher["dependsOn"] = [{"name": TRAINER_NODE, "status": "Ready"}]
     return {

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping
 
-from ..config import ClusterSpec, OperatorSpec
+from ..config import DEFAULT_OPERATOR_VERSION, ClusterSpec, OperatorSpec
 from .base import POOL_LABEL, SYSTEM_POOL, Manifest
 
 OPERATOR_NAMESPACE = "kubeflow"
@@ -26,6 +26,15 @@ PYTORCH_INIT_IMAGE = "alpine:3.23.3"
 ``sh``, ``seq`` and ``nslookup`` (v1.9.4 ``pkg/controller.v1/pytorch/initcontainer.go``). The
 operator's default is ``alpine:3.10`` (``pkg/config/config.go``), out of support since 2021;
 3.23 is supported until 2027-11 (Alpine's release branches), so the platform always sets it."""
+MPI_KUBECTL_DELIVERY_IMAGES = {"v1.9.4": "ghcr.io/kubeflow/training-v1/kubectl-delivery:v1-93c5489"}
+"""The init container the operator adds to every MPIJob Launcher, which copies ``kubectl`` in for
+``kubexec.sh`` (v1.9.4 ``pkg/controller.v1/mpi/mpijob_controller.go`` ``newLauncher``). Its image is
+the operator's ``--mpi-kubectl-delivery-image`` flag (``cmd/training-operator.v1/main.go``), whose
+default is ``ghcr.io/kubeflow/training-v1/kubectl-delivery:latest`` (``pkg/config/config.go``
+``MPIKubectlDeliveryImageDefault``): unpinned, and never in a mirror. The release's workflow builds
+it beside the operator from the same commit and tags both ``v1-<short commit>``
+(``.github/workflows/publish-core-images.yaml``, ``template-publish-image/action.yaml``), so the
+tag of the operator the overlay deploys (``OPERATOR_IMAGES``) is the matching one."""
 
 
 def mirrored(image: str, mirror: str) -> str:
@@ -53,13 +62,21 @@ def repository_and_tag(image: str) -> tuple[str, str]:
 
 
 def operator_flags(
-    *, gang_scheduler: str | None, mirror: str | None, digests: Mapping[str, str] | None = None
+    *,
+    gang_scheduler: str | None,
+    mirror: str | None,
+    digests: Mapping[str, str] | None = None,
+    version: str = DEFAULT_OPERATOR_VERSION,
 ) -> dict[str, str]:
-    """The manager flags the platform sets (v1.9.4 ``cmd/training-operator.v1/main.go``)."""
+    """The manager flags the platform sets (v1.9.4 ``cmd/training-operator.v1/main.go``): every
+    image the operator puts into a job's pods is one the stack mirrors and locks."""
     flags = {}
     if gang_scheduler is not None:
         flags["--gang-scheduler-name"] = gang_scheduler
     flags["--pytorch-init-container-image"] = pulled(f"docker.io/library/{PYTORCH_INIT_IMAGE}", mirror, digests)
+    if version not in MPI_KUBECTL_DELIVERY_IMAGES:
+        raise ValueError(f"the MPI init image of operator {version} is not known: list it from its release")
+    flags["--mpi-kubectl-delivery-image"] = pulled(MPI_KUBECTL_DELIVERY_IMAGES[version], mirror, digests)
     return flags
 
 
@@ -82,6 +99,7 @@ def customize_operator_object(
     mirror: str | None = None,
     node_selector: dict[str, str] | None = None,
     digests: Mapping[str, str] | None = None,
+    version: str = DEFAULT_OPERATOR_VERSION,
 ) -> None:
     """Adjust one object of the rendered operator overlay in place.
 
@@ -96,6 +114,7 @@ def customize_operator_object(
         mirror: registry path third-party images were copied to.
         node_selector: labels of the nodes for the operator (the system pool).
         digests: the stack's image lock, digests by image as pulled.
+        version: the operator's release, whose MPI init image the flags name.
 
     Raises:
         ValueError: the overlay's operator Deployment has no container of the expected name.
@@ -109,9 +128,7 @@ def customize_operator_object(
         return
     if node_selector:
         pod["nodeSelector"] = {**pod.get("nodeSelector", {}), **node_selector}
-    flags = operator_flags(gang_scheduler=gang_scheduler, mirror=mirror, digests=digests)
-    if not flags:
-        return
+    flags = operator_flags(gang_scheduler=gang_scheduler, mirror=mirror, digests=digests, version=version)
     container = next((c for c in pod.get("containers", []) if c.get("name") == OPERATOR_CONTAINER), None)
     if container is None:
         names = [c.get("name") for c in pod.get("containers", [])]
@@ -132,7 +149,12 @@ def operator_customization(
 
     def customize(obj: Manifest) -> None:
         customize_operator_object(
-            obj, gang_scheduler=gang_scheduler, mirror=mirror, node_selector=node_selector, digests=digests
+            obj,
+            gang_scheduler=gang_scheduler,
+            mirror=mirror,
+            node_selector=node_selector,
+            digests=digests,
+            version=operator.version,
         )
 
     return customize
@@ -160,9 +182,9 @@ def operator_images(version: str) -> list[str]:
     Raises:
         ValueError: the operator version's image is not known here.
     """
-    if version not in OPERATOR_IMAGES:
+    if version not in OPERATOR_IMAGES or version not in MPI_KUBECTL_DELIVERY_IMAGES:
         raise ValueError(f"the image of operator {version} is not known: list it from its overlay")
-    return [OPERATOR_IMAGES[version], f"docker.io/library/{PYTORCH_INIT_IMAGE}"]
+    return [OPERATOR_IMAGES[version], f"docker.io/library/{PYTORCH_INIT_IMAGE}", MPI_KUBECTL_DELIVERY_IMAGES[version]]
 
 
 def system_node_selector(cluster: ClusterSpec) -> dict[str, str] | None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from trainer.metric_names import METRICS_PORT, METRICS_PORT_NAME
 
 from ..config import Backend, TrainingJobSpec, job_shm_size, nodes_needed
-from .base import MANAGED_BY, POOL_LABEL, Manifest
+from .base import MANAGED_BY, NETWORK_LABEL, NODES_LABEL, POOL_LABEL, Manifest
 from .job_env import (
     CHECKPOINT_KEY_DIR,
     CHECKPOINT_KEY_FILE,
@@ -27,6 +27,7 @@ from .job_env import (
 )
 from .launchers import code_fields, counts_restarts, launcher_command, torchrun_command
 from .placement import GPU_RESOURCE, FabricProfile, Placement
+from .run_policy import run_policy
 from .scraping import JOB_NAME_POD_LABEL
 
 MASTER_PORT = 23456
@@ -206,9 +207,13 @@ def job_labels(job: TrainingJobSpec) -> dict[str, str]:
 
 def pod_labels(job: TrainingJobSpec, ctx: JobContext) -> dict[str, str]:
     """A job pod's labels: the job's, and the pool it runs on, which the PodMonitor copies onto
-    every series so that an alert can compare a job with earlier ones on the same pool."""
+    every series so that an alert can compare a job with earlier ones on the same pool; a netbench
+    job's also its node count and network, so that it is compared only with runs of its shape."""
     pool = ctx.placement.node_selector.get(POOL_LABEL)
-    return {**job_labels(job), **({POOL_LABEL: pool} if pool else {})}
+    labels = {**job_labels(job), **({POOL_LABEL: pool} if pool else {})}
+    if job.preset == "netbench":
+        labels |= {NODES_LABEL: str(job.max_pods), NETWORK_LABEL: job.network}
+    return labels
 
 
 def job_metadata(job: TrainingJobSpec, namespace: str, labels: dict[str, str]) -> Manifest:
@@ -267,31 +272,6 @@ def pytorch_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         "metadata": job_metadata(job, ctx.namespace, labels),
         "spec": spec,
     }
-
-
-def run_policy(job: TrainingJobSpec) -> Manifest:
-    run = job.run_policy
-    policy: Manifest = {
-        "cleanPodPolicy": run.clean_pod_policy,
-        "backoffLimit": run.backoff_limit,
-        "suspend": run.suspend,
-    }
-    if run.active_deadline_seconds is not None:
-        policy["activeDeadlineSeconds"] = run.active_deadline_seconds
-    if run.ttl_seconds_after_finished is not None:
-        policy["ttlSecondsAfterFinished"] = run.ttl_seconds_after_finished
-    scheduling = {
-        k: v
-        for k, v in {
-            "queue": job.scheduling.queue,
-            "priorityClass": job.scheduling.priority_class,
-            "minAvailable": job.scheduling.min_available,
-        }.items()
-        if v is not None
-    }
-    if scheduling:
-        policy["schedulingPolicy"] = scheduling
-    return policy
 
 
 def pod_template(

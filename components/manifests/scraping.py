@@ -12,7 +12,7 @@ from __future__ import annotations
 from trainer.metric_names import METRICS_PORT_NAME
 
 from ..config import PROJECT
-from .base import MANAGED_BY, POOL_LABEL, Manifest
+from .base import MANAGED_BY, NETWORK_LABEL, NODES_LABEL, POOL_LABEL, Manifest
 from .kube_metrics import OPERATOR_METRICS_PORT
 
 MONITORING_API = "monitoring.coreos.com/v1"
@@ -22,6 +22,10 @@ sets that to the scrape job."""
 POOL_SERIES_LABEL = "pool"
 """The node pool a job's pods run on (their ``ack-training-platform/pool`` label), on every series
 scraped from them: a job's bandwidth is compared with earlier jobs' on the same pool."""
+NODES_SERIES_LABEL = "nodes"
+NETWORK_SERIES_LABEL = "network"
+"""A netbench job's node count and network (its pods' ``NODES_LABEL`` and ``NETWORK_LABEL``), on its
+series: absent from other jobs'."""
 JOB_NAME_POD_LABEL = "app.kubernetes.io/name"
 """Every pod of a platform job carries its job's name here, on both backends: the PyTorchJob's
 replica templates and the TrainJob's runtime patch both take ``job_labels`` (``jobs.py``)."""
@@ -43,8 +47,9 @@ def trainer_pod_monitor(namespace: str, watched: list[str] | None = None) -> Man
 
     It selects the pods by the platform's ``managed-by`` label and scrapes the container port
     named ``metrics`` (``trainer/metric_names.py``), copying the job name into ``training_job``
-    so that a series keeps its job when pods are replaced, and the pod's pool into ``pool``
-    (empty, so absent, for jobs on the CPU nodes).
+    so that a series keeps its job when pods are replaced, the pod's pool into ``pool``
+    (empty, so absent, for jobs on the CPU nodes), and a netbench job's shape into ``nodes`` and
+    ``network``.
 
     Args:
         namespace: the training namespace; the PodMonitor lives there.
@@ -71,11 +76,14 @@ def trainer_pod_monitor(namespace: str, watched: list[str] | None = None) -> Man
                             "sourceLabels": [_meta_label(JOB_NAME_POD_LABEL)],
                             "targetLabel": JOB_LABEL,
                         },
-                        {
-                            "action": "replace",
-                            "sourceLabels": [_meta_label(POOL_LABEL)],
-                            "targetLabel": POOL_SERIES_LABEL,
-                        },
+                        *(
+                            {"action": "replace", "sourceLabels": [_meta_label(pod_label)], "targetLabel": series}
+                            for pod_label, series in (
+                                (POOL_LABEL, POOL_SERIES_LABEL),
+                                (NODES_LABEL, NODES_SERIES_LABEL),
+                                (NETWORK_LABEL, NETWORK_SERIES_LABEL),
+                            )
+                        ),
                     ],
                 }
             ],

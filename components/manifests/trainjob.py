@@ -75,6 +75,12 @@ UNCONSTRAINED_TOPOLOGY = "kueue.x-k8s.io/podset-unconstrained-topology"
 """A pod set's request for Kueue's topology-aware scheduling, read from the pod template's annotations
 of each replicated job of the JobSet a TrainJob becomes (kubernetes-sigs/kueue v0.19.2
 ``apis/kueue/v1beta2/topology_types.go``; ``pkg/controller/jobs/jobset/jobset_controller.go`` ``PodSets``)."""
+PODSET_GROUP = "kueue.x-k8s.io/podset-group-name"
+"""Pod sets of one group are placed as a unit, in one topology domain (``topology_types.go``
+``PodSetGroupName``). Each replicated job is a pod set of its own, so without it an MPI job's launcher
+and its node pods may land in different domains of a required topology. Kueue accepts a group of
+exactly two pod sets, one of a single pod, both asking for the same topology, under a name that is not
+a number (``pkg/controller/jobframework/tas_validation.go``): an MPI job's launcher and nodes."""
 JOB_RESTARTS = RunPolicySpec.model_fields["backoff_limit"].default
 """Restarts of a whole job after a pod fails, as many as a v1 job's default ``backoffLimit``."""
 DEFAULT_SHM = "2Gi"
@@ -271,6 +277,8 @@ def train_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
     }
     pod_metadata: Manifest = {"labels": pod_labels(job, ctx)}
     topology = kueue_topology_annotations(job, ctx)
+    if mpi and topology.keys() & {REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY}:
+        topology[PODSET_GROUP] = job.name
     if topology:
         # Kueue chooses the domain and pins each pod to a node in it: a pod affinity would add nothing.
         pod_patch.pop("affinity", None)
