@@ -8,6 +8,8 @@ on 127.0.0.1 (``loopback_cloud.py``); the wiring runs the real program under Pul
 from __future__ import annotations
 
 import base64
+import os
+import pickle
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,10 +17,10 @@ from typing import Any
 
 import pytest
 from conftest import ROOT, cfg, stack_config
-from loopback_cloud import LOAD_BALANCER, PORT, REGION, CloudApi, cloud_api
+from loopback_cloud import BUSY, LOAD_BALANCER, PORT, REGION, CloudApi, Fault, cloud_api
 from pulumi.dynamic.dynamic import serialize_provider
 
-from components.api_server import ListenerAclProvider
+from components.listener_acl import ListenerAclProvider
 from components.plan_records import SECRET
 
 ACCESS_KEY_ID = "LTAI-test-key-id"
@@ -125,27 +127,83 @@ def test_a_cluster_without_a_known_load_balancer_is_named_before_slb_is_asked(sl
     assert api.actions() == []
 
 
-def test_a_busy_load_balancer_is_retried(slb) -> None:
+@pytest.mark.parametrize(
+    "fault",
+    [
+        BUSY,
+        # Without x-acs-retry-after the SDK raises a throttled call as a ClientException.
+        Fault(400, "Throttling.User", "Request was denied due to user flow control."),
+        Fault(400, "Throttling", "Request was denied due to flow control.", {"x-acs-retry-after": "2"}),
+        Fault(503, "ServiceUnavailable", "The request has failed due to a temporary failure of the server."),
+        Fault(500, "InternalError", "The request processing has failed due to some unknown error."),
+    ],
+    ids=["busy", "throttled", "throttled-with-retry-after", "unavailable", "server-error"],
+)
+def test_a_busy_throttling_or_failing_api_is_retried(slb, fault: Fault) -> None:
     api, provider = slb
-    api.busy = 2
+    api.faults = [fault, fault]
     assert provider.create(dict(PROPS)).outs["acl_status"] == "on"
     assert api.actions() == [SET, SET, SET, DESCRIBE]
 
 
-def test_the_provider_pickled_into_state_holds_no_credential_and_loads_elsewhere(slb) -> None:
-    _, provider = slb
-    pickled = serialize_provider(ListenerAclProvider())
+def test_a_refusal_is_not_retried(slb) -> None:
+    api, provider = slb
+    api.faults = [Fault(403, "Forbidden.RAM", "User not authorized to operate on the specified resource.")]
+    with pytest.raises(Exception, match="Forbidden.RAM"):
+        provider.create(dict(PROPS))
+    assert api.actions() == [SET]
+
+
+def test_the_provider_pickled_into_state_works_without_this_project(slb, tmp_path) -> None:
+    api, provider = slb
+    pickled = serialize_provider(provider)
     raw = base64.b64decode(pickled)
     assert ACCESS_KEY_ID.encode() not in raw and ACCESS_KEY_SECRET.encode() not in raw
-    # The engine's dynamic provider process loads it from the project directory.
-    load = (
-        "import base64, sys, dill; p = dill.loads(base64.b64decode(sys.argv[1])); "
-        "print(type(p).__module__, type(p).__name__, p.endpoint)"
+    # As the engine's dynamic provider process would for a program that installs the
+    # platform under another name: nothing of this checkout on the path (-I: no PYTHONPATH,
+    # no working directory), credentials from the environment.
+    run = (
+        "import base64, sys, dill\n"
+        "p = dill.loads(base64.b64decode(sys.argv[1]))\n"
+        f"outs = p.create({{'region': {REGION!r}, 'load_balancer_id': {LOAD_BALANCER!r}, "
+        f"'listener_port': {float(PORT)!r}, 'acl_id': {ACL!r}}}).outs\n"
+        "print(outs['acl_status'], outs['acl_type'], outs['acl_id'])\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('components', 'ack_training_platform')))\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", load, pickled], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120
+        [sys.executable, "-I", "-c", run, pickled],
+        cwd=tmp_path,
+        env={
+            "ALIBABA_CLOUD_ACCESS_KEY_ID": ACCESS_KEY_ID,
+            "ALIBABA_CLOUD_ACCESS_KEY_SECRET": ACCESS_KEY_SECRET,
+            "PATH": os.environ["PATH"],
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
-    assert done.stdout.split() == ["components.api_server", "ListenerAclProvider", "None"]
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"on white {ACL}", "[]"]
+    assert api.acl == BOUND and api.actions() == [SET, DESCRIBE]
+
+
+def test_a_provider_stored_by_its_former_path_still_loads() -> None:
+    # State written before the provider was stored by value names the class by module path.
+    names = ListenerAclProvider.__module__, ListenerAclProvider.__qualname__
+    ListenerAclProvider.__module__, ListenerAclProvider.__qualname__ = "components.api_server", "ListenerAclProvider"
+    try:
+        by_path = base64.b64encode(pickle.dumps(ListenerAclProvider(endpoint="slb.example"))).decode()
+    finally:
+        ListenerAclProvider.__module__, ListenerAclProvider.__qualname__ = names
+    assert b"components.api_server" in base64.b64decode(by_path)
+    load = (
+        "import base64, sys, dill; p = dill.loads(base64.b64decode(sys.argv[1])); "
+        "print(type(p).__name__, p.endpoint, p.retries)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", load, by_path], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.split() == ["ListenerAclProvider", "slb.example", "10"]
 
 
 # --- wiring, under Pulumi's mocks ----------------------------------------------------------
