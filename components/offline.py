@@ -128,6 +128,7 @@ def run_program(
     project = project_name(project_dir)
     recorded: dict[str, Recorded] = {}
     order: list[str] = []
+    lookups: dict[str, None] = {}
 
     class EchoMocks(mocks.Mocks):
         """Resources get back their inputs and no id: a preview, where ids are unknown."""
@@ -162,6 +163,7 @@ def run_program(
         thread so that they can be closed cleanly after the run."""
 
         def Invoke(self, request: Any) -> Any:  # noqa: N802 (gRPC method names)
+            lookups[request.tok] = None
             response = super().Invoke(request)
             remember_loop()
             return response
@@ -208,6 +210,7 @@ def run_program(
         # The SDK's unit-test entry point: runs the program and waits for every registration.
         pulumi.runtime.test(run)()
         plan.resources = [recorded[urn] for urn in order]
+        plan.lookups = list(lookups)
         root = pulumi.runtime.get_root_resource()
         await_value = asyncio.get_event_loop().run_until_complete
         for key, output in getattr(root, "outputs", {}).items():
