@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from .config import PROJECT
 from .plan_records import SECRET, Plan, Recorded, clean
 
@@ -31,6 +33,24 @@ ASSIGNED_OUTPUTS = {
 """Outputs the cloud assigns, as placeholders that say so: a personal registry's hosts (new
 instances get ``crpi-...`` ones), so that what is built from them (an image, a pull URL)
 shows everything else it holds."""
+
+
+CLUSTER_CREDENTIAL = "alicloud:cs/getClusterCredential:getClusterCredential"
+API_SERVER = "https://<api server, known after deploy>:6443"
+
+
+def offline_credential(cluster_id: str) -> dict[str, Any]:
+    """What ``cs.get_cluster_credential`` answers offline for an adopted cluster: a
+    kubeconfig as ACK issues one, with placeholders for what only ACK knows."""
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "kubernetes", "cluster": {"server": API_SERVER}}],
+        "contexts": [{"name": cluster_id, "context": {"cluster": "kubernetes", "user": cluster_id}}],
+        "current-context": cluster_id,
+        "users": [{"name": cluster_id, "user": {"client-certificate-data": "<known after deploy>"}}],
+    }
+    return {"clusterId": cluster_id, "kubeConfig": yaml.safe_dump(kubeconfig)}
 
 
 def _config_value(value: Any) -> str:
@@ -148,6 +168,8 @@ def run_program(
                 return dict(answer(args.args) if callable(answer) else answer)
             if args.token in preflight.LOOKUPS and project == PROJECT:
                 return preflight.offline_answer(args.token, args.args, stack_spec())
+            if args.token == CLUSTER_CREDENTIAL:
+                return offline_credential(args.args["clusterId"])
             return {}
 
     worker_loops: set[asyncio.AbstractEventLoop] = set()
