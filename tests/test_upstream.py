@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, stack_config
+from conftest import ROOT, cfg, stack_config
 from fixtures.upstream import OPERATOR_IMAGE, VOLCANO_MANIFEST, git_tree_of, write_tree
 from pod_security import baseline_violations, pod_specs
 
@@ -427,10 +427,18 @@ def test_images_command_lists_what_to_copy() -> None:
     )
 
 
-def test_dev_pulls_the_operator_from_its_mirror_not_ghcr(run_stack, fixture_pins: Path) -> None:
+def test_dev_on_an_empty_account_pulls_the_operator_from_its_own_registry(run_stack, fixture_pins: Path) -> None:
+    # No mirror to fill before the first up: the images as upstream publishes them.
     plan = run_stack(stack_config("dev"))
     pod = plan.one("kubernetes:apps/v1:Deployment", "kubeflow/training-operator").inputs["spec"]["template"]["spec"]
-    mirror = "registry-vpc.cn-hangzhou.aliyuncs.com/ml-mirror"
+    assert [c["image"] for c in pod["containers"]] == ["ghcr.io/kubeflow/training-v1/training-operator:v1-93c5489"]
+    assert pod["containers"][0]["args"] == ["--pytorch-init-container-image=docker.io/library/alpine:3.23.3"]
+
+
+def test_dev_opted_in_to_a_mirror_pulls_the_operator_from_it(run_stack, fixture_pins: Path) -> None:
+    mirror = "crpi-abc123-vpc.cn-hangzhou.personal.cr.aliyuncs.com/ml-mirror"
+    plan = run_stack({**stack_config("dev"), cfg("imageMirror"): mirror})
+    pod = plan.one("kubernetes:apps/v1:Deployment", "kubeflow/training-operator").inputs["spec"]["template"]["spec"]
     assert [c["image"] for c in pod["containers"]] == [f"{mirror}/training-operator:v1-93c5489"]
     assert pod["containers"][0]["args"] == [f"--pytorch-init-container-image={mirror}/alpine:3.23.3"]
 
