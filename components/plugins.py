@@ -6,6 +6,7 @@ downloads each on the first run. A runner that cannot reach Pulumi's servers (ma
 China) installs them beforehand from archives fetched once elsewhere::
 
     python -m components.plugins            # the plugins, their archives, the install commands
+    python -m components.plugins --commands --server https://<mirror>/plugins | sh   # install from a mirror
 
 The list follows ``requirements.txt`` and what its packages require in turn, as installed
 (``packaging`` reads their markers; Pulumi's SDK requires it), so it names every plugin a new
@@ -53,8 +54,11 @@ class Plugin:
         """The archive the CLI downloads (``standardAssetName`` in the same Go file)."""
         return f"pulumi-{self.kind}-{self.name}-v{self.version}-{os_name}-{arch}.tar.gz"
 
-    def install_command(self, folder: str = "<folder>") -> str:
-        return f"pulumi plugin install {self.kind} {self.name} {self.version} --file {folder}/{self.archive()}"
+    def install_command(self, folder: str = "<folder>", *, server: str | None = None) -> str:
+        """The CLI command that installs it from an archive in ``folder``, or from ``server``
+        (a mirror serving the archives under their own names)."""
+        source = f"--server {server}" if server else f"--file {folder}/{self.archive()}"
+        return f"pulumi plugin install {self.kind} {self.name} {self.version} {source}"
 
 
 def _canonical(name: str) -> str:
@@ -109,6 +113,8 @@ def plugins(requirements: Path = REQUIREMENTS) -> list[Plugin]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m components.plugins", description=__doc__.split("\n\n")[0])
     parser.add_argument("--requirements", type=Path, default=REQUIREMENTS, help="the program's requirements file")
+    parser.add_argument("--commands", action="store_true", help="print only the install commands, one a line")
+    parser.add_argument("--server", metavar="URL", help="install from this mirror of the plugin archives")
     args = parser.parse_args(argv)
     try:
         found = plugins(args.requirements)
@@ -116,9 +122,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err.args[0]} is required by {args.requirements} but not installed", file=sys.stderr)
         return 2
     for plugin in found:
+        if args.commands:
+            print(plugin.install_command(server=args.server))
+            continue
         print(f"{plugin.name} {plugin.version}  ({plugin.package})")
         print(f"  download: {plugin.server}/{plugin.archive()}")
-        print(f"  install:  {plugin.install_command()}")
+        print(f"  install:  {plugin.install_command(server=args.server)}")
     return 0
 
 

@@ -53,3 +53,11 @@ def test_a_requirement_that_is_not_installed_is_named(tmp_path: Path, capsys) ->
     assert capsys.readouterr().err == (
         f"error: pulumi-nonexistent-provider is required by {requirements} but not installed\n"
     )
+
+
+def test_a_runner_installs_them_from_a_mirror(capsys) -> None:
+    assert main(["--commands", "--server", "https://mirror.example.cn/pulumi-plugins"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"pulumi plugin install resource {name} {version} --server https://mirror.example.cn/pulumi-plugins"
+        for name, version in sorted(provider_pins())
+    ]
