@@ -522,3 +522,38 @@ def test_no_update_or_destroy_deletes_a_crd_and_with_it_every_job(run_stack, fix
     releases = plan.of_type(RELEASE)
     assert sorted(r.name for r in releases) == ["kubeflow-trainer", "kueue"]
     assert all(release.retain_on_delete for release in releases)
+
+
+def volcano_workload(objects: list[dict], name: str) -> dict:
+    return next(o for o in objects if o["kind"] in ("Deployment", "Job") and o["metadata"]["name"] == name)
+
+
+def test_volcanos_admission_is_ready_only_once_it_serves(fixture_pins: Path) -> None:
+    manifest = read_objects(fixture_pins / VOLCANO)
+    objects = customized_volcano_objects(manifest, version="1.12.1", mirror=None, node_selector=None)
+    admission = volcano_workload(objects, "volcano-admission")["spec"]["template"]["spec"]["containers"][0]
+    # v1.12.1 cmd/webhook-manager/app/options/options.go: `--port` "the port used by
+    # admission-controller-server", 8443 by default (the stand-in gives no args).
+    assert admission["readinessProbe"] == {"tcpSocket": {"port": 8443}, "periodSeconds": 5, "failureThreshold": 3}
+    # The release manifest sets --port=8443 itself; the probe follows whatever it sets.
+    volcano_workload(manifest, "volcano-admission")["spec"]["template"]["spec"]["containers"][0]["args"] = [
+        "--enable-healthz=true",
+        "--port=9443",
+    ]
+    objects = customized_volcano_objects(manifest, version="1.12.1", mirror=None, node_selector=None)
+    admission = volcano_workload(objects, "volcano-admission")["spec"]["template"]["spec"]["containers"][0]
+    assert admission["readinessProbe"]["tcpSocket"] == {"port": 9443}
+    for name in ("volcano-scheduler", "volcano-controllers", "volcano-admission-init"):
+        pod = volcano_workload(objects, name)["spec"]["template"]["spec"]
+        assert "readinessProbe" not in pod["containers"][0]
+
+
+def test_volcanos_scheduler_and_controllers_start_once_admission_serves(run_stack, fixture_pins: Path) -> None:
+    plan = run_stack(stack_config("prod"), "prod")
+    deployments = {r.name: r for r in plan.of_type("kubernetes:apps/v1:Deployment")}
+    admission = deployments["volcano-system/volcano-admission"]
+    init = plan.one("kubernetes:batch/v1:Job", "volcano-system/volcano-admission-init")
+    assert init.urn in admission.dependencies
+    for name in ("volcano-system/volcano-scheduler", "volcano-system/volcano-controllers"):
+        assert admission.urn in deployments[name].dependencies, name
+    assert not {d.urn for d in deployments.values()} & set(admission.dependencies)
