@@ -6,6 +6,7 @@ rendered operator overlay and in Volcano's manifest."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -557,3 +558,55 @@ def test_volcanos_scheduler_and_controllers_start_once_admission_serves(run_stac
     for name in ("volcano-system/volcano-scheduler", "volcano-system/volcano-controllers"):
         assert admission.urn in deployments[name].dependencies, name
     assert not {d.urn for d in deployments.values()} & set(admission.dependencies)
+
+
+def fake_tool(folder: Path, name: str, script: str) -> None:
+    folder.mkdir(exist_ok=True)
+    tool = folder / name
+    tool.write_text(f"#!/usr/bin/env bash\n{script}\n")
+    tool.chmod(0o755)
+
+
+def test_another_kustomize_is_named_when_its_rendering_differs(
+    tmp_path: Path, fixture_pins: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from components.prepare import render_overlay
+
+    # A kubectl whose kustomize drops the Service: what a kustomize of another version
+    # rendering the same overlay differently looks like to the pin.
+    real = subprocess.run(["bash", "-c", "command -v kubectl"], capture_output=True, text=True, check=True)
+    fake_tool(
+        tmp_path / "bin",
+        "kubectl",
+        'if [ "$1" = version ]; then echo "Client Version: v1.34.1"; echo "Kustomize Version: v5.7.1"; exit 0; fi\n'
+        f'{real.stdout.strip()} "$@" | {sys.executable} -c "import sys, yaml; '
+        "print(yaml.safe_dump_all([o for o in yaml.safe_load_all(sys.stdin) if o and o['kind'] != 'Service']))\"",
+    )
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    overlay = pins.OPERATOR_OVERLAYS["v1.9.4"]
+    (fixture_pins / overlay.name).unlink()
+    with pytest.raises(SourceError) as raised:
+        render_overlay(overlay, fixture_pins)
+    assert str(raised.value).endswith(
+        "The pin was rendered with kustomize v5.5.0, and kubectl has kustomize v5.7.1: render with kubectl 1.32, or "
+        "install kustomize v5.5.0 (go install sigs.k8s.io/kustomize/kustomize/v5@v5.5.0) and set KUSTOMIZE to it"
+    )
+    assert not (fixture_pins / overlay.name).exists()
+
+
+def test_a_standalone_kustomize_renders_the_overlay(
+    tmp_path: Path, fixture_pins: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from components.prepare import render_overlay
+
+    # Stands in for kustomize v5.5.0's own binary: `kustomize build DIR` renders as kubectl 1.32's does.
+    ran = tmp_path / "ran"
+    fake_tool(
+        tmp_path / "bin", "kustomize", f'[ "$1" = build ] && touch {ran} && exec kubectl kustomize "$2"; echo v5.5.0'
+    )
+    monkeypatch.setenv("KUSTOMIZE", str(tmp_path / "bin" / "kustomize"))
+    overlay = pins.OPERATOR_OVERLAYS["v1.9.4"]
+    (fixture_pins / overlay.name).unlink()
+    render_overlay(overlay, fixture_pins)
+    assert ran.exists()
+    assert objects_sha256(read_objects(fixture_pins / overlay.name)) == overlay.objects_sha256
