@@ -221,7 +221,9 @@ def deploy_policy(
         actions.update(f"{apis.service}:{write}" for write in apis.writes)
         actions.update(apis.extra)
         services.add(apis.service)
-    actions.update(f"{service}:{read}" for service in services - {"ram"} for read in READS)
+    wildcards = {f"{service}:{read}" for service in services - {"ram"} for read in READS}
+    # An action a service's read wildcard already grants is not listed again.
+    actions = {a for a in actions if not any(a.startswith(w[:-1]) for w in wildcards)} | wildcards
     anywhere = sorted(a for a in actions if not a.startswith("ram:"))
     ram = sorted(a for a in actions if a.startswith("ram:"))
     if "ram" in services:
