@@ -110,3 +110,13 @@ def test_the_plan_prints_the_policy(capsys, monkeypatch) -> None:
     assert main(["--stack", "dev", "--ram-policy"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert "vpc:CreateVpc" in actions(printed) and "ecs:CreateDeploymentSet" not in actions(printed)
+
+
+def test_reads_outside_the_wildcards_are_granted(run_stack) -> None:
+    # Every read of a managed cluster asks for its control plane's log settings
+    # (terraform-provider-alicloud v1.289.0 resource_alicloud_cs_managed_kubernetes.go
+    # checkControlPlaneLogEnable), and of a bought registry for its subscription
+    # (service_alicloud_cr_v2.go DescribeInstanceQueryAvailableInstances): neither is a
+    # Describe, Get or List call, and a refused read fails the create that ends in it.
+    granted = actions(run_stack(bought_registry(), "prod").deploy_policy())
+    assert {"cs:CheckControlPlaneLogEnable", "bssapi:QueryAvailableInstances"} <= granted

@@ -7,8 +7,8 @@ RAM names an action ``<service>:<API name>``. The API names come from the Terraf
 provider that pulumi-alicloud 4.0.0 wraps (terraform-provider-alicloud v1.289.0, the
 ``alicloud/`` file named per type), and for ACK's REST paths from the CS SDK that names them
 (alibabacloud_cs20151215 7.2.3 ``client.py``). Reads are granted per service as
-``Describe*``, ``Get*`` and ``List*``: every read call of these resources is one of them, and
-each resource reads through several (tags, state waits).
+``Describe*``, ``Get*`` and ``List*``: each resource reads through several (tags, state
+waits); a read call outside them is listed with its type.
 """
 
 from __future__ import annotations
@@ -53,8 +53,10 @@ RESOURCE_APIS: dict[str, CloudApis] = {
         "cs",
         ("CreateCluster", "ModifyCluster", "ModifyClusterTags", "UpgradeCluster", "MigrateCluster", "DeleteCluster"),
         "resource_alicloud_cs_managed_kubernetes.go and resource_alicloud_cs_kubernetes.go (DeleteCluster)",
-        # Its read looks up the NAT gateway ACK created in the VPC.
-        extra=("vpc:DescribeNatGateways",),
+        # Its read looks up the NAT gateway ACK created in the VPC, and asks for the control
+        # plane's log settings on every read (checkControlPlaneLogEnable in
+        # resource_alicloud_cs_managed_kubernetes.go), a call no read wildcard covers.
+        extra=("vpc:DescribeNatGateways", "cs:CheckControlPlaneLogEnable"),
     ),
     "alicloud:cs/nodePool:NodePool": CloudApis(
         "cs",
@@ -124,8 +126,10 @@ RESOURCE_APIS: dict[str, CloudApis] = {
         "cr",
         ("ResetLoginPassword", "ChangeResourceGroup"),
         "resource_alicloud_cr_ee_instance.go",
-        # Bought and refunded through the billing API (BssOpenApi CreateInstance, RefundInstance).
-        extra=("bssapi:CreateInstance", "bssapi:RefundInstance"),
+        # Bought and refunded through the billing API (BssOpenApi CreateInstance, RefundInstance),
+        # which every read also asks for the subscription (QueryAvailableInstances,
+        # service_alicloud_cr_v2.go DescribeInstanceQueryAvailableInstances).
+        extra=("bssapi:CreateInstance", "bssapi:QueryAvailableInstances", "bssapi:RefundInstance"),
     ),
     "alicloud:cs/registryEnterpriseNamespace:RegistryEnterpriseNamespace": CloudApis(
         "cr", ("CreateNamespace", "UpdateNamespace", "DeleteNamespace"), "resource_alicloud_cr_ee_namespace.go"
