@@ -111,3 +111,13 @@ def test_a_stack_is_previewed_only_with_the_lock_it_requires(tmp_path, stack, co
     assert ("not previewed" in done.stdout) == (previewed == "false")
     for step in job("preview")["steps"][job("preview")["steps"].index(lock_step()) + 1 :]:
         assert "steps.lock.outputs.preview == 'true'" in step["if"]
+
+
+def test_ack_ram_tool_is_built_where_its_replace_directive_resolves() -> None:
+    # `go install module@version` refuses a module whose go.mod has replace directives, and
+    # ack-ram-tool's has one (v0.19.3-dev.1 go.mod, for pkg/credentials/provider): it is built
+    # in a checkout of the tag, pinned by its commit like the actions.
+    step = next(s for s in job("preview")["steps"] if "ack-ram-tool" in s.get("name", ""))
+    assert "ack-ram-tool@" not in step["run"]
+    assert 'rev-parse HEAD)" = a46a3d1e4fa9775f8c69026a97da620b101ece30' in step["run"]
+    assert "go install ./cmd/ack-ram-tool" in step["run"]
