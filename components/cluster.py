@@ -10,7 +10,7 @@ import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
 from ._k8s import TOKEN
-from .api_server import KUBECONFIG_MINUTES, ListenerAcl, cluster_kubeconfig, restrict_api_server
+from .api_server import LOOKUP_MINUTES, ListenerAcl, cluster_kubeconfig, exec_kubeconfig, restrict_api_server
 from .config import AutoscalerSpec, ClusterSpec, LocalClusterSpec, NetworkSpec
 from .identity import METADATA_TOKENS_REQUIRED, node_role, node_role_name
 from .manifests import POOL_LABEL, SYSTEM_POOL, creation_addons
@@ -50,13 +50,14 @@ class AckCluster(pulumi.ComponentResource):
 
     Attributes:
         cluster_id: the ACK cluster id.
-        kubeconfig: the providers' kubeconfig, valid for ``KUBECONFIG_MINUTES`` and fetched
-            again on every run, naming the internal endpoint of a private cluster this stack
-            creates; a Pulumi secret.
+        kubeconfig: the providers' kubeconfig, naming the internal endpoint of a private
+            cluster this stack creates, with ACK's credential plugin in place of a credential
+            (:func:`~components.api_server.exec_kubeconfig`): the same text on every run; a
+            Pulumi secret all the same.
         provider: a kubernetes provider for the cluster. Every object applied through it
             waits for the system nodes, the add-ons and the API server's whitelist. Its
-            ``cluster_identifier`` is the cluster id, so the kubeconfig changing on every run
-            replaces no Kubernetes object.
+            ``cluster_identifier`` is the cluster id, so a kubeconfig that changes (a rotated
+            CA, a new endpoint) replaces no Kubernetes object.
         kept_provider: the same, for objects kept on delete (the shared volumes): it
             updates such an object when it is created again rather than failing because it
             exists (pulumi-kubernetes 4.29 and later refuse by default).
@@ -153,8 +154,8 @@ class AckCluster(pulumi.ComponentResource):
             alicloud.cs.KubernetesAddon(f"{name}-{addon}", cluster_id=self.cluster_id, name=addon, opts=addon_options)
             for addon in addons
         ]
-        # Neither the SDK's lookup nor the apply marks the credential secret; without this
-        # it would land in plain state.
+        # It holds no credential, but it is derived from one ACK issued, which neither the
+        # SDK's lookup nor the apply marks secret: kept secret, as stacks have it in state.
         self.kubeconfig = pulumi.Output.secret(self._kubeconfig(spec, region))
         guarded = [self.api_server_access] if self.api_server_access is not None else []
         ready = pulumi.ResourceOptions(parent=self, depends_on=[*nodes, *self.addons, *guarded])
@@ -171,14 +172,20 @@ class AckCluster(pulumi.ComponentResource):
         self.register_outputs({"clusterId": self.cluster_id, "kubeconfig": self.kubeconfig})
 
     def _kubeconfig(self, spec: ClusterSpec, region: str) -> pulumi.Output[str]:
+        """The providers' kubeconfig (:func:`exec_kubeconfig`), from the API server's address
+        and CA in one ACK issues now."""
         if spec.creates_cluster and not spec.api_server.public:
             # The SDK's lookup always asks for the public endpoint, which this cluster lacks.
-            return self.cluster_id.apply(lambda cluster_id: cluster_kubeconfig(region, cluster_id, private=True))
-        return alicloud.cs.get_cluster_credential_output(
-            cluster_id=self.cluster_id,
-            temporary_duration_minutes=KUBECONFIG_MINUTES,
-            opts=pulumi.InvokeOptions(parent=self),
-        ).kube_config
+            issued = self.cluster_id.apply(lambda cluster_id: cluster_kubeconfig(region, cluster_id, private=True))
+        else:
+            issued = alicloud.cs.get_cluster_credential_output(
+                cluster_id=self.cluster_id,
+                temporary_duration_minutes=LOOKUP_MINUTES,
+                opts=pulumi.InvokeOptions(parent=self),
+            ).kube_config
+        return pulumi.Output.all(issued, self.cluster_id).apply(
+            lambda args: exec_kubeconfig(args[0], cluster_id=args[1], region=region)
+        )
 
     def _system_pool(self, name: str, spec: ClusterSpec, network: Network) -> alicloud.cs.NodePool:
         pool = spec.system_pool

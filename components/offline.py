@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from .config import PROJECT
 from .plan_records import SECRET, Plan, Recorded, clean
 
@@ -31,6 +33,24 @@ ASSIGNED_OUTPUTS = {
 """Outputs the cloud assigns, as placeholders that say so: a personal registry's hosts (new
 instances get ``crpi-...`` ones), so that what is built from them (an image, a pull URL)
 shows everything else it holds."""
+
+
+CLUSTER_CREDENTIAL = "alicloud:cs/getClusterCredential:getClusterCredential"
+API_SERVER = "https://<api server, known after deploy>:6443"
+
+
+def offline_credential(cluster_id: str) -> dict[str, Any]:
+    """What ``cs.get_cluster_credential`` answers offline for an adopted cluster: a
+    kubeconfig as ACK issues one, with placeholders for what only ACK knows."""
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "kubernetes", "cluster": {"server": API_SERVER}}],
+        "contexts": [{"name": cluster_id, "context": {"cluster": "kubernetes", "user": cluster_id}}],
+        "current-context": cluster_id,
+        "users": [{"name": cluster_id, "user": {"client-certificate-data": "<known after deploy>"}}],
+    }
+    return {"clusterId": cluster_id, "kubeConfig": yaml.safe_dump(kubeconfig)}
 
 
 def _config_value(value: Any) -> str:
@@ -128,6 +148,7 @@ def run_program(
     project = project_name(project_dir)
     recorded: dict[str, Recorded] = {}
     order: list[str] = []
+    lookups: dict[str, None] = {}
 
     class EchoMocks(mocks.Mocks):
         """Resources get back their inputs and no id: a preview, where ids are unknown."""
@@ -147,6 +168,8 @@ def run_program(
                 return dict(answer(args.args) if callable(answer) else answer)
             if args.token in preflight.LOOKUPS and project == PROJECT:
                 return preflight.offline_answer(args.token, args.args, stack_spec())
+            if args.token == CLUSTER_CREDENTIAL:
+                return offline_credential(args.args["clusterId"])
             return {}
 
     worker_loops: set[asyncio.AbstractEventLoop] = set()
@@ -162,6 +185,7 @@ def run_program(
         thread so that they can be closed cleanly after the run."""
 
         def Invoke(self, request: Any) -> Any:  # noqa: N802 (gRPC method names)
+            lookups[request.tok] = None
             response = super().Invoke(request)
             remember_loop()
             return response
@@ -208,6 +232,7 @@ def run_program(
         # The SDK's unit-test entry point: runs the program and waits for every registration.
         pulumi.runtime.test(run)()
         plan.resources = [recorded[urn] for urn in order]
+        plan.lookups = list(lookups)
         root = pulumi.runtime.get_root_resource()
         await_value = asyncio.get_event_loop().run_until_complete
         for key, output in getattr(root, "outputs", {}).items():

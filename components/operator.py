@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pulumi
@@ -12,7 +12,13 @@ from ._k8s import TOKEN, typed_resource
 from .config import OperatorSpec
 from .crd_schema import crd_schemas
 from .local_sources import LocalSources
-from .manifests import customized_operator_objects, customized_volcano_objects, pod_spec
+from .manifests import (
+    customized_operator_objects,
+    customized_volcano_objects,
+    is_admission,
+    pod_spec,
+    waits_for_admission,
+)
 from .pins import OPERATOR_OVERLAYS, VOLCANO_MANIFESTS
 
 WORKLOAD_TIMEOUT = "15m"
@@ -47,7 +53,10 @@ class TrainingOperator(pulumi.ComponentResource):
     ``volcano-admission-init``, writes the Secret its admission Deployment mounts; it was a
     pre-install hook of the chart, run before the chart's other objects, hence Jobs before
     the other workloads (a Job resource is ready once it has completed, pulumi-kubernetes
-    4.34.2 ``batch/v1/Job.py``).
+    4.34.2 ``batch/v1/Job.py``). Volcano's scheduler and controllers also wait for its
+    admission Deployment, ready once its webhooks serve
+    (:func:`~components.manifests.volcano.waits_for_admission`; a Deployment resource is
+    ready once it is Available, ``apps/v1/Deployment.py``).
 
     Args:
         name: Pulumi resource name.
@@ -114,6 +123,8 @@ class TrainingOperator(pulumi.ComponentResource):
                 customized_volcano_objects(manifest, version=spec.volcano.version, **images),
                 provider=provider,
                 waits=pulls,
+                serves_first=is_admission,
+                waits_for_first=waits_for_admission,
             )
             if manifest is not None
             else []
@@ -136,9 +147,13 @@ class TrainingOperator(pulumi.ComponentResource):
         provider: k8s.Provider,
         waits: list[pulumi.Resource],
         aliases: list[pulumi.Alias] | None = None,
+        serves_first: Callable[[dict], bool] | None = None,
+        waits_for_first: Callable[[dict], bool] | None = None,
     ) -> list[pulumi.Resource]:
         """One resource per object, in layers: namespaces; the objects without pods; Jobs;
-        the other workloads, which also wait for ``waits``. Returns them all."""
+        the other workloads, which also wait for ``waits``; of those, the ones
+        ``waits_for_first`` picks also wait for the ones ``serves_first`` picks (Volcano's
+        scheduler and controllers for its admission webhook). Returns them all."""
 
         def apply(obj: dict, depends_on: list[pulumi.Resource]) -> pulumi.Resource:
             runs_pods = pod_spec(obj) is not None
@@ -164,7 +179,11 @@ class TrainingOperator(pulumi.ComponentResource):
         ]
         setup = [*namespaces.values(), *others]
         jobs = [apply(obj, [*setup, *waits]) for obj in objects if obj["kind"] == "Job"]
-        workloads = [
-            apply(obj, [*setup, *jobs, *waits]) for obj in objects if obj["kind"] != "Job" and pod_spec(obj) is not None
+        workloads = [obj for obj in objects if obj["kind"] != "Job" and pod_spec(obj) is not None]
+        first = [apply(obj, [*setup, *jobs, *waits]) for obj in workloads if serves_first and serves_first(obj)]
+        rest = [
+            apply(obj, [*setup, *jobs, *waits, *(first if waits_for_first and waits_for_first(obj) else [])])
+            for obj in workloads
+            if not (serves_first and serves_first(obj))
         ]
-        return [*setup, *jobs, *workloads]
+        return [*setup, *jobs, *first, *rest]

@@ -60,12 +60,15 @@ class RenderedOverlay:
         overlay: the overlay's path inside ``source``.
         objects_sha256: sha256 of the rendered objects as canonical JSON (keys sorted, no
             spaces), so that the digest does not depend on how a kubectl version lays out YAML.
+        kustomize: the kustomize version the pin was rendered with; another version may
+            render other objects (a field it adds or drops), which the digest refuses.
     """
 
     name: str
     source: Source
     overlay: str
     objects_sha256: str
+    kustomize: str = "v5.5.0"
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,7 @@ OPERATOR_OVERLAYS = {
         "14843c9446baf40505cffd5a5889b32fa54ee542e1d030de5035b37f39847f98",
     ),
 }
-"""The standalone overlay (namespace ``kubeflow``); rendered by kubectl 1.32 (kustomize v5.5.0)."""
+"""The standalone overlay (namespace ``kubeflow``); rendered by kubectl 1.32, whose kustomize is v5.5.0."""
 
 VOLCANO_MANIFESTS = {
     "1.12.1": PinnedFile(

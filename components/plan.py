@@ -33,6 +33,7 @@ import yaml
 
 from .config import PROJECT, ConfigError, PlatformSpec, load_spec, missing_credentials, stack_schema
 from .config.cluster import ALLOWED_CIDRS_KEY, set_allowed_cidr
+from .manifests.deploy_policy import MissingApis
 from .offline import ProgramError, holds_secure, redacted_config, run_program
 from .plan_records import SECRET, Plan, apply_rank
 
@@ -171,6 +172,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, help="write the Kubernetes objects as YAML here")
     parser.add_argument("--json", action="store_true", help="print every resource with inputs and options as JSON")
+    parser.add_argument(
+        "--ram-policy",
+        action="store_true",
+        help="print the RAM policy the identity running pulumi up, refresh and destroy needs for this plan",
+    )
     args = parser.parse_args(argv)
     if args.schema:
         print(json.dumps(stack_schema(), indent=2))
@@ -198,6 +204,13 @@ def main(argv: list[str] | None = None) -> int:
     state_metrics = write_job_state_metrics(spec, args.out) if args.out and spec else None
     if args.json:
         print(json.dumps(plan.as_json(), indent=2, default=str))
+        return 0
+    if args.ram_policy:
+        try:
+            print(json.dumps(plan.deploy_policy(), indent=2))
+        except MissingApis as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
         return 0
     print(f"stack {stack}: {len(plan.resources)} resources\n")
     print(plan.tree())

@@ -65,6 +65,8 @@ class Plan:
     resources: list[Recorded]
     outputs: dict[str, Any] = field(default_factory=dict)
     secret_outputs: set[str] = field(default_factory=set)
+    lookups: list[str] = field(default_factory=list)
+    """The provider functions the program called, by token, first call first."""
 
     def of_type(self, type_: str) -> list[Recorded]:
         return [r for r in self.resources if r.type == type_]
@@ -114,6 +116,22 @@ class Plan:
                     "Helm renders them, hooks included, only when the release is installed"
                 )
         return lines
+
+    def deploy_policy(self) -> dict[str, Any]:
+        """The RAM policy ``pulumi up``, ``refresh`` and ``destroy`` of this plan need (see
+        :func:`components.manifests.deploy_policy.deploy_policy`).
+
+        Raises:
+            MissingApis: a planned cloud resource type or look-up has no known actions.
+        """
+        from .manifests.deploy_policy import deploy_policy
+
+        return deploy_policy(
+            [r.type for r in self.resources],
+            self.lookups,
+            roles=[r.inputs["roleName"] for r in self.of_type("alicloud:ram/role:Role")],
+            policies=[r.inputs["policyName"] for r in self.of_type("alicloud:ram/policy:Policy")],
+        )
 
     def counts(self) -> Counter[str]:
         return Counter(r.type for r in self.resources)

@@ -25,10 +25,11 @@ from .config import PROJECT, ConfigError, PlatformSpec
 from .config.capacity import GIB, NodeShare, misfit
 
 VERSIONS = "alicloud:cs/getKubernetesVersion:getKubernetesVersion"
+CLUSTERS = "alicloud:cs/getClusters:getClusters"
 INSTANCE_TYPES = "alicloud:ecs/getInstanceTypes:getInstanceTypes"
 NAS_ZONES = "alicloud:nas/getZones:getZones"
 SWITCHES = "alicloud:vpc/getSwitches:getSwitches"
-LOOKUPS = (VERSIONS, INSTANCE_TYPES, NAS_ZONES, SWITCHES)
+LOOKUPS = (VERSIONS, CLUSTERS, INSTANCE_TYPES, NAS_ZONES, SWITCHES)
 """The provider functions the checks call."""
 OFFLINE_ZONE = "(zone known at deploy)"
 """The zone an adopted vSwitch has offline, where nothing can look it up."""
@@ -82,11 +83,16 @@ def _version_problems(spec: PlatformSpec) -> list[str]:
     version = spec.cluster.version
     if not spec.cluster.creates_cluster or version is None:
         return []
-    # DescribeKubernetesVersionMetadata (terraform-provider-alicloud
-    # data_source_alicloud_cs_kubernetes_version.go). Without a version the answer lists the versions a new cluster can have; with one, ACK
-    # ignores the query mode and answers for any version it supports (alibabacloud_cs20151215
-    # DescribeKubernetesVersionMetadataRequest: "If you specify KubernetesVersion, the system
-    # ignores the query mode"; the default mode is creatable).
+    existing = _existing_cluster(spec)
+    if existing is not None:
+        _warn_about_running_version(spec, existing)
+        return []
+    # DescribeKubernetesVersionMetadata (terraform-provider-alicloud v1.289.0
+    # data_source_alicloud_cs_kubernetes_version.go). Asked without a version, ACK lists the
+    # versions a new cluster can have (the default query mode, "creatable"); asked with one, it
+    # ignores the mode and answers for any version it still supports (alibabacloud_cs20151215
+    # DescribeKubernetesVersionMetadataRequest). Only a cluster about to be created needs the
+    # first answer.
     found = alicloud.cs.get_kubernetes_version(cluster_type="ManagedKubernetes", profile="Default")
     if any(meta.version == version for meta in found.metadatas or []):
         return []
@@ -95,6 +101,45 @@ def _version_problems(spec: PlatformSpec) -> list[str]:
         f"{spec.region}: pick one that `aliyun cs DescribeKubernetesVersionMetadata --ClusterType ManagedKubernetes "
         f"--Region {spec.region}` lists, or drop version for ACK's default"
     ]
+
+
+def _existing_cluster(spec: PlatformSpec) -> Any | None:
+    """The cluster of the stack's name in its region, once it exists.
+
+    A version ACK no longer offers for new clusters is no reason to refuse an update, a
+    refresh or a teardown of a cluster that has it. The stack names its cluster (``cluster.name``),
+    so the name finds it; DescribeClustersForRegion filters by name (terraform-provider-alicloud
+    v1.289.0 data_source_alicloud_cs_clusters.go), and only an exact match counts.
+    """
+    name = spec.cluster.name
+    found = alicloud.cs.get_clusters(cluster_name=name, cluster_type="ManagedKubernetes")
+    return next((cluster for cluster in found.clusters or [] if cluster.cluster_name == name), None)
+
+
+def _warn_about_running_version(spec: PlatformSpec, cluster: Any) -> None:
+    """Warn when the running cluster's version is not the stack's, or ACK no longer supports it.
+
+    Neither stops the run: the cluster exists, and refusing would block its teardown too.
+    """
+    version = spec.cluster.version
+    running = cluster.get("current_version")
+    if running and running != version:
+        # ACK upgraded the cluster (or someone did in the console): the provider would ask ACK
+        # to "upgrade" it back (UpgradeCluster with the stack's version as NextVersion:
+        # terraform-provider-alicloud v1.289.0 resource_alicloud_cs_managed_kubernetes.go,
+        # UpgradeAlicloudKubernetesCluster), and ACK upgrades only forward.
+        pulumi.log.warn(
+            f"{_key('cluster.version')}: the cluster {spec.cluster.name!r} runs {running}, the stack says "
+            f"{version}: set cluster.version to {running} (docs/day-2.md, upgrades)"
+        )
+    supported = alicloud.cs.get_kubernetes_version(
+        cluster_type="ManagedKubernetes", kubernetes_version=running or version, profile="Default"
+    )
+    if not any(meta.version == (running or version) for meta in supported.metadatas or []):
+        pulumi.log.warn(
+            f"{_key('cluster.version')}: ACK no longer supports {running or version}: upgrade the cluster "
+            "(docs/day-2.md, upgrades)"
+        )
 
 
 def _vswitch_zones(spec: PlatformSpec) -> tuple[list[str], list[str]]:
@@ -217,6 +262,9 @@ def offline_answer(token: str, args: Mapping[str, Any], spec: PlatformSpec) -> d
             "clusterType": args.get("clusterType"),
             "metadatas": [{"version": spec.cluster.version, "runtimes": []}],
         }
+    if token == CLUSTERS:
+        # An empty account: the cluster is yet to be created.
+        return {"clusters": []}
     if token == INSTANCE_TYPES:
         zone = args.get("availabilityZone")
         return {"instanceTypes": [{"id": args.get("instanceType"), "availabilityZones": [zone]}]}

@@ -11,6 +11,7 @@ own pin.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -32,6 +33,9 @@ from .pins import (
 )
 
 GITHUB = "https://github.com"
+KUSTOMIZE_ENV = "KUSTOMIZE"
+"""A standalone kustomize binary to render overlays with (``kustomize build``), instead of
+the one built into kubectl (``kubectl kustomize``)."""
 
 
 def _git(*args: str, cwd: Path, stdin: bytes | None = None) -> bytes:
@@ -105,22 +109,47 @@ def fetch_from_git(source: Source, dest: Path, *, base: str = GITHUB) -> None:
 
 
 def render_overlay(overlay: RenderedOverlay, root: Path) -> None:
-    """Render ``overlay`` from its verified source in ``root`` with ``kubectl kustomize``.
+    """Render ``overlay`` from its verified source in ``root`` with ``kubectl kustomize``, or
+    with the kustomize binary ``$KUSTOMIZE`` names.
 
     Raises:
-        SourceError: kubectl failed, or rendered other objects than the pinned ones.
+        SourceError: the renderer failed, or rendered other objects than the pinned ones (the
+            message names the kustomize version found and the one the pin was made with).
     """
     directory = verified_tree(root / overlay.source.name, overlay.source.tree) / overlay.overlay
-    result = subprocess.run(["kubectl", "kustomize", str(directory)], capture_output=True, check=False)
+    kustomize = os.environ.get(KUSTOMIZE_ENV)
+    render, version = (
+        ([kustomize, "build", str(directory)], [kustomize, "version"])
+        if kustomize
+        else (["kubectl", "kustomize", str(directory)], ["kubectl", "version", "--client"])
+    )
+    result = subprocess.run(render, capture_output=True, check=False)
     if result.returncode != 0:
-        raise SourceError(f"kubectl kustomize {directory} failed: {result.stderr.decode(errors='replace').strip()}")
+        raise SourceError(f"{' '.join(render)} failed: {result.stderr.decode(errors='replace').strip()}")
     target = root / overlay.name
     target.write_bytes(result.stdout)
     try:
         verified_objects(target, overlay.objects_sha256)
-    except SourceError:
+    except SourceError as err:
         target.unlink()
-        raise
+        found = _kustomize_version(version)
+        if found == overlay.kustomize:
+            raise
+        raise SourceError(
+            f"{err}. The pin was rendered with kustomize {overlay.kustomize}, and {render[0]} has kustomize "
+            f"{found or '(version unknown)'}: render with kubectl 1.32, or install kustomize {overlay.kustomize} "
+            f"(go install sigs.k8s.io/kustomize/kustomize/v5@{overlay.kustomize}) and set {KUSTOMIZE_ENV} to it"
+        ) from None
+
+
+def _kustomize_version(command: list[str]) -> str | None:
+    """The kustomize version ``command`` reports (kubectl's "Kustomize Version: v5.5.0" line,
+    or kustomize's own ``version``)."""
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    lines = done.stdout.splitlines()
+    line = next((line for line in lines if "Kustomize" in line), lines[0] if len(lines) == 1 else "")
+    match = re.search(r"v\d+\.\d+\.\d+", line)
+    return match.group(0) if match else None
 
 
 def assemble_chart(chart: AssembledChart, root: Path) -> None:

@@ -5,8 +5,10 @@ SDK's ``x-acs-action`` header, the query parameters, the ``Authorization`` heade
 answers in the shapes the official SDKs parse (``alibabacloud_slb20140515`` 3.3.31
 ``models/_describe_load_balancer_tcplistener_attribute_response_body.py``,
 ``alibabacloud_cs20151215`` 7.2.3 ``models/_describe_cluster_user_kubeconfig_response_body.py``;
-errors as ``{RequestId, HostId, Code, Message}`` with a 4xx status, which the SDK raises as
-``ClientException`` carrying the code). The SLB stand-in keeps one TCP listener's access
+errors as ``{RequestId, HostId, Code, Message}``, which the SDK raises, by status and headers,
+as ``ThrottlingException`` (an ``x-acs-retry-after`` header), ``ClientException`` (4xx) or
+``ServerException`` (5xx), each carrying the code: alibabacloud_tea_openapi 0.4.6
+``client.py``). The SLB stand-in keeps one TCP listener's access
 control, so what a call sets is what the next one reads.
 """
 
@@ -36,14 +38,27 @@ class Request:
 
 
 @dataclass
+class Fault:
+    """An error the API answers with once."""
+
+    status: int
+    code: str
+    message: str = "try again later"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+BUSY = Fault(400, "OperationBusy", "The specified load balancer is configuring, please try again later.")
+
+
+@dataclass
 class CloudApi:
     """One ACK API server's load balancer and its 6443 TCP listener, and ACK's kubeconfigs."""
 
     load_balancer: str | None = LOAD_BALANCER
     """``None``: the load balancer was deleted (with its cluster)."""
     acl: dict[str, str] = field(default_factory=lambda: {"AclStatus": "off"})
-    busy: int = 0
-    """Answer this many calls with ``OperationBusy`` first."""
+    faults: list[Fault] = field(default_factory=list)
+    """Errors to answer the next calls with, in order, before answering as the API."""
     kubeconfigs: dict[str, str] = field(default_factory=dict)
     """cluster id → kubeconfig text."""
     requests: list[Request] = field(default_factory=list)
@@ -51,11 +66,14 @@ class CloudApi:
     def actions(self) -> list[str]:
         return [r.action for r in self.requests]
 
-    def answer(self, request: Request) -> tuple[int, dict[str, Any]]:
+    def answer(self, request: Request) -> tuple[int, dict[str, Any], dict[str, str]]:
         self.requests.append(request)
-        if self.busy:
-            self.busy -= 1
-            return _error(400, "OperationBusy", "The specified load balancer is configuring, please try again later.")
+        if self.faults:
+            fault = self.faults.pop(0)
+            return (*_error(fault.status, fault.code, fault.message), fault.headers)
+        return (*self._answer(request), {})
+
+    def _answer(self, request: Request) -> tuple[int, dict[str, Any]]:
         if request.action == "DescribeClusterUserKubeconfig":
             cluster = request.path.split("/")[2]
             if cluster not in self.kubeconfigs:
@@ -98,9 +116,11 @@ def _handler(api: CloudApi) -> type[BaseHTTPRequestHandler]:
                 params={k: v[0] for k, v in parse_qs(url.query).items()},
                 authorization=self.headers.get("Authorization", ""),
             )
-            status, payload = api.answer(request)
+            status, payload, headers = api.answer(request)
             data = json.dumps(payload).encode()
             self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()

@@ -8,17 +8,21 @@ on 127.0.0.1 (``loopback_cloud.py``); the wiring runs the real program under Pul
 from __future__ import annotations
 
 import base64
+import json
+import os
+import pickle
 import subprocess
 import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 from conftest import ROOT, cfg, stack_config
-from loopback_cloud import LOAD_BALANCER, PORT, REGION, CloudApi, cloud_api
+from loopback_cloud import BUSY, LOAD_BALANCER, PORT, REGION, CloudApi, Fault, cloud_api
 from pulumi.dynamic.dynamic import serialize_provider
 
-from components.api_server import ListenerAclProvider
+from components.listener_acl import ListenerAclProvider
 from components.plan_records import SECRET
 
 ACCESS_KEY_ID = "LTAI-test-key-id"
@@ -125,27 +129,83 @@ def test_a_cluster_without_a_known_load_balancer_is_named_before_slb_is_asked(sl
     assert api.actions() == []
 
 
-def test_a_busy_load_balancer_is_retried(slb) -> None:
+@pytest.mark.parametrize(
+    "fault",
+    [
+        BUSY,
+        # Without x-acs-retry-after the SDK raises a throttled call as a ClientException.
+        Fault(400, "Throttling.User", "Request was denied due to user flow control."),
+        Fault(400, "Throttling", "Request was denied due to flow control.", {"x-acs-retry-after": "2"}),
+        Fault(503, "ServiceUnavailable", "The request has failed due to a temporary failure of the server."),
+        Fault(500, "InternalError", "The request processing has failed due to some unknown error."),
+    ],
+    ids=["busy", "throttled", "throttled-with-retry-after", "unavailable", "server-error"],
+)
+def test_a_busy_throttling_or_failing_api_is_retried(slb, fault: Fault) -> None:
     api, provider = slb
-    api.busy = 2
+    api.faults = [fault, fault]
     assert provider.create(dict(PROPS)).outs["acl_status"] == "on"
     assert api.actions() == [SET, SET, SET, DESCRIBE]
 
 
-def test_the_provider_pickled_into_state_holds_no_credential_and_loads_elsewhere(slb) -> None:
-    _, provider = slb
-    pickled = serialize_provider(ListenerAclProvider())
+def test_a_refusal_is_not_retried(slb) -> None:
+    api, provider = slb
+    api.faults = [Fault(403, "Forbidden.RAM", "User not authorized to operate on the specified resource.")]
+    with pytest.raises(Exception, match="Forbidden.RAM"):
+        provider.create(dict(PROPS))
+    assert api.actions() == [SET]
+
+
+def test_the_provider_pickled_into_state_works_without_this_project(slb, tmp_path) -> None:
+    api, provider = slb
+    pickled = serialize_provider(provider)
     raw = base64.b64decode(pickled)
     assert ACCESS_KEY_ID.encode() not in raw and ACCESS_KEY_SECRET.encode() not in raw
-    # The engine's dynamic provider process loads it from the project directory.
-    load = (
-        "import base64, sys, dill; p = dill.loads(base64.b64decode(sys.argv[1])); "
-        "print(type(p).__module__, type(p).__name__, p.endpoint)"
+    # As the engine's dynamic provider process would for a program that installs the
+    # platform under another name: nothing of this checkout on the path (-I: no PYTHONPATH,
+    # no working directory), credentials from the environment.
+    run = (
+        "import base64, sys, dill\n"
+        "p = dill.loads(base64.b64decode(sys.argv[1]))\n"
+        f"outs = p.create({{'region': {REGION!r}, 'load_balancer_id': {LOAD_BALANCER!r}, "
+        f"'listener_port': {float(PORT)!r}, 'acl_id': {ACL!r}}}).outs\n"
+        "print(outs['acl_status'], outs['acl_type'], outs['acl_id'])\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('components', 'ack_training_platform')))\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", load, pickled], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120
+        [sys.executable, "-I", "-c", run, pickled],
+        cwd=tmp_path,
+        env={
+            "ALIBABA_CLOUD_ACCESS_KEY_ID": ACCESS_KEY_ID,
+            "ALIBABA_CLOUD_ACCESS_KEY_SECRET": ACCESS_KEY_SECRET,
+            "PATH": os.environ["PATH"],
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
-    assert done.stdout.split() == ["components.api_server", "ListenerAclProvider", "None"]
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"on white {ACL}", "[]"]
+    assert api.acl == BOUND and api.actions() == [SET, DESCRIBE]
+
+
+def test_a_provider_stored_by_its_former_path_still_loads() -> None:
+    # State written before the provider was stored by value names the class by module path.
+    names = ListenerAclProvider.__module__, ListenerAclProvider.__qualname__
+    ListenerAclProvider.__module__, ListenerAclProvider.__qualname__ = "components.api_server", "ListenerAclProvider"
+    try:
+        by_path = base64.b64encode(pickle.dumps(ListenerAclProvider(endpoint="slb.example"))).decode()
+    finally:
+        ListenerAclProvider.__module__, ListenerAclProvider.__qualname__ = names
+    assert b"components.api_server" in base64.b64decode(by_path)
+    load = (
+        "import base64, sys, dill; p = dill.loads(base64.b64decode(sys.argv[1])); "
+        "print(type(p).__name__, p.endpoint, p.retries)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", load, by_path], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.split() == ["ListenerAclProvider", "slb.example", "10"]
 
 
 # --- wiring, under Pulumi's mocks ----------------------------------------------------------
@@ -208,7 +268,58 @@ def test_the_dev_stack_deploys_only_once_its_deployer_lists_their_ranges(capsys)
 # --- the kubeconfig Pulumi uses ---------------------------------------------------------------
 
 CLUSTER = "c-0123456789abcdef"
-PRIVATE_KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: [{name: internal}]\n"
+CA = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCmNsdXN0ZXItY2EKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo="
+
+
+def issued_kubeconfig(server: str, serial: int) -> str:
+    """A kubeconfig as ACK issues one (DescribeClusterUserKubeconfig): the API server and CA,
+    and a client certificate and key of their own for each call (``serial``)."""
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "kubernetes", "cluster": {"server": server, "certificate-authority-data": CA}}],
+            "contexts": [
+                {
+                    "name": f"27631-{CLUSTER}-{serial}",
+                    "context": {"cluster": "kubernetes", "user": f"27631-{serial}"},
+                }
+            ],
+            "current-context": f"27631-{CLUSTER}-{serial}",
+            "users": [
+                {
+                    "name": f"27631-{serial}",
+                    "user": {
+                        "client-certificate-data": base64.b64encode(f"certificate {serial}".encode()).decode(),
+                        "client-key-data": base64.b64encode(f"key {serial}".encode()).decode(),
+                    },
+                }
+            ],
+        }
+    )
+
+
+PRIVATE_SERVER = "https://192.168.0.10:6443"
+PUBLIC_SERVER = "https://47.96.10.20:6443"
+PRIVATE_KUBECONFIG = issued_kubeconfig(PRIVATE_SERVER, 1)
+
+
+def plugin_args(region: str) -> list[str]:
+    """The credential plugin's command line, as ack-ram-tool's own get-kubeconfig writes it."""
+    return [
+        "credential-plugin",
+        "get-credential",
+        "--cluster-id",
+        CLUSTER,
+        "--api-version",
+        "v1",
+        "--expiration",
+        "180m",
+        "--region-id",
+        region,
+        "--log-level",
+        "error",
+    ]
 
 
 @pytest.fixture
@@ -220,7 +331,7 @@ def cs(slb) -> Iterator[tuple[CloudApi, str]]:
 
 
 def test_a_private_clusters_kubeconfig_names_the_internal_endpoint_and_expires(cs) -> None:
-    from components.api_server import KUBECONFIG_MINUTES, cluster_kubeconfig
+    from components.api_server import LOOKUP_MINUTES, cluster_kubeconfig
 
     api, endpoint = cs
     assert cluster_kubeconfig(REGION, CLUSTER, private=True, endpoint=endpoint, protocol="http") == PRIVATE_KUBECONFIG
@@ -230,11 +341,13 @@ def test_a_private_clusters_kubeconfig_names_the_internal_endpoint_and_expires(c
         "GET",
         f"/k8s/{CLUSTER}/user_config",
     )
-    assert request.params == {"PrivateIpAddress": "true", "TemporaryDurationMinutes": str(KUBECONFIG_MINUTES)}
+    assert request.params == {"PrivateIpAddress": "true", "TemporaryDurationMinutes": str(LOOKUP_MINUTES)}
     assert f"Credential={ACCESS_KEY_ID}," in request.authorization
 
 
-def _run_cluster(stack: str, config_changes: dict[str, Any]) -> tuple[Any, list[tuple[str, dict[str, Any]]]]:
+def _run_cluster(
+    stack: str, config_changes: dict[str, Any], serial: int = 1
+) -> tuple[Any, list[tuple[str, dict[str, Any]]]]:
     """Build the stack's cluster under mocks that know ids, as ``pulumi up`` does; return the
     cluster's kubeconfig and the provider functions called."""
     import pulumi
@@ -254,7 +367,7 @@ def _run_cluster(stack: str, config_changes: dict[str, Any]) -> tuple[Any, list[
 
         def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
             calls.append((args.token, dict(args.args)))
-            return {"kubeConfig": "public-kubeconfig"}
+            return {"kubeConfig": issued_kubeconfig(PUBLIC_SERVER, serial)}
 
     pulumi.runtime.settings.set_root_resource(None)
     pulumi.runtime.set_mocks(Deployed(), project="ack-training-platform", stack=stack, preview=False)
@@ -290,25 +403,98 @@ def test_pulumi_reaches_a_private_cluster_through_its_internal_endpoint(cs, monk
         "cluster_kubeconfig",
         functools.partial(api_server.cluster_kubeconfig, endpoint=endpoint, protocol="http"),
     )
-    kubeconfig, calls = _run_cluster("prod", {})
-    assert kubeconfig == [PRIVATE_KUBECONFIG, True]
+    [kubeconfig, secret], calls = _run_cluster("prod", {})
+    assert secret
+    assert yaml.safe_load(kubeconfig)["clusters"] == [
+        {"name": CLUSTER, "cluster": {"server": PRIVATE_SERVER, "certificate-authority-data": CA}}
+    ]
     assert not [token for token, _ in calls if token.startswith("alicloud:cs/getClusterCredential")]
 
 
-def test_pulumi_reaches_a_public_cluster_with_a_kubeconfig_that_expires(cs) -> None:
-    from components.api_server import KUBECONFIG_MINUTES
-
-    ranges = {
-        cfg("cluster"): {
-            **stack_config("dev")[cfg("cluster")],
-            "apiServer": {"public": True, "allowedCidrs": ["61.10.20.0/24"]},
-        }
+PUBLIC = {
+    cfg("cluster"): {
+        **stack_config("dev")[cfg("cluster")],
+        "apiServer": {"public": True, "allowedCidrs": ["61.10.20.0/24"]},
     }
-    kubeconfig, calls = _run_cluster("dev", ranges)
-    assert kubeconfig == ["public-kubeconfig", True]
+}
+
+
+def test_pulumi_reaches_a_public_cluster_with_a_credential_plugin_instead_of_a_credential(cs) -> None:
+    from components.api_server import LOOKUP_MINUTES
+
+    [kubeconfig, secret], calls = _run_cluster("dev", PUBLIC)
+    assert secret
     assert calls == [
         (
             "alicloud:cs/getClusterCredential:getClusterCredential",
-            {"clusterId": CLUSTER, "temporaryDurationMinutes": KUBECONFIG_MINUTES},
+            {"clusterId": CLUSTER, "temporaryDurationMinutes": LOOKUP_MINUTES},
         )
     ]
+    config = yaml.safe_load(kubeconfig)
+    assert config["clusters"] == [
+        {"name": CLUSTER, "cluster": {"server": PUBLIC_SERVER, "certificate-authority-data": CA}}
+    ]
+    [user] = config["users"]
+    assert user["user"] == {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": "ack-ram-tool",
+            "args": plugin_args("cn-hangzhou"),
+            "provideClusterInfo": False,
+            "interactiveMode": "Never",
+            "installHint": "install ack-ram-tool (docs/deploying.md, step 2)",
+        }
+    }
+    assert "client-key-data" not in kubeconfig and "certificate 1" not in kubeconfig
+
+
+def test_a_second_run_gives_the_providers_the_same_kubeconfig(cs) -> None:
+    # ACK issues a new certificate on every call; the providers' input must not follow it.
+    first, _ = _run_cluster("dev", PUBLIC, serial=1)
+    second, _ = _run_cluster("dev", PUBLIC, serial=2)
+    assert first == second
+
+
+def test_the_kubeconfig_gets_its_credential_from_the_plugin_when_used(tmp_path, monkeypatch) -> None:
+    """The official Kubernetes client runs the plugin; a stand-in for ack-ram-tool answers as
+    its ``credential-plugin get-credential`` does (ack-ram-tool v0.19.3-dev.1
+    ``pkg/ctl/credentialplugin/getcredential.go``: an ExecCredential whose status holds the
+    client certificate and key ACK issued, and their expiry)."""
+    from kubernetes import client, config
+
+    from components.api_server import exec_kubeconfig
+
+    bin_dir, seen = tmp_path / "bin", tmp_path / "args.json"
+    bin_dir.mkdir()
+    credential = {
+        "kind": "ExecCredential",
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "spec": {"interactive": False},
+        "status": {
+            "expirationTimestamp": "2099-01-01T00:00:00Z",
+            "clientCertificateData": "-----BEGIN CERTIFICATE-----\nZmFrZQ==\n-----END CERTIFICATE-----\n",
+            "clientKeyData": "-----BEGIN RSA PRIVATE KEY-----\nZmFrZQ==\n-----END RSA PRIVATE KEY-----\n",
+        },
+    }
+    plugin = bin_dir / "ack-ram-tool"
+    plugin.write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"open({str(seen)!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
+        f"print(json.dumps({credential!r}))\n"
+    )
+    plugin.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    path = tmp_path / "kubeconfig"
+    path.write_text(exec_kubeconfig(PRIVATE_KUBECONFIG, cluster_id=CLUSTER, region="cn-wulanchabu"))
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=str(path), client_configuration=configuration)
+    assert configuration.host == PRIVATE_SERVER
+    assert open(configuration.cert_file).read() == credential["status"]["clientCertificateData"]
+    assert json.loads(seen.read_text()) == plugin_args("cn-wulanchabu")
+
+
+def test_a_kubeconfig_without_a_server_is_refused() -> None:
+    from components.api_server import exec_kubeconfig
+
+    with pytest.raises(ValueError, match=f"ACK's kubeconfig for cluster {CLUSTER} names no API server"):
+        exec_kubeconfig("apiVersion: v1\nkind: Config\nclusters: []\n", cluster_id=CLUSTER, region="cn-hangzhou")

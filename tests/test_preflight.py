@@ -7,7 +7,7 @@ import pulumi
 import pytest
 from conftest import cfg, stack_config
 
-from components.preflight import INSTANCE_TYPES, NAS_ZONES, SWITCHES, VERSIONS
+from components.preflight import CLUSTERS, INSTANCE_TYPES, NAS_ZONES, SWITCHES, VERSIONS
 
 PROD_VSWITCH = "vsw-0jlp3zgdgalsyjm8g73ex"
 
@@ -96,6 +96,58 @@ def test_a_version_ack_does_not_create_is_refused(run_stack) -> None:
         "ack-training-platform:cluster.version: ACK does not create managed clusters of version '1.29.1-aliyun.1' "
         "in cn-hangzhou: pick one that `aliyun cs DescribeKubernetesVersionMetadata --ClusterType "
         "ManagedKubernetes --Region cn-hangzhou` lists, or drop version for ACK's default"
+    ]
+
+
+def existing(name: str, version: str) -> dict:
+    """The stack's cluster as DescribeClustersForRegion reports it through ``cs.get_clusters``."""
+    return {
+        "clusters": [
+            {"clusterId": "c0123456789abcdef", "clusterName": name, "currentVersion": version, "state": "running"},
+            {"clusterId": "cfedcba9876543210", "clusterName": f"{name}-old", "currentVersion": "1.28.3-aliyun.1"},
+        ]
+    }
+
+
+def test_a_version_ack_no_longer_creates_does_not_stop_the_cluster_that_has_it(run_stack, monkeypatch) -> None:
+    config = stack_config("prod")
+    config[cfg("cluster")]["version"] = "1.29.1-aliyun.1"
+    asked = []
+
+    def versions(args: dict) -> dict:
+        asked.append(args)
+        if args.get("kubernetesVersion") == "1.29.1-aliyun.1":  # still supported, no longer creatable
+            return {"clusterType": "ManagedKubernetes", "metadatas": [{"version": "1.29.1-aliyun.1", "runtimes": []}]}
+        return {"clusterType": "ManagedKubernetes", "metadatas": [{"version": "1.33.1-aliyun.1", "runtimes": []}]}
+
+    warned: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: warned.append(message))
+    invokes = {
+        CLUSTERS: existing(config[cfg("cluster")]["name"], "1.29.1-aliyun.1"),
+        VERSIONS: versions,
+        SWITCHES: {"vswitches": [vswitch("cn-wulanchabu-c")]},
+    }
+    assert run_stack(config, "prod", invokes=invokes).of_type("alicloud:cs/managedKubernetes:ManagedKubernetes")
+    assert [args.get("kubernetesVersion") for args in asked] == ["1.29.1-aliyun.1"]
+    assert not [w for w in warned if "cluster.version" in w]
+
+
+def test_a_cluster_ack_upgraded_or_no_longer_supports_is_a_warning(run_stack, monkeypatch) -> None:
+    config = stack_config("prod")
+    name = config[cfg("cluster")]["name"]
+    warned: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: warned.append(message))
+    invokes = {
+        CLUSTERS: existing(name, "1.34.1-aliyun.1"),
+        VERSIONS: {"clusterType": "ManagedKubernetes", "metadatas": []},
+        SWITCHES: {"vswitches": [vswitch("cn-wulanchabu-c")]},
+    }
+    assert run_stack(config, "prod", invokes=invokes).of_type("alicloud:cs/managedKubernetes:ManagedKubernetes")
+    assert [w for w in warned if "cluster.version" in w] == [
+        f"ack-training-platform:cluster.version: the cluster {name!r} runs 1.34.1-aliyun.1, the stack says "
+        "1.33.1-aliyun.1: set cluster.version to 1.34.1-aliyun.1 (docs/day-2.md, upgrades)",
+        "ack-training-platform:cluster.version: ACK no longer supports 1.34.1-aliyun.1: upgrade the cluster "
+        "(docs/day-2.md, upgrades)",
     ]
 
 

@@ -6,6 +6,7 @@ rendered operator overlay and in Volcano's manifest."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, stack_config
+from conftest import ROOT, cfg, stack_config
 from fixtures.upstream import OPERATOR_IMAGE, VOLCANO_MANIFEST, git_tree_of, write_tree
 from pod_security import baseline_violations, pod_specs
 
@@ -431,10 +432,18 @@ def test_images_command_lists_what_to_copy() -> None:
     )
 
 
-def test_dev_pulls_the_operator_from_its_mirror_not_ghcr(run_stack, fixture_pins: Path) -> None:
+def test_dev_on_an_empty_account_pulls_the_operator_from_its_own_registry(run_stack, fixture_pins: Path) -> None:
+    # No mirror to fill before the first up: the images as upstream publishes them.
     plan = run_stack(stack_config("dev"))
     pod = plan.one("kubernetes:apps/v1:Deployment", "kubeflow/training-operator").inputs["spec"]["template"]["spec"]
-    mirror = "registry-vpc.cn-hangzhou.aliyuncs.com/ml-mirror"
+    assert [c["image"] for c in pod["containers"]] == ["ghcr.io/kubeflow/training-v1/training-operator:v1-93c5489"]
+    assert pod["containers"][0]["args"] == ["--pytorch-init-container-image=docker.io/library/alpine:3.23.3"]
+
+
+def test_dev_opted_in_to_a_mirror_pulls_the_operator_from_it(run_stack, fixture_pins: Path) -> None:
+    mirror = "crpi-abc123-vpc.cn-hangzhou.personal.cr.aliyuncs.com/ml-mirror"
+    plan = run_stack({**stack_config("dev"), cfg("imageMirror"): mirror})
+    pod = plan.one("kubernetes:apps/v1:Deployment", "kubeflow/training-operator").inputs["spec"]["template"]["spec"]
     assert [c["image"] for c in pod["containers"]] == [f"{mirror}/training-operator:v1-93c5489"]
     # The MPI Launcher's init container comes from the mirror too, or MPIJobs never start there.
     assert pod["containers"][0]["args"] == [
@@ -522,3 +531,90 @@ def test_no_update_or_destroy_deletes_a_crd_and_with_it_every_job(run_stack, fix
     releases = plan.of_type(RELEASE)
     assert sorted(r.name for r in releases) == ["kubeflow-trainer", "kueue"]
     assert all(release.retain_on_delete for release in releases)
+
+
+def volcano_workload(objects: list[dict], name: str) -> dict:
+    return next(o for o in objects if o["kind"] in ("Deployment", "Job") and o["metadata"]["name"] == name)
+
+
+def test_volcanos_admission_is_ready_only_once_it_serves(fixture_pins: Path) -> None:
+    manifest = read_objects(fixture_pins / VOLCANO)
+    objects = customized_volcano_objects(manifest, version="1.12.1", mirror=None, node_selector=None)
+    admission = volcano_workload(objects, "volcano-admission")["spec"]["template"]["spec"]["containers"][0]
+    # v1.12.1 cmd/webhook-manager/app/options/options.go: `--port` "the port used by
+    # admission-controller-server", 8443 by default (the stand-in gives no args).
+    assert admission["readinessProbe"] == {"tcpSocket": {"port": 8443}, "periodSeconds": 5, "failureThreshold": 3}
+    # The release manifest sets --port=8443 itself; the probe follows whatever it sets.
+    volcano_workload(manifest, "volcano-admission")["spec"]["template"]["spec"]["containers"][0]["args"] = [
+        "--enable-healthz=true",
+        "--port=9443",
+    ]
+    objects = customized_volcano_objects(manifest, version="1.12.1", mirror=None, node_selector=None)
+    admission = volcano_workload(objects, "volcano-admission")["spec"]["template"]["spec"]["containers"][0]
+    assert admission["readinessProbe"]["tcpSocket"] == {"port": 9443}
+    for name in ("volcano-scheduler", "volcano-controllers", "volcano-admission-init"):
+        pod = volcano_workload(objects, name)["spec"]["template"]["spec"]
+        assert "readinessProbe" not in pod["containers"][0]
+
+
+def test_volcanos_scheduler_and_controllers_start_once_admission_serves(run_stack, fixture_pins: Path) -> None:
+    plan = run_stack(stack_config("prod"), "prod")
+    deployments = {r.name: r for r in plan.of_type("kubernetes:apps/v1:Deployment")}
+    admission = deployments["volcano-system/volcano-admission"]
+    init = plan.one("kubernetes:batch/v1:Job", "volcano-system/volcano-admission-init")
+    assert init.urn in admission.dependencies
+    for name in ("volcano-system/volcano-scheduler", "volcano-system/volcano-controllers"):
+        assert admission.urn in deployments[name].dependencies, name
+    assert not {d.urn for d in deployments.values()} & set(admission.dependencies)
+
+
+def fake_tool(folder: Path, name: str, script: str) -> None:
+    folder.mkdir(exist_ok=True)
+    tool = folder / name
+    tool.write_text(f"#!/usr/bin/env bash\n{script}\n")
+    tool.chmod(0o755)
+
+
+def test_another_kustomize_is_named_when_its_rendering_differs(
+    tmp_path: Path, fixture_pins: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from components.prepare import render_overlay
+
+    # A kubectl whose kustomize drops the Service: what a kustomize of another version
+    # rendering the same overlay differently looks like to the pin.
+    real = subprocess.run(["bash", "-c", "command -v kubectl"], capture_output=True, text=True, check=True)
+    fake_tool(
+        tmp_path / "bin",
+        "kubectl",
+        'if [ "$1" = version ]; then echo "Client Version: v1.34.1"; echo "Kustomize Version: v5.7.1"; exit 0; fi\n'
+        f'{real.stdout.strip()} "$@" | {sys.executable} -c "import sys, yaml; '
+        "print(yaml.safe_dump_all([o for o in yaml.safe_load_all(sys.stdin) if o and o['kind'] != 'Service']))\"",
+    )
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    overlay = pins.OPERATOR_OVERLAYS["v1.9.4"]
+    (fixture_pins / overlay.name).unlink()
+    with pytest.raises(SourceError) as raised:
+        render_overlay(overlay, fixture_pins)
+    assert str(raised.value).endswith(
+        "The pin was rendered with kustomize v5.5.0, and kubectl has kustomize v5.7.1: render with kubectl 1.32, or "
+        "install kustomize v5.5.0 (go install sigs.k8s.io/kustomize/kustomize/v5@v5.5.0) and set KUSTOMIZE to it"
+    )
+    assert not (fixture_pins / overlay.name).exists()
+
+
+def test_a_standalone_kustomize_renders_the_overlay(
+    tmp_path: Path, fixture_pins: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from components.prepare import render_overlay
+
+    # Stands in for kustomize v5.5.0's own binary: `kustomize build DIR` renders as kubectl 1.32's does.
+    ran = tmp_path / "ran"
+    fake_tool(
+        tmp_path / "bin", "kustomize", f'[ "$1" = build ] && touch {ran} && exec kubectl kustomize "$2"; echo v5.5.0'
+    )
+    monkeypatch.setenv("KUSTOMIZE", str(tmp_path / "bin" / "kustomize"))
+    overlay = pins.OPERATOR_OVERLAYS["v1.9.4"]
+    (fixture_pins / overlay.name).unlink()
+    render_overlay(overlay, fixture_pins)
+    assert ran.exists()
+    assert objects_sha256(read_objects(fixture_pins / overlay.name)) == overlay.objects_sha256

@@ -107,7 +107,14 @@ from .trainjob import (
     training_runtime,
     trainjob_kubectl_commands,
 )
-from .volcano import VOLCANO_NAMESPACE, VOLCANO_SCHEDULER_CONF, customized_volcano_objects, volcano_images
+from .volcano import (
+    VOLCANO_NAMESPACE,
+    VOLCANO_SCHEDULER_CONF,
+    customized_volcano_objects,
+    is_admission,
+    volcano_images,
+    waits_for_admission,
+)
 
 __all__ = [
     "DATASET_LABEL",
@@ -207,4 +214,6 @@ __all__ = [
     "v2_fabrics",
     "volcano_images",
     "customized_volcano_objects",
+    "is_admission",
+    "waits_for_admission",
 ]

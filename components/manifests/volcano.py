@@ -21,6 +21,11 @@ VOLCANO_NAMESPACE = "volcano-system"
 VOLCANO_IMAGES = ("volcanosh/vc-controller-manager", "volcanosh/vc-scheduler", "volcanosh/vc-webhook-manager")
 """The controller's, the scheduler's and the admission webhook's images; the admission-init Job
 runs the webhook-manager image too (v1.12.1 ``installer/volcano-development.yaml``)."""
+VOLCANO_ADMISSION = "volcano-admission"
+"""The Deployment of Volcano's admission webhooks."""
+ADMISSION_PORT = 8443
+"""The webhook server's port unless its ``--port`` says otherwise (v1.12.1
+``cmd/webhook-manager/app/options/options.go``)."""
 VOLCANO_SCHEDULER_CONFIGMAP = "volcano-scheduler-configmap"
 VOLCANO_SCHEDULER_CONF_KEY = "volcano-scheduler.conf"
 """The scheduler reads its configuration from this key of that ConfigMap (its Deployment's
@@ -78,6 +83,8 @@ def customized_volcano_objects(
     - The scheduler's configuration is :data:`VOLCANO_SCHEDULER_CONF`.
     - Every container and init container is pulled from ``mirror``, when given, and by digest
       where ``digests`` has it; its pods run on the nodes matching ``node_selector``.
+    - The admission webhook is ready only once it serves (:func:`serving_readiness`), so that
+      what waits for it (:func:`waits_for_admission`) starts after.
 
     Args:
         objects: the manifest's objects, as parsed.
@@ -116,6 +123,40 @@ def customized_volcano_objects(
             container["image"] = pulled(container["image"], mirror, digests)
         if node_selector:
             pod["nodeSelector"] = {**pod.get("nodeSelector", {}), **node_selector}
+        if is_admission(obj):
+            for container in pod["containers"]:
+                container.setdefault("readinessProbe", serving_readiness(container))
     if not configured:
         raise ValueError(f"Volcano {version}'s manifest has no ConfigMap {VOLCANO_SCHEDULER_CONFIGMAP!r}")
     return customized
+
+
+def is_admission(obj: Manifest) -> bool:
+    """Whether ``obj`` is Volcano's admission webhook Deployment."""
+    return obj["kind"] == "Deployment" and obj["metadata"]["name"] == VOLCANO_ADMISSION
+
+
+def serving_readiness(container: Manifest) -> Manifest:
+    """A readiness probe that passes once the webhook server accepts connections.
+
+    The manifest gives the admission container none, so its pod is Ready as soon as it
+    starts. The webhook manager adds its CA to the webhook configurations (whose
+    ``caBundle`` the manifest leaves empty) before it listens on its port (v1.12.1
+    ``cmd/webhook-manager/app/server.go``, ``Run``: ``addCaCertForWebhook``, then
+    ``ListenAndServeTLS``): a connection on that port means both are done.
+    """
+    ports = [a.split("=", 1)[1] for a in container.get("args", []) if a.startswith("--port=")]
+    return {
+        "tcpSocket": {"port": int(ports[-1]) if ports else ADMISSION_PORT},
+        "periodSeconds": 5,
+        "failureThreshold": 3,
+    }
+
+
+def waits_for_admission(obj: Manifest) -> bool:
+    """Whether ``obj`` must start after the admission webhook serves: every other Volcano
+    workload. The scheduler creates the ``root`` and ``default`` Queues as it starts, through
+    the Queue webhooks, retrying for about a minute and then exiting (v1.12.1
+    ``pkg/scheduler/cache/cache.go``, ``newDefaultAndRootQueue``); the controllers create
+    PodGroups, which the webhooks validate too."""
+    return pod_spec(obj) is not None and obj["kind"] != "Job" and not is_admission(obj)
