@@ -12,6 +12,8 @@ import pytest
 import yaml
 from conftest import ROOT
 
+from components import pins
+
 WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
 
 
@@ -121,3 +123,13 @@ def test_ack_ram_tool_is_built_where_its_replace_directive_resolves() -> None:
     assert "ack-ram-tool@" not in step["run"]
     assert 'rev-parse HEAD)" = a46a3d1e4fa9775f8c69026a97da620b101ece30' in step["run"]
     assert "go install ./cmd/ack-ram-tool" in step["run"]
+
+
+def test_the_workflows_kubectl_renders_the_overlay_as_its_pin_was_rendered() -> None:
+    # kubectl bundles kustomize by minor release (1.32 carries v5.5.0, 1.33 v5.6.0); another one
+    # renders other bytes, which prepare refuses.
+    kubectl = [
+        step["with"]["version"] for _, step in steps() if step.get("uses", "").startswith("azure/setup-kubectl@")
+    ]
+    assert kubectl and all(version.startswith("v1.32.") for version in kubectl), kubectl
+    assert {overlay.kustomize for overlay in pins.OPERATOR_OVERLAYS.values()} == {"v5.5.0"}
