@@ -21,6 +21,7 @@ import yaml
 from .config import PlatformSpec
 from .pins import KUEUE_CHARTS, OPERATOR_OVERLAYS, TRAINER_V2_CHARTS, VOLCANO_MANIFESTS
 from .treehash import blob_id, tree_id
+from .yamlio import LOADER
 
 UPSTREAM_DIR = ".upstream"
 PREPARE_COMMAND = "python -m components.upstream prepare"
@@ -37,9 +38,7 @@ def objects_sha256(objects: list[dict[str, Any]]) -> str:
 
 def read_objects(path: Path) -> list[dict[str, Any]]:
     """The objects of a multi-document YAML file, empty documents left out."""
-    # libyaml's loader where installed: the operator's CRDs are some 50,000 lines.
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return [obj for obj in yaml.load_all(path.read_text(), Loader=loader) if obj]
+    return [obj for obj in yaml.load_all(path.read_text(), Loader=LOADER) if obj]
 
 
 def _missing(path: Path) -> SourceError:

@@ -37,6 +37,11 @@ setting becomes names and arguments that ACK, ECS and the cluster show in plain.
 
 REGION_KEY = "alicloud:region"
 
+DATA_MOUNT = "/mnt/data"
+"""Where every training pod mounts the data volume, read-only."""
+OUTPUT_MOUNT = "/mnt/output"
+"""Where every training pod mounts the output volume, the only place it writes to that outlives it."""
+
 DEFAULT_GPU_TAINT_KEY = "nvidia.com/gpu"
 DEFAULT_OPERATOR_VERSION = "v1.9.4"
 DEFAULT_VOLCANO_VERSION = "1.12.1"

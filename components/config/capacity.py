@@ -180,6 +180,12 @@ def pool_problem(job: TrainingJobSpec, pool: GpuPoolSpec) -> tuple[str, str] | N
     gpus = job_gpus(job, pool.gpus_per_node)
     if not gpus:
         return None
+    if job.framework == "pytorch" and job.launcher == "python" and gpus > 1:
+        # One PyTorch process drives one GPU; the others would sit idle.
+        return "gpusPerNode", (
+            f"{gpus} GPUs per pod, and launcher python starts one process, which drives one of them: use launcher "
+            "torchrun, or gpusPerNode: 1"
+        )
     if gpus > pool.gpus_per_node:
         return (
             "gpus_per_node",
