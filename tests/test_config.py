@@ -796,6 +796,12 @@ INVALID = [
         "drives one of them: use launcher torchrun, or gpusPerNode: 1",
     ),
     (
+        "images by tag without a word on ACK",
+        {"imageLock": "tag"},
+        "ack-training-platform:imageLock: tag pulls third-party images by tag without a word, which only a local "
+        "cluster may: use warn, or require once python -m components.upstream lock-images has locked them",
+    ),
+    (
         "Kueue priorities without Kueue",
         {"trainerV2.kueue.priorities": {"urgent": 1000}},
         "ack-training-platform:trainerV2.kueue.priorities: WorkloadPriorityClasses order Kueue's queue, and Kueue "
@@ -1084,3 +1090,34 @@ def test_known_gpu_types_have_the_vcpus_their_names_give() -> None:
     for name, spec in GPU_INSTANCE_TYPES.items():
         size = name.rsplit(".", 1)[1].removesuffix("xlarge")
         assert spec.vcpus == 4 * int(size or 1), name
+
+
+def test_a_spec_built_in_python_names_the_argument_as_python_does() -> None:
+    from components.config import GpuPoolSpec, SpecError, TrainingJobSpec
+
+    with pytest.raises(SpecError) as raised:
+        GpuPoolSpec(instance_types=["ecs.gn7i-c8g1.2xlarge"], gpus_per_nod=1)
+    assert raised.value.problems == [
+        "gpus_per_node: required argument is missing",
+        "gpus_per_nod: unknown argument; did you mean 'gpus_per_node'? valid: auto_repair, compensate_with_on_demand, "
+        "data_disk_gib, desired_size, disk_category, driver_version, fabric, gpus_per_node, instance_types, labels, "
+        "low_latency, max_size, min_size, name, node_capacity, spot_price_limit, spot_strategy, system_disk_gib, taint",
+    ]
+    assert str(raised.value).startswith("invalid GpuPoolSpec:\n  gpus_per_node: required argument is missing\n")
+    assert raised.value.__suppress_context__  # pydantic's own report is not printed under it
+    with pytest.raises(SpecError) as raised:
+        TrainingJobSpec(
+            name="x", image="trainer:1", trainer={"modle": "gpt"}, env={"B": {"secretKeyRef": {"name": "s"}}}
+        )
+    assert raised.value.problems == [
+        "trainer.modle: unknown argument; did you mean 'model'? valid: batch_size, checkpoint_every, epochs, "
+        "fabric_probe, final_model_path, init_from, lr, max_steps, model, parallel, synthetic_data",
+        "env['B'].secret_key_ref.key: required argument is missing",
+    ]
+    with pytest.raises(SpecError) as raised:
+        GpuPoolSpec(instance_types=["ecs.gn7i-c8g1.2xlarge"], gpus_per_node=1, min_size=3)
+    assert raised.value.problems == ["min_size: minSize (3) must not exceed maxSize (1)"]
+    # Inside a stack the same model is still checked by stack key.
+    with pytest.raises(ConfigError) as stack:
+        validate(dev(**{"gpuPool.minSize": 3, "gpuPool.maxSize": 2}))
+    assert stack.value.problems == ["ack-training-platform:gpuPool.minSize: minSize (3) must not exceed maxSize (2)"]

@@ -603,6 +603,12 @@ def test_plan_cli_rejects_bad_stack_file_without_traceback(tmp_path) -> None:
     assert broken.returncode == 2 and "not valid YAML" in broken.stderr
 
 
+def test_the_shipped_local_stack_plans_without_a_warning() -> None:
+    # What ./dev quickstart plans first: nothing on stderr but the plan itself.
+    result = plan_cli("--stack", "local")
+    assert result.returncode == 0 and result.stderr == ""
+
+
 def test_plan_cli_refuses_a_key_given_twice(tmp_path) -> None:
     # YAML keeps the last of two equal keys, so the first maxSize would be dropped without a word.
     text = (ROOT / "stacks" / "Pulumi.dev.yaml").read_text()

@@ -47,10 +47,11 @@ class PlatformSpec(Spec):
     """Pull third-party images (the operator, Volcano, the operator's init container, Trainer v2, JobSet) from
     this registry path instead, e.g. ``registry-vpc.cn-hangzhou.aliyuncs.com/mirror``:
     ``<mirror>/<last path part>:<tag>``. ``python -m components.upstream images`` lists what to copy there."""
-    image_lock: Literal["require", "warn"] = Field(default="warn")
+    image_lock: Literal["require", "warn", "tag"] = Field(default="warn")
     """What a third-party image missing from the stack's image lock (``stacks/images.<stack>.lock.json``,
     written by ``python -m components.upstream lock-images``) does: ``require`` stops the preview naming it,
-    ``warn`` (the default) pulls it by tag with a warning."""
+    ``warn`` (the default) pulls it by tag with a warning, ``tag`` pulls it by tag without one (a local
+    cluster only, which pulls the upstream images as a developer's own tools do)."""
     operator: OperatorSpec = Field(default_factory=OperatorSpec)
     trainer_v2: TrainerV2Spec = Field(default_factory=TrainerV2Spec, alias="trainerV2")
     training: TrainingNamespaceSpec = Field(default_factory=TrainingNamespaceSpec)
@@ -154,6 +155,12 @@ class PlatformSpec(Spec):
                 "imageMirror",
                 f"{self.image_mirror!r} is not a registry path: write host/namespace without scheme or tag, "
                 "e.g. 'registry-vpc.cn-hangzhou.aliyuncs.com/mirror'",
+            )
+        if self.image_lock == "tag" and not self.is_local:
+            raise field_error(
+                "imageLock",
+                "tag pulls third-party images by tag without a word, which only a local cluster may: use warn, or "
+                "require once python -m components.upstream lock-images has locked them",
             )
         if self.is_local:
             for key, value in (

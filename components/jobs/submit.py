@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from ..config import TrainerArgs, TrainingJobSpec, job_gpus
-from ..config.loading import _model_of
+from ..config.base import model_of
 from ..manifests import context_from_defaults, kubeflow_job, train_job
 
 FLAGS: dict[str, tuple[str, ...]] = {
@@ -99,7 +99,7 @@ def _spec_field(path: tuple[str, ...]) -> FieldInfo:
     model: type[BaseModel] = TrainingJobSpec
     for key in path:
         field = {f.alias or name: f for name, f in model.model_fields.items()}[key]
-        model = _model_of(field.annotation)
+        model = model_of(field.annotation)
     return field
 
 
