@@ -100,7 +100,7 @@ class Monitoring(pulumi.ComponentResource):
         self.tensorboard_command: str | None = None
         self.team_tensorboard_commands: dict[str, str] = {}
         image_ref, tag = spec.tensorboard_image
-        if spec.monitoring.tensorboard.enabled and image_pushed(registry, tag, "TensorBoard"):
+        if spec.runs_tensorboard and image_pushed(registry, tag, "TensorBoard"):
             image = pinned_image(image_ref, tag, registry, "TensorBoard")
             workspaces = [(None, namespace, storage, (TRAINER_UID, TRAINER_UID))]
             workspaces += [(team.name, ns, volumes, (team.uid, team.group_id)) for team, ns, volumes in teams]

@@ -285,11 +285,11 @@ class TrainerArgs(TypedDict):
     """Time the collectives inside and across nodes at start (a few seconds) and serve the figures;
     ``parallel: auto`` probes anyway."""
     init_from: NotRequired[str]
-    """Pretrained weights to start from, a plain state_dict (``.pt`` or ``.safetensors``), e.g. on the data
-    volume (``/mnt/data/...``); passed as ``MODEL_PATH``. A job that has checkpoints resumes from them instead."""
+    """Pretrained weights to start from, a plain state_dict (``.pt`` or ``.safetensors``), on the data
+    volume (``/mnt/data/...``) or the output volume (``/mnt/output/...``); passed as ``MODEL_PATH``. A job that has checkpoints resumes from them instead."""
     final_model_path: NotRequired[str]
-    """Where the final weights go (``FINAL_MODEL_PATH``); ``final_model.pt`` in the job's output directory
-    when unset."""
+    """Where the final weights go (``FINAL_MODEL_PATH``), under ``/mnt/output/``; ``final_model.pt`` in the
+    job's output directory when unset."""
 
 
 class SecretKeySelector(TypedDict):

@@ -36,6 +36,7 @@ from .config.cluster import ALLOWED_CIDRS_KEY, set_allowed_cidr
 from .manifests.deploy_policy import MissingApis
 from .offline import ProgramError, holds_secure, redacted_config, run_program
 from .plan_records import SECRET, Plan, apply_rank
+from .yamlio import DuplicateKey, load_yaml
 
 
 class PlanError(Exception):
@@ -55,12 +56,14 @@ def read_stack_file(path: Path) -> dict[str, Any]:
     """The ``config:`` section of a stack file.
 
     Raises:
-        PlanError: missing file, bad YAML or a section that is not a mapping.
+        PlanError: missing file, bad YAML, a key given twice or a section that is not a mapping.
     """
     try:
-        document = yaml.safe_load(path.read_text()) or {}
+        document = load_yaml(path.read_text()) or {}
     except FileNotFoundError:
         raise PlanError(f"{path}: no such stack file") from None
+    except DuplicateKey as err:
+        raise PlanError(f"{path}: {err.describe(err.key.removeprefix('config.'))}") from None
     except yaml.YAMLError as err:
         raise PlanError(f"{path}: not valid YAML: {err}") from None
     config = document.get("config", {}) if isinstance(document, dict) else None

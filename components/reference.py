@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from .config import PROJECT, REGION_KEY, PlatformSpec
-from .config.loading import _model_of
+from .config.base import model_of
 
 START = "<!-- config-reference:start -->"
 END = "<!-- config-reference:end -->"
@@ -58,7 +58,7 @@ def _rows(model: type[BaseModel], prefix: str) -> list[str]:
         if model is PlatformSpec and name == "region":
             continue
         key = f"{prefix}{field.alias or name}"
-        nested = _model_of(field.annotation)
+        nested = model_of(field.annotation)
         doc = field.description or (nested.__doc__ or "" if nested is not None else "")
         doc = " ".join(doc.split()).replace("|", "\\|").replace("``", "`")
         rows.append(f"| `{key}` | {_type_name(field.annotation).replace('|', 'or')} | {_default(field)} | {doc} |")

@@ -82,7 +82,7 @@ def image_lock(project_dir: Path, spec: PlatformSpec) -> dict[str, str]:
     third-party image the stack pulls before any resource is registered.
 
     An image the lock lacks is pulled by tag: with ``imageLock: require`` that stops the
-    program, with ``warn`` it is a warning. Under Pulumi's mock engine (the offline plan,
+    program, with ``warn`` it is a warning, with ``tag`` (local clusters) nothing is said. Under Pulumi's mock engine (the offline plan,
     tests) a stack without any lock file is only warned about, as a missing upstream copy is
     (:func:`local_sources`); a lock that exists and lacks an image refuses there too.
 
@@ -100,7 +100,7 @@ def image_lock(project_dir: Path, spec: PlatformSpec) -> dict[str, str]:
         pulumi.log.warn(f"imageLock: the stack's images are not checked against {path.name}: {err}")
         return digests
     absent = missing(pulled, digests)
-    if not absent:
+    if not absent or spec.image_lock == "tag":
         return digests
     message = (
         f"imageLock: {path.name} has no digest for {', '.join(absent)}: run python -m components.upstream "

@@ -18,7 +18,7 @@ from fixtures.upstream import CHARTS, fixture_mirror, git_tree_of, write_tree
 from loopback_api import FakeApi, loopback
 
 from components import pins
-from components.local_sources import objects_sha256
+from components.local_sources import CACHE_ENV, objects_sha256
 from components.offline import run_program
 from components.plan import with_unset_credentials
 from components.plan_records import Plan
@@ -47,6 +47,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.stem.startswith(TRAINER_SUITE):
             item.add_marker(pytest.mark.trainer)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cache_of_the_session(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """What the code keeps in the user's cache folder (the verified operator rendering as JSON)
+    goes to the session's own folder, never into the home of whoever runs the tests."""
+    os.environ[CACHE_ENV] = str(tmp_path_factory.mktemp("cache"))
 
 
 def stack_config(stack: str) -> dict[str, Any]:

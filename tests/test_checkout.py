@@ -4,10 +4,12 @@ what they write goes to ignored folders (out/, site/, .venv)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
-from checkout import copy_checkout, git
+from checkout import ROOT, copy_checkout, git
 
 ENTRY_POINTS = [
     ["./dev", "quickstart"],
@@ -25,3 +27,37 @@ def test_entry_points_write_nothing_git_tracks(tmp_path: Path) -> None:
         assert done.returncode == 0, f"{' '.join(argv)} exited {done.returncode}:\n{done.stdout}{done.stderr}"
         assert git("status", "--porcelain", cwd=checkout) == "", f"{' '.join(argv)} left files git reports"
     assert (checkout / "out" / "bench" / "results.json").is_file()
+
+
+def dev_alone(dest: Path) -> Path:
+    """``dev`` and the files it reads, with a ``.venv`` of its own whose packages are this
+    interpreter's: what ``./dev`` writes into its venv stays in ``dest``."""
+    for name in ("dev", "requirements.txt", "requirements-dev.txt", "requirements-kinds.txt"):
+        shutil.copy2(ROOT / name, dest / name)
+    venv = dest / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    shutil.copy2(Path(sys.prefix) / "pyvenv.cfg", venv / "pyvenv.cfg")
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    (venv / "lib").symlink_to(Path(sys.prefix) / "lib", target_is_directory=True)
+    return dest
+
+
+def test_dev_test_runs_on_every_core_unless_told(tmp_path: Path) -> None:
+    checkout = dev_alone(tmp_path)
+    env = {**os.environ, "DEV_NO_INSTALL": "1"}
+    workers = len(os.sched_getaffinity(0)) + 1
+    for args, shown in (
+        ([], f"-n {workers} --version"),
+        (["-n", "1"], "-n 1 --version"),
+        (["--numprocesses=2"], "--numprocesses=2 --version"),
+        (["-p", "no:xdist"], "-p no:xdist --version"),
+    ):
+        done = subprocess.run(
+            ["./dev", "test", *args, "--version"], cwd=checkout, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.splitlines()[0] == f"== pytest {shown}"
+    infra = subprocess.run(
+        ["./dev", "test-infra", "--version"], cwd=checkout, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert infra.stderr.splitlines()[0] == f"== pytest -n {workers} -m not trainer --version"

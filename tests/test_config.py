@@ -677,8 +677,8 @@ INVALID = [
         "ack-training-platform:monitoring.tensorboard.image: give image or imageTag, not both: drop one of them",
     ),
     (
-        "TensorBoard without an image",
-        {"jobs": []},
+        "TensorBoard asked for without an image",
+        {"jobs": [], "monitoring.tensorboard": {"enabled": True}},
         "ack-training-platform:monitoring.tensorboard.image: TensorBoard runs from the training image, and the "
         "stack has no job to take it from: give image (or imageTag), or set enabled: false",
     ),
@@ -687,6 +687,139 @@ INVALID = [
         {"registry": None, "jobs": [], "monitoring.tensorboard": {"imageTag": "v0.1.0"}},
         "ack-training-platform:monitoring.tensorboard.imageTag: imageTag needs a registry; without one give a "
         "full image reference in image",
+    ),
+    (
+        "TensorBoard image not pinned",
+        {"monitoring.tensorboard": {"image": "tensorflow/tensorflow:latest"}},
+        "ack-training-platform:monitoring.tensorboard.image: 'tensorflow/tensorflow:latest' is not pinned: add a "
+        "version tag other than 'latest' (e.g. ':v1.2.0') or a digest (@sha256:...)",
+    ),
+    (
+        "monitoring labels with ARMS",
+        {"monitoring.labels": {"release": "kube-prometheus-stack"}},
+        "ack-training-platform:monitoring.labels: labels select the PodMonitors, PrometheusRule and dashboard "
+        "ConfigMap for a prometheus-operator, and with prometheus: arms there are none to carry them: drop labels, "
+        "or set prometheus: operator",
+    ),
+    (
+        "cluster version with a v",
+        {"cluster.version": "v1.33.1-aliyun.1"},
+        "ack-training-platform:cluster.version: 'v1.33.1-aliyun.1' is not an ACK version: write it as ACK lists "
+        "it, without 'v' ('1.33.1-aliyun.1')",
+    ),
+    (
+        "cluster version not as ACK names it",
+        {"cluster.version": "1.33"},
+        "ack-training-platform:cluster.version: '1.33' is not an ACK version: write it as ACK lists it, without "
+        "'v' (e.g. '1.33.1-aliyun.1')",
+    ),
+    (
+        "VPC name for its id",
+        {"network": {"vpcId": "training-vpc", "vswitchIds": ["vsw-bp1a"], "vpcCidr": "10.0.0.0/8"}},
+        "ack-training-platform:network.vpcId: 'training-vpc' is not a VPC id: give the id (vpc-...) the VPC "
+        "console lists",
+    ),
+    (
+        "vSwitch name for its id",
+        {"network": {"vpcId": "vpc-bp1a", "vswitchIds": ["vsw-bp1a", "gpu-k"], "vpcCidr": "10.0.0.0/8"}},
+        "ack-training-platform:network.vswitchIds[1]: 'gpu-k' is not a vSwitch id: give the id (vsw-...) the VPC "
+        "console lists",
+    ),
+    (
+        "zone of another region",
+        {"network.vswitches.1.zoneId": "cn-beijing-j"},
+        "ack-training-platform:network.vswitches[1].zoneId: 'cn-beijing-j' is not a zone of cn-hangzhou "
+        "(alicloud:region): use one such as 'cn-hangzhou-k'",
+    ),
+    (
+        "NAS zone of another region",
+        {
+            "storage.nas": {
+                "fileSystemType": "extreme",
+                "storageType": "standard",
+                "capacityGib": 100,
+                "zoneId": "cn-shanghai-k",
+            }
+        },
+        "ack-training-platform:storage.nas.zoneId: 'cn-shanghai-k' is not a zone of cn-hangzhou (alicloud:region): "
+        "use one such as 'cn-hangzhou-k'",
+    ),
+    (
+        "driver version latest",
+        {"gpuPool.driverVersion": "latest"},
+        "ack-training-platform:gpuPool.driverVersion: 'latest' is not an NVIDIA driver version: pin one ACK "
+        "offers, e.g. '550.127.08', or drop driverVersion for ACK's default",
+    ),
+    (
+        "node capacity above the instance's",
+        {"gpuPool.nodeCapacity": {"cpu": "8", "memory": "64Gi"}},
+        "ack-training-platform:gpuPool.nodeCapacity.memory: 64Gi is more than the smallest of "
+        "ecs.gn7i-c8g1.2xlarge, ecs.gn7i-c16g1.4xlarge has (30Gi memory): give a node's Allocatable (kubectl "
+        "describe node), which is less",
+    ),
+    (
+        "final model outside the output volume",
+        {"jobs.0.trainer.finalModelPath": "/models/final.pt"},
+        "ack-training-platform:jobs[0].trainer.finalModelPath: '/models/final.pt' is not on the output volume, "
+        "the pod's only lasting place to write: give a path under /mnt/output/, or drop it for final_model.pt in "
+        "the job's output directory",
+    ),
+    (
+        "final model climbing out of the output volume",
+        {"jobs.0.trainer.finalModelPath": "/mnt/output/../final.pt"},
+        "ack-training-platform:jobs[0].trainer.finalModelPath: '/mnt/output/../final.pt' is not on the output "
+        "volume, the pod's only lasting place to write: give a path under /mnt/output/, or drop it for "
+        "final_model.pt in the job's output directory",
+    ),
+    (
+        "initial weights outside the volumes",
+        {"jobs.0.trainer.initFrom": "/home/me/base.pt"},
+        "ack-training-platform:jobs[0].trainer.initFrom: '/home/me/base.pt' is on neither volume the pod mounts: "
+        "give a path under /mnt/data/ or /mnt/output/",
+    ),
+    (
+        "python launcher with several processes",
+        {"jobs.0.launcher": "python", "jobs.0.command": ["train.py"], "jobs.0.procsPerNode": 2},
+        "ack-training-platform:jobs[0].procsPerNode: launcher python starts one process per pod: use launcher "
+        "torchrun for several, or procsPerNode: 1",
+    ),
+    (
+        "python launcher on a whole multi-GPU node",
+        {
+            "gpuPool.instanceTypes": ["ecs.ebmgn8v.48xlarge"],
+            "gpuPool.gpusPerNode": 8,
+            "training.gpuQuota": 8,
+            "jobs.0.launcher": "python",
+            "jobs.0.command": ["train.py"],
+        },
+        "ack-training-platform:jobs[0].gpusPerNode: 8 GPUs per pod, and launcher python starts one process, which "
+        "drives one of them: use launcher torchrun, or gpusPerNode: 1",
+    ),
+    (
+        "images by tag without a word on ACK",
+        {"imageLock": "tag"},
+        "ack-training-platform:imageLock: tag pulls third-party images by tag without a word, which only a local "
+        "cluster may: use warn, or require once python -m components.upstream lock-images has locked them",
+    ),
+    (
+        "Kueue priorities without Kueue",
+        {"trainerV2.kueue.priorities": {"urgent": 1000}},
+        "ack-training-platform:trainerV2.kueue.priorities: WorkloadPriorityClasses order Kueue's queue, and Kueue "
+        "is off: set enabled: true, or drop priorities (a v1 job takes a pod PriorityClass in "
+        "scheduling.priorityClass)",
+    ),
+    (
+        "two teams with one gid",
+        {
+            "cluster.network": "terway",
+            "jobs.0.team": "vision",
+            "teams": [
+                {"name": "vision", "uid": 2000, "quota": {"gpus": 2, "cpu": "16", "memory": "64Gi"}},
+                {"name": "speech", "uid": 2001, "gid": 2000, "quota": {"gpus": 2, "cpu": "16", "memory": "64Gi"}},
+            ],
+        },
+        "ack-training-platform:teams[1].gid: gid 2000 is also 'vision''s: a team's NAS directories are open to "
+        "its group (output 0770, data 0750), so each team needs a gid of its own",
     ),
     (
         "pod larger than the smallest node of the pool",
@@ -957,3 +1090,34 @@ def test_known_gpu_types_have_the_vcpus_their_names_give() -> None:
     for name, spec in GPU_INSTANCE_TYPES.items():
         size = name.rsplit(".", 1)[1].removesuffix("xlarge")
         assert spec.vcpus == 4 * int(size or 1), name
+
+
+def test_a_spec_built_in_python_names_the_argument_as_python_does() -> None:
+    from components.config import GpuPoolSpec, SpecError, TrainingJobSpec
+
+    with pytest.raises(SpecError) as raised:
+        GpuPoolSpec(instance_types=["ecs.gn7i-c8g1.2xlarge"], gpus_per_nod=1)
+    assert raised.value.problems == [
+        "gpus_per_node: required argument is missing",
+        "gpus_per_nod: unknown argument; did you mean 'gpus_per_node'? valid: auto_repair, compensate_with_on_demand, "
+        "data_disk_gib, desired_size, disk_category, driver_version, fabric, gpus_per_node, instance_types, labels, "
+        "low_latency, max_size, min_size, name, node_capacity, spot_price_limit, spot_strategy, system_disk_gib, taint",
+    ]
+    assert str(raised.value).startswith("invalid GpuPoolSpec:\n  gpus_per_node: required argument is missing\n")
+    assert raised.value.__suppress_context__  # pydantic's own report is not printed under it
+    with pytest.raises(SpecError) as raised:
+        TrainingJobSpec(
+            name="x", image="trainer:1", trainer={"modle": "gpt"}, env={"B": {"secretKeyRef": {"name": "s"}}}
+        )
+    assert raised.value.problems == [
+        "trainer.modle: unknown argument; did you mean 'model'? valid: batch_size, checkpoint_every, epochs, "
+        "fabric_probe, final_model_path, init_from, lr, max_steps, model, parallel, synthetic_data",
+        "env['B'].secret_key_ref.key: required argument is missing",
+    ]
+    with pytest.raises(SpecError) as raised:
+        GpuPoolSpec(instance_types=["ecs.gn7i-c8g1.2xlarge"], gpus_per_node=1, min_size=3)
+    assert raised.value.problems == ["min_size: minSize (3) must not exceed maxSize (1)"]
+    # Inside a stack the same model is still checked by stack key.
+    with pytest.raises(ConfigError) as stack:
+        validate(dev(**{"gpuPool.minSize": 3, "gpuPool.maxSize": 2}))
+    assert stack.value.problems == ["ack-training-platform:gpuPool.minSize: minSize (3) must not exceed maxSize (2)"]

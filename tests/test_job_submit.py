@@ -306,7 +306,7 @@ def test_submit_refuses_an_mpi_trainjob_it_cannot_give_a_runtime(outputs: Path, 
 
 def _submit_actions() -> dict[str, argparse.Action]:
     (commands,) = [a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)]
-    return {a.option_strings[-1]: a for a in commands.choices["submit"]._actions if a.option_strings}
+    return {name: a for a in commands.choices["submit"]._actions for name in a.option_strings}
 
 
 def _spec_key(path: tuple[str, ...]) -> dict:
@@ -350,3 +350,157 @@ def test_every_trainer_setting_is_a_submit_flag(outputs: Path) -> None:
     assert {flag for flag, path in submit.FLAGS.items() if path[0] == "trainer"} == {
         "--" + name.replace("_", "-") for name in TrainerArgs.model_fields
     }
+
+
+DEV_NODE = {"millicpu": 8000, "memory": 30 * 2**30, "exact": False, "source": "ecs.gn7i-c8g1.2xlarge"}
+"""What one node of the dev stack's pool offers, as its jobDefaults export it."""
+
+
+@pytest.fixture
+def dev_outputs(tmp_path: Path) -> Path:
+    """The outputs of a stack with one-A10 nodes of 8 vCPUs and 30 GiB, two at most."""
+    placement = {**GPU_PLACEMENT, "gpusPerNode": 1, "fabric": None, "maxNodes": 2, "node": DEV_NODE}
+    path = tmp_path / "outputs.json"
+    path.write_text(json.dumps({"namespace": NS, "jobDefaults": {**DEFAULTS, "placement": placement}}))
+    return path
+
+
+def dry_run(outputs: Path, *argv: str) -> dict:
+    """The manifest ``submit --dry-run`` prints for ``argv`` (a ``--`` tail kept last)."""
+    cut = argv.index("--") if "--" in argv else len(argv)
+    flags = [*argv[:cut], "--image-tag", "v1.4.0", "--dry-run", *argv[cut:]]
+    lines: list[str] = []
+    assert run(["--outputs", str(outputs), "submit", *flags], out=lines.append) == 0
+    return yaml.safe_load("\n".join(lines))
+
+
+def resources(manifest: dict) -> list[dict]:
+    specs = manifest["spec"]["pytorchReplicaSpecs"].values()
+    return [c["resources"]["requests"] for s in specs for c in s["template"]["spec"]["containers"]]
+
+
+def test_submit_asks_by_default_for_what_the_pools_node_can_give(dev_outputs: Path) -> None:
+    # 8 vCPUs and 30 GiB, less the margin left for ACK's reservation: 7 and 27Gi per pod.
+    requests = resources(dry_run(dev_outputs, "bert", "--nodes", "2"))
+    assert [(r["cpu"], r["memory"]) for r in requests] == [("7", "27Gi"), ("7", "27Gi")]
+    # What is given is kept.
+    requests = resources(dry_run(dev_outputs, "bert", "--nodes", "2", "--cpu", "6", "--memory", "24Gi"))
+    assert {(r["cpu"], r["memory"]) for r in requests} == {("6", "24Gi")}
+
+
+def test_submit_splits_a_node_among_the_pods_that_share_it(outputs: Path, tmp_path: Path) -> None:
+    measured = {"millicpu": 186_000, "memory": 990 * 2**30, "exact": True, "source": "gpuPool.nodeCapacity"}
+    placement = {**GPU_PLACEMENT, "node": measured}
+    path = tmp_path / "eight.json"
+    path.write_text(json.dumps({"namespace": NS, "jobDefaults": {**DEFAULTS, "placement": placement}}))
+    # Two 4-GPU pods share an 8-GPU node, and a measured Allocatable is used to the last byte.
+    requests = resources(dry_run(path, "half", "--nodes", "2", "--gpus", "4"))
+    assert {(r["cpu"], r["memory"]) for r in requests} == {("93", "495Gi")}
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--nodes", "2", "--memory", "64Gi"],
+            "--memory: memory 64Gi per pod does not fit a node of pool 'gpu': ecs.gn7i-c8g1.2xlarge has 30Gi",
+        ),
+        (["--cpu", "8"], "--cpu: cpu 8 per pod does not fit a node of pool 'gpu'"),
+        (["--nodes", "3"], "--nodes: the job's 3 pods need 3 GPU nodes but gpuPool.maxSize is 2"),
+    ],
+)
+def test_submit_refuses_pods_the_pool_cannot_hold(dev_outputs: Path, capsys, flags, message) -> None:
+    argv = ["--outputs", str(dev_outputs), "submit", "bert", *flags, "--image-tag", "v1.4.0", "--dry-run"]
+    assert run(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ack-jobs submit: {message}") and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("tail", "launcher", "command"),
+    [
+        (["python", "train.py", "--lr", "0.1"], "torchrun", ["train.py", "--lr", "0.1"]),
+        (["python", "-m", "mypkg.train"], "torchrun", ["-m", "mypkg.train"]),
+        (["train.py", "--epochs", "3"], "torchrun", ["train.py", "--epochs", "3"]),
+        (["accelerate", "train.py"], "accelerate", ["train.py"]),
+    ],
+)
+def test_the_command_after_the_flags_runs_with_a_launcher(outputs: Path, tail, launcher, command) -> None:
+    built = dry_run(outputs, "mine", "--", *tail)
+    spec = TrainingJobSpec.model_validate(
+        {"name": "mine", "imageTag": "v1.4.0", "launcher": launcher, "command": command}
+    )
+    assert built == pytorch_job(spec, gpu_context("v1"))
+    # The bundled trainer is not started with the command as its arguments.
+    (container,) = built["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"]
+    assert "trainer" not in container["command"] + container.get("args", [])
+
+
+@pytest.mark.parametrize(
+    ("tail", "message"),
+    [
+        (["bash", "run.sh"], "--: 'bash' is not a Python program: give the script after --"),
+        (["torchrun", "--nproc-per-node", "8", "train.py"], "--: the platform gives torchrun the job's world"),
+    ],
+)
+def test_a_command_no_launcher_runs_is_refused(outputs: Path, capsys, tail, message) -> None:
+    argv = ["--outputs", str(outputs), "submit", "mine", "--image-tag", "v1.4.0", "--dry-run", "--", *tail]
+    assert run(argv) == 2
+    assert capsys.readouterr().err.startswith(f"ack-jobs submit: {message}")
+
+
+def test_arenas_flag_names_set_the_same_keys(outputs: Path) -> None:
+    arena = dry_run(
+        outputs,
+        "a",
+        *("--workers", "3", "--priority", "high", "--retry", "2", "--selector", "zone=k"),
+        *("--working-dir", "/mnt/data/code"),
+        "--",
+        "python",
+        "train.py",
+    )
+    ours = dry_run(
+        outputs,
+        "a",
+        *("--nodes", "3", "--priority-class", "high", "--backoff-limit", "2"),
+        *("--node-selector", "zone=k", "--code-path", "/mnt/data/code"),
+        "--",
+        "python",
+        "train.py",
+    )
+    assert arena == ours
+    spec = ours["spec"]
+    assert spec["runPolicy"]["backoffLimit"] == 2 and spec["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
+    assert spec["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["priorityClassName"] == "high"
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--data", "pvc-a:/data"], "--data: jobs mount the stack's data volume read-only at /mnt/data"),
+        (["--logdir", "/logs"], "--logdir: the trainer writes TensorBoard events to /mnt/output/<job>/tensorboard"),
+        (["--sync-mode", "git"], "--sync-mode: code comes from a git commit with --git-url and --commit"),
+        (["--tensorboard"], "--tensorboard: the stack runs TensorBoard over every job's"),
+    ],
+)
+def test_arenas_flags_without_an_equivalent_are_refused_naming_ours(outputs: Path, capsys, flags, message) -> None:
+    assert run(["--outputs", str(outputs), "submit", "a", *flags, "--image-tag", "v1", "--dry-run"]) == 2
+    assert capsys.readouterr().err.startswith(f"ack-jobs submit: {message}")
+
+
+def test_dry_run_takes_the_offline_plans_outputs(tmp_path: Path, capsys) -> None:
+    # No deployed stack: the dev stack's offline plan gives the job defaults, its pool's node included.
+    from components import plan
+
+    assert plan.main(["--stack", "dev", "--json"]) == 0
+    planned = tmp_path / "plan.json"
+    planned.write_text(capsys.readouterr().out)
+    manifest = dry_run(planned, "bert", "--nodes", "2")
+    assert [(r["cpu"], r["memory"]) for r in resources(manifest)] == [("7", "27Gi"), ("7", "27Gi")]
+    (container,) = manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"]
+    assert container["image"] == "<registry host, known after deploy>/ml/trainer:v1.4.0"
+    assert run(["--outputs", str(planned), "submit", "bert", "--nodes", "3", "--image-tag", "v1", "--dry-run"]) == 2
+    assert "--nodes: the job's 3 pods need 3 GPU nodes but gpuPool.maxSize is 2" in capsys.readouterr().err
+    # A real job needs a deployed stack's values.
+    assert run(["--outputs", str(planned), "submit", "bert", "--image-tag", "v1.4.0"]) == 2
+    assert capsys.readouterr().err.startswith("ack-jobs submit: --outputs: an offline plan's outputs hold placeholders")

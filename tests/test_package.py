@@ -19,7 +19,7 @@ from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 from pydantic import BaseModel
 
 from components import package, package_codegen
-from components.config.loading import _model_of
+from components.config.base import model_of
 from components.offline import run_program
 
 YAML_STACK = ROOT / "examples" / "yaml-stack"
@@ -47,7 +47,7 @@ def spec_models(model: type[BaseModel], seen: dict[str, type[BaseModel]]) -> dic
     for field in model.model_fields.values():
         values = typing.get_args(field.annotation) if typing.get_origin(field.annotation) is dict else ()
         shapes = [a for a in typing.get_args(values[-1] if values else field.annotation) if a is not type(None)]
-        nested = _model_of(field.annotation)
+        nested = model_of(field.annotation)
         if nested is not None and nested.__name__ not in seen and len(shapes) <= 1:
             spec_models(nested, seen)
     return seen

@@ -603,6 +603,39 @@ def test_plan_cli_rejects_bad_stack_file_without_traceback(tmp_path) -> None:
     assert broken.returncode == 2 and "not valid YAML" in broken.stderr
 
 
+def test_the_shipped_local_stack_plans_without_a_warning() -> None:
+    # What ./dev quickstart plans first: nothing on stderr but the plan itself.
+    result = plan_cli("--stack", "local")
+    assert result.returncode == 0 and result.stderr == ""
+
+
+def test_plan_cli_refuses_a_key_given_twice(tmp_path) -> None:
+    # YAML keeps the last of two equal keys, so the first maxSize would be dropped without a word.
+    text = (ROOT / "stacks" / "Pulumi.dev.yaml").read_text()
+    twice = text.replace("    maxSize: 2\n", "    maxSize: 2\n    maxSize: 4\n", 1)
+    assert twice != text
+    stack = tmp_path / "Pulumi.twice.yaml"
+    stack.write_text(twice)
+    line = twice.splitlines().index("    maxSize: 4") + 1
+    result = plan_cli("--stack-file", str(stack))
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"error: {stack}: line {line}: ack-training-platform:gpuPool.maxSize is given twice (first on line "
+        f"{line - 1}), and YAML would keep only the last: remove one\n"
+    )
+
+
+def test_a_minimal_ack_stack_without_jobs_plans(run_stack) -> None:
+    # Network, cluster and storage alone: nothing to take TensorBoard's image from, so none runs.
+    config = {
+        k: v for k, v in stack_config("dev").items() if k.split(":")[1] in ("region", "network", "cluster", "storage")
+    }
+    plan: Plan = run_stack(config, "dev")
+    assert plan.outputs["tensorboard"] is None
+    assert not [r for r in plan.resources if "tensorboard" in r.name]
+    assert plan.of_type("alicloud:cs/managedKubernetes:ManagedKubernetes")
+
+
 def test_plan_cli_prints_schema() -> None:
     result = plan_cli("--schema")
     schema = json.loads(result.stdout)

@@ -21,7 +21,7 @@ from fixtures.upstream import OPERATOR_IMAGE, VOLCANO_MANIFEST, git_tree_of, wri
 from pod_security import baseline_violations, pod_specs
 
 from components import pins
-from components.local_sources import LocalSources, SourceError, objects_sha256, read_objects
+from components.local_sources import CACHE_ENV, LocalSources, SourceError, objects_sha256, read_objects
 from components.manifests import VOLCANO_SCHEDULER_CONF, customize_operator_object, customized_volcano_objects, mirrored
 from components.prepare import pack, prepare
 from components.treehash import blob_id, tree_id
@@ -151,6 +151,27 @@ def test_a_missing_or_changed_copy_is_refused_with_the_command_that_prepares_it(
     # A changed copy is refused even where a missing one is tolerated.
     with pytest.raises(SourceError, match=r"is not the pinned rendering \(objects sha256 [0-9a-f]{64}, pinned"):
         LocalSources(fixture_pins, missing_ok=True).operator_objects("v1.9.4")
+
+
+def test_a_verified_rendering_is_read_again_from_its_json(
+    fixture_pins: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    first = LocalSources(fixture_pins).operator_objects("v1.9.4")
+    (kept,) = (tmp_path / "cache").glob(f"{RENDERED}.*.json")
+    assert json.loads(kept.read_bytes()) == first
+    with monkeypatch.context() as no_yaml:
+        no_yaml.setattr(yaml, "load_all", lambda *_, **__: pytest.fail("the rendering was parsed again"))
+        assert LocalSources(fixture_pins).operator_objects("v1.9.4") == first
+    # JSON that is not the pinned objects is not taken, and is replaced.
+    kept.write_bytes(json.dumps([{"kind": "Namespace", "metadata": {"name": "other"}}]).encode())
+    assert LocalSources(fixture_pins).operator_objects("v1.9.4") == first
+    assert json.loads(kept.read_bytes()) == first
+    # An edited rendering is refused, its verified JSON beside it or not.
+    rendered = fixture_pins / RENDERED
+    rendered.write_text(rendered.read_text().replace("replicas: 1", "replicas: 2"))
+    with pytest.raises(SourceError, match=r"is not the pinned rendering"):
+        LocalSources(fixture_pins).operator_objects("v1.9.4")
 
 
 def test_a_chart_in_the_project_is_named_relative_to_it(fixture_pins: Path) -> None:

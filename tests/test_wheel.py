@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from conftest import ROOT
 
 
 def consumer(tmp_path: Path) -> Path:
@@ -30,6 +33,13 @@ def test_the_install_holds_only_its_namespace(installed_package: Path) -> None:
     ]
     # A namespace package: another distribution of this project may add to it.
     assert not (installed_package / "ack_training_platform" / "__init__.py").exists()
+
+
+def test_the_install_carries_its_license(installed_package: Path) -> None:
+    (info,) = installed_package.glob("ack_training_platform-*.dist-info")
+    (license_file,) = info.rglob("LICENSE")
+    assert license_file.read_text().split()[:4] == ["Apache", "License", "Version", "2.0,"]
+    assert "License-Expression: Apache-2.0" in (info / "METADATA").read_text()
 
 
 def test_it_coexists_with_the_consumers_own_packages(installed_package: Path, tmp_path: Path) -> None:
@@ -63,3 +73,27 @@ def test_its_ack_jobs_runs_beside_them(installed_package: Path, tmp_path: Path) 
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("usage: ack-jobs")
+
+
+def test_its_offline_plan_runs_by_its_module_path(installed_package: Path, tmp_path: Path) -> None:
+    # As docs/components.md shows: a team's project plans its own program with the installed copy.
+    project = consumer(tmp_path)
+    shutil.copytree(ROOT / "examples" / "own-stack", project, dirs_exist_ok=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ack_training_platform.components.plan",
+            "--program",
+            ".",
+            "--stack-file",
+            "Pulumi.example.yaml",
+        ],
+        cwd=project,
+        env={**os.environ, "PYTHONPATH": str(installed_package)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "alicloud:cs/nodePool:NodePool" in result.stdout

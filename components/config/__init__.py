@@ -33,6 +33,7 @@ from .base import (
     DnsLabel,
     Quantity,
     Spec,
+    SpecError,
     field_error,
     quantity_bytes,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "Cidr",
     "ClusterSpec",
     "ConfigError",
+    "SpecError",
     "Cpu",
     "DEFAULT_CPU_SHM_GIB",
     "DEFAULT_GPU_TAINT_KEY",

@@ -3,6 +3,7 @@ sizes and CPU amounts, and the error that names a stack key."""
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import re
 from collections.abc import Iterable
@@ -13,8 +14,9 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    ValidationError,
 )
-from pydantic.alias_generators import to_camel
+from pydantic.alias_generators import to_camel, to_snake
 from pydantic_core import PydanticCustomError
 
 PROJECT = "ack-training-platform"
@@ -36,6 +38,11 @@ whole key as secret): the job objects built from them are Pulumi secrets. Every 
 setting becomes names and arguments that ACK, ECS and the cluster show in plain."""
 
 REGION_KEY = "alicloud:region"
+
+DATA_MOUNT = "/mnt/data"
+"""Where every training pod mounts the data volume, read-only."""
+OUTPUT_MOUNT = "/mnt/output"
+"""Where every training pod mounts the output volume, the only place it writes to that outlives it."""
 
 DEFAULT_GPU_TAINT_KEY = "nvidia.com/gpu"
 DEFAULT_OPERATOR_VERSION = "v1.9.4"
@@ -195,6 +202,15 @@ def field_error(key: str, message: str) -> PydanticCustomError:
     return PydanticCustomError("platform", message, {"key": key})
 
 
+class SpecError(ValueError):
+    """A spec built in Python (``GpuPoolSpec(...)``) is invalid; ``problems`` holds one message per
+    bad argument, each naming it as Python does (``gpus_per_node``, ``trainer.model``)."""
+
+    def __init__(self, model: str, problems: list[str]):
+        super().__init__(f"invalid {model}:\n" + "\n".join(f"  {p}" for p in problems))
+        self.problems = problems
+
+
 class Spec(BaseModel):
     """Base of every stack-config model: camelCase keys, no unknown keys, immutable."""
 
@@ -205,6 +221,76 @@ class Spec(BaseModel):
         frozen=True,
         use_attribute_docstrings=True,
     )
+
+    def __init__(self, /, **data: Any) -> None:
+        """Build the spec from Python arguments.
+
+        Raises:
+            SpecError: naming each bad argument, with the one meant where a name is misspelt.
+        """
+        try:
+            super().__init__(**data)
+        except ValidationError as err:
+            raise SpecError(type(self).__name__, python_problems(type(self), err)) from None
+
+    # Pydantic calls a model's own __init__ when validating it inside another (a stack's
+    # jobs[0]) unless marked as its base one; the stack path names stack keys itself.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+
+def model_of(annotation: Any) -> Any:
+    """The model class in a field's annotation (``GpuPoolSpec | None``, ``list[JobSpec]``), or ``None``."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = model_of(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def python_problems(model: type[BaseModel], err: ValidationError) -> list[str]:
+    """One message per error of ``err``, raised building ``model``, with its argument path in
+    Python's names."""
+    problems = []
+    for error in err.errors():
+        loc = [part for part in error["loc"] if part not in UNION_TAGS]
+        if loc[-1:] == ["[key]"]:
+            loc = loc[:-2]  # a bad key of a mapping (an env name): the message quotes it
+        key = (error.get("ctx") or {}).get("key")
+        if key:
+            loc += [int(p) if p.isdigit() else p for p in key.replace("[", ".").replace("]", "").split(".")]
+        path, inner = _python_path(model, loc[:-1] if error["type"] == "extra_forbidden" else loc)
+        kind = error["type"]
+        if kind == "extra_forbidden":
+            valid = sorted(inner.model_fields) if inner is not None else []
+            hint = difflib.get_close_matches(to_snake(str(loc[-1])), valid, n=1)
+            suggestion = f"did you mean {hint[0]!r}? " if hint else ""
+            where = f"{path}.{loc[-1]}" if path else str(loc[-1])
+            problems.append(f"{where}: unknown argument; {suggestion}valid: {', '.join(valid)}")
+        elif kind == "missing":
+            problems.append(f"{path}: required argument is missing")
+        else:
+            message = error["msg"].removeprefix("Value error, ")
+            shown = "" if kind in ("platform", "value_error") else f" (got {error['input']!r})"
+            problems.append(f"{path or model.__name__}: {message}{shown}")
+    return problems
+
+
+def _python_path(model: Any, loc: list[Any]) -> tuple[str, Any]:
+    """``loc`` written with Python's field names (mapping keys and indexes as given), and the
+    model it ends in."""
+    path = ""
+    for part in loc:
+        field = None
+        if model is not None and not isinstance(part, int):
+            field = next((n for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+        if field is not None:
+            path += f".{field}" if path else field
+            model = model_of(model.model_fields[field].annotation)
+        else:
+            path += f"[{part!r}]" if not isinstance(part, int) else f"[{part}]"
+    return path, model
 
 
 def set_but_unused(model: BaseModel, fields: Iterable[str], where: str, *, under: str = "") -> None:

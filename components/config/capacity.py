@@ -147,6 +147,27 @@ def shared_misfit(cpu: str, memory: str, pods: int, node: NodeShare, pool: str) 
     return None
 
 
+NODE_MARGIN = 0.1
+"""The share of an instance's vCPUs and memory (at least one vCPU and 2 GiB) that a default
+request leaves for what ACK reserves on the node, which ACK does not state as a formula
+("Resource reservation policy": Allocatable = Capacity - Reserved - Eviction threshold). The
+platform's own margin; a stack that gives ``gpuPool.nodeCapacity`` is used to the last byte."""
+
+
+def pod_share(node: NodeShare, pods: int) -> tuple[str, str]:
+    """The CPU and memory each of ``pods`` pods that share a node may ask for: all that ``node``
+    can allocate when it is the measured Allocatable, else its capacity less :data:`NODE_MARGIN`,
+    split evenly and rounded down (whole cores and GiB where that leaves something)."""
+    cpu, memory = node.millicpu, node.memory
+    if not node.exact:
+        cpu -= max(round(cpu * NODE_MARGIN), 1000)
+        memory -= max(int(memory * NODE_MARGIN), 2 * GIB)
+    cpu, memory = cpu // pods, memory // pods
+    cpu = cpu // 1000 * 1000 if cpu >= 1000 else cpu
+    memory = memory // GIB * GIB if memory >= GIB else memory // 2**20 * 2**20
+    return format_cpu(cpu), format_bytes(memory)
+
+
 def job_shm_size(job: TrainingJobSpec, gpus: int) -> str:
     """``/dev/shm`` size: as configured, else sized for the data loader workers per GPU but
     at most half the pod's memory, which it counts against."""
@@ -180,6 +201,12 @@ def pool_problem(job: TrainingJobSpec, pool: GpuPoolSpec) -> tuple[str, str] | N
     gpus = job_gpus(job, pool.gpus_per_node)
     if not gpus:
         return None
+    if job.framework == "pytorch" and job.launcher == "python" and gpus > 1:
+        # One PyTorch process drives one GPU; the others would sit idle.
+        return "gpusPerNode", (
+            f"{gpus} GPUs per pod, and launcher python starts one process, which drives one of them: use launcher "
+            "torchrun, or gpusPerNode: 1"
+        )
     if gpus > pool.gpus_per_node:
         return (
             "gpus_per_node",

@@ -22,10 +22,19 @@ from .base import (
 
 # --- network -------------------------------------------------------------------------
 
+_VPC_ID = re.compile(r"^vpc-[a-z0-9]+$")
+_VSWITCH_ID = re.compile(r"^vsw-[a-z0-9]+$")
+"""VPC resource ids are the type's prefix and lowercase letters and digits (``vpc-bp1...``,
+``vsw-bp1...``); a name there would fail only when the cloud looks it up."""
+ACK_VERSION = re.compile(r"^\d+\.\d+\.\d+-aliyun\.\d+$")
+"""How ACK names its Kubernetes versions, e.g. ``1.33.1-aliyun.1`` (pulumi-alicloud 4.0.0
+``cs/get_kubernetes_version.py``, whose ``kubernetes_version`` the preview checks the version against)."""
+
 
 class VSwitchSpec(Spec):
     zone_id: str = Field(min_length=1)
-    """Zone the vSwitch lives in, e.g. ``cn-hangzhou-k``; pick zones that sell your GPU types."""
+    """Zone the vSwitch lives in, one of the region's (``cn-hangzhou-k`` in ``cn-hangzhou``); pick zones that
+    sell your GPU types."""
     cidr: Cidr
     """IPv4 block of the vSwitch; must lie inside ``network.vpcCidr``."""
 
@@ -34,9 +43,9 @@ class NetworkSpec(Spec):
     """The VPC that the cluster, its nodes and the NAS mount target live in."""
 
     vpc_id: str | None = Field(default=None)
-    """Adopt this existing VPC instead of creating one (needs ``vswitchIds``)."""
+    """Adopt this existing VPC instead of creating one (needs ``vswitchIds``): its id, ``vpc-...``, not its name."""
     vswitch_ids: list[str] = Field(default_factory=list)
-    """Existing vSwitch ids to place nodes in (adopt mode only)."""
+    """Existing vSwitch ids to place nodes in (adopt mode only): ``vsw-...``, not their names."""
     vpc_cidr: Cidr = Field(default=ipaddress.IPv4Network(DEFAULT_VPC_CIDR))
     """IPv4 block of the VPC. In adopt mode give the real one: the NAS access rule is limited to it."""
     vswitches: list[VSwitchSpec] = Field(default_factory=list)
@@ -48,6 +57,13 @@ class NetworkSpec(Spec):
 
     @model_validator(mode="after")
     def _check(self) -> NetworkSpec:
+        if self.vpc_id is not None and not _VPC_ID.match(self.vpc_id):
+            raise field_error("vpcId", f"{self.vpc_id!r} is not a VPC id: give the id (vpc-...) the VPC console lists")
+        for i, vswitch in enumerate(self.vswitch_ids):
+            if not _VSWITCH_ID.match(vswitch):
+                raise field_error(
+                    f"vswitchIds[{i}]", f"{vswitch!r} is not a vSwitch id: give the id (vsw-...) the VPC console lists"
+                )
         if self.vpc_id is not None:
             if not self.vswitch_ids:
                 raise field_error("vswitchIds", "an adopted VPC (vpcId) needs the vSwitch ids to use, e.g. ['vsw-...']")
@@ -261,6 +277,11 @@ class ClusterSpec(Spec):
             raise field_error(
                 "addons",
                 f"{managed} are installed and configured by the platform where it needs them: list only other add-ons",
+            )
+        if self.version is not None and not ACK_VERSION.match(self.version):
+            hint = f"{self.version[1:]!r}" if self.version[1:2].isdigit() else "e.g. '1.33.1-aliyun.1'"
+            raise field_error(
+                "version", f"{self.version!r} is not an ACK version: write it as ACK lists it, without 'v' ({hint})"
             )
         match = re.match(r"^(\d+)\.(\d+)", self.version or "")
         if match and (int(match[1]), int(match[2])) < METADATA_TOKENS_MIN_KUBERNETES:

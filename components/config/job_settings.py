@@ -4,6 +4,7 @@ image a job names follows."""
 
 from __future__ import annotations
 
+import posixpath
 import re
 from typing import Annotated, Literal
 
@@ -12,6 +13,8 @@ from pydantic import Discriminator, Field, Tag, model_validator
 from trainer.config import MODELS, PARALLEL_CHOICES, Config
 
 from .base import (
+    DATA_MOUNT,
+    OUTPUT_MOUNT,
     UNION_TAGS,
     ZONE_LABEL,
     DnsLabel,
@@ -48,6 +51,11 @@ TRAINER_ENV_FIELDS = ("init_from", "final_model_path")
 ``FINAL_MODEL_PATH`` (``manifests/job_env.py`` sets them beside the job's other paths)."""
 
 
+def _below(path: str, mount: str) -> bool:
+    """Whether ``path`` names a file inside the directory ``mount`` (``..`` resolved)."""
+    return posixpath.normpath(path).startswith(mount + "/")
+
+
 class TrainerArgs(Spec):
     """Flags for the bundled trainer (``python -m trainer``); unset, each is the trainer's own default
     (``trainer/config.py``)."""
@@ -76,14 +84,26 @@ class TrainerArgs(Spec):
     """Time the collectives inside and across nodes at start (a few seconds) and serve the figures;
     ``parallel: auto`` probes anyway."""
     init_from: AbsolutePath | None = Field(default=Config.init_from)
-    """Pretrained weights to start from, a plain state_dict (``.pt`` or ``.safetensors``), e.g. on the data
-    volume (``/mnt/data/...``); passed as ``MODEL_PATH``. A job that has checkpoints resumes from them instead."""
+    """Pretrained weights to start from, a plain state_dict (``.pt`` or ``.safetensors``), on the data
+    volume (``/mnt/data/...``) or the output volume (``/mnt/output/...``); passed as ``MODEL_PATH``. A job that has checkpoints resumes from them instead."""
     final_model_path: AbsolutePath | None = Field(default=Config.final_model_path)
-    """Where the final weights go (``FINAL_MODEL_PATH``); ``final_model.pt`` in the job's output directory
-    when unset."""
+    """Where the final weights go (``FINAL_MODEL_PATH``), under ``/mnt/output/``; ``final_model.pt`` in the
+    job's output directory when unset."""
 
     @model_validator(mode="after")
     def _check(self) -> TrainerArgs:
+        if self.final_model_path is not None and not _below(self.final_model_path, OUTPUT_MOUNT):
+            raise field_error(
+                "finalModelPath",
+                f"{self.final_model_path!r} is not on the output volume, the pod's only lasting place to write: "
+                f"give a path under {OUTPUT_MOUNT}/, or drop it for final_model.pt in the job's output directory",
+            )
+        if self.init_from is not None and not any(_below(self.init_from, m) for m in (DATA_MOUNT, OUTPUT_MOUNT)):
+            raise field_error(
+                "initFrom",
+                f"{self.init_from!r} is on neither volume the pod mounts: give a path under {DATA_MOUNT}/ "
+                f"or {OUTPUT_MOUNT}/",
+            )
         if self.parallel in ("fsdp", "hsdp") and self.model != "gpt":
             raise field_error(
                 "parallel",

@@ -70,6 +70,11 @@ class CodeSource(Spec):
         return self
 
 
+PYTHON_LAUNCHER_ONE_PROCESS = (
+    "launcher python starts one process per pod: use launcher torchrun for several, or procsPerNode: 1"
+)
+
+
 def framework_conflict(job: TrainingJobSpec) -> tuple[str, str] | None:
     """The first setting of ``job`` that means nothing for its framework or launcher, as (key
     below the job, why); ``None`` when every setting applies."""
@@ -81,6 +86,8 @@ def framework_conflict(job: TrainingJobSpec) -> tuple[str, str] | None:
     if job.launcher is not None and job.command is None:
         return ("command", f"launcher {job.launcher} starts your command: give command (the script and its arguments)")
     if kind == "pytorch":
+        if job.launcher == "python" and job.procs_per_node not in (None, 1):
+            return ("procsPerNode", PYTHON_LAUNCHER_ONE_PROCESS)
         if job.parameter_servers or job.evaluator:
             key = "parameterServers" if job.parameter_servers else "evaluator"
             return (key, "parameter servers and an evaluator are TFJob roles: set framework: tensorflow or drop it")

@@ -6,10 +6,10 @@ import difflib
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
 
-from .base import PROJECT, REGION_KEY, SECRET_KEYS, SECRET_SECTIONS, UNION_TAGS
+from .base import PROJECT, REGION_KEY, SECRET_KEYS, SECRET_SECTIONS, UNION_TAGS, model_of
 from .cluster import ALLOWED_CIDRS_KEY, set_allowed_cidr
 from .platform import PlatformSpec
 
@@ -163,7 +163,7 @@ def _valid_keys(loc: list[Any]) -> list[str]:
         if isinstance(part, int):
             continue
         field = next(f for name, f in model.model_fields.items() if part in (name, f.alias))
-        model = _model_of(field.annotation)
+        model = model_of(field.annotation)
     # `region` is read from the provider's alicloud:region, never from our namespace.
     return (
         sorted(
@@ -174,16 +174,6 @@ def _valid_keys(loc: list[Any]) -> list[str]:
         if model
         else []
     )
-
-
-def _model_of(annotation: Any) -> Any:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()):
-        found = _model_of(arg)
-        if found is not None:
-            return found
-    return None
 
 
 def stack_schema() -> dict[str, Any]:

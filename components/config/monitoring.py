@@ -4,11 +4,15 @@ thresholds, the Grafana dashboard and TensorBoard."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from .base import Cpu, Labels, Quantity, Spec
+from .base import Cpu, Labels, Quantity, Spec, field_error
+from .job_settings import check_pinned
+
+if TYPE_CHECKING:
+    from .platform import PlatformSpec
 
 PrometheusMode = Literal["arms", "operator", "none"]
 
@@ -59,15 +63,23 @@ class TensorBoardSpec(Spec):
     """TensorBoard over every job's ``<output>/<job>/tensorboard`` events, on the system nodes."""
 
     enabled: bool = True
+    """Run TensorBoard. Left unset in a stack without jobs and without ``image``, none runs: there is no
+    training image to take it from, and no events to show."""
     image: str | None = None
-    """Full image reference with ``tensorboard`` installed; default: the first job's training image, which
-    installs it (``trainer/Dockerfile``)."""
+    """Full image reference with ``tensorboard`` installed, pinned by tag (not ``latest``) or digest; default:
+    the first job's training image, which installs it (``trainer/Dockerfile``)."""
     image_tag: str | None = None
     """Tag of the training image in the platform's registry (instead of ``image``)."""
     cpu: Cpu = "500m"
     """CPU requested (and the limit): TensorBoard reads event files and serves a few users."""
     memory: Quantity = "2Gi"
     """Memory requested (and the limit): it holds the loaded scalars of every run in memory."""
+
+    @model_validator(mode="after")
+    def _check(self) -> TensorBoardSpec:
+        if self.image is not None:
+            check_pinned(self.image, "image")
+        return self
 
 
 class MonitoringSpec(Spec):
@@ -83,8 +95,9 @@ class MonitoringSpec(Spec):
     """Generate the training dashboard: a ConfigMap for Grafana's dashboard sidecar (``operator``) and
     ``dashboards/training.json`` in the offline plan's output, to import into ARMS Grafana."""
     labels: Labels = Field(default_factory=dict)
-    """Labels added to the PodMonitors, the PrometheusRule and the dashboard ConfigMap (``operator``), such
-    as ``release: <its release>``, without which kube-prometheus-stack's Prometheus selects none of them."""
+    """Labels added to the PodMonitors, the PrometheusRule and the dashboard ConfigMap, such as
+    ``release: <its release>``, without which kube-prometheus-stack's Prometheus selects none of them;
+    with ``prometheus: operator`` only, the one mode that creates those objects."""
     tensorboard: TensorBoardSpec = Field(default_factory=TensorBoardSpec)
 
 
@@ -111,6 +124,50 @@ class MonitoringScope:
     tensorboard_image: tuple[str | None, str | None] = (None, None)
 
     @property
+    def runs_tensorboard(self) -> bool:
+        """Whether TensorBoard runs: switched on, with an image to run from."""
+        return self.monitoring.tensorboard.enabled and self.tensorboard_image != (None, None)
+
+    @property
     def home(self) -> str:
         """The namespace the monitoring objects, TensorBoard and the dashboard live in."""
         return self.namespaces[0]
+
+
+def check_monitoring(spec: PlatformSpec) -> None:
+    """The rules between ``monitoring`` and the rest of the platform.
+
+    Raises:
+        PydanticCustomError: a rule is broken; the message names the stack key.
+    """
+    monitoring = spec.monitoring
+    if spec.is_local and monitoring.prometheus == "arms":
+        raise field_error(
+            "monitoring.prometheus",
+            "ARMS is ACK's managed Prometheus and a local cluster has none: use operator (a prometheus-operator "
+            "running in the cluster) or none",
+        )
+    if monitoring.labels and spec.prometheus != "operator":
+        raise field_error(
+            "monitoring.labels",
+            f"labels select the PodMonitors, PrometheusRule and dashboard ConfigMap for a prometheus-operator, "
+            f"and with prometheus: {spec.prometheus} there are none to carry them: drop labels, or set "
+            "prometheus: operator",
+        )
+    board = monitoring.tensorboard
+    if not board.enabled:
+        return
+    if board.image is not None and board.image_tag is not None:
+        raise field_error("monitoring.tensorboard.image", "give image or imageTag, not both: drop one of them")
+    image, tag = spec.tensorboard_image()
+    if image is None and tag is None and "enabled" in board.model_fields_set:
+        raise field_error(
+            "monitoring.tensorboard.image",
+            "TensorBoard runs from the training image, and the stack has no job to take it from: give "
+            "image (or imageTag), or set enabled: false",
+        )
+    if tag is not None and spec.registry is None:
+        raise field_error(
+            "monitoring.tensorboard.imageTag",
+            "imageTag needs a registry; without one give a full image reference in image",
+        )

@@ -131,6 +131,12 @@ class KueueSpec(Spec):
     def _check(self) -> KueueSpec:
         if self.version not in KUEUE_CHARTS:
             raise field_error("version", _unpinned("Kueue", self.version, KUEUE_CHARTS))
+        if self.priorities and not self.enabled:
+            raise field_error(
+                "priorities",
+                "WorkloadPriorityClasses order Kueue's queue, and Kueue is off: set enabled: true, or drop priorities "
+                "(a v1 job takes a pod PriorityClass in scheduling.priorityClass)",
+            )
         return self
 
     pods_ready_timeout_minutes: int = Field(default=30, ge=1)

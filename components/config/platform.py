@@ -16,7 +16,7 @@ from .base import (
 from .capacity import job_gpus, pool_problem, quota_problem
 from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
 from .datasets import DatasetImportSpec, check_datasets
-from .monitoring import MonitoringScope, MonitoringSpec, PrometheusMode
+from .monitoring import MonitoringScope, MonitoringSpec, PrometheusMode, check_monitoring
 from .operator import OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, check_kueue_topology
 from .pools import GpuPoolSpec
 from .registry import RegistrySpec
@@ -47,10 +47,11 @@ class PlatformSpec(Spec):
     """Pull third-party images (the operator, Volcano, the operator's init container, Trainer v2, JobSet) from
     this registry path instead, e.g. ``registry-vpc.cn-hangzhou.aliyuncs.com/mirror``:
     ``<mirror>/<last path part>:<tag>``. ``python -m components.upstream images`` lists what to copy there."""
-    image_lock: Literal["require", "warn"] = Field(default="warn")
+    image_lock: Literal["require", "warn", "tag"] = Field(default="warn")
     """What a third-party image missing from the stack's image lock (``stacks/images.<stack>.lock.json``,
     written by ``python -m components.upstream lock-images``) does: ``require`` stops the preview naming it,
-    ``warn`` (the default) pulls it by tag with a warning."""
+    ``warn`` (the default) pulls it by tag with a warning, ``tag`` pulls it by tag without one (a local
+    cluster only, which pulls the upstream images as a developer's own tools do)."""
     operator: OperatorSpec = Field(default_factory=OperatorSpec)
     trainer_v2: TrainerV2Spec = Field(default_factory=TrainerV2Spec, alias="trainerV2")
     training: TrainingNamespaceSpec = Field(default_factory=TrainingNamespaceSpec)
@@ -72,8 +73,8 @@ class PlatformSpec(Spec):
         return "none" if self.is_local else "arms"
 
     def tensorboard_image(self) -> tuple[str | None, str | None]:
-        """TensorBoard's image as ``(full reference, tag in the registry)``, one of them set: its own,
-        else the first job's."""
+        """TensorBoard's image as ``(full reference, tag in the registry)``: its own, else the first
+        job's; neither set in a stack without jobs that gives TensorBoard no image."""
         board = self.monitoring.tensorboard
         if board.image is not None or board.image_tag is not None:
             return board.image, board.image_tag
@@ -155,6 +156,12 @@ class PlatformSpec(Spec):
                 f"{self.image_mirror!r} is not a registry path: write host/namespace without scheme or tag, "
                 "e.g. 'registry-vpc.cn-hangzhou.aliyuncs.com/mirror'",
             )
+        if self.image_lock == "tag" and not self.is_local:
+            raise field_error(
+                "imageLock",
+                "tag pulls third-party images by tag without a word, which only a local cluster may: use warn, or "
+                "require once python -m components.upstream lock-images has locked them",
+            )
         if self.is_local:
             for key, value in (
                 ("network", self.network),
@@ -172,33 +179,8 @@ class PlatformSpec(Spec):
         self._check_jobs()
         check_datasets(self)
         check_kueue_topology(self)
-        self._check_monitoring()
+        check_monitoring(self)
         return self
-
-    def _check_monitoring(self) -> None:
-        if self.is_local and self.monitoring.prometheus == "arms":
-            raise field_error(
-                "monitoring.prometheus",
-                "ARMS is ACK's managed Prometheus and a local cluster has none: use operator (a prometheus-operator "
-                "running in the cluster) or none",
-            )
-        board = self.monitoring.tensorboard
-        if not board.enabled:
-            return
-        if board.image is not None and board.image_tag is not None:
-            raise field_error("monitoring.tensorboard.image", "give image or imageTag, not both: drop one of them")
-        image, tag = self.tensorboard_image()
-        if image is None and tag is None:
-            raise field_error(
-                "monitoring.tensorboard.image",
-                "TensorBoard runs from the training image, and the stack has no job to take it from: give "
-                "image (or imageTag), or set enabled: false",
-            )
-        if tag is not None and self.registry is None:
-            raise field_error(
-                "monitoring.tensorboard.imageTag",
-                "imageTag needs a registry; without one give a full image reference in image",
-            )
 
     def _check_trainer_v2(self) -> None:
         if self.trainer_v2.kueue.enabled and not self.uses_trainer_v2:
@@ -238,6 +220,7 @@ class PlatformSpec(Spec):
                 "ACK stacks need a network for nodes and NAS: give network.vswitches, "
                 "or adopt a VPC with network.vpcId and network.vswitchIds",
             )
+        self._check_zones()
         oss = self.storage.oss
         if oss is not None and oss.role_name is None and not self.cluster.creates_cluster:
             raise field_error(
@@ -309,6 +292,17 @@ class PlatformSpec(Spec):
                 raise field_error(
                     "storage.nas.zoneId",
                     f"{self.nas_zone!r} has no vSwitch for the mount target; use one of {zones}",
+                )
+
+    def _check_zones(self) -> None:
+        # A zone id is its region's id and a letter (cn-hangzhou-k): ECS "Regions and zones".
+        zones = [(f"network.vswitches[{i}].zoneId", vsw.zone_id) for i, vsw in enumerate(self.network.vswitches)]
+        if self.storage.nas is not None and self.storage.nas.zone_id is not None:
+            zones.append(("storage.nas.zoneId", self.storage.nas.zone_id))
+        for key, zone in zones:
+            if zone.rpartition("-")[0] != self.region:
+                raise field_error(
+                    key, f"{zone!r} is not a zone of {self.region} (alicloud:region): use one such as '{self.region}-k'"
                 )
 
     def _check_jobs(self) -> None:

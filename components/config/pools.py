@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field, model_validator
 
 from .base import DEFAULT_GPU_TAINT_KEY, Cpu, DnsLabel, LabelKey, Labels, LabelValue, Quantity, Spec, field_error
-from .capacity import GPU_INSTANCE_TYPES, NodeShare, allocatable_share, smallest_node
+from .capacity import GPU_INSTANCE_TYPES, NodeShare, allocatable_share, format_bytes, format_cpu, smallest_node
 
 Fabric = Literal["none", "erdma", "rdma"]
+
+_DRIVER_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
+"""NVIDIA driver versions are ``<major>.<minor>[.<patch>]`` (``550.127.08``): a word such as ``latest``
+is no version a node label can pin."""
 
 SYSTEM_POOL_NAME = "system"
 """The untainted pool for the cluster's own workloads (``cluster.systemPool``)."""
@@ -142,7 +147,15 @@ class GpuPoolSpec(Spec):
                 "Lingjun RDMA (rdma/hca) needs Lingjun nodes and Terway exclusive-ENI networking, which this platform "
                 "does not create; ECS GPU families with RDMA NICs (ebmgn8v, gn8v, ebmgn8is, gn8is) use fabric: erdma",
             )
+        if self.driver_version is not None and not _DRIVER_VERSION.match(self.driver_version):
+            raise field_error(
+                "driverVersion",
+                f"{self.driver_version!r} is not an NVIDIA driver version: pin one ACK offers, e.g. '550.127.08', "
+                "or drop driverVersion for ACK's default",
+            )
         unknown = [t for t in self.instance_types if t not in GPU_INSTANCE_TYPES]
+        if self.node_capacity is not None and not unknown:
+            self._check_capacity_within(smallest_node(self.instance_types))
         if unknown and self.node_capacity is None:
             raise field_error(
                 "nodeCapacity",
@@ -169,6 +182,21 @@ class GpuPoolSpec(Spec):
                 f"{AUTOSCALER_TAG_LIMIT}; this pool has {self.autoscaler_tag_count}: drop some labels",
             )
         return self
+
+    def _check_capacity_within(self, instance: NodeShare) -> None:
+        """Refuse a ``nodeCapacity`` the instance types cannot have: jobs checked against it would
+        pass and then wait for a node that never fits them."""
+        given = allocatable_share(self.node_capacity.cpu, self.node_capacity.memory)
+        for key, asked, has, show in (
+            ("cpu", given.millicpu, instance.millicpu, format_cpu),
+            ("memory", given.memory, instance.memory, format_bytes),
+        ):
+            if asked > has:
+                raise field_error(
+                    f"nodeCapacity.{key}",
+                    f"{show(asked)} is more than {instance.source} has ({show(has)} {key}): give a node's Allocatable "
+                    "(kubectl describe node), which is less",
+                )
 
     @property
     def node_share(self) -> NodeShare:

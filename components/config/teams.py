@@ -85,6 +85,7 @@ def check_teams(spec: PlatformSpec) -> None:
     teams = spec.teams
     names = [team.name for team in teams]
     uids = [team.uid for team in teams]
+    gids = [team.group_id for team in teams]
     for i, team in enumerate(teams):
         if team.name in names[:i]:
             raise field_error(f"teams[{i}].name", f"team name {team.name!r} is used twice")
@@ -93,6 +94,12 @@ def check_teams(spec: PlatformSpec) -> None:
                 f"teams[{i}].uid",
                 f"uid {team.uid} is also {names[uids.index(team.uid)]!r}'s: NFS tells teams apart by uid alone, "
                 "so each team needs its own",
+            )
+        if team.group_id in gids[:i]:
+            raise field_error(
+                f"teams[{i}].{'uid' if team.gid is None else 'gid'}",
+                f"gid {team.group_id} is also {names[gids.index(team.group_id)]!r}'s: a team's NAS directories are "
+                "open to its group (output 0770, data 0750), so each team needs a gid of its own",
             )
         if team.name == spec.training.namespace:
             raise field_error(

@@ -26,21 +26,31 @@ GET_KUBECONFIG = (
 )
 
 
+PLANNED = "<planned offline>"
+"""Marks outputs read from ``python -m components.plan --json``: good for ``submit --dry-run``,
+whose manifest then shows the plan's placeholders (the registry host), never for a real job."""
+
+
 class TargetError(ValueError):
     """The stack's outputs or the connection flags are unusable; the message names the flag."""
 
 
 def stack_outputs(stack: str | None, outputs_file: str | None) -> dict[str, Any]:
-    """The stack outputs from ``--stack`` or ``--outputs`` (empty without either).
+    """The stack outputs from ``--stack`` or ``--outputs`` (empty without either). ``--outputs`` takes
+    ``pulumi stack output --json``, or the offline plan's ``--json`` (its ``outputs``).
 
     Raises:
         TargetError: pulumi failed, or the file is missing or not JSON.
     """
     if outputs_file:
         try:
-            return json.loads(Path(outputs_file).read_text())
+            found = json.loads(Path(outputs_file).read_text())
         except (OSError, json.JSONDecodeError) as err:
             raise TargetError(f"--outputs {outputs_file}: {err}") from None
+        if isinstance(found, dict) and {"stack", "resources", "outputs"} <= found.keys():
+            # The offline plan's --json: its outputs, with what only a deployment knows as placeholders.
+            return {**found["outputs"], PLANNED: True}
+        return found
     if not stack:
         return {}
     command = ["pulumi", "stack", "output", "--json", "--stack", stack]

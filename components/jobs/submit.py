@@ -13,14 +13,16 @@ import argparse
 import re
 from collections.abc import Callable
 from types import NoneType, UnionType
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, NamedTuple, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from ..config import TrainerArgs, TrainingJobSpec, job_gpus
-from ..config.loading import _model_of
+from ..config.base import POOL_LABEL, model_of
+from ..config.capacity import NodeShare, pod_share, pods_per_node, pool_problem
 from ..manifests import context_from_defaults, kubeflow_job, train_job
+from .arena import ALIASES, REFUSED, TailError, tail_command
 
 FLAGS: dict[str, tuple[str, ...]] = {
     "--nodes": ("nodes",),
@@ -46,6 +48,8 @@ FLAGS: dict[str, tuple[str, ...]] = {
     "--node-selector": ("nodeSelector",),
     "--toleration": ("tolerations",),
     "--ttl": ("runPolicy", "ttlSecondsAfterFinished"),
+    "--priority-class": ("scheduling", "priorityClass"),
+    "--backoff-limit": ("runPolicy", "backoffLimit"),
 }
 """Each flag and the spec key it sets (camelCase, as in a stack's ``jobs`` entry); but for the
 ``REPEATED`` ones, the field's type, choices, default and docstring make the flag."""
@@ -99,7 +103,7 @@ def _spec_field(path: tuple[str, ...]) -> FieldInfo:
     model: type[BaseModel] = TrainingJobSpec
     for key in path:
         field = {f.alias or name: f for name, f in model.model_fields.items()}[key]
-        model = _model_of(field.annotation)
+        model = model_of(field.annotation)
     return field
 
 
@@ -137,15 +141,27 @@ def _flag_arguments(field: FieldInfo) -> dict[str, Any]:
     return {**arguments, "help": help_text}
 
 
+def _dest(flag: str) -> str:
+    return flag[2:].replace("-", "_")
+
+
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    """The job flags of ``submit``; values stay ``None`` unless given, so the spec's defaults apply."""
+    """The job flags of ``submit``; values stay ``None`` unless given, so the spec's defaults apply.
+    arena's names for them are accepted too; its flags the platform has no equivalent for are
+    read only to be refused naming what to do instead."""
     parser.add_argument("name", **_flag_arguments(TrainingJobSpec.model_fields["name"]))
+    aliases: dict[str, list[str]] = {}
+    for arena_flag, flag in ALIASES.items():
+        aliases.setdefault(flag, []).append(arena_flag)
     for flag, path in FLAGS.items():
+        names = [flag, *aliases.get(flag, [])]
         if flag in REPEATED:
             _, metavar, help_text = REPEATED[flag]
-            parser.add_argument(flag, action="append", metavar=metavar, help=help_text)
+            parser.add_argument(*names, dest=_dest(flag), action="append", metavar=metavar, help=help_text)
         else:
-            parser.add_argument(flag, **_flag_arguments(_spec_field(path)))
+            parser.add_argument(*names, dest=_dest(flag), **_flag_arguments(_spec_field(path)))
+    for flag in REFUSED:
+        parser.add_argument(flag, dest="arena_" + _dest(flag), nargs="?", const="", help=argparse.SUPPRESS)
 
 
 def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str]) -> TrainingJobSpec:
@@ -163,10 +179,13 @@ def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str
     Raises:
         FlagError: a flag's value is invalid; the message names the flag and what is valid.
     """
+    refused = [flag for flag in REFUSED if getattr(args, "arena_" + _dest(flag), None) is not None]
+    if refused:
+        raise FlagError("; ".join(f"{flag}: {REFUSED[flag]}" for flag in refused))
     raw: dict[str, Any] = {"name": args.name, "namespace": defaults["namespace"]}
     given = []
     for flag, path in FLAGS.items():
-        value = getattr(args, flag[2:].replace("-", "_"))
+        value = getattr(args, _dest(flag))
         if value is None:
             continue
         given.append(flag)
@@ -178,8 +197,69 @@ def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str
         target[path[-1]] = value
     raw.setdefault("backend", defaults["backend"])
     own_code = args.launcher is not None or args.framework not in (None, "pytorch")
+    if extra and not own_code:
+        try:
+            command = tail_command(extra)
+        except TailError as err:
+            raise FlagError(str(err)) from None
+        if command is not None:
+            raw["launcher"], extra = command
+            own_code = True
     if extra:
         raw["command" if own_code else "args"] = extra
+    spec = _validated(raw, given)
+    pool = _pool(defaults)
+    gpus = job_gpus(spec, defaults["placement"]["gpusPerNode"])
+    if pool is None or not gpus:
+        return spec
+    unset = {
+        key: value
+        for key, value in zip(("cpu", "memory"), pod_share(pool.node_share, _sharing(spec, pool, gpus)), strict=True)
+        if key not in raw
+    }
+    if unset:
+        spec = _validated({**raw, **unset}, given)
+    problem = pool_problem(spec, pool)
+    if problem is not None:
+        key, message = problem
+        flag = POOL_FLAGS.get(key, "--" + key)
+        raise FlagError(f"{flag}: {message}")
+    return spec
+
+
+POOL_FLAGS = {"gpus_per_node": "--gpus", "procsPerNode": "--procs-per-node", "gpusPerNode": "--gpus"}
+"""The flag for each job key :func:`~components.config.capacity.pool_problem` names that is not
+``--`` and the key itself."""
+
+
+class PoolFacts(NamedTuple):
+    """The GPU pool as the stack's ``jobDefaults`` describe it: what
+    :func:`~components.config.capacity.pool_problem` checks a job against, as a stack's jobs are."""
+
+    name: str
+    gpus_per_node: int
+    node_share: NodeShare
+    max_size: int
+
+
+def _pool(defaults: dict[str, Any]) -> PoolFacts | None:
+    """The pool a submitted GPU job lands on, when the stack says what its nodes offer."""
+    placement = defaults["placement"]
+    if not placement.get("node") or not placement["gpusPerNode"]:
+        return None
+    return PoolFacts(
+        name=placement["nodeSelector"].get(POOL_LABEL, "gpu"),
+        gpus_per_node=placement["gpusPerNode"],
+        node_share=NodeShare(**placement["node"]),
+        max_size=placement["maxNodes"] if placement["maxNodes"] is not None else 2**31,
+    )
+
+
+def _sharing(spec: TrainingJobSpec, pool: PoolFacts, gpus: int) -> int:
+    return pods_per_node(spec, gpus, pool.gpus_per_node) if gpus <= pool.gpus_per_node else 1
+
+
+def _validated(raw: dict[str, Any], given: list[str]) -> TrainingJobSpec:
     try:
         return TrainingJobSpec.model_validate(raw)
     except ValidationError as err:

@@ -8,9 +8,11 @@ no secret: names of objects, not credentials.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from ..config import Backend
+from ..config.capacity import NodeShare
 from .placement import FABRICS, Placement
 from .pytorchjob import JobContext
 
@@ -39,6 +41,7 @@ def job_defaults(ctx: JobContext, *, backend: Backend, registry: Any = None) -> 
             "gpusPerNode": placement.gpus_per_node,
             "fabric": placement.fabric.name if placement.fabric is not None else None,
             "maxNodes": placement.max_nodes,
+            "node": asdict(placement.node) if placement.node is not None else None,
         },
         "dataClaim": ctx.data_claim,
         "outputClaim": ctx.output_claim,
@@ -73,6 +76,7 @@ def context_from_defaults(defaults: dict[str, Any], *, image: str, gpus: int, ba
             gpus_per_node=placement["gpusPerNode"],
             fabric=FABRICS[placement["fabric"]] if placement["fabric"] else None,
             max_nodes=placement["maxNodes"],
+            node=NodeShare(**placement["node"]) if placement.get("node") else None,
         ),
         data_claim=defaults["dataClaim"],
         output_claim=defaults["outputClaim"],

@@ -8,11 +8,10 @@ from collections.abc import Mapping
 from trainer.metric_names import METRICS_PORT
 
 from ..config import SecretEnv, TrainingJobSpec
+from ..config.base import DATA_MOUNT, OUTPUT_MOUNT
 from .base import Manifest
 from .placement import FabricProfile
 
-DATA_MOUNT = "/mnt/data"
-OUTPUT_MOUNT = "/mnt/output"
 CHECKPOINT_KEY_DIR = "/var/run/secrets/checkpoint-key"
 CHECKPOINT_KEY_FILE = f"{CHECKPOINT_KEY_DIR}/key"
 GENERATED_KEY = "key"

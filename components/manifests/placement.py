@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 
 from ..config import GpuPoolSpec
+from ..config.capacity import NodeShare
 from .base import POOL_LABEL
 
 DRIVER_LABEL = "ack.aliyun.com/nvidia-driver-version"
@@ -63,6 +64,7 @@ class Placement:
         gpus_per_node: GPUs on each node (0: CPU nodes).
         fabric: the pool's RDMA-class network, or ``None`` for TCP only.
         max_nodes: most nodes the pool can have (``None``: not known).
+        node: what one node offers pods' CPU and memory (``None``: not known).
     """
 
     node_selector: dict[str, str] = field(default_factory=dict)
@@ -70,6 +72,7 @@ class Placement:
     gpus_per_node: int = 0
     fabric: FabricProfile | None = None
     max_nodes: int | None = None
+    node: NodeShare | None = None
 
 
 CPU_PLACEMENT = Placement()
@@ -98,4 +101,5 @@ def pool_placement(pool: GpuPoolSpec) -> Placement:
         gpus_per_node=pool.gpus_per_node,
         fabric=FABRICS.get(pool.fabric),
         max_nodes=pool.max_size,
+        node=pool.node_share,
     )

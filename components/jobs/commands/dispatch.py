@@ -69,6 +69,11 @@ def run(
 
 def _submit(args: argparse.Namespace, extra: list[str], outputs: dict[str, Any], out: Out) -> int:
     defaults = job_defaults(outputs, args.namespace, "submit")
+    if outputs.get(connect.PLANNED) and not args.dry_run:
+        raise UsageError(
+            "--outputs: an offline plan's outputs hold placeholders (the registry host) where a deployment has "
+            "values: use them with --dry-run, or pass pulumi stack output --json of the deployed stack"
+        )
     spec = submit.job_spec(args, defaults, extra)
     manifest = submit.manifest(spec, defaults)
     if args.dry_run:

@@ -50,7 +50,8 @@ def _connection(suppress: bool) -> Parser:
     where.add_argument(
         "--outputs",
         metavar="FILE",
-        help="the same outputs as a JSON file (pulumi stack output --json)",
+        help="the same outputs as a JSON file (pulumi stack output --json); for submit --dry-run also an "
+        "offline plan's python -m components.plan --stack S --json",
         **default,
     )
     where.add_argument(
