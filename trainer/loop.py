@@ -22,9 +22,10 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from .autoparallel import resolve
-from .config import GPT_SIZES, Config
+from .config import Config, token_shape
 from .data import GlobalOrder, agree_on_data
 from .exporter import serve
+from .llama import Llama
 from .metric_names import CHECKPOINT_EVERY, CHECKPOINT_STEP, POD, RESTARTS, TRAINING, TRAINING_LOOP
 from .metrics import Metrics, Window, peak_memory_mb, peak_tflops
 from .models import GPT, MnistCNN
@@ -77,13 +78,13 @@ class Trainer:
             self.memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
             model: torch.nn.Module = MnistCNN().to(topo.device, memory_format=self.memory_format)
         else:
-            shape = GPT_SIZES[cfg.gpt_size]
+            shape = token_shape(cfg)
             declared = getattr(dataset, "vocab_size", None)
             if declared and declared > shape.vocab_size:
                 # The data's vocabulary, padded to a multiple of 64 for tensor cores.
                 shape = replace(shape, vocab_size=-(-declared // 64) * 64)
             with torch.device("meta"):  # storage comes once it is known how it is sharded
-                model = GPT(shape)
+                model = Llama(shape) if cfg.model == "llama" else GPT(shape)
             dataset.limit = shape.vocab_size
             self.memory_format = torch.contiguous_format
         self.model = model
@@ -141,7 +142,7 @@ class Trainer:
             if topo.device.type == "cuda" and not self.sharded
             else contextlib.nullcontext()
         )
-        flops = self.model.flops_per_token() if isinstance(self.model, GPT) else None
+        flops = self.model.flops_per_token() if isinstance(self.model, (GPT, Llama)) else None
         peak = cfg.peak_tflops or (
             peak_tflops(torch.cuda.get_device_name(topo.device)) if topo.device.type == "cuda" else None
         )
@@ -300,7 +301,7 @@ class Trainer:
         if window.steps:
             samples_per_s = window.samples / elapsed
             row["samples_per_s"] = round(samples_per_s, 2)
-            if isinstance(self.model, GPT):
+            if isinstance(self.model, (GPT, Llama)):
                 row["tokens_per_s"] = round(samples_per_s * self.model.cfg.seq_len, 1)
             if self.flops_per_sample and self.peak_flops:
                 row["mfu"] = round(samples_per_s * self.flops_per_sample / (self.peak_flops * self.topo.world), 4)
