@@ -19,6 +19,7 @@ Llama-family decoder (:mod:`trainer.llama`)."""
 TOKEN_MODELS = ("gpt", "llama")
 """The models that read token corpora and can be sharded."""
 DEFAULT_LR = {"cnn": 1e-3, "gpt": 6e-4, "llama": 3e-4}
+"""llama: Llama 2's peak rate for its 7B and 13B models (Touvron et al. 2023, table 1); its 70B used 1.5e-4."""
 PARALLEL_CHOICES = ("ddp", "fsdp", "hsdp", "auto")
 
 
@@ -77,7 +78,7 @@ class Config:
     llama_size: str = "tiny"
     """The Llama shape (:data:`trainer.shapes.LLAMA_SIZES`): tiny, or Llama 3.2 1B, 3.1 8B or 70B's."""
     synthetic_size: int = 60_000
-    """Samples (cnn) or windows (gpt) of synthetic data."""
+    """Samples (cnn) or windows (gpt, llama) of synthetic data."""
     timeout_s: float = 300.0
     """Collective timeout: how long survivors wait for a dead peer before failing. The checkpoint
     collectives wait ``storage_wait_s`` longer, as a rank may wait that long for shared storage;
@@ -88,7 +89,7 @@ class Config:
     """Per-device peak FLOP/s (in TFLOP/s) behind MFU; None: looked up from the GPU's name."""
     channels_last: bool = True
     activation_checkpointing: bool = False
-    """Recompute the gpt blocks' activations in the backward pass (less memory, more compute)."""
+    """Recompute the gpt or llama blocks' activations in the backward pass (less memory, more compute)."""
     fsdp: bool = False
     """Whether parameters, gradients and optimizer state are sharded (FSDP2 ``fully_shard``):
     ``--parallel`` fsdp or hsdp (``--fsdp`` is ``--parallel hsdp``); checkpoints record it."""
@@ -218,7 +219,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--data-dir",
         default=env.get("TRAIN_DATA_PATH"),
-        help="train.npz (cnn), or train.bin or token shards with manifest.json (gpt); default $TRAIN_DATA_PATH",
+        help="train.npz (cnn), or train.bin or token shards with manifest.json (gpt, llama); default $TRAIN_DATA_PATH",
     )
     p.add_argument("--synthetic", action="store_true", help="use synthetic data even if $TRAIN_DATA_PATH is set")
     p.add_argument(
@@ -291,12 +292,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--activation-checkpointing",
         action="store_true",
-        help="recompute the gpt blocks' activations in the backward pass instead of storing them",
+        help="recompute the gpt or llama blocks' activations in the backward pass instead of storing them",
     )
     p.add_argument(
         "--fsdp",
         action="store_true",
-        help="the same as --parallel hsdp: shard the gpt model with FSDP2 instead of replicating it (DDP); "
+        help="the same as --parallel hsdp: shard the gpt or llama model with FSDP2 instead of replicating it (DDP); "
         "HSDP on several nodes",
     )
     p.add_argument(
