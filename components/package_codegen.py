@@ -87,10 +87,17 @@ class _InputTypes:
 
     def enum(self, owner: type[BaseModel], field: str, values: tuple[Any, ...]) -> str:
         name = owner.__name__.removesuffix("Spec") + "".join(part.title() for part in field.split("_"))
-        members = [f"    {re.sub(r'(?<=[a-z0-9])(?=[A-Z])', '_', str(v)).upper()} = {json.dumps(v)}" for v in values]
+        members = [f"    {_member(field, v)} = {json.dumps(v)}" for v in values]
         header = [f"class {name}(enum.StrEnum):", f'    """The values of {owner.__name__}.{field}."""', ""]
         self.blocks[name] = "\n".join([*header, *members]) + "\n"
         return name
+
+
+def _member(field: str, value: Any) -> str:
+    """An enum member's name for ``value``; one that would start with a digit (``1b``) is prefixed
+    with the field's last word (``SIZE_1B``), as a Python name cannot."""
+    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", str(value)).upper()
+    return name if name[:1].isalpha() else f"{field.rsplit('_', 1)[-1].upper()}_{name}"
 
 
 def _optional(annotation: Any) -> bool:

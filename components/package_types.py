@@ -248,6 +248,7 @@ class TrainerArgsModel(enum.StrEnum):
 
     CNN = "cnn"
     GPT = "gpt"
+    LLAMA = "llama"
 
 
 class TrainerArgsParallel(enum.StrEnum):
@@ -259,12 +260,22 @@ class TrainerArgsParallel(enum.StrEnum):
     AUTO = "auto"
 
 
+class TrainerArgsLlamaSize(enum.StrEnum):
+    """The values of TrainerArgs.llama_size."""
+
+    TINY = "tiny"
+    SIZE_1B = "1b"
+    SIZE_8B = "8b"
+    SIZE_70B = "70b"
+
+
 class TrainerArgs(TypedDict):
     """Flags for the bundled trainer (``python -m trainer``); unset, each is the trainer's own default
     (``trainer/config.py``)."""
 
     model: NotRequired[TrainerArgsModel]
-    """``cnn`` (the MNIST convnet) or ``gpt`` (a small decoder)."""
+    """``cnn`` (the MNIST convnet), ``gpt`` (a small decoder) or ``llama`` (a Llama-family decoder, sized by
+    ``llamaSize``)."""
     batch_size: NotRequired[int]
     """Samples per process in each step, or in each micro-step under ``--grad-accum``."""
     checkpoint_every: NotRequired[int]
@@ -290,6 +301,9 @@ class TrainerArgs(TypedDict):
     final_model_path: NotRequired[str]
     """Where the final weights go (``FINAL_MODEL_PATH``), under ``/mnt/output/``; ``final_model.pt`` in the
     job's output directory when unset."""
+    llama_size: NotRequired[TrainerArgsLlamaSize]
+    """``model: llama``'s shape: ``tiny`` (the trainer's default), or Llama 3.2 1B's, Llama 3.1 8B's or 70B's
+    (``1b``, ``8b``, ``70b``; docs/trainer.md)."""
 
 
 class SecretKeySelector(TypedDict):

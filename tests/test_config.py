@@ -398,8 +398,8 @@ INVALID = [
     (
         "sharding the cnn",
         {"jobs.0.trainer.parallel": "fsdp"},
-        "ack-training-platform:jobs[0].trainer.parallel: parallel fsdp shards the gpt model; the cnn takes ddp or "
-        "auto (which keeps ddp)",
+        "ack-training-platform:jobs[0].trainer.parallel: parallel fsdp shards the gpt and llama models; the cnn takes ddp "
+        "or auto (which keeps ddp)",
     ),
     (
         "low-latency pool of spot instances",

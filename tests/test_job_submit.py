@@ -125,7 +125,7 @@ def test_submit_creates_exactly_the_builders_manifest(cluster, outputs: Path, ba
             "--procs-per-node: procsPerNode (2) must equal",
         ),
         (["--max-steps", "0", "--image-tag", "v1"], "--max-steps: Input should be greater than or equal to 1"),
-        (["--parallel", "fsdp", "--image-tag", "v1"], "--parallel: parallel fsdp shards the gpt model"),
+        (["--parallel", "fsdp", "--image-tag", "v1"], "--parallel: parallel fsdp shards the gpt and llama models"),
     ],
 )
 def test_submit_with_bad_flags_names_the_flag_and_exits_2(outputs: Path, capsys, flags, message) -> None:

@@ -508,7 +508,7 @@ def test_fsdp_checkpoint_is_not_resumed_by_a_ddp_run(tmp_path: Path) -> None:
     cnn = run([sys.executable, "-m", "trainer", "--fsdp"])
     assert (
         cnn.stderr.strip()
-        == "error: --fsdp (--parallel hsdp) shards the gpt model; the cnn is small enough for plain DDP"
+        == "error: --fsdp (--parallel hsdp) shards the gpt and llama models; the cnn is small enough for plain DDP"
     )
 
 

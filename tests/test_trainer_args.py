@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from components.config import TrainerArgs, TrainingJobSpec
 from components.config.job_settings import TRAINER_FLAGS
@@ -97,3 +98,25 @@ def test_the_paths_travel_as_variables_not_flags() -> None:
     )
     assert not {"--init-from", "--final-model-path"} & set(job.trainer.to_flags())
     assert (job_env(job)["MODEL_PATH"], job_env(job)["FINAL_MODEL_PATH"]) == ("/mnt/data/w.pt", "/mnt/output/f.pt")
+
+
+def test_a_llama_job_reaches_the_trainer_with_its_size() -> None:
+    job = TrainingJobSpec(
+        name="llama", image_tag="v1.4.0", trainer={"model": "llama", "llamaSize": "8b", "parallel": "fsdp"}
+    )
+    command = job_command(job, procs=1)
+    cfg = parse_args(command[command.index("trainer") + 1 :])
+    assert (cfg.model, cfg.llama_size, cfg.parallel) == ("llama", "8b", "fsdp")
+    assert parse_args(TrainerArgs(model="llama").to_flags()).llama_size == "tiny"
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"model": "gpt", "llamaSize": "8b"}, "llamaSize 8b applies to model llama, not gpt"),
+        ({"model": "llama", "llamaSize": "7b"}, "Input should be 'tiny', '1b', '8b' or '70b'"),
+    ],
+)
+def test_a_llama_size_the_trainer_would_refuse_is_refused_in_the_spec(settings: dict, message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        TrainerArgs.model_validate(settings)

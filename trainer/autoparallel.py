@@ -20,6 +20,7 @@ from .console import log
 from .exporter import Exporter
 from .fabric import FORMAT, INTER, INTRA, FabricReport, probe
 from .metric_names import PARALLEL_STRATEGY, SHARD_GROUP, STRATEGY_LABEL
+from .models import block_params
 from .strategy import Decision, DecisionError, Inputs, decide
 from .topology import Topology
 
@@ -78,6 +79,21 @@ def device_memory(topo: Topology) -> int | None:
     return torch.cuda.get_device_properties(topo.device).total_memory
 
 
+def memory_inputs(model: torch.nn.Module, cfg: Config, cuda: bool) -> dict[str, int]:
+    """The model's activation estimate for one micro-batch of ``--batch-size`` and its block size,
+    as :class:`trainer.strategy.Inputs` takes them; nothing for a model without an estimate (the
+    cnn). Activations are bf16 on GPUs (autocast, or FSDP's mixed precision), fp32 on CPUs.
+    """
+    estimate = getattr(model, "activation_values_per_token", None)
+    if estimate is None:
+        return {}
+    tokens = cfg.batch_size * model.cfg.seq_len
+    return {
+        "activation_bytes": estimate(cfg.activation_checkpointing) * tokens * (2 if cuda else 4),
+        "block_params": block_params(model),
+    }
+
+
 def resolve(cfg: Config, topo: Topology, model: torch.nn.Module) -> Network:
     """Probe, choose and log, as the flags ask. A collective when a probe runs.
 
@@ -117,6 +133,7 @@ def resolve(cfg: Config, topo: Topology, model: torch.nn.Module) -> Network:
         intra_GBps=summary.get(f"{INTRA}/all_reduce"),
         inter_GBps=summary.get(f"{INTER}/all_reduce"),
         shardable=getattr(model, "blocks", None) is not None,
+        **memory_inputs(model, cfg, topo.device.type == "cuda"),
     )
     try:
         decision = decide(inputs)

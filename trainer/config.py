@@ -11,28 +11,16 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-MODELS = ("cnn", "gpt")
-"""``cnn``: the MNIST convnet; ``gpt``: a small decoder (:mod:`trainer.models`)."""
-DEFAULT_LR = {"cnn": 1e-3, "gpt": 6e-4}
+from .shapes import GPT_SIZES, LLAMA_SIZES, GPTConfig, LlamaConfig
+
+MODELS = ("cnn", "gpt", "llama")
+"""``cnn``: the MNIST convnet; ``gpt``: a small decoder (:mod:`trainer.models`); ``llama``: a
+Llama-family decoder (:mod:`trainer.llama`)."""
+TOKEN_MODELS = ("gpt", "llama")
+"""The models that read token corpora and can be sharded."""
+DEFAULT_LR = {"cnn": 1e-3, "gpt": 6e-4, "llama": 3e-4}
+"""llama: Llama 2's peak rate for its 7B and 13B models (Touvron et al. 2023, table 1); its 70B used 1.5e-4."""
 PARALLEL_CHOICES = ("ddp", "fsdp", "hsdp", "auto")
-
-
-@dataclass(frozen=True)
-class GPTConfig:
-    """Decoder shape. ``GPT_SIZES`` names the presets."""
-
-    vocab_size: int = 4096
-    seq_len: int = 128
-    n_layer: int = 4
-    n_head: int = 4
-    n_embd: int = 128
-
-
-GPT_SIZES = {
-    "tiny": GPTConfig(),
-    # GPT-2 small's shape; the vocabulary is padded to a multiple of 64 for tensor cores.
-    "124m": GPTConfig(vocab_size=50304, seq_len=1024, n_layer=12, n_head=12, n_embd=768),
-}
 
 
 class UsageError(ValueError):
@@ -87,8 +75,10 @@ class Config:
     """Fault injection for tests and cluster drills, from ``$TRAINER_FAULT_NONFINITE_STEPS``
     (comma-separated step numbers): the highest rank's loss at those steps becomes NaN."""
     gpt_size: str = "tiny"
+    llama_size: str = "tiny"
+    """The Llama shape (:data:`trainer.shapes.LLAMA_SIZES`): tiny, or Llama 3.2 1B, 3.1 8B or 70B's."""
     synthetic_size: int = 60_000
-    """Samples (cnn) or windows (gpt) of synthetic data."""
+    """Samples (cnn) or windows (gpt, llama) of synthetic data."""
     timeout_s: float = 300.0
     """Collective timeout: how long survivors wait for a dead peer before failing. The checkpoint
     collectives wait ``storage_wait_s`` longer, as a rank may wait that long for shared storage;
@@ -99,7 +89,7 @@ class Config:
     """Per-device peak FLOP/s (in TFLOP/s) behind MFU; None: looked up from the GPU's name."""
     channels_last: bool = True
     activation_checkpointing: bool = False
-    """Recompute the gpt blocks' activations in the backward pass (less memory, more compute)."""
+    """Recompute the gpt or llama blocks' activations in the backward pass (less memory, more compute)."""
     fsdp: bool = False
     """Whether parameters, gradients and optimizer state are sharded (FSDP2 ``fully_shard``):
     ``--parallel`` fsdp or hsdp (``--fsdp`` is ``--parallel hsdp``); checkpoints record it."""
@@ -138,6 +128,8 @@ class Config:
             raise UsageError(f"--model {self.model!r}: choose {' or '.join(MODELS)}")
         if self.gpt_size not in GPT_SIZES:
             raise UsageError(f"--gpt-size {self.gpt_size!r}: choose one of {', '.join(GPT_SIZES)}")
+        if self.llama_size not in LLAMA_SIZES:
+            raise UsageError(f"--llama-size {self.llama_size!r}: choose one of {', '.join(LLAMA_SIZES)}")
         for flag, value in (
             ("--batch-size", self.batch_size),
             ("--grad-accum", self.grad_accum),
@@ -162,15 +154,20 @@ class Config:
         ):
             if value is not None and not value > 0:
                 raise UsageError(f"{flag} must be positive, got {value}")
-        if self.activation_checkpointing and self.model != "gpt":
-            raise UsageError("--activation-checkpointing applies to the gpt model's blocks")
-        if self.fsdp and self.model != "gpt":
+        if self.activation_checkpointing and self.model not in TOKEN_MODELS:
+            raise UsageError("--activation-checkpointing applies to the gpt and llama models' blocks")
+        if self.fsdp and self.model not in TOKEN_MODELS:
             flag = "--fsdp (--parallel hsdp)" if self.parallel == "hsdp" else f"--parallel {self.parallel}"
-            raise UsageError(f"{flag} shards the gpt model; the cnn is small enough for plain DDP")
+            raise UsageError(f"{flag} shards the gpt and llama models; the cnn is small enough for plain DDP")
         if self.fabric_record and self.parallel != "auto":
             raise UsageError("--fabric-record is read by --parallel auto only: add it, or drop --fabric-record")
         if not self.bucket_mb > 0:
             raise UsageError(f"--bucket-mb must be positive, got {self.bucket_mb}")
+
+
+def token_shape(cfg: Config) -> GPTConfig | LlamaConfig:
+    """The shape of a token model (``--gpt-size`` or ``--llama-size``): its vocabulary and sample length."""
+    return LLAMA_SIZES[cfg.llama_size] if cfg.model == "llama" else GPT_SIZES[cfg.gpt_size]
 
 
 def check_output_dir(path: Path, rank: int) -> None:
@@ -216,11 +213,13 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m trainer", description="DDP/FSDP trainer with sharded checkpoints and exact resume."
     )
-    p.add_argument("--model", default=Config.model, help="cnn (MNIST convnet) or gpt (small decoder)")
+    p.add_argument(
+        "--model", default=Config.model, help="cnn (MNIST convnet), gpt (small decoder) or llama (Llama-family decoder)"
+    )
     p.add_argument(
         "--data-dir",
         default=env.get("TRAIN_DATA_PATH"),
-        help="train.npz (cnn), or train.bin or token shards with manifest.json (gpt); default $TRAIN_DATA_PATH",
+        help="train.npz (cnn), or train.bin or token shards with manifest.json (gpt, llama); default $TRAIN_DATA_PATH",
     )
     p.add_argument("--synthetic", action="store_true", help="use synthetic data even if $TRAIN_DATA_PATH is set")
     p.add_argument(
@@ -277,6 +276,10 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--log-every", type=int, default=Config.log_every, help="steps")
     p.add_argument("--gpt-size", default=Config.gpt_size, help=f"one of {', '.join(GPT_SIZES)}")
+    # No default here: a size given to another model is refused rather than ignored.
+    p.add_argument(
+        "--llama-size", help=f"--model llama's shape: one of {', '.join(LLAMA_SIZES)} (default {Config.llama_size})"
+    )
     p.add_argument("--synthetic-size", type=int, default=Config.synthetic_size)
     p.add_argument("--timeout-s", type=float, default=Config.timeout_s, help="collective timeout")
     p.add_argument("--compile", action="store_true", help="torch.compile the model and the loss")
@@ -289,12 +292,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--activation-checkpointing",
         action="store_true",
-        help="recompute the gpt blocks' activations in the backward pass instead of storing them",
+        help="recompute the gpt or llama blocks' activations in the backward pass instead of storing them",
     )
     p.add_argument(
         "--fsdp",
         action="store_true",
-        help="the same as --parallel hsdp: shard the gpt model with FSDP2 instead of replicating it (DDP); "
+        help="the same as --parallel hsdp: shard the gpt or llama model with FSDP2 instead of replicating it (DDP); "
         "HSDP on several nodes",
     )
     p.add_argument(
@@ -331,6 +334,9 @@ def parse_args(argv: list[str] | None = None) -> Config:
     args = vars(parser().parse_args(argv))
     if args["fsdp"] and args["parallel"] not in (None, "hsdp"):
         raise UsageError(f"--fsdp is --parallel hsdp; it contradicts --parallel {args['parallel']}")
+    if args["llama_size"] is not None and args["model"] != "llama":
+        raise UsageError(f"--llama-size {args['llama_size']} applies to --model llama, not --model {args['model']}")
+    args["llama_size"] = args["llama_size"] or Config.llama_size
     args["parallel"] = args["parallel"] or ("hsdp" if args["fsdp"] else "ddp")
     args["fsdp"] = args["parallel"] in ("fsdp", "hsdp")
     faults = env.get("TRAINER_FAULT_NONFINITE_STEPS", "")

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .config import GPT_SIZES, Config
+from .config import Config, token_shape
 from .tokens import DataError, open_corpus
 
 # Where the README has always pointed for writing and reading token files.
@@ -220,17 +220,16 @@ def load_dataset(cfg: Config) -> ImageDataset | TokenDataset:
     if cfg.data_dir is None:
         if cfg.model == "cnn":
             return synthetic_images(cfg.synthetic_size, cfg.seed)
-        gpt = GPT_SIZES[cfg.gpt_size]
+        shape = token_shape(cfg)
         return TokenDataset(
-            [synthetic_tokens(cfg.synthetic_size * gpt.seq_len + 1, gpt.vocab_size, cfg.seed)], gpt.seq_len
+            [synthetic_tokens(cfg.synthetic_size * shape.seq_len + 1, shape.vocab_size, cfg.seed)], shape.seq_len
         )
     data_dir = Path(cfg.data_dir)
     if not data_dir.is_dir():
         raise DataError(f"--data-dir {data_dir}: no such directory")
     if cfg.model == "cnn":
         return load_images(data_dir)
-    gpt = GPT_SIZES[cfg.gpt_size]
-    return load_tokens(data_dir, gpt.seq_len)
+    return load_tokens(data_dir, token_shape(cfg).seq_len)
 
 
 def agree_on_data(read: Callable[[], T], rank: int, group: dist.ProcessGroup | None) -> T:

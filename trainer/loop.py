@@ -10,7 +10,6 @@ import contextlib
 import math
 import os
 import signal
-import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from datetime import timedelta
@@ -22,11 +21,12 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from .autoparallel import resolve
-from .config import GPT_SIZES, Config
+from .config import Config, token_shape
 from .data import GlobalOrder, agree_on_data
 from .exporter import serve
+from .llama import Llama
 from .metric_names import CHECKPOINT_EVERY, CHECKPOINT_STEP, POD, RESTARTS, TRAINING, TRAINING_LOOP
-from .metrics import Metrics, Window, peak_memory_mb, peak_tflops
+from .metrics import MFU_KEYS, Metrics, Window, device_sync, peak_memory_mb, peak_tflops
 from .models import GPT, MnistCNN
 from .numerics import StepGuard
 from .parallel import parallelize
@@ -77,13 +77,13 @@ class Trainer:
             self.memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
             model: torch.nn.Module = MnistCNN().to(topo.device, memory_format=self.memory_format)
         else:
-            shape = GPT_SIZES[cfg.gpt_size]
+            shape = token_shape(cfg)
             declared = getattr(dataset, "vocab_size", None)
             if declared and declared > shape.vocab_size:
                 # The data's vocabulary, padded to a multiple of 64 for tensor cores.
                 shape = replace(shape, vocab_size=-(-declared // 64) * 64)
             with torch.device("meta"):  # storage comes once it is known how it is sharded
-                model = GPT(shape)
+                model = Llama(shape) if cfg.model == "llama" else GPT(shape)
             dataset.limit = shape.vocab_size
             self.memory_format = torch.contiguous_format
         self.model = model
@@ -141,11 +141,19 @@ class Trainer:
             if topo.device.type == "cuda" and not self.sharded
             else contextlib.nullcontext()
         )
-        flops = self.model.flops_per_token() if isinstance(self.model, GPT) else None
+        # Waited on before a log window's clock is read (metrics.Window).
+        self.sync = device_sync(topo.device)
+        self.seq_len: int | None = getattr(getattr(self.model, "cfg", None), "seq_len", None)  # None: the cnn
         peak = cfg.peak_tflops or (
             peak_tflops(torch.cuda.get_device_name(topo.device)) if topo.device.type == "cuda" else None
         )
-        self.flops_per_sample = flops * self.model.cfg.seq_len if flops and peak else None
+        # MFU as PaLM and nanoGPT count it (attention over every key), and beside it the
+        # causal figure: the FLOPs a causal model actually computes (models.training_flops).
+        self.flops_per_sample = (
+            {key: self.model.flops_per_token(causal) * self.seq_len for key, causal in MFU_KEYS.items()}
+            if self.seq_len and peak
+            else {}
+        )
         self.peak_flops = peak * 1e12 if peak else None
 
     def _batches(self, permutation: torch.Tensor, position: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -237,7 +245,7 @@ class Trainer:
             self.metrics = Metrics(self.output / "metrics.jsonl", after_step=self.progress.step)
         progress = self.progress
         permutation = progress.order.permutation(progress.epoch)
-        window = Window(compiling=self.cfg.compile)
+        window = Window(compiling=self.cfg.compile, sync=self.sync)
         loss = torch.zeros((), device=self.topo.device)
         self.exporter.set(TRAINING_LOOP, 1)
         while not self._finished():
@@ -261,12 +269,15 @@ class Trainer:
                     self.exporter.set(TRAINING_LOOP, 0)
                     self.checkpoints.save("sigterm", loss, wait=True)
                     return 128 + signal.SIGTERM
-            saving = time.perf_counter()
             if progress.step % self.cfg.checkpoint_every == 0:
+                # Throughput and MFU are of training: the save is left out of the window, timed
+                # from the end of the step's device work (not its launch) to the save's end.
+                # Only here: a device sync every step would stall the launch queue.
+                saving = window.now()
                 self.checkpoints.save("periodic", loss)
+                window.leave_out(window.now() - saving)
+            # A background save's commit stays in the window: training waits for it.
             self.checkpoints.poll()
-            # Throughput and MFU are of training: time spent saving is left out of the window.
-            window.leave_out(time.perf_counter() - saving)
         # The final save and export can outlast the no-progress alert's window with the step frozen.
         self.exporter.set(TRAINING_LOOP, 0)
         self.checkpoints.save("final", loss, wait=True)
@@ -300,10 +311,10 @@ class Trainer:
         if window.steps:
             samples_per_s = window.samples / elapsed
             row["samples_per_s"] = round(samples_per_s, 2)
-            if isinstance(self.model, GPT):
-                row["tokens_per_s"] = round(samples_per_s * self.model.cfg.seq_len, 1)
-            if self.flops_per_sample and self.peak_flops:
-                row["mfu"] = round(samples_per_s * self.flops_per_sample / (self.peak_flops * self.topo.world), 4)
+            if self.seq_len:
+                row["tokens_per_s"] = round(samples_per_s * self.seq_len, 1)
+            for key, flops in self.flops_per_sample.items():
+                row[key] = round(samples_per_s * flops / (self.peak_flops * self.topo.world), 4)
         self.exporter.log_step(row, ranks[:, 1].tolist(), (ranks[:, 2] * 2**20).tolist())
         return row
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import resource
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,14 +35,37 @@ first substring found wins, so "H200 NVL" precedes "H200", which precedes "H20",
 "A100" precedes "A10". PCIe and NVL cards run lower clocks than the SXM parts."""
 
 
+MFU_KEYS = {"mfu": False, "mfu_causal": True}
+"""The log row's MFU figures and whether each counts attention as causal: ``mfu`` counts every
+query against every key, as PaLM (appendix B) and nanoGPT do, so it compares with theirs;
+``mfu_causal`` counts the half a causal model computes, and is the lower."""
+
+
 def peak_tflops(device_name: str) -> float | None:
     """The dense bf16 peak of a GPU named like ``torch.cuda.get_device_name``; None if unknown."""
     return next((peak for key, peak in PEAK_TFLOPS.items() if key in device_name), None)
 
 
+def device_sync(device: torch.device) -> Callable[[], None]:
+    """What waits until ``device`` has finished the work queued on it. CUDA runs kernels
+    asynchronously, so the host's clock alone reads the time their launch ended; a CPU's work
+    is done when the call that did it returns."""
+    if device.type == "cuda":
+        return functools.partial(torch.cuda.synchronize, device)
+    return _nothing
+
+
+def _nothing() -> None:
+    return None
+
+
 @dataclass
 class Window:
     """The steps, samples and training time since the last log row.
+
+    Every time it reads is read once the device has finished the work queued so far
+    (``sync``), so a window's start and end both mark the end of work, and its length is the
+    device's, not the host's, which on a GPU runs ahead.
 
     Under ``--compile`` a process's first step traces and compiles the graphs (minutes for a
     large model) before it trains: its time goes to ``compile_s`` instead, so throughput and
@@ -48,18 +73,30 @@ class Window:
 
     Args:
         compiling: whether the next step is the first of a compiled run.
+        sync: waits for the device (:func:`device_sync`).
+        clock: seconds, monotonic.
     """
 
     compiling: bool
-    start: float = field(default_factory=time.perf_counter)
+    sync: Callable[[], None] = _nothing
+    clock: Callable[[], float] = time.perf_counter
+    start: float = field(init=False)
     steps: int = 0
     samples: int = 0
     compile_s: float | None = None
 
+    def __post_init__(self) -> None:
+        self.start = self.now()
+
+    def now(self) -> float:
+        """The clock, read once the device has finished its queued work."""
+        self.sync()
+        return self.clock()
+
     def add(self, samples: int) -> None:
         """Count a step that has just ended, of ``samples`` samples."""
         if self.compiling:
-            now = time.perf_counter()
+            now = self.now()
             self.compiling, self.compile_s, self.start = False, now - self.start, now
         else:
             self.steps += 1
@@ -70,10 +107,10 @@ class Window:
         self.start += seconds
 
     def elapsed(self) -> float:
-        return time.perf_counter() - self.start
+        return self.now() - self.start
 
     def restart(self) -> None:
-        self.start, self.steps, self.samples, self.compile_s = time.perf_counter(), 0, 0, None
+        self.start, self.steps, self.samples, self.compile_s = self.now(), 0, 0, None
 
 
 class Metrics:

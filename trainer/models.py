@@ -1,8 +1,10 @@
-"""The two workloads: the tutorials' MNIST convnet and a small GPT."""
+"""The tutorials' MNIST convnet and a small GPT, and what the token models share
+(:mod:`trainer.llama` is the other)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -11,6 +13,76 @@ from torch.distributed.tensor import DTensor, distribute_tensor
 from torch.utils.checkpoint import checkpoint
 
 from .config import GPTConfig
+
+
+def draw_parameters(model: nn.Module, generator: torch.Generator | None, std: Callable[[str], float]) -> None:
+    """Initialise every parameter of ``model``: matrices normal(0, ``std(name)``), biases zero,
+    norm scales one.
+
+    Each parameter is drawn whole from ``generator``, in a fixed order, and a sharded parameter
+    (a DTensor of a model built on the meta device and handed to FSDP) keeps its own slice of
+    it. Every world size therefore starts from the same weights, no rank ever holds more than
+    one whole parameter, and no rank draws numbers for another's shard differently.
+
+    Args:
+        model: the model, its parameters on their devices (or sharded).
+        generator: where the numbers come from; the default generator of each parameter's
+            device when None.
+        std: the standard deviation of a matrix, by parameter name.
+    """
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            device = generator.device if generator is not None else param.device
+            if param.dim() >= 2:
+                whole = torch.empty(param.shape, device=device).normal_(0.0, std(name), generator=generator)
+            elif name.endswith("bias"):
+                whole = torch.zeros(param.shape, device=device)
+            else:
+                whole = torch.ones(param.shape, device=device)
+            if isinstance(param, DTensor):
+                # src_data_rank=None: every rank drew the same whole tensor, so each
+                # keeps its slice without a scatter from rank 0.
+                whole = distribute_tensor(whole, param.device_mesh, param.placements, src_data_rank=None)
+                param, whole = param.to_local(), whole.to_local()
+            param.copy_(whole)
+
+
+def run_blocks(model: nn.Module, x: torch.Tensor, *args: torch.Tensor) -> torch.Tensor:
+    """``x`` through ``model.blocks`` in turn (each called as ``block(x, *args)``), each block's
+    activations recomputed in the backward pass when ``model.checkpoint_activations`` is set."""
+    for block in model.blocks:
+        if model.checkpoint_activations and model.training:
+            x = checkpoint(block, x, *args, use_reentrant=False)
+        else:
+            x = block(x, *args)
+    return x
+
+
+def training_flops(matmul_params: int, layers: int, width: int, seq_len: int, causal: bool = False) -> float:
+    """Training FLOPs per token: 6 per weight of a matrix product (forward and backward) plus
+    attention's scores and weighted sums, 12·layers·width·seq_len (PaLM, appendix B).
+
+    That attention term counts every query against every key, as PaLM and nanoGPT do, so MFU
+    figures compare with theirs; a causal model computes only the lower triangle, half of it,
+    which ``causal`` counts instead.
+    """
+    attention = 12 * layers * width * seq_len
+    return 6 * matmul_params + (attention / 2 if causal else attention)
+
+
+def stored_values_per_token(per_layer: int, layers: int, width: int, vocab: int, checkpointed: bool) -> int:
+    """Roughly how many values a training forward pass keeps per token for the backward pass:
+    every block's ``per_layer``, or under activation checkpointing each block's input (``width``)
+    and one block's values while it is recomputed; and the logits twice (the model's output and
+    the loss's fp32 copy). Attention's score matrix is not stored: the fused kernels recompute it.
+    """
+    blocks = layers * width + per_layer if checkpointed else layers * per_layer
+    return blocks + 2 * vocab
+
+
+def block_params(model: nn.Module) -> int:
+    """Parameters of one block: what FSDP gathers whole at a time."""
+    return sum(p.numel() for p in model.blocks[0].parameters())
 
 
 class ByteDropout(nn.Module):
@@ -117,34 +189,16 @@ class GPT(nn.Module):
     def init_weights(self, generator: torch.Generator | None = None) -> None:
         """GPT-2's initialisation: normal(0, 0.02) matrices, with the two projections that
         write into the residual stream in each block (attention and MLP) scaled down by
-        sqrt(2 * layers); zero biases; unit LayerNorm scales.
-
-        Each parameter is drawn whole from ``generator``, in a fixed order, and a sharded
-        parameter (a DTensor of a model built on the meta device and handed to FSDP) keeps
-        its own slice of it. Every world size therefore starts from the same weights, no
-        rank ever holds more than one whole parameter, and no rank draws numbers for
-        another's shard differently.
+        sqrt(2 * layers); zero biases; unit LayerNorm scales (:func:`draw_parameters`).
 
         Args:
             generator: where the numbers come from; the default generator of each
                 parameter's device when None.
         """
-        with torch.no_grad():
-            for name, param in self.named_parameters():
-                device = generator.device if generator is not None else param.device
-                if param.dim() >= 2:
-                    std = 0.02 / math.sqrt(2 * self.cfg.n_layer) if name.endswith("proj.weight") else 0.02
-                    whole = torch.empty(param.shape, device=device).normal_(0.0, std, generator=generator)
-                elif name.endswith("bias"):
-                    whole = torch.zeros(param.shape, device=device)
-                else:
-                    whole = torch.ones(param.shape, device=device)
-                if isinstance(param, DTensor):
-                    # src_data_rank=None: every rank drew the same whole tensor, so each
-                    # keeps its slice without a scatter from rank 0.
-                    whole = distribute_tensor(whole, param.device_mesh, param.placements, src_data_rank=None)
-                    param, whole = param.to_local(), whole.to_local()
-                param.copy_(whole)
+        layers = self.cfg.n_layer
+        draw_parameters(
+            self, generator, lambda name: 0.02 / math.sqrt(2 * layers) if name.endswith("proj.weight") else 0.02
+        )
 
     checkpoint_activations = False
     """Recompute each block's activations in the backward pass instead of storing them:
@@ -152,16 +206,18 @@ class GPT(nn.Module):
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         pos = torch.arange(idx.shape[1], device=idx.device)
-        x = self.tok(idx) + self.pos(pos)
-        for block in self.blocks:
-            if self.checkpoint_activations and self.training:
-                x = checkpoint(block, x, use_reentrant=False)
-            else:
-                x = block(x)
+        x = run_blocks(self, self.tok(idx) + self.pos(pos))
         return self.head(self.ln_f(x))
 
-    def flops_per_token(self) -> float:
-        """Training FLOPs per token: 6·N for the weights plus attention (PaLM, appendix B)."""
+    def flops_per_token(self, causal: bool = False) -> float:
+        """Training FLOPs per token (:func:`training_flops`); the position table is a lookup."""
         n = sum(p.numel() for p in self.parameters()) - self.pos.weight.numel()
         c = self.cfg
-        return 6 * n + 12 * c.n_layer * c.n_embd * c.seq_len
+        return training_flops(n, c.n_layer, c.n_embd, c.seq_len, causal)
+
+    def activation_values_per_token(self, checkpointed: bool) -> int:
+        """:func:`stored_values_per_token`. A block keeps its two LayerNorms' inputs and outputs
+        (4 widths), q, k and v (3), the attention output (1), and the MLP's hidden layer
+        before and after GELU (8): 16 widths."""
+        c = self.cfg
+        return stored_values_per_token(16 * c.n_embd, c.n_layer, c.n_embd, c.vocab_size, checkpointed)

@@ -11,9 +11,9 @@
   one node it is plain FSDP.
 - ``--parallel auto``: one of these, chosen at start by :mod:`trainer.strategy`.
 
-A GPT is built on the meta device, with no storage: DDP materialises it whole on every
-rank, FSDP only after sharding, so no rank ever holds the whole model, and both draw the
-same initial weights (:meth:`trainer.models.GPT.init_weights`).
+A token model (GPT or Llama) is built on the meta device, with no storage: DDP materialises
+it whole on every rank, FSDP only after sharding, so no rank ever holds the whole model, and
+both draw the same initial weights (:func:`trainer.models.draw_parameters`).
 
 ``--activation-checkpointing`` recomputes each block's activations in the backward pass;
 ``--compile`` compiles each block on its own under FSDP, leaving the per-block

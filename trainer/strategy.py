@@ -8,9 +8,12 @@ The rule, in order:
 1. One process: nothing to choose (``single``).
 2. Memory: the model state (fp32 weights, fp32 gradients and AdamW's two moments,
    :data:`STATE_BYTES_PER_PARAM` bytes a parameter) divided by the shard group must fit in
-   :data:`MEMORY_SHARE` of a device's memory. Candidates, in order of preference: DDP (shard
-   group 1), HSDP (shard group = a node's processes, several nodes only), FSDP (every process).
-   None fits: :class:`DecisionError`.
+   :data:`MEMORY_SHARE` of a device's memory. When the model estimates its activations (the
+   token models do, :func:`memory_need`), the whole need must fit in :data:`USABLE_SHARE`
+   instead: the sharded state, the activations of one micro-batch, and under sharding the two
+   blocks FSDP holds gathered (the one computing and the one prefetched). Candidates, in order
+   of preference: DDP (shard group 1), HSDP (shard group = a node's processes, several nodes
+   only), FSDP (every process). None fits: :class:`DecisionError`, naming each part.
 3. Network: with the bandwidths the candidates need, each candidate's bytes per step over each
    link, divided by that link's bus bandwidth, estimate its communication time; the lowest wins,
    ties going to the earlier candidate, a sharded one's estimate counted twice
@@ -33,8 +36,13 @@ STATE_BYTES_PER_PARAM = 16
 GRAD_BYTES_PER_PARAM = 4
 """Gradients are reduced in fp32 (DDP's are fp32 under autocast; FSDP's ``reduce_dtype``)."""
 MEMORY_SHARE = 0.5
-"""Of a device's memory, what model state may take; the rest holds activations, the all-gathered
-blocks and the collectives' buffers."""
+"""Of a device's memory, what model state may take when the activations are not estimated; the
+rest holds activations, the all-gathered blocks and the collectives' buffers."""
+USABLE_SHARE = 0.9
+"""Of a device's memory, what the estimated need may take; the rest is the CUDA context, the
+collectives' buffers and the caching allocator's fragmentation."""
+GATHERED_BLOCKS = 2
+"""Blocks FSDP holds whole at once: the one computing and the next, prefetched."""
 DEFAULT_BUCKET_MB = 25.0
 """DDP's own default ``bucket_cap_mb``."""
 BUCKET_MAX_MB = 200.0
@@ -67,6 +75,8 @@ class Inputs:
         intra_GBps: the intra-node all-reduce bus bandwidth, GB/s; None when not measured.
         inter_GBps: the inter-node all-reduce bus bandwidth, GB/s; None when not measured.
         shardable: whether the model can be sharded (the gpt) or only replicated (the cnn).
+        activation_bytes: one micro-batch's activations on one process; None when not estimated.
+        block_params: parameters of the model's largest block, gathered whole under sharding.
     """
 
     params: int
@@ -77,6 +87,8 @@ class Inputs:
     intra_GBps: float | None = None
     inter_GBps: float | None = None
     shardable: bool = True
+    activation_bytes: int | None = None
+    block_params: int = 0
 
     @property
     def nodes(self) -> int:
@@ -107,6 +119,30 @@ class Decision:
         strategy = "ddp" if self.strategy == "single" else self.strategy
         flags = ["--parallel", strategy, "--bucket-mb", f"{self.bucket_mb:g}"]
         return flags + ([] if self.reshard_after_forward else ["--no-reshard-after-forward"])
+
+
+def memory_need(inp: Inputs, group: int) -> dict[str, float]:
+    """Bytes one process needs, part by part, with the state sharded over ``group`` processes.
+
+    Weights and gradients are fp32 (4 + 4 bytes a parameter) and AdamW keeps two fp32 moments
+    (8): :data:`STATE_BYTES_PER_PARAM`, divided by the shard group. The activations are the
+    model's estimate; a sharded model also holds :data:`GATHERED_BLOCKS` blocks whole in the
+    all-gather's precision.
+    """
+    need = {
+        "parameters": inp.params * 4 / group,
+        "gradients": inp.params * GRAD_BYTES_PER_PARAM / group,
+        "optimizer state": inp.params * 8 / group,
+    }
+    if inp.activation_bytes is not None:
+        need["activations"] = inp.activation_bytes
+        if group > 1:
+            need["gathered blocks"] = GATHERED_BLOCKS * inp.block_params * inp.param_bytes
+    return need
+
+
+def _describe(need: dict[str, float]) -> str:
+    return ", ".join(f"{part} {_gib(n)}" for part, n in need.items())
 
 
 def _gib(n: float) -> str:
@@ -155,7 +191,9 @@ def decide(inp: Inputs) -> Decision:
     """
     if inp.world == 1:
         return Decision("single", 1, DEFAULT_BUCKET_MB, True, ("one process",))
-    budget = None if inp.device_memory_bytes is None else inp.device_memory_bytes * MEMORY_SHARE
+    estimated = inp.activation_bytes is not None
+    share = USABLE_SHARE if estimated else MEMORY_SHARE
+    budget = None if inp.device_memory_bytes is None else inp.device_memory_bytes * share
     state = inp.params * STATE_BYTES_PER_PARAM
     groups = {"ddp": 1}
     if inp.shardable:
@@ -164,15 +202,29 @@ def decide(inp: Inputs) -> Decision:
         groups["fsdp"] = inp.world
 
     def fits(extra: float, group: int) -> bool:
-        return budget is None or state / group + extra <= budget
+        return budget is None or sum(memory_need(inp, group).values()) + extra <= budget
 
     reasons = []
     fitting = [s for s, group in groups.items() if fits(0, group)]
     if budget is None:
         reasons.append("device memory is no constraint")
+    elif estimated:
+        need = sum(memory_need(inp, groups[fitting[0]] if fitting else inp.world).values())
+        reasons.append(
+            f"model state, activations and gathered blocks {_gib(need)} against {_gib(budget)} per device "
+            f"fits {'/'.join(fitting) or 'none'}"
+        )
     else:
         reasons.append(
             f"model state {_gib(state)} against {_gib(budget)} per device fits {'/'.join(fitting) or 'none'}"
+        )
+    if not fitting and estimated:
+        need = memory_need(inp, inp.world)
+        raise DecisionError(
+            f"sharded over all {inp.world} processes, one needs {_gib(sum(need.values()))} ({_describe(need)}), "
+            f"more than {_gib(budget)} ({USABLE_SHARE:.0%} of a device's memory): use more GPUs or GPUs with more "
+            "memory, a smaller --batch-size (with --grad-accum for the same global batch), or "
+            "--activation-checkpointing"
         )
     if not fitting:
         raise DecisionError(

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import Discriminator, Field, Tag, model_validator
 
-from trainer.config import MODELS, PARALLEL_CHOICES, Config
+from trainer.config import LLAMA_SIZES, MODELS, PARALLEL_CHOICES, TOKEN_MODELS, Config
 
 from .base import (
     DATA_MOUNT,
@@ -63,7 +63,8 @@ class TrainerArgs(Spec):
     # The fields are in the order of the flags in the job's command (to_flags): a new field goes
     # after the others, so that the commands of existing jobs stay as they are.
     model: Literal[MODELS] = Config.model
-    """``cnn`` (the MNIST convnet) or ``gpt`` (a small decoder)."""
+    """``cnn`` (the MNIST convnet), ``gpt`` (a small decoder) or ``llama`` (a Llama-family decoder, sized by
+    ``llamaSize``)."""
     batch_size: int = Field(default=Config.batch_size, ge=1)
     """Samples per process in each step, or in each micro-step under ``--grad-accum``."""
     checkpoint_every: int = Field(default=Config.checkpoint_every, ge=1)
@@ -89,6 +90,9 @@ class TrainerArgs(Spec):
     final_model_path: AbsolutePath | None = Field(default=Config.final_model_path)
     """Where the final weights go (``FINAL_MODEL_PATH``), under ``/mnt/output/``; ``final_model.pt`` in the
     job's output directory when unset."""
+    llama_size: Literal[tuple(LLAMA_SIZES)] | None = Field(default=None)
+    """``model: llama``'s shape: ``tiny`` (the trainer's default), or Llama 3.2 1B's, Llama 3.1 8B's or 70B's
+    (``1b``, ``8b``, ``70b``; docs/trainer.md)."""
 
     @model_validator(mode="after")
     def _check(self) -> TrainerArgs:
@@ -104,11 +108,13 @@ class TrainerArgs(Spec):
                 f"{self.init_from!r} is on neither volume the pod mounts: give a path under {DATA_MOUNT}/ "
                 f"or {OUTPUT_MOUNT}/",
             )
-        if self.parallel in ("fsdp", "hsdp") and self.model != "gpt":
+        if self.parallel in ("fsdp", "hsdp") and self.model not in TOKEN_MODELS:
             raise field_error(
                 "parallel",
-                f"parallel {self.parallel} shards the gpt model; the cnn takes ddp or auto (which keeps ddp)",
+                f"parallel {self.parallel} shards the gpt and llama models; the cnn takes ddp or auto (which keeps ddp)",
             )
+        if self.llama_size is not None and self.model != "llama":
+            raise field_error("llamaSize", f"llamaSize {self.llama_size} applies to model llama, not {self.model}")
         return self
 
     def to_flags(self) -> list[str]:
