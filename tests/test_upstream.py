@@ -458,7 +458,10 @@ def test_dev_on_an_empty_account_pulls_the_operator_from_its_own_registry(run_st
     plan = run_stack(stack_config("dev"))
     pod = plan.one("kubernetes:apps/v1:Deployment", "kubeflow/training-operator").inputs["spec"]["template"]["spec"]
     assert [c["image"] for c in pod["containers"]] == ["ghcr.io/kubeflow/training-v1/training-operator:v1-93c5489"]
-    assert pod["containers"][0]["args"] == ["--pytorch-init-container-image=docker.io/library/alpine:3.23.3"]
+    assert pod["containers"][0]["args"] == [
+        "--pytorch-init-container-image=docker.io/library/alpine:3.23.3",
+        "--mpi-kubectl-delivery-image=ghcr.io/kubeflow/training-v1/kubectl-delivery:v1-93c5489",
+    ]
 
 
 def test_dev_opted_in_to_a_mirror_pulls_the_operator_from_it(run_stack, fixture_pins: Path) -> None:
