@@ -22,10 +22,12 @@ Loading runs nothing a checkpoint's bytes ask for (:mod:`trainer.integrity`): th
 ``.metadata`` pickle is read through an exact allow-list of metadata classes, tensor sizes
 and dtypes; an entry stored as bytes, which DCP would unpickle in full, is refused by the
 metadata check and by the load planner; tensors are read with ``weights_only=True``.
-Before a rank reads a file, it checks the file's sha256 against the marker: a changed
-file stops every rank with :class:`IntegrityError` naming it, and no older checkpoint is
-tried in its place. With the job's key (``--checkpoint-key-file``) rank 0 signs each
-marker, and a marker the key did not sign is skipped like a torn checkpoint.
+Each file is read once and its sha256 checked against the marker before its bytes are
+parsed (:class:`IntegrityError` names a file that does not match). With the job's key
+(``--checkpoint-key-file``) rank 0 signs each marker, and a marker the key did not sign is
+skipped like a torn checkpoint. What a mismatch means is :mod:`trainer.resume`'s to decide:
+corruption of an unsigned checkpoint, which goes to ``checkpoints/corrupt/``, or tampering
+with a signed one, which stops the run.
 """
 
 from __future__ import annotations
@@ -56,14 +58,15 @@ from .integrity import (
     METADATA,
     SIGNATURE,
     CheckpointError,
-    SafeReader,
-    TensorOnlyLoadPlanner,
+    IntegrityError,
+    check_files,
     check_signature,
     file_digests,
     read_metadata,
     sign,
 )
 from .replicas import leaves, share
+from .verified_read import SafeReader, TensorOnlyLoadPlanner
 
 # A one-process run saves and loads without a process group, on purpose.
 warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
@@ -78,6 +81,9 @@ SUPERSEDED = "superseded"
 """A checkpoint of another lineage at a step this run saves goes, whole, to
 ``<checkpoints>/superseded/step-<N>-<its lineage>/`` rather than be overwritten: never
 resumed nor pruned there."""
+CORRUPT = "corrupt"
+"""Where a checkpoint whose files do not match their digests goes, whole:
+``<checkpoints>/corrupt/step-<N>/``, never resumed nor pruned there."""
 FORMER_STATE = "state.pt"
 """The single file of the former checkpoint format: such directories are neither resumed
 nor removed, so an upgrade never deletes them."""
@@ -132,17 +138,18 @@ def read_commit(path: Path) -> dict[str, Any] | None:
 
 def verify(path: Path, key: bytes | None = None) -> dict[str, Any]:
     """Check a checkpoint without reading its state: the marker (signed with ``key``, when
-    given), the metadata, and that every shard file exists, has a digest in the marker and
-    is as long as the metadata says. The digests themselves are checked by :func:`load`,
-    which reads the files anyway. A marker of an earlier trainer has no digests; without a
-    key it is accepted, so an upgrade resumes: whoever could remove the digests could
-    rewrite them as well.
+    given), the metadata (its digest checked before it is unpickled), and that every shard
+    file exists, has a digest in the marker and is as long as the metadata says. The shards'
+    digests are checked by :func:`load`, which reads the files anyway. A marker of an earlier
+    trainer has no digests; without a key it is accepted, so an upgrade resumes: whoever
+    could remove the digests could rewrite them as well.
 
     Returns:
         The commit marker.
 
     Raises:
         CheckpointError: what is wrong with it.
+        IntegrityError: the metadata is not the file the marker lists.
     """
     commit = read_commit(path)
     if commit is None and (path / FORMER_STATE).exists():
@@ -154,10 +161,10 @@ def verify(path: Path, key: bytes | None = None) -> dict[str, Any]:
     if key is not None:
         check_signature(commit, key)
     digests = commit.get(DIGESTS)
-    if digests is not None and not isinstance(digests, dict):
+    if digests is not None and not (isinstance(digests, dict) and all(isinstance(d, str) for d in digests.values())):
         raise CheckpointError(f"{MARKER}: {DIGESTS!r} is not a table of file digests")
     needed: dict[str, int] = {METADATA: 0}
-    for info in read_metadata(path).storage_data.values():
+    for info in read_metadata(path, digests).storage_data.values():
         end = info.offset + info.length
         needed[info.relative_path] = max(needed.get(info.relative_path, 0), end)
     for name, size in needed.items():
@@ -204,31 +211,53 @@ def remove(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def set_aside(path: Path, lineage: str) -> None:
-    """Move a checkpoint of another lineage out of this run's way, whole, and say where."""
-    place = path.parent / SUPERSEDED
+def _move(path: Path, place: Path, name: str) -> Path:
     place.mkdir(exist_ok=True)
-    target = place / f"{path.name}-{lineage or 'unnamed'}"
+    target = place / name
+    if target.exists():
+        target = place / f"{name}-{uuid.uuid4().hex[:8]}"
     os.replace(path, target)
     _fsync_dir(path.parent)
+    return target
+
+
+def set_aside(path: Path, lineage: str) -> None:
+    """Move a checkpoint of another lineage out of this run's way, whole, and say where."""
+    target = _move(path, path.parent / SUPERSEDED, f"{path.name}-{lineage or 'unnamed'}")
     warn(f"moved {path} to {target}: a checkpoint of another run at a step this run saves, kept, never resumed")
 
 
-def _usable(path: Path, key: bytes | None) -> bool:
+def set_aside_corrupt(path: Path, why: str) -> Path:
+    """Move a checkpoint whose files do not match their digests out of the way of resume and
+    pruning, whole (it may still be worth a look), and say where in one line.
+
+    Returns:
+        Where it went: ``<checkpoints>/corrupt/step-<N>``.
+    """
+    target = _move(path, path.parent / CORRUPT, path.name)
+    warn(f"moved {path} to {target}: {why}; kept for inspection, never resumed")
+    return target
+
+
+def _usable(path: Path, key: bytes | None, written: Path | None) -> bool:
+    """Whether ``path`` would resume: it verifies and every file matches its digest. The
+    checkpoint ``written`` was hashed from its files a moment ago, to commit it."""
     try:
-        verify(path, key)
+        commit = verify(path, key)
+        if path != written and isinstance(commit.get(DIGESTS), dict):
+            check_files(path, commit[DIGESTS])
         return True
-    except CheckpointError:
+    except (CheckpointError, IntegrityError):
         return False
 
 
-def prune(root: Path, keep: int, lineage: str, key: bytes | None = None) -> list[Path]:
-    """Rank 0, after a commit: of this lineage's checkpoints, keep the newest ``keep``
-    committed ones, the newest whose loss was finite, so a run gone numerically bad can
-    still go back to a sound state, and the newest that checks out (:func:`verify`), so a
-    damaged newest commit never costs the last good one; remove saves that never finished
-    and are older than the newest committed checkpoint. Checkpoints of the former format
-    are left alone.
+def prune(root: Path, keep: int, lineage: str, key: bytes | None = None, written: Path | None = None) -> list[Path]:
+    """Rank 0, after committing ``written``: of this lineage's checkpoints, keep the newest
+    ``keep`` committed ones, the newest whose loss was finite, so a run gone numerically bad
+    can still go back to a sound state, and the newest that checks out (:func:`verify`, and
+    every file's digest, not only its size), so a damaged newest commit never costs the last
+    good one; remove saves that never finished and are older than the newest committed
+    checkpoint. Checkpoints of the former format are left alone.
 
     Uncommitted directories newer than that are left alone: a stale NFS lookup can hide a
     marker that exists, and the next save of that step starts by clearing it anyway.
@@ -240,7 +269,7 @@ def prune(root: Path, keep: int, lineage: str, key: bytes | None = None) -> list
     committed = [(path, commit) for path, commit in listed if commit is not None]
     own = [path for path, commit in committed if commit.get(LINEAGE, "") == lineage]
     finite = [path for path, commit in committed if path in own and math.isfinite(commit.get("loss", math.nan))]
-    usable = next((path for path in reversed(own) if _usable(path, key)), None)
+    usable = next((path for path in reversed(own) if _usable(path, key, written)), None)
     keep_paths = set(own[-keep:]) | set(finite[-1:]) | {usable}
     newest = step_of(committed[-1][0]) if committed else None
     for path, commit in listed:
@@ -376,7 +405,7 @@ class Checkpointer:
         write_atomic(path / MARKER, json.dumps(commit).encode())
         if self.on_commit is not None:
             self.on_commit(commit["step"], time.time())
-        for other in prune(self.root, self.keep, self.lineage, self.key):
+        for other in prune(self.root, self.keep, self.lineage, self.key, written=path):
             if other not in self.foreign:
                 self.foreign.add(other)
                 warn(f"keeping {other}: a checkpoint of another run, which this run never removes")
