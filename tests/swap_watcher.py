@@ -1,7 +1,9 @@
-"""The attacker of a checkpoint shard who replaces it between the trainer's check of the file
-and its parse: once FILE has been opened, REPLACEMENT is renamed over it. Linux inotify,
-through ctypes (``inotify(7)``); prints ``watching`` once the watch is set and ``swapped``
-after the rename.
+"""Linux inotify (``inotify(7)``) through ctypes, for tests that must see who opens a file.
+
+Run as a script it is the attacker of a checkpoint shard who replaces it between the
+trainer's check of the file and its parse: once FILE has been opened, REPLACEMENT is
+renamed over it. It prints ``watching`` once the watch is set and ``swapped`` after the
+rename.
 
     python tests/swap_watcher.py FILE REPLACEMENT
 """
@@ -14,25 +16,44 @@ import struct
 import sys
 
 IN_OPEN = 0x20
-"""``inotify(7)``: the file was opened."""
+"""The file was opened."""
+IN_CLOSE_NOWRITE = 0x10
+"""A file opened for reading only was closed."""
+IN_NONBLOCK = os.O_NONBLOCK
 EVENT = struct.Struct("iIII")
 """``struct inotify_event`` without its name: wd, mask, cookie, len."""
 
 
-def main(target: str, replacement: str) -> None:
+def watch(path: str, mask: int, flags: int = 0) -> int:
+    """An inotify descriptor watching ``path`` (a file, or a directory's entries) for ``mask``."""
     libc = ctypes.CDLL(None, use_errno=True)
-    fd = libc.inotify_init1(0)
-    if fd < 0 or libc.inotify_add_watch(fd, target.encode(), IN_OPEN) < 0:
-        raise OSError(ctypes.get_errno(), f"inotify on {target}")
+    fd = libc.inotify_init1(flags)
+    if fd < 0 or libc.inotify_add_watch(fd, path.encode(), mask) < 0:
+        raise OSError(ctypes.get_errno(), f"inotify on {path}")
+    return fd
+
+
+def read_events(fd: int) -> list[tuple[int, str]]:
+    """The events queued on ``fd`` (mask, name within a watched directory); [] when none
+    are queued on a non-blocking descriptor."""
+    try:
+        events = os.read(fd, 65536)
+    except BlockingIOError:
+        return []
+    found, offset = [], 0
+    while offset < len(events):
+        _, mask, _, length = EVENT.unpack_from(events, offset)
+        name = events[offset + EVENT.size : offset + EVENT.size + length].rstrip(b"\0").decode()
+        found.append((mask, name))
+        offset += EVENT.size + length
+    return found
+
+
+def main(target: str, replacement: str) -> None:
+    fd = watch(target, IN_OPEN)
     print("watching", flush=True)
-    opened = False
-    while not opened:
-        events = os.read(fd, 4096)
-        offset = 0
-        while offset < len(events):
-            _, mask, _, length = EVENT.unpack_from(events, offset)
-            opened |= bool(mask & IN_OPEN)
-            offset += EVENT.size + length
+    while not any(mask & IN_OPEN for mask, _ in read_events(fd)):
+        pass
     # The opener's file descriptor keeps the old file; whoever opens the path next gets this one.
     os.replace(replacement, target)
     print("swapped", flush=True)

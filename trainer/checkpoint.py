@@ -47,10 +47,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint import FileSystemWriter
 from torch.distributed.checkpoint.api import CheckpointException
 
 from .console import log, warn
+from .digest_writer import DigestingWriter
 from .diskfull import disk_full, out_of_space
 from .integrity import (
     DIGESTS,
@@ -61,7 +61,6 @@ from .integrity import (
     IntegrityError,
     check_files,
     check_signature,
-    file_digests,
     read_metadata,
     sign,
 )
@@ -81,9 +80,6 @@ SUPERSEDED = "superseded"
 """A checkpoint of another lineage at a step this run saves goes, whole, to
 ``<checkpoints>/superseded/step-<N>-<its lineage>/`` rather than be overwritten: never
 resumed nor pruned there."""
-CORRUPT = "corrupt"
-"""Where a checkpoint whose files do not match their digests goes, whole:
-``<checkpoints>/corrupt/step-<N>/``, never resumed nor pruned there."""
 FORMER_STATE = "state.pt"
 """The single file of the former checkpoint format: such directories are neither resumed
 nor removed, so an upgrade never deletes them."""
@@ -211,7 +207,9 @@ def remove(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _move(path: Path, place: Path, name: str) -> Path:
+def move_into(path: Path, place: Path, name: str) -> Path:
+    """Move a checkpoint, whole, to ``place/name`` (a fresh name if that is taken), out of the
+    way of resume and pruning, which look only at ``step-<N>`` directories of the root."""
     place.mkdir(exist_ok=True)
     target = place / name
     if target.exists():
@@ -223,25 +221,14 @@ def _move(path: Path, place: Path, name: str) -> Path:
 
 def set_aside(path: Path, lineage: str) -> None:
     """Move a checkpoint of another lineage out of this run's way, whole, and say where."""
-    target = _move(path, path.parent / SUPERSEDED, f"{path.name}-{lineage or 'unnamed'}")
+    target = move_into(path, path.parent / SUPERSEDED, f"{path.name}-{lineage or 'unnamed'}")
     warn(f"moved {path} to {target}: a checkpoint of another run at a step this run saves, kept, never resumed")
-
-
-def set_aside_corrupt(path: Path, why: str) -> Path:
-    """Move a checkpoint whose files do not match their digests out of the way of resume and
-    pruning, whole (it may still be worth a look), and say where in one line.
-
-    Returns:
-        Where it went: ``<checkpoints>/corrupt/step-<N>``.
-    """
-    target = _move(path, path.parent / CORRUPT, path.name)
-    warn(f"moved {path} to {target}: {why}; kept for inspection, never resumed")
-    return target
 
 
 def _usable(path: Path, key: bytes | None, written: Path | None) -> bool:
     """Whether ``path`` would resume: it verifies and every file matches its digest. The
-    checkpoint ``written`` was hashed from its files a moment ago, to commit it."""
+    checkpoint ``written``, just committed, is taken as it was written: reading it back at
+    every commit would cost rank 0 what digesting on the writing ranks saves."""
     try:
         commit = verify(path, key)
         if path != written and isinstance(commit.get(DIGESTS), dict):
@@ -314,7 +301,7 @@ class Checkpointer:
     ):
         self.root, self.group, self.is_main, self.keep = root, group, is_main, keep
         self.async_save, self.on_commit, self.key = async_save, on_commit, key
-        self.pending: tuple[Future, Path, dict[str, Any], int] | None = None
+        self.pending: tuple[Future, Path, dict[str, Any], int, DigestingWriter] | None = None
         self.lineage = uuid.uuid4().hex
         self.foreign: set[Path] = set()
         self.rank = dist.get_rank(group) if group is not None else 0
@@ -349,16 +336,17 @@ class Checkpointer:
             dist.barrier(group=self.group)
         # Every rank's writer creates the directory, so no rank waits for another's mkdir
         # to show on shared storage.
-        kwargs = {"storage_writer": FileSystemWriter(path), "process_group": self.group, "no_dist": self.group is None}
+        writer = DigestingWriter(path)
+        kwargs = {"storage_writer": writer, "process_group": self.group, "no_dist": self.group is None}
         mine, needed = share(state, self.rank, self.world)
         if self.async_save and not wait:
-            self.pending = (dcp.async_save(mine, **kwargs), path, commit, needed)
+            self.pending = (dcp.async_save(mine, **kwargs), path, commit, needed, writer)
             return
         try:
             dcp.save(mine, **kwargs)
         except CheckpointException as err:
             self._failed(err, path, needed)
-        self._commit(path, commit)
+        self._commit(path, commit, writer.digests)
 
     def poll(self) -> None:
         """Commit a background save that has finished; cheap enough to call every step. A
@@ -375,13 +363,13 @@ class Checkpointer:
         """
         if self.pending is None:
             return
-        future, path, commit, needed = self.pending
+        future, path, commit, needed, writer = self.pending
         self.pending = None
         try:
             future.result()
         except CheckpointException as err:
             self._failed(err, path, needed)
-        self._commit(path, commit)
+        self._commit(path, commit, writer.digests)
 
     def _failed(self, err: CheckpointException, path: Path, needed: int) -> None:
         """Raise what a failed save means: :class:`DiskFull` when it ran out of space, once
@@ -394,12 +382,12 @@ class Checkpointer:
         below = [p for p in list_checkpoints(self.root) if step_of(p) < step_of(path) and read_commit(p) is not None]
         raise disk_full(path, needed, below[-1].name if below else None) from None
 
-    def _commit(self, path: Path, commit: dict[str, Any]) -> None:
+    def _commit(self, path: Path, commit: dict[str, Any], digests: dict[str, str]) -> None:
         # DCP has written .metadata only after gathering every rank's write results, so once
         # rank 0's save returns, every shard is on disk: the marker can go in.
         if not self.is_main:
             return
-        commit = {**commit, LINEAGE: self.lineage, DIGESTS: file_digests(path)}
+        commit = {**commit, LINEAGE: self.lineage, DIGESTS: digests}
         if self.key is not None:
             commit[SIGNATURE] = sign(commit, self.key)
         write_atomic(path / MARKER, json.dumps(commit).encode())

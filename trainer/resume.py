@@ -28,12 +28,27 @@ import torch
 import torch.distributed as dist
 from torch.distributed.checkpoint.api import CheckpointException
 
-from .checkpoint import list_checkpoints, read_commit, set_aside_corrupt, step_dir, step_of, verify
+from .checkpoint import list_checkpoints, move_into, read_commit, step_dir, step_of, verify
 from .console import warn
 from .integrity import DIGESTS, CheckpointError, IntegrityError, TamperedCheckpoint
 
 TAMPERED_CANDIDATE = -2
 """What rank 0 broadcasts for a signed checkpoint it found tampered with, so that all stop."""
+CORRUPT = "corrupt"
+"""Where a checkpoint whose files do not match their digests goes, whole:
+``<checkpoints>/corrupt/step-<N>/``, never resumed nor pruned there."""
+
+
+def set_aside_corrupt(path: Path, why: str) -> Path:
+    """Move a checkpoint whose files do not match their digests to :data:`CORRUPT`, kept (it
+    may be worth a look), and say so in one line.
+
+    Returns:
+        Where it went.
+    """
+    target = move_into(path, path.parent / CORRUPT, path.name)
+    warn(f"moved {path} to {target}: {why}; kept for inspection, never resumed")
+    return target
 
 
 class UnloadableCheckpoints(Exception):
