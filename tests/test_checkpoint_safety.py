@@ -32,7 +32,8 @@ from torch.distributed.checkpoint.filesystem import _StorageInfo
 from torch.distributed.checkpoint.metadata import BytesStorageMetadata, Metadata, MetadataIndex
 
 from trainer.checkpoint import Checkpointer, CheckpointError, list_checkpoints, read_commit, read_metadata, verify
-from trainer.integrity import TensorOnlyLoadPlanner, sign
+from trainer.integrity import TAMPERED, file_digests, sign
+from trainer.verified_read import TensorOnlyLoadPlanner
 
 
 def one_process(out: Path, steps: int) -> list[str]:
@@ -72,6 +73,13 @@ def call(module: str, name: str, *args: str) -> bytes:
     return stack_global(module, name) + b"(" + b"".join(text(a) for a in args) + b"t" + b"R"
 
 
+def redigest(checkpoint: Path) -> None:
+    """Record the checkpoint's files as they are now, as whoever can write an unsigned
+    checkpoint can: the attack then reaches the loader, past the digests."""
+    record = read_commit(checkpoint)
+    (checkpoint / "commit.json").write_text(json.dumps({**record, "files": file_digests(checkpoint)}))
+
+
 def test_a_dotted_name_inside_the_metadata_module_does_not_run(output: Path) -> None:
     # The metadata module imports os, and protocol 4 resolves "os.system" inside it.
     marker = output / "ran"
@@ -79,6 +87,7 @@ def test_a_dotted_name_inside_the_metadata_module_does_not_run(output: Path) -> 
     payload = frame(call("torch.distributed.checkpoint.metadata", "os.system", f"touch {marker}"))
     assert [op.name for op, _, _ in pickletools.genops(payload)][-2:] == ["REDUCE", "STOP"]
     (checkpoint / ".metadata").write_bytes(payload)
+    redigest(checkpoint)
 
     with pytest.raises(CheckpointError) as refused:
         read_metadata(checkpoint)
@@ -120,6 +129,7 @@ def plant_byte_entry(output: Path, marker: Path) -> Path:
     (checkpoint / "__0_9.distcp").write_bytes(payload)
     metadata = bytes_entry_metadata(checkpoint, "rng", "__0_9.distcp", len(payload))
     (checkpoint / ".metadata").write_bytes(pickle.dumps(metadata, protocol=4))
+    redigest(checkpoint)
     return checkpoint
 
 
@@ -268,8 +278,10 @@ def test_the_real_metadata_still_loads(saved: Path) -> None:
     assert all(isinstance(m.size, torch.Size) for m in metadata.state_dict_metadata.values())
 
 
-def test_a_flipped_shard_is_refused_naming_the_file(tmp_path: Path) -> None:
-    args = ["trainer", "--checkpoint-every", "10", *SMALL]
+def test_a_flipped_shard_of_a_signed_checkpoint_stops_every_rank_naming_the_file(tmp_path: Path) -> None:
+    key = tmp_path / "job.key"
+    key.write_bytes(os.urandom(32))
+    args = ["trainer", "--checkpoint-every", "10", "--checkpoint-key-file", str(key), *SMALL]
     first = run(torchrun(*args, "--max-steps", "10", "--output-dir", str(tmp_path)))
     assert first.returncode == 0, first.stderr
     checkpoint = list_checkpoints(tmp_path / "checkpoints")[-1]
@@ -281,12 +293,15 @@ def test_a_flipped_shard_is_refused_naming_the_file(tmp_path: Path) -> None:
     shard.write_bytes(bytes(data))
     (tmp_path / "final_model.pt").unlink()
 
-    # The pods' launcher, which passes on the worker's status: 2, which no retry policy retries.
+    # The pods' launcher, which passes on the workers' status: 74, which no retry policy retries.
     resumed = run(torchrun(*args, "--max-steps", "20", "--output-dir", str(tmp_path), launcher="trainer.launch"))
-    assert resumed.returncode == 2, resumed.stdout + resumed.stderr
-    assert f"{checkpoint.name}/{info.relative_path} does not match its sha256" in resumed.stderr
+    assert resumed.returncode == TAMPERED, resumed.stdout + resumed.stderr
+    errors = [line for line in resumed.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 2 and "Traceback" not in resumed.stderr, resumed.stderr
+    assert all(f"{checkpoint.name}/{info.relative_path} does not match its sha256" in line for line in errors)
     assert "resumed from" not in resumed.stdout
     assert [p.name for p in list_checkpoints(tmp_path / "checkpoints")] == [checkpoint.name]
+    assert shard.read_bytes() == bytes(data)
     assert not (tmp_path / "final_model.pt").exists()
 
 
@@ -294,7 +309,9 @@ def test_a_pickle_cannot_set_attributes_on_an_allowed_class(tmp_path: Path) -> N
     # BUILD with a (None, {name: value}) state on a class object would setattr on the class.
     build_on_class = stack_global("torch.distributed.checkpoint.metadata", "Metadata") + b"N}" + text("x")
     (tmp_path / ".metadata").write_bytes(frame(build_on_class + text("y") + b"s\x86b"))
-    with pytest.raises(CheckpointError, match="setting attributes of class Metadata"):
+    with pytest.raises(
+        CheckpointError, match="setting the state of class Metadata, which the metadata did not just create"
+    ):
         read_metadata(tmp_path)
     assert not hasattr(Metadata, "x")
 

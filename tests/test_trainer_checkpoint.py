@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import ROOT, free_port
+from test_checkpoint_safety import redigest
 from test_trainer import ENV, SMALL, final_weights, run, torchrun
 
 from trainer.checkpoint import CheckpointError, list_checkpoints, prune, read_commit, read_metadata, verify
@@ -140,6 +141,7 @@ def test_checkpoint_metadata_is_unpickled_through_an_allow_list(tmp_path: Path) 
             return (subprocess.call, (["touch", str(tmp_path / "owned")],))
 
     (checkpoint / ".metadata").write_bytes(pickle.dumps(Payload()))
+    redigest(checkpoint)
     with pytest.raises(CheckpointError, match="subprocess.call is not allowed"):
         read_metadata(checkpoint)
     assert not (tmp_path / "owned").exists()

@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT
 from test_trainer import ENV, metrics, run
 
-from trainer.tokens import DataError, open_tokens, write_tokens
+from trainer.tokens import DataError, header, open_tokens, write_tokens
 
 GPT = [sys.executable, "-m", "trainer", "--model", "gpt", "--batch-size", "4", "--log-every", "1"]
 
@@ -76,3 +76,16 @@ def test_the_last_smaller_batch_of_an_epoch_is_not_recompiled(tmp_path: Path) ->
     assert [r["epoch"] for r in metrics(tmp_path)] == [0, 0, 0, 1]
     assert "Recompiling" not in result.stderr and "recompil" not in result.stderr.lower(), result.stderr[-3000:]
     assert os.path.getsize(tmp_path / "final_model.pt") > 0
+
+
+def test_a_negative_token_count_is_a_data_error_of_one_line(tmp_path: Path) -> None:
+    # A version-3 header declaring -12 uint16 tokens, in a file 24 bytes short of its header:
+    # the sizes add up, so only the count itself tells that the file is damaged.
+    raw = bytearray(header(1, 4096, np.uint16))
+    raw[16:24] = np.int64(-12).tobytes()
+    (tmp_path / "train.bin").write_bytes(bytes(raw[: len(raw) - 24]))
+    result = run([*GPT, "--data-dir", str(tmp_path), "--max-steps", "3", "--output-dir", str(tmp_path / "out")])
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"error: --data-dir {tmp_path}: train.bin: the header declares -12 tokens, a negative count (a damaged file?)"
+    ]

@@ -22,10 +22,12 @@ Loading runs nothing a checkpoint's bytes ask for (:mod:`trainer.integrity`): th
 ``.metadata`` pickle is read through an exact allow-list of metadata classes, tensor sizes
 and dtypes; an entry stored as bytes, which DCP would unpickle in full, is refused by the
 metadata check and by the load planner; tensors are read with ``weights_only=True``.
-Before a rank reads a file, it checks the file's sha256 against the marker: a changed
-file stops every rank with :class:`IntegrityError` naming it, and no older checkpoint is
-tried in its place. With the job's key (``--checkpoint-key-file``) rank 0 signs each
-marker, and a marker the key did not sign is skipped like a torn checkpoint.
+Each file is read once and its sha256 checked against the marker before its bytes are
+parsed (:class:`IntegrityError` names a file that does not match). With the job's key
+(``--checkpoint-key-file``) rank 0 signs each marker, and a marker the key did not sign is
+skipped like a torn checkpoint. What a mismatch means is :mod:`trainer.resume`'s to decide:
+corruption of an unsigned checkpoint, which goes to ``checkpoints/corrupt/``, or tampering
+with a signed one, which stops the run.
 """
 
 from __future__ import annotations
@@ -45,10 +47,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint import FileSystemWriter
 from torch.distributed.checkpoint.api import CheckpointException
 
 from .console import log, warn
+from .digest_writer import DigestingWriter
 from .diskfull import disk_full, out_of_space
 from .integrity import (
     DIGESTS,
@@ -56,14 +58,14 @@ from .integrity import (
     METADATA,
     SIGNATURE,
     CheckpointError,
-    SafeReader,
-    TensorOnlyLoadPlanner,
+    IntegrityError,
+    check_files,
     check_signature,
-    file_digests,
     read_metadata,
     sign,
 )
 from .replicas import leaves, share
+from .verified_read import SafeReader, TensorOnlyLoadPlanner
 
 # A one-process run saves and loads without a process group, on purpose.
 warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
@@ -132,17 +134,18 @@ def read_commit(path: Path) -> dict[str, Any] | None:
 
 def verify(path: Path, key: bytes | None = None) -> dict[str, Any]:
     """Check a checkpoint without reading its state: the marker (signed with ``key``, when
-    given), the metadata, and that every shard file exists, has a digest in the marker and
-    is as long as the metadata says. The digests themselves are checked by :func:`load`,
-    which reads the files anyway. A marker of an earlier trainer has no digests; without a
-    key it is accepted, so an upgrade resumes: whoever could remove the digests could
-    rewrite them as well.
+    given), the metadata (its digest checked before it is unpickled), and that every shard
+    file exists, has a digest in the marker and is as long as the metadata says. The shards'
+    digests are checked by :func:`load`, which reads the files anyway. A marker of an earlier
+    trainer has no digests; without a key it is accepted, so an upgrade resumes: whoever
+    could remove the digests could rewrite them as well.
 
     Returns:
         The commit marker.
 
     Raises:
         CheckpointError: what is wrong with it.
+        IntegrityError: the metadata is not the file the marker lists.
     """
     commit = read_commit(path)
     if commit is None and (path / FORMER_STATE).exists():
@@ -154,10 +157,10 @@ def verify(path: Path, key: bytes | None = None) -> dict[str, Any]:
     if key is not None:
         check_signature(commit, key)
     digests = commit.get(DIGESTS)
-    if digests is not None and not isinstance(digests, dict):
+    if digests is not None and not (isinstance(digests, dict) and all(isinstance(d, str) for d in digests.values())):
         raise CheckpointError(f"{MARKER}: {DIGESTS!r} is not a table of file digests")
     needed: dict[str, int] = {METADATA: 0}
-    for info in read_metadata(path).storage_data.values():
+    for info in read_metadata(path, digests).storage_data.values():
         end = info.offset + info.length
         needed[info.relative_path] = max(needed.get(info.relative_path, 0), end)
     for name, size in needed.items():
@@ -204,31 +207,44 @@ def remove(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def set_aside(path: Path, lineage: str) -> None:
-    """Move a checkpoint of another lineage out of this run's way, whole, and say where."""
-    place = path.parent / SUPERSEDED
+def move_into(path: Path, place: Path, name: str) -> Path:
+    """Move a checkpoint, whole, to ``place/name`` (a fresh name if that is taken), out of the
+    way of resume and pruning, which look only at ``step-<N>`` directories of the root."""
     place.mkdir(exist_ok=True)
-    target = place / f"{path.name}-{lineage or 'unnamed'}"
+    target = place / name
+    if target.exists():
+        target = place / f"{name}-{uuid.uuid4().hex[:8]}"
     os.replace(path, target)
     _fsync_dir(path.parent)
+    return target
+
+
+def set_aside(path: Path, lineage: str) -> None:
+    """Move a checkpoint of another lineage out of this run's way, whole, and say where."""
+    target = move_into(path, path.parent / SUPERSEDED, f"{path.name}-{lineage or 'unnamed'}")
     warn(f"moved {path} to {target}: a checkpoint of another run at a step this run saves, kept, never resumed")
 
 
-def _usable(path: Path, key: bytes | None) -> bool:
+def _usable(path: Path, key: bytes | None, written: Path | None) -> bool:
+    """Whether ``path`` would resume: it verifies and every file matches its digest. The
+    checkpoint ``written``, just committed, is taken as it was written: reading it back at
+    every commit would cost rank 0 what digesting on the writing ranks saves."""
     try:
-        verify(path, key)
+        commit = verify(path, key)
+        if path != written and isinstance(commit.get(DIGESTS), dict):
+            check_files(path, commit[DIGESTS])
         return True
-    except CheckpointError:
+    except (CheckpointError, IntegrityError):
         return False
 
 
-def prune(root: Path, keep: int, lineage: str, key: bytes | None = None) -> list[Path]:
-    """Rank 0, after a commit: of this lineage's checkpoints, keep the newest ``keep``
-    committed ones, the newest whose loss was finite, so a run gone numerically bad can
-    still go back to a sound state, and the newest that checks out (:func:`verify`), so a
-    damaged newest commit never costs the last good one; remove saves that never finished
-    and are older than the newest committed checkpoint. Checkpoints of the former format
-    are left alone.
+def prune(root: Path, keep: int, lineage: str, key: bytes | None = None, written: Path | None = None) -> list[Path]:
+    """Rank 0, after committing ``written``: of this lineage's checkpoints, keep the newest
+    ``keep`` committed ones, the newest whose loss was finite, so a run gone numerically bad
+    can still go back to a sound state, and the newest that checks out (:func:`verify`, and
+    every file's digest, not only its size), so a damaged newest commit never costs the last
+    good one; remove saves that never finished and are older than the newest committed
+    checkpoint. Checkpoints of the former format are left alone.
 
     Uncommitted directories newer than that are left alone: a stale NFS lookup can hide a
     marker that exists, and the next save of that step starts by clearing it anyway.
@@ -240,7 +256,7 @@ def prune(root: Path, keep: int, lineage: str, key: bytes | None = None) -> list
     committed = [(path, commit) for path, commit in listed if commit is not None]
     own = [path for path, commit in committed if commit.get(LINEAGE, "") == lineage]
     finite = [path for path, commit in committed if path in own and math.isfinite(commit.get("loss", math.nan))]
-    usable = next((path for path in reversed(own) if _usable(path, key)), None)
+    usable = next((path for path in reversed(own) if _usable(path, key, written)), None)
     keep_paths = set(own[-keep:]) | set(finite[-1:]) | {usable}
     newest = step_of(committed[-1][0]) if committed else None
     for path, commit in listed:
@@ -285,7 +301,7 @@ class Checkpointer:
     ):
         self.root, self.group, self.is_main, self.keep = root, group, is_main, keep
         self.async_save, self.on_commit, self.key = async_save, on_commit, key
-        self.pending: tuple[Future, Path, dict[str, Any], int] | None = None
+        self.pending: tuple[Future, Path, dict[str, Any], int, DigestingWriter] | None = None
         self.lineage = uuid.uuid4().hex
         self.foreign: set[Path] = set()
         self.rank = dist.get_rank(group) if group is not None else 0
@@ -320,16 +336,17 @@ class Checkpointer:
             dist.barrier(group=self.group)
         # Every rank's writer creates the directory, so no rank waits for another's mkdir
         # to show on shared storage.
-        kwargs = {"storage_writer": FileSystemWriter(path), "process_group": self.group, "no_dist": self.group is None}
+        writer = DigestingWriter(path)
+        kwargs = {"storage_writer": writer, "process_group": self.group, "no_dist": self.group is None}
         mine, needed = share(state, self.rank, self.world)
         if self.async_save and not wait:
-            self.pending = (dcp.async_save(mine, **kwargs), path, commit, needed)
+            self.pending = (dcp.async_save(mine, **kwargs), path, commit, needed, writer)
             return
         try:
             dcp.save(mine, **kwargs)
         except CheckpointException as err:
             self._failed(err, path, needed)
-        self._commit(path, commit)
+        self._commit(path, commit, writer.digests)
 
     def poll(self) -> None:
         """Commit a background save that has finished; cheap enough to call every step. A
@@ -346,13 +363,13 @@ class Checkpointer:
         """
         if self.pending is None:
             return
-        future, path, commit, needed = self.pending
+        future, path, commit, needed, writer = self.pending
         self.pending = None
         try:
             future.result()
         except CheckpointException as err:
             self._failed(err, path, needed)
-        self._commit(path, commit)
+        self._commit(path, commit, writer.digests)
 
     def _failed(self, err: CheckpointException, path: Path, needed: int) -> None:
         """Raise what a failed save means: :class:`DiskFull` when it ran out of space, once
@@ -365,18 +382,18 @@ class Checkpointer:
         below = [p for p in list_checkpoints(self.root) if step_of(p) < step_of(path) and read_commit(p) is not None]
         raise disk_full(path, needed, below[-1].name if below else None) from None
 
-    def _commit(self, path: Path, commit: dict[str, Any]) -> None:
+    def _commit(self, path: Path, commit: dict[str, Any], digests: dict[str, str]) -> None:
         # DCP has written .metadata only after gathering every rank's write results, so once
         # rank 0's save returns, every shard is on disk: the marker can go in.
         if not self.is_main:
             return
-        commit = {**commit, LINEAGE: self.lineage, DIGESTS: file_digests(path)}
+        commit = {**commit, LINEAGE: self.lineage, DIGESTS: digests}
         if self.key is not None:
             commit[SIGNATURE] = sign(commit, self.key)
         write_atomic(path / MARKER, json.dumps(commit).encode())
         if self.on_commit is not None:
             self.on_commit(commit["step"], time.time())
-        for other in prune(self.root, self.keep, self.lineage, self.key):
+        for other in prune(self.root, self.keep, self.lineage, self.key, written=path):
             if other not in self.foreign:
                 self.foreign.add(other)
                 warn(f"keeping {other}: a checkpoint of another run, which this run never removes")

@@ -6,10 +6,12 @@ treated as hostile:
 
 - DCP's ``.metadata`` is a pickle. It is read by an unpickler that resolves only the exact
   ``(module, name)`` pairs a checkpoint of tensors needs, from objects imported here (no
-  lookup by name, so no dotted path such as ``os.system`` reaches anything), and that
-  refuses to set attributes on a class, so it cannot change the allowed classes either.
-  The result must then be checkpoint metadata whose entries are all tensors, stored in
-  files of the checkpoint's own directory.
+  lookup by name, so no dotted path such as ``os.system`` reaches anything), and that sets
+  the state (``BUILD``) only of an instance it has just created itself: never of a class,
+  nor of a shared object an allowed call returns (``_MEM_FORMAT_ENCODING(0)`` is torch's own
+  enum member, which a rewritten ``__dict__`` would corrupt for the rest of the process, and
+  every checkpoint it then writes). The result must then be checkpoint metadata whose
+  entries are all tensors, stored in files of the checkpoint's own directory.
 - DCP stores anything but a tensor as "bytes", which its default planner reads with
   ``torch.load(weights_only=False)`` (torch 2.13 ``distributed/checkpoint/
   default_planner.py``, ``DefaultLoadPlanner.load_bytes``): the metadata, which the
@@ -17,8 +19,15 @@ treated as hostile:
   trainer holds tensors only, so byte entries are refused in the metadata and again by
   the load planner. Tensors are read with ``weights_only=True`` (``FileSystemReader.
   read_data`` in ``distributed/checkpoint/filesystem.py``).
-- The commit record lists the sha256 of every file of the checkpoint; a file that no
-  longer matches is refused, naming it, before any of its bytes are used.
+- The commit record lists the sha256 of every file of the checkpoint. Each file is read
+  once, into memory, and those bytes are hashed and then parsed: nothing opens a file by
+  its path a second time, so a file swapped or rewritten after its check is never what is
+  parsed. ``.metadata`` is checked before it is unpickled; every shard file a rank needs
+  is checked before any rank parses any of them (in DCP's planning step, whose failures
+  every rank sees), so a damaged checkpoint leaves the live tensors untouched.
+- Each tensor record of a ``.distcp`` is a ``torch.save`` zip archive; one whose members
+  are compressed (which ``torch.load`` would inflate to any size) or hold more bytes than
+  the metadata's chunk of that tensor is refused before ``torch.load`` sees it.
 - With a key (``--checkpoint-key-file``), the record carries an HMAC-SHA256 of itself
   under that key, and only records signed with it are resumed: then whoever can write the
   volume but not read the key cannot make the job load anything it did not write.
@@ -26,6 +35,7 @@ treated as hostile:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import io
@@ -36,8 +46,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.distributed.checkpoint import FileSystemReader
-from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 from torch.distributed.checkpoint.filesystem import _StorageInfo
 from torch.distributed.checkpoint.metadata import (
     _MEM_FORMAT_ENCODING,
@@ -48,7 +56,6 @@ from torch.distributed.checkpoint.metadata import (
     TensorProperties,
     TensorStorageMetadata,
 )
-from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner, ReadItem
 from torch.serialization import _get_layout
 
 from .config import UsageError
@@ -71,7 +78,19 @@ class CheckpointError(ValueError):
 
 class IntegrityError(Exception):
     """A file of a committed checkpoint differs from what its commit record says was
-    written: corruption or tampering, which no retry and no older view can mend."""
+    written: corruption, or tampering when the record is signed; no retry mends it."""
+
+
+TAMPERED = 74
+"""The exit status of every rank when a file of a checkpoint whose commit record the job's
+key signed does not match it (74, EBADMSG's number: a message that fails its check). Like
+every status of 1-127 it fails the job rather than retry (see :mod:`trainer.exit_codes`)."""
+
+
+class TamperedCheckpoint(Exception):
+    """A signed checkpoint whose files are not the ones it lists: someone without the key
+    changed them. The run stops rather than fall back to an older checkpoint, which is
+    what such a writer could want."""
 
 
 def _allowed(*objects: Any) -> dict[tuple[str, str], Any]:
@@ -98,10 +117,18 @@ class _MetadataUnpickler(pickle._Unpickler):
     """Unpickles DCP metadata and nothing else.
 
     The pure-Python unpickler, like torch's own ``weights_only`` one, because the C one
-    offers no hook on BUILD, through which a pickle can set attributes on a class it named.
+    offers no hook on BUILD. BUILD sets an object's state; it is allowed once on each
+    instance that NEWOBJ has just created with ``object.__new__`` (DCP's metadata
+    dataclasses: a real ``.metadata`` builds nothing else), and on nothing else: not a class
+    it named, and not what a call returned, which can be an object the whole process shares
+    (an enum's ``__new__`` returns its existing member).
     """
 
     dispatch = dict(pickle._Unpickler.dispatch)
+
+    def __init__(self, file: io.BytesIO):
+        super().__init__(file)
+        self.unbuilt: dict[int, Any] = {}
 
     def find_class(self, module: str, name: str) -> Any:
         try:
@@ -109,11 +136,33 @@ class _MetadataUnpickler(pickle._Unpickler):
         except KeyError:
             raise pickle.UnpicklingError(f"{module}.{name} is not allowed in checkpoint metadata") from None
 
+    def _created(self) -> None:
+        obj = self.stack[-1]
+        if type(obj).__new__ is object.__new__:
+            self.unbuilt[id(obj)] = obj
+
+    def _load_newobj(self) -> None:
+        super().load_newobj()
+        self._created()
+
+    def _load_newobj_ex(self) -> None:
+        super().load_newobj_ex()
+        self._created()
+
     def _load_build(self) -> None:
-        if isinstance(self.stack[-2], type):
-            raise pickle.UnpicklingError(f"setting attributes of class {self.stack[-2].__name__}")
+        target, state = self.stack[-2], self.stack[-1]
+        what = f"class {target.__name__}" if isinstance(target, type) else f"a {type(target).__name__}"
+        if self.unbuilt.pop(id(target), None) is not target:
+            raise pickle.UnpicklingError(f"setting the state of {what}, which the metadata did not just create")
+        # Without __setstate__ a dict state goes into __dict__; only the dataclass's own fields.
+        if getattr(target, "__setstate__", None) is None:
+            names = {f.name for f in dataclasses.fields(target)} if dataclasses.is_dataclass(target) else set()
+            if not isinstance(state, dict) or not set(state) <= names:
+                raise pickle.UnpicklingError(f"a state of {what} other than its fields")
         super().load_build()
 
+    dispatch[pickle.NEWOBJ[0]] = _load_newobj
+    dispatch[pickle.NEWOBJ_EX[0]] = _load_newobj_ex
     dispatch[pickle.BUILD[0]] = _load_build
 
 
@@ -136,17 +185,41 @@ def _check_entries(metadata: Metadata) -> None:
             raise CheckpointError(f"{METADATA}: {index.fqn} is stored through {info.transform_descriptors!r}")
 
 
-def read_metadata(path: Path) -> Metadata:
-    """DCP's metadata of the checkpoint at ``path``, read so that nothing in it can run.
+def read_verified(path: Path, name: str, digests: dict[str, str] | None) -> bytes:
+    """The bytes of ``path/name``, read once and checked against the commit record's
+    ``digests`` (None: a record of an earlier trainer, which has none). The caller parses
+    these bytes, never the file again: whatever replaces it afterwards is not used.
+
+    Raises:
+        CheckpointError: the file cannot be read.
+        IntegrityError: the file is not the one the record lists.
+    """
+    if digests is not None and name not in digests:
+        raise IntegrityError(f"checkpoint {path}: {path.name}/{name} is not among the files {MARKER} lists")
+    try:
+        raw = (path / name).read_bytes()
+    except OSError as err:
+        raise CheckpointError(f"{name}: {err.strerror}") from None
+    if digests is not None:
+        found = hashlib.sha256(raw).hexdigest()
+        if not hmac.compare_digest(found, digests[name]):
+            raise IntegrityError(
+                f"checkpoint {path}: {path.name}/{name} does not match its sha256 in {MARKER} "
+                f"(recorded {digests[name][:16]}…, found {found[:16]}…): it changed after the checkpoint was committed"
+            )
+    return raw
+
+
+def read_metadata(path: Path, digests: dict[str, str] | None = None) -> Metadata:
+    """DCP's metadata of the checkpoint at ``path``, read so that nothing in it can run, and
+    checked against the commit record's ``digests`` (when given) before it is unpickled.
 
     Raises:
         CheckpointError: the file is missing or holds anything but the metadata of a
             checkpoint of tensors.
+        IntegrityError: the file is not the one the commit record lists.
     """
-    try:
-        raw = (path / METADATA).read_bytes()
-    except OSError as err:
-        raise CheckpointError(f"{METADATA}: {err.strerror}") from None
+    raw = read_verified(path, METADATA, digests)
     try:
         metadata = _MetadataUnpickler(io.BytesIO(raw)).load()
     except Exception as err:  # noqa: BLE001 - a malformed pickle fails in any of many ways; each is a refusal
@@ -167,62 +240,15 @@ def file_digests(path: Path) -> dict[str, str]:
     return {f.name: file_digest(f) for f in sorted(path.iterdir()) if f.is_file() and f.name != MARKER}
 
 
-def check_file(path: Path, name: str, digests: dict[str, str]) -> None:
-    """Raises IntegrityError unless ``path/name`` is the file the commit record lists."""
-    recorded = digests.get(name)
-    if recorded is None:
-        raise IntegrityError(f"checkpoint {path}: {path.name}/{name} is not among the files {MARKER} lists")
-    found = file_digest(path / name)
-    if found != recorded:
-        raise IntegrityError(
-            f"checkpoint {path}: {path.name}/{name} does not match its sha256 in {MARKER} "
-            f"(recorded {recorded[:16]}…, found {found[:16]}…): it changed after the checkpoint was "
-            "committed; restore the file or remove the checkpoint"
-        )
-
-
-class SafeReader(FileSystemReader):
-    """DCP's file reader that checks each file against the commit record before using it,
-    and unpickles the metadata with :func:`read_metadata`.
-
-    ``read_metadata`` deliberately takes no ``rank`` keyword: with one, DCP falls back to
-    per-rank metadata files when the global one is missing and stops using collectives on
-    that rank alone, which leaves the other ranks waiting in a collective.
-
-    Args:
-        path: the checkpoint directory.
-        digests: the commit record's sha256 of every file (checked by ``verify`` to cover
-            every file the metadata names); None for a record of an earlier trainer, which
-            has none, whose files are then read unchecked.
-    """
-
-    def __init__(self, path: Path, digests: dict[str, str] | None):
-        super().__init__(path)
-        self.digests = digests
-
-    def _check(self, name: str) -> None:
-        if self.digests is not None:
-            check_file(Path(self.path), name, self.digests)
-
-    def read_metadata(self) -> Metadata:  # type: ignore[override]
-        self._check(METADATA)
-        metadata = read_metadata(Path(self.path))
-        if metadata.storage_meta is None:
-            metadata.storage_meta = StorageMeta()
-        metadata.storage_meta.load_id = self.load_id
-        return metadata
-
-    def read_data(self, plan: LoadPlan, planner: LoadPlanner):  # type: ignore[override]
-        for name in sorted({self.storage_data[item.storage_index].relative_path for item in plan.items}):
-            self._check(name)
-        return super().read_data(plan, planner)
-
-
-class TensorOnlyLoadPlanner(DefaultLoadPlanner):
-    """DCP's default load planner, except that it never unpickles an entry's bytes."""
-
-    def load_bytes(self, read_item: ReadItem, value: io.BytesIO) -> None:
-        raise CheckpointError(f"{read_item.dest_index.fqn} is stored as bytes, which only a pickle can read")
+def check_files(path: Path, digests: dict[str, str]) -> None:
+    """Raises IntegrityError unless every file the commit record lists is as it was written."""
+    for name, recorded in digests.items():
+        try:
+            found = file_digest(path / name)
+        except OSError as err:
+            raise IntegrityError(f"checkpoint {path}: {path.name}/{name}: {err.strerror}") from None
+        if found != recorded:
+            raise IntegrityError(f"checkpoint {path}: {path.name}/{name} does not match its sha256 in {MARKER}")
 
 
 def read_key(path: str | None) -> bytes | None:

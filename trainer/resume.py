@@ -6,6 +6,13 @@ committed checkpoints exist and none loads (a different vocabulary or model size
 missing after an upgrade, storage that cannot be read), the run stops with every reason
 rather than train from step 0 beside them: ``--start-fresh`` says that is meant. The new run
 leaves them where they are (:func:`trainer.checkpoint.prune` removes only its own lineage's).
+
+A checkpoint whose files do not match the digests of its commit record is damaged. Without a
+key that is corruption (a flipped bit, a bad disk): rank 0 moves it to ``checkpoints/corrupt/``
+and the ranks go on to the next older one. With a key it is tampering, by someone who can
+write the volume but not sign: every rank stops (:data:`trainer.integrity.TAMPERED`) and
+leaves it in place, since falling back to an older state is what such a writer could be
+after; ``--start-fresh`` then moves it aside and goes on as without a key.
 """
 
 from __future__ import annotations
@@ -21,9 +28,27 @@ import torch
 import torch.distributed as dist
 from torch.distributed.checkpoint.api import CheckpointException
 
-from .checkpoint import list_checkpoints, read_commit, step_dir, step_of, verify
+from .checkpoint import list_checkpoints, move_into, read_commit, step_dir, step_of, verify
 from .console import warn
-from .integrity import DIGESTS, CheckpointError, IntegrityError
+from .integrity import DIGESTS, CheckpointError, IntegrityError, TamperedCheckpoint
+
+TAMPERED_CANDIDATE = -2
+"""What rank 0 broadcasts for a signed checkpoint it found tampered with, so that all stop."""
+CORRUPT = "corrupt"
+"""Where a checkpoint whose files do not match their digests goes, whole:
+``<checkpoints>/corrupt/step-<N>/``, never resumed nor pruned there."""
+
+
+def set_aside_corrupt(path: Path, why: str) -> Path:
+    """Move a checkpoint whose files do not match their digests to :data:`CORRUPT`, kept (it
+    may be worth a look), and say so in one line.
+
+    Returns:
+        Where it went.
+    """
+    target = move_into(path, path.parent / CORRUPT, path.name)
+    warn(f"moved {path} to {target}: {why}; kept for inspection, never resumed")
+    return target
 
 
 class UnloadableCheckpoints(Exception):
@@ -50,7 +75,8 @@ class Agreement:
             give it up together (NFS attribute caches hold a stale view for up to 60 s).
         key: the job's checkpoint key; checkpoints whose marker it did not sign are skipped.
         start_fresh: start from step 0 when committed checkpoints exist but none loads (a
-            changed model or vocabulary on purpose); otherwise that stops the run.
+            changed model or vocabulary on purpose), and move a tampered checkpoint aside
+            rather than stop; otherwise both stop the run.
     """
 
     group: dist.ProcessGroup | None
@@ -58,6 +84,25 @@ class Agreement:
     wait_s: float
     key: bytes | None = None
     start_fresh: bool = False
+
+    tampered: IntegrityError | None = None
+    """What rank 0 found in a tampered checkpoint, for the error it stops with."""
+
+    def _stops(self) -> bool:
+        """Whether a checkpoint whose files do not match its record stops the run."""
+        return self.key is not None and not self.start_fresh
+
+    def _tampered(self) -> TamperedCheckpoint:
+        detail = (
+            f"{self.tampered}; its commit record is signed with this job's key, so someone without the key changed it"
+            if self.tampered is not None
+            else "rank 0 found a file of a signed checkpoint that does not match it (see its message)"
+        )
+        return TamperedCheckpoint(
+            f"{detail}: stopping rather than resume an older checkpoint, and leaving it as it is for inspection; "
+            "restore the file, or pass --start-fresh to move it to checkpoints/corrupt/ and resume the newest "
+            "checkpoint that verifies"
+        )
 
     def _broadcast(self, value: int) -> int:
         if self.group is None:
@@ -73,9 +118,20 @@ class Agreement:
         dist.all_reduce(t, op=dist.ReduceOp.MIN, group=self.group)
         return bool(t.item())
 
+    def _damaged(self, path: Path, err: IntegrityError, passed_over: dict[Path, str]) -> bool:
+        """Rank 0: deal with a checkpoint whose files do not match its record. Returns whether
+        the run must stop (a signed one, without ``start_fresh``); else it is moved aside."""
+        if self._stops():
+            self.tampered = err
+            return True
+        target = set_aside_corrupt(path, str(err).removeprefix(f"checkpoint {path}: "))
+        passed_over[path] = f"a file does not match its digest (moved to {target})"
+        return False
+
     def _next_candidate(self, root: Path, below: float, passed_over: dict[Path, str]) -> int:
-        """Rank 0: the newest checkpoint under ``below`` that checks out, or -1; each committed
-        one that does not is added to ``passed_over`` with the reason."""
+        """Rank 0: the newest checkpoint under ``below`` that checks out, or -1, or
+        :data:`TAMPERED_CANDIDATE`; each committed one that does not is added to
+        ``passed_over`` with the reason."""
         for path in reversed(list_checkpoints(root)):
             step = step_of(path)
             if step >= below:
@@ -83,23 +139,30 @@ class Agreement:
             try:
                 verify(path, self.key)
                 return step
+            except IntegrityError as err:
+                if self._damaged(path, err, passed_over):
+                    return TAMPERED_CANDIDATE
             except CheckpointError as err:
                 warn(f"skipping checkpoint {path}: {err}")
                 if read_commit(path) is not None:
                     passed_over[path] = str(err)
         return -1
 
-    def _sees(self, path: Path) -> bool:
-        """Whether this rank sees the checkpoint whole, retrying while its view lags."""
+    def _sees(self, path: Path) -> dict[str, Any] | None:
+        """The commit record of the checkpoint when this rank sees it whole, retrying while its
+        view lags; None when it does not."""
         deadline = time.monotonic() + self.wait_s
         while True:
             try:
-                verify(path, self.key)
-                return True
+                return verify(path, self.key)
+            except IntegrityError as err:
+                # A lagging view shows an older file or none, never one that fails its digest.
+                warn(f"this rank cannot read checkpoint {path}: {err}")
+                return None
             except CheckpointError as err:
                 if time.monotonic() >= deadline:
                     warn(f"this rank cannot read checkpoint {path}: {err}")
-                    return False
+                    return None
             time.sleep(min(1.0, self.wait_s))
 
     def resume(self, root: Path, load: Callable[[Path, dict[str, Any]], None]) -> Path | None:
@@ -114,9 +177,8 @@ class Agreement:
             that loads).
 
         Raises:
-            IntegrityError: a file of the checkpoint chosen differs from its digest; on
-                every rank, and no older checkpoint is tried, since the newest commit of
-                the run is no longer what it wrote.
+            TamperedCheckpoint: a file of a signed checkpoint differs from its digest; on
+                every rank (without ``start_fresh``), and no older checkpoint is tried.
             UnloadableCheckpoints: committed checkpoints exist and none loads; on every
                 rank. Starting over would train from step 0 beside them, and pruning
                 would then remove the new run's checkpoints.
@@ -125,25 +187,32 @@ class Agreement:
         passed_over: dict[Path, str] = {}
         while True:
             step = self._broadcast(self._next_candidate(root, below, passed_over) if self.is_main else 0)
+            if step == TAMPERED_CANDIDATE:
+                raise self._tampered()
             if step < 0:
                 if self._broadcast(int(bool(passed_over) and not self.start_fresh)):
                     raise UnloadableCheckpoints([f"{p.name}: {why}" for p, why in passed_over.items()])
                 return None
             path = step_dir(root, step)
-            if self._all(self._sees(path)):
+            commit = self._sees(path)
+            if self._all(commit is not None):
                 try:
-                    commit = verify(path, self.key)
                     if self.is_main and DIGESTS not in commit:
                         warn(f"checkpoint {path} has no file digests (an earlier trainer): loading it unchecked")
                     load(path, commit)
                     return path
                 except CheckpointException as err:
                     # DCP gathers every rank's failure and raises on all of them, so every
-                    # rank stops here alike when a file was changed.
+                    # rank decides alike; the files are checked before any rank parses any,
+                    # so a damaged checkpoint has changed no live tensor.
                     changed = [e for e, _ in err.failures.values() if isinstance(e, IntegrityError)]
+                    if changed and self._stops():
+                        self.tampered = changed[0]
+                        raise self._tampered() from None
                     if changed:
-                        raise changed[0] from None
-                    if self.is_main:
+                        if self.is_main:
+                            self._damaged(path, changed[0], passed_over)
+                    elif self.is_main:
                         warn(f"skipping checkpoint {path}: loading failed ({err})")
                         passed_over[path] = f"loading failed ({err})"
             elif self.is_main:

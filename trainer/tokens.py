@@ -98,6 +98,10 @@ def open_tokens(path: Path) -> tuple[np.ndarray, int | None]:
             f"{path.name}: header version {version} (token width {int(ints[2])}) is unknown "
             "(1: uint16, 2: uint32, 3: width 2 or 4 bytes with a 64-bit count)"
         )
+    if count < 0:
+        # A count below zero can still add up to the file's size when the file is shorter
+        # than its header, and memory-mapping a negative length fails with a traceback.
+        raise DataError(f"{path.name}: the header declares {count} tokens, a negative count (a damaged file?)")
     if size != HEADER_BYTES + count * dtype.itemsize:
         raise DataError(
             f"{path.name}: the header declares {count} {dtype.name} tokens, but the file holds "

@@ -43,7 +43,7 @@ from .console import error, log
 from .data import DataError, load_dataset
 from .diskfull import DISK_FULL, DiskFull
 from .exit_codes import TRANSIENT_STATUS
-from .integrity import IntegrityError, read_key
+from .integrity import TAMPERED, IntegrityError, TamperedCheckpoint, read_key
 from .loop import Trainer
 from .numerics import NonFiniteError
 from .resume import UnloadableCheckpoints
@@ -89,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, WeightsError, DataError, IntegrityError, UnloadableCheckpoints) as err:
         error(str(err))
         return 2
+    except TamperedCheckpoint as err:
+        error(str(err))
+        return TAMPERED
     except NonFiniteError as err:
         error(str(err))
         return 1
