@@ -9,7 +9,7 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ._k8s import TOKEN, resource_args, typed_resource
+from ._k8s import IMAGE_PLACEHOLDER, TOKEN, resource_args, typed_resource, with_image
 from .config import TrainerV2Spec
 from .config.kinds import V2_FRAMEWORKS
 from .local_sources import LocalSources
@@ -57,6 +57,7 @@ class TrainerV2(pulumi.ComponentResource):
         node_selector: labels of the nodes for the controllers (the system pool).
         depends_on: what must exist before their images can be pulled (the mirror
             registry's VPC link and credential helper): the objects with pods wait for it.
+        runtime_image: the image the runtimes give a TrainJob that names none, or ``None``.
 
     Attributes:
         ready: what a TrainJob must wait for (the release, the runtimes, the queue).
@@ -78,6 +79,7 @@ class TrainerV2(pulumi.ComponentResource):
         image_digests: Mapping[str, str] | None = None,
         depends_on: Sequence[pulumi.Resource] = (),
         node_selector: dict[str, str] | None = None,
+        runtime_image: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:TrainerV2", name, None, opts)
@@ -106,10 +108,16 @@ class TrainerV2(pulumi.ComponentResource):
                 )
             )
         after_install = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=installed)
+        default_image = IMAGE_PLACEHOLDER if runtime_image is not None else None
         self.runtimes = [
             k8s.apiextensions.CustomResource(
                 runtime_name(fabric, framework),
-                **resource_args(training_runtime(fabric, framework)),
+                **resource_args(
+                    with_image(
+                        training_runtime(fabric, framework, image=default_image, pip_index_url=spec.pip_index_url),
+                        runtime_image,
+                    )
+                ),
                 opts=after_install,
             )
             for fabric in fabrics

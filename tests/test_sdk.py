@@ -1,0 +1,130 @@
+"""The Kubeflow SDK (PyPI ``kubeflow`` 0.5.0, its real ``TrainerClient``) against the platform's
+runtimes: a loopback API server serves the ClusterTrainingRuntimes a planned stack creates, takes
+the TrainJob the SDK creates, and runs it as Trainer v2.3.0 would (``fixtures.trainer_api``):
+two CPU nodes on this host, with the environment the torch plugin gives them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import cfg, free_port, stack_config
+from fixtures.models import assert_matches_model
+from fixtures.trainer_api import TrainerApi
+from kubeflow.common.types import KubernetesBackendConfig
+from kubeflow.trainer import BuiltinTrainer, CustomTrainer, CustomTrainerContainer, TorchTuneConfig, TrainerClient
+from kubeflow.trainer.options.kubernetes import TrainerCommand
+from kubeflow_trainer_api.models import TrainerV1alpha1TrainJob
+from loopback_api import loopback
+from test_trainjob import RUNTIME, trainjob_problems
+
+NS = "training"
+RUNTIME_IMAGE = "registry.example.com/ml/trainer:v1.4.0@sha256:" + "4" * 64
+MIRROR = "https://mirrors.aliyun.com/pypi/simple/"
+PLATFORM_RUNTIME = "ack-training-platform-torch"
+
+
+@pytest.fixture
+def runtimes(run_stack) -> list[dict[str, Any]]:
+    """The ClusterTrainingRuntimes of a v2 stack with a runtime image and a PyPI mirror."""
+    config = stack_config("dev")
+    config[cfg("training")]["backend"] = "v2"
+    config[cfg("trainerV2")] = {"runtimeImage": RUNTIME_IMAGE, "pipIndexUrl": MIRROR}
+    return [r.inputs for r in run_stack(config).of_type(RUNTIME)]
+
+
+def all_reduce() -> None:
+    """The function the SDK ships: it runs under torchrun in every process of every node."""
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    total = torch.tensor([float(dist.get_rank() + 1)])
+    dist.all_reduce(total)
+    print(f"rank {dist.get_rank()} of {dist.get_world_size()}: sum {total.item():.0f}", flush=True)
+    dist.destroy_process_group()
+
+
+def client(kubeconfig: Path) -> TrainerClient:
+    return TrainerClient(backend_config=KubernetesBackendConfig(namespace=NS, config_file=str(kubeconfig)))
+
+
+def test_the_sdk_takes_the_platforms_runtimes(runtimes: list[dict[str, Any]], tmp_path: Path) -> None:
+    with loopback(tmp_path) as (api, kubeconfig):
+        TrainerApi(api, NS, runtimes, tmp_path / "pods", port=free_port())
+        found = {r.name: r for r in client(kubeconfig).list_runtimes()}
+    # Every platform runtime, each with the image, device and launcher the SDK reads from it.
+    assert sorted(found) == sorted(r["metadata"]["name"] for r in runtimes)
+    torch = found[PLATFORM_RUNTIME].trainer
+    assert (torch.image, torch.framework, torch.device, torch.device_count, torch.num_nodes) == (
+        RUNTIME_IMAGE,
+        "torch",
+        "cpu",
+        "1",
+        1,
+    )
+    assert torch.command[0] == "bash" and "torchrun" in torch.command[2]
+
+
+def test_a_custom_trainer_runs_as_two_nodes_and_reports_back(runtimes: list[dict[str, Any]], tmp_path: Path) -> None:
+    with loopback(tmp_path) as (api, kubeconfig):
+        trainer = TrainerApi(api, NS, runtimes, tmp_path / "pods", port=free_port())
+        sdk = client(kubeconfig)
+        name = sdk.train(
+            runtime=PLATFORM_RUNTIME,
+            trainer=CustomTrainer(func=all_reduce, num_nodes=2, resources_per_node={"cpu": 1, "memory": "2Gi"}),
+        )
+        job = sdk.wait_for_job_status(name, timeout=180, polling_interval=1)
+        first = list(sdk.get_job_logs(name, follow=True))
+        second = list(sdk.get_job_logs(name, step="node-1"))
+    [created] = trainer.created
+    assert created["metadata"]["name"] == name
+    runtime = next(r for r in runtimes if r["metadata"]["name"] == PLATFORM_RUNTIME)
+    assert_matches_model(created, TrainerV1alpha1TrainJob)
+    assert trainjob_problems(created, runtime) == []
+    # The SDK names no image: the runtime's is the pods'.
+    assert "image" not in created["spec"]["trainer"]
+    assert trainer.containers[name]["image"] == RUNTIME_IMAGE
+    assert {"name": "PIP_INDEX_URL", "value": MIRROR} in trainer.containers[name]["env"]
+    assert job.status == "Complete" and job.num_nodes == 2
+    assert sorted((s.name, s.status, s.device, s.device_count) for s in job.steps) == [
+        ("node-0", "Succeeded", "cpu", "1"),
+        ("node-1", "Succeeded", "cpu", "1"),
+    ]
+    assert "rank 0 of 2: sum 3" in first
+    assert "rank 1 of 2: sum 3" in second
+
+
+def test_a_custom_trainer_container_runs_its_own_image(runtimes: list[dict[str, Any]], tmp_path: Path) -> None:
+    image = "registry.example.com/vision/resnet:v3"
+    script = "import torch.distributed as dist\ndist.init_process_group('gloo')\n" + (
+        "print(f'own image, rank {dist.get_rank()} of {dist.get_world_size()}', flush=True)\n"
+    )
+    with loopback(tmp_path) as (api, kubeconfig):
+        trainer = TrainerApi(
+            api, NS, runtimes, tmp_path / "pods", port=free_port(), image_files={image: {"train.py": script}}
+        )
+        sdk = client(kubeconfig)
+        name = sdk.train(
+            runtime=PLATFORM_RUNTIME,
+            trainer=CustomTrainerContainer(image=image, num_nodes=2, resources_per_node={"cpu": 1}),
+            options=[TrainerCommand(command=["torchrun", "train.py"])],
+        )
+        job = sdk.wait_for_job_status(name, timeout=180, polling_interval=1)
+        logs = list(sdk.get_job_logs(name))
+    [created] = trainer.created
+    assert_matches_model(created, TrainerV1alpha1TrainJob)
+    assert trainjob_problems(created, next(r for r in runtimes if r["metadata"]["name"] == PLATFORM_RUNTIME)) == []
+    # The job's own image wins over the runtime's.
+    assert created["spec"]["trainer"]["image"] == image and trainer.containers[name]["image"] == image
+    assert job.status == "Complete"
+    assert "own image, rank 0 of 2" in logs
+
+
+def test_a_builtin_trainer_is_refused_naming_the_runtime(runtimes: list[dict[str, Any]], tmp_path: Path) -> None:
+    with loopback(tmp_path) as (api, kubeconfig):
+        trainer = TrainerApi(api, NS, runtimes, tmp_path / "pods", port=free_port())
+        with pytest.raises(ValueError, match=f"BuiltinTrainer can't be used with .*name='{PLATFORM_RUNTIME}'"):
+            client(kubeconfig).train(runtime=PLATFORM_RUNTIME, trainer=BuiltinTrainer(config=TorchTuneConfig()))
+    assert trainer.created == []
