@@ -5,11 +5,14 @@ two CPU nodes on this host, with the environment the torch plugin gives them."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import cfg, free_port, stack_config
+from conftest import ROOT, cfg, free_port, stack_config
 from fixtures.models import assert_matches_model
 from fixtures.trainer_api import TrainerApi
 from kubeflow.common.types import KubernetesBackendConfig
@@ -128,3 +131,24 @@ def test_a_builtin_trainer_is_refused_naming_the_runtime(runtimes: list[dict[str
         with pytest.raises(ValueError, match=f"BuiltinTrainer can't be used with .*name='{PLATFORM_RUNTIME}'"):
             client(kubeconfig).train(runtime=PLATFORM_RUNTIME, trainer=BuiltinTrainer(config=TorchTuneConfig()))
     assert trainer.created == []
+
+
+def test_the_docs_example_runs_as_shown(runtimes: list[dict[str, Any]], tmp_path: Path) -> None:
+    page = (ROOT / "docs" / "sdk.md").read_text()
+    example = page.split("<!-- runs in tests/test_sdk.py", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    script = tmp_path / "example.py"
+    script.write_text(example)
+    with loopback(tmp_path) as (api, kubeconfig):
+        trainer = TrainerApi(api, NS, runtimes, tmp_path / "pods", port=free_port())
+        # A script of its own, as a user runs it: the SDK reads the function's source from its file.
+        done = subprocess.run(
+            [sys.executable, str(script)],
+            env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert done.returncode == 0, done.stderr
+    [created] = trainer.created
+    assert created["spec"]["runtimeRef"]["name"] == PLATFORM_RUNTIME
+    assert "rank 0 of 2: sum 3" in done.stdout.splitlines()
