@@ -12,29 +12,42 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, cfg, free_port, stack_config
+from conftest import ROOT, cfg, free_port
 from fixtures.models import assert_matches_model
 from fixtures.trainer_api import TrainerApi
 from kubeflow.common.types import KubernetesBackendConfig
 from kubeflow.trainer import BuiltinTrainer, CustomTrainer, CustomTrainerContainer, TorchTuneConfig, TrainerClient
 from kubeflow.trainer.options.kubernetes import TrainerCommand
-from kubeflow_trainer_api.models import TrainerV1alpha1TrainJob
+from kubeflow_trainer_api.models import TrainerV1alpha1TrainingRuntime, TrainerV1alpha1TrainJob
 from loopback_api import loopback
-from test_trainjob import RUNTIME, trainjob_problems
+from test_teams import with_teams
+from test_trainjob import RUNTIME, runtime_problems, trainjob_problems
 
 NS = "training"
 RUNTIME_IMAGE = "registry.example.com/ml/trainer:v1.4.0@sha256:" + "4" * 64
 MIRROR = "https://mirrors.aliyun.com/pypi/simple/"
 PLATFORM_RUNTIME = "ack-training-platform-torch"
+NAMESPACED_RUNTIME = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime"
 
 
 @pytest.fixture
 def runtimes(run_stack) -> list[dict[str, Any]]:
-    """The ClusterTrainingRuntimes of a v2 stack with a runtime image and a PyPI mirror."""
-    config = stack_config("dev")
-    config[cfg("training")]["backend"] = "v2"
-    config[cfg("trainerV2")] = {"runtimeImage": RUNTIME_IMAGE, "pipIndexUrl": MIRROR}
-    return [r.inputs for r in run_stack(config).of_type(RUNTIME)]
+    """The runtimes of a v2 stack with two teams, Kueue, a runtime image and a PyPI mirror: the
+    ClusterTrainingRuntimes, and the TrainingRuntimes in each namespace."""
+    config = with_teams(backend="v2")
+    config[cfg("trainerV2")] = {"runtimeImage": RUNTIME_IMAGE, "pipIndexUrl": MIRROR, "kueue": {"enabled": True}}
+    plan = run_stack(config)
+    return [r.inputs for r in [*plan.of_type(RUNTIME), *plan.of_type(NAMESPACED_RUNTIME)]]
+
+
+def runtime_of(job: dict[str, Any], runtimes: list[dict[str, Any]]) -> dict[str, Any]:
+    ref = job["spec"]["runtimeRef"]
+    return next(
+        r
+        for r in runtimes
+        if (r["kind"], r["metadata"]["name"], r["metadata"].get("namespace", job["metadata"]["namespace"]))
+        == (ref["kind"], ref["name"], job["metadata"]["namespace"])
+    )
 
 
 def all_reduce() -> None:
@@ -58,7 +71,7 @@ def test_the_sdk_takes_the_platforms_runtimes(runtimes: list[dict[str, Any]], tm
         TrainerApi(api, NS, runtimes, tmp_path / "pods", port=free_port())
         found = {r.name: r for r in client(kubeconfig).list_runtimes()}
     # Every platform runtime, each with the image, device and launcher the SDK reads from it.
-    assert sorted(found) == sorted(r["metadata"]["name"] for r in runtimes)
+    assert sorted(found) == sorted({r["metadata"]["name"] for r in runtimes})
     torch = found[PLATFORM_RUNTIME].trainer
     assert (torch.image, torch.framework, torch.device, torch.device_count, torch.num_nodes) == (
         RUNTIME_IMAGE,
@@ -83,7 +96,7 @@ def test_a_custom_trainer_runs_as_two_nodes_and_reports_back(runtimes: list[dict
         second = list(sdk.get_job_logs(name, step="node-1"))
     [created] = trainer.created
     assert created["metadata"]["name"] == name
-    runtime = next(r for r in runtimes if r["metadata"]["name"] == PLATFORM_RUNTIME)
+    runtime = runtime_of(created, runtimes)
     assert_matches_model(created, TrainerV1alpha1TrainJob)
     assert trainjob_problems(created, runtime) == []
     # The SDK names no image: the runtime's is the pods'.
@@ -118,7 +131,7 @@ def test_a_custom_trainer_container_runs_its_own_image(runtimes: list[dict[str, 
         logs = list(sdk.get_job_logs(name))
     [created] = trainer.created
     assert_matches_model(created, TrainerV1alpha1TrainJob)
-    assert trainjob_problems(created, next(r for r in runtimes if r["metadata"]["name"] == PLATFORM_RUNTIME)) == []
+    assert trainjob_problems(created, runtime_of(created, runtimes)) == []
     # The job's own image wins over the runtime's.
     assert created["spec"]["trainer"]["image"] == image and trainer.containers[name]["image"] == image
     assert job.status == "Complete"
@@ -152,3 +165,36 @@ def test_the_docs_example_runs_as_shown(runtimes: list[dict[str, Any]], tmp_path
     [created] = trainer.created
     assert created["spec"]["runtimeRef"]["name"] == PLATFORM_RUNTIME
     assert "rank 0 of 2: sum 3" in done.stdout.splitlines()
+
+
+def test_a_team_member_names_only_the_namespace(runtimes: list[dict[str, Any]], tmp_path: Path) -> None:
+    with loopback(tmp_path) as (api, kubeconfig):
+        trainer = TrainerApi(api, "vision", runtimes, tmp_path / "pods", port=free_port())
+        sdk = TrainerClient(backend_config=KubernetesBackendConfig(namespace="vision", config_file=str(kubeconfig)))
+        name = sdk.train(
+            runtime=PLATFORM_RUNTIME, trainer=CustomTrainer(func=all_reduce, num_nodes=2, resources_per_node={"cpu": 1})
+        )
+        job = sdk.wait_for_job_status(name, timeout=180, polling_interval=1)
+    [created] = trainer.created
+    # The team's own copy of the runtime, found in its namespace.
+    assert created["spec"]["runtimeRef"] == {
+        "name": PLATFORM_RUNTIME,
+        "kind": "TrainingRuntime",
+        "apiGroup": "trainer.kubeflow.org",
+    }
+    runtime = runtime_of(created, runtimes)
+    assert_matches_model(created, TrainerV1alpha1TrainJob)
+    assert_matches_model(runtime, TrainerV1alpha1TrainingRuntime)
+    assert runtime_problems(runtime) == [] and trainjob_problems(created, runtime) == []
+    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {"runAsUser": 2001, "runAsGroup": 2001, "runAsNonRoot": True}
+    assert pod["serviceAccountName"] == "trainer"
+    claims = {v["name"]: v["persistentVolumeClaim"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
+    assert claims == {
+        "data": {"claimName": "training-data", "readOnly": True},
+        "output": {"claimName": "training-output"},
+    }
+    mounts = {m["name"]: m for m in trainer.containers[name]["volumeMounts"]}
+    assert mounts["data"] == {"name": "data", "mountPath": "/mnt/data", "readOnly": True}
+    assert mounts["output"] == {"name": "output", "mountPath": "/mnt/output"}
+    assert job.status == "Complete"
