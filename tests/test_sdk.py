@@ -5,9 +5,14 @@ two CPU nodes on this host, with the environment the torch plugin gives them."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import http.server
 import os
 import subprocess
 import sys
+import threading
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -198,3 +203,78 @@ def test_a_team_member_names_only_the_namespace(runtimes: list[dict[str, Any]], 
     assert mounts["data"] == {"name": "data", "mountPath": "/mnt/data", "readOnly": True}
     assert mounts["output"] == {"name": "output", "mountPath": "/mnt/output"}
     assert job.status == "Complete"
+
+
+def wheel(directory: Path, name: str, version: str, source: str) -> Path:
+    """A pure-Python wheel of one module (PEP 427: the module, and the dist-info's METADATA,
+    WHEEL and RECORD)."""
+    info = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}.py": source,
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    records = [
+        f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},"
+        f"{len(text.encode())}"
+        for path, text in files.items()
+    ]
+    files[f"{info}/RECORD"] = "\n".join([*records, f"{info}/RECORD,,"]) + "\n"
+    path = directory / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for inside, text in files.items():
+            archive.writestr(inside, text)
+    return path
+
+
+def uses_a_package() -> None:
+    import os
+    import sys
+
+    sys.path.insert(0, os.environ["PIP_TARGET"])
+    import mirror_probe
+
+    print(f"from the mirror: {mirror_probe.ORIGIN}", flush=True)
+
+
+def test_packages_come_from_the_mirror_named_in_the_trainer(runtimes: list[dict[str, Any]], tmp_path: Path) -> None:
+    package = tmp_path / "mirror" / "simple" / "mirror-probe"
+    package.mkdir(parents=True)
+    built = wheel(package, "mirror_probe", "1.0", "ORIGIN = 'the stack mirror'\n")
+    (package / "index.html").write_text(f'<a href="{built.name}">{built.name}</a>\n')
+    requests: list[str] = []
+
+    class Mirror(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, directory=str(tmp_path / "mirror"), **kwargs)
+
+        def log_message(self, *args: Any) -> None:
+            requests.append(self.path)
+
+    mirror = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Mirror)
+    threading.Thread(target=mirror.serve_forever, daemon=True).start()
+    index = f"http://127.0.0.1:{mirror.server_address[1]}/simple/"
+    try:
+        with loopback(tmp_path) as (api, kubeconfig):
+            TrainerApi(api, NS, runtimes, tmp_path / "pods", port=free_port())
+            sdk = client(kubeconfig)
+            name = sdk.train(
+                runtime=PLATFORM_RUNTIME,
+                trainer=CustomTrainer(
+                    func=uses_a_package,
+                    num_nodes=1,
+                    packages_to_install=["mirror-probe==1.0"],
+                    pip_index_urls=[index],
+                    # Installs into the pod's own directory: the image's interpreter here is this
+                    # checkout's, whose packages the pod must not change.
+                    env={"PIP_TARGET": "/opt/packages"},
+                ),
+            )
+            job = sdk.wait_for_job_status(name, timeout=180, polling_interval=1)
+            logs = list(sdk.get_job_logs(name))
+    finally:
+        mirror.shutdown()
+        mirror.server_close()
+    assert job.status == "Complete", logs
+    assert "from the mirror: the stack mirror" in logs
+    assert any(path.startswith("/simple/mirror-probe/") for path in requests)
