@@ -179,6 +179,13 @@ trainer_v2 = (
         image_digests=image_digests,
         node_selector=system_node_selector(spec.cluster),
         depends_on=mirror_pulls or (),
+        runtime_image=(
+            pinned_image(*spec.runtime_image(), registry, "trainerV2's runtimes") if any(spec.runtime_image()) else None
+        ),
+        namespaces=[
+            (platform_context(namespace=ns, storage=shared, registry=registry), [ns.namespace, *shared.claims])
+            for ns, shared in [(namespace, volumes), *((teams[name], team_volumes[name]) for name in teams)]
+        ],
     )
     if spec.uses_trainer_v2
     else None

@@ -9,11 +9,12 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ._k8s import TOKEN, resource_args, typed_resource
+from ._k8s import IMAGE_PLACEHOLDER, TOKEN, resource_args, typed_resource, with_image
 from .config import TrainerV2Spec
 from .config.kinds import V2_FRAMEWORKS
 from .local_sources import LocalSources
-from .manifests import FabricProfile, Manifest, runtime_name, training_runtime
+from .manifests import FabricProfile, JobContext, Manifest, training_runtime
+from .manifests.namespace_runtime import namespace_runtime
 from .manifests.trainer_v2 import (
     KUEUE_NAMESPACE,
     TRAINER_V2_NAMESPACE,
@@ -57,6 +58,10 @@ class TrainerV2(pulumi.ComponentResource):
         node_selector: labels of the nodes for the controllers (the system pool).
         depends_on: what must exist before their images can be pulled (the mirror
             registry's VPC link and credential helper): the objects with pods wait for it.
+        runtime_image: the image the runtimes give a TrainJob that names none, or ``None``.
+        namespaces: each namespace jobs run in, as the context its jobs get, with what must
+            exist first (the namespace, its claims): every pod-network runtime once more there, as
+            a TrainingRuntime with the namespace's claims and identity (:func:`namespace_runtime`).
 
     Attributes:
         ready: what a TrainJob must wait for (the release, the runtimes, the queue).
@@ -78,6 +83,8 @@ class TrainerV2(pulumi.ComponentResource):
         image_digests: Mapping[str, str] | None = None,
         depends_on: Sequence[pulumi.Resource] = (),
         node_selector: dict[str, str] | None = None,
+        runtime_image: pulumi.Input[str] | None = None,
+        namespaces: Sequence[tuple[JobContext, Sequence[pulumi.Resource]]] = (),
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:TrainerV2", name, None, opts)
@@ -106,14 +113,29 @@ class TrainerV2(pulumi.ComponentResource):
                 )
             )
         after_install = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=installed)
-        self.runtimes = [
-            k8s.apiextensions.CustomResource(
-                runtime_name(fabric, framework),
-                **resource_args(training_runtime(fabric, framework)),
-                opts=after_install,
-            )
+        default_image = IMAGE_PLACEHOLDER if runtime_image is not None else None
+        runtimes = [
+            (fabric, training_runtime(fabric, framework, image=default_image, pip_index_url=spec.pip_index_url))
             for fabric in fabrics
             for framework in V2_FRAMEWORKS
+        ]
+        self.runtimes = [
+            k8s.apiextensions.CustomResource(
+                runtime["metadata"]["name"], **resource_args(with_image(runtime, runtime_image)), opts=after_install
+            )
+            for _, runtime in runtimes
+        ]
+        # Over the pod network only: a fabric's pods are privileged on the host network, which a
+        # namespace enforcing baseline refuses, and need the GPU pool's placement besides.
+        self.runtimes += [
+            k8s.apiextensions.CustomResource(
+                f"{ctx.namespace}-{runtime['metadata']['name']}",
+                **resource_args(with_image(namespace_runtime(runtime, ctx), runtime_image)),
+                opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[*installed, *ready]),
+            )
+            for ctx, ready in namespaces
+            for fabric, runtime in runtimes
+            if fabric is None
         ]
         kueue: list[pulumi.Resource] = []
         if queue_objects and spec.kueue.install:

@@ -14,6 +14,7 @@ TrainJob's node pods those of JobSet v0.12.0 ``pkg/controllers/jobset_controller
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -90,10 +91,21 @@ def _terms(query: dict[str, list[str]], name: str) -> dict[str, str]:
     return dict(term.split("=", 1) for term in query.get(name, [""])[0].split(",") if term)
 
 
+_SET_TERM = re.compile(r"([^,\s]+)\s+in\s+\(([^)]*)\)")
+"""A set-based term of a label selector, ``key in (a, b)`` (kubernetes.io, "Labels and Selectors")."""
+
+
 def _selected(items: list[dict[str, Any]], query: dict[str, list[str]]) -> list[dict[str, Any]]:
-    """The items whose labels match every ``k=v`` term of the query's ``labelSelector``."""
-    wanted = _terms(query, "labelSelector")
-    return [item for item in items if wanted.items() <= (item["metadata"].get("labels") or {}).items()]
+    """The items whose labels match every term of the query's ``labelSelector``: ``k=v``, and
+    ``k in (a, b)``, which the Kubeflow SDK lists a TrainJob's pods with."""
+    selector = query.get("labelSelector", [""])[0]
+    sets = {key: {v.strip() for v in values.split(",")} for key, values in _SET_TERM.findall(selector)}
+    wanted = _terms({"labelSelector": [_SET_TERM.sub("", selector)]}, "labelSelector")
+
+    def matches(labels: dict[str, str]) -> bool:
+        return wanted.items() <= labels.items() and all(labels.get(k) in v for k, v in sets.items())
+
+    return [item for item in items if matches(item["metadata"].get("labels") or {})]
 
 
 def _handler(api: FakeApi) -> type[BaseHTTPRequestHandler]:

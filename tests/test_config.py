@@ -872,6 +872,23 @@ INVALID = [
         "ecs.gn7i-c16g1.4xlarge has 1: every instance type of the pool must have gpusPerNode GPUs",
     ),
     (
+        "runtime image not pinned",
+        {"trainerV2.runtimeImage": "registry.example.com/ml/trainer:latest"},
+        "ack-training-platform:trainerV2.runtimeImage: 'registry.example.com/ml/trainer:latest' is not pinned: add a "
+        "version tag other than 'latest' (e.g. ':v1.2.0') or a digest (@sha256:...)",
+    ),
+    (
+        "runtime image twice",
+        {"trainerV2.runtimeImage": "registry.example.com/ml/trainer:v1", "trainerV2.runtimeImageTag": "v1"},
+        "ack-training-platform:trainerV2.runtimeImage: give runtimeImage or runtimeImageTag, not both: drop one of them",
+    ),
+    (
+        "pip index that is no URL",
+        {"trainerV2.pipIndexUrl": "mirrors.aliyun.com/pypi"},
+        "ack-training-platform:trainerV2.pipIndexUrl: 'mirrors.aliyun.com/pypi' is not an index URL: give one such "
+        "as 'https://mirrors.aliyun.com/pypi/simple/'",
+    ),
+    (
         "wrong type",
         {"gpuPool.maxSize": "many"},
         "ack-training-platform:gpuPool.maxSize: Input should be a valid integer, unable to parse string as an integer (got 'many')",
@@ -897,6 +914,25 @@ def test_invalid_config_names_the_key(case: str, changes: dict[str, Any], messag
         with pytest.raises(ConfigError) as raised:
             validate(config)
     assert raised.value.problems == [message]
+
+
+def test_a_runtime_image_tag_needs_a_registry() -> None:
+    config = stack_config("local")
+    config[cfg("trainerV2")] = {"runtimeImageTag": "v1.4.0"}
+    with pytest.raises(ConfigError) as raised:
+        load_spec(config)
+    assert raised.value.problems == [
+        "ack-training-platform:trainerV2.runtimeImageTag: runtimeImageTag needs a registry; without one give a full "
+        "image reference in runtimeImage"
+    ]
+
+
+def test_the_runtimes_take_the_first_jobs_image_unless_given_one() -> None:
+    spec = validate(dev())
+    assert spec.runtime_image() == (spec.jobs[0].image, spec.jobs[0].image_tag)
+    own = "registry.example.com/ml/trainer:v1.4.0@sha256:" + "4" * 64
+    assert validate(dev(**{"trainerV2.runtimeImage": own})).runtime_image() == (own, None)
+    assert validate(dev(**{"trainerV2.runtimeImageTag": "v2"})).runtime_image() == (None, "v2")
 
 
 def test_arms_needs_an_ack_cluster() -> None:

@@ -559,7 +559,15 @@ def test_written_objects_are_valid_kubernetes(run_stack, stack: str, tmp_path) -
     from components.plan import write_manifests
 
     v1_kinds = {kind.kind for kind in KINDS.values()}
-    custom = {*v1_kinds, "TrainJob", "ClusterTrainingRuntime", "ClusterQueue", "LocalQueue", "ResourceFlavor"}
+    custom = {
+        *v1_kinds,
+        "TrainJob",
+        "ClusterTrainingRuntime",
+        "TrainingRuntime",
+        "ClusterQueue",
+        "LocalQueue",
+        "ResourceFlavor",
+    }
     checked = set()
     for path in write_manifests(run_stack(stack_config(stack), stack), tmp_path):
         obj = yaml.safe_load(path.read_text())

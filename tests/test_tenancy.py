@@ -194,7 +194,12 @@ def test_v2_team_jobs_join_their_teams_queue(run_stack) -> None:
         "default-flavor": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "0"},
         "gpu": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "2"},
     }
-    assert sorted(q["metadata"]["namespace"] for q in queues) == ["speech", "vision"]
+    assert sorted((q["metadata"]["namespace"], q["metadata"]["name"], q["spec"]["clusterQueue"]) for q in queues) == [
+        ("speech", "default", "speech"),
+        ("speech", "training", "speech"),
+        ("vision", "default", "vision"),
+        ("vision", "training", "vision"),
+    ]
 
 
 PRIVILEGED_ALLOWED = {("ClusterTrainingRuntime", runtime_name(ERDMA, framework)) for framework in V2_FRAMEWORKS}

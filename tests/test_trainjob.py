@@ -592,14 +592,17 @@ def test_kueue_queues_v2_jobs_with_the_gpu_quota(run_stack) -> None:
         "gpu": {"cpu": "1024", "memory": "8Ti", "nvidia.com/gpu": "2"},
     }
     assert cluster_queue["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "training"}}
-    local = plan.one("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue").inputs
-    assert (local["metadata"]["namespace"], local["spec"]["clusterQueue"]) == ("training", "training")
+    # The job's own queue, and "default", which Kueue gives a job that names none (one the SDK creates).
+    local = {q.inputs["metadata"]["name"]: q for q in plan.of_type("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue")}
+    assert {
+        name: (q.inputs["metadata"]["namespace"], q.inputs["spec"]["clusterQueue"]) for name, q in local.items()
+    } == {"training": ("training", "training"), "default": ("training", "training")}
     job = plan.one(TRAINJOB)
     assert job.inputs["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "training"
     assert "suspend" not in job.inputs["spec"]
     kueue = plan.one(RELEASE, "kueue")
     # A TrainJob created before Kueue's webhook would start unadmitted: it waits for Kueue and its queue.
-    assert {kueue.urn, plan.one("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue").urn} <= set(job.dependencies)
+    assert {kueue.urn, local["training"].urn} <= set(job.dependencies)
     assert all(kueue.urn in q.dependencies for q in plan.resources if q.type.startswith("kubernetes:kueue.x-k8s.io/"))
     inputs = kueue.inputs
     assert inputs["chart"].endswith("/kueue-v0.19.2-chart")

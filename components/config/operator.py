@@ -24,7 +24,7 @@ from .base import (
     Spec,
     field_error,
 )
-from .job_settings import topology_problem
+from .job_settings import check_pinned, check_pinned_tag, topology_problem
 from .training_job import Backend
 
 if TYPE_CHECKING:
@@ -215,6 +215,16 @@ class TrainerV2Spec(Spec):
     """Install JobSet, which Trainer v2 runs jobs with, as the chart's dependency (off: the cluster
     runs JobSet already)."""
     kueue: KueueSpec = Field(default_factory=KueueSpec)
+    runtime_image: str | None = None
+    """Full reference, pinned by tag or digest, of the image the platform's runtimes run a TrainJob with
+    when the job names none (the Kubeflow SDK's ``CustomTrainer``); default: ``runtimeImageTag``, else the
+    first job's training image."""
+    runtime_image_tag: str | None = None
+    """Tag of the training image in the platform's registry for the runtimes (instead of ``runtimeImage``)."""
+    pip_index_url: str | None = None
+    """The PyPI index, such as a mirror reachable from the cluster, that pip in the runtimes' trainer
+    containers installs from (``PIP_INDEX_URL``); the Kubeflow SDK's ``packages_to_install`` takes it
+    through ``pip_index_urls`` (docs/sdk.md)."""
 
     @model_validator(mode="after")
     def _check(self) -> TrainerV2Spec:
@@ -225,6 +235,18 @@ class TrainerV2Spec(Spec):
             )
         if self.version not in TRAINER_V2_CHARTS:
             raise field_error("version", _unpinned("Trainer", self.version, TRAINER_V2_CHARTS))
+        if self.runtime_image is not None and self.runtime_image_tag is not None:
+            raise field_error("runtimeImage", "give runtimeImage or runtimeImageTag, not both: drop one of them")
+        if self.runtime_image is not None:
+            check_pinned(self.runtime_image, "runtimeImage")
+        if self.runtime_image_tag is not None:
+            check_pinned_tag(self.runtime_image_tag, "runtimeImageTag")
+        if self.pip_index_url is not None and not re.match(r"^https?://[^\s/]+", self.pip_index_url):
+            raise field_error(
+                "pipIndexUrl",
+                f"{self.pip_index_url!r} is not an index URL: give one such as "
+                "'https://mirrors.aliyun.com/pypi/simple/'",
+            )
         return self
 
 

@@ -81,6 +81,15 @@ class PlatformSpec(Spec):
         first = self.jobs[0] if self.jobs else None
         return (first.image, first.image_tag) if first is not None else (None, None)
 
+    def runtime_image(self) -> tuple[str | None, str | None]:
+        """The platform runtimes' image as ``(full reference, tag in the registry)``: ``trainerV2``'s,
+        else the first job's, else neither (the runtimes then name no image)."""
+        v2 = self.trainer_v2
+        if v2.runtime_image is not None or v2.runtime_image_tag is not None:
+            return v2.runtime_image, v2.runtime_image_tag
+        first = self.jobs[0] if self.jobs else None
+        return (first.image, first.image_tag) if first is not None else (None, None)
+
     def monitoring_scope(self) -> MonitoringScope:
         """What the stack's monitoring watches: every namespace its jobs run in."""
         return MonitoringScope(
@@ -188,6 +197,11 @@ class PlatformSpec(Spec):
                 "trainerV2.kueue.enabled",
                 "Kueue queues v2 jobs only and no job runs on backend v2: set training.backend: v2 (or a job's "
                 "backend: v2), or drop kueue",
+            )
+        if self.trainer_v2.runtime_image_tag is not None and self.registry is None:
+            raise field_error(
+                "trainerV2.runtimeImageTag",
+                "runtimeImageTag needs a registry; without one give a full image reference in runtimeImage",
             )
         kueue = self.trainer_v2.kueue
         pending = self.monitoring.alerts.pending_minutes

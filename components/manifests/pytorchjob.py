@@ -137,22 +137,30 @@ def job_resources(job: TrainingJobSpec, gpus: int, fabric: FabricProfile | None)
 SHM_MOUNT = {"name": "dshm", "mountPath": "/dev/shm"}
 
 
+def claim_mounts() -> list[Manifest]:
+    """The data volume (read-only) and the output volume."""
+    return [{"name": "data", "mountPath": DATA_MOUNT, "readOnly": True}, {"name": "output", "mountPath": OUTPUT_MOUNT}]
+
+
+def claim_volumes(ctx: JobContext) -> list[Manifest]:
+    """The shared data (read-only) and output claims of ``ctx``'s namespace."""
+    return [
+        {"name": "data", "persistentVolumeClaim": {"claimName": ctx.data_claim, "readOnly": True}},
+        {"name": "output", "persistentVolumeClaim": {"claimName": ctx.output_claim}},
+    ]
+
+
 def shared_volume_mounts(job: TrainingJobSpec) -> list[Manifest]:
     """The data volume (read-only), the output volume, and the checkpoint key (read-only) when the job has one."""
     key = [{"name": "checkpoint-key", "mountPath": CHECKPOINT_KEY_DIR, "readOnly": True}]
-    return [
-        {"name": "data", "mountPath": DATA_MOUNT, "readOnly": True},
-        {"name": "output", "mountPath": OUTPUT_MOUNT},
-        *(key if job.checkpoint_key is not None else []),
-    ]
+    return [*claim_mounts(), *(key if job.checkpoint_key is not None else [])]
 
 
 def job_volumes(job: TrainingJobSpec, ctx: JobContext) -> list[Manifest]:
     """``/dev/shm`` sized for the job, the shared data and output claims, and the checkpoint key's Secret."""
     volumes = [
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": job_shm_size(job, ctx.gpus)}},
-        {"name": "data", "persistentVolumeClaim": {"claimName": ctx.data_claim, "readOnly": True}},
-        {"name": "output", "persistentVolumeClaim": {"claimName": ctx.output_claim}},
+        *claim_volumes(ctx),
     ]
     if (ref := checkpoint_key_ref(job)) is not None:
         secret, key = ref

@@ -33,6 +33,14 @@ JOBSET_VERSIONS = {"v2.3.0": "v0.12.0"}
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 """Kueue's API for queues (kubernetes-sigs/kueue v0.19.2 ``apis/kueue/v1beta2``)."""
+DEFAULT_LOCAL_QUEUE = "default"
+"""The LocalQueue Kueue's webhook labels a job with when the job names none and its namespace has one
+of this name (v0.19.2 ``pkg/controller/constants/constants.go`` ``DefaultLocalQueueName``;
+``pkg/controller/jobs/trainjob/trainjob_webhook.go`` ``Default`` calls
+``jobframework.ApplyDefaultLocalQueueWithManagedJobsNamespaceSelector``, behind no feature gate, for
+namespaces of ``managedJobsNamespaceSelector``, by default all but ``kube-system`` and Kueue's own,
+``apis/config/v1beta2/defaults.go``): a TrainJob created with the Kubeflow SDK, which sets no queue
+label, joins the namespace's queue."""
 KUEUE_CPU_FLAVOR = "default-flavor"
 """The flavor of CPU jobs; the GPU pool's is named by :func:`kueue_gpu_flavor`."""
 KUEUE_NAMESPACE = "kueue-system"
@@ -190,7 +198,8 @@ def kueue_objects(spec: PlatformSpec) -> list[Manifest]:
     with ``cpuQuota`` and ``memoryQuota`` of its own. The queue admits only workloads of the
     training namespace; with teams, each team has a ClusterQueue of its own, holding its quota
     and admitting its namespace only, and a LocalQueue of the same name as the training
-    namespace's would have.
+    namespace's would have. Each namespace also has the LocalQueue :data:`DEFAULT_LOCAL_QUEUE` on the
+    same ClusterQueue, for jobs that name no queue.
     """
     pool = spec.gpu_pool
     fabric = FABRICS.get(pool.fabric) if pool is not None else None
@@ -318,10 +327,13 @@ def _queues(
                 ],
             },
         },
-        {
-            "apiVersion": KUEUE_API,
-            "kind": "LocalQueue",
-            "metadata": {"name": local_queue, "namespace": namespace, "labels": labels},
-            "spec": {"clusterQueue": cluster_queue},
-        },
+        *(
+            {
+                "apiVersion": KUEUE_API,
+                "kind": "LocalQueue",
+                "metadata": {"name": name, "namespace": namespace, "labels": labels},
+                "spec": {"clusterQueue": cluster_queue},
+            }
+            for name in dict.fromkeys((local_queue, DEFAULT_LOCAL_QUEUE))
+        ),
     ]

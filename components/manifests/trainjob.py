@@ -151,7 +151,22 @@ def runtime_name(fabric: FabricProfile | None, framework: str = "pytorch") -> st
     return prefix if fabric is None else f"{prefix}-{fabric.name}"
 
 
-def training_runtime(fabric: FabricProfile | None = None, framework: str = "pytorch") -> Manifest:
+RUNTIME_RESOURCES: Manifest = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}}
+"""The node's resources for a TrainJob that gives none. Trainer merges a TrainJob's
+``resourcesPerNode`` over them key by key (v2.3.0 ``pkg/runtime/core/trainingruntime.go``,
+``MergeResourceRequirements``); the Kubeflow SDK reads a runtime's device from the limits and
+refuses nothing without them, but shows no device (kubeflow 0.5.0
+``trainer/backends/kubernetes/utils.py`` ``get_container_devices``). One CPU: the torch plugin's
+``auto`` runs one process per CPU without a GPU (``plugins/torch/torch.go``)."""
+
+
+def training_runtime(
+    fabric: FabricProfile | None = None,
+    framework: str = "pytorch",
+    *,
+    image: str | None = None,
+    pip_index_url: str | None = None,
+) -> Manifest:
     """The platform's ClusterTrainingRuntime for ``framework``'s jobs over ``fabric``.
 
     A failed pod fails its Job at once (``backoffLimit: 0``, ``restartPolicy: Never``), and
@@ -167,12 +182,16 @@ def training_runtime(fabric: FabricProfile | None = None, framework: str = "pyto
     Args:
         fabric: the RDMA fabric of the jobs it runs, or ``None`` for NCCL over TCP.
         framework: a framework of ``V2_FRAMEWORKS``.
+        image: the node's image when a TrainJob names none (a TrainJob's ``trainer.image``
+            replaces it, v2.3.0 ``plugins/jobset/builder.go`` ``Trainer``); the Kubeflow SDK
+            refuses a runtime whose node has none (kubeflow 0.5.0 ``get_runtime_trainer``).
+        pip_index_url: the PyPI index pip in the node installs from (``PIP_INDEX_URL``).
 
     Returns:
         A complete ClusterTrainingRuntime object.
     """
     policy = ML_POLICIES[framework]
-    pod = runtime_pod(fabric)
+    pod = runtime_pod(fabric, image=image, pip_index_url=pip_index_url, resources=RUNTIME_RESOURCES)
     return {
         "apiVersion": TRAINER_API,
         "kind": "ClusterTrainingRuntime",
@@ -192,10 +211,17 @@ def training_runtime(fabric: FabricProfile | None = None, framework: str = "pyto
     }
 
 
-def runtime_pod(fabric: FabricProfile | None) -> Manifest:
+def runtime_pod(
+    fabric: FabricProfile | None,
+    *,
+    image: str | None = None,
+    pip_index_url: str | None = None,
+    resources: Manifest | None = None,
+) -> Manifest:
     """The pod of every platform runtime: the settings a runtime patch cannot carry (see the
-    module's docstring), for NCCL over ``fabric`` (``None``: TCP)."""
-    env = {**runtime_env(), **nccl_env(fabric)}
+    module's docstring), for NCCL over ``fabric`` (``None``: TCP), with the node's default
+    ``image``, pip's index and ``resources`` (see :func:`training_runtime`)."""
+    env = {**runtime_env(), **nccl_env(fabric), **({"PIP_INDEX_URL": pip_index_url} if pip_index_url else {})}
     pod: Manifest = {
         "restartPolicy": "Never",
         # Lets the trainer's SIGTERM handler finish a checkpoint on eviction or spot reclaim.
@@ -203,7 +229,9 @@ def runtime_pod(fabric: FabricProfile | None) -> Manifest:
         "containers": [
             {
                 "name": TRAINER_NODE,
+                **({"image": image} if image is not None else {}),
                 "env": [{"name": k, "value": v} for k, v in env.items()],
+                **({"resources": copy.deepcopy(resources)} if resources is not None else {}),
                 # A TrainJob cannot declare ports (its trainer and runtime patches have no
                 # field for them), so the runtime does; Trainer v2 adds its own to these
                 # (v2.3.0 pkg/apply/apply.go UpsertPort; plugins/torch/torch.go, jax/jax.go,

@@ -1,0 +1,280 @@
+"""The Kubeflow SDK (PyPI ``kubeflow`` 0.5.0, its real ``TrainerClient``) against the platform's
+runtimes: a loopback API server serves the ClusterTrainingRuntimes a planned stack creates, takes
+the TrainJob the SDK creates, and runs it as Trainer v2.3.0 would (``fixtures.trainer_api``):
+two CPU nodes on this host, with the environment the torch plugin gives them."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.server
+import os
+import subprocess
+import sys
+import threading
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT, cfg, free_port
+from fixtures.models import assert_matches_model
+from fixtures.trainer_api import TrainerApi
+from kubeflow.common.types import KubernetesBackendConfig
+from kubeflow.trainer import BuiltinTrainer, CustomTrainer, CustomTrainerContainer, TorchTuneConfig, TrainerClient
+from kubeflow.trainer.options.kubernetes import TrainerCommand
+from kubeflow_trainer_api.models import TrainerV1alpha1TrainingRuntime, TrainerV1alpha1TrainJob
+from loopback_api import loopback
+from test_teams import with_teams
+from test_trainjob import RUNTIME, runtime_problems, trainjob_problems
+
+NS = "training"
+RUNTIME_IMAGE = "registry.example.com/ml/trainer:v1.4.0@sha256:" + "4" * 64
+MIRROR = "https://mirrors.aliyun.com/pypi/simple/"
+PLATFORM_RUNTIME = "ack-training-platform-torch"
+NAMESPACED_RUNTIME = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime"
+
+
+@pytest.fixture
+def runtimes(run_stack) -> list[dict[str, Any]]:
+    """The runtimes of a v2 stack with two teams, Kueue, a runtime image and a PyPI mirror: the
+    ClusterTrainingRuntimes, and the TrainingRuntimes in each namespace."""
+    config = with_teams(backend="v2")
+    config[cfg("trainerV2")] = {"runtimeImage": RUNTIME_IMAGE, "pipIndexUrl": MIRROR, "kueue": {"enabled": True}}
+    plan = run_stack(config)
+    return [r.inputs for r in [*plan.of_type(RUNTIME), *plan.of_type(NAMESPACED_RUNTIME)]]
+
+
+def runtime_of(job: dict[str, Any], runtimes: list[dict[str, Any]]) -> dict[str, Any]:
+    ref = job["spec"]["runtimeRef"]
+    return next(
+        r
+        for r in runtimes
+        if (r["kind"], r["metadata"]["name"], r["metadata"].get("namespace", job["metadata"]["namespace"]))
+        == (ref["kind"], ref["name"], job["metadata"]["namespace"])
+    )
+
+
+def all_reduce() -> None:
+    """The function the SDK ships: it runs under torchrun in every process of every node."""
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    total = torch.tensor([float(dist.get_rank() + 1)])
+    dist.all_reduce(total)
+    print(f"rank {dist.get_rank()} of {dist.get_world_size()}: sum {total.item():.0f}", flush=True)
+    dist.destroy_process_group()
+
+
+def client(kubeconfig: Path) -> TrainerClient:
+    return TrainerClient(backend_config=KubernetesBackendConfig(namespace=NS, config_file=str(kubeconfig)))
+
+
+def test_the_sdk_takes_the_platforms_runtimes(runtimes: list[dict[str, Any]], tmp_path: Path) -> None:
+    with loopback(tmp_path) as (api, kubeconfig):
+        TrainerApi(api, NS, runtimes, tmp_path / "pods", port=free_port())
+        found = {r.name: r for r in client(kubeconfig).list_runtimes()}
+    # Every platform runtime, each with the image, device and launcher the SDK reads from it.
+    assert sorted(found) == sorted({r["metadata"]["name"] for r in runtimes})
+    torch = found[PLATFORM_RUNTIME].trainer
+    assert (torch.image, torch.framework, torch.device, torch.device_count, torch.num_nodes) == (
+        RUNTIME_IMAGE,
+        "torch",
+        "cpu",
+        "1",
+        1,
+    )
+    assert torch.command[0] == "bash" and "torchrun" in torch.command[2]
+
+
+def test_a_custom_trainer_runs_as_two_nodes_and_reports_back(runtimes: list[dict[str, Any]], tmp_path: Path) -> None:
+    with loopback(tmp_path) as (api, kubeconfig):
+        trainer = TrainerApi(api, NS, runtimes, tmp_path / "pods", port=free_port())
+        sdk = client(kubeconfig)
+        name = sdk.train(
+            runtime=PLATFORM_RUNTIME,
+            trainer=CustomTrainer(func=all_reduce, num_nodes=2, resources_per_node={"cpu": 1, "memory": "2Gi"}),
+        )
+        job = sdk.wait_for_job_status(name, timeout=180, polling_interval=1)
+        first = list(sdk.get_job_logs(name, follow=True))
+        second = list(sdk.get_job_logs(name, step="node-1"))
+    [created] = trainer.created
+    assert created["metadata"]["name"] == name
+    runtime = runtime_of(created, runtimes)
+    assert_matches_model(created, TrainerV1alpha1TrainJob)
+    assert trainjob_problems(created, runtime) == []
+    # The SDK names no image: the runtime's is the pods'.
+    assert "image" not in created["spec"]["trainer"]
+    assert trainer.containers[name]["image"] == RUNTIME_IMAGE
+    assert {"name": "PIP_INDEX_URL", "value": MIRROR} in trainer.containers[name]["env"]
+    assert job.status == "Complete" and job.num_nodes == 2
+    assert sorted((s.name, s.status, s.device, s.device_count) for s in job.steps) == [
+        ("node-0", "Succeeded", "cpu", "1"),
+        ("node-1", "Succeeded", "cpu", "1"),
+    ]
+    assert "rank 0 of 2: sum 3" in first
+    assert "rank 1 of 2: sum 3" in second
+
+
+def test_a_custom_trainer_container_runs_its_own_image(runtimes: list[dict[str, Any]], tmp_path: Path) -> None:
+    image = "registry.example.com/vision/resnet:v3"
+    script = "import torch.distributed as dist\ndist.init_process_group('gloo')\n" + (
+        "print(f'own image, rank {dist.get_rank()} of {dist.get_world_size()}', flush=True)\n"
+    )
+    with loopback(tmp_path) as (api, kubeconfig):
+        trainer = TrainerApi(
+            api, NS, runtimes, tmp_path / "pods", port=free_port(), image_files={image: {"train.py": script}}
+        )
+        sdk = client(kubeconfig)
+        name = sdk.train(
+            runtime=PLATFORM_RUNTIME,
+            trainer=CustomTrainerContainer(image=image, num_nodes=2, resources_per_node={"cpu": 1}),
+            options=[TrainerCommand(command=["torchrun", "train.py"])],
+        )
+        job = sdk.wait_for_job_status(name, timeout=180, polling_interval=1)
+        logs = list(sdk.get_job_logs(name))
+    [created] = trainer.created
+    assert_matches_model(created, TrainerV1alpha1TrainJob)
+    assert trainjob_problems(created, runtime_of(created, runtimes)) == []
+    # The job's own image wins over the runtime's.
+    assert created["spec"]["trainer"]["image"] == image and trainer.containers[name]["image"] == image
+    assert job.status == "Complete"
+    assert "own image, rank 0 of 2" in logs
+
+
+def test_a_builtin_trainer_is_refused_naming_the_runtime(runtimes: list[dict[str, Any]], tmp_path: Path) -> None:
+    with loopback(tmp_path) as (api, kubeconfig):
+        trainer = TrainerApi(api, NS, runtimes, tmp_path / "pods", port=free_port())
+        with pytest.raises(ValueError, match=f"BuiltinTrainer can't be used with .*name='{PLATFORM_RUNTIME}'"):
+            client(kubeconfig).train(runtime=PLATFORM_RUNTIME, trainer=BuiltinTrainer(config=TorchTuneConfig()))
+    assert trainer.created == []
+
+
+def test_the_docs_example_runs_as_shown(runtimes: list[dict[str, Any]], tmp_path: Path) -> None:
+    page = (ROOT / "docs" / "sdk.md").read_text()
+    example = page.split("<!-- runs in tests/test_sdk.py", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    script = tmp_path / "example.py"
+    script.write_text(example)
+    with loopback(tmp_path) as (api, kubeconfig):
+        trainer = TrainerApi(api, NS, runtimes, tmp_path / "pods", port=free_port())
+        # A script of its own, as a user runs it: the SDK reads the function's source from its file.
+        done = subprocess.run(
+            [sys.executable, str(script)],
+            env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert done.returncode == 0, done.stderr
+    [created] = trainer.created
+    assert created["spec"]["runtimeRef"]["name"] == PLATFORM_RUNTIME
+    assert "rank 0 of 2: sum 3" in done.stdout.splitlines()
+
+
+def test_a_team_member_names_only_the_namespace(runtimes: list[dict[str, Any]], tmp_path: Path) -> None:
+    with loopback(tmp_path) as (api, kubeconfig):
+        trainer = TrainerApi(api, "vision", runtimes, tmp_path / "pods", port=free_port())
+        sdk = TrainerClient(backend_config=KubernetesBackendConfig(namespace="vision", config_file=str(kubeconfig)))
+        name = sdk.train(
+            runtime=PLATFORM_RUNTIME, trainer=CustomTrainer(func=all_reduce, num_nodes=2, resources_per_node={"cpu": 1})
+        )
+        job = sdk.wait_for_job_status(name, timeout=180, polling_interval=1)
+    [created] = trainer.created
+    # The team's own copy of the runtime, found in its namespace.
+    assert created["spec"]["runtimeRef"] == {
+        "name": PLATFORM_RUNTIME,
+        "kind": "TrainingRuntime",
+        "apiGroup": "trainer.kubeflow.org",
+    }
+    runtime = runtime_of(created, runtimes)
+    assert_matches_model(created, TrainerV1alpha1TrainJob)
+    assert_matches_model(runtime, TrainerV1alpha1TrainingRuntime)
+    assert runtime_problems(runtime) == [] and trainjob_problems(created, runtime) == []
+    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {"runAsUser": 2001, "runAsGroup": 2001, "runAsNonRoot": True}
+    assert pod["serviceAccountName"] == "trainer"
+    claims = {v["name"]: v["persistentVolumeClaim"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
+    assert claims == {
+        "data": {"claimName": "training-data", "readOnly": True},
+        "output": {"claimName": "training-output"},
+    }
+    mounts = {m["name"]: m for m in trainer.containers[name]["volumeMounts"]}
+    assert mounts["data"] == {"name": "data", "mountPath": "/mnt/data", "readOnly": True}
+    assert mounts["output"] == {"name": "output", "mountPath": "/mnt/output"}
+    assert job.status == "Complete"
+
+
+def wheel(directory: Path, name: str, version: str, source: str) -> Path:
+    """A pure-Python wheel of one module (PEP 427: the module, and the dist-info's METADATA,
+    WHEEL and RECORD)."""
+    info = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}.py": source,
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    records = [
+        f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},"
+        f"{len(text.encode())}"
+        for path, text in files.items()
+    ]
+    files[f"{info}/RECORD"] = "\n".join([*records, f"{info}/RECORD,,"]) + "\n"
+    path = directory / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for inside, text in files.items():
+            archive.writestr(inside, text)
+    return path
+
+
+def uses_a_package() -> None:
+    import os
+    import sys
+
+    sys.path.insert(0, os.environ["PIP_TARGET"])
+    import mirror_probe
+
+    print(f"from the mirror: {mirror_probe.ORIGIN}", flush=True)
+
+
+def test_packages_come_from_the_mirror_named_in_the_trainer(runtimes: list[dict[str, Any]], tmp_path: Path) -> None:
+    package = tmp_path / "mirror" / "simple" / "mirror-probe"
+    package.mkdir(parents=True)
+    built = wheel(package, "mirror_probe", "1.0", "ORIGIN = 'the stack mirror'\n")
+    (package / "index.html").write_text(f'<a href="{built.name}">{built.name}</a>\n')
+    requests: list[str] = []
+
+    class Mirror(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, directory=str(tmp_path / "mirror"), **kwargs)
+
+        def log_message(self, *args: Any) -> None:
+            requests.append(self.path)
+
+    mirror = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Mirror)
+    threading.Thread(target=mirror.serve_forever, daemon=True).start()
+    index = f"http://127.0.0.1:{mirror.server_address[1]}/simple/"
+    try:
+        with loopback(tmp_path) as (api, kubeconfig):
+            TrainerApi(api, NS, runtimes, tmp_path / "pods", port=free_port())
+            sdk = client(kubeconfig)
+            name = sdk.train(
+                runtime=PLATFORM_RUNTIME,
+                trainer=CustomTrainer(
+                    func=uses_a_package,
+                    num_nodes=1,
+                    packages_to_install=["mirror-probe==1.0"],
+                    pip_index_urls=[index],
+                    # Installs into the pod's own directory: the image's interpreter here is this
+                    # checkout's, whose packages the pod must not change.
+                    env={"PIP_TARGET": "/opt/packages"},
+                ),
+            )
+            job = sdk.wait_for_job_status(name, timeout=180, polling_interval=1)
+            logs = list(sdk.get_job_logs(name))
+    finally:
+        mirror.shutdown()
+        mirror.server_close()
+    assert job.status == "Complete", logs
+    assert "from the mirror: the stack mirror" in logs
+    assert any(path.startswith("/simple/mirror-probe/") for path in requests)
