@@ -47,6 +47,16 @@ def test_the_plan_writes_what_kube_state_metrics_needs_for_every_kind(tmp_path) 
     assert all(rule["verbs"] == ["list", "watch"] for rule in written["rbacRules"])
 
 
+def test_each_kind_has_its_own_help_text() -> None:
+    """kube-state-metrics v2.12.0 to v2.18.0 drop a HELP line equal to the one before it and, with it,
+    every series of that resource (``pkg/metrics_store/metrics_writer.go`` ``SanitizeHeaders``: "Removes
+    duplicate headers ... for the same family"; ``WriteAll`` writes a store's families only under its
+    headers): one help text for every kind would serve the first kind's conditions alone."""
+    helps = [m["help"] for r in KSM_CONFIG["spec"]["resources"] for m in r["metrics"]]
+    names = {m["name"] for r in KSM_CONFIG["spec"]["resources"] for m in r["metrics"]}
+    assert len(names) == 1 and len(set(helps)) == len(helps) == len(KINDS) + 1
+
+
 def _job(framework: str, name: str = "job") -> dict[str, Any]:
     fields: dict[str, Any] = {"framework": framework, "nodes": 2, "gpus_per_node": 1}
     if framework != "pytorch":

@@ -9,8 +9,11 @@
 - An MPIJob's pods are made by its own controller (``pkg/controller.v1/mpi/mpijob_controller.go``):
   the Launcher gets ``replica-type=launcher`` and no ``replica-index`` (``newLauncher``), the
   Workers ``replica-type=worker`` with their index (``getOrCreateWorker``). The Launcher runs
-  ``mpirun`` and no rank; the hostfile lists the Workers in index order (``newConfigMap``), so
-  node rank N is worker N. Every rank's output reaches the Launcher's log through ``mpirun``.
+  ``mpirun`` and no rank; the hostfile lists the Workers in index order (``newConfigMap``). A
+  Worker's own process is the operator's ``sleep 365d`` (``newWorker``: the platform gives Workers
+  no command), and ``mpirun`` starts the ranks in it through ``kubectl exec`` (``kubexec.sh``), so
+  every rank's output reaches the Launcher's log, and a Worker's log is empty: ``--rank`` is
+  refused there with a pointer to the Launcher's log.
 - v2 (Trainer v2.3.0 with JobSet v0.12.0): ``jobset.sigs.k8s.io/jobset-name`` (the TrainJob's
   name), ``jobset.sigs.k8s.io/replicatedjob-name`` (``node``), and the indexed Job's
   ``batch.kubernetes.io/job-completion-index``, which is the node rank: Trainer's torch plugin
@@ -76,9 +79,15 @@ def rank_replica(job: dict[str, Any], rank: int) -> str:
     """The replica that runs node rank ``rank``.
 
     Raises:
-        ReplicaError: the job has no such rank, or its ranks are not fixed (elastic).
+        ReplicaError: the job has no such rank, its ranks are not fixed (elastic), or its ranks write
+            to another pod's log (an MPIJob's Launcher).
     """
     name = job["metadata"]["name"]
+    if job.get("kind") == MPIJOB:
+        raise ReplicaError(
+            f"--rank {rank}: MPIJob {name}'s ranks run under mpirun, whose Launcher log holds every rank's "
+            f"output; its Workers' own log is the operator's sleep: run `ack-jobs logs {name}` without --rank"
+        )
     if is_elastic(job):
         raise ReplicaError(
             f"--rank {rank}: PyTorchJob {name} is elastic: torchrun assigns node ranks at rendezvous, so no pod "
@@ -90,7 +99,7 @@ def rank_replica(job: dict[str, Any], rank: int) -> str:
     if not is_v1(job):
         return f"{V2_NODE}-{rank}"
     lead = _lead(job)
-    if lead is None or job["kind"] == MPIJOB:
+    if lead is None:
         return f"worker-{rank}"
     return lead if rank == 0 else f"worker-{rank - 1}"
 

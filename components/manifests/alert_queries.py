@@ -142,7 +142,10 @@ def silent_in_step_loop(namespaces: tuple[str, ...], window: str) -> str:
 def v1_jobs_without_pods(namespaces: tuple[str, ...]) -> str:
     """v1 jobs created but neither running nor ended that own no pod: what a namespace's
     ResourceQuota leaves, since the API server refuses a pod over it, so none is ever Pending (Kubernetes
-    "Resource Quotas": a create request that would exceed the quota fails with 403 Forbidden)."""
+    "Resource Quotas": a create request that would exceed the quota fails with 403 Forbidden), and what
+    Volcano leaves while the job's PodGroup waits in its queue, since the operator creates no pod while
+    the PodGroup is Pending (kubeflow/trainer v1.9.4 ``pkg/controller.v1/common/job.go`` ``ReconcileJobs``,
+    ``pkg/controller.v1/control/podgroup_control.go`` ``DelayPodCreationDueToPodGroup``)."""
     created = job_condition(namespaces, "Created", V1_GROUP)
     moved_on = job_condition(namespaces, "Running|Restarting|Succeeded|Failed|Suspended", V1_GROUP)
     owners = f"max by (namespace, owner_name) ({select(kube.POD_OWNER, namespaces, V1_OWNER_KINDS)})"

@@ -145,10 +145,11 @@ def alerts(scope: MonitoringScope) -> list[Alert]:
                 limits.pending_minutes,
                 "warning",
                 f"Training job {job} has had no pod for {limits.pending_minutes} minutes.",
-                "The operator could not create its pods: a pod over the namespace's ResourceQuota is refused, "
-                "so none waits as Pending. Read `kubectl -n {{ $labels.namespace }} get events` (exceeded quota) "
-                "and `kubectl -n {{ $labels.namespace }} describe resourcequota`; the job starts once other jobs "
-                "give their share back, or with a smaller size.",
+                "The operator has created none of its pods: a pod over the namespace's ResourceQuota is refused, "
+                "so none waits as Pending; under Volcano the operator creates none until the job's PodGroup leaves "
+                "Pending in its queue. Read `kubectl -n {{ $labels.namespace }} get events` (exceeded quota), "
+                "`kubectl -n {{ $labels.namespace }} describe resourcequota` and `kubectl -n {{ $labels.namespace }} "
+                "get podgroups`; the job starts once other jobs give their share back, or with a smaller size.",
                 "monitoring.alerts.pendingMinutes",
             )
         )

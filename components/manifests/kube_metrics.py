@@ -75,7 +75,14 @@ def job_state_metrics_config(v1_kinds: dict[str, str], trainer_v2: bool) -> dict
     the condition's ``type``, valued from its ``status`` (``"True"`` 1, ``"False"`` 0); the resource's
     name and namespace label every series; the metric name is the default prefix ``kube_customresource``
     and the metric's ``name``. kube-state-metrics needs ``list`` and ``watch`` on these resources and on
-    ``customresourcedefinitions`` (:data:`JOB_STATE_METRICS_RULES`).
+    ``customresourcedefinitions`` (:func:`job_state_metrics_rules`).
+
+    Every kind's metric has the same name and its own help text. kube-state-metrics v2.12.0 to v2.18.0
+    remove a HELP line equal to the one before it, and with it the only header of that resource's
+    writer, so the resource's series are not written at all: with one help text for all, only the
+    first kind's conditions would be served (``pkg/metrics_store/metrics_writer.go``
+    ``SanitizeHeaders`` and ``WriteAll``; kubernetes/kube-state-metrics issue 2366). v2.19.0 blanks a
+    repeated header by metric name instead and keeps the series.
     """
     resources = [("kubeflow.org", "v1", kind, plural) for kind, plural in v1_kinds.items()]
     if trainer_v2:
@@ -93,7 +100,9 @@ def job_state_metrics_config(v1_kinds: dict[str, str], trainer_v2: bool) -> dict
                 "metrics": [
                     {
                         "name": JOB_CONDITION_NAME,
-                        "help": "Training job conditions: 1 while the condition's status is True.",
+                        # One help text per kind: kube-state-metrics v2.12 to v2.18 drop a resource's
+                        # series whose HELP line repeats the one before it (SanitizeHeaders).
+                        "help": f"Conditions of a {kind}: 1 while the condition's status is True.",
                         "each": {
                             "type": "Gauge",
                             "gauge": {
