@@ -41,7 +41,7 @@ import torch.distributed as dist
 from .config import UsageError, check_output_dir, parse_args
 from .console import error, log
 from .data import DataError, load_dataset
-from .diskfull import DISK_FULL, DiskFull
+from .diskfull import DISK_FULL, NOT_WRITABLE, DiskFull, NotWritable
 from .exit_codes import TRANSIENT_STATUS
 from .integrity import IntegrityError, read_key
 from .loop import Trainer
@@ -95,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     except DiskFull as err:
         error(str(err))
         return DISK_FULL
+    except NotWritable as err:
+        error(str(err))
+        return NOT_WRITABLE
     except RuntimeError as err:
         # A peer gone (its node lost, its pod killed) fails the survivors here: a retry can
         # succeed, while a bug's RuntimeError goes on as a failure.
