@@ -249,6 +249,7 @@ class Trainer:
             before = progress.position
             loss = self.train_step(permutation)
             window.add(progress.position - before)
+            self.guard.check(progress.step)
             if progress.step % self.cfg.log_every == 0:
                 row = self._metrics(loss, window)
                 self.stop_check_every = stop_check_interval(row["step_time_s"])
@@ -256,7 +257,6 @@ class Trainer:
                     self.metrics.log(row)
                 window.restart()
             if progress.step % self.stop_check_every == 0:
-                self.guard.check(progress.step)
                 if self._stop_everywhere():
                     self.exporter.set(TRAINING_LOOP, 0)
                     self.checkpoints.save("sigterm", loss, wait=True)

@@ -25,7 +25,7 @@ from torch.distributed.checkpoint.state_dict import (
 
 from . import checkpoint
 from .config import Config, UsageError
-from .console import log
+from .console import log, warn
 from .data import GlobalOrder
 from .exporter import Exporter
 from .integrity import read_key
@@ -170,7 +170,7 @@ class Checkpoints:
             optim_state_dict={"state": state["optimizer"], "param_groups": optimizer["param_groups"]},
         )
         self.scheduler.load_state_dict(commit["scheduler"])
-        self.guard.restore(commit.get(NONFINITE, {}))
+        self.guard.restore(commit.get(NONFINITE, {}), commit["step"])
         self.checkpointer.lineage = commit.get(checkpoint.LINEAGE, "")
         progress.step, progress.epoch, progress.position = commit["step"], commit["epoch"], commit["position"]
         # The schedule is a function of the step and this run's flags: a run resumed with a
@@ -238,6 +238,17 @@ class Checkpoints:
         """
         if self.saved_step == self.progress.step:
             self.checkpointer.wait()
+            return
+        streak = self.guard.in_streak()
+        if streak:
+            # Its steps were skipped, so the weights are sound, but a resume would go on from
+            # inside the streak; the previous checkpoint, taken before it, is the one to resume.
+            self.checkpointer.wait()
+            if self.topo.is_main:
+                warn(
+                    f"not checkpointing step {self.progress.step} ({reason}): its last {streak} step(s) had "
+                    "non-finite gradients and were skipped; a resume goes back to the checkpoint before them"
+                )
             return
         mean_loss = self._all_reduce(loss.detach().clone()).item() / self.topo.world
         self.checkpointer.save(self.state_dict(), self.commit_record(reason, mean_loss), wait=wait)
