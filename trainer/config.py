@@ -74,6 +74,15 @@ class Config:
     start_fresh: bool = False
     """Train from step 0 when the output directory holds committed checkpoints none of which
     loads; without it such a run stops (exit 2) and names them."""
+    replan_epoch: bool = False
+    """Resume a checkpoint trained on another dataset (another size or fingerprint) or with
+    another ``seed``: the checkpoint's epoch starts over, in the order of this run's data and
+    seed. Without it such a resume stops (exit 2), since the saved position in the old order
+    would repeat or skip samples of the new one."""
+    job_id: str | None = None
+    """The run's identity, ``<namespace>/<job name>`` in the platform's jobs (``$TRAINING_JOB``):
+    the first run with one claims ``--output-dir`` for it, and a run of another is refused
+    there. None: no claim and no check."""
     storage_wait_s: float = 30.0
     """How long a rank waits to see a checkpoint rank 0 picked before all give it up
     (shared storage can show each node a stale listing for a while)."""
@@ -269,6 +278,17 @@ def parser() -> argparse.ArgumentParser:
         "--start-fresh",
         action="store_true",
         help="train from step 0 even though the output directory holds committed checkpoints none of which loads",
+    )
+    p.add_argument(
+        "--replan-epoch",
+        action="store_true",
+        help="resume a checkpoint trained on another dataset or --seed: its epoch starts over in the new order",
+    )
+    p.add_argument(
+        "--job-id",
+        default=env.get("TRAINING_JOB") or None,
+        help="this run's identity (<namespace>/<job>), which claims --output-dir; another's is refused there; "
+        "default $TRAINING_JOB",
     )
     p.add_argument(
         "--storage-wait-s",

@@ -124,6 +124,7 @@ class Trainer:
             progress=progress,
             exporter=self.exporter,
             sharded=self.sharded,
+            data_fingerprint=getattr(dataset, "fingerprint", ""),
         )
         # The ranks settle on a data error before each step's collectives, on a group of its
         # own, since an async save's collectives run on the checkpoints' group from another thread.

@@ -46,6 +46,7 @@ from .exit_codes import TRANSIENT_STATUS
 from .integrity import IntegrityError, read_key
 from .loop import Trainer
 from .numerics import NonFiniteError
+from .ownership import claim
 from .resume import UnloadableCheckpoints
 from .topology import default_threads, lost_peer, prepare_flight_recorder, topology
 from .weights import WeightsError
@@ -59,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         # Validate everything before joining the process group: a bad flag or data dir
         # fails fast on every rank instead of leaving the others waiting in a collective.
         check_output_dir(Path(cfg.output_dir), topo.rank)
+        claim(Path(cfg.output_dir), cfg.job_id)
         prepare_flight_recorder()
         if cfg.init_from and not Path(cfg.init_from).is_file():
             raise UsageError(f"--init-from {cfg.init_from}: no such file (pretrained weights to start from)")
