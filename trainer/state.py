@@ -99,6 +99,12 @@ class Checkpoints:
             on_commit=exporter.checkpoint_committed,
             key=read_key(cfg.checkpoint_key_file),
         )
+        if self.group is not None:
+            # Rank 0's view of the data decides: a node whose NFS attribute cache still holds
+            # the old files' times must not refuse a resume the others go on with.
+            shared = [data_fingerprint]
+            dist.broadcast_object_list(shared, group_src=0, group=self.group)
+            self.data_fingerprint = shared[0]
 
     def _all_reduce(self, value: torch.Tensor) -> torch.Tensor:
         if self.topo.world > 1:
