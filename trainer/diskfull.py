@@ -73,7 +73,7 @@ def shared_failure(operation: Callable[[], None], group: dist.ProcessGroup | Non
     """Run ``operation`` (rank 0's file operations before a save; nothing on the others) and
     give every rank of ``group`` the :class:`OSError` it raised on rank 0, or None. A collective.
     """
-    failure: list[tuple[int, str, str] | None] = [None]
+    failure: list[tuple[int, str, str | None] | None] = [None]
     try:
         operation()
     except OSError as err:

@@ -66,7 +66,8 @@ class Trainer:
     Args:
         cfg: the run's config.
         topo: rank, world size and device.
-        dataset: a dataset with ``__len__`` and ``batch(index)``.
+        dataset: a dataset with ``__len__``, ``batch(index)`` and ``fingerprint``
+            (:class:`trainer.data.ImageDataset`, :class:`trainer.data.TokenDataset`).
     """
 
     def __init__(self, cfg: Config, topo: Topology, dataset: Any):
@@ -124,7 +125,7 @@ class Trainer:
             progress=progress,
             exporter=self.exporter,
             sharded=self.sharded,
-            data_fingerprint=getattr(dataset, "fingerprint", ""),
+            data_fingerprint=dataset.fingerprint,
         )
         # The ranks settle on a data error before each step's collectives, on a group of its
         # own, since an async save's collectives run on the checkpoints' group from another thread.
