@@ -11,14 +11,23 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from test_jobs import CPU_PLACEMENT, IMAGE, context
 
 from components.config import TrainerArgs, TrainingJobSpec
 from components.config.job_settings import TRAINER_FLAGS
 from components.manifests.job_env import job_env
-from components.manifests.pytorchjob import job_command
+from components.manifests.pytorchjob import job_command, pytorch_job
+from components.manifests.trainjob import train_job
 from trainer.config import parse_args, parser
 
-TRAINER_ENV = ("TRAIN_DATA_PATH", "OUTPUT_PATH", "MODEL_PATH", "FINAL_MODEL_PATH", "CHECKPOINT_KEY_FILE")
+TRAINER_ENV = (
+    "TRAIN_DATA_PATH",
+    "OUTPUT_PATH",
+    "MODEL_PATH",
+    "FINAL_MODEL_PATH",
+    "CHECKPOINT_KEY_FILE",
+    "TRAINING_JOB",
+)
 """The variables the trainer's flags default to."""
 READ_BACK = {"synthetic_data": lambda cfg: cfg.data_dir is None}
 """How the trainer's Config shows a setting whose name it does not share."""
@@ -45,7 +54,7 @@ def test_every_setting_reaches_the_trainer_as_given(monkeypatch) -> None:
     settings = {key: _sample(key, schema) for key, schema in properties.items()}
     job = TrainingJobSpec(name="round-trip", image_tag="v1.4.0", trainer=settings)
     command = job_command(job, procs=1)
-    for variable, value in job_env(job).items():
+    for variable, value in job_env(job, "team-a").items():
         monkeypatch.setenv(variable, value)
     cfg = parse_args(command[command.index("trainer") + 1 :])
     for name, field in TrainerArgs.model_fields.items():
@@ -97,7 +106,26 @@ def test_the_paths_travel_as_variables_not_flags() -> None:
         name="paths", image_tag="v1.4.0", trainer={"initFrom": "/mnt/data/w.pt", "finalModelPath": "/mnt/output/f.pt"}
     )
     assert not {"--init-from", "--final-model-path"} & set(job.trainer.to_flags())
-    assert (job_env(job)["MODEL_PATH"], job_env(job)["FINAL_MODEL_PATH"]) == ("/mnt/data/w.pt", "/mnt/output/f.pt")
+    assert (job_env(job, "team-a")["MODEL_PATH"], job_env(job, "team-a")["FINAL_MODEL_PATH"]) == (
+        "/mnt/data/w.pt",
+        "/mnt/output/f.pt",
+    )
+
+
+@pytest.mark.parametrize("backend", ["v1", "v2"])
+def test_each_job_gives_the_trainer_its_identity_for_claiming_the_output_directory(backend: str, monkeypatch) -> None:
+    job = TrainingJobSpec(name="gpt-pretrain", image=IMAGE, trainer={"model": "gpt"})
+    ctx = context(CPU_PLACEMENT, 0)
+    if backend == "v1":
+        (container,) = pytorch_job(job, ctx)["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"]
+        env = container["env"]
+    else:
+        env = train_job(job, ctx)["spec"]["trainer"]["env"]
+    plain = {item["name"]: item["value"] for item in env if "value" in item}
+    assert plain["TRAINING_JOB"] == "training/gpt-pretrain"
+    for name, value in plain.items():
+        monkeypatch.setenv(name, value)
+    assert parse_args([]).job_id == "training/gpt-pretrain"
 
 
 def test_a_llama_job_reaches_the_trainer_with_its_size() -> None:

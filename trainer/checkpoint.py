@@ -51,7 +51,7 @@ from torch.distributed.checkpoint.api import CheckpointException
 
 from .console import log, warn
 from .digest_writer import DigestingWriter
-from .diskfull import disk_full, out_of_space
+from .diskfull import NotWritable, denied, disk_full, not_writable, out_of_space, shared_failure
 from .integrity import (
     DIGESTS,
     MARKER,
@@ -82,7 +82,9 @@ SUPERSEDED = "superseded"
 resumed nor pruned there."""
 FORMER_STATE = "state.pt"
 """The single file of the former checkpoint format: such directories are neither resumed
-nor removed, so an upgrade never deletes them."""
+nor removed, so an upgrade never deletes them; one at a step this run saves goes, whole, to
+``<checkpoints>/superseded/step-<N>-former/`` first, never written into."""
+FORMER = "former"
 
 
 def _fsync_dir(path: Path) -> None:
@@ -219,10 +221,29 @@ def move_into(path: Path, place: Path, name: str) -> Path:
     return target
 
 
-def set_aside(path: Path, lineage: str) -> None:
-    """Move a checkpoint of another lineage out of this run's way, whole, and say where."""
-    target = move_into(path, path.parent / SUPERSEDED, f"{path.name}-{lineage or 'unnamed'}")
-    warn(f"moved {path} to {target}: a checkpoint of another run at a step this run saves, kept, never resumed")
+def set_aside(path: Path, suffix: str, what: str) -> None:
+    """Move a checkpoint this run must not write into out of its way, whole, to
+    :data:`SUPERSEDED` under its name and ``suffix``, and say what it is and where it went."""
+    target = move_into(path, path.parent / SUPERSEDED, f"{path.name}-{suffix}")
+    warn(f"moved {path} to {target}: {what} at a step this run saves, kept, never resumed")
+
+
+def clear_the_way(path: Path, lineage: str) -> None:
+    """Rank 0, before a save of ``path``: move aside a checkpoint of the former format or of
+    another lineage there, or uncommit this lineage's own, so that a save cut short leaves an
+    uncommitted directory, never a mix of two saves under one marker."""
+    if (path / FORMER_STATE).exists():
+        set_aside(path, FORMER, f"a checkpoint of the former format ({FORMER_STATE})")
+        return
+    previous = read_commit(path)
+    if previous is None:
+        return
+    if previous.get(LINEAGE, "") != lineage:
+        set_aside(path, previous.get(LINEAGE, "") or "unnamed", "a checkpoint of another run")
+    else:
+        # The same step again, after resuming an older checkpoint.
+        (path / MARKER).unlink()
+        _fsync_dir(path)
 
 
 def _usable(path: Path, key: bytes | None, written: Path | None) -> bool:
@@ -244,7 +265,8 @@ def prune(root: Path, keep: int, lineage: str, key: bytes | None = None, written
     can still go back to a sound state, and the newest that checks out (:func:`verify`, and
     every file's digest, not only its size), so a damaged newest commit never costs the last
     good one; remove saves that never finished and are older than the newest committed
-    checkpoint. Checkpoints of the former format are left alone.
+    checkpoint. A directory holding a checkpoint of the former format is left alone, even one
+    an earlier trainer committed a save into.
 
     Uncommitted directories newer than that are left alone: a stale NFS lookup can hide a
     marker that exists, and the next save of that step starts by clearing it anyway.
@@ -260,7 +282,7 @@ def prune(root: Path, keep: int, lineage: str, key: bytes | None = None, written
     keep_paths = set(own[-keep:]) | set(finite[-1:]) | {usable}
     newest = step_of(committed[-1][0]) if committed else None
     for path, commit in listed:
-        if commit is None and (path / FORMER_STATE).exists():
+        if (path / FORMER_STATE).exists():
             continue
         if commit is None and newest is not None and step_of(path) < newest:
             warn(f"removing {path}: a save that did not finish")
@@ -323,17 +345,10 @@ class Checkpointer:
             )
         self.wait()
         path = step_dir(self.root, commit["step"])
-        if self.is_main and (path / MARKER).exists():
-            previous = read_commit(path)
-            if previous is not None and previous.get(LINEAGE, "") != self.lineage:
-                set_aside(path, previous.get(LINEAGE, ""))
-            else:
-                # The same step again, after resuming an older checkpoint: uncommit it first, so
-                # a save cut short here leaves an uncommitted directory, not a mix of two saves.
-                (path / MARKER).unlink()
-                _fsync_dir(path)
-        if self.group is not None:
-            dist.barrier(group=self.group)
+        # A failure of rank 0's alone would leave the others to lose it in the save's collectives.
+        failed = shared_failure(lambda: clear_the_way(path, self.lineage) if self.is_main else None, self.group)
+        if failed is not None:
+            raise self._refused(path, failed) if denied(failed) else failed
         # Every rank's writer creates the directory, so no rank waits for another's mkdir
         # to show on shared storage.
         writer = DigestingWriter(path)
@@ -348,6 +363,13 @@ class Checkpointer:
             self._failed(err, path, needed)
         self._commit(path, commit, writer.digests)
 
+    def _refused(self, path: Path, err: OSError) -> NotWritable:
+        return not_writable(path, err, self._newest_below(path))
+
+    def _newest_below(self, path: Path) -> str | None:
+        below = [p.name for p in list_checkpoints(self.root) if step_of(p) < step_of(path) and read_commit(p)]
+        return below[-1] if below else None
+
     def poll(self) -> None:
         """Commit a background save that has finished; cheap enough to call every step. A
         failed one is left to the next :meth:`save` or :meth:`wait`, which every rank
@@ -360,6 +382,7 @@ class Checkpointer:
 
         Raises:
             DiskFull: the save did not fit; on every rank.
+            NotWritable: the storage refused a write of the save; on every rank.
         """
         if self.pending is None:
             return
@@ -372,15 +395,18 @@ class Checkpointer:
         self._commit(path, commit, writer.digests)
 
     def _failed(self, err: CheckpointException, path: Path, needed: int) -> None:
-        """Raise what a failed save means: :class:`DiskFull` when it ran out of space, once
-        rank 0 has removed the partial save (never committed, so never resumed), since
-        freeing its space is the first thing the user must do; else the error itself."""
+        """Raise what a failed save means: :class:`NotWritable` when the storage refused a
+        write; :class:`DiskFull` when it ran out of space, once rank 0 has removed the
+        partial save (never committed, so never resumed), since freeing its space is the
+        first thing the user must do; else the error itself."""
+        refused = denied(err)
+        if refused is not None:
+            raise self._refused(path, refused) from None
         if not out_of_space(err):
             raise err
         if self.is_main:
             remove(path)
-        below = [p for p in list_checkpoints(self.root) if step_of(p) < step_of(path) and read_commit(p) is not None]
-        raise disk_full(path, needed, below[-1].name if below else None) from None
+        raise disk_full(path, needed, self._newest_below(path)) from None
 
     def _commit(self, path: Path, commit: dict[str, Any], digests: dict[str, str]) -> None:
         # DCP has written .metadata only after gathering every rank's write results, so once
@@ -390,7 +416,12 @@ class Checkpointer:
         commit = {**commit, LINEAGE: self.lineage, DIGESTS: digests}
         if self.key is not None:
             commit[SIGNATURE] = sign(commit, self.key)
-        write_atomic(path / MARKER, json.dumps(commit).encode())
+        try:
+            write_atomic(path / MARKER, json.dumps(commit).encode())
+        except OSError as err:
+            if denied(err):
+                raise self._refused(path, err) from None
+            raise
         if self.on_commit is not None:
             self.on_commit(commit["step"], time.time())
         for other in prune(self.root, self.keep, self.lineage, self.key, written=path):

@@ -62,6 +62,15 @@ class Config:
     start_fresh: bool = False
     """Train from step 0 when the output directory holds committed checkpoints none of which
     loads; without it such a run stops (exit 2) and names them."""
+    replan_epoch: bool = False
+    """Resume a checkpoint trained on another dataset (another size or fingerprint) or with
+    another ``seed``: the checkpoint's epoch starts over, in the order of this run's data and
+    seed. Without it such a resume stops (exit 2), since the saved position in the old order
+    would repeat or skip samples of the new one."""
+    job_id: str | None = None
+    """The run's identity, ``<namespace>/<job name>`` in the platform's jobs (``$TRAINING_JOB``):
+    the first run with one claims ``--output-dir`` for it, and a run of another is refused
+    there. None: no claim and no check."""
     storage_wait_s: float = 30.0
     """How long a rank waits to see a checkpoint rank 0 picked before all give it up
     (shared storage can show each node a stale listing for a while)."""
@@ -171,14 +180,22 @@ def token_shape(cfg: Config) -> GPTConfig | LlamaConfig:
 
 
 def check_output_dir(path: Path, rank: int) -> None:
-    """Create ``--output-dir`` and check this rank can write there, before any collective."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / f".write-test-{rank}-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as err:
-        raise UsageError(f"--output-dir {path}: not writable ({err.strerror})") from None
+    """Create ``--output-dir`` and check this rank can write there and in its ``checkpoints/``,
+    when that exists, before any collective: a volume mounted read-only there would otherwise
+    let the run train until its first save. A missing one is created by the first save, in
+    the output directory just checked."""
+    checkpoints = path / "checkpoints"
+    names = {path: f"--output-dir {path}"}
+    if checkpoints.is_dir():
+        names[checkpoints] = f"--output-dir {path}: its checkpoints directory {checkpoints}"
+    for directory, what in names.items():
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            probe = directory / f".write-test-{rank}-{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as err:
+            raise UsageError(f"{what}: not writable ({err.strerror})") from None
 
 
 def metrics_port(text: str) -> int | None:
@@ -260,6 +277,17 @@ def parser() -> argparse.ArgumentParser:
         "--start-fresh",
         action="store_true",
         help="train from step 0 even though the output directory holds committed checkpoints none of which loads",
+    )
+    p.add_argument(
+        "--replan-epoch",
+        action="store_true",
+        help="resume a checkpoint trained on another dataset or --seed: its epoch starts over in the new order",
+    )
+    p.add_argument(
+        "--job-id",
+        default=env.get("TRAINING_JOB") or None,
+        help="this run's identity (<namespace>/<job>), which claims --output-dir; another's is refused there; "
+        "default $TRAINING_JOB",
     )
     p.add_argument(
         "--storage-wait-s",

@@ -13,6 +13,8 @@ Raw text becomes token shards with ``prepare`` (:mod:`trainer.prepare`)::
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +26,7 @@ import torch
 import torch.distributed as dist
 
 from .config import Config, token_shape
-from .tokens import DataError, open_corpus
+from .tokens import MANIFEST, DataError, open_corpus
 
 # Where the README has always pointed for writing and reading token files.
 from .tokens import open_tokens as open_tokens
@@ -36,8 +38,28 @@ IMAGE_SHAPE = (1, 28, 28)
 NUM_CLASSES = 10
 
 
+def fingerprint(parts: object) -> str:
+    """A short digest of what identifies a dataset (JSON-serialisable ``parts``)."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def files_fingerprint(data_dir: Path, names: list[str]) -> str:
+    """The fingerprint of a data directory's files, cheap whatever their size: the bytes of
+    ``prepare``'s manifest (every shard's token count and sha256) when there is one, else
+    each file's name, size and modification time, so that data replaced by other data of
+    the same size counts as changed too (a copy that does not keep the times does as well)."""
+    manifest = data_dir / MANIFEST
+    if manifest.is_file():
+        return fingerprint([MANIFEST, hashlib.sha256(manifest.read_bytes()).hexdigest()])
+    stats = [(name, (data_dir / name).stat()) for name in names]
+    return fingerprint([[name, stat.st_size, stat.st_mtime_ns] for name, stat in stats])
+
+
 class ImageDataset:
     """Images (uint8 N×C×H×W) and labels, normalised batch by batch."""
+
+    fingerprint = ""
+    """What identifies the data (:func:`fingerprint`), recorded in every checkpoint."""
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor):
         self.images = images
@@ -58,6 +80,7 @@ class TokenDataset:
     Window ``i`` of the corpus is the ``i``-th window in shard order: every shard
     contributes ``(len - 1) // seq_len`` windows and no window spans two shards, so the
     same directory indexes the same way on every rank and after every restart.
+    ``fingerprint`` identifies the data, as :class:`ImageDataset`'s does.
 
     Args:
         shards: token ids (uint16 or uint32), typically memory maps, in corpus order.
@@ -76,6 +99,7 @@ class TokenDataset:
         counts = np.array([max(len(s) - 1, 0) // seq_len for s in shards], np.int64)
         self.first_window = np.concatenate([[0], np.cumsum(counts)])
         """Global index of each shard's first window (and the total, last)."""
+        self.fingerprint = ""
         self.limit: int | None = None
         """Token ids must lie below this (the model's vocabulary); checked batch by batch,
         so nothing scans a file of billions of tokens at start-up."""
@@ -152,7 +176,9 @@ def load_images(data_dir: Path) -> ImageDataset:
         raise DataError(f"--data-dir {data_dir}: train.npz 'labels' must have one entry per image, got {labels.shape}")
     if labels.min() < 0 or labels.max() >= NUM_CLASSES:
         raise DataError(f"--data-dir {data_dir}: train.npz 'labels' must lie in 0..{NUM_CLASSES - 1}")
-    return ImageDataset(torch.from_numpy(images), torch.from_numpy(labels.astype(np.int64)))
+    dataset = ImageDataset(torch.from_numpy(images), torch.from_numpy(labels.astype(np.int64)))
+    dataset.fingerprint = files_fingerprint(data_dir, [path.name])
+    return dataset
 
 
 def load_tokens(data_dir: Path, seq_len: int) -> TokenDataset:
@@ -166,6 +192,7 @@ def load_tokens(data_dir: Path, seq_len: int) -> TokenDataset:
         raise DataError(
             f"--data-dir {data_dir}: {', '.join(names)} hold no shard of one window of {seq_len + 1} tokens"
         )
+    dataset.fingerprint = files_fingerprint(data_dir, names)
     return dataset
 
 
@@ -219,11 +246,15 @@ def load_dataset(cfg: Config) -> ImageDataset | TokenDataset:
     """
     if cfg.data_dir is None:
         if cfg.model == "cnn":
-            return synthetic_images(cfg.synthetic_size, cfg.seed)
-        shape = token_shape(cfg)
-        return TokenDataset(
-            [synthetic_tokens(cfg.synthetic_size * shape.seq_len + 1, shape.vocab_size, cfg.seed)], shape.seq_len
-        )
+            dataset = synthetic_images(cfg.synthetic_size, cfg.seed)
+        else:
+            shape = token_shape(cfg)
+            dataset = TokenDataset(
+                [synthetic_tokens(cfg.synthetic_size * shape.seq_len + 1, shape.vocab_size, cfg.seed)], shape.seq_len
+            )
+        # The seed, which draws synthetic data too, is recorded and checked on its own.
+        dataset.fingerprint = fingerprint(["synthetic", cfg.model, cfg.synthetic_size])
+        return dataset
     data_dir = Path(cfg.data_dir)
     if not data_dir.is_dir():
         raise DataError(f"--data-dir {data_dir}: no such directory")

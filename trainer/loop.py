@@ -66,7 +66,8 @@ class Trainer:
     Args:
         cfg: the run's config.
         topo: rank, world size and device.
-        dataset: a dataset with ``__len__`` and ``batch(index)``.
+        dataset: a dataset with ``__len__``, ``batch(index)`` and ``fingerprint``
+            (:class:`trainer.data.ImageDataset`, :class:`trainer.data.TokenDataset`).
     """
 
     def __init__(self, cfg: Config, topo: Topology, dataset: Any):
@@ -124,6 +125,7 @@ class Trainer:
             progress=progress,
             exporter=self.exporter,
             sharded=self.sharded,
+            data_fingerprint=dataset.fingerprint,
         )
         # The ranks settle on a data error before each step's collectives, on a group of its
         # own, since an async save's collectives run on the checkpoints' group from another thread.
@@ -257,6 +259,7 @@ class Trainer:
             before = progress.position
             loss = self.train_step(permutation)
             window.add(progress.position - before)
+            self.guard.check(progress.step)
             if progress.step % self.cfg.log_every == 0:
                 row = self._metrics(loss, window)
                 self.stop_check_every = stop_check_interval(row["step_time_s"])
@@ -264,7 +267,6 @@ class Trainer:
                     self.metrics.log(row)
                 window.restart()
             if progress.step % self.stop_check_every == 0:
-                self.guard.check(progress.step)
                 if self._stop_everywhere():
                     self.exporter.set(TRAINING_LOOP, 0)
                     self.checkpoints.save("sigterm", loss, wait=True)

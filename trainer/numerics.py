@@ -4,6 +4,10 @@ gradients are not finite, without a host sync per step.
 The decision is the same on every rank without a collective of its own: it is taken on
 the gradients after their all-reduce (DDP) or from a norm FSDP reduces across the shards,
 so a NaN on any one rank poisons the gradients, and the norm, everywhere.
+
+The streak is read on the host only at the steps where it could first reach
+``--max-nonfinite-steps``: the run stops at exactly that many skipped steps in a row, with
+a host sync every ``--max-nonfinite-steps`` steps at most rather than every step.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ class StepGuard:
         self.norm = torch.zeros((), device=device)
         self.skipped = torch.zeros((), device=device)
         self.consecutive = torch.zeros((), device=device)
+        self.next_check = max_consecutive
+        """The first step at which the streak could reach ``max_consecutive``."""
 
     def before_step(self, params: Iterable[torch.nn.Parameter]) -> None:
         """Measure (and clip) the gradients of ``params`` and arm the skip for this step."""
@@ -59,18 +65,30 @@ class StepGuard:
         """The skipped steps, in all and in a row (a host sync)."""
         return {"skipped": int(self.skipped.item()), "consecutive": int(self.consecutive.item())}
 
-    def restore(self, counters: dict[str, int]) -> None:
-        """Go on from :meth:`counters` of a checkpoint; one of an earlier trainer has none."""
+    def restore(self, counters: dict[str, int], step: int) -> None:
+        """Go on from :meth:`counters` of the checkpoint of ``step``; one of an earlier
+        trainer has none."""
         self.skipped.fill_(counters.get("skipped", 0))
-        self.consecutive.fill_(counters.get("consecutive", 0))
+        consecutive = counters.get("consecutive", 0)
+        self.consecutive.fill_(consecutive)
+        self.next_check = step + self.max_consecutive - consecutive
+
+    def in_streak(self) -> int:
+        """The steps skipped in a row up to now (a host sync): a checkpoint taken while it is
+        not 0 would resume into the streak."""
+        return int(self.consecutive.item())
 
     def check(self, step: int) -> None:
-        """Raise when the last ``max_consecutive`` steps were all skipped (a host sync).
+        """After each step: raise when the last ``max_consecutive`` steps were all skipped.
+        Reads the streak (a host sync) only from the first step at which it could be that long.
 
         Raises:
             NonFiniteError: with the step and what to do about it.
         """
-        run = int(self.consecutive.item())
+        if step < self.next_check:
+            return
+        run = self.in_streak()
+        self.next_check = step + self.max_consecutive - run
         if run >= self.max_consecutive:
             raise NonFiniteError(
                 f"the last {run} steps (to step {step}) all had non-finite gradients and were skipped; stopping "

@@ -25,7 +25,7 @@ from torch.distributed.checkpoint.state_dict import (
 
 from . import checkpoint
 from .config import Config, UsageError
-from .console import log
+from .console import log, warn
 from .data import GlobalOrder
 from .exporter import Exporter
 from .integrity import read_key
@@ -38,6 +38,11 @@ from .weights import load as load_weights
 
 FULL_STATE = StateDictOptions(full_state_dict=True, cpu_offload=True)
 """The final model holds whole tensors, gathered to rank 0 from the shards under FSDP."""
+DATA = "data"
+"""The commit record's key for the dataset a checkpoint's epoch plan is of: its ``samples``
+and ``fingerprint`` (:func:`trainer.data.fingerprint`); the seed is in its ``config``."""
+JOB = "job"
+"""The commit record's key for ``--job-id``, the job that wrote it (null outside a job)."""
 
 
 class Checkpoints:
@@ -54,6 +59,7 @@ class Checkpoints:
         exporter: told of every committed checkpoint.
         sharded: whether the model is sharded (FSDP or HSDP), so that gathering its
             weights is a collective.
+        data_fingerprint: what identifies the run's dataset, recorded and checked on a resume.
     """
 
     def __init__(
@@ -68,10 +74,11 @@ class Checkpoints:
         progress: Progress,
         exporter: Exporter,
         sharded: bool,
+        data_fingerprint: str,
     ):
         self.cfg, self.topo, self.model, self.optimizer = cfg, topo, model, optimizer
         self.scheduler, self.guard, self.progress, self.exporter = scheduler, guard, progress, exporter
-        self.sharded = sharded
+        self.sharded, self.data_fingerprint = sharded, data_fingerprint
         self.output = Path(cfg.output_dir)
         self.threads = torch.get_num_threads()
         self.saved_step: int | None = None
@@ -92,6 +99,12 @@ class Checkpoints:
             on_commit=exporter.checkpoint_committed,
             key=read_key(cfg.checkpoint_key_file),
         )
+        if self.group is not None:
+            # Rank 0's view of the data decides: a node whose NFS attribute cache still holds
+            # the old files' times must not refuse a resume the others go on with.
+            shared = [data_fingerprint]
+            dist.broadcast_object_list(shared, group_src=0, group=self.group)
+            self.data_fingerprint = shared[0]
 
     def _all_reduce(self, value: torch.Tensor) -> torch.Tensor:
         if self.topo.world > 1:
@@ -134,13 +147,16 @@ class Checkpoints:
             "threads": self.threads,
             "config": asdict(self.cfg),
             NONFINITE: self.guard.counters(),
+            DATA: {"samples": progress.order.size, "fingerprint": self.data_fingerprint},
+            JOB: self.cfg.job_id,
         }
 
     def load(self, path: Path, commit: dict[str, Any]) -> None:
         """Load a checkpoint into this run, every rank reading its own part. A collective.
 
         Raises:
-            UsageError: the checkpoint is of another kind of run.
+            UsageError: the checkpoint is of another kind of run, or of other data or seed
+                without ``--replan-epoch``.
         """
         saved = commit["config"]
         for key, flag in (("model", "--model"), ("fsdp", "--fsdp")):
@@ -149,6 +165,7 @@ class Checkpoints:
                     f"--output-dir {self.output} holds a checkpoint of a run with {flag} "
                     f"{saved.get(key, False)!r}, not {getattr(self.cfg, key)!r}: use another output directory"
                 )
+        replan = self._data_changed(path, commit)
         progress = self.progress
         if commit["global_batch"] != progress.order.global_batch:
             self._keep_global_batch(commit["global_batch"])
@@ -170,9 +187,16 @@ class Checkpoints:
             optim_state_dict={"state": state["optimizer"], "param_groups": optimizer["param_groups"]},
         )
         self.scheduler.load_state_dict(commit["scheduler"])
-        self.guard.restore(commit.get(NONFINITE, {}))
+        self.guard.restore(commit.get(NONFINITE, {}), commit["step"])
         self.checkpointer.lineage = commit.get(checkpoint.LINEAGE, "")
         progress.step, progress.epoch, progress.position = commit["step"], commit["epoch"], commit["position"]
+        if replan:
+            progress.position = 0
+            if self.topo.is_main:
+                warn(
+                    f"--replan-epoch: {replan}; epoch {progress.epoch} starts over from its first sample, "
+                    "in the order of this run's data and seed"
+                )
         # The schedule is a function of the step and this run's flags: a run resumed with a
         # new --max-steps, --epochs or --lr follows the new curve from its first step rather
         # than taking one step at the rate the old run stopped at.
@@ -196,6 +220,34 @@ class Checkpoints:
             # The intra-op thread count changes reduction order, so it is part of the state.
             torch.set_num_threads(commit["threads"])
             self.threads = commit["threads"]
+
+    def _data_changed(self, path: Path, commit: dict[str, Any]) -> str | None:
+        """How this run's data and seed differ from those the checkpoint's epoch plan is of
+        (None when they do not; a record of an earlier trainer has no data to compare).
+
+        Raises:
+            UsageError: they differ and ``--replan-epoch`` was not given.
+        """
+        saved_seed = commit["config"].get("seed", self.cfg.seed)
+        saved = commit.get(DATA) or {"samples": self.progress.order.size, "fingerprint": self.data_fingerprint}
+        changes = []
+        if (saved["samples"], saved["fingerprint"]) != (self.progress.order.size, self.data_fingerprint):
+            changes.append(
+                f"another dataset ({saved['samples']} samples, fingerprint {saved['fingerprint']}; this run's has "
+                f"{self.progress.order.size}, fingerprint {self.data_fingerprint})"
+            )
+        if saved_seed != self.cfg.seed:
+            changes.append(f"another --seed ({saved_seed}, not {self.cfg.seed})")
+        if not changes:
+            return None
+        change = f"checkpoint {path.name} was trained with {' and '.join(changes)}"
+        if not self.cfg.replan_epoch:
+            raise UsageError(
+                f"--output-dir {self.output}: {change}: its position in epoch {commit['epoch']} would repeat or "
+                "skip samples of this run's order; resume with the data and --seed it was trained with, pass "
+                f"--replan-epoch to go on with these (epoch {commit['epoch']} starts over), or use another --output-dir"
+            )
+        return change
 
     def _keep_global_batch(self, global_batch: int) -> None:
         """Resume at another world size with the checkpoint's global batch, by changing the
@@ -238,6 +290,17 @@ class Checkpoints:
         """
         if self.saved_step == self.progress.step:
             self.checkpointer.wait()
+            return
+        streak = self.guard.in_streak()
+        if streak:
+            # Its steps were skipped, so the weights are sound, but a resume would go on from
+            # inside the streak; the previous checkpoint, taken before it, is the one to resume.
+            self.checkpointer.wait()
+            if self.topo.is_main:
+                warn(
+                    f"not checkpointing step {self.progress.step} ({reason}): its last {streak} step(s) had "
+                    "non-finite gradients and were skipped; a resume goes back to the checkpoint before them"
+                )
             return
         mean_loss = self._all_reduce(loss.detach().clone()).item() / self.topo.world
         self.checkpointer.save(self.state_dict(), self.commit_record(reason, mean_loss), wait=wait)

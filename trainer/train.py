@@ -41,11 +41,12 @@ import torch.distributed as dist
 from .config import UsageError, check_output_dir, parse_args
 from .console import error, log
 from .data import DataError, load_dataset
-from .diskfull import DISK_FULL, DiskFull
+from .diskfull import DISK_FULL, NOT_WRITABLE, DiskFull, NotWritable
 from .exit_codes import TRANSIENT_STATUS
 from .integrity import TAMPERED, IntegrityError, TamperedCheckpoint, read_key
 from .loop import Trainer
 from .numerics import NonFiniteError
+from .ownership import claim
 from .resume import UnloadableCheckpoints
 from .topology import default_threads, lost_peer, prepare_flight_recorder, topology
 from .weights import WeightsError
@@ -59,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         # Validate everything before joining the process group: a bad flag or data dir
         # fails fast on every rank instead of leaving the others waiting in a collective.
         check_output_dir(Path(cfg.output_dir), topo.rank)
+        claim(Path(cfg.output_dir), cfg.job_id)
         prepare_flight_recorder()
         if cfg.init_from and not Path(cfg.init_from).is_file():
             raise UsageError(f"--init-from {cfg.init_from}: no such file (pretrained weights to start from)")
@@ -98,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     except DiskFull as err:
         error(str(err))
         return DISK_FULL
+    except NotWritable as err:
+        error(str(err))
+        return NOT_WRITABLE
     except RuntimeError as err:
         # A peer gone (its node lost, its pod killed) fails the survivors here: a retry can
         # succeed, while a bug's RuntimeError goes on as a failure.

@@ -70,13 +70,19 @@ def flight_recorder_env(job: TrainingJobSpec) -> dict[str, str]:
     }
 
 
-def job_env(job: TrainingJobSpec) -> dict[str, str]:
+def job_env(job: TrainingJobSpec, namespace: str) -> dict[str, str]:
     """Where this job's data and outputs are: one output directory per job. ``MODEL_PATH``
     names weights to start from, as in the PyTorchJob examples; the final model has its own
     variable. ``CHECKPOINT_KEY_FILE`` is the trainer's default for ``--checkpoint-key-file``
-    (``trainer/config.py``)."""
+    (``trainer/config.py``). ``TRAINING_JOB``, ``<namespace>/<name>``, is the default of
+    ``--job-id``, with which the trainer claims its output directory: two jobs given one
+    (an ``OUTPUT_PATH`` in a job's ``env`` naming another's, or one name in two namespaces
+    whose claims share a volume) are refused rather than move each other's checkpoints aside. The name and namespace
+    are the job's own, known here, and stay the same across the operator's pod re-creations
+    and a resubmission of the job, which resume its checkpoints; the job's uid would not."""
     output_path = f"{OUTPUT_MOUNT}/{job.name}"
     return {
+        "TRAINING_JOB": f"{namespace}/{job.name}",
         "TRAIN_DATA_PATH": DATA_MOUNT,
         "OUTPUT_PATH": output_path,
         **({"MODEL_PATH": job.trainer.init_from} if job.trainer.init_from else {}),

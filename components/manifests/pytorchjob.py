@@ -303,7 +303,7 @@ def pod_template(
         port: the kind's default port (name and number), from which the operator derives its addresses.
     """
     env = {
-        **job_env(job),
+        **job_env(job, ctx.namespace),
         **runtime_env(),
         **(nccl_env(fabric) if ctx.gpus else {}),
         **(flight_recorder_env(job) if ctx.gpus else {}),

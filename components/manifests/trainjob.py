@@ -289,7 +289,7 @@ def train_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
     torch, mpi = job.framework == "pytorch", job.framework == "mpi"
     procs = (ctx.gpus or job.procs_per_node or 1) if torch else mpi_procs(job, ctx.gpus) if mpi else 1
     env = {
-        **job_env(job),
+        **job_env(job, ctx.namespace),
         **(flight_recorder_env(job) if ctx.gpus else {}),
         **({"NCCL_DEBUG": job.nccl_debug} if ctx.gpus and job.nccl_debug else {}),
         **job.env,
