@@ -44,7 +44,7 @@ def _sample(name: str, schema: dict[str, Any]) -> Any:
     (kind,) = [option for option in schema.get("anyOf", [schema]) if option.get("type") != "null"]
     if "enum" in kind:
         return kind["enum"][-1]
-    samples = {"integer": 7, "number": 0.25, "boolean": True, "string": f"/mnt/data/{name}"}
+    samples = {"integer": 7, "number": 0.25, "boolean": True, "string": f"/mnt/output/{name}"}
     assert kind["type"] in samples, f"{name}: give this test a sample {kind['type']}"
     return samples[kind["type"]]
 
