@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from test_trainer import final_weights, metrics, run, torchrun
 from trainer.autoparallel import memory_inputs
 from trainer.config import Config
 from trainer.llama import Llama, rope_tables, rotate
+from trainer.loop import summed_cross_entropy
 from trainer.shapes import LLAMA_SIZES
 from trainer.strategy import DecisionError, Inputs, decide
 
@@ -110,12 +112,12 @@ def auto(size: str, world: int, memory_gib: int, checkpointing: bool, batch: int
 
 def test_auto_refuses_70b_whose_activations_do_not_fit_and_says_why() -> None:
     # 4 nodes of 8 80 GiB GPUs: the fp32 state sharded 32 ways is 32.9 GiB, but 80 layers of
-    # 2048 tokens without recomputation keep about 52 GiB of bf16 activations.
+    # 2048 tokens without recomputation keep about 54 GiB of activations, the loss's 3 GiB of them.
     with pytest.raises(DecisionError) as refused:
         decide(auto("70b", 32, 80, checkpointing=False))
     message = str(refused.value)
-    assert "sharded over all 32 processes, one needs 87.6 GiB" in message
-    assert "optimizer state 16.4 GiB, activations 51.6 GiB, gathered blocks 3.2 GiB" in message
+    assert "sharded over all 32 processes, one needs 89.6 GiB" in message
+    assert "optimizer state 16.4 GiB, activations 53.6 GiB, gathered blocks 3.2 GiB" in message
     assert "--activation-checkpointing" in message and "--batch-size" in message
     chosen = decide(auto("70b", 32, 80, checkpointing=True))
     assert chosen.strategy == "fsdp" and chosen.shard_group == 32
@@ -124,9 +126,30 @@ def test_auto_refuses_70b_whose_activations_do_not_fit_and_says_why() -> None:
 def test_auto_shards_8b_that_one_gpu_cannot_hold_and_replicates_1b() -> None:
     assert decide(auto("8b", 8, 80, checkpointing=False)).strategy == "fsdp"  # 120 GiB of state
     assert decide(auto("1b", 8, 80, checkpointing=False)).strategy == "ddp"
-    # The activations grow with the batch: 16 samples of 2048 tokens keep about 61 GiB, beside
-    # which the 1B's 18 GiB of whole state no longer fits in 72 GiB, while its eighth does.
-    assert decide(auto("1b", 8, 80, checkpointing=False, batch=16)).strategy == "fsdp"
+    # The activations grow with the batch, the loss's fp32 work on 128,256 logits a token most:
+    # 10 samples of 2048 tokens hold about 57 GiB, beside which the 1B's 18 GiB of whole state
+    # no longer fits in 72 GiB, while its eighth does; 16 samples fit neither way.
+    assert decide(auto("1b", 8, 80, checkpointing=False, batch=10)).strategy == "fsdp"
+    with pytest.raises(DecisionError, match="--activation-checkpointing"):
+        decide(auto("1b", 8, 80, checkpointing=False, batch=16))
+
+
+def test_the_activation_estimate_covers_what_a_step_holds_at_its_peak() -> None:
+    # The tiny shape with a large vocabulary, in bf16 as on GPUs, where the loss's fp32 work is
+    # most of what a training step holds: the estimate must cover the measured peak, not double it.
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    torch.manual_seed(0)
+    model = Llama(replace(LLAMA_SIZES["tiny"], vocab_size=32768)).to(torch.bfloat16)
+    tokens = torch.randint(0, model.cfg.vocab_size, (2, model.cfg.seq_len + 1))
+    tracker = MemTracker()
+    tracker.track_external(model)
+    with tracker:
+        summed_cross_entropy(model(tokens[:, :-1]), tokens[:, 1:]).backward()
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    held = tracker.get_tracker_snapshot("peak")[torch.device("cpu")]["Total"] - 2 * weights  # and gradients
+    estimate = memory_inputs(model, Config(model="llama", batch_size=2), cuda=True)["activation_bytes"]
+    assert held <= estimate <= 1.25 * held, (held, estimate)
 
 
 LLAMA = ["--model", "llama", "--batch-size", "4", "--synthetic-size", "400", "--log-every", "6"]
