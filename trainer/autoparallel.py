@@ -95,6 +95,8 @@ def memory_inputs(model: torch.nn.Module, cfg: Config, cuda: bool) -> dict[str, 
         )
         * tokens,
         "block_params": block_params(model),
+        "root_params": sum(p.numel() for p in model.parameters())
+        - sum(p.numel() for block in model.blocks for p in block.parameters()),
     }
 
 
