@@ -1,10 +1,12 @@
 """The Llama-family model: its named shapes against Meta's published configurations, its attention
 against a plain reference, its memory estimate under ``--parallel auto``, and real two-process
-FSDP runs that train and resume bit-identically."""
+FSDP runs that train and resume bit-identically across a killed worker."""
 
 from __future__ import annotations
 
 import math
+import os
+import signal
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -12,9 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from test_trainer import final_weights, metrics, run, torchrun
+from test_trainer import children, final_weights, metrics, run, start, torchrun, wait_for
 
 from trainer.autoparallel import memory_inputs
+from trainer.checkpoint import read_commit
 from trainer.config import Config
 from trainer.llama import Llama, rope_tables, rotate
 from trainer.loop import summed_cross_entropy
@@ -158,9 +161,10 @@ def test_the_activation_estimate_covers_what_a_step_holds_at_its_peak() -> None:
 LLAMA = ["--model", "llama", "--batch-size", "4", "--synthetic-size", "400", "--log-every", "6"]
 
 
-def test_fsdp_llama_learns_and_resumes_bit_identical(tmp_path: Path) -> None:
+def test_fsdp_llama_learns_and_resumes_bit_identical_after_a_kill(tmp_path: Path) -> None:
     args = ["trainer", *LLAMA, "--parallel", "fsdp", "--checkpoint-every", "12", "--peak-tflops", "0.1"]
-    reference = run(torchrun(*args, "--max-steps", "24", "--output-dir", str(tmp_path / "reference")))
+    args += ["--max-steps", "36"]
+    reference = run(torchrun(*args, "--output-dir", str(tmp_path / "reference")))
     assert reference.returncode == 0, reference.stderr
     assert "training llama on 2 process(es) (FSDP)" in reference.stdout
     rows = metrics(tmp_path / "reference")
@@ -171,12 +175,20 @@ def test_fsdp_llama_learns_and_resumes_bit_identical(tmp_path: Path) -> None:
         assert row["mfu_causal"] == pytest.approx(
             row["tokens_per_s"] * per_token(causal=True) / (0.1e12 * 2), rel=1e-3, abs=1e-4
         )
-    out = str(tmp_path / "resumed")
-    assert run(torchrun(*args, "--max-steps", "12", "--output-dir", out)).returncode == 0
-    resumed = run(torchrun(*args, "--max-steps", "24", "--output-dir", out))
-    assert resumed.returncode == 0, resumed.stderr
-    assert "resumed from step-000000012" in resumed.stdout
-    a, b = final_weights(tmp_path / "reference"), final_weights(tmp_path / "resumed")
+    # A worker killed once the first sharded checkpoint is committed; torchrun restarts both.
+    out = tmp_path / "killed"
+    launcher = start(torchrun(*args, "--output-dir", str(out), restarts=1))
+    try:
+        wait_for(lambda: read_commit(out / "checkpoints" / "step-000000012") is not None)
+        workers = children(launcher.pid)
+        assert len(workers) == 2
+        os.kill(max(workers), signal.SIGKILL)
+        log, _ = launcher.communicate(timeout=240)
+    finally:
+        launcher.kill()
+    assert launcher.returncode == 0, log
+    assert "resumed from step-000000012" in log
+    a, b = final_weights(tmp_path / "reference"), final_weights(out)
     assert "blocks.0.attention.wk.weight" in a and a["blocks.0.attention.wk.weight"].shape == (64, 128)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
