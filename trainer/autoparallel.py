@@ -20,7 +20,7 @@ from .console import log
 from .exporter import Exporter
 from .fabric import FORMAT, INTER, INTRA, FabricReport, probe
 from .metric_names import PARALLEL_STRATEGY, SHARD_GROUP, STRATEGY_LABEL
-from .models import block_params
+from .models import LOSS_BYTES_PER_LOGIT, block_params
 from .strategy import Decision, DecisionError, Inputs, decide
 from .topology import Topology
 
@@ -82,15 +82,21 @@ def device_memory(topo: Topology) -> int | None:
 def memory_inputs(model: torch.nn.Module, cfg: Config, cuda: bool) -> dict[str, int]:
     """The model's activation estimate for one micro-batch of ``--batch-size`` and its block size,
     as :class:`trainer.strategy.Inputs` takes them; nothing for a model without an estimate (the
-    cnn). Activations are bf16 on GPUs (autocast, or FSDP's mixed precision), fp32 on CPUs.
+    cnn). The blocks' activations are bf16 on GPUs (autocast, or FSDP's mixed precision), fp32 on
+    CPUs; the loss's are fp32 on both.
     """
     estimate = getattr(model, "activation_values_per_token", None)
     if estimate is None:
         return {}
     tokens = cfg.batch_size * model.cfg.seq_len
     return {
-        "activation_bytes": estimate(cfg.activation_checkpointing) * tokens * (2 if cuda else 4),
+        "activation_bytes": (
+            estimate(cfg.activation_checkpointing) * (2 if cuda else 4) + LOSS_BYTES_PER_LOGIT * model.cfg.vocab_size
+        )
+        * tokens,
         "block_params": block_params(model),
+        "root_params": sum(p.numel() for p in model.parameters())
+        - sum(p.numel() for block in model.blocks for p in block.parameters()),
     }
 
 

@@ -145,4 +145,4 @@ class Llama(nn.Module):
         the SiLU and the product (4 × ffn_dim)."""
         c = self.cfg
         per_layer = 6 * c.dim + 2 * c.n_kv_heads * c.head_dim + 4 * c.ffn_dim
-        return stored_values_per_token(per_layer, c.n_layers, c.dim, c.vocab_size, checkpointed)
+        return stored_values_per_token(per_layer, c.n_layers, c.dim, checkpointed)

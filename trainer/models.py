@@ -70,14 +70,21 @@ def training_flops(matmul_params: int, layers: int, width: int, seq_len: int, ca
     return 6 * matmul_params + (attention / 2 if causal else attention)
 
 
-def stored_values_per_token(per_layer: int, layers: int, width: int, vocab: int, checkpointed: bool) -> int:
-    """Roughly how many values a training forward pass keeps per token for the backward pass:
-    every block's ``per_layer``, or under activation checkpointing each block's input (``width``)
-    and one block's values while it is recomputed; and the logits twice (the model's output and
-    the loss's fp32 copy). Attention's score matrix is not stored: the fused kernels recompute it.
+def stored_values_per_token(per_layer: int, layers: int, width: int, checkpointed: bool) -> int:
+    """Roughly how many values a training forward pass keeps per token for the backward pass in
+    its blocks: every block's ``per_layer``, or under activation checkpointing each block's input
+    (``width``) and one block's values while it is recomputed. Attention's score matrix is not
+    stored: the fused kernels recompute it. The loss is apart (:data:`LOSS_BYTES_PER_LOGIT`).
     """
-    blocks = layers * width + per_layer if checkpointed else layers * per_layer
-    return blocks + 2 * vocab
+    return layers * width + per_layer if checkpointed else layers * per_layer
+
+
+LOSS_BYTES_PER_LOGIT = 12
+"""What the loss holds per token and vocabulary entry at its peak, the start of the backward
+pass: cross-entropy runs in fp32 whatever the model computes in
+(:func:`trainer.loop.summed_cross_entropy`), keeping its log-probabilities (4 bytes) and then
+making their gradient (4) and the logits' (4). With a large vocabulary this outweighs the blocks:
+Llama 3's 128,256 entries are 1.5 MB a token."""
 
 
 def block_params(model: nn.Module) -> int:
@@ -220,4 +227,4 @@ class GPT(nn.Module):
         (4 widths), q, k and v (3), the attention output (1), and the MLP's hidden layer
         before and after GELU (8): 16 widths."""
         c = self.cfg
-        return stored_values_per_token(16 * c.n_embd, c.n_layer, c.n_embd, c.vocab_size, checkpointed)
+        return stored_values_per_token(16 * c.n_embd, c.n_layer, c.n_embd, checkpointed)

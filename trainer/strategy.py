@@ -77,6 +77,8 @@ class Inputs:
         shardable: whether the model can be sharded (the gpt) or only replicated (the cnn).
         activation_bytes: one micro-batch's activations on one process; None when not estimated.
         block_params: parameters of the model's largest block, gathered whole under sharding.
+        root_params: parameters outside the blocks (embedding, final norm, output head), which
+            FSDP gathers with the model itself.
     """
 
     params: int
@@ -89,6 +91,7 @@ class Inputs:
     shardable: bool = True
     activation_bytes: int | None = None
     block_params: int = 0
+    root_params: int = 0
 
     @property
     def nodes(self) -> int:
@@ -127,7 +130,11 @@ def memory_need(inp: Inputs, group: int) -> dict[str, float]:
     Weights and gradients are fp32 (4 + 4 bytes a parameter) and AdamW keeps two fp32 moments
     (8): :data:`STATE_BYTES_PER_PARAM`, divided by the shard group. The activations are the
     model's estimate; a sharded model also holds :data:`GATHERED_BLOCKS` blocks whole in the
-    all-gather's precision.
+    all-gather's precision, and the parameters outside the blocks whole with their gradients:
+    the root ``fully_shard`` (:func:`trainer.parallel.parallelize`) gathers them for the whole
+    forward pass and again for the whole backward pass, as its inputs (token ids) carry no
+    gradient to trigger its reduce-scatter before the backward pass's end (torch 2.13
+    ``torch/distributed/fsdp/_fully_shard/_fsdp_state.py``, the root's final callback).
     """
     need = {
         "parameters": inp.params * 4 / group,
@@ -138,6 +145,7 @@ def memory_need(inp: Inputs, group: int) -> dict[str, float]:
         need["activations"] = inp.activation_bytes
         if group > 1:
             need["gathered blocks"] = GATHERED_BLOCKS * inp.block_params * inp.param_bytes
+            need["embedding and head whole, with gradients"] = 2 * inp.root_params * inp.param_bytes
     return need
 
 
@@ -211,7 +219,7 @@ def decide(inp: Inputs) -> Decision:
     elif estimated:
         need = sum(memory_need(inp, groups[fitting[0]] if fitting else inp.world).values())
         reasons.append(
-            f"model state, activations and gathered blocks {_gib(need)} against {_gib(budget)} per device "
+            f"model state, activations and gathered parameters {_gib(need)} against {_gib(budget)} per device "
             f"fits {'/'.join(fitting) or 'none'}"
         )
     else:
