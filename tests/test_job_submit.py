@@ -424,10 +424,14 @@ def test_submit_refuses_pods_the_pool_cannot_hold(dev_outputs: Path, capsys, fla
         (["python", "-m", "mypkg.train"], "torchrun", ["-m", "mypkg.train"]),
         (["train.py", "--epochs", "3"], "torchrun", ["train.py", "--epochs", "3"]),
         (["accelerate", "train.py"], "accelerate", ["train.py"]),
+        (["accelerate", "launch", "train.py"], "accelerate", ["train.py"]),
+        (["--launcher", "python", "--", "python", "train.py"], "python", ["train.py"]),
+        (["--launcher", "torchrun", "--", "python3", "train.py"], "torchrun", ["train.py"]),
+        (["--launcher", "python", "--", "python", "-u", "train.py"], "python", ["-u", "train.py"]),
     ],
 )
 def test_the_command_after_the_flags_runs_with_a_launcher(outputs: Path, tail, launcher, command) -> None:
-    built = dry_run(outputs, "mine", "--", *tail)
+    built = dry_run(outputs, "mine", *([] if "--" in tail else ["--"]), *tail)
     spec = TrainingJobSpec.model_validate(
         {"name": "mine", "imageTag": "v1.4.0", "launcher": launcher, "command": command}
     )
@@ -442,10 +446,13 @@ def test_the_command_after_the_flags_runs_with_a_launcher(outputs: Path, tail, l
     [
         (["bash", "run.sh"], "--: 'bash' is not a Python program: give the script after --"),
         (["torchrun", "--nproc-per-node", "8", "train.py"], "--: the platform gives torchrun the job's world"),
+        (["python", "-u", "train.py"], "--: torchrun starts Python itself, so python's option -u would reach"),
+        (["--launcher", "python", "--", "torchrun", "train.py"], "--: the command starts with torchrun but --launcher"),
     ],
 )
 def test_a_command_no_launcher_runs_is_refused(outputs: Path, capsys, tail, message) -> None:
-    argv = ["--outputs", str(outputs), "submit", "mine", "--image-tag", "v1.4.0", "--dry-run", "--", *tail]
+    tail = tail if "--" in tail else ["--", *tail]
+    argv = ["--outputs", str(outputs), "submit", "mine", "--image-tag", "v1.4.0", "--dry-run", *tail]
     assert run(argv) == 2
     assert capsys.readouterr().err.startswith(f"ack-jobs submit: {message}")
 

@@ -170,8 +170,9 @@ def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str
     Args:
         args: the parsed ``submit`` flags.
         defaults: the stack's ``jobDefaults`` (its backend applies when ``--backend`` is not given).
-        extra: the arguments after ``--``: your command under ``--launcher`` or for a
-            non-PyTorch ``--framework``, else appended to the trainer's command.
+        extra: the arguments after ``--``: your command (:func:`~components.jobs.arena.tail_command`
+            says under which launcher), as given for a non-PyTorch ``--framework``, or flags
+            appended to the trainer's command.
 
     Returns:
         The job spec.
@@ -197,9 +198,9 @@ def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str
         target[path[-1]] = value
     raw.setdefault("backend", defaults["backend"])
     own_code = args.launcher is not None or args.framework not in (None, "pytorch")
-    if extra and not own_code:
+    if extra and args.framework in (None, "pytorch"):
         try:
-            command = tail_command(extra)
+            command = tail_command(extra, args.launcher)
         except TailError as err:
             raise FlagError(str(err)) from None
         if command is not None:
