@@ -729,7 +729,7 @@ INVALID = [
         "zone of another region",
         {"network.vswitches.1.zoneId": "cn-beijing-j"},
         "ack-training-platform:network.vswitches[1].zoneId: 'cn-beijing-j' is not a zone of cn-hangzhou "
-        "(alicloud:region): use one such as 'cn-hangzhou-k'",
+        "(alicloud:region): use one such as 'cn-hangzhou-a'",
     ),
     (
         "NAS zone of another region",
@@ -742,7 +742,7 @@ INVALID = [
             }
         },
         "ack-training-platform:storage.nas.zoneId: 'cn-shanghai-k' is not a zone of cn-hangzhou (alicloud:region): "
-        "use one such as 'cn-hangzhou-k'",
+        "use one such as 'cn-hangzhou-a'",
     ),
     (
         "driver version latest",
@@ -897,6 +897,21 @@ def test_invalid_config_names_the_key(case: str, changes: dict[str, Any], messag
         with pytest.raises(ConfigError) as raised:
             validate(config)
     assert raised.value.problems == [message]
+
+
+def test_zones_of_regions_named_with_a_number_have_no_dash_before_the_letter() -> None:
+    # Singapore's zones are ap-southeast-1a to 1c; a dash there names no zone.
+    config = dev(**{"network.vswitches.0.zoneId": "ap-southeast-1c", "network.vswitches.1.zoneId": "ap-southeast-1a"})
+    config["alicloud:region"] = "ap-southeast-1"
+    assert [v.zone_id for v in validate(config).network.vswitches] == ["ap-southeast-1c", "ap-southeast-1a"]
+    config = dev(**{"network.vswitches.0.zoneId": "ap-southeast-1-c"})
+    config["alicloud:region"] = "ap-southeast-1"
+    with pytest.raises(ConfigError) as raised:
+        validate(config)
+    assert raised.value.problems == [
+        "ack-training-platform:network.vswitches[0].zoneId: 'ap-southeast-1-c' is not a zone of ap-southeast-1 "
+        "(alicloud:region): use one such as 'ap-southeast-1a'"
+    ]
 
 
 def test_arms_needs_an_ack_cluster() -> None:
