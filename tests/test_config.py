@@ -695,6 +695,12 @@ INVALID = [
         "version tag other than 'latest' (e.g. ':v1.2.0') or a digest (@sha256:...)",
     ),
     (
+        "TensorBoard tag not pinned",
+        {"monitoring.tensorboard": {"imageTag": "latest"}},
+        "ack-training-platform:monitoring.tensorboard.imageTag: 'latest' is not a pinned tag: use a version such "
+        "as 'v1.2.0' or a commit id, not 'latest'",
+    ),
+    (
         "monitoring labels with ARMS",
         {"monitoring.labels": {"release": "kube-prometheus-stack"}},
         "ack-training-platform:monitoring.labels: labels select the PodMonitors, PrometheusRule and dashboard "
