@@ -482,6 +482,28 @@ def test_arenas_flag_names_set_the_same_keys(outputs: Path) -> None:
     assert spec["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["priorityClassName"] == "high"
 
 
+def test_a_priority_a_trainjob_cannot_carry_is_refused(tmp_path: Path, capsys) -> None:
+    # Without Kueue a TrainJob has nowhere to put it (the stack file refuses the same job).
+    unqueued = tmp_path / "outputs.json"
+    unqueued.write_text(json.dumps({"namespace": NS, "jobDefaults": {**DEFAULTS, "queue": None}}))
+    argv = ["--outputs", str(unqueued), "submit", "a", "--backend", "v2", "--image-tag", "v1", "--dry-run"]
+    assert run([*argv, "--priority", "high"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "ack-jobs submit: --priority-class: 'high': a TrainJob's priority is a Kueue WorkloadPriorityClass"
+    )
+    # A queued TrainJob carries it as Kueue's label.
+    lines: list[str] = []
+    queued = ["--outputs", str(outputs_with_queue(tmp_path)), *argv[2:], "--priority", "high"]
+    assert run(queued, out=lines.append) == 0
+    assert yaml.safe_load("\n".join(lines))["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "high"
+
+
+def outputs_with_queue(tmp_path: Path) -> Path:
+    path = tmp_path / "queued.json"
+    path.write_text(json.dumps({"namespace": NS, "jobDefaults": DEFAULTS}))
+    return path
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [

@@ -209,6 +209,13 @@ def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str
     if extra:
         raw["command" if own_code else "args"] = extra
     spec = _validated(raw, given)
+    if spec.backend == "v2" and spec.scheduling.priority_class is not None and not defaults.get("queue"):
+        # The TrainJob builder carries a priority only as Kueue's label, on a queued job.
+        raise FlagError(
+            f"--priority-class: {spec.scheduling.priority_class!r}: a TrainJob's priority is a Kueue "
+            "WorkloadPriorityClass, and the stack queues no v2 job (trainerV2.kueue.enabled): drop it, or "
+            "use --backend v1, whose pods take a PriorityClass"
+        )
     pool = _pool(defaults)
     gpus = job_gpus(spec, defaults["placement"]["gpusPerNode"])
     if pool is None or not gpus:
