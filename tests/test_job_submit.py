@@ -482,6 +482,21 @@ def test_arenas_flag_names_set_the_same_keys(outputs: Path) -> None:
     assert spec["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["priorityClassName"] == "high"
 
 
+def test_arenas_name_flag_names_the_job(outputs: Path, capsys) -> None:
+    # arena requires --name and takes no positional name.
+    assert dry_run(outputs, "--name", "a", "--", "python", "train.py") == dry_run(
+        outputs, "a", "--", "python", "train.py"
+    )
+    base = ["--outputs", str(outputs), "submit", "--image-tag", "v1", "--dry-run"]
+    assert run([*base, "--name", "a", "b"]) == 2
+    assert capsys.readouterr().err.startswith("ack-jobs submit: --name: the job is named 'b' already (NAME)")
+    assert run(base) == 2
+    assert capsys.readouterr().err.startswith("ack-jobs submit: NAME: the job needs a name")
+    # A refused arena flag before the name is refused as itself, not as a missing name.
+    assert run([*base, "--tensorboard", "a"]) == 2
+    assert capsys.readouterr().err.startswith("ack-jobs submit: --tensorboard: the stack runs TensorBoard")
+
+
 def test_a_priority_a_trainjob_cannot_carry_is_refused(tmp_path: Path, capsys) -> None:
     # Without Kueue a TrainJob has nowhere to put it (the stack file refuses the same job).
     unqueued = tmp_path / "outputs.json"

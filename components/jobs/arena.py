@@ -27,7 +27,6 @@ REFUSED = {
     "--tensorboard": "the stack runs TensorBoard over every job's /mnt/output/<job>/tensorboard: drop --tensorboard",
     "--sync-mode": "code comes from a git commit with --git-url and --commit, or a folder with --code-path",
     "--sync-source": "code comes from a git commit with --git-url and --commit, or a folder with --code-path",
-    "--name": "the job's name is the first argument: submit NAME",
 }
 """arena's flags the platform has no equivalent for, each with what to do instead."""
 

@@ -149,7 +149,9 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     """The job flags of ``submit``; values stay ``None`` unless given, so the spec's defaults apply.
     arena's names for them are accepted too; its flags the platform has no equivalent for are
     read only to be refused naming what to do instead."""
-    parser.add_argument("name", **_flag_arguments(TrainingJobSpec.model_fields["name"]))
+    # arena names the job with --name; NAME may then be left out.
+    parser.add_argument("name", nargs="?", **_flag_arguments(TrainingJobSpec.model_fields["name"]))
+    parser.add_argument("--name", dest="name_flag", metavar="NAME", help="the job's name as arena gives it (NAME)")
     aliases: dict[str, list[str]] = {}
     for arena_flag, flag in ALIASES.items():
         aliases.setdefault(flag, []).append(arena_flag)
@@ -183,7 +185,12 @@ def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str
     refused = [flag for flag in REFUSED if getattr(args, "arena_" + _dest(flag), None) is not None]
     if refused:
         raise FlagError("; ".join(f"{flag}: {REFUSED[flag]}" for flag in refused))
-    raw: dict[str, Any] = {"name": args.name, "namespace": defaults["namespace"]}
+    name = args.name if args.name is not None else getattr(args, "name_flag", None)
+    if args.name is not None and getattr(args, "name_flag", None) not in (None, args.name):
+        raise FlagError(f"--name: the job is named {args.name!r} already (NAME): give its name once")
+    if name is None:
+        raise FlagError("NAME: the job needs a name: submit NAME (or arena's --name NAME)")
+    raw: dict[str, Any] = {"name": name, "namespace": defaults["namespace"]}
     given = []
     for flag, path in FLAGS.items():
         value = getattr(args, _dest(flag))
