@@ -100,7 +100,7 @@ def objects_cache(path: Path, text: bytes) -> Path:
 def verified_objects(path: Path, sha256: str) -> list[dict[str, Any]]:
     """The objects in ``path``, once their digest is checked to be ``sha256``.
 
-    The first read keeps them beside ``path`` as canonical JSON (:func:`objects_cache`); later
+    The first read keeps them in the user's cache folder as canonical JSON (:func:`objects_cache`); later
     reads of the same YAML take that file when its bytes hash to ``sha256``, which is the same
     check, as the digest is of those bytes.
 

@@ -51,6 +51,7 @@ def test_dev_test_runs_on_every_core_unless_told(tmp_path: Path) -> None:
         (["-n", "1"], "-n 1 --version"),
         (["--numprocesses=2"], "--numprocesses=2 --version"),
         (["-p", "no:xdist"], "-p no:xdist --version"),
+        (["--pdb"], "--pdb --version"),
     ):
         done = subprocess.run(
             ["./dev", "test", *args, "--version"], cwd=checkout, env=env, capture_output=True, text=True, timeout=120

@@ -695,6 +695,12 @@ INVALID = [
         "version tag other than 'latest' (e.g. ':v1.2.0') or a digest (@sha256:...)",
     ),
     (
+        "TensorBoard tag not pinned",
+        {"monitoring.tensorboard": {"imageTag": "latest"}},
+        "ack-training-platform:monitoring.tensorboard.imageTag: 'latest' is not a pinned tag: use a version such "
+        "as 'v1.2.0' or a commit id, not 'latest'",
+    ),
+    (
         "monitoring labels with ARMS",
         {"monitoring.labels": {"release": "kube-prometheus-stack"}},
         "ack-training-platform:monitoring.labels: labels select the PodMonitors, PrometheusRule and dashboard "
@@ -729,7 +735,7 @@ INVALID = [
         "zone of another region",
         {"network.vswitches.1.zoneId": "cn-beijing-j"},
         "ack-training-platform:network.vswitches[1].zoneId: 'cn-beijing-j' is not a zone of cn-hangzhou "
-        "(alicloud:region): use one such as 'cn-hangzhou-k'",
+        "(alicloud:region): use one such as 'cn-hangzhou-a'",
     ),
     (
         "NAS zone of another region",
@@ -742,7 +748,7 @@ INVALID = [
             }
         },
         "ack-training-platform:storage.nas.zoneId: 'cn-shanghai-k' is not a zone of cn-hangzhou (alicloud:region): "
-        "use one such as 'cn-hangzhou-k'",
+        "use one such as 'cn-hangzhou-a'",
     ),
     (
         "driver version latest",
@@ -933,6 +939,21 @@ def test_the_runtimes_take_the_first_jobs_image_unless_given_one() -> None:
     own = "registry.example.com/ml/trainer:v1.4.0@sha256:" + "4" * 64
     assert validate(dev(**{"trainerV2.runtimeImage": own})).runtime_image() == (own, None)
     assert validate(dev(**{"trainerV2.runtimeImageTag": "v2"})).runtime_image() == (None, "v2")
+
+
+def test_zones_of_regions_named_with_a_number_have_no_dash_before_the_letter() -> None:
+    # Singapore's zones are ap-southeast-1a to 1c; a dash there names no zone.
+    config = dev(**{"network.vswitches.0.zoneId": "ap-southeast-1c", "network.vswitches.1.zoneId": "ap-southeast-1a"})
+    config["alicloud:region"] = "ap-southeast-1"
+    assert [v.zone_id for v in validate(config).network.vswitches] == ["ap-southeast-1c", "ap-southeast-1a"]
+    config = dev(**{"network.vswitches.0.zoneId": "ap-southeast-1-c"})
+    config["alicloud:region"] = "ap-southeast-1"
+    with pytest.raises(ConfigError) as raised:
+        validate(config)
+    assert raised.value.problems == [
+        "ack-training-platform:network.vswitches[0].zoneId: 'ap-southeast-1-c' is not a zone of ap-southeast-1 "
+        "(alicloud:region): use one such as 'ap-southeast-1a'"
+    ]
 
 
 def test_arms_needs_an_ack_cluster() -> None:

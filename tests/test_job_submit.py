@@ -423,10 +423,14 @@ def test_submit_refuses_pods_the_pool_cannot_hold(dev_outputs: Path, capsys, fla
         (["python", "-m", "mypkg.train"], "torchrun", ["-m", "mypkg.train"]),
         (["train.py", "--epochs", "3"], "torchrun", ["train.py", "--epochs", "3"]),
         (["accelerate", "train.py"], "accelerate", ["train.py"]),
+        (["accelerate", "launch", "train.py"], "accelerate", ["train.py"]),
+        (["--launcher", "python", "--", "python", "train.py"], "python", ["train.py"]),
+        (["--launcher", "torchrun", "--", "python3", "train.py"], "torchrun", ["train.py"]),
+        (["--launcher", "python", "--", "python", "-u", "train.py"], "python", ["-u", "train.py"]),
     ],
 )
 def test_the_command_after_the_flags_runs_with_a_launcher(outputs: Path, tail, launcher, command) -> None:
-    built = dry_run(outputs, "mine", "--", *tail)
+    built = dry_run(outputs, "mine", *([] if "--" in tail else ["--"]), *tail)
     spec = TrainingJobSpec.model_validate(
         {"name": "mine", "imageTag": "v1.4.0", "launcher": launcher, "command": command}
     )
@@ -441,10 +445,13 @@ def test_the_command_after_the_flags_runs_with_a_launcher(outputs: Path, tail, l
     [
         (["bash", "run.sh"], "--: 'bash' is not a Python program: give the script after --"),
         (["torchrun", "--nproc-per-node", "8", "train.py"], "--: the platform gives torchrun the job's world"),
+        (["python", "-u", "train.py"], "--: torchrun starts Python itself, so python's option -u would reach"),
+        (["--launcher", "python", "--", "torchrun", "train.py"], "--: the command starts with torchrun but --launcher"),
     ],
 )
 def test_a_command_no_launcher_runs_is_refused(outputs: Path, capsys, tail, message) -> None:
-    argv = ["--outputs", str(outputs), "submit", "mine", "--image-tag", "v1.4.0", "--dry-run", "--", *tail]
+    tail = tail if "--" in tail else ["--", *tail]
+    argv = ["--outputs", str(outputs), "submit", "mine", "--image-tag", "v1.4.0", "--dry-run", *tail]
     assert run(argv) == 2
     assert capsys.readouterr().err.startswith(f"ack-jobs submit: {message}")
 
@@ -472,6 +479,43 @@ def test_arenas_flag_names_set_the_same_keys(outputs: Path) -> None:
     spec = ours["spec"]
     assert spec["runPolicy"]["backoffLimit"] == 2 and spec["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
     assert spec["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["priorityClassName"] == "high"
+
+
+def test_arenas_name_flag_names_the_job(outputs: Path, capsys) -> None:
+    # arena requires --name and takes no positional name.
+    assert dry_run(outputs, "--name", "a", "--", "python", "train.py") == dry_run(
+        outputs, "a", "--", "python", "train.py"
+    )
+    base = ["--outputs", str(outputs), "submit", "--image-tag", "v1", "--dry-run"]
+    assert run([*base, "--name", "a", "b"]) == 2
+    assert capsys.readouterr().err.startswith("ack-jobs submit: --name: the job is named 'b' already (NAME)")
+    assert run(base) == 2
+    assert capsys.readouterr().err.startswith("ack-jobs submit: NAME: the job needs a name")
+    # A refused arena flag before the name is refused as itself, not as a missing name.
+    assert run([*base, "--tensorboard", "a"]) == 2
+    assert capsys.readouterr().err.startswith("ack-jobs submit: --tensorboard: the stack runs TensorBoard")
+
+
+def test_a_priority_a_trainjob_cannot_carry_is_refused(tmp_path: Path, capsys) -> None:
+    # Without Kueue a TrainJob has nowhere to put it (the stack file refuses the same job).
+    unqueued = tmp_path / "outputs.json"
+    unqueued.write_text(json.dumps({"namespace": NS, "jobDefaults": {**DEFAULTS, "queue": None}}))
+    argv = ["--outputs", str(unqueued), "submit", "a", "--backend", "v2", "--image-tag", "v1", "--dry-run"]
+    assert run([*argv, "--priority", "high"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "ack-jobs submit: --priority-class: 'high': a TrainJob's priority is a Kueue WorkloadPriorityClass"
+    )
+    # A queued TrainJob carries it as Kueue's label.
+    lines: list[str] = []
+    queued = ["--outputs", str(outputs_with_queue(tmp_path)), *argv[2:], "--priority", "high"]
+    assert run(queued, out=lines.append) == 0
+    assert yaml.safe_load("\n".join(lines))["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "high"
+
+
+def outputs_with_queue(tmp_path: Path) -> Path:
+    path = tmp_path / "queued.json"
+    path.write_text(json.dumps({"namespace": NS, "jobDefaults": DEFAULTS}))
+    return path
 
 
 @pytest.mark.parametrize(

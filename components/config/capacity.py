@@ -149,9 +149,11 @@ def shared_misfit(cpu: str, memory: str, pods: int, node: NodeShare, pool: str) 
 
 NODE_MARGIN = 0.1
 """The share of an instance's vCPUs and memory (at least one vCPU and 2 GiB) that a default
-request leaves for what ACK reserves on the node, which ACK does not state as a formula
-("Resource reservation policy": Allocatable = Capacity - Reserved - Eviction threshold). The
-platform's own margin; a stack that gives ``gpuPool.nodeCapacity`` is used to the last byte."""
+request leaves for what ACK reserves on the node ("Resource reservation policy": Allocatable =
+Capacity - Reserved - Eviction threshold, with Capacity already below the instance's nominal
+memory: its example node of 4 vCPUs shows 7925980Ki Capacity and 5824732Ki Allocatable). The
+platform's own margin, not ACK's table, and known to be short for small nodes; a stack that
+gives ``gpuPool.nodeCapacity`` is used to the last byte."""
 
 
 def pod_share(node: NodeShare, pods: int) -> tuple[str, str]:

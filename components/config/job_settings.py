@@ -251,10 +251,12 @@ def check_image_choice(image: str | None, image_tag: str | None) -> None:
         check_pinned_tag(image_tag, "imageTag")
 
 
-def check_pinned_tag(tag: str, key: str) -> None:
-    if tag == "latest" or not re.match(r"^[\w][\w.-]{0,127}$", tag):
+def check_pinned_tag(image_tag: str, key: str) -> None:
+    """Refuse a tag that is no pinned version (``latest``) or no tag at all."""
+    if image_tag == "latest" or not re.match(r"^[\w][\w.-]{0,127}$", image_tag):
         raise field_error(
-            key, f"{tag!r} is not a pinned tag: use a version such as 'v1.2.0' or a commit id, not 'latest'"
+            key,
+            f"{image_tag!r} is not a pinned tag: use a version such as 'v1.2.0' or a commit id, not 'latest'",
         )
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, model_validator
 
 from .base import Cpu, Labels, Quantity, Spec, field_error
-from .job_settings import check_pinned
+from .job_settings import check_pinned, check_pinned_tag
 
 if TYPE_CHECKING:
     from .platform import PlatformSpec
@@ -69,7 +69,7 @@ class TensorBoardSpec(Spec):
     """Full image reference with ``tensorboard`` installed, pinned by tag (not ``latest``) or digest; default:
     the first job's training image, which installs it (``trainer/Dockerfile``)."""
     image_tag: str | None = None
-    """Tag of the training image in the platform's registry (instead of ``image``)."""
+    """Tag of the training image in the platform's registry (instead of ``image``), pinned (not ``latest``)."""
     cpu: Cpu = "500m"
     """CPU requested (and the limit): TensorBoard reads event files and serves a few users."""
     memory: Quantity = "2Gi"
@@ -79,6 +79,8 @@ class TensorBoardSpec(Spec):
     def _check(self) -> TensorBoardSpec:
         if self.image is not None:
             check_pinned(self.image, "image")
+        if self.image_tag is not None:
+            check_pinned_tag(self.image_tag, "imageTag")
         return self
 
 

@@ -309,14 +309,20 @@ class PlatformSpec(Spec):
                 )
 
     def _check_zones(self) -> None:
-        # A zone id is its region's id and a letter (cn-hangzhou-k): ECS "Regions and zones".
+        # A zone id is its region's id and a letter: after a dash where the region ends in a name
+        # (cn-hangzhou-k), directly where it ends in a number (ap-southeast-1c, eu-central-1a,
+        # cn-shanghai-finance-1z): ECS "Regions and zones", and the zone ids of
+        # aliyun/terraform-provider-alicloud's tests (resource_alicloud_gpdb_db_instance_plan_test.go).
+        region = self.region or ""
+        sep = "" if region[-1:].isdigit() else "-"
         zones = [(f"network.vswitches[{i}].zoneId", vsw.zone_id) for i, vsw in enumerate(self.network.vswitches)]
         if self.storage.nas is not None and self.storage.nas.zone_id is not None:
             zones.append(("storage.nas.zoneId", self.storage.nas.zone_id))
         for key, zone in zones:
-            if zone.rpartition("-")[0] != self.region:
+            if not re.fullmatch(re.escape(region + sep) + "[a-z]", zone):
                 raise field_error(
-                    key, f"{zone!r} is not a zone of {self.region} (alicloud:region): use one such as '{self.region}-k'"
+                    key,
+                    f"{zone!r} is not a zone of {region} (alicloud:region): use one such as '{region}{sep}a'",
                 )
 
     def _check_jobs(self) -> None:

@@ -27,7 +27,6 @@ REFUSED = {
     "--tensorboard": "the stack runs TensorBoard over every job's /mnt/output/<job>/tensorboard: drop --tensorboard",
     "--sync-mode": "code comes from a git commit with --git-url and --commit, or a folder with --code-path",
     "--sync-source": "code comes from a git commit with --git-url and --commit, or a folder with --code-path",
-    "--name": "the job's name is the first argument: submit NAME",
 }
 """arena's flags the platform has no equivalent for, each with what to do instead."""
 
@@ -39,16 +38,20 @@ class TailError(ValueError):
     """The command after ``--`` cannot run as given; the message says how it can."""
 
 
-def tail_command(tail: list[str]) -> tuple[str, list[str]] | None:
+def tail_command(tail: list[str], launcher: str | None = None) -> tuple[str, list[str]] | None:
     """The launcher and command an arena-style tail (``-- python train.py --lr 1``) runs as, or
     ``None`` for flags of the bundled trainer (``-- --grad-accum 4``).
 
-    ``python``/``python3`` and a ``.py`` script start under torchrun, one process per GPU, as a
-    distributed PyTorch job must; ``torchrun``, ``accelerate`` or ``deepspeed`` first names the
-    launcher, whose world (nodes, processes) the platform sets.
+    ``python``/``python3`` and a ``.py`` script start under ``launcher`` (``--launcher``), else
+    under torchrun, one process per GPU, as a distributed PyTorch job must; the interpreter's name
+    is dropped, as every launcher starts Python itself. ``torchrun``, ``accelerate`` (or
+    ``accelerate launch``) or ``deepspeed`` first names the launcher, whose world (nodes,
+    processes) the platform sets.
 
     Raises:
-        TailError: the tail names a launcher's own options, or a program no launcher runs.
+        TailError: the tail names a launcher's own options, another launcher than ``--launcher``,
+            interpreter options a launcher would not pass on, or (without ``--launcher``) a
+            program no launcher runs.
     """
     if not tail or tail[0].startswith("-"):
         return None
@@ -56,14 +59,27 @@ def tail_command(tail: list[str]) -> tuple[str, list[str]] | None:
     if first in PYTHON:
         if not rest:
             raise TailError("--: python needs the script (or -m MODULE) to run")
-        return "torchrun", rest
+        chosen = launcher or "torchrun"
+        if chosen != "python" and rest[0].startswith("-") and rest[0] != "-m":
+            # torchrun, accelerate launch and deepspeed's torchrun start the interpreter themselves.
+            raise TailError(
+                f"--: {chosen} starts Python itself, so {first}'s option {rest[0]} would reach {chosen} instead: "
+                "drop it, and set what it sets with --env (PYTHONUNBUFFERED=1 for -u)"
+            )
+        return chosen, rest
     if first in LAUNCHERS:
+        if launcher not in (None, first):
+            raise TailError(f"--: the command starts with {first} but --launcher is {launcher}: keep one of them")
+        if first == "accelerate" and rest[:1] == ["launch"]:
+            rest = rest[1:]
         if not rest or rest[0].startswith("-") and rest[0] != "-m":
             raise TailError(
                 f"--: the platform gives {first} the job's world (--nodes, --procs-per-node): write "
                 f"`-- {first} train.py ...`, with no {first} options"
             )
         return first, rest
+    if launcher is not None:
+        return launcher, tail
     if first.endswith(".py"):
         return "torchrun", tail
     raise TailError(

@@ -149,7 +149,9 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     """The job flags of ``submit``; values stay ``None`` unless given, so the spec's defaults apply.
     arena's names for them are accepted too; its flags the platform has no equivalent for are
     read only to be refused naming what to do instead."""
-    parser.add_argument("name", **_flag_arguments(TrainingJobSpec.model_fields["name"]))
+    # arena names the job with --name; NAME may then be left out.
+    parser.add_argument("name", nargs="?", **_flag_arguments(TrainingJobSpec.model_fields["name"]))
+    parser.add_argument("--name", dest="name_flag", metavar="NAME", help="the job's name as arena gives it (NAME)")
     aliases: dict[str, list[str]] = {}
     for arena_flag, flag in ALIASES.items():
         aliases.setdefault(flag, []).append(arena_flag)
@@ -170,8 +172,9 @@ def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str
     Args:
         args: the parsed ``submit`` flags.
         defaults: the stack's ``jobDefaults`` (its backend applies when ``--backend`` is not given).
-        extra: the arguments after ``--``: your command under ``--launcher`` or for a
-            non-PyTorch ``--framework``, else appended to the trainer's command.
+        extra: the arguments after ``--``: your command (:func:`~components.jobs.arena.tail_command`
+            says under which launcher), as given for a non-PyTorch ``--framework``, or flags
+            appended to the trainer's command.
 
     Returns:
         The job spec.
@@ -182,7 +185,12 @@ def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str
     refused = [flag for flag in REFUSED if getattr(args, "arena_" + _dest(flag), None) is not None]
     if refused:
         raise FlagError("; ".join(f"{flag}: {REFUSED[flag]}" for flag in refused))
-    raw: dict[str, Any] = {"name": args.name, "namespace": defaults["namespace"]}
+    name = args.name if args.name is not None else getattr(args, "name_flag", None)
+    if args.name is not None and getattr(args, "name_flag", None) not in (None, args.name):
+        raise FlagError(f"--name: the job is named {args.name!r} already (NAME): give its name once")
+    if name is None:
+        raise FlagError("NAME: the job needs a name: submit NAME (or arena's --name NAME)")
+    raw: dict[str, Any] = {"name": name, "namespace": defaults["namespace"]}
     given = []
     for flag, path in FLAGS.items():
         value = getattr(args, _dest(flag))
@@ -197,9 +205,9 @@ def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str
         target[path[-1]] = value
     raw.setdefault("backend", defaults["backend"])
     own_code = args.launcher is not None or args.framework not in (None, "pytorch")
-    if extra and not own_code:
+    if extra and args.framework in (None, "pytorch"):
         try:
-            command = tail_command(extra)
+            command = tail_command(extra, args.launcher)
         except TailError as err:
             raise FlagError(str(err)) from None
         if command is not None:
@@ -208,6 +216,13 @@ def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str
     if extra:
         raw["command" if own_code else "args"] = extra
     spec = _validated(raw, given)
+    if spec.backend == "v2" and spec.scheduling.priority_class is not None and not defaults.get("queue"):
+        # The TrainJob builder carries a priority only as Kueue's label, on a queued job.
+        raise FlagError(
+            f"--priority-class: {spec.scheduling.priority_class!r}: a TrainJob's priority is a Kueue "
+            "WorkloadPriorityClass, and the stack queues no v2 job (trainerV2.kueue.enabled): drop it, or "
+            "use --backend v1, whose pods take a PriorityClass"
+        )
     pool = _pool(defaults)
     gpus = job_gpus(spec, defaults["placement"]["gpusPerNode"])
     if pool is None or not gpus:
