@@ -24,8 +24,10 @@ from test_trainer import SMALL, final_weights, run, torchrun
 from torch.distributed.checkpoint.filesystem import _StorageInfo
 from torch.distributed.checkpoint.metadata import _MEM_FORMAT_ENCODING
 
+from trainer import checkpoint as checkpoints
 from trainer.checkpoint import CheckpointError, list_checkpoints, read_commit, read_metadata
-from trainer.integrity import TAMPERED
+from trainer.integrity import TAMPERED, TamperedCheckpoint
+from trainer.resume import Agreement
 
 ONE = [sys.executable, "-m", "trainer", *SMALL]
 TWO = ["trainer", *SMALL, "--checkpoint-every", "2"]
@@ -106,6 +108,41 @@ def test_a_refused_metadata_leaves_torchs_own_objects_as_they_were(tmp_path: Pat
     finally:
         vars(member).clear()
         vars(member).update(before)
+
+
+def test_a_metadata_changed_after_the_ranks_agreed_on_it_stops_the_run_rather_than_fall_back(
+    tmp_path: Path,
+) -> None:
+    key = tmp_path / "job.key"
+    key.write_bytes(os.urandom(32))
+    out = tmp_path / "out"
+    first = run(
+        [
+            *ONE,
+            "--checkpoint-key-file",
+            str(key),
+            "--checkpoint-every",
+            "2",
+            "--max-steps",
+            "4",
+            "--output-dir",
+            str(out),
+        ]
+    )
+    assert first.returncode == 0, first.stderr
+    root = out / "checkpoints"
+    newest = list_checkpoints(root)[-1]
+    entries = read_metadata(newest).state_dict_metadata
+    state = {fqn: torch.empty(tuple(e.size), dtype=e.properties.dtype) for fqn, e in entries.items()}
+
+    def load(path: Path, commit: dict) -> None:
+        if path == newest:
+            # The writer's change lands once every rank has checked the record, before DCP reads .metadata.
+            (path / ".metadata").write_bytes((path / ".metadata").read_bytes() + b"\0")
+        checkpoints.load(state, path, commit, None)
+
+    with pytest.raises(TamperedCheckpoint, match=r"step-000000004/\.metadata does not match its sha256"):
+        Agreement(None, True, 0.0, key.read_bytes()).resume(root, load)
 
 
 @pytest.fixture(scope="module")
