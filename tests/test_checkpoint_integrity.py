@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.distributed as dist
 from conftest import ROOT
 from test_checkpoint_safety import frame, redigest, stack_global, text
 from test_trainer import SMALL, final_weights, run, torchrun
@@ -143,6 +144,47 @@ def test_a_metadata_changed_after_the_ranks_agreed_on_it_stops_the_run_rather_th
 
     with pytest.raises(TamperedCheckpoint, match=r"step-000000004/\.metadata does not match its sha256"):
         Agreement(None, True, 0.0, key.read_bytes()).resume(root, load)
+
+
+def agree_on(rank: int, roots: list[str], key: bytes, results: str) -> None:
+    """One of two ranks settling on a checkpoint, each seeing the checkpoints under its own root."""
+    dist.init_process_group("gloo", init_method=f"file://{results}/store", rank=rank, world_size=2)
+    try:
+
+        def load(path: Path, commit: dict) -> None:
+            (Path(results) / f"loaded-{rank}.json").write_text(json.dumps([path.name, commit["step"]]))
+
+        Agreement(dist.group.WORLD, rank == 0, 0.0, key).resume(Path(roots[rank]), load)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_ranks_that_read_different_signed_records_of_a_checkpoint_do_not_load_it(tmp_path: Path) -> None:
+    key = tmp_path / "job.key"
+    key.write_bytes(os.urandom(32))
+    out = tmp_path / "out"
+    first = run(
+        [
+            *ONE,
+            "--checkpoint-key-file",
+            str(key),
+            "--checkpoint-every",
+            "2",
+            "--max-steps",
+            "4",
+            "--output-dir",
+            str(out),
+        ]
+    )
+    assert first.returncode == 0, first.stderr
+    root = out / "checkpoints"
+    # What rank 1 reads: by then step-000000004 is the signed step-000000002, renamed in.
+    other = Path(shutil.copytree(root, tmp_path / "other"))
+    shutil.rmtree(other / "step-000000004")
+    shutil.copytree(root / "step-000000002", other / "step-000000004")
+    torch.multiprocessing.spawn(agree_on, args=([str(root), str(other)], key.read_bytes(), str(tmp_path)), nprocs=2)
+    loaded = [json.loads((tmp_path / f"loaded-{rank}.json").read_text()) for rank in range(2)]
+    assert loaded == [["step-000000002", 2], ["step-000000002", 2]]
 
 
 @pytest.fixture(scope="module")
