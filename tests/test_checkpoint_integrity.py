@@ -18,14 +18,17 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.distributed as dist
 from conftest import ROOT
 from test_checkpoint_safety import frame, redigest, stack_global, text
 from test_trainer import SMALL, final_weights, run, torchrun
 from torch.distributed.checkpoint.filesystem import _StorageInfo
 from torch.distributed.checkpoint.metadata import _MEM_FORMAT_ENCODING
 
+from trainer import checkpoint as checkpoints
 from trainer.checkpoint import CheckpointError, list_checkpoints, read_commit, read_metadata
-from trainer.integrity import TAMPERED
+from trainer.integrity import TAMPERED, TamperedCheckpoint
+from trainer.resume import Agreement
 
 ONE = [sys.executable, "-m", "trainer", *SMALL]
 TWO = ["trainer", *SMALL, "--checkpoint-every", "2"]
@@ -106,6 +109,82 @@ def test_a_refused_metadata_leaves_torchs_own_objects_as_they_were(tmp_path: Pat
     finally:
         vars(member).clear()
         vars(member).update(before)
+
+
+def test_a_metadata_changed_after_the_ranks_agreed_on_it_stops_the_run_rather_than_fall_back(
+    tmp_path: Path,
+) -> None:
+    key = tmp_path / "job.key"
+    key.write_bytes(os.urandom(32))
+    out = tmp_path / "out"
+    first = run(
+        [
+            *ONE,
+            "--checkpoint-key-file",
+            str(key),
+            "--checkpoint-every",
+            "2",
+            "--max-steps",
+            "4",
+            "--output-dir",
+            str(out),
+        ]
+    )
+    assert first.returncode == 0, first.stderr
+    root = out / "checkpoints"
+    newest = list_checkpoints(root)[-1]
+    entries = read_metadata(newest).state_dict_metadata
+    state = {fqn: torch.empty(tuple(e.size), dtype=e.properties.dtype) for fqn, e in entries.items()}
+
+    def load(path: Path, commit: dict) -> None:
+        if path == newest:
+            # The writer's change lands once every rank has checked the record, before DCP reads .metadata.
+            (path / ".metadata").write_bytes((path / ".metadata").read_bytes() + b"\0")
+        checkpoints.load(state, path, commit, None)
+
+    with pytest.raises(TamperedCheckpoint, match=r"step-000000004/\.metadata does not match its sha256"):
+        Agreement(None, True, 0.0, key.read_bytes()).resume(root, load)
+
+
+def agree_on(rank: int, roots: list[str], key: bytes, results: str) -> None:
+    """One of two ranks settling on a checkpoint, each seeing the checkpoints under its own root."""
+    dist.init_process_group("gloo", init_method=f"file://{results}/store", rank=rank, world_size=2)
+    try:
+
+        def load(path: Path, commit: dict) -> None:
+            (Path(results) / f"loaded-{rank}.json").write_text(json.dumps([path.name, commit["step"]]))
+
+        Agreement(dist.group.WORLD, rank == 0, 0.0, key).resume(Path(roots[rank]), load)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_ranks_that_read_different_signed_records_of_a_checkpoint_do_not_load_it(tmp_path: Path) -> None:
+    key = tmp_path / "job.key"
+    key.write_bytes(os.urandom(32))
+    out = tmp_path / "out"
+    first = run(
+        [
+            *ONE,
+            "--checkpoint-key-file",
+            str(key),
+            "--checkpoint-every",
+            "2",
+            "--max-steps",
+            "4",
+            "--output-dir",
+            str(out),
+        ]
+    )
+    assert first.returncode == 0, first.stderr
+    root = out / "checkpoints"
+    # What rank 1 reads: by then step-000000004 is the signed step-000000002, renamed in.
+    other = Path(shutil.copytree(root, tmp_path / "other"))
+    shutil.rmtree(other / "step-000000004")
+    shutil.copytree(root / "step-000000002", other / "step-000000004")
+    torch.multiprocessing.spawn(agree_on, args=([str(root), str(other)], key.read_bytes(), str(tmp_path)), nprocs=2)
+    loaded = [json.loads((tmp_path / f"loaded-{rank}.json").read_text()) for rank in range(2)]
+    assert loaded == [["step-000000002", 2], ["step-000000002", 2]]
 
 
 @pytest.fixture(scope="module")

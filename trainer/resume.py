@@ -17,6 +17,8 @@ after; ``--start-fresh`` then moves it aside and goes on as without a key.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import time
 from collections.abc import Callable
@@ -118,6 +120,20 @@ class Agreement:
         dist.all_reduce(t, op=dist.ReduceOp.MIN, group=self.group)
         return bool(t.item())
 
+    def _same(self, commit: dict[str, Any] | None) -> bool:
+        """Whether every rank read the same commit record. Each rank reads its own (shared
+        storage lags), and each then loads its part and takes its step and position from it:
+        two records, even both signed, would make the ranks one state spliced from two
+        checkpoints (a lagging view of a step saved again, or a directory renamed in between)."""
+        if self.group is None:
+            return True
+        digest = hashlib.sha256(json.dumps(commit, sort_keys=True).encode()).digest()
+        low = torch.tensor([int.from_bytes(digest[i : i + 7], "big") for i in range(0, 28, 7)], dtype=torch.int64)
+        high = low.clone()
+        dist.all_reduce(low, op=dist.ReduceOp.MIN, group=self.group)
+        dist.all_reduce(high, op=dist.ReduceOp.MAX, group=self.group)
+        return torch.equal(low, high)
+
     def _damaged(self, path: Path, err: IntegrityError, passed_over: dict[Path, str]) -> bool:
         """Rank 0: deal with a checkpoint whose files do not match its record. Returns whether
         the run must stop (a signed one, without ``start_fresh``); else it is moved aside."""
@@ -195,7 +211,12 @@ class Agreement:
                 return None
             path = step_dir(root, step)
             commit = self._sees(path)
-            if self._all(commit is not None):
+            seen = self._all(commit is not None)
+            if seen and not self._same(commit):
+                if self.is_main:
+                    warn(f"skipping checkpoint {path}: the ranks read different commit records of it")
+                    passed_over[path] = "the ranks read different commit records of it"
+            elif seen:
                 try:
                     if self.is_main and DIGESTS not in commit:
                         warn(f"checkpoint {path} has no file digests (an earlier trainer): loading it unchecked")

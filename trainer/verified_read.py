@@ -19,7 +19,7 @@ from torch.distributed.checkpoint.filesystem import FileSystem, _StorageInfo
 from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
 from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner, ReadItem
 
-from .integrity import METADATA, CheckpointError, read_metadata, read_verified
+from .integrity import METADATA, CheckpointError, IntegrityError, read_metadata, read_verified
 
 
 def _record_limits(metadata: Metadata) -> dict[int, tuple[str, int]]:
@@ -106,15 +106,26 @@ class SafeReader(FileSystemReader):
         self.verified: dict[str, bytes] = {}
         self.fs = _VerifiedFiles(self.verified)
         self.limits: dict[int, tuple[str, int]] = {}
+        self.changed: IntegrityError | None = None
 
     def read_metadata(self) -> Metadata:  # type: ignore[override]
-        metadata = read_metadata(Path(self.path), self.digests)
+        try:
+            metadata = read_metadata(Path(self.path), self.digests)
+        except IntegrityError as err:
+            # DCP turns a failure here into an AssertionError that only names it (torch 2.13
+            # ``state_dict_loader.py``, ``_load_state_dict``'s ``local_step``), and a changed
+            # .metadata would then read as a checkpoint that fails to load, not one that was
+            # changed: it is raised as it is from the next step, whose failures DCP keeps.
+            self.changed = err
+            metadata = Metadata(state_dict_metadata={}, storage_data={})
         if metadata.storage_meta is None:
             metadata.storage_meta = StorageMeta()
         metadata.storage_meta.load_id = self.load_id
         return metadata
 
     def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        if self.changed is not None:
+            raise self.changed
         super().set_up_storage_reader(metadata, is_coordinator, *args, **kwargs)
         self.limits = _record_limits(metadata)
 
