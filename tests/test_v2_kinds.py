@@ -153,7 +153,7 @@ def test_offline_plan_gives_an_mpi_job_its_own_runtime_before_its_trainjob(run_s
         if job["name"] == "mpi-cpu":
             job["backend"] = "v2"
     plan = run_stack(config)
-    runtime = plan.one("kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime")
+    runtime = plan.one("kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime", "mpi-cpu-runtime")
     job = plan.one("kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob", "mpi-cpu")
     namespace = job.inputs["metadata"]["namespace"]
     assert runtime.inputs["metadata"] == {**runtime.inputs["metadata"], "name": "mpi-cpu", "namespace": namespace}
