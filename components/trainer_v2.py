@@ -65,7 +65,8 @@ class TrainerV2(pulumi.ComponentResource):
             a TrainingRuntime with the namespace's claims and identity (:func:`namespace_runtime`).
         gpu_placement: the GPU pool's placement, or ``None`` without a pool: each pod-network
             runtime gets a variant on the pool (:func:`gpu_runtime_name`), there and in each
-            namespace, and a fabric's runtimes carry it (:func:`placed_runtime`).
+            namespace, asking Kueue for an unconstrained topology where the queue places GPU jobs
+            by one, and a fabric's runtimes carry it (:func:`placed_runtime`).
 
     Attributes:
         ready: what a TrainJob must wait for (the release, the runtimes, the queue).
@@ -119,6 +120,7 @@ class TrainerV2(pulumi.ComponentResource):
             )
         after_install = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=installed)
         default_image = IMAGE_PLACEHOLDER if runtime_image is not None else None
+        topology_levels = spec.kueue.topology_levels if queue is not None else ()
         runtimes = [
             (fabric, training_runtime(fabric, framework, image=default_image, pip_index_url=spec.pip_index_url))
             for fabric in fabrics
@@ -129,7 +131,15 @@ class TrainerV2(pulumi.ComponentResource):
                 (fabric, runtime if fabric is None else placed_runtime(runtime, gpu_placement))
                 for fabric, runtime in runtimes
             ] + [
-                (None, placed_runtime(runtime, gpu_placement, name=gpu_runtime_name(runtime["metadata"]["name"])))
+                (
+                    None,
+                    placed_runtime(
+                        runtime,
+                        gpu_placement,
+                        name=gpu_runtime_name(runtime["metadata"]["name"]),
+                        topology=bool(topology_levels),
+                    ),
+                )
                 for fabric, runtime in runtimes
                 if fabric is None
             ]
@@ -174,7 +184,7 @@ class TrainerV2(pulumi.ComponentResource):
         after_kueue = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=kueue)
         self.queue_resources = [typed_resource(_queue_resource_name(obj), obj, after_kueue) for obj in queue_objects]
         self.queue = queue
-        self.topology_levels = spec.kueue.topology_levels if queue is not None else ()
+        self.topology_levels = topology_levels
         self.ready: list[pulumi.Resource] = [*installed, *self.runtimes, *kueue, *self.queue_resources]
         self.register_outputs({"queue": queue})
 

@@ -31,6 +31,7 @@ from test_teams import with_teams
 from test_trainjob import RUNTIME, runtime_problems, trainjob_problems
 
 from components.manifests import Placement, pool_placement
+from components.manifests.trainjob import UNCONSTRAINED_TOPOLOGY
 
 NS = "training"
 RUNTIME_IMAGE = "registry.example.com/ml/trainer:v1.4.0@sha256:" + "4" * 64
@@ -296,6 +297,8 @@ def test_each_namespace_has_a_gpu_runtime_on_the_pool_and_cpu_runtimes_off_it(
     where = [("ClusterTrainingRuntime", None), *(("TrainingRuntime", ns) for ns in ("training", "vision", "speech"))]
     assert placed == {(kind, ns, f"{name}-gpu") for kind, ns in where for name in cpu}
     assert unplaced == {(kind, ns, name) for kind, ns in where for name in cpu}
+    # Without a topology the queue's flavors ask for none, and neither do the runtimes.
+    assert not any(annotations(r) for r in runtimes)
     # Kueue gives a pod set the pool's flavor only when it tolerates the flavor's taints and its
     # node selector matches the flavor's labels (see kueue_flavors).
     [flavor] = [f.inputs for f in plan.of_type(KUEUE + "ResourceFlavor") if "nodeTaints" in f.inputs.get("spec", {})]
@@ -379,3 +382,25 @@ def test_packages_come_from_the_mirror_named_in_the_trainer(runtimes: list[dict[
     assert job.status == "Complete", logs
     assert "from the mirror: the stack mirror" in logs
     assert any(path.startswith("/simple/mirror-probe/") for path in requests)
+
+
+def annotations(runtime: dict[str, Any]) -> dict[str, str]:
+    [node] = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    return node["template"]["spec"]["template"].get("metadata", {}).get("annotations", {})
+
+
+def test_with_a_topology_the_gpu_runtimes_ask_kueue_for_one(run_stack) -> None:
+    # The pool's flavor then admits only pod sets that ask (see kueue_flavors): a job from the SDK
+    # asks through its runtime, unconstrained, as a stack job without a topology does.
+    config = sdk_stack()
+    config[cfg("trainerV2")]["kueue"]["topology"] = {}
+    config[cfg("gpuPool")]["minSize"] = 2
+    plan = run_stack(config)
+    [flavor] = [f.inputs for f in plan.of_type(KUEUE + "ResourceFlavor") if "topologyName" in f.inputs.get("spec", {})]
+    runtimes = [r.inputs for r in [*plan.of_type(RUNTIME), *plan.of_type(NAMESPACED_RUNTIME)]]
+    asking = {r["metadata"]["name"] for r in runtimes if annotations(r) == {UNCONSTRAINED_TOPOLOGY: "true"}}
+    assert flavor["spec"]["topologyName"] and asking == {
+        f"ack-training-platform-{p}-gpu" for p in ("jax", "torch", "xgboost")
+    }
+    assert all(annotations(r) == {} for r in runtimes if r["metadata"]["name"] not in asking)
+    assert len([r for r in runtimes if r["metadata"]["name"] in asking]) == 4 * len(asking)

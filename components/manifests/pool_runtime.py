@@ -23,7 +23,7 @@ import copy
 
 from .base import Manifest
 from .placement import GPU_RESOURCE, Placement
-from .trainjob import TRAINER_NODE
+from .trainjob import TRAINER_NODE, UNCONSTRAINED_TOPOLOGY
 
 GPU_RUNTIME_SUFFIX = "-gpu"
 
@@ -33,7 +33,9 @@ def gpu_runtime_name(runtime_name: str) -> str:
     return f"{runtime_name}{GPU_RUNTIME_SUFFIX}"
 
 
-def placed_runtime(runtime: Manifest, placement: Placement, *, name: str | None = None) -> Manifest:
+def placed_runtime(
+    runtime: Manifest, placement: Placement, *, name: str | None = None, topology: bool = False
+) -> Manifest:
     """``runtime`` with every pod on ``placement``'s nodes, named ``name`` (default: its own).
 
     Each pod gets the placement's node selector and tolerations, and the ``node`` container the
@@ -43,13 +45,27 @@ def placed_runtime(runtime: Manifest, placement: Placement, *, name: str | None 
     the limits). A TrainJob's ``resourcesPerNode`` is merged over them key by key (v2.3.0
     ``MergeResourceRequirements``), so the SDK's ``"gpu": 2`` (its alias of ``nvidia.com/gpu``,
     ``get_resources_per_node``) asks for two.
+
+    With ``topology``, for a queue whose GPU flavor has a Topology and so admits only pod sets that
+    ask for topology-aware scheduling (see :func:`~components.manifests.trainer_v2.kueue_flavors`),
+    each pod template asks, unconstrained, as :func:`~components.manifests.trainjob.kueue_topology_annotations`
+    has a stack job without ``topology`` ask: Kueue takes a TrainJob's pod sets from the JobSet
+    Trainer builds from the runtime (kubernetes-sigs/kueue v0.19.2
+    ``pkg/controller/jobs/trainjob/trainjob_controller.go`` ``podSets``). Only a variant gets it: a
+    stack job's own runtime patch may ask with another mode, and Kueue refuses a pod set with more
+    than one topology annotation (``pkg/controller/jobframework/tas_validation.go``
+    ``ValidateTASPodSetRequest``).
     """
     own = copy.deepcopy(runtime)
     if name is not None:
         own["metadata"] = {**own["metadata"], "name": name}
     gpus = {GPU_RESOURCE: str(placement.gpus_per_node)} if placement.gpus_per_node else {}
     for rjob in own["spec"]["template"]["spec"]["replicatedJobs"]:
-        pod = rjob["template"]["spec"]["template"]["spec"]
+        template = rjob["template"]["spec"]["template"]
+        if topology:
+            metadata = template.setdefault("metadata", {})
+            metadata["annotations"] = {**metadata.get("annotations", {}), UNCONSTRAINED_TOPOLOGY: "true"}
+        pod = template["spec"]
         pod["nodeSelector"] = dict(placement.node_selector)
         pod["tolerations"] = [dict(t) for t in placement.tolerations]
         for container in pod["containers"]:
