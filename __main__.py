@@ -182,6 +182,7 @@ trainer_v2 = (
         runtime_image=(
             pinned_image(*spec.runtime_image(), registry, "trainerV2's runtimes") if any(spec.runtime_image()) else None
         ),
+        gpu_placement=pool.placement if pool is not None else None,
         namespaces=[
             (platform_context(namespace=ns, storage=shared, registry=registry), [ns.namespace, *shared.claims])
             for ns, shared in [(namespace, volumes), *((teams[name], team_volumes[name]) for name in teams)]

@@ -13,8 +13,9 @@ from ._k8s import IMAGE_PLACEHOLDER, TOKEN, resource_args, typed_resource, with_
 from .config import TrainerV2Spec
 from .config.kinds import V2_FRAMEWORKS
 from .local_sources import LocalSources
-from .manifests import FabricProfile, JobContext, Manifest, training_runtime
+from .manifests import FabricProfile, JobContext, Manifest, Placement, training_runtime
 from .manifests.namespace_runtime import namespace_runtime
+from .manifests.pool_runtime import gpu_runtime_name, placed_runtime
 from .manifests.trainer_v2 import (
     KUEUE_NAMESPACE,
     TRAINER_V2_NAMESPACE,
@@ -62,6 +63,10 @@ class TrainerV2(pulumi.ComponentResource):
         namespaces: each namespace jobs run in, as the context its jobs get, with what must
             exist first (the namespace, its claims): every pod-network runtime once more there, as
             a TrainingRuntime with the namespace's claims and identity (:func:`namespace_runtime`).
+        gpu_placement: the GPU pool's placement, or ``None`` without a pool: each pod-network
+            runtime gets a variant on the pool (:func:`gpu_runtime_name`), there and in each
+            namespace, asking Kueue for an unconstrained topology where the queue places GPU jobs
+            by one, and a fabric's runtimes carry it (:func:`placed_runtime`).
 
     Attributes:
         ready: what a TrainJob must wait for (the release, the runtimes, the queue).
@@ -85,6 +90,7 @@ class TrainerV2(pulumi.ComponentResource):
         node_selector: dict[str, str] | None = None,
         runtime_image: pulumi.Input[str] | None = None,
         namespaces: Sequence[tuple[JobContext, Sequence[pulumi.Resource]]] = (),
+        gpu_placement: Placement | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:TrainerV2", name, None, opts)
@@ -114,19 +120,37 @@ class TrainerV2(pulumi.ComponentResource):
             )
         after_install = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=installed)
         default_image = IMAGE_PLACEHOLDER if runtime_image is not None else None
+        topology_levels = spec.kueue.topology_levels if queue is not None else ()
         runtimes = [
             (fabric, training_runtime(fabric, framework, image=default_image, pip_index_url=spec.pip_index_url))
             for fabric in fabrics
             for framework in V2_FRAMEWORKS
         ]
+        if gpu_placement is not None:
+            runtimes = [
+                (fabric, runtime if fabric is None else placed_runtime(runtime, gpu_placement))
+                for fabric, runtime in runtimes
+            ] + [
+                (
+                    None,
+                    placed_runtime(
+                        runtime,
+                        gpu_placement,
+                        name=gpu_runtime_name(runtime["metadata"]["name"]),
+                        topology=bool(topology_levels),
+                    ),
+                )
+                for fabric, runtime in runtimes
+                if fabric is None
+            ]
         self.runtimes = [
             k8s.apiextensions.CustomResource(
                 runtime["metadata"]["name"], **resource_args(with_image(runtime, runtime_image)), opts=after_install
             )
             for _, runtime in runtimes
         ]
-        # Over the pod network only: a fabric's pods are privileged on the host network, which a
-        # namespace enforcing baseline refuses, and need the GPU pool's placement besides.
+        # Over the pod network only (the GPU pool's variants too): a fabric's pods are privileged
+        # on the host network, which a namespace enforcing baseline refuses.
         self.runtimes += [
             k8s.apiextensions.CustomResource(
                 f"{ctx.namespace}-{runtime['metadata']['name']}",
@@ -160,7 +184,7 @@ class TrainerV2(pulumi.ComponentResource):
         after_kueue = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=kueue)
         self.queue_resources = [typed_resource(_queue_resource_name(obj), obj, after_kueue) for obj in queue_objects]
         self.queue = queue
-        self.topology_levels = spec.kueue.topology_levels if queue is not None else ()
+        self.topology_levels = topology_levels
         self.ready: list[pulumi.Resource] = [*installed, *self.runtimes, *kueue, *self.queue_resources]
         self.register_outputs({"queue": queue})
 

@@ -25,24 +25,53 @@ from kubeflow.trainer import BuiltinTrainer, CustomTrainer, CustomTrainerContain
 from kubeflow.trainer.options.kubernetes import TrainerCommand
 from kubeflow_trainer_api.models import TrainerV1alpha1TrainingRuntime, TrainerV1alpha1TrainJob
 from loopback_api import loopback
+from test_config import validate
+from test_kueue_topology import KUEUE
 from test_teams import with_teams
 from test_trainjob import RUNTIME, runtime_problems, trainjob_problems
+
+from components.manifests import Placement, pool_placement
+from components.manifests.trainjob import UNCONSTRAINED_TOPOLOGY
 
 NS = "training"
 RUNTIME_IMAGE = "registry.example.com/ml/trainer:v1.4.0@sha256:" + "4" * 64
 MIRROR = "https://mirrors.aliyun.com/pypi/simple/"
 PLATFORM_RUNTIME = "ack-training-platform-torch"
+GPU_RUNTIME = "ack-training-platform-torch-gpu"
 NAMESPACED_RUNTIME = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainingRuntime"
 
 
-@pytest.fixture
-def runtimes(run_stack) -> list[dict[str, Any]]:
-    """The runtimes of a v2 stack with two teams, Kueue, a runtime image and a PyPI mirror: the
-    ClusterTrainingRuntimes, and the TrainingRuntimes in each namespace."""
+def sdk_stack() -> dict[str, Any]:
+    """A v2 stack with a GPU pool, two teams, Kueue, a runtime image and a PyPI mirror."""
     config = with_teams(backend="v2")
     config[cfg("trainerV2")] = {"runtimeImage": RUNTIME_IMAGE, "pipIndexUrl": MIRROR, "kueue": {"enabled": True}}
-    plan = run_stack(config)
+    return config
+
+
+@pytest.fixture
+def plan(run_stack) -> Any:
+    return run_stack(sdk_stack())
+
+
+@pytest.fixture
+def runtimes(plan) -> list[dict[str, Any]]:
+    """The stack's ClusterTrainingRuntimes, and the TrainingRuntimes in each namespace."""
     return [r.inputs for r in [*plan.of_type(RUNTIME), *plan.of_type(NAMESPACED_RUNTIME)]]
+
+
+def pool() -> Placement:
+    """The GPU pool's placement, as the stack's own jobs get it."""
+    return pool_placement(validate(sdk_stack()).gpu_pool)
+
+
+def pod_template(runtime: dict[str, Any]) -> dict[str, Any]:
+    [node] = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    return node["template"]["spec"]["template"]["spec"]
+
+
+def served_pods(api: Any, name: str) -> list[dict[str, Any]]:
+    """The job's pods as the API serves them to a client."""
+    return [p for p in api.pods if p["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"] == name]
 
 
 def runtime_of(job: dict[str, Any], runtimes: list[dict[str, Any]]) -> dict[str, Any]:
@@ -180,6 +209,7 @@ def test_a_team_member_names_only_the_namespace(runtimes: list[dict[str, Any]], 
             runtime=PLATFORM_RUNTIME, trainer=CustomTrainer(func=all_reduce, num_nodes=2, resources_per_node={"cpu": 1})
         )
         job = sdk.wait_for_job_status(name, timeout=180, polling_interval=1)
+        pods = served_pods(api, name)
     [created] = trainer.created
     # The team's own copy of the runtime, found in its namespace.
     assert created["spec"]["runtimeRef"] == {
@@ -202,7 +232,81 @@ def test_a_team_member_names_only_the_namespace(runtimes: list[dict[str, Any]], 
     mounts = {m["name"]: m for m in trainer.containers[name]["volumeMounts"]}
     assert mounts["data"] == {"name": "data", "mountPath": "/mnt/data", "readOnly": True}
     assert mounts["output"] == {"name": "output", "mountPath": "/mnt/output"}
+    # Off the GPU pool: nothing selects its nodes or tolerates its taint.
+    assert len(pods) == 2 and all(not {"nodeSelector", "tolerations"} & p["spec"].keys() for p in pods)
     assert job.status == "Complete"
+
+
+def test_a_gpu_job_from_the_sdk_lands_on_the_gpu_pool(runtimes: list[dict[str, Any]], tmp_path: Path) -> None:
+    with loopback(tmp_path) as (api, kubeconfig):
+        trainer = TrainerApi(api, "vision", runtimes, tmp_path / "pods", port=free_port())
+        sdk = TrainerClient(backend_config=KubernetesBackendConfig(namespace="vision", config_file=str(kubeconfig)))
+        gpu = next(r for r in sdk.list_runtimes() if r.name == GPU_RUNTIME)
+        name = sdk.train(
+            runtime=GPU_RUNTIME,
+            trainer=CustomTrainer(
+                func=all_reduce, num_nodes=2, resources_per_node={"cpu": 8, "memory": "32Gi", "gpu": 2}
+            ),
+        )
+        job = sdk.wait_for_job_status(name, timeout=180, polling_interval=1)
+        pods = served_pods(api, name)
+    [created] = trainer.created
+    assert created["spec"]["runtimeRef"] == {
+        "name": GPU_RUNTIME,
+        "kind": "TrainingRuntime",
+        "apiGroup": "trainer.kubeflow.org",
+    }
+    # The SDK adds no runtime patch: the placement is the runtime's alone.
+    assert "runtimePatches" not in created["spec"]
+    runtime = runtime_of(created, runtimes)
+    assert_matches_model(runtime, TrainerV1alpha1TrainingRuntime)
+    assert runtime_problems(runtime) == [] and trainjob_problems(created, runtime) == []
+    placement = pool()
+    assert (gpu.trainer.device, gpu.trainer.device_count) == ("gpu", str(placement.gpus_per_node))
+    assert len(pods) == 2
+    for pod in pods:
+        assert pod["spec"]["nodeSelector"] == placement.node_selector
+        assert pod["spec"]["tolerations"] == list(placement.tolerations)
+        [node] = pod["spec"]["containers"]
+        assert node["resources"]["limits"] == {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"}
+    assert job.status == "Complete"
+    assert sorted((s.name, s.device, s.device_count) for s in job.steps) == [
+        ("node-0", "gpu", "2"),
+        ("node-1", "gpu", "2"),
+    ]
+
+
+def test_each_namespace_has_a_gpu_runtime_on_the_pool_and_cpu_runtimes_off_it(
+    plan: Any, runtimes: list[dict[str, Any]]
+) -> None:
+    placement = pool()
+    placed = {
+        (r["kind"], r["metadata"].get("namespace"), r["metadata"]["name"])
+        for r in runtimes
+        if pod_template(r).get("nodeSelector") == placement.node_selector
+        and pod_template(r).get("tolerations") == list(placement.tolerations)
+    }
+    unplaced = {
+        (r["kind"], r["metadata"].get("namespace"), r["metadata"]["name"])
+        for r in runtimes
+        if not {"nodeSelector", "tolerations"} & pod_template(r).keys()
+    }
+    names = {r["metadata"]["name"] for r in runtimes}
+    cpu = sorted(n for n in names if not n.endswith("-gpu"))
+    assert cpu == [f"ack-training-platform-{p}" for p in ("jax", "torch", "xgboost")]
+    where = [("ClusterTrainingRuntime", None), *(("TrainingRuntime", ns) for ns in ("training", "vision", "speech"))]
+    assert placed == {(kind, ns, f"{name}-gpu") for kind, ns in where for name in cpu}
+    assert unplaced == {(kind, ns, name) for kind, ns in where for name in cpu}
+    # Without a topology the queue's flavors ask for none, and neither do the runtimes.
+    assert not any(annotations(r) for r in runtimes)
+    # Kueue gives a pod set the pool's flavor only when it tolerates the flavor's taints and its
+    # node selector matches the flavor's labels (see kueue_flavors).
+    [flavor] = [f.inputs for f in plan.of_type(KUEUE + "ResourceFlavor") if "nodeTaints" in f.inputs.get("spec", {})]
+    assert flavor["spec"]["nodeLabels"].items() <= placement.node_selector.items()
+    for taint in flavor["spec"]["nodeTaints"]:
+        assert {"key": taint["key"], "operator": "Equal", "value": taint["value"], "effect": taint["effect"]} in list(
+            placement.tolerations
+        )
 
 
 def wheel(directory: Path, name: str, version: str, source: str) -> Path:
@@ -278,3 +382,25 @@ def test_packages_come_from_the_mirror_named_in_the_trainer(runtimes: list[dict[
     assert job.status == "Complete", logs
     assert "from the mirror: the stack mirror" in logs
     assert any(path.startswith("/simple/mirror-probe/") for path in requests)
+
+
+def annotations(runtime: dict[str, Any]) -> dict[str, str]:
+    [node] = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    return node["template"]["spec"]["template"].get("metadata", {}).get("annotations", {})
+
+
+def test_with_a_topology_the_gpu_runtimes_ask_kueue_for_one(run_stack) -> None:
+    # The pool's flavor then admits only pod sets that ask (see kueue_flavors): a job from the SDK
+    # asks through its runtime, unconstrained, as a stack job without a topology does.
+    config = sdk_stack()
+    config[cfg("trainerV2")]["kueue"]["topology"] = {}
+    config[cfg("gpuPool")]["minSize"] = 2
+    plan = run_stack(config)
+    [flavor] = [f.inputs for f in plan.of_type(KUEUE + "ResourceFlavor") if "topologyName" in f.inputs.get("spec", {})]
+    runtimes = [r.inputs for r in [*plan.of_type(RUNTIME), *plan.of_type(NAMESPACED_RUNTIME)]]
+    asking = {r["metadata"]["name"] for r in runtimes if annotations(r) == {UNCONSTRAINED_TOPOLOGY: "true"}}
+    assert flavor["spec"]["topologyName"] and asking == {
+        f"ack-training-platform-{p}-gpu" for p in ("jax", "torch", "xgboost")
+    }
+    assert all(annotations(r) == {} for r in runtimes if r["metadata"]["name"] not in asking)
+    assert len([r for r in runtimes if r["metadata"]["name"] in asking]) == 4 * len(asking)

@@ -5,7 +5,9 @@ kubeflow/trainer v1.9.4 it rests on (the path is relative to that tag) and check
 pods (``fixtures.operator_pods``) against it: labels, init containers and injected environment.
 The pods are derived from jobs the platform's builders emit, for an operator started with the
 flags the platform gives it. The job commands' stand-in API server (``loopback_api``) is held to
-the labels the v1 controllers and JobSet v0.12.0 give their pods.
+the labels the v1 controllers and JobSet v0.12.0 give their pods, and the Trainer v2 stand-in
+(``fixtures.trainer_pods``) to how Trainer v2.3.0 merges a TrainJob's runtime patches over its
+runtime's pods.
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ from fixtures.operator_pods import (
     OperatorPod,
     operator_pods,
 )
+from fixtures.trainer_pods import pod_placement
 from loopback_api import FakeApi, serve_mpi, v1_pod, v2_pod
 from test_jobs import IMAGE, POOL_1, context
 
 from components.config import TrainingJobSpec
-from components.manifests import kubeflow_job
+from components.manifests import Placement, kubeflow_job, training_runtime
 from components.manifests.operator import operator_flags
+from components.manifests.pool_runtime import placed_runtime
 
 STAND_INS = [
     "fixtures.operator_pods",
@@ -234,4 +238,55 @@ API_FACTS = [
 
 @pytest.mark.parametrize(("where", "quote", "holds"), API_FACTS, ids=[quote for _, quote, _ in API_FACTS])
 def test_the_api_stand_in_labels_pods_as_the_controllers_do(where: str, quote: str, holds) -> None:
+    assert holds(), f"{where}: {quote!r}"
+
+
+GPU_TAINT = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+SPOT = {"key": "spot", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def _placed(*patches: dict[str, Any]) -> dict[str, Any]:
+    """The node pods' placement of a TrainJob with ``patches`` (pod specs of ``node``) on a runtime
+    placed on a pool."""
+    runtime = placed_runtime(training_runtime(), Placement(node_selector={"pool": "gpu"}, tolerations=(GPU_TAINT,)))
+    job = {
+        "spec": {
+            "runtimePatches": [
+                {
+                    "trainingRuntimeSpec": {
+                        "template": {
+                            "spec": {
+                                "replicatedJobs": [
+                                    {"name": "node", "template": {"spec": {"template": {"spec": patch}}}}
+                                ]
+                            }
+                        }
+                    }
+                }
+                for patch in patches
+            ]
+        }
+    }
+    return pod_placement(job, runtime)
+
+
+TRAINER_V2_FACTS = [
+    (
+        "kubeflow/trainer v2.3.0 pkg/runtime/core/trainingruntime.go mergeRuntimePatches",
+        "merged, err := strategicpatch.StrategicMergePatch(source, patch, jobsetv1alpha2.JobSetSpec{})",
+        lambda: (
+            _placed() == {"nodeSelector": {"pool": "gpu"}, "tolerations": [GPU_TAINT]}
+            and _placed({"nodeSelector": {"zone": "a"}})["nodeSelector"] == {"pool": "gpu", "zone": "a"}
+        ),
+    ),
+    (
+        "kubeflow/trainer v2.3.0 manifests/base/crds/trainer.kubeflow.org_trainingruntimes.yaml (pod tolerations)",
+        "x-kubernetes-list-type: atomic",
+        lambda: _placed({"tolerations": [SPOT]})["tolerations"] == [SPOT],
+    ),
+]
+
+
+@pytest.mark.parametrize(("where", "quote", "holds"), TRAINER_V2_FACTS, ids=[q for _, q, _ in TRAINER_V2_FACTS])
+def test_the_trainjob_stand_in_places_pods_as_trainer_merges_them(where: str, quote: str, holds) -> None:
     assert holds(), f"{where}: {quote!r}"

@@ -522,12 +522,16 @@ def test_one_key_moves_a_stack_to_trainer_v2(run_stack) -> None:
         },
         "manager": {"nodeSelector": system},
     }
-    # One runtime per framework with a v2 policy, so a job submitted later finds its own.
+    # One runtime per framework with a v2 policy, so a job submitted later finds its own, and its
+    # variant on the GPU pool.
     runtimes = {r.inputs["metadata"]["name"]: r for r in plan.of_type(RUNTIME)}
     assert sorted(runtimes) == [
         "ack-training-platform-jax",
+        "ack-training-platform-jax-gpu",
         "ack-training-platform-torch",
+        "ack-training-platform-torch-gpu",
         "ack-training-platform-xgboost",
+        "ack-training-platform-xgboost-gpu",
     ]
     runtime = runtimes["ack-training-platform-torch"]
     assert all(release.urn in r.dependencies for r in runtimes.values())
@@ -566,10 +570,13 @@ def test_v1_and_v2_run_side_by_side_through_the_mirror(run_stack) -> None:
     assert sorted(r.inputs["metadata"]["name"] for r in plan.of_type(RUNTIME)) == [
         "ack-training-platform-jax",
         "ack-training-platform-jax-erdma",
+        "ack-training-platform-jax-gpu",
         "ack-training-platform-torch",
         "ack-training-platform-torch-erdma",
+        "ack-training-platform-torch-gpu",
         "ack-training-platform-xgboost",
         "ack-training-platform-xgboost-erdma",
+        "ack-training-platform-xgboost-gpu",
     ]
     volcano = plan.one("ack-training-platform:components:TrainingOperator").inputs["volcano"]
     assert volcano == "volcano-sh/volcano v1.12.1 installer/volcano-development.yaml"

@@ -56,7 +56,7 @@ job = TrainingJob("finetune", finetune, namespace=namespace, storage=volumes, po
 pulumi.export("commands", job.commands)
 
 # Trainer v2 runs in the cluster already: only the platform's runtime is created.
-trainer_v2 = TrainerV2("trainer-v2", TrainerV2Spec(install=False), provider=provider)
+trainer_v2 = TrainerV2("trainer-v2", TrainerV2Spec(install=False), provider=provider, gpu_placement=pool.placement)
 job_v2 = TrainingJob(
     "finetune-v2",
     finetune.model_copy(update={"name": "finetune-v2", "backend": "v2"}),
