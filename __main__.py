@@ -29,6 +29,7 @@ from components.manifests import (
     kueue_objects,
     kueue_queue_name,
     system_node_selector,
+    team_boundary,
     training_pod_security,
     v2_fabrics,
 )
@@ -47,7 +48,12 @@ pool = registry = cluster = None
 def team_namespaces(provider) -> dict[str, TrainingNamespace]:
     return {
         team.name: TrainingNamespace(
-            team.name, spec.training, provider=provider, team=team, network_policies=spec.network_policies
+            team.name,
+            spec.training,
+            provider=provider,
+            team=team,
+            network_policies=spec.network_policies,
+            admission=team_boundary(spec, team),
         )
         for team in spec.teams
     }

@@ -10,8 +10,10 @@ from .config import TeamSpec, TrainingNamespaceSpec
 from .manifests import (
     BASELINE,
     Manifest,
+    TeamBoundary,
     run_as,
     team_access,
+    team_admission,
     team_namespace,
     team_network_policies,
     training_namespace,
@@ -24,12 +26,15 @@ _KINDS = {
     "Role": k8s.rbac.v1.Role,
     "RoleBinding": k8s.rbac.v1.RoleBinding,
     "NetworkPolicy": k8s.networking.v1.NetworkPolicy,
+    "ValidatingAdmissionPolicy": k8s.admissionregistration.v1.ValidatingAdmissionPolicy,
+    "ValidatingAdmissionPolicyBinding": k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding,
 }
 
 
 class TrainingNamespace(pulumi.ComponentResource):
     """Namespace, service account and quota for jobs: the platform's training namespace, or a
-    team's namespace with its Role and, on a Terway cluster, its NetworkPolicies.
+    team's namespace with its Role, its admission policy and, on a Terway cluster, its
+    NetworkPolicies.
 
     Args:
         name: Pulumi resource name.
@@ -38,6 +43,8 @@ class TrainingNamespace(pulumi.ComponentResource):
         team: the team whose namespace this is; ``None`` for the training namespace.
         pod_security: the level the training namespace enforces (a team's follows from the team).
         network_policies: wall the team's pods in with NetworkPolicies.
+        admission: what the team's pods may use, enforced by a ValidatingAdmissionPolicy on every
+            pod of its namespace; ``None`` for none (a team only).
 
     Attributes:
         name: the namespace name.
@@ -56,6 +63,7 @@ class TrainingNamespace(pulumi.ComponentResource):
         team: TeamSpec | None = None,
         pod_security: str = BASELINE,
         network_policies: bool = False,
+        admission: TeamBoundary | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:TrainingNamespace", name, None, opts)
@@ -72,6 +80,7 @@ class TrainingNamespace(pulumi.ComponentResource):
                 *team_namespace(team, service_account=spec.service_account),
                 *team_access(team),
                 *(team_network_policies(team.name) if network_policies else []),
+                *(team_admission(admission) if admission is not None else []),
             ]
         first, *rest = manifests
         self.namespace = k8s.core.v1.Namespace(

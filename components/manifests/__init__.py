@@ -5,6 +5,7 @@ where an input is only known after deployment), and the offline plan and the gol
 tests read the very same dicts.
 """
 
+from .admission import TeamBoundary, team_admission, team_boundary
 from .base import MANAGED_BY, POOL_LABEL, SYSTEM_POOL, Manifest
 from .cluster import (
     ACR_HELPER_ADDON,
@@ -110,6 +111,9 @@ from .trainjob import (
 from .volcano import VOLCANO_NAMESPACE, VOLCANO_SCHEDULER_CONF, customized_volcano_objects, volcano_images
 
 __all__ = [
+    "TeamBoundary",
+    "team_admission",
+    "team_boundary",
     "DATASET_LABEL",
     "IMPORT_CONTAINER",
     "SOURCE_MOUNT",

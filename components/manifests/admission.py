@@ -1,0 +1,460 @@
+"""The admission boundary of a team's namespace: a ValidatingAdmissionPolicy and its binding
+(``admissionregistration.k8s.io/v1``, GA in Kubernetes 1.30) that the API server checks on every
+pod created or updated there, whoever creates it.
+
+Pod Security ``baseline`` leaves open what crosses teams here: another team's uid (NFS tells teams
+apart by uid), inline ``nfs``/``csi`` volumes, any Secret of the namespace, any PriorityClass, and
+the job label a NetworkPolicy selects by. The policy pins those to the team, and repeats
+``baseline``'s controls for the namespaces that enforce ``privileged`` (a team with eRDMA jobs).
+
+Members cannot create pods (``JOB_USER_RULES``): theirs come from the v1 operator, which labels
+every pod ``training.kubeflow.org/job-name`` over the template's labels (kubeflow/trainer v1.9.4
+``pkg/controller.v1/common/pod.go`` ``createNewPod``, ``job_controller.go`` ``GenLabels``), or
+from JobSet under Trainer v2, which labels them ``jobset.sigs.k8s.io/jobset-name`` with the
+TrainJob's name the same way (kubernetes-sigs/jobset v0.12.0 ``pkg/controllers/jobset_controller.go``
+``labelAndAnnotateObject``; kubeflow/trainer v2.3.0 ``plugins/jobset/jobset.go`` names the JobSet
+after the TrainJob). The policy reads a pod's job from those labels, never from labels the
+template sets.
+
+The expressions keep to the part of CEL that Kubernetes and cel-python (the tests' evaluator)
+share: ``has()``, ``in``, ``all``, ``size``, ``startsWith`` and the conditional; no optional
+fields (``object.spec.?x``), which cel-python does not parse.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ..config import PROJECT, PlatformSpec, SecretEnv, TeamSpec
+from .base import MANAGED_BY, Manifest
+from .datasets import source_claim_name
+from .job_env import checkpoint_key_ref, generated_key_secret
+from .placement import FABRICS, FabricProfile
+from .tenancy import JOB_LABEL, TEAM_LABEL
+
+V1_JOB_LABEL = "training.kubeflow.org/job-name"
+V2_JOB_LABEL = "jobset.sigs.k8s.io/jobset-name"
+V1_MPI_CONFIG = "-config"
+"""The v1 MPIJob's ConfigMap, ``<job>-config`` (v1.9.4 ``pkg/controller.v1/mpi/mpijob.go``), and
+its launcher's ServiceAccount ``<job>-launcher`` (``mpijob_controller.go``)."""
+V1_MPI_LAUNCHER = "-launcher"
+V2_MPI_SECRET = "-mpi-ssh-auth"
+V2_MPI_HOSTFILE = "-mpi-hostfile"
+"""Trainer v2's MPI plugin mounts ``<job>-mpi-ssh-auth`` and ``<job>-mpi-hostfile`` (v2.3.0
+``pkg/constants/constants.go``, ``plugins/mpi/mpi.go``)."""
+ROOT_CA = "kube-root-ca.crt"
+"""The ConfigMap the ServiceAccount admission plugin projects beside a pod's token."""
+BASELINE_CAPABILITIES = (
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+)
+"""Pod Security Standards, "Baseline" (kubernetes.io/docs/concepts/security/pod-security-standards/):
+the capabilities a container may add, and below the sysctls and SELinux types it may use."""
+SAFE_SYSCTLS = (
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+)
+SELINUX_TYPES = ("", "container_t", "container_init_t", "container_kvm_t", "container_engine_t")
+APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
+
+
+@dataclass(frozen=True)
+class TeamBoundary:
+    """What a team's pods may use, as the stack knows it.
+
+    Args:
+        team: the team.
+        claims: the claims of its namespace (data, output, dataset sources).
+        service_account: the jobs' ServiceAccount.
+        job_secrets: ``(job, Secret)`` pairs the stack's jobs name (a checkpoint key of their own,
+            Secret environment variables); a job's generated ``<job>-checkpoint-key`` is always its own.
+        priority_classes: the PriorityClasses the stack's jobs name.
+        fabric: the eRDMA fabric whose pods the team's jobs may run (privileged, host network), or ``None``.
+    """
+
+    team: TeamSpec
+    claims: tuple[str, ...]
+    service_account: str
+    job_secrets: tuple[tuple[str, str], ...] = ()
+    priority_classes: tuple[str, ...] = ()
+    fabric: FabricProfile | None = None
+
+
+def team_boundary(spec: PlatformSpec, team: TeamSpec) -> TeamBoundary:
+    """The boundary of ``team`` in the stack ``spec``: its claims, its jobs' Secrets and
+    PriorityClasses, and the fabric of the GPU pool when the team runs eRDMA jobs."""
+    jobs = [job for job in spec.jobs if job.team == team.name]
+    secrets = set()
+    for job in jobs:
+        ref = checkpoint_key_ref(job)
+        if ref is not None and ref[0] != generated_key_secret(job.name):
+            secrets.add((job.name, ref[0]))
+        secrets |= {(job.name, value.secret_key_ref.name) for value in job.env.values() if isinstance(value, SecretEnv)}
+    sources = [source_claim_name(d) for d in spec.datasets if d.team == team.name and d.oss is not None]
+    pool = spec.gpu_pool
+    return TeamBoundary(
+        team=team,
+        claims=(spec.storage.data.claim_name, spec.storage.output.claim_name, *sources),
+        service_account=spec.training.service_account,
+        job_secrets=tuple(sorted(secrets)),
+        priority_classes=tuple(sorted({j.scheduling.priority_class for j in jobs if j.scheduling.priority_class})),
+        fabric=FABRICS.get(pool.fabric) if team.rdma and pool is not None else None,
+    )
+
+
+def policy_name(team: str) -> str:
+    return f"{PROJECT}-team-{team}"
+
+
+def _s(value: str) -> str:
+    """A CEL string literal (JSON's escapes are CEL's)."""
+    return json.dumps(value)
+
+
+def _list(values: Iterable[str]) -> str:
+    return "[" + ", ".join(_s(v) for v in values) + "]"
+
+
+def _opt(obj: str, field: str, rule: str) -> str:
+    """``rule`` on ``obj.field``, which holds when the field is unset."""
+    return f"(has({obj}.{field}) ? {rule} : true)"
+
+
+def _when(guard: str, rule: str) -> str:
+    """``rule`` where ``guard`` holds, else false. A conditional, not ``&&``: only the branch taken
+    is evaluated, so a rule on a field that is absent never runs (cel-python raises where an
+    ``||`` has an error on each side, which Kubernetes' CEL would absorb)."""
+    return f"(({guard}) ? ({rule}) : false)"
+
+
+def _every_container(rule: str) -> str:
+    """``rule`` (on ``c``) for every container, init container and ephemeral container."""
+    lists = [f"object.spec.containers.all(c, {rule})"]
+    lists += [
+        _opt("object.spec", kind, f"object.spec.{kind}.all(c, {rule})")
+        for kind in ("initContainers", "ephemeralContainers")
+    ]
+    return " && ".join(lists)
+
+
+def _none(kind: str) -> str:
+    return f"(!has(object.spec.{kind}) || size(object.spec.{kind}) == 0)"
+
+
+def _secret_ok(name: str, boundary: TeamBoundary) -> str:
+    """Whether the Secret ``name`` (a CEL expression) is the pod's job's own."""
+    pairs = _list(f"{job}/{secret}" for job, secret in boundary.job_secrets)
+    return (
+        f'(variables.jobName != "" && ({name} == variables.jobName + "-checkpoint-key"'
+        f' || variables.jobName + "/" + {name} in {pairs}'
+        f' || (variables.v2Job && {name} == variables.jobName + "{V2_MPI_SECRET}")))'
+    )
+
+
+def _context_controls(ctx: str) -> str:
+    """``baseline``'s controls on a pod's or a container's security context ``ctx``."""
+    return " && ".join(
+        [
+            _opt(ctx, "seccompProfile", f'{ctx}.seccompProfile.type != "Unconfined"'),
+            _opt(ctx, "appArmorProfile", f'{ctx}.appArmorProfile.type != "Unconfined"'),
+            _opt(
+                ctx,
+                "windowsOptions",
+                _opt(f"{ctx}.windowsOptions", "hostProcess", f"!{ctx}.windowsOptions.hostProcess"),
+            ),
+            _opt(ctx, "seLinuxOptions", _selinux_controls(f"{ctx}.seLinuxOptions")),
+        ]
+    )
+
+
+def _selinux_controls(options: str) -> str:
+    empty = _s("")
+    rules = [
+        _opt(options, "type", f"{options}.type in {_list(SELINUX_TYPES)}"),
+        _opt(options, "user", f"{options}.user == {empty}"),
+        _opt(options, "role", f"{options}.role == {empty}"),
+    ]
+    return "(" + " && ".join(rules) + ")"
+
+
+def _erdma_shape(fabric: FabricProfile | None) -> str:
+    """The one pod shape allowed the host network and a privileged container: the platform's
+    eRDMA pod (``pytorchjob.pod_template``, ``trainjob.train_job``): one container, the fabric's
+    security context and device, a job's pod, no init or ephemeral containers."""
+    if fabric is None:
+        return "false"
+    c = "object.spec.containers[0]"
+    privileged = fabric.security_context.get("privileged") is True
+    return " && ".join(
+        [
+            "variables.hostNetwork",
+            'variables.jobName != ""',
+            f"has(object.spec.dnsPolicy) && object.spec.dnsPolicy == {_s('ClusterFirstWithHostNet')}",
+            "size(object.spec.containers) == 1",
+            _none("initContainers"),
+            _none("ephemeralContainers"),
+            f"has({c}.resources) && has({c}.resources.limits) && {_s(fabric.resource)} in {c}.resources.limits",
+            f"has({c}.securityContext) && has({c}.securityContext.privileged) && {c}.securityContext.privileged == {str(privileged).lower()}",
+            f"!has({c}.securityContext.capabilities)",
+        ]
+    )
+
+
+def team_admission(boundary: TeamBoundary) -> list[Manifest]:
+    """The team's ValidatingAdmissionPolicy and the binding that applies it, refusing, in the
+    team's namespace, any pod that is not within the team's boundary (see the module's docstring).
+
+    Args:
+        boundary: what the team's pods may use (:func:`team_boundary`).
+
+    Returns:
+        The policy and its binding, both cluster-scoped.
+    """
+    team = boundary.team
+    uid, gid = team.uid, team.group_id
+    sc = "object.spec.securityContext"
+    labels = "object.metadata.labels"
+    c0 = "object.spec.containers[0]"
+    variables = [
+        ("v1Job", f"has({labels}) && {_s(V1_JOB_LABEL)} in {labels}"),
+        ("v2Job", f"has({labels}) && {_s(V2_JOB_LABEL)} in {labels}"),
+        (
+            "jobName",
+            f"variables.v1Job ? {labels}[{_s(V1_JOB_LABEL)}] : (variables.v2Job ? {labels}[{_s(V2_JOB_LABEL)}] : {_s('')})",
+        ),
+        ("hostNetwork", "has(object.spec.hostNetwork) && object.spec.hostNetwork"),
+        ("erdma", _erdma_shape(boundary.fabric)),
+        # The Job that hands the team its directories (tenancy.directory_owner_job): root with CHOWN
+        # alone, and no job's pod, which only the platform creates.
+        (
+            "owner",
+            " && ".join(
+                [
+                    'variables.jobName == ""',
+                    "size(object.spec.containers) == 1",
+                    _none("initContainers"),
+                    _none("ephemeralContainers"),
+                    f"has({c0}.securityContext) && has({c0}.securityContext.runAsUser) && {c0}.securityContext.runAsUser == 0",
+                    f"has({c0}.securityContext.capabilities) && has({c0}.securityContext.capabilities.add)",
+                    f'{c0}.securityContext.capabilities.add == ["CHOWN"]',
+                    f'has({c0}.securityContext.capabilities.drop) && {c0}.securityContext.capabilities.drop == ["ALL"]',
+                    f"has({c0}.securityContext.allowPrivilegeEscalation) && !{c0}.securityContext.allowPrivilegeEscalation",
+                ]
+            ),
+        ),
+    ]
+    ctx = "c.securityContext"
+    secret_ok = _secret_ok
+    volume_ok = " || ".join(
+        [
+            "has(v.emptyDir)",
+            _when("has(v.persistentVolumeClaim)", f"v.persistentVolumeClaim.claimName in {_list(boundary.claims)}"),
+            _when("has(v.secret) && has(v.secret.secretName)", secret_ok("v.secret.secretName", boundary)),
+            _when(
+                'has(v.configMap) && has(v.configMap.name) && variables.jobName != ""',
+                f'(variables.v1Job && v.configMap.name == variables.jobName + "{V1_MPI_CONFIG}")'
+                f' || (variables.v2Job && v.configMap.name == variables.jobName + "{V2_MPI_HOSTFILE}")',
+            ),
+            # The token the ServiceAccount admission plugin projects into a pod that does not opt out.
+            _when(
+                "has(v.projected) && has(v.projected.sources)",
+                "v.projected.sources.all(s, "
+                + " || ".join(
+                    [
+                        _when("has(s.serviceAccountToken)", "!has(s.serviceAccountToken.audience)"),
+                        "has(s.downwardAPI)",
+                        _when("has(s.configMap) && has(s.configMap.name)", f"s.configMap.name == {_s(ROOT_CA)}"),
+                    ]
+                )
+                + ")",
+            ),
+        ]
+    )
+    env_ok = (
+        _opt(
+            "c",
+            "env",
+            "c.env.all(e, !has(e.valueFrom) || !has(e.valueFrom.secretKeyRef) || "
+            + _when("has(e.valueFrom.secretKeyRef.name)", secret_ok("e.valueFrom.secretKeyRef.name", boundary))
+            + ")",
+        )
+        + " && "
+        + _opt(
+            "c",
+            "envFrom",
+            "c.envFrom.all(s, !has(s.secretRef) || "
+            + _when("has(s.secretRef.name)", secret_ok("s.secretRef.name", boundary))
+            + ")",
+        )
+    )
+    claims = ", ".join(boundary.claims)
+    validations = [
+        (
+            f"variables.owner || (has({sc}) && has({sc}.runAsUser) && {sc}.runAsUser == {uid}"
+            f" && has({sc}.runAsGroup) && {sc}.runAsGroup == {gid})",
+            f"pods in {team.name} run as the team's uid {uid} and gid {gid}: set securityContext.runAsUser and runAsGroup",
+        ),
+        (
+            "variables.owner || "
+            + _every_container(
+                _opt(
+                    "c",
+                    "securityContext",
+                    f"{_opt(ctx, 'runAsUser', f'{ctx}.runAsUser == {uid}')}"
+                    f" && {_opt(ctx, 'runAsGroup', f'{ctx}.runAsGroup == {gid}')}",
+                )
+            ),
+            f"containers in {team.name} run as the team's uid {uid} and gid {gid}, or leave runAsUser and runAsGroup to the pod",
+        ),
+        (
+            _opt(
+                "object.spec",
+                "securityContext",
+                f"{_opt(sc, 'fsGroup', f'{sc}.fsGroup == {gid}')} && "
+                f"{_opt(sc, 'supplementalGroups', f'{sc}.supplementalGroups.all(g, g == {gid})')}",
+            ),
+            f"pods in {team.name} may add only the team's gid {gid} (fsGroup, supplementalGroups)",
+        ),
+        (
+            "!(has(object.spec.hostPID) && object.spec.hostPID) && !(has(object.spec.hostIPC) && object.spec.hostIPC)"
+            " && (!variables.hostNetwork || variables.erdma)",
+            "host namespaces are refused (hostPID, hostIPC; hostNetwork outside the platform's eRDMA pods)",
+        ),
+        (
+            _opt("object.spec", "volumes", f"object.spec.volumes.all(v, {volume_ok})"),
+            f"volumes in {team.name}: the team's claims ({claims}), emptyDir, and the job's own Secret "
+            "(<job>-checkpoint-key); no hostPath, inline nfs/csi/iscsi or other Secret",
+        ),
+        (
+            _every_container(env_ok),
+            "environment from Secrets: only the job's own (<job>-checkpoint-key, or one the stack gives the job)",
+        ),
+        (
+            f"!has(object.spec.serviceAccountName) || object.spec.serviceAccountName in "
+            f"{_list([boundary.service_account, 'default'])} || (variables.v1Job && "
+            f'object.spec.serviceAccountName == variables.jobName + "{V1_MPI_LAUNCHER}")',
+            f"service account: {boundary.service_account} (or default)",
+        ),
+        (
+            f"!has(object.spec.priorityClassName) || object.spec.priorityClassName in {_list(boundary.priority_classes)}",
+            f"priority classes in {team.name}: {', '.join(boundary.priority_classes) or 'none'}",
+        ),
+        (
+            '!(variables.v1Job && variables.v2Job) && (variables.jobName == "" || !has(object.metadata.labels)'
+            f" || !({_s(JOB_LABEL)} in {labels}) || {labels}[{_s(JOB_LABEL)}] == variables.jobName)",
+            f"a job's pod carries its own job's name in {JOB_LABEL}, and belongs to one job",
+        ),
+        (
+            _every_container(_opt("c", "securityContext", f"{_opt(ctx, 'privileged', f'!{ctx}.privileged')}"))
+            + " || variables.erdma",
+            "privileged containers are refused outside the platform's eRDMA pods",
+        ),
+        (
+            _every_container(
+                _opt(
+                    "c",
+                    "securityContext",
+                    _opt(
+                        ctx,
+                        "capabilities",
+                        _opt(
+                            f"{ctx}.capabilities",
+                            "add",
+                            f"{ctx}.capabilities.add.all(x, x in {_list(BASELINE_CAPABILITIES)})",
+                        ),
+                    ),
+                )
+            ),
+            "capabilities beyond Pod Security baseline's are refused",
+        ),
+        (
+            _every_container(
+                _opt(
+                    "c",
+                    "ports",
+                    "c.ports.all(p, !has(p.hostPort) || p.hostPort == 0"
+                    " || (variables.erdma && p.hostPort == p.containerPort))",
+                )
+            ),
+            "host ports are refused",
+        ),
+        (
+            _opt(
+                "object.spec",
+                "securityContext",
+                _context_controls(sc)
+                + " && "
+                + _opt(sc, "sysctls", f"{sc}.sysctls.all(s, s.name in {_list(SAFE_SYSCTLS)})"),
+            )
+            + " && "
+            + _every_container(
+                _opt(
+                    "c",
+                    "securityContext",
+                    _context_controls(ctx) + " && " + _opt(ctx, "procMount", f'{ctx}.procMount == "Default"'),
+                )
+            )
+            + " && "
+            + _opt(
+                "object.metadata",
+                "annotations",
+                f"object.metadata.annotations.all(k, !k.startsWith({_s(APPARMOR_ANNOTATION)})"
+                ' || object.metadata.annotations[k] == "runtime/default" || object.metadata.annotations[k].startsWith("localhost/"))',
+            ),
+            "Pod Security baseline: seccomp, AppArmor, SELinux, sysctls, procMount and hostProcess as baseline allows",
+        ),
+    ]
+    name = policy_name(team.name)
+    meta_labels = {**MANAGED_BY, TEAM_LABEL: team.name}
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name, "labels": meta_labels},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["pods", "pods/ephemeralcontainers"],
+                    }
+                ]
+            },
+            "variables": [{"name": n, "expression": e} for n, e in variables],
+            "validations": [{"expression": e, "message": m} for e, m in validations],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name, "labels": meta_labels},
+        "spec": {
+            "policyName": name,
+            "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.name}}},
+        },
+    }
+    return [policy, binding]

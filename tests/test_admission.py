@@ -1,0 +1,413 @@
+"""Each team's admission policy, evaluated as the API server would (real CEL, cel-python) on the
+policies the plan deploys: every pod the platform emits into a team's namespace is admitted, and
+each hostile pod, made from the team's own job templates one change at a time, is refused."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from admission_cel import admit_mutations, admitted_by_policies, binds, refusals, template_pod, v1_pods, v2_pods
+from conftest import ROOT, cfg, stack_config, with_pull_secret
+from pod_security import BASELINE_CAPABILITIES, SAFE_SYSCTLS, SELINUX_TYPES, baseline_violations
+from test_teams import with_teams
+from test_tenancy import BAD_CONTAINERS, BAD_PODS
+
+from components.manifests import admission
+from components.manifests.tenancy import POD_SECURITY
+from components.offline import run_program
+from components.plan import with_unset_credentials
+
+VAP = "ValidatingAdmissionPolicy"
+BINDING = "ValidatingAdmissionPolicyBinding"
+PULL_SECRET = "registry-pull"
+
+
+def _plan(config: dict[str, Any], stack: str = "prod") -> list[dict[str, Any]]:
+    return run_program(with_unset_credentials(config)[0], stack=stack, project_dir=ROOT).kubernetes_objects()
+
+
+def _with_keys() -> dict[str, Any]:
+    """The prod stack with a pull secret, a generated checkpoint key for every job, and one job
+    reading a Secret of its own into its environment."""
+    config = with_pull_secret(stack_config("prod"))
+    for job in config[cfg("jobs")]:
+        job["checkpointKey"] = {}
+    config[cfg("jobs")][0]["env"] = {"WANDB_API_KEY": {"secretKeyRef": {"name": "wandb", "key": "token"}}}
+    return config
+
+
+@pytest.fixture(scope="module")
+def prod() -> list[dict[str, Any]]:
+    return _plan(_with_keys())
+
+
+def _namespaces(objects: list[dict[str, Any]]) -> dict[str, str]:
+    """Each namespace's Pod Security ``enforce`` level."""
+    return {
+        o["metadata"]["name"]: o["metadata"]["labels"].get(f"{POD_SECURITY}/enforce")
+        for o in objects
+        if o["kind"] == "Namespace"
+    }
+
+
+def _teams(objects: list[dict[str, Any]]) -> set[str]:
+    return {o["metadata"]["labels"]["ack-training-platform/team"] for o in objects if o["kind"] == VAP}
+
+
+def platform_pods(objects: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(namespace, what, pod) for every pod the plan's objects make in a team's namespace, as the
+    API server sees it after its mutating admission."""
+    teams = _teams(objects)
+    runtimes = {(o["kind"], o["metadata"]["name"]): o for o in objects if o["kind"].endswith("TrainingRuntime")}
+    automount = {
+        (o["metadata"]["namespace"], o["metadata"]["name"]): o.get("automountServiceAccountToken", True)
+        for o in objects
+        if o["kind"] == "ServiceAccount"
+    }
+    found = []
+    for obj in objects:
+        namespace = obj["metadata"].get("namespace")
+        if namespace not in teams:
+            continue
+        kind = obj["kind"]
+        if kind == "TrainJob":
+            ref = obj["spec"]["runtimeRef"]
+            pods = v2_pods(obj, runtimes[(ref["kind"], ref["name"])])
+        elif any(key.endswith("ReplicaSpecs") for key in obj.get("spec", {})):
+            pods = v1_pods(obj)
+        elif kind == "Deployment":
+            pods = [template_pod(obj, {"pod-template-hash": "5d8f7c"})]
+        elif kind == "Job":
+            name = obj["metadata"]["name"]
+            pods = [template_pod(obj, {"batch.kubernetes.io/job-name": name, "job-name": name})]
+        else:
+            continue
+        accounts = {name: value for (ns, name), value in automount.items() if ns == namespace}
+        for pod in pods:
+            pod["spec"] = admit_mutations(pod["spec"], accounts)
+            found.append((namespace, f"{kind} {namespace}/{obj['metadata']['name']}", pod))
+    return found
+
+
+def refused(objects: list[dict[str, Any]], namespace: str, pod: dict[str, Any]) -> list[str]:
+    """Why what the plan deploys refuses ``pod`` in ``namespace``: the namespace's Pod Security
+    level, then every bound admission policy."""
+    why = []
+    if _namespaces(objects).get(namespace) == "baseline":
+        why += [f"Pod Security baseline: {v}" for v in baseline_violations(pod["spec"], pod["metadata"])]
+    return why + admitted_by_policies(objects, namespace, pod)
+
+
+def platform_refusals(objects: list[dict[str, Any]]) -> list[str]:
+    pods = platform_pods(objects)
+    assert pods, "the plan emits no pod into a team's namespace"
+    return [f"{what}: {why}" for namespace, what, pod in pods if (why := refused(objects, namespace, pod))]
+
+
+def _v2_erdma() -> dict[str, Any]:
+    config = _with_keys()
+    netbench = config[cfg("jobs")][1]
+    netbench.update(backend="v2")
+    del netbench["restartPolicy"]
+    return config
+
+
+def _owners() -> dict[str, Any]:
+    config = stack_config("prod")
+    config[cfg("storage")]["nas"]["userAccess"] = "no_squash"
+    return config
+
+
+def _v2_teams() -> dict[str, Any]:
+    config = with_teams(backend="v2", checkpointKey={})
+    config[cfg("trainerV2")] = {"kueue": {"enabled": True}}
+    return config
+
+
+def _v2_mpi() -> dict[str, Any]:
+    """Two teams on the dev stack, the first team's job an MPI job on Trainer v2."""
+    config = with_teams(
+        backend="v2",
+        framework="mpi",
+        image="mpi-train:0.1.0",
+        nodes=2,
+        procsPerNode=1,
+        gpusPerNode=0,
+        cpu="1",
+        memory="2Gi",
+        command=["mpirun", "-np", "2", "python", "/app/train_mpi.py"],
+    )
+    for key in ("imageTag", "trainer"):
+        config[cfg("jobs")][0].pop(key, None)
+    return config
+
+
+VARIANTS: dict[str, Callable[[], tuple[dict[str, Any], str]]] = {
+    "prod": lambda: (stack_config("prod"), "prod"),
+    "prod with keys and a pull secret": lambda: (_with_keys(), "prod"),
+    "prod with a v2 eRDMA job": lambda: (_v2_erdma(), "prod"),
+    "prod handing directories to the teams": lambda: (_owners(), "prod"),
+    "two teams on v2 with Kueue": lambda: (_v2_teams(), "dev"),
+    "an MPI job on v2": lambda: (_v2_mpi(), "dev"),
+}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_pod_the_platform_emits_is_admitted(variant: str) -> None:
+    config, stack = VARIANTS[variant]()
+    objects = _plan(config, stack)
+    assert _teams(objects)
+    assert platform_refusals(objects) == []
+
+
+def test_a_policy_that_denies_everything_fails_the_platform_check(prod) -> None:
+    objects = copy.deepcopy(prod)
+    for obj in objects:
+        if obj["kind"] == VAP:
+            obj["spec"]["validations"] = [{"expression": "false", "message": "denied"}]
+    failures = platform_refusals(objects)
+    assert failures and all(f.endswith("['denied']") for f in failures)
+
+
+def test_each_team_has_its_own_policy_bound_to_its_namespace_only(prod) -> None:
+    teams = {t["name"] for t in stack_config("prod")[cfg("teams")]}
+    policies = {o["metadata"]["name"]: o for o in prod if o["kind"] == VAP}
+    bindings = [o for o in prod if o["kind"] == BINDING]
+    assert sorted(policies) == sorted(admission.policy_name(t) for t in teams)
+    for binding in bindings:
+        assert binding["spec"]["validationActions"] == ["Deny"]
+        assert [n for n in [*teams, "training", "kube-system"] if binds(binding, n)] == [
+            binding["metadata"]["labels"]["ack-training-platform/team"]
+        ]
+        policy = policies[binding["spec"]["policyName"]]
+        assert policy["spec"]["failurePolicy"] == "Fail"
+        (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
+        assert rule["resources"] == ["pods", "pods/ephemeralcontainers"]
+        assert rule["operations"] == ["CREATE", "UPDATE"]
+
+
+def test_the_policies_baseline_lists_are_pod_securitys() -> None:
+    assert set(admission.BASELINE_CAPABILITIES) == BASELINE_CAPABILITIES
+    assert set(admission.SAFE_SYSCTLS) == SAFE_SYSCTLS
+    assert set(admission.SELINUX_TYPES) == SELINUX_TYPES
+
+
+# --- hostile pods ---------------------------------------------------------------------------------
+
+Attack = Callable[[dict[str, Any], dict[str, Any]], None]
+"""Changes a pod (in place) given the other team's uid/gid, another job's name and the pull secret."""
+
+
+def _sc(pod: dict[str, Any]) -> dict[str, Any]:
+    return pod["spec"].setdefault("securityContext", {})
+
+
+def _c0(pod: dict[str, Any]) -> dict[str, Any]:
+    return pod["spec"]["containers"][0]
+
+
+def _volume(source: dict[str, Any]) -> Attack:
+    return lambda pod, o: pod["spec"]["volumes"].append({"name": "x", **source})
+
+
+def _extra(kind: str, context: str) -> Attack:
+    def attack(pod: dict[str, Any], o: dict[str, Any]) -> None:
+        container = {"name": "peek", "image": _c0(pod)["image"], "command": ["sh"]}
+        container["securityContext"] = {"runAsUser": o["uid"]} if context == "uid" else {"privileged": True}
+        pod["spec"].setdefault(kind, []).append(container)
+
+    return attack
+
+
+def _host_network(pod: dict[str, Any], o: dict[str, Any]) -> None:
+    # The host network on a pod without the eRDMA device: not the platform's eRDMA pod.
+    pod["spec"].update(hostNetwork=True, dnsPolicy="ClusterFirstWithHostNet")
+    for block in _c0(pod)["resources"].values():
+        block.pop("aliyun/erdma", None)
+
+
+ATTACKS: list[tuple[str, Attack, str]] = [
+    ("another team's uid", lambda p, o: _sc(p).update(runAsUser=o["uid"]), "run as the team's uid"),
+    ("another team's gid", lambda p, o: _sc(p).update(runAsGroup=o["gid"]), "run as the team's uid"),
+    ("no pod identity", lambda p, o: p["spec"].pop("securityContext"), "run as the team's uid"),
+    (
+        "a container as root",
+        lambda p, o: _c0(p).setdefault("securityContext", {}).update(runAsUser=0),
+        "containers in",
+    ),
+    ("an init container as another uid", _extra("initContainers", "uid"), "containers in"),
+    ("an ephemeral container as another uid", _extra("ephemeralContainers", "uid"), "containers in"),
+    ("another team's fsGroup", lambda p, o: _sc(p).update(fsGroup=o["gid"]), "may add only"),
+    ("another team's supplemental group", lambda p, o: _sc(p).update(supplementalGroups=[o["gid"]]), "may add only"),
+    ("hostPath /", _volume({"hostPath": {"path": "/"}}), "volumes in"),
+    ("hostPID", lambda p, o: p["spec"].update(hostPID=True), "host namespaces"),
+    ("hostIPC", lambda p, o: p["spec"].update(hostIPC=True), "host namespaces"),
+    ("hostNetwork outside the eRDMA shape", _host_network, "host namespaces"),
+    ("a privileged init container", _extra("initContainers", "privileged"), "privileged containers"),
+    (
+        "a privileged container with an added capability",
+        lambda p, o: _c0(p).update(securityContext={"privileged": True, "capabilities": {"add": ["SYS_ADMIN"]}}),
+        "privileged containers",
+    ),
+    ("an inline nfs volume of the NAS root", _volume({"nfs": {"server": "nas.example", "path": "/"}}), "volumes in"),
+    (
+        "an inline csi volume",
+        _volume({"csi": {"driver": "nasplugin.csi.alibabacloud.com", "volumeAttributes": {"path": "/"}}}),
+        "volumes in",
+    ),
+    (
+        "an inline iscsi volume",
+        _volume({"iscsi": {"targetPortal": "10.0.0.9", "iqn": "iqn.x", "lun": 0}}),
+        "volumes in",
+    ),
+    ("a claim not the team's", _volume({"persistentVolumeClaim": {"claimName": "imported"}}), "volumes in"),
+    (
+        "another job's checkpoint key",
+        lambda p, o: _volume({"secret": {"secretName": f"{o['job']}-checkpoint-key"}})(p, o),
+        "volumes in",
+    ),
+    ("the pull secret as a volume", _volume({"secret": {"secretName": PULL_SECRET}}), "volumes in"),
+    (
+        "a Secret through a projected volume",
+        _volume({"projected": {"sources": [{"secret": {"name": PULL_SECRET}}]}}),
+        "volumes in",
+    ),
+    (
+        "a token for another audience",
+        _volume({"projected": {"sources": [{"serviceAccountToken": {"audience": "sts.aliyuncs.com", "path": "t"}}]}}),
+        "volumes in",
+    ),
+    (
+        "the pull secret in the environment",
+        lambda p, o: _c0(p)["env"].append(
+            {"name": "X", "valueFrom": {"secretKeyRef": {"name": PULL_SECRET, "key": "k"}}}
+        ),
+        "environment from Secrets",
+    ),
+    (
+        "another job's key through envFrom",
+        lambda p, o: _c0(p).update(envFrom=[{"secretRef": {"name": f"{o['job']}-checkpoint-key"}}]),
+        "environment from Secrets",
+    ),
+    ("a system priority class", lambda p, o: p["spec"].update(priorityClassName="system-node-critical"), "priority"),
+    (
+        "another job's name label",
+        lambda p, o: p["metadata"]["labels"].update({"app.kubernetes.io/name": o["job"]}),
+        "own job",
+    ),
+    (
+        "a second job label",
+        lambda p, o: p["metadata"]["labels"].update({"jobset.sigs.k8s.io/jobset-name": o["job"]}),
+        "own job",
+    ),
+    (
+        "another job's launcher account",
+        lambda p, o: p["spec"].update(serviceAccountName=f"{o['job']}-launcher"),
+        "service account",
+    ),
+]
+
+
+def _base_pods(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each team's first job's first pod, as the platform emits it."""
+    first: dict[str, dict[str, Any]] = {}
+    for namespace, what, pod in platform_pods(objects):
+        if what.startswith("PyTorchJob"):
+            first.setdefault(namespace, pod)
+    return first
+
+
+def _others(objects: list[dict[str, Any]], team: str) -> dict[str, Any]:
+    """The other team's uid and gid, and a job of the other team."""
+    teams = {t["name"]: t for t in stack_config("prod")[cfg("teams")]}
+    (other,) = [t for name, t in teams.items() if name != team]
+    job = next(j["name"] for j in stack_config("prod")[cfg("jobs")] if j["team"] != team)
+    return {"uid": other["uid"], "gid": other.get("gid", other["uid"]), "job": job}
+
+
+@pytest.mark.parametrize("team", ["llm", "vision"])
+@pytest.mark.parametrize(("attack", "change", "reason"), ATTACKS, ids=[a[0] for a in ATTACKS])
+def test_each_hostile_pod_is_refused(prod, team: str, attack: str, change: Attack, reason: str) -> None:
+    base = _base_pods(prod)[team]
+    assert refused(prod, team, base) == []
+    pod = copy.deepcopy(base)
+    change(pod, _others(prod, team))
+    why = refused(prod, team, pod)
+    assert any(reason in w for w in why), why
+    # The team's own policy refuses it, whatever the namespace's Pod Security level.
+    assert admitted_by_policies(prod, team, pod)
+
+
+BASELINE_ATTACKS = [(f"pod {p}", pod, None) for pod, p in BAD_PODS if "hostNetwork" not in pod] + [
+    (f"container {p}", None, container)
+    for container, p in BAD_CONTAINERS
+    # A host-network pod has every port of the node, whatever its ports say.
+    if "privileged" not in str(container) and "hostPort" not in str(container)
+]
+"""Pod Security baseline's controls (tests/test_tenancy.py), but for what the eRDMA pod itself is."""
+
+
+@pytest.mark.parametrize(
+    ("attack", "pod_fields", "container_fields"), BASELINE_ATTACKS, ids=[a[0] for a in BASELINE_ATTACKS]
+)
+def test_baseline_holds_in_the_erdma_teams_privileged_namespace(prod, attack, pod_fields, container_fields) -> None:
+    assert _namespaces(prod)["llm"] == "privileged"
+    pod = copy.deepcopy(_base_pods(prod)["llm"])
+    if pod_fields:
+        for key, value in copy.deepcopy(pod_fields).items():
+            if isinstance(value, dict):
+                pod["spec"].setdefault(key, {}).update(value)
+            elif isinstance(value, list):
+                pod["spec"].setdefault(key, []).extend(value)
+            else:
+                pod["spec"][key] = value
+    if container_fields:
+        for key, value in copy.deepcopy(container_fields).items():
+            target = _c0(pod)
+            if isinstance(value, dict):
+                target.setdefault(key, {}).update(value)
+            else:
+                target.setdefault(key, []).extend(value)
+    assert admitted_by_policies(prod, "llm", pod)
+
+
+def test_the_erdma_shape_is_only_the_erdma_teams(prod) -> None:
+    # The eRDMA team's own pod, moved into the other team's namespace, is refused there.
+    pod = copy.deepcopy(_base_pods(prod)["llm"])
+    pod["spec"]["securityContext"].update(runAsUser=2002, runAsGroup=2002)
+    why = admitted_by_policies(prod, "vision", pod)
+    assert any("host namespaces" in w for w in why) and any("privileged" in w for w in why)
+
+
+def test_a_policy_that_admits_everything_fails_the_hostile_check(prod) -> None:
+    objects = copy.deepcopy(prod)
+    for obj in objects:
+        if obj["kind"] == VAP:
+            obj["spec"]["validations"] = [{"expression": "true", "message": "admitted"}]
+    pod = copy.deepcopy(_base_pods(objects)["vision"])
+    pod["spec"]["securityContext"]["runAsUser"] = 2001
+    assert refused(objects, "vision", pod) == []
+
+
+def test_a_v2_pod_cannot_take_a_v1_jobs_key(run_stack) -> None:
+    config = _v2_teams()
+    objects = run_stack(config, "dev").kubernetes_objects()
+    (pod,) = [p for ns, what, p in platform_pods(objects) if what.startswith("TrainJob")]
+    assert refused(objects, "vision", pod) == []
+    job = pod["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"]
+    # A v1 job's label set in the TrainJob's runtime patch, naming another job whose key it mounts.
+    forged = copy.deepcopy(pod)
+    forged["metadata"]["labels"]["training.kubeflow.org/job-name"] = "victim"
+    forged["spec"]["volumes"].append({"name": "k", "secret": {"secretName": "victim-checkpoint-key"}})
+    assert any("own job" in w for w in refusals(_policy(objects, "vision"), forged))
+    # Its own MPI key is its own.
+    own = copy.deepcopy(pod)
+    own["spec"]["volumes"].append({"name": "k", "secret": {"secretName": f"{job}-mpi-ssh-auth"}})
+    assert refusals(_policy(objects, "vision"), own) == []
+
+
+def _policy(objects: list[dict[str, Any]], team: str) -> dict[str, Any]:
+    return next(o for o in objects if o["kind"] == VAP and o["metadata"]["name"] == admission.policy_name(team))
