@@ -53,6 +53,7 @@ def team_namespaces(provider) -> dict[str, TrainingNamespace]:
             provider=provider,
             team=team,
             network_policies=spec.network_policies,
+            scraper_namespace=spec.scraper_namespace,
             admission=team_boundary(spec, team),
         )
         for team in spec.teams

@@ -43,6 +43,8 @@ class TrainingNamespace(pulumi.ComponentResource):
         team: the team whose namespace this is; ``None`` for the training namespace.
         pod_security: the level the training namespace enforces (a team's follows from the team).
         network_policies: wall the team's pods in with NetworkPolicies.
+        scraper_namespace: with ``network_policies``, the namespace whose pods may scrape the
+            team's trainers (``None``: none may).
         admission: what the team's pods may use, enforced by a ValidatingAdmissionPolicy on every
             pod of its namespace; ``None`` for none (a team only).
 
@@ -64,6 +66,7 @@ class TrainingNamespace(pulumi.ComponentResource):
         pod_security: str = BASELINE,
         network_policies: bool = False,
         admission: TeamBoundary | None = None,
+        scraper_namespace: str | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:TrainingNamespace", name, None, opts)
@@ -79,7 +82,7 @@ class TrainingNamespace(pulumi.ComponentResource):
             manifests = [
                 *team_namespace(team, service_account=spec.service_account),
                 *team_access(team),
-                *(team_network_policies(team.name) if network_policies else []),
+                *(team_network_policies(team.name, scraper_namespace=scraper_namespace) if network_policies else []),
                 *(team_admission(admission) if admission is not None else []),
             ]
         first, *rest = manifests

@@ -825,7 +825,7 @@ def test_first_up_holds_back_what_pulls_an_image_not_pushed_yet(run_stack) -> No
     assert first.of_type("alicloud:cr/repo:Repo")
     assert not first.of_type(JOB) and not first.of_type(DEPLOYMENT)
     pushed = run_stack(config, invokes=personal_repos("v0.1.0"))
-    assert pushed.one(JOB, "mnist-dev") and pushed.one(DEPLOYMENT, "tensorboard-deployment")
+    assert pushed.one(JOB, "mnist-dev") and pushed.one("kubernetes:apps/v1:StatefulSet", "tensorboard-statefulset")
 
 
 def test_a_tag_missing_from_an_existing_repository_stops_the_run(run_stack) -> None:

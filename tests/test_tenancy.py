@@ -7,13 +7,15 @@ from typing import Any
 
 import pytest
 from conftest import ROOT, STACKS, cfg, stack_config
+from network_policy import Endpoint, allowed
 from pod_security import baseline_violations, pod_specs
 from test_teams import with_teams
 
 from components.config.kinds import V2_FRAMEWORKS
 from components.manifests import runtime_name
 from components.manifests.placement import ERDMA
-from components.manifests.tenancy import JOB_LABEL, JOB_USER_RULES, POD_SECURITY, TEAM_LABEL
+from components.manifests.tenancy import DNS_PEER, JOB_LABEL, JOB_USER_RULES, POD_SECURITY, TEAM_LABEL
+from components.manifests.tensorboard import TENSORBOARD_POD
 from components.offline import run_program
 from components.plan import with_unset_credentials
 
@@ -70,15 +72,18 @@ def test_job_users_can_read_no_secret_and_create_no_pod() -> None:
         assert not {"roles", "rolebindings", "pods/exec", "pods/attach"} & set(rule["resources"])
 
 
-def test_job_users_can_open_their_tensorboard_with_port_forward() -> None:
+def test_job_users_can_open_their_tensorboard_with_port_forward_and_nothing_else() -> None:
     # kubectl port-forward svc/NAME gets the Service, then its pod, then creates pods/portforward.
     allowed = {(resource, verb) for rule in JOB_USER_RULES for resource in rule["resources"] for verb in rule["verbs"]}
     assert {("services", "get"), ("pods", "get"), ("pods/portforward", "create")} <= allowed
+    # The kubelet's port-forward passes every NetworkPolicy: only the TensorBoard pod may be reached so.
+    (forward,) = [rule for rule in JOB_USER_RULES if "pods/portforward" in rule["resources"]]
+    assert forward["resourceNames"] == [TENSORBOARD_POD]
 
 
 def test_each_team_reads_only_its_own_events_in_its_own_tensorboard(prod) -> None:
     deployments = {
-        _ns(d): d for d in prod.of_type("kubernetes:apps/v1:Deployment") if d.name.endswith("tensorboard-deployment")
+        _ns(d): d for d in prod.of_type("kubernetes:apps/v1:StatefulSet") if d.name.endswith("tensorboard-statefulset")
     }
     assert sorted(deployments) == sorted([*PROD_TEAMS, "training"])
     for name, team in PROD_TEAMS.items():
@@ -145,18 +150,66 @@ def test_network_policies_keep_each_teams_pods_in(prod) -> None:
     for policy in policies:
         spec = policy.inputs["spec"]
         for rule in [*spec.get("ingress", []), *spec.get("egress", [])]:
+            # No rule is open to every source or destination, and none names an address block.
+            assert rule.get("from") or rule.get("to")
             for peer in [*rule.get("from", []), *rule.get("to", [])]:
-                # Peers are pods of the same namespace only: no other namespace, no address block.
-                assert set(peer) == {"podSelector"}
-            if not rule.get("from") and not rule.get("to"):
-                # Rules open to every source or destination are single, named ports (DNS, metrics).
-                assert rule["ports"] and all(p["port"] in (53, 9464) for p in rule["ports"])
+                # Another namespace only as the cluster's DNS or the ARMS agent's namespace.
+                assert set(peer) == {"podSelector"} or peer in (DNS_PEER, ARMS_SCRAPER)
     for job in stack_config("prod")[cfg("jobs")]:
         policy = next(p for p in policies if p.inputs["metadata"]["name"] == f"job-{job['name']}")
         assert _ns(policy) == job["team"]
         selector = {"podSelector": {"matchLabels": {JOB_LABEL: job["name"]}}}
         assert policy.inputs["spec"]["ingress"] == [{"from": [selector]}]
         assert policy.inputs["spec"]["egress"] == [{"to": [selector]}]
+
+
+ARMS_SCRAPER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "arms-prom"}}}
+KUBE_DNS = Endpoint("kube-system", {"k8s-app": "kube-dns"})
+
+
+def _trainer(team: str, job: str = "vit-finetune") -> Endpoint:
+    return Endpoint(team, {"app.kubernetes.io/managed-by": "ack-training-platform", JOB_LABEL: job})
+
+
+def test_team_pods_resolve_names_through_the_cluster_dns_only(prod) -> None:
+    policies = [p.inputs for p in prod.of_type(POLICY)]
+    pod = _trainer("vision")
+    # Both transports: UDP for most answers, TCP for those too large for a datagram.
+    assert allowed(policies, pod, KUBE_DNS, "UDP", 53)
+    assert allowed(policies, pod, KUBE_DNS, "TCP", 53)
+    # Port 53 anywhere else is a tunnel out: another address, another namespace's pod, a look-alike.
+    assert not allowed(policies, pod, Endpoint(None), "UDP", 53)
+    assert not allowed(policies, pod, Endpoint(None), "TCP", 53)
+    assert not allowed(policies, pod, Endpoint("llm", {"k8s-app": "kube-dns"}), "UDP", 53)
+    assert not allowed(policies, pod, Endpoint("kube-system", {"k8s-app": "other"}), "UDP", 53)
+    assert not allowed(policies, pod, KUBE_DNS, "TCP", 443)
+
+
+def test_only_the_monitoring_agent_scrapes_the_teams_trainers(prod) -> None:
+    policies = [p.inputs for p in prod.of_type(POLICY)]
+    pod = _trainer("vision")
+    assert allowed(policies, Endpoint("arms-prom", {"app": "agent"}), pod, "TCP", 9464)
+    assert not allowed(policies, Endpoint("llm", {}), pod, "TCP", 9464)
+    assert not allowed(policies, Endpoint("vision", {}), pod, "TCP", 9464)
+    assert not allowed(policies, Endpoint(None), pod, "TCP", 9464)
+    assert not allowed(policies, Endpoint("arms-prom", {}), pod, "TCP", 23456)
+    # A job's pods reach each other; another job's pods in the same team do not.
+    assert allowed(policies, pod, _trainer("vision"), "TCP", 23456)
+    assert not allowed(policies, _trainer("vision", "other"), pod, "TCP", 23456)
+
+
+def test_the_scraper_namespace_follows_the_prometheus(run_stack) -> None:
+    config = with_teams()
+    config[cfg("monitoring")] = {"prometheus": "operator", "scraperNamespace": "monitoring"}
+    plan = run_stack(config)
+    scrape = next(p for p in plan.of_type(POLICY) if p.inputs["metadata"]["name"] == "allow-metrics-scrape")
+    assert scrape.inputs["spec"]["ingress"][0]["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    ]
+    # An operator's Prometheus of unknown namespace: nothing may scrape.
+    config[cfg("monitoring")] = {"prometheus": "operator"}
+    names = {p.inputs["metadata"]["name"] for p in run_stack(config).of_type(POLICY)}
+    assert "allow-metrics-scrape" not in names and "allow-dns" in names
 
 
 def test_flannel_teams_get_no_network_policies(run_stack) -> None:

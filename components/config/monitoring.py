@@ -8,9 +8,12 @@ from typing import Literal
 
 from pydantic import Field
 
-from .base import Cpu, Labels, Quantity, Spec
+from .base import Cpu, DnsLabel, Labels, Quantity, Spec
 
 PrometheusMode = Literal["arms", "operator", "none"]
+ARMS_AGENT_NAMESPACE = "arms-prom"
+"""Where ACK's ``arms-prometheus`` add-on runs its agent (the namespace of the ARMS monitoring objects
+in aliyun/terraform-provider-alicloud's ``alicloud_arms_prometheus_monitoring`` examples)."""
 
 DEFAULT_NO_PROGRESS_MINUTES = 15
 """Long enough for a checkpoint save or a slow evaluation, short enough that a hung
@@ -85,6 +88,10 @@ class MonitoringSpec(Spec):
     """Labels added to the PodMonitors, the PrometheusRule and the dashboard ConfigMap (``operator``), such
     as ``release: <its release>``, without which kube-prometheus-stack's Prometheus selects none of them."""
     tensorboard: TensorBoardSpec = Field(default_factory=TensorBoardSpec)
+    scraper_namespace: DnsLabel | None = None
+    """The namespace of the Prometheus that scrapes the trainers: on a Terway cluster only its pods may
+    reach a team's metrics port. Default: ``arms-prom`` with ``arms``; with ``operator`` name your
+    Prometheus's namespace, or no pod may scrape the teams' jobs."""
 
 
 @dataclass(frozen=True)

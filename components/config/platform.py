@@ -16,7 +16,7 @@ from .base import (
 from .capacity import job_gpus, pool_problem, quota_problem
 from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
 from .datasets import DatasetImportSpec, check_datasets
-from .monitoring import MonitoringScope, MonitoringSpec, PrometheusMode
+from .monitoring import ARMS_AGENT_NAMESPACE, MonitoringScope, MonitoringSpec, PrometheusMode
 from .operator import OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, check_kueue_topology
 from .pools import GpuPoolSpec
 from .registry import RegistrySpec
@@ -70,6 +70,16 @@ class PlatformSpec(Spec):
         if self.monitoring.prometheus is not None:
             return self.monitoring.prometheus
         return "none" if self.is_local else "arms"
+
+    @property
+    def scraper_namespace(self) -> str | None:
+        """The namespace whose pods may scrape the teams' trainers: as configured, else ARMS's agent's
+        with ``arms``; ``None`` where no Prometheus scrapes."""
+        if self.prometheus == "none":
+            return None
+        if self.monitoring.scraper_namespace is not None:
+            return self.monitoring.scraper_namespace
+        return ARMS_AGENT_NAMESPACE if self.prometheus == "arms" else None
 
     def tensorboard_image(self) -> tuple[str | None, str | None]:
         """TensorBoard's image as ``(full reference, tag in the registry)``, one of them set: its own,
