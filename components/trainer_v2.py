@@ -13,7 +13,8 @@ from ._k8s import TOKEN, resource_args, typed_resource
 from .config import TrainerV2Spec
 from .config.kinds import V2_FRAMEWORKS
 from .local_sources import LocalSources
-from .manifests import FabricProfile, Manifest, runtime_name, training_runtime
+from .manifests import BASELINE, FabricProfile, Manifest, runtime_name, training_runtime
+from .manifests.tenancy import pod_security_labels
 from .manifests.trainer_v2 import (
     KUEUE_NAMESPACE,
     TRAINER_V2_NAMESPACE,
@@ -105,6 +106,7 @@ class TrainerV2(pulumi.ComponentResource):
                     ),
                 )
             )
+        installed += self._pod_security(TRAINER_V2_NAMESPACE, installed, provider)
         after_install = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=installed)
         self.runtimes = [
             k8s.apiextensions.CustomResource(
@@ -135,12 +137,31 @@ class TrainerV2(pulumi.ComponentResource):
                     ),
                 )
             )
+        kueue += self._pod_security(KUEUE_NAMESPACE, kueue, provider)
         after_kueue = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=kueue)
         self.queue_resources = [typed_resource(_queue_resource_name(obj), obj, after_kueue) for obj in queue_objects]
         self.queue = queue
         self.topology_levels = spec.kueue.topology_levels if queue is not None else ()
         self.ready: list[pulumi.Resource] = [*installed, *self.runtimes, *kueue, *self.queue_resources]
         self.register_outputs({"queue": queue})
+
+    def _pod_security(
+        self, namespace: str, releases: list[pulumi.Resource], provider: k8s.Provider
+    ) -> list[pulumi.Resource]:
+        """Pod Security ``baseline`` on the namespace a release created (Helm's ``create_namespace``
+        labels nothing), patched in by server-side apply so that a namespace an earlier ``up``
+        created is labelled too. Their controllers pass it: kubeflow/trainer v2.3.0
+        ``charts/kubeflow-trainer/values.yaml`` ``manager.securityContext``, jobset v0.12.0
+        ``charts/jobset/values.yaml``, kueue v0.19.2 ``charts/kueue/values.yaml`` (``hostNetwork: false``)."""
+        if not releases:
+            return []
+        return [
+            k8s.core.v1.NamespacePatch(
+                f"{namespace}-pod-security",
+                metadata={"name": namespace, "labels": pod_security_labels(BASELINE)},
+                opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=list(releases)),
+            )
+        ]
 
 
 def _queue_resource_name(obj: Manifest) -> str:

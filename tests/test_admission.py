@@ -411,3 +411,20 @@ def test_a_v2_pod_cannot_take_a_v1_jobs_key(run_stack) -> None:
 
 def _policy(objects: list[dict[str, Any]], team: str) -> dict[str, Any]:
     return next(o for o in objects if o["kind"] == VAP and o["metadata"]["name"] == admission.policy_name(team))
+
+
+def test_every_namespace_the_platform_applies_enforces_pod_security(run_stack, fixture_pins) -> None:
+    config = _v2_teams()
+    config[cfg("operator")] = {"volcano": {"enabled": True, "version": "1.12.1"}}
+    objects = run_stack(config, "dev").kubernetes_objects()
+    levels = {
+        o["metadata"]["name"]: o["metadata"].get("labels", {}).get(f"{POD_SECURITY}/enforce")
+        for o in objects
+        if o["kind"] == "Namespace"
+    }
+    # The operator's overlay namespace, the charts' namespaces (labelled once Helm created them), Volcano's,
+    # the platform's and the teams'.
+    assert {"kubeflow", "kubeflow-system", "kueue-system", "volcano-system", "training", "vision", "speech"} <= set(
+        levels
+    )
+    assert {name for name, level in levels.items() if level not in ("baseline", "privileged")} == set()
