@@ -39,6 +39,9 @@ from .manifests import (
 from .plan import PlanError, find_project_dir, read_stack_file, stack_path
 from .prepare import GITHUB, pack, prepare
 
+UPSTREAM_TIMEOUT_S = 10
+"""How long ``lock-images`` waits on an upstream registry, which a mirrored network may not reach."""
+
 
 def load_stack(stack: str) -> PlatformSpec:
     """The validated spec of ``stacks/Pulumi.<stack>.yaml`` (credentials not needed)."""
@@ -95,11 +98,34 @@ def image_copies(spec: PlatformSpec) -> list[tuple[str, str]]:
 
 
 def lock_images(spec: PlatformSpec, lock: Path) -> int:
-    """Resolve every image the stack pulls, print ``<upstream> <pulled> <digest>`` and write the lock."""
-    digests = {}
+    """Resolve every image the stack pulls, print ``<upstream> <pulled> <digest>`` and write the lock.
+
+    A mirrored image's digest is also asked of its upstream registry, so that the lock does not
+    trust the mirror on first use: a mirror serving another digest (a re-pushed or changed copy)
+    writes no lock and returns 1, naming each; an upstream that cannot be reached is said so on
+    stderr, and the mirror's digest is taken as it is.
+    """
+    digests, differ, unchecked = {}, [], []
     for source, pulled in stack_images(spec):
         digests[pulled] = resolve(pulled)
         print(f"{source} {pulled} {digests[pulled]}")
+        if source == pulled:
+            continue
+        try:
+            upstream = resolve(source, timeout=UPSTREAM_TIMEOUT_S)
+        except DigestError as err:
+            unchecked.append(source)
+            print(f"note: upstream not reachable, the mirror's digest is not compared: {err}", file=sys.stderr)
+            continue
+        if upstream != digests[pulled]:
+            differ.append(f"{pulled}: the mirror serves {digests[pulled]}, upstream {source} serves {upstream}")
+    for problem in differ:
+        print(f"error: {problem}: copy it by digest (skopeo copy --all --preserve-digests)", file=sys.stderr)
+    if differ:
+        return 1
+    mirrored_images = sum(source != pulled for source, pulled in stack_images(spec))
+    if mirrored_images:
+        print(f"{mirrored_images - len(unchecked)} of {mirrored_images} mirrored images match upstream")
     write_lock(lock, digests)
     print(f"wrote {lock}")
     return 0

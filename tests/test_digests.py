@@ -18,6 +18,7 @@ from fixtures.charts import KUEUE, TRAINER
 from components.config import load_spec
 from components.digests import DIGEST_HEADER, MANIFEST_TYPES, DigestError, read_lock, resolve, stack_images
 from components.manifests import OPERATOR_NAMESPACE
+from components.manifests import operator as operator_manifests
 from components.plan_records import HELM_RELEASE
 from components.upstream import main
 
@@ -148,8 +149,12 @@ def test_lock_prints_and_writes_every_digest_and_verify_names_a_changed_one(
     registry.images[pulled[-1].removeprefix(f"{registry.host}/")] = missing
 
     assert main(["lock-images", "--stack", "loop"]) == 0
-    out = capsys.readouterr().out.splitlines()
-    assert out[:-1] == [f"{source} {image} {digests[image]}" for source, image in images]
+    printed = capsys.readouterr()
+    out = printed.out.splitlines()
+    assert out[:-2] == [f"{source} {image} {digests[image]}" for source, image in images]
+    # Upstream is out of reach here: the lock takes the mirror's digests, and says so for each.
+    assert out[-2] == "0 of 8 mirrored images match upstream"
+    assert printed.err.count("note: upstream not reachable, the mirror's digest is not compared: ") == 8
     assert read_lock(tmp_path / "stacks/images.loop.lock.json") == digests
     assert main(["verify-images", "--stack", "loop"]) == 0
     assert capsys.readouterr().out.startswith("8 images match ")
@@ -159,6 +164,49 @@ def test_lock_prints_and_writes_every_digest_and_verify_names_a_changed_one(
     assert capsys.readouterr().err == (
         f"error: {pulled[0]}: locked {digests[pulled[0]]}, the registry serves {changed}\n"
     )
+
+
+def test_lock_compares_the_mirrors_digest_with_upstreams(
+    registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    # The operator's image upstream on this registry too, beside the mirror; its init image's
+    # upstream (Docker Hub) is out of reach.
+    upstream = f"{registry.host}/kubeflow/training-operator:v1-93c5489"
+    monkeypatch.setitem(operator_manifests.OPERATOR_IMAGES, "v1.9.4", upstream)
+    project = _project(tmp_path, f"{registry.host}/mirror")
+    config = json.loads((project / "stacks/Pulumi.loop.yaml").read_text())["config"]
+    config[cfg("operator")]["volcano"] = {"enabled": False}
+    del config[cfg("trainerV2")]
+    for job in config[cfg("jobs")]:
+        job.pop("scheduling", None)
+    (project / "stacks/Pulumi.loop.yaml").write_text(json.dumps({"config": config}))
+    monkeypatch.chdir(project)
+    pulled = [image for _, image in stack_images(load_spec(config, credentials=False))]
+    assert pulled[0] == f"{registry.host}/mirror/training-operator:v1-93c5489"
+    for image in pulled:
+        registry.push(image, image)
+    # A mirror re-pushed rather than copied byte for byte: no lock, and the image named.
+    original = registry.push(upstream, "the upstream bytes")
+    assert main(["lock-images", "--stack", "loop"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"error: {pulled[0]}: the mirror serves {sha_of(registry, pulled[0])}, upstream {upstream} serves {original}"
+        in err
+    )
+    assert not (project / "stacks/images.loop.lock.json").exists()
+    # Copied by digest: the same manifest, so the same digest, and the lock is written.
+    registry.images[pulled[0].removeprefix(f"{registry.host}/")] = registry.images[
+        upstream.removeprefix(f"{registry.host}/")
+    ]
+    assert main(["lock-images", "--stack", "loop"]) == 0
+    printed = capsys.readouterr()
+    assert "1 of 2 mirrored images match upstream" in printed.out
+    assert "note: upstream not reachable, the mirror's digest is not compared: docker.io/library/alpine" in printed.err
+    assert read_lock(project / "stacks/images.loop.lock.json")[pulled[0]] == original
+
+
+def sha_of(registry: Registry, image: str) -> str:
+    return sha(registry.images[image.removeprefix(f"{registry.host}/")][0])
 
 
 MIRROR = "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/mirror"
