@@ -15,7 +15,7 @@ from pod_security import BASELINE_CAPABILITIES, SAFE_SYSCTLS, SELINUX_TYPES, bas
 from test_teams import with_teams
 from test_tenancy import BAD_CONTAINERS, BAD_PODS
 
-from components.manifests import admission
+from components.manifests import admission, pod_rules
 from components.manifests.tenancy import POD_SECURITY
 from components.offline import run_program
 from components.plan import with_unset_credentials
@@ -190,9 +190,9 @@ def test_each_team_has_its_own_policy_bound_to_its_namespace_only(prod) -> None:
 
 
 def test_the_policies_baseline_lists_are_pod_securitys() -> None:
-    assert set(admission.BASELINE_CAPABILITIES) == BASELINE_CAPABILITIES
-    assert set(admission.SAFE_SYSCTLS) == SAFE_SYSCTLS
-    assert set(admission.SELINUX_TYPES) == SELINUX_TYPES
+    assert set(pod_rules.BASELINE_CAPABILITIES) == BASELINE_CAPABILITIES
+    assert set(pod_rules.SAFE_SYSCTLS) == SAFE_SYSCTLS
+    assert set(pod_rules.SELINUX_TYPES) == SELINUX_TYPES
 
 
 # --- hostile pods ---------------------------------------------------------------------------------

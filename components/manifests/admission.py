@@ -16,15 +16,12 @@ TrainJob's name the same way (kubernetes-sigs/jobset v0.12.0 ``pkg/controllers/j
 after the TrainJob). The policy reads a pod's job from those labels, never from labels the
 template sets.
 
-The expressions keep to the part of CEL that Kubernetes and cel-python (the tests' evaluator)
-share: ``has()``, ``in``, ``all``, ``size``, ``startsWith`` and the conditional; no optional
-fields (``object.spec.?x``), which cel-python does not parse.
+The expressions are built from :mod:`.pod_rules`, in the part of CEL that Kubernetes and
+cel-python share.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..config import PROJECT, PlatformSpec, SecretEnv, TeamSpec
@@ -32,6 +29,18 @@ from .base import MANAGED_BY, Manifest
 from .datasets import source_claim_name
 from .job_env import checkpoint_key_ref, generated_key_secret
 from .placement import FABRICS, FabricProfile
+from .pod_rules import (
+    APPARMOR_ANNOTATION,
+    BASELINE_CAPABILITIES,
+    SAFE_SYSCTLS,
+    context_controls,
+    every_container,
+    literal,
+    literal_list,
+    none_of,
+    unless_unset,
+    when,
+)
 from .tenancy import JOB_LABEL, TEAM_LABEL
 
 V1_JOB_LABEL = "training.kubeflow.org/job-name"
@@ -46,37 +55,6 @@ V2_MPI_HOSTFILE = "-mpi-hostfile"
 ``pkg/constants/constants.go``, ``plugins/mpi/mpi.go``)."""
 ROOT_CA = "kube-root-ca.crt"
 """The ConfigMap the ServiceAccount admission plugin projects beside a pod's token."""
-BASELINE_CAPABILITIES = (
-    "AUDIT_WRITE",
-    "CHOWN",
-    "DAC_OVERRIDE",
-    "FOWNER",
-    "FSETID",
-    "KILL",
-    "MKNOD",
-    "NET_BIND_SERVICE",
-    "SETFCAP",
-    "SETGID",
-    "SETPCAP",
-    "SETUID",
-    "SYS_CHROOT",
-)
-"""Pod Security Standards, "Baseline" (kubernetes.io/docs/concepts/security/pod-security-standards/):
-the capabilities a container may add, and below the sysctls and SELinux types it may use."""
-SAFE_SYSCTLS = (
-    "kernel.shm_rmid_forced",
-    "net.ipv4.ip_local_port_range",
-    "net.ipv4.ip_unprivileged_port_start",
-    "net.ipv4.tcp_syncookies",
-    "net.ipv4.ping_group_range",
-    "net.ipv4.ip_local_reserved_ports",
-    "net.ipv4.tcp_keepalive_time",
-    "net.ipv4.tcp_fin_timeout",
-    "net.ipv4.tcp_keepalive_intvl",
-    "net.ipv4.tcp_keepalive_probes",
-)
-SELINUX_TYPES = ("", "container_t", "container_init_t", "container_kvm_t", "container_engine_t")
-APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
 
 
 @dataclass(frozen=True)
@@ -127,75 +105,14 @@ def policy_name(team: str) -> str:
     return f"{PROJECT}-team-{team}"
 
 
-def _s(value: str) -> str:
-    """A CEL string literal (JSON's escapes are CEL's)."""
-    return json.dumps(value)
-
-
-def _list(values: Iterable[str]) -> str:
-    return "[" + ", ".join(_s(v) for v in values) + "]"
-
-
-def _opt(obj: str, field: str, rule: str) -> str:
-    """``rule`` on ``obj.field``, which holds when the field is unset."""
-    return f"(has({obj}.{field}) ? {rule} : true)"
-
-
-def _when(guard: str, rule: str) -> str:
-    """``rule`` where ``guard`` holds, else false. A conditional, not ``&&``: only the branch taken
-    is evaluated, so a rule on a field that is absent never runs (cel-python raises where an
-    ``||`` has an error on each side, which Kubernetes' CEL would absorb)."""
-    return f"(({guard}) ? ({rule}) : false)"
-
-
-def _every_container(rule: str) -> str:
-    """``rule`` (on ``c``) for every container, init container and ephemeral container."""
-    lists = [f"object.spec.containers.all(c, {rule})"]
-    lists += [
-        _opt("object.spec", kind, f"object.spec.{kind}.all(c, {rule})")
-        for kind in ("initContainers", "ephemeralContainers")
-    ]
-    return " && ".join(lists)
-
-
-def _none(kind: str) -> str:
-    return f"(!has(object.spec.{kind}) || size(object.spec.{kind}) == 0)"
-
-
 def _secret_ok(name: str, boundary: TeamBoundary) -> str:
     """Whether the Secret ``name`` (a CEL expression) is the pod's job's own."""
-    pairs = _list(f"{job}/{secret}" for job, secret in boundary.job_secrets)
+    pairs = literal_list(f"{job}/{secret}" for job, secret in boundary.job_secrets)
     return (
         f'(variables.jobName != "" && ({name} == variables.jobName + "-checkpoint-key"'
         f' || variables.jobName + "/" + {name} in {pairs}'
         f' || (variables.v2Job && {name} == variables.jobName + "{V2_MPI_SECRET}")))'
     )
-
-
-def _context_controls(ctx: str) -> str:
-    """``baseline``'s controls on a pod's or a container's security context ``ctx``."""
-    return " && ".join(
-        [
-            _opt(ctx, "seccompProfile", f'{ctx}.seccompProfile.type != "Unconfined"'),
-            _opt(ctx, "appArmorProfile", f'{ctx}.appArmorProfile.type != "Unconfined"'),
-            _opt(
-                ctx,
-                "windowsOptions",
-                _opt(f"{ctx}.windowsOptions", "hostProcess", f"!{ctx}.windowsOptions.hostProcess"),
-            ),
-            _opt(ctx, "seLinuxOptions", _selinux_controls(f"{ctx}.seLinuxOptions")),
-        ]
-    )
-
-
-def _selinux_controls(options: str) -> str:
-    empty = _s("")
-    rules = [
-        _opt(options, "type", f"{options}.type in {_list(SELINUX_TYPES)}"),
-        _opt(options, "user", f"{options}.user == {empty}"),
-        _opt(options, "role", f"{options}.role == {empty}"),
-    ]
-    return "(" + " && ".join(rules) + ")"
 
 
 def _erdma_shape(fabric: FabricProfile | None) -> str:
@@ -210,11 +127,11 @@ def _erdma_shape(fabric: FabricProfile | None) -> str:
         [
             "variables.hostNetwork",
             'variables.jobName != ""',
-            f"has(object.spec.dnsPolicy) && object.spec.dnsPolicy == {_s('ClusterFirstWithHostNet')}",
+            f"has(object.spec.dnsPolicy) && object.spec.dnsPolicy == {literal('ClusterFirstWithHostNet')}",
             "size(object.spec.containers) == 1",
-            _none("initContainers"),
-            _none("ephemeralContainers"),
-            f"has({c}.resources) && has({c}.resources.limits) && {_s(fabric.resource)} in {c}.resources.limits",
+            none_of("initContainers"),
+            none_of("ephemeralContainers"),
+            f"has({c}.resources) && has({c}.resources.limits) && {literal(fabric.resource)} in {c}.resources.limits",
             f"has({c}.securityContext) && has({c}.securityContext.privileged) && {c}.securityContext.privileged == {str(privileged).lower()}",
             f"!has({c}.securityContext.capabilities)",
         ]
@@ -237,11 +154,11 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
     labels = "object.metadata.labels"
     c0 = "object.spec.containers[0]"
     variables = [
-        ("v1Job", f"has({labels}) && {_s(V1_JOB_LABEL)} in {labels}"),
-        ("v2Job", f"has({labels}) && {_s(V2_JOB_LABEL)} in {labels}"),
+        ("v1Job", f"has({labels}) && {literal(V1_JOB_LABEL)} in {labels}"),
+        ("v2Job", f"has({labels}) && {literal(V2_JOB_LABEL)} in {labels}"),
         (
             "jobName",
-            f"variables.v1Job ? {labels}[{_s(V1_JOB_LABEL)}] : (variables.v2Job ? {labels}[{_s(V2_JOB_LABEL)}] : {_s('')})",
+            f"variables.v1Job ? {labels}[{literal(V1_JOB_LABEL)}] : (variables.v2Job ? {labels}[{literal(V2_JOB_LABEL)}] : {literal('')})",
         ),
         ("hostNetwork", "has(object.spec.hostNetwork) && object.spec.hostNetwork"),
         ("erdma", _erdma_shape(boundary.fabric)),
@@ -253,8 +170,8 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
                 [
                     'variables.jobName == ""',
                     "size(object.spec.containers) == 1",
-                    _none("initContainers"),
-                    _none("ephemeralContainers"),
+                    none_of("initContainers"),
+                    none_of("ephemeralContainers"),
                     f"has({c0}.securityContext) && has({c0}.securityContext.runAsUser) && {c0}.securityContext.runAsUser == 0",
                     f"has({c0}.securityContext.capabilities) && has({c0}.securityContext.capabilities.add)",
                     f'{c0}.securityContext.capabilities.add == ["CHOWN"]',
@@ -269,22 +186,24 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
     volume_ok = " || ".join(
         [
             "has(v.emptyDir)",
-            _when("has(v.persistentVolumeClaim)", f"v.persistentVolumeClaim.claimName in {_list(boundary.claims)}"),
-            _when("has(v.secret) && has(v.secret.secretName)", secret_ok("v.secret.secretName", boundary)),
-            _when(
+            when(
+                "has(v.persistentVolumeClaim)", f"v.persistentVolumeClaim.claimName in {literal_list(boundary.claims)}"
+            ),
+            when("has(v.secret) && has(v.secret.secretName)", secret_ok("v.secret.secretName", boundary)),
+            when(
                 'has(v.configMap) && has(v.configMap.name) && variables.jobName != ""',
                 f'(variables.v1Job && v.configMap.name == variables.jobName + "{V1_MPI_CONFIG}")'
                 f' || (variables.v2Job && v.configMap.name == variables.jobName + "{V2_MPI_HOSTFILE}")',
             ),
             # The token the ServiceAccount admission plugin projects into a pod that does not opt out.
-            _when(
+            when(
                 "has(v.projected) && has(v.projected.sources)",
                 "v.projected.sources.all(s, "
                 + " || ".join(
                     [
-                        _when("has(s.serviceAccountToken)", "!has(s.serviceAccountToken.audience)"),
+                        when("has(s.serviceAccountToken)", "!has(s.serviceAccountToken.audience)"),
                         "has(s.downwardAPI)",
-                        _when("has(s.configMap) && has(s.configMap.name)", f"s.configMap.name == {_s(ROOT_CA)}"),
+                        when("has(s.configMap) && has(s.configMap.name)", f"s.configMap.name == {literal(ROOT_CA)}"),
                     ]
                 )
                 + ")",
@@ -292,19 +211,19 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
         ]
     )
     env_ok = (
-        _opt(
+        unless_unset(
             "c",
             "env",
             "c.env.all(e, !has(e.valueFrom) || !has(e.valueFrom.secretKeyRef) || "
-            + _when("has(e.valueFrom.secretKeyRef.name)", secret_ok("e.valueFrom.secretKeyRef.name", boundary))
+            + when("has(e.valueFrom.secretKeyRef.name)", secret_ok("e.valueFrom.secretKeyRef.name", boundary))
             + ")",
         )
         + " && "
-        + _opt(
+        + unless_unset(
             "c",
             "envFrom",
             "c.envFrom.all(s, !has(s.secretRef) || "
-            + _when("has(s.secretRef.name)", secret_ok("s.secretRef.name", boundary))
+            + when("has(s.secretRef.name)", secret_ok("s.secretRef.name", boundary))
             + ")",
         )
     )
@@ -317,22 +236,22 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
         ),
         (
             "variables.owner || "
-            + _every_container(
-                _opt(
+            + every_container(
+                unless_unset(
                     "c",
                     "securityContext",
-                    f"{_opt(ctx, 'runAsUser', f'{ctx}.runAsUser == {uid}')}"
-                    f" && {_opt(ctx, 'runAsGroup', f'{ctx}.runAsGroup == {gid}')}",
+                    f"{unless_unset(ctx, 'runAsUser', f'{ctx}.runAsUser == {uid}')}"
+                    f" && {unless_unset(ctx, 'runAsGroup', f'{ctx}.runAsGroup == {gid}')}",
                 )
             ),
             f"containers in {team.name} run as the team's uid {uid} and gid {gid}, or leave runAsUser and runAsGroup to the pod",
         ),
         (
-            _opt(
+            unless_unset(
                 "object.spec",
                 "securityContext",
-                f"{_opt(sc, 'fsGroup', f'{sc}.fsGroup == {gid}')} && "
-                f"{_opt(sc, 'supplementalGroups', f'{sc}.supplementalGroups.all(g, g == {gid})')}",
+                f"{unless_unset(sc, 'fsGroup', f'{sc}.fsGroup == {gid}')} && "
+                f"{unless_unset(sc, 'supplementalGroups', f'{sc}.supplementalGroups.all(g, g == {gid})')}",
             ),
             f"pods in {team.name} may add only the team's gid {gid} (fsGroup, supplementalGroups)",
         ),
@@ -342,46 +261,48 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
             "host namespaces are refused (hostPID, hostIPC; hostNetwork outside the platform's eRDMA pods)",
         ),
         (
-            _opt("object.spec", "volumes", f"object.spec.volumes.all(v, {volume_ok})"),
+            unless_unset("object.spec", "volumes", f"object.spec.volumes.all(v, {volume_ok})"),
             f"volumes in {team.name}: the team's claims ({claims}), emptyDir, and the job's own Secret "
             "(<job>-checkpoint-key); no hostPath, inline nfs/csi/iscsi or other Secret",
         ),
         (
-            _every_container(env_ok),
+            every_container(env_ok),
             "environment from Secrets: only the job's own (<job>-checkpoint-key, or one the stack gives the job)",
         ),
         (
             f"!has(object.spec.serviceAccountName) || object.spec.serviceAccountName in "
-            f"{_list([boundary.service_account, 'default'])} || (variables.v1Job && "
+            f"{literal_list([boundary.service_account, 'default'])} || (variables.v1Job && "
             f'object.spec.serviceAccountName == variables.jobName + "{V1_MPI_LAUNCHER}")',
             f"service account: {boundary.service_account} (or default)",
         ),
         (
-            f"!has(object.spec.priorityClassName) || object.spec.priorityClassName in {_list(boundary.priority_classes)}",
+            f"!has(object.spec.priorityClassName) || object.spec.priorityClassName in {literal_list(boundary.priority_classes)}",
             f"priority classes in {team.name}: {', '.join(boundary.priority_classes) or 'none'}",
         ),
         (
             '!(variables.v1Job && variables.v2Job) && (variables.jobName == "" || !has(object.metadata.labels)'
-            f" || !({_s(JOB_LABEL)} in {labels}) || {labels}[{_s(JOB_LABEL)}] == variables.jobName)",
+            f" || !({literal(JOB_LABEL)} in {labels}) || {labels}[{literal(JOB_LABEL)}] == variables.jobName)",
             f"a job's pod carries its own job's name in {JOB_LABEL}, and belongs to one job",
         ),
         (
-            _every_container(_opt("c", "securityContext", f"{_opt(ctx, 'privileged', f'!{ctx}.privileged')}"))
+            every_container(
+                unless_unset("c", "securityContext", f"{unless_unset(ctx, 'privileged', f'!{ctx}.privileged')}")
+            )
             + " || variables.erdma",
             "privileged containers are refused outside the platform's eRDMA pods",
         ),
         (
-            _every_container(
-                _opt(
+            every_container(
+                unless_unset(
                     "c",
                     "securityContext",
-                    _opt(
+                    unless_unset(
                         ctx,
                         "capabilities",
-                        _opt(
+                        unless_unset(
                             f"{ctx}.capabilities",
                             "add",
-                            f"{ctx}.capabilities.add.all(x, x in {_list(BASELINE_CAPABILITIES)})",
+                            f"{ctx}.capabilities.add.all(x, x in {literal_list(BASELINE_CAPABILITIES)})",
                         ),
                     ),
                 )
@@ -389,8 +310,8 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
             "capabilities beyond Pod Security baseline's are refused",
         ),
         (
-            _every_container(
-                _opt(
+            every_container(
+                unless_unset(
                     "c",
                     "ports",
                     "c.ports.all(p, !has(p.hostPort) || p.hostPort == 0"
@@ -400,26 +321,26 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
             "host ports are refused",
         ),
         (
-            _opt(
+            unless_unset(
                 "object.spec",
                 "securityContext",
-                _context_controls(sc)
+                context_controls(sc)
                 + " && "
-                + _opt(sc, "sysctls", f"{sc}.sysctls.all(s, s.name in {_list(SAFE_SYSCTLS)})"),
+                + unless_unset(sc, "sysctls", f"{sc}.sysctls.all(s, s.name in {literal_list(SAFE_SYSCTLS)})"),
             )
             + " && "
-            + _every_container(
-                _opt(
+            + every_container(
+                unless_unset(
                     "c",
                     "securityContext",
-                    _context_controls(ctx) + " && " + _opt(ctx, "procMount", f'{ctx}.procMount == "Default"'),
+                    context_controls(ctx) + " && " + unless_unset(ctx, "procMount", f'{ctx}.procMount == "Default"'),
                 )
             )
             + " && "
-            + _opt(
+            + unless_unset(
                 "object.metadata",
                 "annotations",
-                f"object.metadata.annotations.all(k, !k.startsWith({_s(APPARMOR_ANNOTATION)})"
+                f"object.metadata.annotations.all(k, !k.startsWith({literal(APPARMOR_ANNOTATION)})"
                 ' || object.metadata.annotations[k] == "runtime/default" || object.metadata.annotations[k].startsWith("localhost/"))',
             ),
             "Pod Security baseline: seccomp, AppArmor, SELinux, sysctls, procMount and hostProcess as baseline allows",
