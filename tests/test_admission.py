@@ -145,6 +145,26 @@ def _v2_mpi() -> dict[str, Any]:
     return config
 
 
+def _team_import() -> dict[str, Any]:
+    config = with_teams()
+    config[cfg("datasets")] = [
+        {"name": "books", "source": "oss://corpus-bucket/books", "ossRoleName": "books-reader", "imageTag": "v0.1.0"}
+    ]
+    config[cfg("datasets")][0]["team"] = "vision"
+    return config
+
+
+def _local_team() -> dict[str, Any]:
+    """The local stack, every job of every kind and its dataset import given to one team."""
+    config = stack_config("local")
+    config[cfg("teams")] = [{"name": "vision", "uid": 2000, "quota": {"gpus": 0, "cpu": "16", "memory": "32Gi"}}]
+    for job in config[cfg("jobs")]:
+        job["team"] = "vision"
+    for dataset in config.get(cfg("datasets"), []):
+        dataset["team"] = "vision"
+    return config
+
+
 VARIANTS: dict[str, Callable[[], tuple[dict[str, Any], str]]] = {
     "prod": lambda: (stack_config("prod"), "prod"),
     "prod with keys and a pull secret": lambda: (_with_keys(), "prod"),
@@ -152,6 +172,8 @@ VARIANTS: dict[str, Callable[[], tuple[dict[str, Any], str]]] = {
     "prod handing directories to the teams": lambda: (_owners(), "prod"),
     "two teams on v2 with Kueue": lambda: (_v2_teams(), "dev"),
     "an MPI job on v2": lambda: (_v2_mpi(), "dev"),
+    "a team's OSS import": lambda: (_team_import(), "dev"),
+    "every kind of job in one team": lambda: (_local_team(), "local"),
 }
 
 
