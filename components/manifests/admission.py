@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from ..config import PROJECT, PlatformSpec, SecretEnv, TeamSpec
 from .base import MANAGED_BY, Manifest
 from .datasets import source_claim_name
-from .job_env import checkpoint_key_ref, generated_key_secret
+from .job_env import CHECKPOINT_KEY_SUFFIX, checkpoint_key_ref, generated_key_secret
 from .placement import FABRICS, FabricProfile
 from .pod_rules import (
     APPARMOR_ANNOTATION,
@@ -109,7 +109,7 @@ def _secret_ok(name: str, boundary: TeamBoundary) -> str:
     """Whether the Secret ``name`` (a CEL expression) is the pod's job's own."""
     pairs = literal_list(f"{job}/{secret}" for job, secret in boundary.job_secrets)
     return (
-        f'(variables.jobName != "" && ({name} == variables.jobName + "-checkpoint-key"'
+        f'(variables.jobName != "" && ({name} == variables.jobName + "{CHECKPOINT_KEY_SUFFIX}"'
         f' || variables.jobName + "/" + {name} in {pairs}'
         f' || (variables.v2Job && {name} == variables.jobName + "{V2_MPI_SECRET}")))'
     )

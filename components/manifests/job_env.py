@@ -15,6 +15,7 @@ DATA_MOUNT = "/mnt/data"
 OUTPUT_MOUNT = "/mnt/output"
 CHECKPOINT_KEY_DIR = "/var/run/secrets/checkpoint-key"
 CHECKPOINT_KEY_FILE = f"{CHECKPOINT_KEY_DIR}/key"
+CHECKPOINT_KEY_SUFFIX = "-checkpoint-key"
 GENERATED_KEY = "key"
 """The key of a generated checkpoint key in its Secret, ``<job>-checkpoint-key``."""
 FLIGHT_RECORDER_ENTRIES = 2000
@@ -88,7 +89,7 @@ def job_env(job: TrainingJobSpec) -> dict[str, str]:
 
 def generated_key_secret(job_name: str) -> str:
     """The Secret holding a job's generated checkpoint key."""
-    return f"{job_name}-checkpoint-key"
+    return f"{job_name}{CHECKPOINT_KEY_SUFFIX}"
 
 
 def checkpoint_key_ref(job: TrainingJobSpec) -> tuple[str, str] | None:
