@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from admission_cel import admit_mutations, admitted_by_policies, binds, refusals, template_pod, v1_pods, v2_pods
 from conftest import ROOT, cfg, stack_config, with_pull_secret
+from hostile_pods import ATTACKS, Attack, c0
 from pod_security import BASELINE_CAPABILITIES, SAFE_SYSCTLS, SELINUX_TYPES, baseline_violations
 from test_teams import with_teams
 from test_tenancy import BAD_CONTAINERS, BAD_PODS
@@ -22,7 +23,6 @@ from components.plan import with_unset_credentials
 
 VAP = "ValidatingAdmissionPolicy"
 BINDING = "ValidatingAdmissionPolicyBinding"
-PULL_SECRET = "registry-pull"
 
 
 def _plan(config: dict[str, Any], stack: str = "prod") -> list[dict[str, Any]]:
@@ -217,122 +217,6 @@ def test_the_policies_baseline_lists_are_pod_securitys() -> None:
     assert set(pod_rules.SELINUX_TYPES) == SELINUX_TYPES
 
 
-# --- hostile pods ---------------------------------------------------------------------------------
-
-Attack = Callable[[dict[str, Any], dict[str, Any]], None]
-"""Changes a pod (in place) given the other team's uid/gid, another job's name and the pull secret."""
-
-
-def _sc(pod: dict[str, Any]) -> dict[str, Any]:
-    return pod["spec"].setdefault("securityContext", {})
-
-
-def _c0(pod: dict[str, Any]) -> dict[str, Any]:
-    return pod["spec"]["containers"][0]
-
-
-def _volume(source: dict[str, Any]) -> Attack:
-    return lambda pod, o: pod["spec"]["volumes"].append({"name": "x", **source})
-
-
-def _extra(kind: str, context: str) -> Attack:
-    def attack(pod: dict[str, Any], o: dict[str, Any]) -> None:
-        container = {"name": "peek", "image": _c0(pod)["image"], "command": ["sh"]}
-        container["securityContext"] = {"runAsUser": o["uid"]} if context == "uid" else {"privileged": True}
-        pod["spec"].setdefault(kind, []).append(container)
-
-    return attack
-
-
-def _host_network(pod: dict[str, Any], o: dict[str, Any]) -> None:
-    # The host network on a pod without the eRDMA device: not the platform's eRDMA pod.
-    pod["spec"].update(hostNetwork=True, dnsPolicy="ClusterFirstWithHostNet")
-    for block in _c0(pod)["resources"].values():
-        block.pop("aliyun/erdma", None)
-
-
-ATTACKS: list[tuple[str, Attack, str]] = [
-    ("another team's uid", lambda p, o: _sc(p).update(runAsUser=o["uid"]), "run as the team's uid"),
-    ("another team's gid", lambda p, o: _sc(p).update(runAsGroup=o["gid"]), "run as the team's uid"),
-    ("no pod identity", lambda p, o: p["spec"].pop("securityContext"), "run as the team's uid"),
-    (
-        "a container as root",
-        lambda p, o: _c0(p).setdefault("securityContext", {}).update(runAsUser=0),
-        "containers in",
-    ),
-    ("an init container as another uid", _extra("initContainers", "uid"), "containers in"),
-    ("an ephemeral container as another uid", _extra("ephemeralContainers", "uid"), "containers in"),
-    ("another team's fsGroup", lambda p, o: _sc(p).update(fsGroup=o["gid"]), "may add only"),
-    ("another team's supplemental group", lambda p, o: _sc(p).update(supplementalGroups=[o["gid"]]), "may add only"),
-    ("hostPath /", _volume({"hostPath": {"path": "/"}}), "volumes in"),
-    ("hostPID", lambda p, o: p["spec"].update(hostPID=True), "host namespaces"),
-    ("hostIPC", lambda p, o: p["spec"].update(hostIPC=True), "host namespaces"),
-    ("hostNetwork outside the eRDMA shape", _host_network, "host namespaces"),
-    ("a privileged init container", _extra("initContainers", "privileged"), "privileged containers"),
-    (
-        "a privileged container with an added capability",
-        lambda p, o: _c0(p).update(securityContext={"privileged": True, "capabilities": {"add": ["SYS_ADMIN"]}}),
-        "privileged containers",
-    ),
-    ("an inline nfs volume of the NAS root", _volume({"nfs": {"server": "nas.example", "path": "/"}}), "volumes in"),
-    (
-        "an inline csi volume",
-        _volume({"csi": {"driver": "nasplugin.csi.alibabacloud.com", "volumeAttributes": {"path": "/"}}}),
-        "volumes in",
-    ),
-    (
-        "an inline iscsi volume",
-        _volume({"iscsi": {"targetPortal": "10.0.0.9", "iqn": "iqn.x", "lun": 0}}),
-        "volumes in",
-    ),
-    ("a claim not the team's", _volume({"persistentVolumeClaim": {"claimName": "imported"}}), "volumes in"),
-    (
-        "another job's checkpoint key",
-        lambda p, o: _volume({"secret": {"secretName": f"{o['job']}-checkpoint-key"}})(p, o),
-        "volumes in",
-    ),
-    ("the pull secret as a volume", _volume({"secret": {"secretName": PULL_SECRET}}), "volumes in"),
-    (
-        "a Secret through a projected volume",
-        _volume({"projected": {"sources": [{"secret": {"name": PULL_SECRET}}]}}),
-        "volumes in",
-    ),
-    (
-        "a token for another audience",
-        _volume({"projected": {"sources": [{"serviceAccountToken": {"audience": "sts.aliyuncs.com", "path": "t"}}]}}),
-        "volumes in",
-    ),
-    (
-        "the pull secret in the environment",
-        lambda p, o: _c0(p)["env"].append(
-            {"name": "X", "valueFrom": {"secretKeyRef": {"name": PULL_SECRET, "key": "k"}}}
-        ),
-        "environment from Secrets",
-    ),
-    (
-        "another job's key through envFrom",
-        lambda p, o: _c0(p).update(envFrom=[{"secretRef": {"name": f"{o['job']}-checkpoint-key"}}]),
-        "environment from Secrets",
-    ),
-    ("a system priority class", lambda p, o: p["spec"].update(priorityClassName="system-node-critical"), "priority"),
-    (
-        "another job's name label",
-        lambda p, o: p["metadata"]["labels"].update({"app.kubernetes.io/name": o["job"]}),
-        "own job",
-    ),
-    (
-        "a second job label",
-        lambda p, o: p["metadata"]["labels"].update({"jobset.sigs.k8s.io/jobset-name": o["job"]}),
-        "own job",
-    ),
-    (
-        "another job's launcher account",
-        lambda p, o: p["spec"].update(serviceAccountName=f"{o['job']}-launcher"),
-        "service account",
-    ),
-]
-
-
 def _base_pods(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Each team's first job's first pod, as the platform emits it."""
     first: dict[str, dict[str, Any]] = {}
@@ -363,6 +247,28 @@ def test_each_hostile_pod_is_refused(prod, team: str, attack: str, change: Attac
     assert admitted_by_policies(prod, team, pod)
 
 
+V2_ATTACKS = [a for a in ATTACKS if a[0] != "a second job label"]
+"""On a TrainJob's pod JobSet sets its own label over the template's; the v1 label forged in a
+runtime patch is :func:`test_a_v2_pod_cannot_take_a_v1_jobs_key`'s."""
+
+
+@pytest.fixture(scope="module")
+def v2_teams() -> list[dict[str, Any]]:
+    return _plan(_v2_teams(), "dev")
+
+
+@pytest.mark.parametrize(("attack", "change", "reason"), V2_ATTACKS, ids=[a[0] for a in V2_ATTACKS])
+def test_each_hostile_pod_is_refused_on_trainer_v2(v2_teams, attack: str, change: Attack, reason: str) -> None:
+    (base,) = [pod for ns, what, pod in platform_pods(v2_teams) if what.startswith("TrainJob")]
+    assert refused(v2_teams, "vision", base) == []
+    pod = copy.deepcopy(base)
+    # The other team of with_teams: speech, uid 2002, gid 3002.
+    change(pod, {"uid": 2002, "gid": 3002, "job": "speech-job"})
+    why = refused(v2_teams, "vision", pod)
+    assert any(reason in w for w in why), why
+    assert admitted_by_policies(v2_teams, "vision", pod)
+
+
 BASELINE_ATTACKS = [(f"pod {p}", pod, None) for pod, p in BAD_PODS if "hostNetwork" not in pod] + [
     (f"container {p}", None, container)
     for container, p in BAD_CONTAINERS
@@ -388,7 +294,7 @@ def test_baseline_holds_in_the_erdma_teams_privileged_namespace(prod, attack, po
                 pod["spec"][key] = value
     if container_fields:
         for key, value in copy.deepcopy(container_fields).items():
-            target = _c0(pod)
+            target = c0(pod)
             if isinstance(value, dict):
                 target.setdefault(key, {}).update(value)
             else:
