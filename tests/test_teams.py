@@ -35,6 +35,11 @@ def test_teams_load() -> None:
     assert plain.cluster.network == "flannel" and not plain.teams and not plain.network_policies
 
 
+def _on_version(config: dict[str, Any], version: str) -> dict[str, Any]:
+    config[cfg("cluster")]["version"] = version
+    return config
+
+
 def _teams(change) -> dict[str, Any]:
     config = with_teams()
     change(config[cfg("teams")])
@@ -113,6 +118,13 @@ INVALID = [
         "ack-training-platform:jobs[0].scheduling.priorityClass: 'system-node-critical' is reserved for the "
         "cluster's own components (PriorityClasses named system-*): a training job with it could preempt and "
         "outlive them; give a PriorityClass of your own",
+    ),
+    (
+        "teams on a cluster without admission policies",
+        _on_version(with_teams(), "1.29.3-aliyun.1"),
+        "ack-training-platform:cluster.version: Kubernetes 1.29.3-aliyun.1 is too old for teams, whose pods an "
+        "admission policy (ValidatingAdmissionPolicy v1) keeps within each team: it needs 1.30 or later; raise "
+        "cluster.version",
     ),
 ]
 

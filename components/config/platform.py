@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from .base import (
+    ADMISSION_POLICY_MIN_KUBERNETES,
     TRAINER_V2_MIN_KUBERNETES,
     Spec,
     field_error,
@@ -233,6 +234,13 @@ class PlatformSpec(Spec):
                 "cluster.version",
                 f"Kubernetes {version} is too old for Trainer v2, which needs {needed} or later: raise "
                 "cluster.version, or keep the jobs on backend v1 (training.backend, jobs[].backend)",
+            )
+        if self.teams and match and (int(match[1]), int(match[2])) < ADMISSION_POLICY_MIN_KUBERNETES:
+            needed = ".".join(map(str, ADMISSION_POLICY_MIN_KUBERNETES))
+            raise field_error(
+                "cluster.version",
+                f"Kubernetes {version} is too old for teams, whose pods an admission policy "
+                f"(ValidatingAdmissionPolicy v1) keeps within each team: it needs {needed} or later; raise cluster.version",
             )
 
     def _check_cloud(self) -> None:
