@@ -356,3 +356,45 @@ def test_every_namespace_the_platform_applies_enforces_pod_security(run_stack, f
         levels
     )
     assert {name for name, level in levels.items() if level not in ("baseline", "privileged")} == set()
+
+
+def test_the_pod_stand_ins_put_the_controllers_labels_over_the_templates() -> None:
+    # kubeflow/trainer v1.9.4 pkg/controller.v1/common/pod.go createNewPod: "for key, value := range
+    # labels { podTemplate.Labels[key] = value }", labels being GenLabels(job name) with the replica's.
+    forged = {"training.kubeflow.org/job-name": "victim", "jobset.sigs.k8s.io/jobset-name": "victim"}
+    template = {"metadata": {"labels": dict(forged)}, "spec": {"containers": [{"name": "pytorch"}]}}
+    job = {
+        "kind": "PyTorchJob",
+        "metadata": {"name": "mine"},
+        "spec": {"pytorchReplicaSpecs": {"Master": {"template": template}}},
+    }
+    (pod,) = v1_pods(job)
+    assert pod["metadata"]["labels"]["training.kubeflow.org/job-name"] == "mine"
+    # jobset v0.12.0 pkg/controllers/jobset_controller.go labelAndAnnotateObject: the object's labels
+    # copied first ("maps.Copy(labels, obj.GetLabels())"), then "labels[jobset.JobSetNameKey] = js.Name".
+    runtime = {
+        "spec": {
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "template": {"spec": {"template": {"spec": {"containers": [{"name": "node"}]}}}},
+                        }
+                    ]
+                }
+            }
+        }
+    }
+    patch = {
+        "replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"metadata": {"labels": dict(forged)}}}}}]
+    }
+    train_job = {
+        "metadata": {"name": "mine"},
+        "spec": {
+            "trainer": {"image": "i", "command": ["c"]},
+            "runtimePatches": [{"trainingRuntimeSpec": {"template": {"spec": patch}}}],
+        },
+    }
+    (pod,) = v2_pods(train_job, runtime)
+    assert pod["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"] == "mine"
