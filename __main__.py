@@ -30,7 +30,6 @@ from components.manifests import (
     kueue_queue_name,
     system_node_selector,
     team_boundary,
-    training_pod_security,
     v2_fabrics,
 )
 from components.mirror import mirrored_images
@@ -60,10 +59,9 @@ def team_namespaces(provider) -> dict[str, TrainingNamespace]:
     }
 
 
-pod_security = training_pod_security(spec)
 if spec.cluster.local is not None:
     provider, kept_provider = local_providers(spec.cluster.local)
-    namespace = TrainingNamespace("training", spec.training, provider=provider, pod_security=pod_security)
+    namespace = TrainingNamespace("training", spec.training, provider=provider)
     volumes = SharedVolumes("shared", spec.storage, namespace=namespace, provider=kept_provider)
     teams = team_namespaces(provider)
     team_volumes = {
@@ -91,7 +89,7 @@ else:
             keep_addons=cluster.adopted,
             worker_role=node_role_name(spec.cluster.name, spec.gpu_pool.name),
         )
-    namespace = TrainingNamespace("training", spec.training, provider=provider, pod_security=pod_security)
+    namespace = TrainingNamespace("training", spec.training, provider=provider)
     teams = team_namespaces(provider)
     storage = NasStorage(
         "nas",

@@ -8,7 +8,6 @@ import pulumi_kubernetes as k8s
 from ._k8s import TOKEN, resource_args
 from .config import TeamSpec, TrainingNamespaceSpec
 from .manifests import (
-    BASELINE,
     Manifest,
     TeamBoundary,
     run_as,
@@ -41,7 +40,6 @@ class TrainingNamespace(pulumi.ComponentResource):
         spec: the training namespace's settings (its service account name serves teams too).
         provider: the cluster's kubernetes provider.
         team: the team whose namespace this is; ``None`` for the training namespace.
-        pod_security: the level the training namespace enforces (a team's follows from the team).
         network_policies: wall the team's pods in with NetworkPolicies.
         scraper_namespace: with ``network_policies``, the namespace whose pods may scrape the
             team's trainers (``None``: none may).
@@ -63,7 +61,6 @@ class TrainingNamespace(pulumi.ComponentResource):
         *,
         provider: k8s.Provider,
         team: TeamSpec | None = None,
-        pod_security: str = BASELINE,
         network_policies: bool = False,
         admission: TeamBoundary | None = None,
         scraper_namespace: str | None = None,
@@ -77,7 +74,7 @@ class TrainingNamespace(pulumi.ComponentResource):
         self.gpu_quota = spec.gpu_quota if team is None else None
         self.security_context: Manifest | None = run_as(team) if team is not None else None
         if team is None:
-            manifests = training_namespace(spec, pod_security=pod_security)
+            manifests = training_namespace(spec)
         else:
             manifests = [
                 *team_namespace(team, service_account=spec.service_account),

@@ -35,13 +35,6 @@ def _extra(kind: str, context: str) -> Attack:
     return attack
 
 
-def _host_network(pod: dict[str, Any], o: dict[str, Any]) -> None:
-    # The host network on a pod without the eRDMA device: not the platform's eRDMA pod.
-    pod["spec"].update(hostNetwork=True, dnsPolicy="ClusterFirstWithHostNet")
-    for block in c0(pod)["resources"].values():
-        block.pop("aliyun/erdma", None)
-
-
 ATTACKS: list[tuple[str, Attack, str]] = [
     ("another team's uid", lambda p, o: sc(p).update(runAsUser=o["uid"]), "run as the team's uid"),
     ("another team's gid", lambda p, o: sc(p).update(runAsGroup=o["gid"]), "run as the team's uid"),
@@ -58,7 +51,11 @@ ATTACKS: list[tuple[str, Attack, str]] = [
     ("hostPath /", _volume({"hostPath": {"path": "/"}}), "volumes in"),
     ("hostPID", lambda p, o: p["spec"].update(hostPID=True), "host namespaces"),
     ("hostIPC", lambda p, o: p["spec"].update(hostIPC=True), "host namespaces"),
-    ("hostNetwork outside the eRDMA shape", _host_network, "host namespaces"),
+    (
+        "hostNetwork",
+        lambda p, o: p["spec"].update(hostNetwork=True, dnsPolicy="ClusterFirstWithHostNet"),
+        "host namespaces",
+    ),
     ("a privileged init container", _extra("initContainers", "privileged"), "privileged containers"),
     (
         "a privileged container with an added capability",

@@ -269,45 +269,74 @@ def test_each_hostile_pod_is_refused_on_trainer_v2(v2_teams, attack: str, change
     assert admitted_by_policies(v2_teams, "vision", pod)
 
 
-BASELINE_ATTACKS = [(f"pod {p}", pod, None) for pod, p in BAD_PODS if "hostNetwork" not in pod] + [
-    (f"container {p}", None, container)
-    for container, p in BAD_CONTAINERS
-    # A host-network pod has every port of the node, whatever its ports say.
-    if "privileged" not in str(container) and "hostPort" not in str(container)
+BASELINE_ATTACKS = [(f"pod {p}", pod, None) for pod, p in BAD_PODS] + [
+    (f"container {p}", None, container) for container, p in BAD_CONTAINERS
 ]
-"""Pod Security baseline's controls (tests/test_tenancy.py), but for what the eRDMA pod itself is."""
+"""Pod Security baseline's controls (tests/test_tenancy.py), on the eRDMA team's own pod."""
+
+
+def _changed(pod: dict[str, Any], pod_fields: dict[str, Any] | None, container_fields: dict[str, Any] | None) -> None:
+    for key, value in copy.deepcopy(pod_fields or {}).items():
+        if isinstance(value, dict):
+            pod["spec"].setdefault(key, {}).update(value)
+        elif isinstance(value, list):
+            pod["spec"].setdefault(key, []).extend(value)
+        else:
+            pod["spec"][key] = value
+    for key, value in copy.deepcopy(container_fields or {}).items():
+        if isinstance(value, dict):
+            c0(pod).setdefault(key, {}).update(value)
+        else:
+            c0(pod).setdefault(key, []).extend(value)
 
 
 @pytest.mark.parametrize(
     ("attack", "pod_fields", "container_fields"), BASELINE_ATTACKS, ids=[a[0] for a in BASELINE_ATTACKS]
 )
-def test_baseline_holds_in_the_erdma_teams_privileged_namespace(prod, attack, pod_fields, container_fields) -> None:
-    assert _namespaces(prod)["llm"] == "privileged"
+def test_baseline_holds_in_the_erdma_team(prod, attack, pod_fields, container_fields) -> None:
+    assert _namespaces(prod)["llm"] == "baseline"
     pod = copy.deepcopy(_base_pods(prod)["llm"])
-    if pod_fields:
-        for key, value in copy.deepcopy(pod_fields).items():
-            if isinstance(value, dict):
-                pod["spec"].setdefault(key, {}).update(value)
-            elif isinstance(value, list):
-                pod["spec"].setdefault(key, []).extend(value)
-            else:
-                pod["spec"][key] = value
-    if container_fields:
-        for key, value in copy.deepcopy(container_fields).items():
-            target = c0(pod)
-            if isinstance(value, dict):
-                target.setdefault(key, {}).update(value)
-            else:
-                target.setdefault(key, []).extend(value)
+    assert "aliyun/erdma" in c0(pod)["resources"]["limits"]
+    _changed(pod, pod_fields, container_fields)
+    assert any(w.startswith("Pod Security baseline") for w in refused(prod, "llm", pod))
+    # The team's policy refuses it too, whatever the namespace's label says.
     assert admitted_by_policies(prod, "llm", pod)
 
 
-def test_the_erdma_shape_is_only_the_erdma_teams(prod) -> None:
-    # The eRDMA team's own pod, moved into the other team's namespace, is refused there.
+@pytest.mark.parametrize(
+    ("attack", "pod_fields", "container_fields", "reason"),
+    [
+        (
+            "privileged on the host network",
+            {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"},
+            {"securityContext": {"privileged": True}},
+            "host namespaces",
+        ),
+        ("privileged", None, {"securityContext": {"privileged": True}}, "privileged containers"),
+        ("hostPath /", {"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}, None, "volumes in"),
+        ("SYS_ADMIN", None, {"securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}, "capabilities"),
+        ("IPC_LOCK", None, {"securityContext": {"capabilities": {"add": ["IPC_LOCK"]}}}, "capabilities"),
+    ],
+)
+def test_an_erdma_pod_gets_no_privilege(prod, attack, pod_fields, container_fields, reason) -> None:
+    base = _base_pods(prod)["llm"]
+    assert "hostNetwork" not in base["spec"] and "securityContext" not in c0(base)
+    assert refused(prod, "llm", base) == []
+    pod = copy.deepcopy(base)
+    _changed(pod, pod_fields, container_fields)
+    assert any(reason in w for w in admitted_by_policies(prod, "llm", pod))
+
+
+def test_the_erdma_devices_are_only_the_rdma_teams(prod) -> None:
+    # The eRDMA team's own pod, moved into the other team's namespace with its ids, is refused there.
     pod = copy.deepcopy(_base_pods(prod)["llm"])
     pod["spec"]["securityContext"].update(runAsUser=2002, runAsGroup=2002)
     why = admitted_by_policies(prod, "vision", pod)
-    assert any("host namespaces" in w for w in why) and any("privileged" in w for w in why)
+    assert "the eRDMA devices (aliyun/erdma) are for teams with rdma: true" in why
+    # So is the other team's own pod asking for them, in its requests alone.
+    pod = copy.deepcopy(_base_pods(prod)["vision"])
+    c0(pod)["resources"].setdefault("requests", {})["aliyun/erdma"] = "1"
+    assert any("eRDMA devices" in w for w in admitted_by_policies(prod, "vision", pod))
 
 
 def test_a_policy_that_admits_everything_fails_the_hostile_check(prod) -> None:
@@ -355,7 +384,7 @@ def test_every_namespace_the_platform_applies_enforces_pod_security(run_stack, f
     assert {"kubeflow", "kubeflow-system", "kueue-system", "volcano-system", "training", "vision", "speech"} <= set(
         levels
     )
-    assert {name for name, level in levels.items() if level not in ("baseline", "privileged")} == set()
+    assert {name for name, level in levels.items() if level != "baseline"} == set()
 
 
 def test_the_pod_stand_ins_put_the_controllers_labels_over_the_templates() -> None:

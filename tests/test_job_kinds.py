@@ -143,7 +143,7 @@ def test_mpi_workers_wait_for_the_launcher() -> None:
     worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
     assert "command" not in worker["containers"][0]
     assert worker["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
-    assert worker["hostNetwork"] is True
+    assert "hostNetwork" not in worker and "securityContext" not in worker["containers"][0]
     assert "nvidia.com/gpu" not in launcher["containers"][0]["resources"]["limits"]
     assert launcher["containers"][0]["command"][:2] == ["mpirun", "-np"]
 

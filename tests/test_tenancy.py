@@ -1,8 +1,9 @@
 """Teams under Pulumi's mocks, read as policy: no team's objects reach another's, and every
-pod the stacks apply passes Pod Security ``baseline`` unless its namespace says otherwise."""
+pod the stacks apply passes Pod Security ``baseline``, which every namespace enforces."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -46,9 +47,9 @@ def test_each_team_gets_its_namespace_quota_and_role(prod) -> None:
     for name, team in PROD_TEAMS.items():
         labels = namespaces[name]
         assert labels[TEAM_LABEL] == name
-        enforce = "privileged" if team.get("rdma") else "baseline"
+        # The eRDMA team's too: its pods are unprivileged, on the pod network.
         assert {k: v for k, v in labels.items() if k.startswith(POD_SECURITY)} == {
-            f"{POD_SECURITY}/enforce": enforce,
+            f"{POD_SECURITY}/enforce": "baseline",
             f"{POD_SECURITY}/warn": "restricted",
             f"{POD_SECURITY}/audit": "restricted",
         }
@@ -247,60 +248,50 @@ def test_v2_team_jobs_join_their_teams_queue(run_stack) -> None:
     assert sorted(q["metadata"]["namespace"] for q in queues) == ["speech", "vision"]
 
 
-PRIVILEGED_ALLOWED = {("ClusterTrainingRuntime", runtime_name(ERDMA, framework)) for framework in V2_FRAMEWORKS}
-"""Cluster-scoped templates whose pods may fail ``baseline``: the eRDMA runtimes' pods run
-privileged, and only in a namespace that enforces ``privileged`` (docs/security.md)."""
-
-
 def _baseline_failures(objects: list[dict[str, Any]]) -> list[str]:
-    levels = {
-        o["metadata"]["name"]: o["metadata"].get("labels", {}).get(f"{POD_SECURITY}/enforce")
-        for o in objects
-        if o["kind"] == "Namespace"
-    }
+    """Every pod template of ``objects`` that would not pass Pod Security ``baseline``: none may,
+    as every namespace the platform applies enforces it."""
     failures = []
     for obj in objects:
         for path, pod, metadata in pod_specs(obj):
-            problems = baseline_violations(pod, metadata)
-            if not problems:
-                continue
-            namespace = obj["metadata"].get("namespace")
-            if namespace is None and (obj["kind"], obj["metadata"]["name"]) in PRIVILEGED_ALLOWED:
-                continue
-            if namespace is not None and levels.get(namespace) == "privileged":
-                continue
-            failures.append(f"{obj['kind']} {namespace}/{obj['metadata']['name']}{path}: {problems}")
+            if problems := baseline_violations(pod, metadata):
+                failures.append(
+                    f"{obj['kind']} {obj['metadata'].get('namespace')}/{obj['metadata']['name']}{path}: {problems}"
+                )
     return failures
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_every_pod_passes_baseline_or_runs_where_it_may(run_stack, stack: str) -> None:
+def test_every_pod_passes_baseline(run_stack, stack: str) -> None:
     plan = run_stack(stack_config(stack), stack)
     assert _baseline_failures(plan.kubernetes_objects()) == []
-    # Every namespace the stack creates says what it enforces.
+    # Every namespace the stack creates enforces it.
     for namespace in plan.of_type(NS):
-        assert namespace.inputs["metadata"]["labels"].get(f"{POD_SECURITY}/enforce") in ("baseline", "privileged")
+        assert namespace.inputs["metadata"]["labels"].get(f"{POD_SECURITY}/enforce") == "baseline"
 
 
-def test_v2_erdma_runtimes_are_the_only_cluster_wide_exceptions(run_stack) -> None:
+def test_v2_erdma_runtimes_pass_baseline(run_stack) -> None:
     config = stack_config("prod")
     netbench = config[cfg("jobs")][1]
     netbench.update(backend="v2")
     del netbench["restartPolicy"]
     objects = run_stack(config, "prod").kubernetes_objects()
+    runtimes = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ClusterTrainingRuntime"}
+    assert {runtime_name(ERDMA, framework) for framework in V2_FRAMEWORKS} <= set(runtimes)
     assert _baseline_failures(objects) == []
-    runtimes = [o for o in objects if o["kind"] == "ClusterTrainingRuntime"]
-    failing = [o["metadata"]["name"] for o in runtimes if any(baseline_violations(p, m) for _, p, m in pod_specs(o))]
-    assert sorted(failing) == sorted(runtime_name(ERDMA, framework) for framework in V2_FRAMEWORKS)
 
 
-def test_an_erdma_job_outside_a_privileged_namespace_is_caught(prod) -> None:
+def test_erdma_jobs_pass_baseline_and_a_privileged_one_is_caught(prod) -> None:
     objects = prod.kubernetes_objects()
+    erdma = [o for o in objects if o["kind"] == "PyTorchJob" and "aliyun/erdma" in json.dumps(o)]
+    assert sorted(o["metadata"]["name"] for o in erdma) == ["gpt-pretrain", "nccl-check"]
     assert _baseline_failures(objects) == []
-    # The same plan with the eRDMA team's namespace enforcing baseline: its jobs are named.
-    for obj in objects:
-        if obj["kind"] == "Namespace" and obj["metadata"]["name"] == "llm":
-            obj["metadata"]["labels"][f"{POD_SECURITY}/enforce"] = "baseline"
+    # The shape eRDMA pods once had, privileged on the host network, is named.
+    for job in erdma:
+        for spec in job["spec"]["pytorchReplicaSpecs"].values():
+            pod = spec["template"]["spec"]
+            pod.update(hostNetwork=True, dnsPolicy="ClusterFirstWithHostNet")
+            pod["containers"][0]["securityContext"] = {"privileged": True}
     failures = _baseline_failures(objects)
     assert sorted({f.split(".spec")[0] for f in failures}) == [
         "PyTorchJob llm/gpt-pretrain",

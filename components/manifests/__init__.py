@@ -81,15 +81,12 @@ from .storage import (
 )
 from .tenancy import (
     BASELINE,
-    PRIVILEGED,
     directory_owner_job,
     job_network_policy,
     run_as,
     team_access,
     team_namespace,
     team_network_policies,
-    team_pod_security,
-    training_pod_security,
 )
 from .trainer_v2 import (
     KUEUE_NAMESPACE,
@@ -195,15 +192,12 @@ __all__ = [
     "train_job",
     "training_namespace",
     "BASELINE",
-    "PRIVILEGED",
     "directory_owner_job",
     "job_network_policy",
     "run_as",
     "team_access",
     "team_namespace",
     "team_network_policies",
-    "team_pod_security",
-    "training_pod_security",
     "training_runtime",
     "trainer_v2_images",
     "trainer_v2_values",

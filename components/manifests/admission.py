@@ -4,8 +4,9 @@ pod created or updated there, whoever creates it.
 
 Pod Security ``baseline`` leaves open what crosses teams here: another team's uid (NFS tells teams
 apart by uid), inline ``nfs``/``csi`` volumes, any Secret of the namespace, any PriorityClass, and
-the job label a NetworkPolicy selects by. The policy pins those to the team, and repeats
-``baseline``'s controls for the namespaces that enforce ``privileged`` (a team with eRDMA jobs).
+the job label a NetworkPolicy selects by. The policy pins those to the team, refuses the eRDMA
+fabric's devices to teams without ``rdma``, and repeats ``baseline``'s controls, so that the
+boundary does not rest on the namespace's label alone.
 
 Members cannot create pods (``JOB_USER_RULES``): theirs come from the v1 operator, which labels
 every pod ``training.kubeflow.org/job-name`` over the template's labels (kubeflow/trainer v1.9.4
@@ -68,7 +69,7 @@ class TeamBoundary:
         job_secrets: ``(job, Secret)`` pairs the stack's jobs name (a checkpoint key of their own,
             Secret environment variables); a job's generated ``<job>-checkpoint-key`` is always its own.
         priority_classes: the PriorityClasses the stack's jobs name.
-        fabric: the eRDMA fabric whose pods the team's jobs may run (privileged, host network), or ``None``.
+        fabric: the eRDMA fabric whose devices the team's pods may request, or ``None`` for none.
     """
 
     team: TeamSpec
@@ -115,29 +116,6 @@ def _secret_ok(name: str, boundary: TeamBoundary) -> str:
     )
 
 
-def _erdma_shape(fabric: FabricProfile | None) -> str:
-    """The one pod shape allowed the host network and a privileged container: the platform's
-    eRDMA pod (``pytorchjob.pod_template``, ``trainjob.train_job``): one container, the fabric's
-    security context and device, a job's pod, no init or ephemeral containers."""
-    if fabric is None:
-        return "false"
-    c = "object.spec.containers[0]"
-    privileged = fabric.security_context.get("privileged") is True
-    return " && ".join(
-        [
-            "variables.hostNetwork",
-            'variables.jobName != ""',
-            f"has(object.spec.dnsPolicy) && object.spec.dnsPolicy == {literal('ClusterFirstWithHostNet')}",
-            "size(object.spec.containers) == 1",
-            none_of("initContainers"),
-            none_of("ephemeralContainers"),
-            f"has({c}.resources) && has({c}.resources.limits) && {literal(fabric.resource)} in {c}.resources.limits",
-            f"has({c}.securityContext) && has({c}.securityContext.privileged) && {c}.securityContext.privileged == {str(privileged).lower()}",
-            f"!has({c}.securityContext.capabilities)",
-        ]
-    )
-
-
 def team_admission(boundary: TeamBoundary) -> list[Manifest]:
     """The team's ValidatingAdmissionPolicy and the binding that applies it, refusing, in the
     team's namespace, any pod that is not within the team's boundary (see the module's docstring).
@@ -160,8 +138,6 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
             "jobName",
             f"variables.v1Job ? {labels}[{literal(V1_JOB_LABEL)}] : (variables.v2Job ? {labels}[{literal(V2_JOB_LABEL)}] : {literal('')})",
         ),
-        ("hostNetwork", "has(object.spec.hostNetwork) && object.spec.hostNetwork"),
-        ("erdma", _erdma_shape(boundary.fabric)),
         # The Job that hands the team its directories (tenancy.directory_owner_job): root with CHOWN
         # alone, and no job's pod, which only the platform creates.
         (
@@ -256,9 +232,10 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
             f"pods in {team.name} may add only the team's gid {gid} (fsGroup, supplementalGroups)",
         ),
         (
-            "!(has(object.spec.hostPID) && object.spec.hostPID) && !(has(object.spec.hostIPC) && object.spec.hostIPC)"
-            " && (!variables.hostNetwork || variables.erdma)",
-            "host namespaces are refused (hostPID, hostIPC; hostNetwork outside the platform's eRDMA pods)",
+            " && ".join(
+                f"!(has(object.spec.{ns}) && object.spec.{ns})" for ns in ("hostNetwork", "hostPID", "hostIPC")
+            ),
+            "host namespaces are refused (hostNetwork, hostPID, hostIPC)",
         ),
         (
             unless_unset("object.spec", "volumes", f"object.spec.volumes.all(v, {volume_ok})"),
@@ -287,9 +264,8 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
         (
             every_container(
                 unless_unset("c", "securityContext", f"{unless_unset(ctx, 'privileged', f'!{ctx}.privileged')}")
-            )
-            + " || variables.erdma",
-            "privileged containers are refused outside the platform's eRDMA pods",
+            ),
+            "privileged containers are refused",
         ),
         (
             every_container(
@@ -314,8 +290,7 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
                 unless_unset(
                     "c",
                     "ports",
-                    "c.ports.all(p, !has(p.hostPort) || p.hostPort == 0"
-                    " || (variables.erdma && p.hostPort == p.containerPort))",
+                    "c.ports.all(p, !has(p.hostPort) || p.hostPort == 0)",
                 )
             ),
             "host ports are refused",
@@ -346,6 +321,24 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
             "Pod Security baseline: seccomp, AppArmor, SELinux, sysctls, procMount and hostProcess as baseline allows",
         ),
     ]
+    if boundary.fabric is None:
+        devices = [fabric.resource for fabric in FABRICS.values()]
+        validations.append(
+            (
+                every_container(
+                    unless_unset(
+                        "c",
+                        "resources",
+                        " && ".join(
+                            unless_unset("c.resources", kind, f"!({literal(device)} in c.resources.{kind})")
+                            for kind in ("limits", "requests")
+                            for device in devices
+                        ),
+                    )
+                ),
+                f"the eRDMA devices ({', '.join(devices)}) are for teams with rdma: true",
+            )
+        )
     name = policy_name(team.name)
     meta_labels = {**MANAGED_BY, TEAM_LABEL: team.name}
     policy = {

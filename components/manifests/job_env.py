@@ -103,4 +103,4 @@ def checkpoint_key_ref(job: TrainingJobSpec) -> tuple[str, str] | None:
 POD_NAME_ENV: Manifest = {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
 """The pod's name through the downward API (kubernetes.io, "Expose Pod Information to Containers
 Through Environment Variables"): the key of its retry count, stable across the operator's
-re-creations, where the host name under host networking is the node's."""
+re-creations."""

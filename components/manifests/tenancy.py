@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from trainer.metric_names import METRICS_PORT
 
-from ..config import PROJECT, PlatformSpec, TeamSpec
+from ..config import PROJECT, TeamSpec
 from .base import MANAGED_BY, Manifest
 from .placement import GPU_RESOURCE
 from .tensorboard import TENSORBOARD_POD
@@ -16,7 +16,7 @@ JOB_LABEL = "app.kubernetes.io/name"
 """Every pod of a platform job carries its job's name here (``job_labels``)."""
 POD_SECURITY = "pod-security.kubernetes.io"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-BASELINE, PRIVILEGED, RESTRICTED = "baseline", "privileged", "restricted"
+BASELINE, RESTRICTED = "baseline", "restricted"
 TEAM_QUOTA = "team-quota"
 TEAM_ROLE = "job-user"
 JOB_USER_RULES: tuple[Manifest, ...] = (
@@ -60,19 +60,6 @@ def pod_security_labels(enforce: str) -> dict[str, str]:
     return {f"{POD_SECURITY}/enforce": enforce, f"{POD_SECURITY}/warn": RESTRICTED, f"{POD_SECURITY}/audit": RESTRICTED}
 
 
-def training_pod_security(spec: PlatformSpec) -> str:
-    """The level the training namespace enforces: ``baseline``, or ``privileged`` when a job
-    outside the teams runs on eRDMA."""
-    rdma = any(job.team is None and job.network == "rdma" for job in spec.jobs)
-    return PRIVILEGED if rdma else BASELINE
-
-
-def team_pod_security(team: TeamSpec) -> str:
-    """The level a team's namespace enforces: ``baseline``, or ``privileged`` for a team that
-    runs eRDMA jobs (privileged, on the host network)."""
-    return PRIVILEGED if team.rdma else BASELINE
-
-
 def team_namespace(team: TeamSpec, *, service_account: str) -> list[Manifest]:
     """The team's Namespace, its jobs' ServiceAccount and its ResourceQuota.
 
@@ -97,7 +84,7 @@ def team_namespace(team: TeamSpec, *, service_account: str) -> list[Manifest]:
         {
             "apiVersion": "v1",
             "kind": "Namespace",
-            "metadata": {"name": ns, "labels": {**labels, **pod_security_labels(team_pod_security(team))}},
+            "metadata": {"name": ns, "labels": {**labels, **pod_security_labels(BASELINE)}},
         },
         {
             "apiVersion": "v1",
