@@ -46,6 +46,14 @@ def _teams(change) -> dict[str, Any]:
     return config
 
 
+def _erdma_job() -> dict[str, Any]:
+    """Two teams on an eRDMA pool, the first team's job over the fabric."""
+    config = with_teams()
+    config[cfg("gpuPool")].update(fabric="erdma", instanceTypes=["ecs.ebmgn8v.48xlarge"], gpusPerNode=8)
+    config[cfg("jobs")][0].update(network="rdma", gpusPerNode=1)
+    return config
+
+
 INVALID = [
     (
         "job without a team",
@@ -120,6 +128,12 @@ INVALID = [
         "outlive them; give a PriorityClass of your own",
     ),
     (
+        "an eRDMA job in a team without rdma",
+        _erdma_job(),
+        "ack-training-platform:jobs[0].network: team 'vision' may not use the eRDMA devices, which its admission "
+        "policy refuses: set teams[0].rdma: true to allow it, or use network: tcp",
+    ),
+    (
         "teams on a cluster without admission policies",
         _on_version(with_teams(), "1.29.3-aliyun.1"),
         "ack-training-platform:cluster.version: Kubernetes 1.29.3-aliyun.1 is too old for teams, whose pods an "
@@ -134,6 +148,12 @@ def test_invalid_teams_name_the_key(case: str, config: dict[str, Any], message: 
     with pytest.raises(ConfigError) as raised:
         validate(config)
     assert raised.value.problems == [message]
+
+
+def test_an_rdma_team_runs_erdma_jobs() -> None:
+    config = _erdma_job()
+    config[cfg("teams")][0]["rdma"] = True
+    assert validate(config).jobs[0].network == "rdma"
 
 
 def test_flannel_takes_several_teams_when_told() -> None:
