@@ -46,7 +46,7 @@ ERDMA = FabricProfile(
     # The pods stay on the pod network, unprivileged: the controller's device plugin hands a pod
     # the devices' /dev/infiniband/uverbs* and rdma_cm and nothing else, and its own NCCL benchmark
     # runs two such pods over their pod addresses with NCCL's sockets on eth0 ("pod overlay")
-    # (alibabacloud-erdma-controller internal/deviceplugin/deviceplugin.go Allocate,
+    # (alibabacloud-erdma-controller v0.2.11 internal/deviceplugin/deviceplugin.go Allocate,
     # docs/erdma-benchmark/README.md). A pod gets every device, whose RoCEv2 IPv4 GIDs sit at
     # different indexes, so NCCL picks each one's (GID index -1) rather than a fixed index (same
     # README). NCCL_IB_HCA is left unset: a filter such as "mlx5" would exclude the erdma devices.
