@@ -110,10 +110,19 @@ def admit_mutations(pod_spec: dict[str, Any], service_accounts: dict[str, bool])
     return spec
 
 
+def controller(kind: str, name: str) -> list[dict[str, Any]]:
+    """The owner references of a pod a controller of ``kind`` creates: itself, as controller
+    (apimachinery ``metav1.NewControllerRef``, ``Controller: true``)."""
+    api = {"Job": "batch/v1", "ReplicaSet": "apps/v1", "StatefulSet": "apps/v1"}.get(kind, "kubeflow.org/v1")
+    return [{"apiVersion": api, "kind": kind, "name": name, "uid": "0c1d", "controller": True}]
+
+
 def v1_pods(job: dict[str, Any]) -> list[dict[str, Any]]:
     """The pods the v1 operator creates from a v1 job (one per replica type): the template with the
     operator's labels over the template's (kubeflow/trainer v1.9.4 ``pkg/controller.v1/common/pod.go``
-    ``createNewPod``: ``GenLabels`` then replica type and index, copied over the template's labels)."""
+    ``createNewPod``: ``GenLabels`` then replica type and index, copied over the template's labels),
+    the job as controller (``CreatePodsWithControllerRef``; the MPIJob's own ``newLauncher`` and
+    ``newWorker`` in ``pkg/controller.v1/mpi/mpijob_controller.go`` alike)."""
     pods = []
     specs_key = next(k for k in job["spec"] if k.endswith("ReplicaSpecs"))
     for replica, spec in job["spec"][specs_key].items():
@@ -131,7 +140,11 @@ def v1_pods(job: dict[str, Any]) -> list[dict[str, Any]]:
             {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": f"{job['metadata']['name']}-{replica.lower()}-0", "labels": labels},
+                "metadata": {
+                    "name": f"{job['metadata']['name']}-{replica.lower()}-0",
+                    "labels": labels,
+                    "ownerReferences": controller(job["kind"], job["metadata"]["name"]),
+                },
                 "spec": template["spec"],
             }
         )
@@ -154,8 +167,10 @@ def v2_pods(train_job: dict[str, Any], runtime: dict[str, Any]) -> list[dict[str
     """The pods JobSet creates for a TrainJob on ``runtime``: the runtime's pod with the job's
     runtime patches merged in by name (kubeflow/trainer v2.3.0 ``pkg/runtime/core/trainingruntime.go``
     ``mergeRuntimePatches``: containers and volumes keyed by name), the trainer's image, command,
-    env and resources on the ``node`` container, and JobSet's label over the template's
-    (kubernetes-sigs/jobset v0.12.0 ``pkg/controllers/jobset_controller.go`` ``labelAndAnnotateObject``)."""
+    env and resources on the ``node`` container, JobSet's label over the template's
+    (kubernetes-sigs/jobset v0.12.0 ``pkg/controllers/jobset_controller.go`` ``labelAndAnnotateObject``),
+    and the replicated job's batch Job as controller (JobSet creates a Job per replicated job and
+    index, ``<jobset>-<replicatedJob>-<index>``, and the Job controller its pods)."""
     name = train_job["metadata"]["name"]
     pods = []
     for replicated in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
@@ -186,15 +201,22 @@ def v2_pods(train_job: dict[str, Any], runtime: dict[str, Any]) -> list[dict[str
             {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": f"{name}-node-0-0", "labels": labels},
+                "metadata": {
+                    "name": f"{name}-node-0-0",
+                    "labels": labels,
+                    "ownerReferences": controller("Job", f"{name}-{replicated['name']}-0"),
+                },
                 "spec": pod["spec"],
             }
         )
     return pods
 
 
-def template_pod(obj: dict[str, Any], extra_labels: dict[str, str]) -> dict[str, Any]:
-    """The pod a Deployment or a batch Job makes from its template, with the controller's labels."""
+def template_pod(obj: dict[str, Any], extra_labels: dict[str, str], owner: str) -> dict[str, Any]:
+    """The pod a workload controller makes from ``obj``'s template, with the controller's labels and
+    ``owner`` (the kind of the object that creates the pod: a Deployment's ReplicaSet, a batch Job,
+    a StatefulSet) as its controller."""
     template = copy.deepcopy(obj["spec"]["template"])
     labels = {**template.get("metadata", {}).get("labels", {}), **extra_labels}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": labels}, "spec": template["spec"]}
+    meta = {"name": "p", "labels": labels, "ownerReferences": controller(owner, obj["metadata"]["name"])}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": template["spec"]}

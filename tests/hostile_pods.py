@@ -114,6 +114,16 @@ ATTACKS: list[tuple[str, Attack, str]] = [
         "own job",
     ),
     (
+        "a ServiceAccount token",
+        lambda p, o: p["spec"].update(automountServiceAccountToken=True),
+        "no ServiceAccount token",
+    ),
+    (
+        "a ServiceAccount token volume",
+        _volume({"projected": {"sources": [{"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}}]}}),
+        "no ServiceAccount token",
+    ),
+    (
         "another job's launcher account",
         lambda p, o: p["spec"].update(serviceAccountName=f"{o['job']}-launcher"),
         "service account",

@@ -79,10 +79,10 @@ def platform_pods(objects: list[dict[str, Any]]) -> list[tuple[str, str, dict[st
         elif any(key.endswith("ReplicaSpecs") for key in obj.get("spec", {})):
             pods = v1_pods(obj)
         elif kind == "Deployment":
-            pods = [template_pod(obj, {"pod-template-hash": "5d8f7c"})]
+            pods = [template_pod(obj, {"pod-template-hash": "5d8f7c"}, "ReplicaSet")]
         elif kind == "Job":
             name = obj["metadata"]["name"]
-            pods = [template_pod(obj, {"batch.kubernetes.io/job-name": name, "job-name": name})]
+            pods = [template_pod(obj, {"batch.kubernetes.io/job-name": name, "job-name": name}, "Job")]
         else:
             continue
         accounts = {name: value for (ns, name), value in automount.items() if ns == namespace}
@@ -427,3 +427,42 @@ def test_the_pod_stand_ins_put_the_controllers_labels_over_the_templates() -> No
     }
     (pod,) = v2_pods(train_job, runtime)
     assert pod["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"] == "mine"
+
+
+@pytest.fixture(scope="module")
+def every_kind() -> list[dict[str, Any]]:
+    return _plan(_local_team(), "local")
+
+
+def _launcher(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    (pod,) = [
+        p
+        for ns, what, p in platform_pods(objects)
+        if what.startswith("MPIJob") and p["metadata"]["labels"]["training.kubeflow.org/replica-type"] == "launcher"
+    ]
+    return pod
+
+
+def test_an_mpi_launcher_gets_its_own_accounts_token_and_no_other_pod_does(every_kind) -> None:
+    launcher = _launcher(every_kind)
+    job = launcher["metadata"]["labels"]["training.kubeflow.org/job-name"]
+    # The account the operator binds to exec into the job's Workers, with its token.
+    assert launcher["spec"]["serviceAccountName"] == f"{job}-launcher"
+    assert any("serviceAccountToken" in str(v) for v in launcher["spec"]["volumes"])
+    assert refused(every_kind, "vision", launcher) == []
+    # The same pod under a PyTorchJob a member named after the MPIJob.
+    forged = copy.deepcopy(launcher)
+    forged["metadata"]["ownerReferences"][0]["kind"] = "PyTorchJob"
+    assert any("no ServiceAccount token" in w for w in refused(every_kind, "vision", forged))
+    # An MPIJob's Worker.
+    worker = copy.deepcopy(launcher)
+    worker["metadata"]["labels"]["training.kubeflow.org/replica-type"] = "worker"
+    assert any("no ServiceAccount token" in w for w in refused(every_kind, "vision", worker))
+    # Every other pod of the team, with the token the ServiceAccount plugin would project.
+    others = [p for ns, what, p in platform_pods(every_kind) if p["metadata"]["name"] != launcher["metadata"]["name"]]
+    assert len(others) > 5
+    for pod in others:
+        pod = copy.deepcopy(pod)
+        pod["spec"].pop("automountServiceAccountToken", None)
+        pod["spec"] = admit_mutations(pod["spec"], {})
+        assert any("no ServiceAccount token" in w for w in refused(every_kind, "vision", pod)), pod["metadata"]

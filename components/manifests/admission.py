@@ -29,6 +29,7 @@ from ..config import PROJECT, PlatformSpec, SecretEnv, TeamSpec
 from .base import MANAGED_BY, Manifest
 from .datasets import source_claim_name
 from .job_env import CHECKPOINT_KEY_SUFFIX, checkpoint_key_ref, generated_key_secret
+from .kinds import KINDS, MPI_LAUNCHER_ACCOUNT
 from .placement import FABRICS, FabricProfile
 from .pod_rules import (
     APPARMOR_ANNOTATION,
@@ -47,9 +48,15 @@ from .tenancy import JOB_LABEL, TEAM_LABEL
 V1_JOB_LABEL = "training.kubeflow.org/job-name"
 V2_JOB_LABEL = "jobset.sigs.k8s.io/jobset-name"
 V1_MPI_CONFIG = "-config"
-"""The v1 MPIJob's ConfigMap, ``<job>-config`` (v1.9.4 ``pkg/controller.v1/mpi/mpijob.go``), and
-its launcher's ServiceAccount ``<job>-launcher`` (``mpijob_controller.go``)."""
-V1_MPI_LAUNCHER = "-launcher"
+"""The v1 MPIJob's ConfigMap, ``<job>-config`` (v1.9.4 ``pkg/controller.v1/mpi/mpijob.go``)."""
+V1_REPLICA_LABEL = "training.kubeflow.org/replica-type"
+V1_MPI_LAUNCHER_REPLICA = "launcher"
+"""The label and value the v1 operator gives an MPIJob's Launcher pod (v1.9.4
+``pkg/controller.v1/mpi/mpijob.go`` ``defaultLauncherLabels``), which it creates with the MPIJob as
+its controller (``mpijob_controller.go`` ``newLauncher``: ``NewControllerRef``)."""
+V2_POD_OWNER = "Job"
+"""The controller of a TrainJob's pods: JobSet's batch Jobs (kubernetes ``pkg/controller/job``
+creates each pod with its Job as controller reference)."""
 V2_MPI_SECRET = "-mpi-ssh-auth"
 V2_MPI_HOSTFILE = "-mpi-hostfile"
 """Trainer v2's MPI plugin mounts ``<job>-mpi-ssh-auth`` and ``<job>-mpi-hostfile`` (v2.3.0
@@ -66,6 +73,9 @@ class TeamBoundary:
         team: the team.
         claims: the claims of its namespace (data, output, dataset sources).
         service_account: the jobs' ServiceAccount.
+        job_kinds: ``(job, kind)``: each of the stack's jobs in the team and the kind of its pods'
+            controller (the v1 kind, or ``Job`` under Trainer v2).
+        mpi_launchers: the stack's v1 MPIJobs in the team, whose Launcher alone gets a token.
         job_secrets: ``(job, Secret)`` pairs the stack's jobs name (a checkpoint key of their own,
             Secret environment variables); a job's generated ``<job>-checkpoint-key`` is always its own.
         priority_classes: the PriorityClasses the stack's jobs name.
@@ -75,6 +85,8 @@ class TeamBoundary:
     team: TeamSpec
     claims: tuple[str, ...]
     service_account: str
+    job_kinds: tuple[tuple[str, str], ...] = ()
+    mpi_launchers: tuple[str, ...] = ()
     job_secrets: tuple[tuple[str, str], ...] = ()
     priority_classes: tuple[str, ...] = ()
     fabric: FabricProfile | None = None
@@ -92,14 +104,27 @@ def team_boundary(spec: PlatformSpec, team: TeamSpec) -> TeamBoundary:
         secrets |= {(job.name, value.secret_key_ref.name) for value in job.env.values() if isinstance(value, SecretEnv)}
     sources = [source_claim_name(d) for d in spec.datasets if d.team == team.name and d.oss is not None]
     pool = spec.gpu_pool
+    v1 = [job for job in jobs if spec.job_backend(job) == "v1"]
+    kinds = {job.name: KINDS[job.framework].kind for job in v1} | {
+        job.name: V2_POD_OWNER for job in jobs if spec.job_backend(job) == "v2"
+    }
     return TeamBoundary(
         team=team,
         claims=(spec.storage.data.claim_name, spec.storage.output.claim_name, *sources),
         service_account=spec.training.service_account,
+        job_kinds=tuple(sorted(kinds.items())),
+        mpi_launchers=tuple(sorted(job.name for job in v1 if job.framework == "mpi")),
         job_secrets=tuple(sorted(secrets)),
         priority_classes=tuple(sorted({j.scheduling.priority_class for j in jobs if j.scheduling.priority_class})),
         fabric=FABRICS.get(pool.fabric) if team.rdma and pool is not None else None,
     )
+
+
+def _controlled_by(kind: str) -> str:
+    """Whether the pod's controller (the one owner reference a controller sets, and members cannot:
+    they create no pods) is of ``kind``, a CEL expression."""
+    refs = "object.metadata.ownerReferences"
+    return f"has({refs}) && {refs}.exists(r, has(r.controller) && r.controller && r.kind == {kind})"
 
 
 def policy_name(team: str) -> str:
@@ -138,6 +163,15 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
             "jobName",
             f"variables.v1Job ? {labels}[{literal(V1_JOB_LABEL)}] : (variables.v2Job ? {labels}[{literal(V2_JOB_LABEL)}] : {literal('')})",
         ),
+        # The Launcher of one of the stack's v1 MPIJobs, which alone gets a ServiceAccount token:
+        # its own account's, to exec into its Workers (kinds.MPI_LAUNCHER_ACCOUNT).
+        (
+            "mpiLauncher",
+            f"variables.v1Job && variables.jobName in {literal_list(boundary.mpi_launchers)}"
+            f" && {literal(V1_REPLICA_LABEL)} in {labels}"
+            f" && {labels}[{literal(V1_REPLICA_LABEL)}] == {literal(V1_MPI_LAUNCHER_REPLICA)}"
+            f" && {_controlled_by(literal('MPIJob'))}",
+        ),
         # The Job that hands the team its directories (tenancy.directory_owner_job): root with CHOWN
         # alone, and no job's pod, which only the platform creates.
         (
@@ -171,7 +205,8 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
                 f'(variables.v1Job && v.configMap.name == variables.jobName + "{V1_MPI_CONFIG}")'
                 f' || (variables.v2Job && v.configMap.name == variables.jobName + "{V2_MPI_HOSTFILE}")',
             ),
-            # The token the ServiceAccount admission plugin projects into a pod that does not opt out.
+            # The token the ServiceAccount admission plugin projects into a pod that does not opt
+            # out: refused below but on an MPI Launcher.
             when(
                 "has(v.projected) && has(v.projected.sources)",
                 "v.projected.sources.all(s, "
@@ -248,9 +283,22 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
         ),
         (
             f"!has(object.spec.serviceAccountName) || object.spec.serviceAccountName in "
-            f"{literal_list([boundary.service_account, 'default'])} || (variables.v1Job && "
-            f'object.spec.serviceAccountName == variables.jobName + "{V1_MPI_LAUNCHER}")',
+            f"{literal_list([boundary.service_account, 'default'])} || (variables.mpiLauncher && "
+            f'object.spec.serviceAccountName == variables.jobName + "{MPI_LAUNCHER_ACCOUNT}")',
             f"service account: {boundary.service_account} (or default)",
+        ),
+        (
+            "variables.mpiLauncher || (!(has(object.spec.automountServiceAccountToken) && "
+            "object.spec.automountServiceAccountToken) && "
+            + unless_unset(
+                "object.spec",
+                "volumes",
+                "object.spec.volumes.all(v, !has(v.projected) || !has(v.projected.sources)"
+                " || v.projected.sources.all(s, !has(s.serviceAccountToken)))",
+            )
+            + ")",
+            "no ServiceAccount token (automountServiceAccountToken, a serviceAccountToken volume) "
+            "but on the stack's MPI Launchers",
         ),
         (
             f"!has(object.spec.priorityClassName) || object.spec.priorityClassName in {literal_list(boundary.priority_classes)}",
