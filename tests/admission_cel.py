@@ -47,10 +47,36 @@ def binds(binding: dict[str, Any], namespace: str) -> bool:
     return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
 
 
-def refusals(policy: dict[str, Any], pod: dict[str, Any]) -> list[str]:
-    """The messages with which ``policy`` refuses ``pod`` (a whole Pod object); empty: admitted."""
+def matches(policy: dict[str, Any], resource: str, operation: str) -> bool:
+    """Whether ``policy``'s ``matchConstraints`` take ``operation`` on ``resource`` (the docs,
+    "Matching requests: matchConstraints"; a ``*`` is not modelled)."""
+    rules = policy["spec"]["matchConstraints"]["resourceRules"]
+    return any(resource in rule["resources"] and operation in rule["operations"] for rule in rules)
+
+
+def request_of(
+    operation: str = "CREATE", username: str = "kubernetes-admin", groups: tuple[str, ...] = ("system:masters",)
+) -> dict[str, Any]:
+    """The ``request`` of an admission review (``admission.k8s.io/v1`` ``AdmissionRequest``): the
+    operation and who asks."""
+    return {"operation": operation, "userInfo": {"username": username, "groups": list(groups)}}
+
+
+def refusals(
+    policy: dict[str, Any],
+    obj: dict[str, Any] | None,
+    *,
+    old: dict[str, Any] | None = None,
+    request: dict[str, Any] | None = None,
+) -> list[str]:
+    """The messages with which ``policy`` refuses ``obj`` (a whole object; ``None`` on DELETE, where
+    ``old`` is the object deleted); empty: admitted. ``request`` defaults to a CREATE by an admin."""
     spec = policy["spec"]
-    activation: dict[str, Any] = {"object": celpy.json_to_cel(pod)}
+    activation: dict[str, Any] = {
+        "object": celpy.json_to_cel(obj),
+        "oldObject": celpy.json_to_cel(old),
+        "request": celpy.json_to_cel(request or request_of()),
+    }
     computed: dict[str, Any] = {}
     for variable in spec.get("variables", []):
         activation["variables"] = celpy.json_to_cel({}) if not computed else celpy.celtypes.MapType(computed)
@@ -70,13 +96,26 @@ def refusals(policy: dict[str, Any], pod: dict[str, Any]) -> list[str]:
     return found
 
 
-def admitted_by_policies(objects: list[dict[str, Any]], namespace: str, pod: dict[str, Any]) -> list[str]:
-    """The refusals of every policy of ``objects`` bound to ``namespace``, for ``pod``."""
+def admitted_by_policies(
+    objects: list[dict[str, Any]],
+    namespace: str,
+    obj: dict[str, Any] | None,
+    *,
+    resource: str = "pods",
+    old: dict[str, Any] | None = None,
+    request: dict[str, Any] | None = None,
+) -> list[str]:
+    """The refusals of every policy of ``objects`` bound to ``namespace`` that matches the request
+    on ``resource``, for ``obj`` (see :func:`refusals`)."""
+    request = request or request_of()
     policies = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ValidatingAdmissionPolicy"}
     found = []
     for binding in (o for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"):
+        policy = policies[binding["spec"]["policyName"]]
+        if not matches(policy, resource, request["operation"]):
+            continue
         if binds(binding, namespace) and "Deny" in binding["spec"]["validationActions"]:
-            found += refusals(policies[binding["spec"]["policyName"]], pod)
+            found += refusals(policy, obj, old=old, request=request)
     return found
 
 

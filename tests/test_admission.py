@@ -9,7 +9,17 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from admission_cel import admit_mutations, admitted_by_policies, binds, refusals, template_pod, v1_pods, v2_pods
+from admission_cel import (
+    admit_mutations,
+    admitted_by_policies,
+    binds,
+    matches,
+    refusals,
+    request_of,
+    template_pod,
+    v1_pods,
+    v2_pods,
+)
 from conftest import ROOT, cfg, stack_config, with_pull_secret
 from hostile_pods import ATTACKS, Attack, c0
 from pod_security import BASELINE_CAPABILITIES, SAFE_SYSCTLS, SELINUX_TYPES, baseline_violations
@@ -196,8 +206,8 @@ def test_a_policy_that_denies_everything_fails_the_platform_check(prod) -> None:
 
 def test_each_team_has_its_own_policy_bound_to_its_namespace_only(prod) -> None:
     teams = {t["name"] for t in stack_config("prod")[cfg("teams")]}
-    policies = {o["metadata"]["name"]: o for o in prod if o["kind"] == VAP}
-    bindings = [o for o in prod if o["kind"] == BINDING]
+    policies = {o["metadata"]["name"]: o for o in prod if o["kind"] == VAP and matches(o, "pods", "CREATE")}
+    bindings = [o for o in prod if o["kind"] == BINDING and o["spec"]["policyName"] in policies]
     assert sorted(policies) == sorted(admission.policy_name(t) for t in teams)
     for binding in bindings:
         assert binding["spec"]["validationActions"] == ["Deny"]
@@ -466,3 +476,87 @@ def test_an_mpi_launcher_gets_its_own_accounts_token_and_no_other_pod_does(every
         pod["spec"].pop("automountServiceAccountToken", None)
         pod["spec"] = admit_mutations(pod["spec"], {})
         assert any("no ServiceAccount token" in w for w in refused(every_kind, "vision", pod)), pod["metadata"]
+
+
+def test_a_pod_of_a_stack_job_made_by_another_kind_of_controller_is_refused(every_kind) -> None:
+    # A member's PyTorchJob or TrainJob named as the stack's TFJob, MPIJob, ...: the operator's
+    # label names the stack's job, but the pod's controller is not of its kind.
+    pods = [(what, p) for ns, what, p in platform_pods(every_kind) if p["metadata"].get("ownerReferences")]
+    kinds = {what.split()[0] for what, _ in pods}
+    assert {"PyTorchJob", "MPIJob", "XGBoostJob", "JAXJob"} <= kinds
+    for what, pod in pods:
+        if not what.split()[0].endswith("Job") or what.startswith("Job "):
+            continue
+        assert refused(every_kind, "vision", pod) == []
+        for impostor in ("PyTorchJob", "Job"):
+            forged = copy.deepcopy(pod)
+            if forged["metadata"]["ownerReferences"][0]["kind"] == impostor:
+                continue
+            forged["metadata"]["ownerReferences"][0]["kind"] = impostor
+            why = refused(every_kind, "vision", forged)
+            assert any("made by that job's kind of controller" in w for w in why), (what, impostor)
+
+
+def test_a_trainjobs_pod_made_by_another_kind_of_controller_is_refused(v2_teams) -> None:
+    (pod,) = [p for ns, what, p in platform_pods(v2_teams) if what.startswith("TrainJob")]
+    assert refused(v2_teams, "vision", pod) == []
+    forged = copy.deepcopy(pod)
+    forged["metadata"]["ownerReferences"][0]["kind"] = "PyTorchJob"
+    assert any("kind of controller" in w for w in refused(v2_teams, "vision", forged))
+
+
+MEMBER = request_of(username="alice", groups=("vision-researchers", "system:authenticated"))
+"""A member of the prod stack's team vision (its group)."""
+
+
+def _stack_job(objects: list[dict[str, Any]], team: str) -> dict[str, Any]:
+    return next(o for o in objects if o["kind"] == "PyTorchJob" and o["metadata"]["namespace"] == team)
+
+
+def _as(request: dict[str, Any], operation: str) -> dict[str, Any]:
+    return {**request, "operation": operation}
+
+
+@pytest.mark.parametrize("resource", ["pytorchjobs", "trainjobs"])
+def test_members_cannot_take_a_stack_jobs_name(prod, resource: str) -> None:
+    job = _stack_job(prod, "vision")
+    name = job["metadata"]["name"]
+    mine = copy.deepcopy(job)
+    mine["kind"] = {"pytorchjobs": "PyTorchJob", "trainjobs": "TrainJob"}[resource]
+
+    def why(obj, operation, request=MEMBER, old=None):
+        return admitted_by_policies(prod, "vision", obj, resource=resource, old=old, request=_as(request, operation))
+
+    # Created, or deleted and created again, by a member: refused, naming the rule.
+    assert any("keep their names" in w for w in why(mine, "CREATE"))
+    assert any("keep their names" in w for w in why(None, "DELETE", old=job))
+    # A user of the team by name is a member too.
+    user = request_of(username="276543210987654321", groups=("system:authenticated",))
+    assert why(mine, "CREATE", request=user)
+    # Under another name it is the member's own job.
+    other = copy.deepcopy(mine)
+    other["metadata"]["name"] = f"{name}-2"
+    assert why(other, "CREATE") == []
+    assert why(None, "DELETE", old=other) == []
+    # Another team's member, and whoever deploys the stack, are not refused by this policy.
+    assert why(mine, "CREATE", request=request_of(username="bob", groups=("llm-researchers",))) == []
+    assert why(mine, "CREATE", request=request_of()) == []
+
+
+def test_members_may_suspend_a_stack_job_and_change_nothing_else(prod) -> None:
+    job = _stack_job(prod, "vision")
+
+    def why(new):
+        return admitted_by_policies(prod, "vision", new, resource="pytorchjobs", old=job, request=_as(MEMBER, "UPDATE"))
+
+    suspended = copy.deepcopy(job)
+    suspended["spec"]["runPolicy"]["suspend"] = True
+    suspended["metadata"].setdefault("labels", {})["mine"] = "yes"
+    assert why(suspended) == []
+    changed = copy.deepcopy(job)
+    replica = next(iter(changed["spec"]["pytorchReplicaSpecs"].values()))
+    replica["template"]["spec"]["containers"][0]["command"] = ["sh", "-c", "cat /var/run/key/*"]
+    assert any("keep their names and templates" in w for w in why(changed))
+    dropped = copy.deepcopy(job)
+    dropped["spec"].pop("pytorchReplicaSpecs")
+    assert why(dropped)

@@ -5,8 +5,9 @@ where an input is only known after deployment), and the offline plan and the gol
 tests read the very same dicts.
 """
 
-from .admission import TeamBoundary, team_admission, team_boundary
+from .admission import team_admission
 from .base import MANAGED_BY, POOL_LABEL, SYSTEM_POOL, Manifest
+from .boundary import TeamBoundary, team_boundary
 from .cluster import (
     ACR_HELPER_ADDON,
     CREATION_ADDONS,

@@ -23,14 +23,13 @@ cel-python share.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from ..config import PROJECT, PlatformSpec, SecretEnv, TeamSpec
+from ..config import PROJECT
 from .base import MANAGED_BY, Manifest
-from .datasets import source_claim_name
-from .job_env import CHECKPOINT_KEY_SUFFIX, checkpoint_key_ref, generated_key_secret
-from .kinds import KINDS, MPI_LAUNCHER_ACCOUNT
-from .placement import FABRICS, FabricProfile
+from .boundary import TeamBoundary
+from .job_env import CHECKPOINT_KEY_SUFFIX
+from .job_guard import job_guard
+from .kinds import MPI_LAUNCHER_ACCOUNT
+from .placement import FABRICS
 from .pod_rules import (
     APPARMOR_ANNOTATION,
     BASELINE_CAPABILITIES,
@@ -54,70 +53,12 @@ V1_MPI_LAUNCHER_REPLICA = "launcher"
 """The label and value the v1 operator gives an MPIJob's Launcher pod (v1.9.4
 ``pkg/controller.v1/mpi/mpijob.go`` ``defaultLauncherLabels``), which it creates with the MPIJob as
 its controller (``mpijob_controller.go`` ``newLauncher``: ``NewControllerRef``)."""
-V2_POD_OWNER = "Job"
-"""The controller of a TrainJob's pods: JobSet's batch Jobs (kubernetes ``pkg/controller/job``
-creates each pod with its Job as controller reference)."""
 V2_MPI_SECRET = "-mpi-ssh-auth"
 V2_MPI_HOSTFILE = "-mpi-hostfile"
 """Trainer v2's MPI plugin mounts ``<job>-mpi-ssh-auth`` and ``<job>-mpi-hostfile`` (v2.3.0
 ``pkg/constants/constants.go``, ``plugins/mpi/mpi.go``)."""
 ROOT_CA = "kube-root-ca.crt"
 """The ConfigMap the ServiceAccount admission plugin projects beside a pod's token."""
-
-
-@dataclass(frozen=True)
-class TeamBoundary:
-    """What a team's pods may use, as the stack knows it.
-
-    Args:
-        team: the team.
-        claims: the claims of its namespace (data, output, dataset sources).
-        service_account: the jobs' ServiceAccount.
-        job_kinds: ``(job, kind)``: each of the stack's jobs in the team and the kind of its pods'
-            controller (the v1 kind, or ``Job`` under Trainer v2).
-        mpi_launchers: the stack's v1 MPIJobs in the team, whose Launcher alone gets a token.
-        job_secrets: ``(job, Secret)`` pairs the stack's jobs name (a checkpoint key of their own,
-            Secret environment variables); a job's generated ``<job>-checkpoint-key`` is always its own.
-        priority_classes: the PriorityClasses the stack's jobs name.
-        fabric: the eRDMA fabric whose devices the team's pods may request, or ``None`` for none.
-    """
-
-    team: TeamSpec
-    claims: tuple[str, ...]
-    service_account: str
-    job_kinds: tuple[tuple[str, str], ...] = ()
-    mpi_launchers: tuple[str, ...] = ()
-    job_secrets: tuple[tuple[str, str], ...] = ()
-    priority_classes: tuple[str, ...] = ()
-    fabric: FabricProfile | None = None
-
-
-def team_boundary(spec: PlatformSpec, team: TeamSpec) -> TeamBoundary:
-    """The boundary of ``team`` in the stack ``spec``: its claims, its jobs' Secrets and
-    PriorityClasses, and the fabric of the GPU pool when the team runs eRDMA jobs."""
-    jobs = [job for job in spec.jobs if job.team == team.name]
-    secrets = set()
-    for job in jobs:
-        ref = checkpoint_key_ref(job)
-        if ref is not None and ref[0] != generated_key_secret(job.name):
-            secrets.add((job.name, ref[0]))
-        secrets |= {(job.name, value.secret_key_ref.name) for value in job.env.values() if isinstance(value, SecretEnv)}
-    sources = [source_claim_name(d) for d in spec.datasets if d.team == team.name and d.oss is not None]
-    pool = spec.gpu_pool
-    v1 = [job for job in jobs if spec.job_backend(job) == "v1"]
-    kinds = {job.name: KINDS[job.framework].kind for job in v1} | {
-        job.name: V2_POD_OWNER for job in jobs if spec.job_backend(job) == "v2"
-    }
-    return TeamBoundary(
-        team=team,
-        claims=(spec.storage.data.claim_name, spec.storage.output.claim_name, *sources),
-        service_account=spec.training.service_account,
-        job_kinds=tuple(sorted(kinds.items())),
-        mpi_launchers=tuple(sorted(job.name for job in v1 if job.framework == "mpi")),
-        job_secrets=tuple(sorted(secrets)),
-        priority_classes=tuple(sorted({j.scheduling.priority_class for j in jobs if j.scheduling.priority_class})),
-        fabric=FABRICS.get(pool.fabric) if team.rdma and pool is not None else None,
-    )
 
 
 def _controlled_by(kind: str) -> str:
@@ -149,7 +90,8 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
         boundary: what the team's pods may use (:func:`team_boundary`).
 
     Returns:
-        The policy and its binding, both cluster-scoped.
+        The policy and its binding, and the policy keeping the stack's jobs' names from members
+        (:mod:`.job_guard`) with its binding; all cluster-scoped.
     """
     team = boundary.team
     uid, gid = team.uid, team.group_id
@@ -239,6 +181,7 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
         )
     )
     claims = ", ".join(boundary.claims)
+    kinds = "{" + ", ".join(f"{literal(job)}: {literal(kind)}" for job, kind in boundary.job_kinds) + "}"
     validations = [
         (
             f"variables.owner || (has({sc}) && has({sc}.runAsUser) && {sc}.runAsUser == {uid}"
@@ -303,6 +246,10 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
         (
             f"!has(object.spec.priorityClassName) || object.spec.priorityClassName in {literal_list(boundary.priority_classes)}",
             f"priority classes in {team.name}: {', '.join(boundary.priority_classes) or 'none'}",
+        ),
+        (
+            f"!(variables.jobName in {kinds}) || {_controlled_by(f'{kinds}[variables.jobName]')}",
+            f"a pod of one of the stack's jobs in {team.name} is made by that job's kind of controller",
         ),
         (
             '!(variables.v1Job && variables.v2Job) && (variables.jobName == "" || !has(object.metadata.labels)'
@@ -419,4 +366,6 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
             "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.name}}},
         },
     }
-    return [policy, binding]
+    members = [(m.kind, m.name) for m in team.members]
+    guard = job_guard(team.name, members, [job for job, _ in boundary.job_kinds], f"{name}-jobs")
+    return [policy, binding, *guard]
