@@ -67,11 +67,17 @@ def _teams(objects: list[dict[str, Any]]) -> set[str]:
     return {o["metadata"]["labels"]["ack-training-platform/team"] for o in objects if o["kind"] == VAP}
 
 
+POD_BEARING = {"Pod", "ReplicaSet", "DaemonSet", "CronJob", "ReplicationController", "JobSet"}
+"""Kinds that make pods and that :func:`platform_pods` does not model: one in a team's namespace
+fails the check rather than going unchecked."""
+
+
 def platform_pods(objects: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, Any]]]:
     """(namespace, what, pod) for every pod the plan's objects make in a team's namespace, as the
     API server sees it after its mutating admission."""
     teams = _teams(objects)
     runtimes = {(o["kind"], o["metadata"]["name"]): o for o in objects if o["kind"].endswith("TrainingRuntime")}
+    # A runtime makes no pod of its own: its TrainJobs do, through JobSet.
     automount = {
         (o["metadata"]["namespace"], o["metadata"]["name"]): o.get("automountServiceAccountToken", True)
         for o in objects
@@ -83,6 +89,8 @@ def platform_pods(objects: list[dict[str, Any]]) -> list[tuple[str, str, dict[st
         if namespace not in teams:
             continue
         kind = obj["kind"]
+        if kind.endswith("TrainingRuntime"):
+            continue
         if kind == "TrainJob":
             ref = obj["spec"]["runtimeRef"]
             pods = v2_pods(obj, runtimes[(ref["kind"], ref["name"])])
@@ -93,6 +101,12 @@ def platform_pods(objects: list[dict[str, Any]]) -> list[tuple[str, str, dict[st
         elif kind == "Job":
             name = obj["metadata"]["name"]
             pods = [template_pod(obj, {"batch.kubernetes.io/job-name": name, "job-name": name}, "Job")]
+        elif kind == "StatefulSet":
+            name = obj["metadata"]["name"]
+            labels = {"statefulset.kubernetes.io/pod-name": f"{name}-0", "controller-revision-hash": f"{name}-7c9d"}
+            pods = [template_pod(obj, labels, "StatefulSet")]
+        elif kind in POD_BEARING or "template" in obj.get("spec", {}) or "jobTemplate" in obj.get("spec", {}):
+            raise AssertionError(f"{kind} {namespace}/{obj['metadata']['name']} makes pods this check does not model")
         else:
             continue
         accounts = {name: value for (ns, name), value in automount.items() if ns == namespace}
@@ -560,3 +574,23 @@ def test_members_may_suspend_a_stack_job_and_change_nothing_else(prod) -> None:
     dropped = copy.deepcopy(job)
     dropped["spec"].pop("pytorchReplicaSpecs")
     assert why(dropped)
+
+
+def test_each_teams_tensorboard_pod_is_checked(prod) -> None:
+    tensorboards = [what for ns, what, pod in platform_pods(prod) if what.startswith("StatefulSet")]
+    assert sorted(w.split()[1].split("/")[0] for w in tensorboards) == sorted(_teams(prod))
+    # TensorBoard running as the platform's own uid in a team's namespace is refused there.
+    objects = copy.deepcopy(prod)
+    for obj in objects:
+        if obj["kind"] == "StatefulSet" and obj["metadata"]["namespace"] in _teams(prod):
+            obj["spec"]["template"]["spec"]["securityContext"].update(runAsUser=1000, runAsGroup=1000)
+    failures = platform_refusals(objects)
+    assert len(failures) == len(tensorboards) and all(f.startswith("StatefulSet") for f in failures)
+
+
+@pytest.mark.parametrize("kind", ["DaemonSet", "CronJob", "Pod", "Rollout"])
+def test_a_kind_making_pods_the_check_does_not_know_fails_it(prod, kind: str) -> None:
+    (statefulset,) = [o for o in prod if o["kind"] == "StatefulSet" and o["metadata"]["namespace"] == "vision"]
+    unknown = {**copy.deepcopy(statefulset), "kind": kind}
+    with pytest.raises(AssertionError, match=f"{kind} vision/"):
+        platform_pods([*prod, unknown])
