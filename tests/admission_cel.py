@@ -55,11 +55,18 @@ def matches(policy: dict[str, Any], resource: str, operation: str) -> bool:
 
 
 def request_of(
-    operation: str = "CREATE", username: str = "kubernetes-admin", groups: tuple[str, ...] = ("system:masters",)
+    operation: str = "CREATE",
+    username: str = "kubernetes-admin",
+    groups: tuple[str, ...] = ("system:masters",),
+    sub_resource: str = "",
 ) -> dict[str, Any]:
     """The ``request`` of an admission review (``admission.k8s.io/v1`` ``AdmissionRequest``): the
-    operation and who asks."""
-    return {"operation": operation, "userInfo": {"username": username, "groups": list(groups)}}
+    operation, the subresource (empty for the object itself) and who asks."""
+    return {
+        "operation": operation,
+        "subResource": sub_resource,
+        "userInfo": {"username": username, "groups": list(groups)},
+    }
 
 
 def refusals(
@@ -70,13 +77,21 @@ def refusals(
     request: dict[str, Any] | None = None,
 ) -> list[str]:
     """The messages with which ``policy`` refuses ``obj`` (a whole object; ``None`` on DELETE, where
-    ``old`` is the object deleted); empty: admitted. ``request`` defaults to a CREATE by an admin."""
+    ``old`` is the object deleted, on UPDATE the object before); empty: admitted, or skipped by the
+    policy's ``matchConditions``. ``request`` defaults to a CREATE by an admin."""
     spec = policy["spec"]
     activation: dict[str, Any] = {
         "object": celpy.json_to_cel(obj),
         "oldObject": celpy.json_to_cel(old),
         "request": celpy.json_to_cel(request or request_of()),
     }
+    # matchConditions: skipped where one is false; one that fails to evaluate denies (failurePolicy Fail).
+    for condition in spec.get("matchConditions", []):
+        result = _evaluate(condition["expression"], activation)
+        if isinstance(result, celpy.CELEvalError):
+            return [f"matchCondition {condition['name']} (evaluation failed: {result})"]
+        if not result:
+            return []
     computed: dict[str, Any] = {}
     for variable in spec.get("variables", []):
         activation["variables"] = celpy.json_to_cel({}) if not computed else celpy.celtypes.MapType(computed)

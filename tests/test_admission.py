@@ -594,3 +594,32 @@ def test_a_kind_making_pods_the_check_does_not_know_fails_it(prod, kind: str) ->
     unknown = {**copy.deepcopy(statefulset), "kind": kind}
     with pytest.raises(AssertionError, match=f"{kind} vision/"):
         platform_pods([*prod, unknown])
+
+
+def test_a_pod_update_is_checked_only_for_ephemeral_containers_labels_and_annotations(prod) -> None:
+    # A pod admitted before a change of the policy that the policy now refuses (another uid).
+    old = copy.deepcopy(_base_pods(prod)["vision"])
+    old["spec"]["securityContext"]["runAsUser"] = 2001
+    old["metadata"]["finalizers"] = ["batch.kubernetes.io/job-tracking"]
+    assert admitted_by_policies(prod, "vision", old)
+
+    def why(new, sub_resource=""):
+        request = request_of(
+            "UPDATE", username="system:serviceaccount:kube-system:job-controller", sub_resource=sub_resource
+        )
+        return admitted_by_policies(prod, "vision", new, old=old, request=request)
+
+    # Its controller removes its finalizer, or marks its status: the pod can go.
+    done = copy.deepcopy(old)
+    done["metadata"]["finalizers"] = []
+    assert why(done) == []
+    # Another job's label, a new annotation, an ephemeral container: checked.
+    relabelled = copy.deepcopy(old)
+    relabelled["metadata"]["labels"]["app.kubernetes.io/name"] = "victim"
+    assert any("own job" in w for w in why(relabelled))
+    annotated = copy.deepcopy(old)
+    annotated["metadata"]["annotations"] = {"container.apparmor.security.beta.kubernetes.io/pytorch": "unconfined"}
+    assert any("AppArmor" in w for w in why(annotated))
+    debugged = copy.deepcopy(old)
+    debugged["spec"]["ephemeralContainers"] = [{"name": "dbg", "image": "busybox"}]
+    assert why(debugged, "ephemeralcontainers")

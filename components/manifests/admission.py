@@ -61,6 +61,28 @@ ROOT_CA = "kube-root-ca.crt"
 """The ConfigMap the ServiceAccount admission plugin projects beside a pod's token."""
 
 
+def _changed(field: str) -> str:
+    new, old = f"object.metadata.{field}", f"oldObject.metadata.{field}"
+    return f"has({new}) != has({old}) || (has({new}) && {new} != {old})"
+
+
+_RELABELLED = " || ".join(
+    [
+        'request.operation != "UPDATE"',
+        'request.subResource == "ephemeralcontainers"',
+        _changed("labels"),
+        _changed("annotations"),
+    ]
+)
+"""Which requests the pod policy evaluates: every CREATE; of the UPDATEs, those adding ephemeral
+containers or changing labels (a job's NetworkPolicy group) or annotations (AppArmor). The rest
+of a pod's spec cannot change after creation in what the policy checks, and its controllers
+update pods to remove their finalizers (the Job controller's ``batch.kubernetes.io/job-tracking``):
+a pod admitted under an earlier policy that the current one would refuse must still be able to
+go (Kubernetes docs, "Validating Admission Policy", ``matchConditions``: a policy is skipped for a
+request where any of them is false)."""
+
+
 def _controlled_by(kind: str) -> str:
     """Whether the pod's controller (the one owner reference a controller sets, and members cannot:
     they create no pods) is of ``kind``, a CEL expression."""
@@ -352,6 +374,7 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
                     }
                 ]
             },
+            "matchConditions": [{"name": "pod-created-or-relabelled", "expression": _RELABELLED}],
             "variables": [{"name": n, "expression": e} for n, e in variables],
             "validations": [{"expression": e, "message": m} for e, m in validations],
         },
