@@ -87,12 +87,19 @@ class TrainingNamespace(pulumi.ComponentResource):
             self.name, **resource_args(first), opts=pulumi.ResourceOptions(parent=self, provider=provider)
         )
         inside = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[self.namespace])
-        for manifest in rest:
-            _KINDS[manifest["kind"]](
-                f"{self.name}-{manifest['kind'].lower()}-{manifest['metadata']['name']}"
-                if team is not None
-                else f"{self.name}-{manifest['metadata']['name']}",
-                **resource_args(manifest),
-                opts=inside,
-            )
+        # Members get their RoleBinding last: until the walls and the admission policies stand,
+        # what they submit would run unchecked.
+        grants = [m for m in rest if m["kind"] == "RoleBinding"]
+        walls = [self._object(m, team, inside) for m in rest if m["kind"] != "RoleBinding"]
+        after_walls = pulumi.ResourceOptions.merge(inside, pulumi.ResourceOptions(depends_on=walls))
+        for manifest in grants:
+            self._object(manifest, team, after_walls)
         self.register_outputs({"name": self.name})
+
+    def _object(self, manifest: Manifest, team: TeamSpec | None, opts: pulumi.ResourceOptions) -> pulumi.Resource:
+        name = manifest["metadata"]["name"]
+        return _KINDS[manifest["kind"]](
+            f"{self.name}-{manifest['kind'].lower()}-{name}" if team is not None else f"{self.name}-{name}",
+            **resource_args(manifest),
+            opts=opts,
+        )

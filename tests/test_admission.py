@@ -623,3 +623,30 @@ def test_a_pod_update_is_checked_only_for_ephemeral_containers_labels_and_annota
     debugged = copy.deepcopy(old)
     debugged["spec"]["ephemeralContainers"] = [{"name": "dbg", "image": "busybox"}]
     assert why(debugged, "ephemeralcontainers")
+
+
+def test_members_get_their_role_binding_after_the_walls(run_stack) -> None:
+    plan = run_stack(_with_keys(), "prod")
+    types = {
+        "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
+        "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
+        "kubernetes:networking.k8s.io/v1:NetworkPolicy",
+    }
+    for team in ("llm", "vision"):
+        (binding,) = [
+            r
+            for r in plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding")
+            if r.inputs["metadata"]["namespace"] == team
+        ]
+        walls = [
+            r
+            for r in plan.resources
+            if r.type in types
+            and r.inputs["metadata"].get("labels", {}).get("ack-training-platform/team") == team
+            # The namespace's own walls; a job's NetworkPolicy, letting its pods reach each other, is its job's.
+            and "TrainingNamespace" in r.urn
+        ]
+        # Both policies with their bindings, and the namespace's NetworkPolicies.
+        assert len([r for r in walls if r.type in sorted(types)[:2]]) == 4
+        assert any(r.type.endswith("NetworkPolicy") for r in walls)
+        assert {r.urn for r in walls} <= set(binding.dependencies)
