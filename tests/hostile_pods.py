@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+METADATA = "100.100.100.200"
+"""Alibaba Cloud's instance metadata service."""
 PULL_SECRET = "registry-pull"
 """The registry's pull secret in a team's namespace (conftest's ``with_pull_secret``)."""
 
@@ -122,6 +124,44 @@ ATTACKS: list[tuple[str, Attack, str]] = [
         "a ServiceAccount token volume",
         _volume({"projected": {"sources": [{"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}}]}}),
         "no ServiceAccount token",
+    ),
+    (
+        "a liveness probe to the metadata service",
+        lambda p, o: c0(p).update(
+            livenessProbe={"httpGet": {"host": METADATA, "path": "/latest/meta-data/", "port": 80}}
+        ),
+        "probes and lifecycle hooks",
+    ),
+    (
+        "a readiness probe to another host",
+        lambda p, o: c0(p).update(readinessProbe={"tcpSocket": {"host": "10.0.0.9", "port": 2049}}),
+        "probes and lifecycle hooks",
+    ),
+    (
+        "a startup probe to another host",
+        lambda p, o: c0(p).update(startupProbe={"httpGet": {"host": METADATA, "port": 80}}),
+        "probes and lifecycle hooks",
+    ),
+    (
+        "a preStop hook to the metadata service",
+        lambda p, o: c0(p).update(lifecycle={"preStop": {"httpGet": {"host": METADATA, "port": 80}}}),
+        "probes and lifecycle hooks",
+    ),
+    (
+        "a postStart hook of an init container to another host",
+        lambda p, o: (
+            p["spec"]
+            .setdefault("initContainers", [])
+            .append(
+                {
+                    "name": "side",
+                    "image": c0(p)["image"],
+                    "restartPolicy": "Always",
+                    "lifecycle": {"postStart": {"tcpSocket": {"host": METADATA, "port": 80}}},
+                }
+            )
+        ),
+        "probes and lifecycle hooks",
     ),
     (
         "another job's launcher account",

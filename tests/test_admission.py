@@ -650,3 +650,13 @@ def test_members_get_their_role_binding_after_the_walls(run_stack) -> None:
         assert len([r for r in walls if r.type in sorted(types)[:2]]) == 4
         assert any(r.type.endswith("NetworkPolicy") for r in walls)
         assert {r.urn for r in walls} <= set(binding.dependencies)
+
+
+def test_probes_and_hooks_on_the_pods_own_address_are_admitted(prod) -> None:
+    pod = copy.deepcopy(_base_pods(prod)["vision"])
+    c0(pod).update(
+        livenessProbe={"httpGet": {"path": "/metrics", "port": 9464}},
+        readinessProbe={"tcpSocket": {"host": "", "port": 9464}},
+        lifecycle={"preStop": {"exec": {"command": ["sleep", "5"]}}},
+    )
+    assert refused(prod, "vision", pod) == []

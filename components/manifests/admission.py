@@ -38,6 +38,7 @@ from .pod_rules import (
     every_container,
     literal,
     literal_list,
+    no_probe_hosts,
     none_of,
     unless_unset,
     when,
@@ -338,6 +339,13 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
             "Pod Security baseline: seccomp, AppArmor, SELinux, sysctls, procMount and hostProcess as baseline allows",
         ),
     ]
+    validations.append(
+        (
+            every_container(no_probe_hosts("c")),
+            "probes and lifecycle hooks may not name a host (httpGet.host, tcpSocket.host): the kubelet "
+            "would reach it from the node's network",
+        )
+    )
     if boundary.fabric is None:
         devices = [fabric.resource for fabric in FABRICS.values()]
         validations.append(

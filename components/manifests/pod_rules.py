@@ -100,3 +100,25 @@ def selinux_controls(options: str) -> str:
         unless_unset(options, "role", f"{options}.role == {empty}"),
     ]
     return "(" + " && ".join(rules) + ")"
+
+
+PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
+HOOKS = ("postStart", "preStop")
+
+
+def no_probe_hosts(container: str) -> str:
+    """No ``host`` (unset or empty) in ``container``'s probes' and lifecycle hooks' ``httpGet`` and
+    ``tcpSocket``. The kubelet makes those requests itself, from the node's network, past every
+    NetworkPolicy (to the metadata service, say). Pod Security ``baseline`` adds this control in
+    Kubernetes 1.34 (Pod Security Standards, "Probes / Lifecycle Hooks (v1.34+)"); the stacks run 1.33."""
+
+    def handler_ok(handler: str) -> str:
+        return " && ".join(
+            unless_unset(handler, kind, unless_unset(f"{handler}.{kind}", "host", f'{handler}.{kind}.host == ""'))
+            for kind in ("httpGet", "tcpSocket")
+        )
+
+    probes = [unless_unset(container, probe, handler_ok(f"{container}.{probe}")) for probe in PROBES]
+    lifecycle = f"{container}.lifecycle"
+    hooks = " && ".join(unless_unset(lifecycle, hook, handler_ok(f"{lifecycle}.{hook}")) for hook in HOOKS)
+    return " && ".join([*probes, unless_unset(container, "lifecycle", hooks)])
