@@ -164,6 +164,16 @@ ATTACKS: list[tuple[str, Attack, str]] = [
         "probes and lifecycle hooks",
     ),
     (
+        "a pod bound to a node past the scheduler",
+        lambda p, o: p["spec"].update(nodeName="cn-wulanchabu.10.0.0.7"),
+        "placed by the scheduler",
+    ),
+    (
+        "another scheduler",
+        lambda p, o: p["spec"].update(schedulerName="my-scheduler"),
+        "placed by the scheduler",
+    ),
+    (
         "another job's launcher account",
         lambda p, o: p["spec"].update(serviceAccountName=f"{o['job']}-launcher"),
         "service account",

@@ -609,6 +609,12 @@ def test_a_pod_update_is_checked_only_for_ephemeral_containers_labels_and_annota
         )
         return admitted_by_policies(prod, "vision", new, old=old, request=request)
 
+    # Scheduled and bound to a node, it may still be relabelled within its own job.
+    bound = copy.deepcopy(_base_pods(prod)["vision"])
+    bound["spec"]["nodeName"] = "cn-wulanchabu.10.0.0.7"
+    relabelled = copy.deepcopy(bound)
+    relabelled["metadata"]["labels"]["example.com/note"] = "x"
+    assert admitted_by_policies(prod, "vision", relabelled, old=bound, request=request_of("UPDATE")) == []
     # Its controller removes its finalizer, or marks its status: the pod can go.
     done = copy.deepcopy(old)
     done["metadata"]["finalizers"] = []

@@ -341,6 +341,14 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
     ]
     validations.append(
         (
+            'request.operation != "CREATE" || ((!has(object.spec.nodeName) || object.spec.nodeName == "")'
+            f" && (!has(object.spec.schedulerName) || object.spec.schedulerName in {literal_list(boundary.schedulers)}))",
+            f"pods in {team.name} are placed by the scheduler ({', '.join(boundary.schedulers)}): no nodeName, "
+            "no other schedulerName",
+        )
+    )
+    validations.append(
+        (
             every_container(no_probe_hosts("c")),
             "probes and lifecycle hooks may not name a host (httpGet.host, tcpSocket.host): the kubelet "
             "would reach it from the node's network",

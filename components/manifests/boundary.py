@@ -11,6 +11,10 @@ from .job_env import checkpoint_key_ref, generated_key_secret
 from .kinds import KINDS
 from .placement import FABRICS, FabricProfile
 
+DEFAULT_SCHEDULER = "default-scheduler"
+VOLCANO_SCHEDULER = "volcano"
+"""The scheduler the operator names on its pods when started with ``--gang-scheduler-name=volcano``
+(kubeflow/trainer v1.9.4 ``cmd/training-operator.v1/main.go``; ``config/operator.py``)."""
 V2_POD_OWNER = "Job"
 """The controller of a TrainJob's pods: JobSet's batch Jobs (kubernetes ``pkg/controller/job``
 creates each pod with its Job as controller reference)."""
@@ -31,6 +35,8 @@ class TeamBoundary:
             Secret environment variables); a job's generated ``<job>-checkpoint-key`` is always its own.
         priority_classes: the PriorityClasses the stack's jobs name.
         fabric: the eRDMA fabric whose devices the team's pods may request, or ``None`` for none.
+        schedulers: the schedulers its pods may name: Kubernetes' own, and Volcano where the
+            operator gang-schedules with it.
     """
 
     team: TeamSpec
@@ -41,6 +47,7 @@ class TeamBoundary:
     job_secrets: tuple[tuple[str, str], ...] = ()
     priority_classes: tuple[str, ...] = ()
     fabric: FabricProfile | None = None
+    schedulers: tuple[str, ...] = (DEFAULT_SCHEDULER,)
 
 
 def team_boundary(spec: PlatformSpec, team: TeamSpec) -> TeamBoundary:
@@ -55,6 +62,7 @@ def team_boundary(spec: PlatformSpec, team: TeamSpec) -> TeamBoundary:
         secrets |= {(job.name, value.secret_key_ref.name) for value in job.env.values() if isinstance(value, SecretEnv)}
     sources = [source_claim_name(d) for d in spec.datasets if d.team == team.name and d.oss is not None]
     pool = spec.gpu_pool
+    volcano = spec.operator.install and spec.operator.volcano.enabled
     v1 = [job for job in jobs if spec.job_backend(job) == "v1"]
     kinds = {job.name: KINDS[job.framework].kind for job in v1} | {
         job.name: V2_POD_OWNER for job in jobs if spec.job_backend(job) == "v2"
@@ -68,4 +76,5 @@ def team_boundary(spec: PlatformSpec, team: TeamSpec) -> TeamBoundary:
         job_secrets=tuple(sorted(secrets)),
         priority_classes=tuple(sorted({j.scheduling.priority_class for j in jobs if j.scheduling.priority_class})),
         fabric=FABRICS.get(pool.fabric) if team.rdma and pool is not None else None,
+        schedulers=(DEFAULT_SCHEDULER, *([VOLCANO_SCHEDULER] if volcano else [])),
     )
