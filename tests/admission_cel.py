@@ -65,6 +65,7 @@ def request_of(
     return {
         "operation": operation,
         "subResource": sub_resource,
+        "resource": {"resource": "pods"},
         "userInfo": {"username": username, "groups": list(groups)},
     }
 
@@ -122,7 +123,7 @@ def admitted_by_policies(
 ) -> list[str]:
     """The refusals of every policy of ``objects`` bound to ``namespace`` that matches the request
     on ``resource``, for ``obj`` (see :func:`refusals`)."""
-    request = request or request_of()
+    request = {**(request or request_of()), "resource": {"resource": resource}}
     policies = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ValidatingAdmissionPolicy"}
     found = []
     for binding in (o for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"):

@@ -666,3 +666,28 @@ def test_probes_and_hooks_on_the_pods_own_address_are_admitted(prod) -> None:
         lifecycle={"preStop": {"exec": {"command": ["sleep", "5"]}}},
     )
     assert refused(prod, "vision", pod) == []
+
+
+def test_members_may_suspend_a_stack_trainjob_and_change_nothing_else(prod) -> None:
+    name = _stack_job(prod, "vision")["metadata"]["name"]
+    old = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": "vision"},
+        "spec": {"runtimeRef": {"name": "torch"}, "trainer": {"image": "train:1", "command": ["python"]}},
+    }
+
+    def why(new):
+        return admitted_by_policies(prod, "vision", new, resource="trainjobs", old=old, request=_as(MEMBER, "UPDATE"))
+
+    suspended = copy.deepcopy(old)
+    suspended["spec"]["suspend"] = True
+    assert why(suspended) == []
+    for field, value in [
+        ("trainer", {"image": "train:1", "command": ["sh", "-c", "cat /var/run/key/*"]}),
+        ("runtimePatches", [{"manager": "me"}]),
+        ("managedBy", "example.com/mine"),
+    ]:
+        changed = copy.deepcopy(old)
+        changed["spec"][field] = value
+        assert any("keep their names and templates" in w for w in why(changed)), field

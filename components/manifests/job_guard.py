@@ -15,23 +15,34 @@ from .base import MANAGED_BY, Manifest
 from .pod_rules import literal_list
 from .tenancy import TEAM_LABEL
 
-MUTABLE = ("runPolicy", "suspend")
-"""What a member may change in one of the stack's jobs: where v1 and v2 suspend a job."""
+FIXED = {
+    "pytorchjobs": ("pytorchReplicaSpecs", "elasticPolicy", "nprocPerNode"),
+    "trainjobs": ("runtimeRef", "initializer", "trainer", "runtimePatches", "managedBy"),
+}
+"""What a member may not change in one of the stack's jobs: every field of the spec that decides
+what its pods run (kubeflow/trainer v1.9.4 ``pkg/apis/kubeflow.org/v1/pytorch_types.go``
+``PyTorchJobSpec``, v2.3.0 ``pkg/apis/trainer/v1alpha1/trainjob_types.go`` ``TrainJobSpec``), so
+``spec.runPolicy`` (v1) and ``spec.suspend`` (v2), where jobs are suspended, stay open. Named
+field by field: the API server types a custom resource's fields from its schema, where an
+object's fields cannot be iterated like a map's keys."""
+
+
+def _same(field: str) -> str:
+    new, old = f"object.spec.{field}", f"oldObject.spec.{field}"
+    return f"has({new}) == has({old}) && (!has({new}) || {new} == {old})"
 
 
 def job_guard(team: str, members: list[tuple[str, str]], jobs: list[str], name: str) -> list[Manifest]:
     """The policy ``name`` and its binding, refusing the team's ``members`` (``(kind, name)``, kind
     ``User`` or ``Group``, as the team's RoleBinding names them) the creation, deletion, or change
-    beyond :data:`MUTABLE`, of a PyTorchJob or TrainJob named as one of the stack's ``jobs``.
+    of :data:`FIXED`, of a PyTorchJob or TrainJob named as one of the stack's ``jobs``.
     Nothing when there are no members or no jobs."""
     users = [m for kind, m in members if kind == "User"]
     groups = [m for kind, m in members if kind == "Group"]
     if not jobs or not members:
         return []
-    unchanged = (
-        f"object.spec.all(k, k in {literal_list(MUTABLE)} || (k in oldObject.spec && object.spec[k] == oldObject.spec[k]))"
-        f" && oldObject.spec.all(k, k in {literal_list(MUTABLE)} || k in object.spec)"
-    )
+    v1, v2 = (" && ".join(_same(f) for f in FIXED[resource]) for resource in ("pytorchjobs", "trainjobs"))
+    unchanged = f'(request.resource.resource == "pytorchjobs" ? ({v1}) : ({v2}))'
     variables = [
         (
             "member",
@@ -46,7 +57,7 @@ def job_guard(team: str, members: list[tuple[str, str]], jobs: list[str], name: 
     validation = (
         f'!variables.member || !variables.stackJob || (request.operation == "UPDATE" && {unchanged})',
         f"the stack's jobs in {team} ({', '.join(jobs)}) keep their names and templates: members may only "
-        f"suspend or resume them ({', '.join(f'spec.{k}' for k in MUTABLE)}); name your own job otherwise",
+        f"suspend or resume them (spec.runPolicy, spec.suspend); name your own job otherwise",
     )
     labels = {**MANAGED_BY, TEAM_LABEL: team}
     policy = {
