@@ -1,5 +1,6 @@
 """CEL rules on a pod, written in the part of CEL that Kubernetes and cel-python (the tests'
-evaluator) both evaluate: ``has()``, ``in``, ``all``, ``size``, ``startsWith`` and the conditional;
+evaluator) both evaluate: ``has()``, ``in``, ``all``, ``exists``, ``size``, ``startsWith``, list and
+map literals, ``==`` and the conditional;
 no optional fields (``object.spec.?x``), which cel-python does not parse. Pure strings: the
 admission policies (``admission.py``) are built from them."""
 
