@@ -29,7 +29,7 @@ from components.manifests import (
     kueue_objects,
     kueue_queue_name,
     system_node_selector,
-    training_pod_security,
+    team_boundary,
     v2_fabrics,
 )
 from components.mirror import mirrored_images
@@ -47,16 +47,21 @@ pool = registry = cluster = None
 def team_namespaces(provider) -> dict[str, TrainingNamespace]:
     return {
         team.name: TrainingNamespace(
-            team.name, spec.training, provider=provider, team=team, network_policies=spec.network_policies
+            team.name,
+            spec.training,
+            provider=provider,
+            team=team,
+            network_policies=spec.network_policies,
+            scraper_namespace=spec.scraper_namespace,
+            admission=team_boundary(spec, team),
         )
         for team in spec.teams
     }
 
 
-pod_security = training_pod_security(spec)
 if spec.cluster.local is not None:
     provider, kept_provider = local_providers(spec.cluster.local)
-    namespace = TrainingNamespace("training", spec.training, provider=provider, pod_security=pod_security)
+    namespace = TrainingNamespace("training", spec.training, provider=provider)
     volumes = SharedVolumes("shared", spec.storage, namespace=namespace, provider=kept_provider)
     teams = team_namespaces(provider)
     team_volumes = {
@@ -84,7 +89,7 @@ else:
             keep_addons=cluster.adopted,
             worker_role=node_role_name(spec.cluster.name, spec.gpu_pool.name),
         )
-    namespace = TrainingNamespace("training", spec.training, provider=provider, pod_security=pod_security)
+    namespace = TrainingNamespace("training", spec.training, provider=provider)
     teams = team_namespaces(provider)
     storage = NasStorage(
         "nas",

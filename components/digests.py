@@ -13,6 +13,7 @@ reason: stacks pull from different mirrors. Pure: no Pulumi.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import re
 import urllib.error
@@ -47,7 +48,16 @@ LOCK_VERSION = 1
 
 
 class DigestError(Exception):
-    """A registry did not give an image's digest, or the lock file cannot be read."""
+    """A registry did not give an image's digest, or the lock file cannot be read.
+
+    Attributes:
+        unreachable: no answer came (no address, no connection, a timeout), as opposed to an
+            answer that refused or contradicted itself (a 404, 401, 429, a digest that does not match).
+    """
+
+    def __init__(self, message: str, *, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
 
 
 def stack_images(spec: PlatformSpec) -> list[tuple[str, str]]:
@@ -137,10 +147,14 @@ def _bearer_token(challenge: str, timeout: float) -> str:
         raise DigestError(f"the registry asks for credentials this tool does not send ({challenge})")
     query = urllib.parse.urlencode({k: v for k, v in params.items() if k in ("service", "scope")})
     with urllib.request.urlopen(f"{params['realm']}?{query}", timeout=timeout) as answer:
-        body = json.load(answer)
-    token = body.get("token") or body.get("access_token")
-    if not token:
-        raise DigestError(f"{params['realm']} gave no token")
+        text = answer.read()
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = None
+    token = (body.get("token") or body.get("access_token")) if isinstance(body, dict) else None
+    if not isinstance(token, str) or not token:
+        raise DigestError(f"{params['realm']} gave no token: {text[:200]!r}")
     return token
 
 
@@ -149,7 +163,8 @@ def resolve(image: str, *, timeout: float = 30) -> str:
     of the manifest's bytes, checked against the registry's ``Docker-Content-Digest`` when it sends one.
 
     Raises:
-        DigestError: the registry cannot be reached, does not have the tag, or names another digest.
+        DigestError: the registry cannot be reached (``unreachable``), or answers with an error
+            (no such tag, credentials, a rate limit, a token endpoint's error), or names another digest.
     """
     base, name, tag = _endpoint(image)
     url = f"{base}/v2/{name}/manifests/{tag}"
@@ -165,8 +180,15 @@ def resolve(image: str, *, timeout: float = 30) -> str:
                     raise
                 token = _bearer_token(err.headers.get("WWW-Authenticate", ""), timeout)
                 headers["Authorization"] = f"Bearer {token}"
+    except urllib.error.HTTPError as err:
+        raise DigestError(f"{image}: {err.url or url} answered {err.code}") from err
+    except DigestError as err:
+        raise DigestError(f"{image}: {err}") from err
+    except http.client.HTTPException as err:
+        raise DigestError(f"{image}: {url} gave a broken answer ({err!r})") from err
     except (urllib.error.URLError, OSError) as err:
-        raise DigestError(f"{image}: {url} answered {getattr(err, 'code', None) or err}") from err
+        # No answer at all: no address, no connection, or a timeout.
+        raise DigestError(f"{image}: {url} not reachable ({getattr(err, 'reason', err)})", unreachable=True) from err
     digest = f"sha256:{hashlib.sha256(body).hexdigest()}"
     if named is not None and named != digest:
         raise DigestError(f"{image}: the registry names {DIGEST_HEADER} {named}, but its manifest is {digest}")

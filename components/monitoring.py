@@ -134,8 +134,8 @@ class Monitoring(pulumi.ComponentResource):
         kind, name = obj["kind"], obj["metadata"]["name"]
         # Teams' objects share names with the training namespace's; their resource names carry the team.
         name = f"{prefix}-{name}" if prefix else name
-        if kind == "Deployment":
-            return k8s.apps.v1.Deployment(f"{name}-{kind.lower()}", **resource_args(obj), opts=opts)
+        if kind == "StatefulSet":
+            return k8s.apps.v1.StatefulSet(f"{name}-{kind.lower()}", **resource_args(obj), opts=opts)
         if kind == "Service":
             return k8s.core.v1.Service(f"{name}-{kind.lower()}", **resource_args(obj), opts=opts)
         if kind == "ConfigMap":

@@ -8,10 +8,11 @@ import pulumi_kubernetes as k8s
 from ._k8s import TOKEN, resource_args
 from .config import TeamSpec, TrainingNamespaceSpec
 from .manifests import (
-    BASELINE,
     Manifest,
+    TeamBoundary,
     run_as,
     team_access,
+    team_admission,
     team_namespace,
     team_network_policies,
     training_namespace,
@@ -24,20 +25,26 @@ _KINDS = {
     "Role": k8s.rbac.v1.Role,
     "RoleBinding": k8s.rbac.v1.RoleBinding,
     "NetworkPolicy": k8s.networking.v1.NetworkPolicy,
+    "ValidatingAdmissionPolicy": k8s.admissionregistration.v1.ValidatingAdmissionPolicy,
+    "ValidatingAdmissionPolicyBinding": k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding,
 }
 
 
 class TrainingNamespace(pulumi.ComponentResource):
     """Namespace, service account and quota for jobs: the platform's training namespace, or a
-    team's namespace with its Role and, on a Terway cluster, its NetworkPolicies.
+    team's namespace with its Role, its admission policy and, on a Terway cluster, its
+    NetworkPolicies.
 
     Args:
         name: Pulumi resource name.
         spec: the training namespace's settings (its service account name serves teams too).
         provider: the cluster's kubernetes provider.
         team: the team whose namespace this is; ``None`` for the training namespace.
-        pod_security: the level the training namespace enforces (a team's follows from the team).
         network_policies: wall the team's pods in with NetworkPolicies.
+        scraper_namespace: with ``network_policies``, the namespace whose pods may scrape the
+            team's trainers (``None``: none may).
+        admission: what the team's pods may use, enforced by a ValidatingAdmissionPolicy on every
+            pod of its namespace; ``None`` for none (a team only).
 
     Attributes:
         name: the namespace name.
@@ -54,8 +61,9 @@ class TrainingNamespace(pulumi.ComponentResource):
         *,
         provider: k8s.Provider,
         team: TeamSpec | None = None,
-        pod_security: str = BASELINE,
         network_policies: bool = False,
+        admission: TeamBoundary | None = None,
+        scraper_namespace: str | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:TrainingNamespace", name, None, opts)
@@ -66,24 +74,32 @@ class TrainingNamespace(pulumi.ComponentResource):
         self.gpu_quota = spec.gpu_quota if team is None else None
         self.security_context: Manifest | None = run_as(team) if team is not None else None
         if team is None:
-            manifests = training_namespace(spec, pod_security=pod_security)
+            manifests = training_namespace(spec)
         else:
             manifests = [
                 *team_namespace(team, service_account=spec.service_account),
                 *team_access(team),
-                *(team_network_policies(team.name) if network_policies else []),
+                *(team_network_policies(team.name, scraper_namespace=scraper_namespace) if network_policies else []),
+                *(team_admission(admission) if admission is not None else []),
             ]
         first, *rest = manifests
         self.namespace = k8s.core.v1.Namespace(
             self.name, **resource_args(first), opts=pulumi.ResourceOptions(parent=self, provider=provider)
         )
         inside = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[self.namespace])
-        for manifest in rest:
-            _KINDS[manifest["kind"]](
-                f"{self.name}-{manifest['kind'].lower()}-{manifest['metadata']['name']}"
-                if team is not None
-                else f"{self.name}-{manifest['metadata']['name']}",
-                **resource_args(manifest),
-                opts=inside,
-            )
+        # Members get their RoleBinding last: until the walls and the admission policies stand,
+        # what they submit would run unchecked.
+        grants = [m for m in rest if m["kind"] == "RoleBinding"]
+        walls = [self._object(m, team, inside) for m in rest if m["kind"] != "RoleBinding"]
+        after_walls = pulumi.ResourceOptions.merge(inside, pulumi.ResourceOptions(depends_on=walls))
+        for manifest in grants:
+            self._object(manifest, team, after_walls)
         self.register_outputs({"name": self.name})
+
+    def _object(self, manifest: Manifest, team: TeamSpec | None, opts: pulumi.ResourceOptions) -> pulumi.Resource:
+        name = manifest["metadata"]["name"]
+        return _KINDS[manifest["kind"]](
+            f"{self.name}-{manifest['kind'].lower()}-{name}" if team is not None else f"{self.name}-{name}",
+            **resource_args(manifest),
+            opts=opts,
+        )

@@ -500,7 +500,7 @@ class TrainingJobSpec(TypedDict):
     shm_size: NotRequired[str]
     """``/dev/shm`` size; 16Gi per GPU (2Gi for CPU jobs) when unset. Counts against ``memory``."""
     network: NotRequired[TrainingJobNetwork]
-    """``rdma`` runs NCCL over the GPU pool's RDMA fabric (eRDMA) with host networking; needs a pool with a fabric."""
+    """``rdma`` runs NCCL over the GPU pool's RDMA fabric (eRDMA); needs a pool with a fabric."""
     nccl_debug: NotRequired[TrainingJobNcclDebug]
     restart_policy: NotRequired[TrainingJobRestartPolicy]
     """v1 only: on v2 the platform runtime restarts all of a job's pods together after a failure."""

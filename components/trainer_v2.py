@@ -13,9 +13,10 @@ from ._k8s import IMAGE_PLACEHOLDER, TOKEN, resource_args, typed_resource, with_
 from .config import TrainerV2Spec
 from .config.kinds import V2_FRAMEWORKS
 from .local_sources import LocalSources
-from .manifests import FabricProfile, JobContext, Manifest, Placement, training_runtime
+from .manifests import BASELINE, FabricProfile, JobContext, Manifest, Placement, training_runtime
 from .manifests.namespace_runtime import namespace_runtime
 from .manifests.pool_runtime import gpu_runtime_name, placed_runtime
+from .manifests.tenancy import pod_security_labels
 from .manifests.trainer_v2 import (
     KUEUE_NAMESPACE,
     TRAINER_V2_NAMESPACE,
@@ -118,6 +119,7 @@ class TrainerV2(pulumi.ComponentResource):
                     ),
                 )
             )
+        installed += self._pod_security(TRAINER_V2_NAMESPACE, installed, provider)
         after_install = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=installed)
         default_image = IMAGE_PLACEHOLDER if runtime_image is not None else None
         topology_levels = spec.kueue.topology_levels if queue is not None else ()
@@ -149,8 +151,9 @@ class TrainerV2(pulumi.ComponentResource):
             )
             for _, runtime in runtimes
         ]
-        # Over the pod network only (the GPU pool's variants too): a fabric's pods are privileged
-        # on the host network, which a namespace enforcing baseline refuses.
+        # Over the pod network only (the GPU pool's variants too): a fabric's pods ask for its
+        # devices, which only a team with ``rdma`` may (the team's admission policy), so the
+        # fabric's runtimes stay cluster-wide.
         self.runtimes += [
             k8s.apiextensions.CustomResource(
                 f"{ctx.namespace}-{runtime['metadata']['name']}",
@@ -181,12 +184,31 @@ class TrainerV2(pulumi.ComponentResource):
                     ),
                 )
             )
+        kueue += self._pod_security(KUEUE_NAMESPACE, kueue, provider)
         after_kueue = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=kueue)
         self.queue_resources = [typed_resource(_queue_resource_name(obj), obj, after_kueue) for obj in queue_objects]
         self.queue = queue
         self.topology_levels = topology_levels
         self.ready: list[pulumi.Resource] = [*installed, *self.runtimes, *kueue, *self.queue_resources]
         self.register_outputs({"queue": queue})
+
+    def _pod_security(
+        self, namespace: str, releases: list[pulumi.Resource], provider: k8s.Provider
+    ) -> list[pulumi.Resource]:
+        """Pod Security ``baseline`` on the namespace a release created (Helm's ``create_namespace``
+        labels nothing), patched in by server-side apply so that a namespace an earlier ``up``
+        created is labelled too. Their controllers pass it: kubeflow/trainer v2.3.0
+        ``charts/kubeflow-trainer/values.yaml`` ``manager.securityContext``, jobset v0.12.0
+        ``charts/jobset/values.yaml``, kueue v0.19.2 ``charts/kueue/values.yaml`` (``hostNetwork: false``)."""
+        if not releases:
+            return []
+        return [
+            k8s.core.v1.NamespacePatch(
+                f"{namespace}-pod-security",
+                metadata={"name": namespace, "labels": pod_security_labels(BASELINE)},
+                opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=list(releases)),
+            )
+        ]
 
 
 def _queue_resource_name(obj: Manifest) -> str:

@@ -39,6 +39,9 @@ from .manifests import (
 from .plan import PlanError, find_project_dir, read_stack_file, stack_path
 from .prepare import GITHUB, pack, prepare
 
+UPSTREAM_TIMEOUT_S = 10
+"""How long ``lock-images`` waits on an upstream registry, which a mirrored network may not reach."""
+
 
 def load_stack(stack: str) -> PlatformSpec:
     """The validated spec of ``stacks/Pulumi.<stack>.yaml`` (credentials not needed)."""
@@ -94,12 +97,42 @@ def image_copies(spec: PlatformSpec) -> list[tuple[str, str]]:
     return stack_images(spec)
 
 
-def lock_images(spec: PlatformSpec, lock: Path) -> int:
-    """Resolve every image the stack pulls, print ``<upstream> <pulled> <digest>`` and write the lock."""
-    digests = {}
+def lock_images(spec: PlatformSpec, lock: Path, *, require_upstream: bool = False) -> int:
+    """Resolve every image the stack pulls, print ``<upstream> <pulled> <digest>`` and write the lock.
+
+    A mirrored image's digest is also asked of its upstream registry, so that the lock does not
+    trust the mirror on first use: a mirror serving another digest (a re-pushed or changed copy),
+    or an upstream answering with an error (no such tag, credentials, a rate limit, a digest that
+    does not match its manifest), writes no lock and returns 1, naming each image. An upstream
+    that does not answer at all (no address, no connection, a timeout) is said so on stderr and
+    the mirror's digest is taken as it is, unless ``require_upstream``: then it is an error too.
+    """
+    digests, differ, unchecked, failed = {}, [], [], []
     for source, pulled in stack_images(spec):
         digests[pulled] = resolve(pulled)
         print(f"{source} {pulled} {digests[pulled]}")
+        if source == pulled:
+            continue
+        try:
+            upstream = resolve(source, timeout=UPSTREAM_TIMEOUT_S)
+        except DigestError as err:
+            if not err.unreachable or require_upstream:
+                failed.append(f"upstream {source} could not be checked: {err}")
+                continue
+            unchecked.append(source)
+            print(f"note: upstream not reachable, the mirror's digest is not compared: {err}", file=sys.stderr)
+            continue
+        if upstream != digests[pulled]:
+            differ.append(f"{pulled}: the mirror serves {digests[pulled]}, upstream {source} serves {upstream}")
+    for problem in differ:
+        print(f"error: {problem}: copy it by digest (skopeo copy --all --preserve-digests)", file=sys.stderr)
+    for problem in failed:
+        print(f"error: {problem}", file=sys.stderr)
+    if differ or failed:
+        return 1
+    mirrored_images = sum(source != pulled for source, pulled in stack_images(spec))
+    if mirrored_images:
+        print(f"{mirrored_images - len(unchecked)} of {mirrored_images} mirrored images match upstream")
     write_lock(lock, digests)
     print(f"wrote {lock}")
     return 0
@@ -134,6 +167,12 @@ def main(argv: list[str] | None = None) -> int:
         "--git-base", default=GITHUB, help="where the pinned repositories are (<base>/<owner>/<name>.git)"
     )
     parser.add_argument("--lock", type=Path, help="the image lock (default: stacks/images.<stack>.lock.json)")
+    parser.add_argument(
+        "--require-upstream",
+        action="store_true",
+        help="lock-images: fail, naming the image, where an upstream registry cannot be reached "
+        "(default: take the mirror's digest there, with a note)",
+    )
     args = parser.parse_args(argv)
     root = args.dir or find_project_dir() / UPSTREAM_DIR
     try:
@@ -152,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         spec = load_stack(args.stack)
         lock = args.lock or lock_path(find_project_dir(), args.stack)
         if args.what == "lock-images":
-            return lock_images(spec, lock)
+            return lock_images(spec, lock, require_upstream=args.require_upstream)
         if args.what == "verify-images":
             return verify_images(spec, lock)
         digests = read_lock(lock)

@@ -1099,14 +1099,15 @@ def test_pods_that_fit_a_node_together_need_fewer_nodes() -> None:
     config = dev(**eight_gpus, **{"jobs.0.nodes": 2, "jobs.0.gpusPerNode": 4})
     config[cfg("training")]["gpuQuota"] = 8
     assert validate(config).jobs[0].nodes == 2  # two 4-GPU pods share one 8-GPU node
-    config = dev(**eight_gpus, **{"jobs.0.nodes": 2, "jobs.0.gpusPerNode": 4})
-    config[cfg("training")]["gpuQuota"] = 8
+    # eRDMA pods too: they are on the pod network, where two pods of a job bind no common port.
     config[cfg("gpuPool")].update(fabric="erdma")
     config[cfg("jobs")][0]["network"] = "rdma"
+    assert validate(config).jobs[0].nodes == 2
+    config[cfg("jobs")][0]["nodes"] = 3
     with pytest.raises(ConfigError) as raised:
-        validate(config)  # host-network pods of one job would bind the same ports
+        validate(config)
     assert raised.value.problems == [
-        "ack-training-platform:jobs[0].nodes: the job's 2 pods need 2 GPU nodes but gpuPool.maxSize is 1: "
+        "ack-training-platform:jobs[0].nodes: the job's 3 pods need 2 GPU nodes but gpuPool.maxSize is 1: "
         "raise maxSize or run fewer nodes"
     ]
 

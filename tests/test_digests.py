@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -18,6 +19,7 @@ from fixtures.charts import KUEUE, TRAINER
 from components.config import load_spec
 from components.digests import DIGEST_HEADER, MANIFEST_TYPES, DigestError, read_lock, resolve, stack_images
 from components.manifests import OPERATOR_NAMESPACE
+from components.manifests import operator as operator_manifests
 from components.plan_records import HELM_RELEASE
 from components.upstream import main
 
@@ -39,6 +41,10 @@ class Registry:
         self.token_scopes: list[str] = []
         self.named: dict[str, str | None] = {}
         """What ``Docker-Content-Digest`` says for an image, where not its manifest's digest."""
+        self.fail: dict[str, int] = {}
+        """An error status the registry answers for an image, whatever the request's credentials."""
+        self.token_bodies: dict[str, bytes] = {}
+        """What the token endpoint answers for a repository, where not a token."""
         registry = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -48,12 +54,19 @@ class Registry:
             def do_GET(self) -> None:
                 if self.path.startswith("/token?"):
                     registry.token_scopes.append(self.path)
-                    self._answer(200, {"Content-Type": "application/json"}, json.dumps({"token": TOKEN}).encode())
+                    scope = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query).get("scope", [""])[0]
+                    body = registry.token_bodies.get(scope.split(":")[1] if ":" in scope else "")
+                    body = body or json.dumps({"token": TOKEN}).encode()
+                    self._answer(200, {"Content-Type": "application/json"}, body)
                 else:
                     self._manifest()
 
             def _manifest(self) -> None:
                 name, _, tag = self.path.removeprefix("/v2/").partition("/manifests/")
+                if f"{name}:{tag}" in registry.fail:
+                    errors = json.dumps({"errors": [{"code": "DENIED", "message": "no"}]}).encode()
+                    self._answer(registry.fail[f"{name}:{tag}"], {"Content-Type": "application/json"}, errors)
+                    return
                 if registry.auth and self.headers.get("Authorization") != f"Bearer {TOKEN}":
                     realm = f"http://{self.headers['Host']}/token"
                     challenge = f'Bearer realm="{realm}",service="loopback",scope="repository:{name}:pull"'
@@ -148,8 +161,12 @@ def test_lock_prints_and_writes_every_digest_and_verify_names_a_changed_one(
     registry.images[pulled[-1].removeprefix(f"{registry.host}/")] = missing
 
     assert main(["lock-images", "--stack", "loop"]) == 0
-    out = capsys.readouterr().out.splitlines()
-    assert out[:-1] == [f"{source} {image} {digests[image]}" for source, image in images]
+    printed = capsys.readouterr()
+    out = printed.out.splitlines()
+    assert out[:-2] == [f"{source} {image} {digests[image]}" for source, image in images]
+    # Upstream is out of reach here: the lock takes the mirror's digests, and says so for each.
+    assert out[-2] == "0 of 8 mirrored images match upstream"
+    assert printed.err.count("note: upstream not reachable, the mirror's digest is not compared: ") == 8
     assert read_lock(tmp_path / "stacks/images.loop.lock.json") == digests
     assert main(["verify-images", "--stack", "loop"]) == 0
     assert capsys.readouterr().out.startswith("9 images match ")
@@ -159,6 +176,55 @@ def test_lock_prints_and_writes_every_digest_and_verify_names_a_changed_one(
     assert capsys.readouterr().err == (
         f"error: {pulled[0]}: locked {digests[pulled[0]]}, the registry serves {changed}\n"
     )
+
+
+def _one_upstream(registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list[str], str]:
+    """A stack pulling the operator's two images through a mirror on ``registry``, where the
+    operator's image has its upstream too (not pushed yet); the init image's upstream (Docker
+    Hub) is out of reach. Returns the project, the images pulled, and the operator's upstream."""
+    upstream = f"{registry.host}/kubeflow/training-operator:v1-93c5489"
+    monkeypatch.setitem(operator_manifests.OPERATOR_IMAGES, "v1.9.4", upstream)
+    project = _project(tmp_path, f"{registry.host}/mirror")
+    config = json.loads((project / "stacks/Pulumi.loop.yaml").read_text())["config"]
+    config[cfg("operator")]["volcano"] = {"enabled": False}
+    del config[cfg("trainerV2")]
+    for job in config[cfg("jobs")]:
+        job.pop("scheduling", None)
+    (project / "stacks/Pulumi.loop.yaml").write_text(json.dumps({"config": config}))
+    monkeypatch.chdir(project)
+    pulled = [image for _, image in stack_images(load_spec(config, credentials=False))]
+    assert pulled[0] == f"{registry.host}/mirror/training-operator:v1-93c5489"
+    for image in pulled:
+        registry.push(image, image)
+    return project, pulled, upstream
+
+
+def test_lock_compares_the_mirrors_digest_with_upstreams(
+    registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    project, pulled, upstream = _one_upstream(registry, tmp_path, monkeypatch)
+    # A mirror re-pushed rather than copied byte for byte: no lock, and the image named.
+    original = registry.push(upstream, "the upstream bytes")
+    assert main(["lock-images", "--stack", "loop"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"error: {pulled[0]}: the mirror serves {sha_of(registry, pulled[0])}, upstream {upstream} serves {original}"
+        in err
+    )
+    assert not (project / "stacks/images.loop.lock.json").exists()
+    # Copied by digest: the same manifest, so the same digest, and the lock is written.
+    registry.images[pulled[0].removeprefix(f"{registry.host}/")] = registry.images[
+        upstream.removeprefix(f"{registry.host}/")
+    ]
+    assert main(["lock-images", "--stack", "loop"]) == 0
+    printed = capsys.readouterr()
+    assert "1 of 2 mirrored images match upstream" in printed.out
+    assert "note: upstream not reachable, the mirror's digest is not compared: docker.io/library/alpine" in printed.err
+    assert read_lock(project / "stacks/images.loop.lock.json")[pulled[0]] == original
+
+
+def sha_of(registry: Registry, image: str) -> str:
+    return sha(registry.images[image.removeprefix(f"{registry.host}/")][0])
 
 
 MIRROR = "ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/mirror"
@@ -254,3 +320,63 @@ def test_an_image_the_lock_lacks_stops_prod_naming_the_key_and_the_image(run_sta
     config[cfg("imageLock")] = "warn"
     values = run_stack(config, "prod").one(HELM_RELEASE, "kueue").inputs["values"]
     assert KUEUE.images(values) == [kueue]
+
+
+def _copied(registry: Registry, pulled: str, upstream: str) -> None:
+    registry.images[pulled.removeprefix(f"{registry.host}/")] = registry.images[
+        upstream.removeprefix(f"{registry.host}/")
+    ]
+
+
+UPSTREAM_ERRORS = {
+    "no such tag": (lambda r, up: None, "answered 404"),
+    "a rate limit": (lambda r, up: r.fail.update({up: 429}), "answered 429"),
+    "credentials without a token challenge": (lambda r, up: r.fail.update({up: 401}), "asks for credentials"),
+    "a header naming another digest": (
+        lambda r, up: r.named.update({up: sha(b"another manifest")}),
+        f"names {DIGEST_HEADER}",
+    ),
+    "a token endpoint's error": (
+        lambda r, up: r.token_bodies.update({up.split(":")[0]: b'{"errors": [{"code": "UNAUTHORIZED"}]}'}),
+        "gave no token",
+    ),
+    "a token endpoint's JSON that is no object": (
+        lambda r, up: r.token_bodies.update({up.split(":")[0]: b"[]"}),
+        "gave no token",
+    ),
+}
+
+
+@pytest.mark.parametrize("error", UPSTREAM_ERRORS)
+def test_an_upstream_answering_with_an_error_stops_the_lock_naming_the_image(
+    registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, error: str
+) -> None:
+    make, says = UPSTREAM_ERRORS[error]
+    if error.startswith("a token endpoint") and not registry.auth:
+        pytest.skip("the anonymous registry asks for no token")
+    project, pulled, upstream = _one_upstream(registry, tmp_path, monkeypatch)
+    name = upstream.removeprefix(f"{registry.host}/")
+    if error != "no such tag":
+        registry.push(upstream, "the upstream bytes")
+        _copied(registry, pulled[0], upstream)
+    make(registry, name)
+    assert main(["lock-images", "--stack", "loop"]) == 1
+    err = capsys.readouterr().err
+    assert f"error: upstream {upstream} could not be checked: {upstream}: " in err
+    assert says in err and "Traceback" not in err
+    assert not (project / "stacks/images.loop.lock.json").exists()
+
+
+def test_require_upstream_makes_an_unreachable_upstream_an_error(
+    registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    project, pulled, upstream = _one_upstream(registry, tmp_path, monkeypatch)
+    registry.push(upstream, "the upstream bytes")
+    _copied(registry, pulled[0], upstream)
+    assert main(["lock-images", "--stack", "loop", "--require-upstream"]) == 1
+    err = capsys.readouterr().err
+    assert "error: upstream docker.io/library/alpine:3.23.3 could not be checked: docker.io/library/alpine" in err
+    assert "not reachable" in err
+    assert not (project / "stacks/images.loop.lock.json").exists()
+    # Without it, the mirror's digest is taken there, with a note.
+    assert main(["lock-images", "--stack", "loop"]) == 0

@@ -124,14 +124,18 @@ def test_each_kind_fits_its_official_model(case: str) -> None:
     kind = KINDS[framework]
     replicas = job["spec"][kind.specs_key]
     assert {role: spec["replicas"] for role, spec in replicas.items()} == ROLES[case]
-    for replica in replicas.values():
+    for role, replica in replicas.items():
         pod = replica["template"]["spec"]
         container = pod["containers"][0]
         # The operator injects its settings into the container of this name, from this port.
         assert container["name"] == kind.container
         assert container["ports"][0] == {"name": kind.port_name, "containerPort": kind.port}
         assert {m["mountPath"] for m in container["volumeMounts"]} >= {"/dev/shm", "/mnt/data", "/mnt/output"}
-        assert pod["serviceAccountName"] == "trainer"
+        # An MPI Launcher runs as its own account, which the operator binds to exec into the
+        # job's Workers; every other pod as the jobs' shared one, without a token.
+        launcher = role == "Launcher"
+        assert pod["serviceAccountName"] == (f"{case}-launcher" if launcher else "trainer")
+        assert pod.get("automountServiceAccountToken", False) is launcher
         assert replica["restartPolicy"] == CASES[case][0].get("restart_policy", "OnFailure")
     assert v1_replaced_on_change(framework)[0] == f"spec.{kind.specs_key}"
 
@@ -145,7 +149,7 @@ def test_mpi_workers_wait_for_the_launcher() -> None:
     worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
     assert "command" not in worker["containers"][0]
     assert worker["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
-    assert worker["hostNetwork"] is True
+    assert "hostNetwork" not in worker and "securityContext" not in worker["containers"][0]
     assert "nvidia.com/gpu" not in launcher["containers"][0]["resources"]["limits"]
     assert launcher["containers"][0]["command"][:2] == ["mpirun", "-np"]
 

@@ -186,12 +186,14 @@ BUILDS = [
         TrainingJobSpec(name="a", image=IMAGE, network="rdma"),
         context(POOL_8_ERDMA, 8),
         lambda j: (
-            _pod(j)["hostNetwork"]
-            and _pod(j)["dnsPolicy"] == "ClusterFirstWithHostNet"
-            and _pod(j)["containers"][0]["securityContext"] == {"privileged": True}
+            "hostNetwork" not in _pod(j)
+            and "dnsPolicy" not in _pod(j)
+            and "securityContext" not in _pod(j)["containers"][0]
             and _pod(j)["containers"][0]["resources"]["limits"]["aliyun/erdma"] == "1"
             and _env(j)["NCCL_IB_DISABLE"] == "0"
-            and _env(j)["NCCL_IB_GID_INDEX"] == "1"
+            and _env(j)["NCCL_SOCKET_IFNAME"] == "eth0"
+            and _env(j)["NCCL_IB_GID_INDEX"] == "-1"
+            and _env(j)["NCCL_IB_ADDR_FAMILY"] == "AF_INET"
             and "NCCL_IB_HCA" not in _env(j)
         ),
     ),

@@ -96,8 +96,8 @@ def test_no_prometheus_creates_no_monitoring_objects(run_stack) -> None:
 
 def test_tensorboard_runs_on_the_system_pool_reading_the_output_claim_only(run_stack) -> None:
     plan = run_stack(stack_config("dev"), "dev")
-    deployment = plan.one("kubernetes:apps/v1:Deployment", "tensorboard-deployment")
-    pod = deployment.inputs["spec"]["template"]["spec"]
+    tensorboard = plan.one("kubernetes:apps/v1:StatefulSet", "tensorboard-statefulset")
+    pod = tensorboard.inputs["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"ack-training-platform/pool": "system"}
     assert pod["volumes"][0]["persistentVolumeClaim"] == {"claimName": "training-output", "readOnly": True}
     container = pod["containers"][0]
@@ -106,10 +106,10 @@ def test_tensorboard_runs_on_the_system_pool_reading_the_output_claim_only(run_s
     assert container["resources"]["requests"] == container["resources"]["limits"]
     # The training image in the registry created with the stack, its host known after deploy.
     assert container["image"] == "<registry host, known after deploy>/ml/trainer:v0.1.0"
-    assert plan.one("kubernetes:core/v1:PersistentVolumeClaim", "training-output").urn in deployment.dependencies
+    assert plan.one("kubernetes:core/v1:PersistentVolumeClaim", "training-output").urn in tensorboard.dependencies
     assert "port-forward svc/tensorboard" in plan.outputs["tensorboard"]
     # An up never waits for its rollout: its first pull may wait on the credential helper.
-    assert deployment.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
+    assert tensorboard.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
 
 
 def test_a_job_named_tensorboard_is_not_behind_the_tensorboard_service(run_stack) -> None:

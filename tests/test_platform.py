@@ -347,9 +347,11 @@ def test_erdma_pool_wires_the_fabric_end_to_end(run_stack) -> None:
     container = pod["containers"][0]
     assert container["resources"]["limits"]["aliyun/erdma"] == "1"
     assert "rdma/hca" not in container["resources"]["limits"]
-    assert pod["hostNetwork"] is True and container["securityContext"] == {"privileged": True}
+    # On the pod network, unprivileged: NCCL's sockets on the pod's eth0, each device's GID found by NCCL.
+    assert "hostNetwork" not in pod and "securityContext" not in container
     env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
-    assert env["NCCL_IB_GID_INDEX"] == "1" and env["NCCL_IB_DISABLE"] == "0"
+    assert env["NCCL_SOCKET_IFNAME"] == "eth0" and env["NCCL_IB_DISABLE"] == "0"
+    assert env["NCCL_IB_GID_INDEX"] == "-1" and env["NCCL_IB_ROCE_VERSION_NUM"] == "2"
     assert "NCCL_IB_HCA" not in env  # "mlx5" would exclude the erdma devices
     assert addon.urn in job.dependencies
     assert not addon.retain_on_delete  # it goes with the cluster this stack created
@@ -866,7 +868,7 @@ def test_first_up_holds_back_what_pulls_an_image_not_pushed_yet(run_stack) -> No
     assert first.of_type("alicloud:cr/repo:Repo")
     assert not first.of_type(JOB) and not first.of_type(DEPLOYMENT)
     pushed = run_stack(config, invokes=personal_repos("v0.1.0"))
-    assert pushed.one(JOB, "mnist-dev") and pushed.one(DEPLOYMENT, "tensorboard-deployment")
+    assert pushed.one(JOB, "mnist-dev") and pushed.one("kubernetes:apps/v1:StatefulSet", "tensorboard-statefulset")
 
 
 def test_a_tag_missing_from_an_existing_repository_stops_the_run(run_stack) -> None:

@@ -35,6 +35,11 @@ def test_teams_load() -> None:
     assert plain.cluster.network == "flannel" and not plain.teams and not plain.network_policies
 
 
+def _on_version(config: dict[str, Any], version: str) -> dict[str, Any]:
+    config[cfg("cluster")]["version"] = version
+    return config
+
+
 def _teams(change) -> dict[str, Any]:
     config = with_teams()
     change(config[cfg("teams")])
@@ -45,6 +50,14 @@ def _prod_teams(change) -> dict[str, Any]:
     """The prod stack, whose first team ('llm') runs eRDMA jobs, with ``change`` made to its teams."""
     config = stack_config("prod")
     change(config[cfg("teams")])
+    return config
+
+
+def _erdma_job() -> dict[str, Any]:
+    """Two teams on an eRDMA pool, the first team's job over the fabric."""
+    config = with_teams()
+    config[cfg("gpuPool")].update(fabric="erdma", instanceTypes=["ecs.ebmgn8v.48xlarge"], gpusPerNode=8)
+    config[cfg("jobs")][0].update(network="rdma", gpusPerNode=1)
     return config
 
 
@@ -115,11 +128,11 @@ INVALID = [
         "network with sharedNetwork: true",
     ),
     (
-        # Pod Security would reject the pods at runtime: the stack refuses the job first.
-        "eRDMA job in a team without rdma",
+        # The admission policy would refuse the pods at runtime: the stack refuses the job first.
+        "eRDMA job of the prod stack in a team without rdma",
         _prod_teams(lambda teams: teams[0].pop("rdma")),
-        "ack-training-platform:jobs[0].network: eRDMA pods run privileged on the host network, which team "
-        "'llm''s namespace refuses: set teams[0].rdma: true to allow it, or use network: tcp",
+        "ack-training-platform:jobs[0].network: team 'llm' may not use the eRDMA devices, which its admission "
+        "policy refuses: set teams[0].rdma: true to allow it, or use network: tcp",
     ),
     (
         "system priority class",
@@ -127,6 +140,19 @@ INVALID = [
         "ack-training-platform:jobs[0].scheduling.priorityClass: 'system-node-critical' is reserved for the "
         "cluster's own components (PriorityClasses named system-*): a training job with it could preempt and "
         "outlive them; give a PriorityClass of your own",
+    ),
+    (
+        "an eRDMA job in a team without rdma",
+        _erdma_job(),
+        "ack-training-platform:jobs[0].network: team 'vision' may not use the eRDMA devices, which its admission "
+        "policy refuses: set teams[0].rdma: true to allow it, or use network: tcp",
+    ),
+    (
+        "teams on a cluster without admission policies",
+        _on_version(with_teams(), "1.29.3-aliyun.1"),
+        "ack-training-platform:cluster.version: Kubernetes 1.29.3-aliyun.1 is too old for teams, whose pods an "
+        "admission policy (ValidatingAdmissionPolicy v1) keeps within each team: it needs 1.30 or later; raise "
+        "cluster.version",
     ),
 ]
 
@@ -136,6 +162,12 @@ def test_invalid_teams_name_the_key(case: str, config: dict[str, Any], message: 
     with pytest.raises(ConfigError) as raised:
         validate(config)
     assert raised.value.problems == [message]
+
+
+def test_an_rdma_team_runs_erdma_jobs() -> None:
+    config = _erdma_job()
+    config[cfg("teams")][0]["rdma"] = True
+    assert validate(config).jobs[0].network == "rdma"
 
 
 def test_flannel_takes_several_teams_when_told() -> None:

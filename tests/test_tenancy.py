@@ -1,19 +1,22 @@
 """Teams under Pulumi's mocks, read as policy: no team's objects reach another's, and every
-pod the stacks apply passes Pod Security ``baseline`` unless its namespace says otherwise."""
+pod the stacks apply passes Pod Security ``baseline``, which every namespace enforces."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from conftest import ROOT, STACKS, cfg, stack_config
+from network_policy import Endpoint, allowed
 from pod_security import baseline_violations, pod_specs
 from test_teams import with_teams
 
 from components.config.kinds import V2_FRAMEWORKS
 from components.manifests import runtime_name
 from components.manifests.placement import ERDMA
-from components.manifests.tenancy import JOB_LABEL, JOB_USER_RULES, POD_SECURITY, TEAM_LABEL
+from components.manifests.tenancy import DNS_PEER, JOB_LABEL, JOB_USER_RULES, POD_SECURITY, TEAM_LABEL
+from components.manifests.tensorboard import TENSORBOARD_POD
 from components.offline import run_program
 from components.plan import with_unset_credentials
 
@@ -39,9 +42,9 @@ def prod() -> Any:
     return run_program(with_unset_credentials(stack_config("prod"))[0], stack="prod", project_dir=ROOT)
 
 
-# What each namespace of the prod stack enforces: 'llm' runs eRDMA jobs (rdma: true), privileged on
-# the host network; the others run none.
-PROD_ENFORCE = {"llm": "privileged", "vision": "baseline", "training": "baseline"}
+# What each namespace of the prod stack enforces: 'llm' runs eRDMA jobs (rdma: true), whose pods are
+# unprivileged on the pod network, so it enforces baseline like the others.
+PROD_ENFORCE = {"llm": "baseline", "vision": "baseline", "training": "baseline"}
 
 
 def test_each_team_gets_its_namespace_quota_and_role(prod) -> None:
@@ -50,8 +53,9 @@ def test_each_team_gets_its_namespace_quota_and_role(prod) -> None:
     for name, team in PROD_TEAMS.items():
         labels = namespaces[name]
         assert labels[TEAM_LABEL] == name
+        # The eRDMA team's too: its pods are unprivileged, on the pod network.
         assert {k: v for k, v in labels.items() if k.startswith(POD_SECURITY)} == {
-            f"{POD_SECURITY}/enforce": PROD_ENFORCE[name],
+            f"{POD_SECURITY}/enforce": "baseline",
             f"{POD_SECURITY}/warn": "restricted",
             f"{POD_SECURITY}/audit": "restricted",
         }
@@ -73,15 +77,18 @@ def test_job_users_can_read_no_secret_and_create_no_pod() -> None:
         assert not {"roles", "rolebindings", "pods/exec", "pods/attach"} & set(rule["resources"])
 
 
-def test_job_users_can_open_their_tensorboard_with_port_forward() -> None:
+def test_job_users_can_open_their_tensorboard_with_port_forward_and_nothing_else() -> None:
     # kubectl port-forward svc/NAME gets the Service, then its pod, then creates pods/portforward.
     allowed = {(resource, verb) for rule in JOB_USER_RULES for resource in rule["resources"] for verb in rule["verbs"]}
     assert {("services", "get"), ("pods", "get"), ("pods/portforward", "create")} <= allowed
+    # The kubelet's port-forward passes every NetworkPolicy: only the TensorBoard pod may be reached so.
+    (forward,) = [rule for rule in JOB_USER_RULES if "pods/portforward" in rule["resources"]]
+    assert forward["resourceNames"] == [TENSORBOARD_POD]
 
 
 def test_each_team_reads_only_its_own_events_in_its_own_tensorboard(prod) -> None:
     deployments = {
-        _ns(d): d for d in prod.of_type("kubernetes:apps/v1:Deployment") if d.name.endswith("tensorboard-deployment")
+        _ns(d): d for d in prod.of_type("kubernetes:apps/v1:StatefulSet") if d.name.endswith("tensorboard-statefulset")
     }
     assert sorted(deployments) == sorted([*PROD_TEAMS, "training"])
     for name, team in PROD_TEAMS.items():
@@ -148,18 +155,66 @@ def test_network_policies_keep_each_teams_pods_in(prod) -> None:
     for policy in policies:
         spec = policy.inputs["spec"]
         for rule in [*spec.get("ingress", []), *spec.get("egress", [])]:
+            # No rule is open to every source or destination, and none names an address block.
+            assert rule.get("from") or rule.get("to")
             for peer in [*rule.get("from", []), *rule.get("to", [])]:
-                # Peers are pods of the same namespace only: no other namespace, no address block.
-                assert set(peer) == {"podSelector"}
-            if not rule.get("from") and not rule.get("to"):
-                # Rules open to every source or destination are single, named ports (DNS, metrics).
-                assert rule["ports"] and all(p["port"] in (53, 9464) for p in rule["ports"])
+                # Another namespace only as the cluster's DNS or the ARMS agent's namespace.
+                assert set(peer) == {"podSelector"} or peer in (DNS_PEER, ARMS_SCRAPER)
     for job in stack_config("prod")[cfg("jobs")]:
         policy = next(p for p in policies if p.inputs["metadata"]["name"] == f"job-{job['name']}")
         assert _ns(policy) == job["team"]
         selector = {"podSelector": {"matchLabels": {JOB_LABEL: job["name"]}}}
         assert policy.inputs["spec"]["ingress"] == [{"from": [selector]}]
         assert policy.inputs["spec"]["egress"] == [{"to": [selector]}]
+
+
+ARMS_SCRAPER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "arms-prom"}}}
+KUBE_DNS = Endpoint("kube-system", {"k8s-app": "kube-dns"})
+
+
+def _trainer(team: str, job: str = "vit-finetune") -> Endpoint:
+    return Endpoint(team, {"app.kubernetes.io/managed-by": "ack-training-platform", JOB_LABEL: job})
+
+
+def test_team_pods_resolve_names_through_the_cluster_dns_only(prod) -> None:
+    policies = [p.inputs for p in prod.of_type(POLICY)]
+    pod = _trainer("vision")
+    # Both transports: UDP for most answers, TCP for those too large for a datagram.
+    assert allowed(policies, pod, KUBE_DNS, "UDP", 53)
+    assert allowed(policies, pod, KUBE_DNS, "TCP", 53)
+    # Port 53 anywhere else is a tunnel out: another address, another namespace's pod, a look-alike.
+    assert not allowed(policies, pod, Endpoint(None), "UDP", 53)
+    assert not allowed(policies, pod, Endpoint(None), "TCP", 53)
+    assert not allowed(policies, pod, Endpoint("llm", {"k8s-app": "kube-dns"}), "UDP", 53)
+    assert not allowed(policies, pod, Endpoint("kube-system", {"k8s-app": "other"}), "UDP", 53)
+    assert not allowed(policies, pod, KUBE_DNS, "TCP", 443)
+
+
+def test_only_the_monitoring_agent_scrapes_the_teams_trainers(prod) -> None:
+    policies = [p.inputs for p in prod.of_type(POLICY)]
+    pod = _trainer("vision")
+    assert allowed(policies, Endpoint("arms-prom", {"app": "agent"}), pod, "TCP", 9464)
+    assert not allowed(policies, Endpoint("llm", {}), pod, "TCP", 9464)
+    assert not allowed(policies, Endpoint("vision", {}), pod, "TCP", 9464)
+    assert not allowed(policies, Endpoint(None), pod, "TCP", 9464)
+    assert not allowed(policies, Endpoint("arms-prom", {}), pod, "TCP", 23456)
+    # A job's pods reach each other; another job's pods in the same team do not.
+    assert allowed(policies, pod, _trainer("vision"), "TCP", 23456)
+    assert not allowed(policies, _trainer("vision", "other"), pod, "TCP", 23456)
+
+
+def test_the_scraper_namespace_follows_the_prometheus(run_stack) -> None:
+    config = with_teams()
+    config[cfg("monitoring")] = {"prometheus": "operator", "scraperNamespace": "monitoring"}
+    plan = run_stack(config)
+    scrape = next(p for p in plan.of_type(POLICY) if p.inputs["metadata"]["name"] == "allow-metrics-scrape")
+    assert scrape.inputs["spec"]["ingress"][0]["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    ]
+    # An operator's Prometheus of unknown namespace: nothing may scrape.
+    config[cfg("monitoring")] = {"prometheus": "operator"}
+    names = {p.inputs["metadata"]["name"] for p in run_stack(config).of_type(POLICY)}
+    assert "allow-metrics-scrape" not in names and "allow-dns" in names
 
 
 def test_flannel_teams_get_no_network_policies(run_stack) -> None:
@@ -202,60 +257,50 @@ def test_v2_team_jobs_join_their_teams_queue(run_stack) -> None:
     ]
 
 
-PRIVILEGED_ALLOWED = {("ClusterTrainingRuntime", runtime_name(ERDMA, framework)) for framework in V2_FRAMEWORKS}
-"""Cluster-scoped templates whose pods may fail ``baseline``: the eRDMA runtimes' pods run
-privileged, and only in a namespace that enforces ``privileged`` (docs/security.md)."""
-
-
 def _baseline_failures(objects: list[dict[str, Any]]) -> list[str]:
-    levels = {
-        o["metadata"]["name"]: o["metadata"].get("labels", {}).get(f"{POD_SECURITY}/enforce")
-        for o in objects
-        if o["kind"] == "Namespace"
-    }
+    """Every pod template of ``objects`` that would not pass Pod Security ``baseline``: none may,
+    as every namespace the platform applies enforces it."""
     failures = []
     for obj in objects:
         for path, pod, metadata in pod_specs(obj):
-            problems = baseline_violations(pod, metadata)
-            if not problems:
-                continue
-            namespace = obj["metadata"].get("namespace")
-            if namespace is None and (obj["kind"], obj["metadata"]["name"]) in PRIVILEGED_ALLOWED:
-                continue
-            if namespace is not None and levels.get(namespace) == "privileged":
-                continue
-            failures.append(f"{obj['kind']} {namespace}/{obj['metadata']['name']}{path}: {problems}")
+            if problems := baseline_violations(pod, metadata):
+                failures.append(
+                    f"{obj['kind']} {obj['metadata'].get('namespace')}/{obj['metadata']['name']}{path}: {problems}"
+                )
     return failures
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_every_pod_passes_baseline_or_runs_where_it_may(run_stack, stack: str) -> None:
+def test_every_pod_passes_baseline(run_stack, stack: str) -> None:
     plan = run_stack(stack_config(stack), stack)
     assert _baseline_failures(plan.kubernetes_objects()) == []
-    # Every namespace the stack creates says what it enforces.
+    # Every namespace the stack creates enforces it.
     for namespace in plan.of_type(NS):
-        assert namespace.inputs["metadata"]["labels"].get(f"{POD_SECURITY}/enforce") in ("baseline", "privileged")
+        assert namespace.inputs["metadata"]["labels"].get(f"{POD_SECURITY}/enforce") == "baseline"
 
 
-def test_v2_erdma_runtimes_are_the_only_cluster_wide_exceptions(run_stack) -> None:
+def test_v2_erdma_runtimes_pass_baseline(run_stack) -> None:
     config = stack_config("prod")
     netbench = config[cfg("jobs")][1]
     netbench.update(backend="v2")
     del netbench["restartPolicy"]
     objects = run_stack(config, "prod").kubernetes_objects()
+    runtimes = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ClusterTrainingRuntime"}
+    assert {runtime_name(ERDMA, framework) for framework in V2_FRAMEWORKS} <= set(runtimes)
     assert _baseline_failures(objects) == []
-    runtimes = [o for o in objects if o["kind"] == "ClusterTrainingRuntime"]
-    failing = [o["metadata"]["name"] for o in runtimes if any(baseline_violations(p, m) for _, p, m in pod_specs(o))]
-    assert sorted(failing) == sorted(runtime_name(ERDMA, framework) for framework in V2_FRAMEWORKS)
 
 
-def test_an_erdma_job_outside_a_privileged_namespace_is_caught(prod) -> None:
+def test_erdma_jobs_pass_baseline_and_a_privileged_one_is_caught(prod) -> None:
     objects = prod.kubernetes_objects()
+    erdma = [o for o in objects if o["kind"] == "PyTorchJob" and "aliyun/erdma" in json.dumps(o)]
+    assert sorted(o["metadata"]["name"] for o in erdma) == ["gpt-pretrain", "nccl-check"]
     assert _baseline_failures(objects) == []
-    # The same plan with the eRDMA team's namespace enforcing baseline: its jobs are named.
-    for obj in objects:
-        if obj["kind"] == "Namespace" and obj["metadata"]["name"] == "llm":
-            obj["metadata"]["labels"][f"{POD_SECURITY}/enforce"] = "baseline"
+    # The shape eRDMA pods once had, privileged on the host network, is named.
+    for job in erdma:
+        for spec in job["spec"]["pytorchReplicaSpecs"].values():
+            pod = spec["template"]["spec"]
+            pod.update(hostNetwork=True, dnsPolicy="ClusterFirstWithHostNet")
+            pod["containers"][0]["securityContext"] = {"privileged": True}
     failures = _baseline_failures(objects)
     assert sorted({f.split(".spec")[0] for f in failures}) == [
         "PyTorchJob llm/gpt-pretrain",

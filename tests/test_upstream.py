@@ -196,9 +196,11 @@ def test_flags_are_added_to_a_container_without_args(fixture_pins: Path) -> None
         # Never the operator's unpinned default, ghcr.io/kubeflow/training-v1/kubectl-delivery:latest.
         "--mpi-kubectl-delivery-image=ghcr.io/kubeflow/training-v1/kubectl-delivery:v1-93c5489",
     ]
-    # Objects without pods pass through unchanged.
-    untouched = [o for o in fixture_objects(fixture_pins) if o["kind"] != "Deployment"]
-    assert [o for o in objects if o["kind"] != "Deployment"] == untouched
+    # Objects without pods pass through unchanged, but the namespace, which enforces Pod Security baseline.
+    untouched = [o for o in fixture_objects(fixture_pins) if o["kind"] not in ("Deployment", "Namespace")]
+    assert [o for o in objects if o["kind"] not in ("Deployment", "Namespace")] == untouched
+    (namespace,) = [o for o in objects if o["kind"] == "Namespace"]
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
 
 
 def test_existing_args_are_kept_and_a_flag_is_never_doubled(fixture_pins: Path) -> None:
@@ -274,10 +276,10 @@ def test_the_objects_applied_are_the_verified_copies(
     assert pod["containers"][0]["args"][0] == "--gang-scheduler-name=volcano"
     assert pod["containers"][0]["image"] == mirrored(OPERATOR_IMAGE, mirror)
     assert pod["nodeSelector"] == {"ack-training-platform/pool": "system"}
-    # Everything but the pods' workload is the rendering as it is.
+    # Everything but the pods' workload and the namespace's Pod Security labels is the rendering as it is.
     # (Resources register in the order their dependencies allow, not the rendering's.)
-    assert canonical([o for o in of_operator if o["kind"] != "Deployment"]) == canonical(
-        [o for o in rendered if o["kind"] != "Deployment"]
+    assert canonical([o for o in of_operator if o["kind"] not in ("Deployment", "Namespace")]) == canonical(
+        [o for o in rendered if o["kind"] not in ("Deployment", "Namespace")]
     )
     # Volcano: the manifest less its monitoring namespace; what runs no pod is unchanged but the
     # scheduler's configuration and its namespace's Pod Security labels.

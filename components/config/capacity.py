@@ -187,9 +187,8 @@ def job_gpus(job: TrainingJobSpec, pool_gpus: int) -> int:
 
 
 def pods_per_node(job: TrainingJobSpec, gpus: int, gpus_per_node: int) -> int:
-    """Pods of ``job`` that share a node: as many as its GPUs fit, up to the job's own pods,
-    except on the host network (RDMA), where two pods of a job would bind the same ports."""
-    return 1 if job.network == "rdma" else min(max(gpus_per_node // gpus, 1), job.max_pods)
+    """Pods of ``job`` that share a node: as many as its GPUs fit, up to the job's own pods."""
+    return min(max(gpus_per_node // gpus, 1), job.max_pods)
 
 
 def nodes_needed(job: TrainingJobSpec, gpus: int, gpus_per_node: int) -> int:

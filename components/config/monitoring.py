@@ -8,13 +8,16 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
-from .base import Cpu, Labels, Quantity, Spec, field_error
+from .base import Cpu, DnsLabel, Labels, Quantity, Spec, field_error
 from .job_settings import check_pinned, check_pinned_tag
 
 if TYPE_CHECKING:
     from .platform import PlatformSpec
 
 PrometheusMode = Literal["arms", "operator", "none"]
+ARMS_AGENT_NAMESPACE = "arms-prom"
+"""Where ACK's ``arms-prometheus`` add-on runs its agent (the namespace of the ARMS monitoring objects
+in aliyun/terraform-provider-alicloud's ``alicloud_arms_prometheus_monitoring`` examples)."""
 
 DEFAULT_NO_PROGRESS_MINUTES = 15
 """Long enough for a checkpoint save or a slow evaluation, short enough that a hung
@@ -101,6 +104,10 @@ class MonitoringSpec(Spec):
     ``release: <its release>``, without which kube-prometheus-stack's Prometheus selects none of them;
     with ``prometheus: operator`` only, the one mode that creates those objects."""
     tensorboard: TensorBoardSpec = Field(default_factory=TensorBoardSpec)
+    scraper_namespace: DnsLabel | None = None
+    """The namespace of the Prometheus that scrapes the trainers: on a Terway cluster only its pods may
+    reach a team's metrics port. Default: ``arms-prom`` with ``arms``; with ``operator`` name your
+    Prometheus's namespace, or no pod may scrape the teams' jobs."""
 
 
 @dataclass(frozen=True)

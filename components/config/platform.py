@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from .base import (
+    ADMISSION_POLICY_MIN_KUBERNETES,
     TRAINER_V2_MIN_KUBERNETES,
     Spec,
     field_error,
@@ -16,7 +17,7 @@ from .base import (
 from .capacity import job_gpus, pool_problem, quota_problem
 from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
 from .datasets import DatasetImportSpec, check_datasets
-from .monitoring import MonitoringScope, MonitoringSpec, PrometheusMode, check_monitoring
+from .monitoring import ARMS_AGENT_NAMESPACE, MonitoringScope, MonitoringSpec, PrometheusMode, check_monitoring
 from .operator import OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, check_kueue_topology
 from .pools import GpuPoolSpec
 from .registry import RegistrySpec
@@ -71,6 +72,16 @@ class PlatformSpec(Spec):
         if self.monitoring.prometheus is not None:
             return self.monitoring.prometheus
         return "none" if self.is_local else "arms"
+
+    @property
+    def scraper_namespace(self) -> str | None:
+        """The namespace whose pods may scrape the teams' trainers: as configured, else ARMS's agent's
+        with ``arms``; ``None`` where no Prometheus scrapes."""
+        if self.prometheus == "none":
+            return None
+        if self.monitoring.scraper_namespace is not None:
+            return self.monitoring.scraper_namespace
+        return ARMS_AGENT_NAMESPACE if self.prometheus == "arms" else None
 
     def tensorboard_image(self) -> tuple[str | None, str | None]:
         """TensorBoard's image as ``(full reference, tag in the registry)``: its own, else the first
@@ -219,6 +230,13 @@ class PlatformSpec(Spec):
                 "cluster.version",
                 f"Kubernetes {version} is too old for Trainer v2, which needs {needed} or later: raise "
                 "cluster.version, or keep the jobs on backend v1 (training.backend, jobs[].backend)",
+            )
+        if self.teams and match and (int(match[1]), int(match[2])) < ADMISSION_POLICY_MIN_KUBERNETES:
+            needed = ".".join(map(str, ADMISSION_POLICY_MIN_KUBERNETES))
+            raise field_error(
+                "cluster.version",
+                f"Kubernetes {version} is too old for teams, whose pods an admission policy "
+                f"(ValidatingAdmissionPolicy v1) keeps within each team: it needs {needed} or later; raise cluster.version",
             )
 
     def _check_cloud(self) -> None:

@@ -58,8 +58,9 @@ class TeamSpec(Spec):
     members: list[TeamMemberSpec] = Field(default_factory=list)
     """Users and groups bound to the team's Role (jobs, their pods, logs and events, in its namespace only)."""
     rdma: bool = False
-    """The team may run eRDMA jobs (``network: rdma``), whose pods run privileged on the host network:
-    its namespace then enforces Pod Security ``privileged`` instead of ``baseline``."""
+    """The team may run eRDMA jobs (``network: rdma``): its pods may request the GPU pool's eRDMA
+    devices, which the admission policy refuses to other teams. Its namespace enforces ``baseline``
+    like every other: eRDMA pods are unprivileged, on the pod network."""
 
     @property
     def group_id(self) -> int:
@@ -137,7 +138,7 @@ def check_teams(spec: PlatformSpec) -> None:
         if job.network == "rdma" and not team.rdma:
             raise field_error(
                 f"{key}.network",
-                f"eRDMA pods run privileged on the host network, which team {team.name!r}'s namespace refuses: "
+                f"team {team.name!r} may not use the eRDMA devices, which its admission policy refuses: "
                 f"set teams[{names.index(team.name)}].rdma: true to allow it, or use network: tcp",
             )
         _check_fits(spec, i, names.index(team.name))

@@ -122,7 +122,7 @@ class TrainingJobSpec(Spec):
     shm_size: Quantity | None = Field(default=None)
     """``/dev/shm`` size; 16Gi per GPU (2Gi for CPU jobs) when unset. Counts against ``memory``."""
     network: Literal["tcp", "rdma"] = "tcp"
-    """``rdma`` runs NCCL over the GPU pool's RDMA fabric (eRDMA) with host networking; needs a pool with a fabric."""
+    """``rdma`` runs NCCL over the GPU pool's RDMA fabric (eRDMA); needs a pool with a fabric."""
     nccl_debug: Literal["INFO", "WARN", "TRACE"] | None = Field(default=None)
     restart_policy: Literal["OnFailure", "ExitCode", "Never"] = Field(default="OnFailure")
     """v1 only: on v2 the platform runtime restarts all of a job's pods together after a failure."""

@@ -5,7 +5,9 @@ where an input is only known after deployment), and the offline plan and the gol
 tests read the very same dicts.
 """
 
+from .admission import team_admission
 from .base import MANAGED_BY, POOL_LABEL, SYSTEM_POOL, Manifest
+from .boundary import TeamBoundary, team_boundary
 from .cluster import (
     ACR_HELPER_ADDON,
     CREATION_ADDONS,
@@ -80,15 +82,12 @@ from .storage import (
 )
 from .tenancy import (
     BASELINE,
-    PRIVILEGED,
     directory_owner_job,
     job_network_policy,
     run_as,
     team_access,
     team_namespace,
     team_network_policies,
-    team_pod_security,
-    training_pod_security,
 )
 from .trainer_v2 import (
     KUEUE_NAMESPACE,
@@ -117,6 +116,9 @@ from .volcano import (
 )
 
 __all__ = [
+    "TeamBoundary",
+    "team_admission",
+    "team_boundary",
     "DATASET_LABEL",
     "IMPORT_CONTAINER",
     "SOURCE_MOUNT",
@@ -198,15 +200,12 @@ __all__ = [
     "train_job",
     "training_namespace",
     "BASELINE",
-    "PRIVILEGED",
     "directory_owner_job",
     "job_network_policy",
     "run_as",
     "team_access",
     "team_namespace",
     "team_network_policies",
-    "team_pod_security",
-    "training_pod_security",
     "training_runtime",
     "trainer_v2_images",
     "trainer_v2_values",

@@ -14,6 +14,7 @@ from .placement import FabricProfile
 
 CHECKPOINT_KEY_DIR = "/var/run/secrets/checkpoint-key"
 CHECKPOINT_KEY_FILE = f"{CHECKPOINT_KEY_DIR}/key"
+CHECKPOINT_KEY_SUFFIX = "-checkpoint-key"
 GENERATED_KEY = "key"
 """The key of a generated checkpoint key in its Secret, ``<job>-checkpoint-key``."""
 FLIGHT_RECORDER_ENTRIES = 2000
@@ -93,7 +94,7 @@ def job_env(job: TrainingJobSpec, namespace: str) -> dict[str, str]:
 
 def generated_key_secret(job_name: str) -> str:
     """The Secret holding a job's generated checkpoint key."""
-    return f"{job_name}-checkpoint-key"
+    return f"{job_name}{CHECKPOINT_KEY_SUFFIX}"
 
 
 def checkpoint_key_ref(job: TrainingJobSpec) -> tuple[str, str] | None:
@@ -107,4 +108,4 @@ def checkpoint_key_ref(job: TrainingJobSpec) -> tuple[str, str] | None:
 POD_NAME_ENV: Manifest = {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
 """The pod's name through the downward API (kubernetes.io, "Expose Pod Information to Containers
 Through Environment Variables"): the key of its retry count, stable across the operator's
-re-creations, where the host name under host networking is the node's."""
+re-creations."""

@@ -58,6 +58,13 @@ KINDS = {
     "jax": JobKind("JAXJob", "jaxjobs", "jaxReplicaSpecs", "jax", "jaxjob-port", 6666),
     "paddle": JobKind("PaddleJob", "paddlejobs", "paddleReplicaSpecs", "paddle", "master", 36543),
 }
+MPI_LAUNCHER_ACCOUNT = "-launcher"
+"""The v1 MPI Launcher's own ServiceAccount, ``<job>-launcher``. The operator creates the account
+its template names, and binds it, alone, to the Role ``<job>-launcher`` that may exec into the
+job's Workers (v1.9.4 ``pkg/controller.v1/mpi/mpijob_controller.go``
+``getOrCreateLauncherServiceAccount``, ``newLauncherRole``, ``newLauncherRoleBinding``); its
+``mpirun`` reaches them through ``kubectl exec`` with that token. Naming the shared jobs' account
+there would hand that right to every pod that mounts the shared account's token."""
 MPI_LAUNCHER_SIZE = {"cpu": "1", "memory": "4Gi", "gpus_per_node": 0, "network": "tcp", "shm_size": "1Gi"}
 """The MPI Launcher only runs ``mpirun``, which starts the ranks on the Workers."""
 PS_SIZE = {"gpus_per_node": 0, "network": "tcp", "shm_size": None}
@@ -109,10 +116,11 @@ def kubeflow_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         # Workers without a command sleep while the Launcher's mpirun starts the ranks in them
         # (v1.9.4 pkg/controller.v1/mpi/mpijob_controller.go, newWorker).
         spec["slotsPerWorker"] = procs
+        launcher_pod = pod(launcher, dataclasses.replace(ctx, gpus=0), job_command(job, procs))
+        launcher_pod["serviceAccountName"] = job.name + MPI_LAUNCHER_ACCOUNT
+        launcher_pod["automountServiceAccountToken"] = True
         spec[kind.specs_key] = {
-            "Launcher": replica_spec(
-                job, pods, pod(launcher, dataclasses.replace(ctx, gpus=0), job_command(job, procs)), 1
-            ),
+            "Launcher": replica_spec(job, pods, launcher_pod, 1),
             "Worker": replica_spec(job, pods, pod(job, ctx, None), job.nodes),
         }
     else:

@@ -59,7 +59,7 @@ def mpi_training_runtime(job: TrainingJobSpec, ctx: JobContext, fabric: FabricPr
     """The TrainingRuntime ``job`` (framework ``mpi``, backend v2) runs on, named after it in its namespace.
 
     Its pods are the platform's other runtimes' (:func:`runtime_pod`: grace period, ``/dev/shm``,
-    NCCL's settings, the host network on a fabric) and fail as theirs do (:data:`FAILURE_POLICY`);
+    NCCL's settings for the fabric) and fail as theirs do (:data:`FAILURE_POLICY`);
     the TrainJob patches in the same placement, volumes and pull secret for both replicated jobs.
 
     Args:

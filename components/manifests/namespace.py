@@ -11,16 +11,15 @@ from .placement import GPU_RESOURCE
 from .tenancy import BASELINE, pod_security_labels
 
 
-def training_namespace(spec: TrainingNamespaceSpec, *, pod_security: str = BASELINE) -> list[Manifest]:
+def training_namespace(spec: TrainingNamespaceSpec) -> list[Manifest]:
     """The jobs' Namespace, ServiceAccount and, when configured, a GPU ResourceQuota.
 
     Jobs name the image pull secret themselves, so the ServiceAccount carries none.
 
     Args:
         spec: the namespace's settings.
-        pod_security: the Pod Security level the namespace enforces.
     """
-    labels = {**MANAGED_BY, **pod_security_labels(pod_security)}
+    labels = {**MANAGED_BY, **pod_security_labels(BASELINE)}
     objects: list[Manifest] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": spec.namespace, "labels": labels}},
         {

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 
 from ..config import DEFAULT_OPERATOR_VERSION, ClusterSpec, OperatorSpec
 from .base import POOL_LABEL, SYSTEM_POOL, Manifest
+from .tenancy import BASELINE, pod_security_labels
 
 OPERATOR_NAMESPACE = "kubeflow"
 OPERATOR_DEPLOYMENT = "training-operator"
@@ -107,6 +108,7 @@ def customize_operator_object(
       (v1.9.4 has none, which is why a JSON patch adding to ``args/-`` cannot build).
     - Every image is pulled from ``mirror``, when given, and by digest where ``digests`` has it.
     - The operator's pods run on the nodes matching ``node_selector``, when given.
+    - Its namespace enforces Pod Security ``baseline``.
 
     Args:
         obj: a Kubernetes object as the overlay renders it.
@@ -119,6 +121,11 @@ def customize_operator_object(
     Raises:
         ValueError: the overlay's operator Deployment has no container of the expected name.
     """
+    if obj["kind"] == "Namespace":
+        # The overlay's namespace (kubeflow) carries no Pod Security label; the operator's pod
+        # passes baseline, which every namespace the platform applies enforces.
+        obj["metadata"].setdefault("labels", {}).update(pod_security_labels(BASELINE))
+        return
     pod = pod_spec(obj)
     if pod is None:
         return

@@ -44,9 +44,6 @@ REPLACED_ON_CHANGE = (
 """What the v1 operator reads only when it starts a job: a change there replaces the job
 (deleted first, then created again, resuming from its last checkpoint); ``suspend`` and
 labels change in place."""
-HOST_NETWORK = {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}
-"""Pods on an RDMA fabric use the node's network, as in ACK's NCCL example for eRDMA, and
-still resolve the cluster's Services."""
 
 
 @dataclass(frozen=True)
@@ -322,8 +319,6 @@ def pod_template(
         "volumeMounts": [dict(SHM_MOUNT), *shared_volume_mounts(job), *code_container.pop("volumeMounts", [])],
         **code_container,
     }
-    if fabric is not None:
-        container["securityContext"] = dict(fabric.security_context)
     pod_spec: Manifest = {
         **({"initContainers": init_containers} if init_containers else {}),
         "containers": [container],
@@ -334,8 +329,6 @@ def pod_template(
     }
     if job.scheduling.priority_class:
         pod_spec["priorityClassName"] = job.scheduling.priority_class
-    if fabric is not None:
-        pod_spec.update(HOST_NETWORK)
     return pod_spec
 
 

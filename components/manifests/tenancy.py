@@ -6,15 +6,17 @@ from __future__ import annotations
 
 from trainer.metric_names import METRICS_PORT
 
-from ..config import PROJECT, PlatformSpec, TeamSpec
+from ..config import PROJECT, TeamSpec
 from .base import MANAGED_BY, Manifest
 from .placement import GPU_RESOURCE
+from .tensorboard import TENSORBOARD_POD
 
 TEAM_LABEL = f"{PROJECT}/team"
 JOB_LABEL = "app.kubernetes.io/name"
 """Every pod of a platform job carries its job's name here (``job_labels``)."""
 POD_SECURITY = "pod-security.kubernetes.io"
-BASELINE, PRIVILEGED, RESTRICTED = "baseline", "privileged", "restricted"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+BASELINE, RESTRICTED = "baseline", "restricted"
 TEAM_QUOTA = "team-quota"
 TEAM_ROLE = "job-user"
 JOB_USER_RULES: tuple[Manifest, ...] = (
@@ -35,9 +37,12 @@ JOB_USER_RULES: tuple[Manifest, ...] = (
     {"apiGroups": [""], "resources": ["pods/log", "pods/proxy"], "verbs": ["get"]},
     # The team's TensorBoard: `kubectl port-forward svc/tensorboard` reads the Service and its
     # pods, then opens the pod's port (Kubernetes "Using RBAC Authorization": the subresource
-    # pods/portforward, verb create, as in the built-in edit role). It opens no shell.
+    # pods/portforward, verb create, as in the built-in edit role). The kubelet's port-forward
+    # enters the pod's network namespace, past every NetworkPolicy, so it is granted for the
+    # TensorBoard pod alone, by its fixed StatefulSet name (resourceNames name the object whose
+    # subresource is asked for).
     {"apiGroups": [""], "resources": ["services"], "verbs": ["get"]},
-    {"apiGroups": [""], "resources": ["pods/portforward"], "verbs": ["create"]},
+    {"apiGroups": [""], "resources": ["pods/portforward"], "resourceNames": [TENSORBOARD_POD], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": [""], "resources": ["persistentvolumeclaims", "resourcequotas"], "verbs": ["get", "list"]},
@@ -53,19 +58,6 @@ def pod_security_labels(enforce: str) -> dict[str, str]:
     pods that would not pass ``restricted`` (Kubernetes docs, "Enforce Pod Security
     Standards with namespace labels")."""
     return {f"{POD_SECURITY}/enforce": enforce, f"{POD_SECURITY}/warn": RESTRICTED, f"{POD_SECURITY}/audit": RESTRICTED}
-
-
-def training_pod_security(spec: PlatformSpec) -> str:
-    """The level the training namespace enforces: ``baseline``, or ``privileged`` when a job
-    outside the teams runs on eRDMA."""
-    rdma = any(job.team is None and job.network == "rdma" for job in spec.jobs)
-    return PRIVILEGED if rdma else BASELINE
-
-
-def team_pod_security(team: TeamSpec) -> str:
-    """The level a team's namespace enforces: ``baseline``, or ``privileged`` for a team that
-    runs eRDMA jobs (privileged, on the host network)."""
-    return PRIVILEGED if team.rdma else BASELINE
 
 
 def team_namespace(team: TeamSpec, *, service_account: str) -> list[Manifest]:
@@ -92,7 +84,7 @@ def team_namespace(team: TeamSpec, *, service_account: str) -> list[Manifest]:
         {
             "apiVersion": "v1",
             "kind": "Namespace",
-            "metadata": {"name": ns, "labels": {**labels, **pod_security_labels(team_pod_security(team))}},
+            "metadata": {"name": ns, "labels": {**labels, **pod_security_labels(BASELINE)}},
         },
         {
             "apiVersion": "v1",
@@ -144,18 +136,29 @@ def _policy(name: str, namespace: str, spec: Manifest) -> Manifest:
     }
 
 
-def team_network_policies(namespace: str) -> list[Manifest]:
-    """A team namespace's baseline: nothing in or out, except DNS lookups and scrapes of the
-    trainer's metrics port. Each job's own policy (:func:`job_network_policy`) lets its pods
-    reach each other.
+DNS_PEER: Manifest = {
+    "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: "kube-system"}},
+    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+}
+"""The cluster's DNS service: CoreDNS's pods in ``kube-system``, labelled as Kubernetes' own
+CoreDNS add-on labels them (kubernetes/kubernetes ``cluster/addons/dns/coredns/coredns.yaml.base``:
+``k8s-app: kube-dns``); the API server labels every namespace with its name."""
+DNS_PORTS = ({"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53})
+"""DNS answers over UDP, and over TCP when an answer does not fit a datagram (RFC 7766)."""
 
-    The metrics port is open to every source: Prometheus (ARMS's agent or an in-cluster one)
-    and the API server's pod proxy (``ack-jobs top``) connect from addresses no selector here
-    can name. DNS egress is allowed to any address on port 53, for CoreDNS and a node-local
-    DNS cache alike.
+
+def team_network_policies(namespace: str, *, scraper_namespace: str | None = None) -> list[Manifest]:
+    """A team namespace's baseline: nothing in or out, except DNS lookups to the cluster's DNS
+    service and scrapes of the trainer's metrics port by the monitoring agent. Each job's own
+    policy (:func:`job_network_policy`) lets its pods reach each other.
+
+    Args:
+        namespace: the team's namespace.
+        scraper_namespace: the namespace of the Prometheus that scrapes the trainers, whose pods
+            alone may reach the metrics port; ``None``: nothing may.
     """
     every_pod: Manifest = {}
-    return [
+    policies = [
         _policy("default-deny", namespace, {"podSelector": every_pod, "policyTypes": ["Ingress", "Egress"]}),
         _policy(
             "allow-dns",
@@ -163,19 +166,24 @@ def team_network_policies(namespace: str) -> list[Manifest]:
             {
                 "podSelector": every_pod,
                 "policyTypes": ["Egress"],
-                "egress": [{"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}],
-            },
-        ),
-        _policy(
-            "allow-metrics-scrape",
-            namespace,
-            {
-                "podSelector": {"matchLabels": dict(MANAGED_BY)},
-                "policyTypes": ["Ingress"],
-                "ingress": [{"ports": [{"protocol": "TCP", "port": METRICS_PORT}]}],
+                "egress": [{"to": [dict(DNS_PEER)], "ports": [dict(p) for p in DNS_PORTS]}],
             },
         ),
     ]
+    if scraper_namespace is not None:
+        scraper = {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: scraper_namespace}}}
+        policies.append(
+            _policy(
+                "allow-metrics-scrape",
+                namespace,
+                {
+                    "podSelector": {"matchLabels": dict(MANAGED_BY)},
+                    "policyTypes": ["Ingress"],
+                    "ingress": [{"from": [scraper], "ports": [{"protocol": "TCP", "port": METRICS_PORT}]}],
+                },
+            )
+        )
+    return policies
 
 
 def job_network_policy(job: str, namespace: str) -> Manifest:

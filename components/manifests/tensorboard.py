@@ -12,6 +12,9 @@ from .base import MANAGED_BY, Manifest
 from .job_env import OUTPUT_MOUNT
 
 TENSORBOARD = "tensorboard"
+TENSORBOARD_POD = f"{TENSORBOARD}-0"
+"""Its one pod's name: a StatefulSet names its pods ``<name>-<ordinal>`` (Kubernetes docs,
+"StatefulSets", Pod Identity), which lets a Role grant port-forwarding to this pod alone."""
 TENSORBOARD_PORT = 6006
 """TensorBoard's own default port."""
 TRAINER_UID = 1000
@@ -31,7 +34,7 @@ def tensorboard_objects(
     image_pull_secret: str | None = None,
     run_as: tuple[int, int] = (TRAINER_UID, TRAINER_UID),
 ) -> list[Manifest]:
-    """The Deployment and Service of TensorBoard.
+    """The StatefulSet and Service of TensorBoard.
 
     It runs from the training image, which installs ``tensorboard`` for the trainer's own event
     files and is already in a registry the cluster pulls from, so nothing third-party is pulled.
@@ -48,10 +51,12 @@ def tensorboard_objects(
         run_as: the (uid, gid) it reads the claim as: the training image's user, or a team's.
 
     Returns:
-        ``[Deployment, Service]``.
+        ``[StatefulSet, Service]``.
     """
     resources = {"cpu": spec.cpu, "memory": spec.memory}
     pod: Manifest = {
+        # It never calls the Kubernetes API: no token to take from it.
+        "automountServiceAccountToken": False,
         "securityContext": {"runAsNonRoot": True, "runAsUser": run_as[0], "runAsGroup": run_as[1]},
         "containers": [
             {
@@ -82,15 +87,17 @@ def tensorboard_objects(
     if image_pull_secret:
         pod["imagePullSecrets"] = [{"name": image_pull_secret}]
     metadata = {"name": TENSORBOARD, "namespace": namespace, "labels": dict(LABELS)}
-    deployment = {
+    stateful_set = {
         "apiVersion": "apps/v1",
-        "kind": "Deployment",
+        # A StatefulSet rather than a Deployment for its pod's fixed name (TENSORBOARD_POD).
+        "kind": "StatefulSet",
         # Nothing depends on TensorBoard running, and its first pull can wait on the registry's
         # credential helper: `pulumi up` does not wait for its rollout (pulumi-kubernetes
         # provider/pkg/metadata/overrides.go, the pulumi.com/skipAwait annotation).
         "metadata": {**metadata, "annotations": {"pulumi.com/skipAwait": "true"}},
         "spec": {
             "replicas": 1,
+            "serviceName": TENSORBOARD,
             "selector": {"matchLabels": dict(LABELS)},
             "template": {"metadata": {"labels": dict(LABELS)}, "spec": pod},
         },
@@ -105,7 +112,7 @@ def tensorboard_objects(
             "ports": [{"name": "http", "port": TENSORBOARD_PORT, "targetPort": "http"}],
         },
     }
-    return [deployment, service]
+    return [stateful_set, service]
 
 
 def port_forward_command(namespace: str) -> str:

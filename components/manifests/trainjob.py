@@ -16,10 +16,10 @@ Why the platform owns its runtimes rather than patching upstream's ``torch-distr
   a pod's host network, its DNS policy or a failure policy (``PodSpecPatch``,
   ``JobSetSpecPatch``). The runtime carries those: torchrun's settings, NCCL's for the
   fabric, ``/dev/shm``, the grace period for the SIGTERM checkpoint and how a failed job
-  restarts. Jobs on an RDMA fabric need the host network, so each fabric gets a runtime;
+  restarts. NCCL's settings differ per fabric, so each fabric gets a runtime;
 - what differs per job goes in the TrainJob: ``trainer`` (image, command, env, nodes,
   processes, resources) and one runtime patch owned by the platform (placement, the
-  shared volumes, service account, pull secret, the fabric's security context, pod labels).
+  shared volumes, service account, pull secret, pod labels).
 
 Trainer merges each patch into the runtime's JobSet spec as a strategic merge patch
 (``pkg/runtime/core/trainingruntime.go`` ``mergeRuntimePatches``), keyed by name for the
@@ -39,7 +39,6 @@ from .base import MANAGED_BY, Manifest
 from .job_env import TERMINATION_GRACE_S, container_env, flight_recorder_env, job_env, nccl_env, runtime_env
 from .placement import FabricProfile
 from .pytorchjob import (
-    HOST_NETWORK,
     METRICS_CONTAINER_PORT,
     SHM_MOUNT,
     JobContext,
@@ -242,8 +241,6 @@ def runtime_pod(
         ],
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": DEFAULT_SHM}}],
     }
-    if fabric is not None:
-        pod.update(HOST_NETWORK)
     return pod
 
 
@@ -295,8 +292,6 @@ def train_job(job: TrainingJobSpec, ctx: JobContext) -> Manifest:
         **job.env,
     }
     container: Manifest = {"name": TRAINER_NODE, "volumeMounts": shared_volume_mounts(job)}
-    if fabric is not None:
-        container["securityContext"] = dict(fabric.security_context)
     labels = job_labels(job)
     pod_patch: Manifest = {
         **placement_fields(job, ctx),
