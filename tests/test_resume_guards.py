@@ -144,15 +144,25 @@ def test_a_run_of_nonfinite_steps_stops_at_its_limit_and_is_never_checkpointed(t
 @contextmanager
 def tmpfs(path: Path, *options: str) -> Iterator[Path]:
     path.mkdir(parents=True, exist_ok=True)
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", ",".join(["size=64m", *options]), "tmpfs", str(path)], capture_output=True
-    )
-    if mounted.returncode:
-        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.decode().strip()}): needs root")
+    try:
+        mounted = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", ",".join(["size=64m", *options]), "tmpfs", str(path)], capture_output=True
+        )
+        refusal = mounted.stderr.decode().strip() if mounted.returncode else None
+    except FileNotFoundError:
+        refusal = "no mount command"
+    if refusal is not None:
+        why = f"cannot mount a tmpfs here ({refusal}): needs root, with CAP_SYS_ADMIN in a container"
+        # CI runs as root: there these tests must run, not vanish as skips.
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
     try:
         yield path
     finally:
-        subprocess.run(["umount", str(path)], check=True)
+        # Lazily: a writer still holding a file there must not turn a failed test into a busy
+        # mount point's error, nor leave the mount behind.
+        subprocess.run(["umount", "--lazy", str(path)], check=True)
 
 
 def test_a_read_only_checkpoints_directory_is_refused_before_training(tmp_path: Path) -> None:
