@@ -245,10 +245,14 @@ def v2_pods(train_job: dict[str, Any], runtime: dict[str, Any]) -> list[dict[str
         trainer = train_job["spec"]["trainer"]
         for container in pod["spec"]["containers"]:
             if container["name"] == "node":
+                # A TrainJob without an image or a command (the Kubeflow SDK's, say) keeps the runtime's.
                 container.update(
-                    image=trainer["image"],
-                    command=trainer["command"],
-                    resources=trainer.get("resourcesPerNode", {}),
+                    {
+                        key: trainer[field]
+                        for key, field in (("image", "image"), ("command", "command"))
+                        if field in trainer
+                    },
+                    resources=trainer.get("resourcesPerNode", container.get("resources", {})),
                     env=_merge_named(container.get("env", []), trainer.get("env", [])),
                 )
         labels["jobset.sigs.k8s.io/jobset-name"] = name

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from admission_cel import admit_mutations, v2_pods
 from conftest import ROOT, cfg, free_port
 from fixtures.models import assert_matches_model
 from fixtures.trainer_api import TrainerApi
@@ -25,6 +26,7 @@ from kubeflow.trainer import BuiltinTrainer, CustomTrainer, CustomTrainerContain
 from kubeflow.trainer.options.kubernetes import TrainerCommand
 from kubeflow_trainer_api.models import TrainerV1alpha1TrainingRuntime, TrainerV1alpha1TrainJob
 from loopback_api import loopback
+from test_admission import refused
 from test_config import validate
 from test_kueue_topology import KUEUE
 from test_teams import with_teams
@@ -82,6 +84,24 @@ def runtime_of(job: dict[str, Any], runtimes: list[dict[str, Any]]) -> dict[str,
         if (r["kind"], r["metadata"]["name"], r["metadata"].get("namespace", job["metadata"]["namespace"]))
         == (ref["kind"], ref["name"], job["metadata"]["namespace"])
     )
+
+
+def admission_refusals(plan: Any, job: dict[str, Any], runtime: dict[str, Any]) -> list[str]:
+    """Why what the stack deploys would refuse the pods of ``job`` (as the SDK created it, on
+    ``runtime``) in the job's namespace: its Pod Security level and the team's admission policies,
+    evaluated as the API server would after its mutating admission."""
+    objects = plan.kubernetes_objects()
+    namespace = job["metadata"]["namespace"]
+    accounts = {
+        o["metadata"]["name"]: o.get("automountServiceAccountToken", True)
+        for o in objects
+        if o["kind"] == "ServiceAccount" and o["metadata"].get("namespace") == namespace
+    }
+    why = []
+    for pod in v2_pods(job, runtime):
+        pod["spec"] = admit_mutations(pod["spec"], accounts)
+        why += refused(objects, namespace, pod)
+    return why
 
 
 def all_reduce() -> None:
@@ -201,7 +221,7 @@ def test_the_docs_example_runs_as_shown(runtimes: list[dict[str, Any]], tmp_path
     assert "rank 0 of 2: sum 3" in done.stdout.splitlines()
 
 
-def test_a_team_member_names_only_the_namespace(runtimes: list[dict[str, Any]], tmp_path: Path) -> None:
+def test_a_team_member_names_only_the_namespace(plan, runtimes: list[dict[str, Any]], tmp_path: Path) -> None:
     with loopback(tmp_path) as (api, kubeconfig):
         trainer = TrainerApi(api, "vision", runtimes, tmp_path / "pods", port=free_port())
         sdk = TrainerClient(backend_config=KubernetesBackendConfig(namespace="vision", config_file=str(kubeconfig)))
@@ -221,6 +241,8 @@ def test_a_team_member_names_only_the_namespace(runtimes: list[dict[str, Any]], 
     assert_matches_model(created, TrainerV1alpha1TrainJob)
     assert_matches_model(runtime, TrainerV1alpha1TrainingRuntime)
     assert runtime_problems(runtime) == [] and trainjob_problems(created, runtime) == []
+    # What the team's namespace admits: its Pod Security level and its admission policies.
+    assert admission_refusals(plan, created, runtime) == []
     pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     assert pod["securityContext"] == {"runAsUser": 2001, "runAsGroup": 2001, "runAsNonRoot": True}
     assert pod["serviceAccountName"] == "trainer"
@@ -237,7 +259,7 @@ def test_a_team_member_names_only_the_namespace(runtimes: list[dict[str, Any]], 
     assert job.status == "Complete"
 
 
-def test_a_gpu_job_from_the_sdk_lands_on_the_gpu_pool(runtimes: list[dict[str, Any]], tmp_path: Path) -> None:
+def test_a_gpu_job_from_the_sdk_lands_on_the_gpu_pool(plan, runtimes: list[dict[str, Any]], tmp_path: Path) -> None:
     with loopback(tmp_path) as (api, kubeconfig):
         trainer = TrainerApi(api, "vision", runtimes, tmp_path / "pods", port=free_port())
         sdk = TrainerClient(backend_config=KubernetesBackendConfig(namespace="vision", config_file=str(kubeconfig)))
@@ -261,6 +283,7 @@ def test_a_gpu_job_from_the_sdk_lands_on_the_gpu_pool(runtimes: list[dict[str, A
     runtime = runtime_of(created, runtimes)
     assert_matches_model(runtime, TrainerV1alpha1TrainingRuntime)
     assert runtime_problems(runtime) == [] and trainjob_problems(created, runtime) == []
+    assert admission_refusals(plan, created, runtime) == []
     placement = pool()
     assert (gpu.trainer.device, gpu.trainer.device_count) == ("gpu", str(placement.gpus_per_node))
     assert len(pods) == 2
