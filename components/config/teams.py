@@ -56,7 +56,7 @@ class TeamSpec(Spec):
     """Group id of the team's pods and directories; ``uid`` when unset."""
     quota: TeamQuotaSpec
     members: list[TeamMemberSpec] = Field(default_factory=list)
-    """Users and groups bound to the team's Role (jobs, their pods, logs and events, in its namespace only)."""
+    """Users and groups bound to the team's Role (jobs, the namespace's runtimes, their pods, logs and events, in its namespace only)."""
     rdma: bool = False
     """The team may run eRDMA jobs (``network: rdma``), whose pods run privileged on the host network:
     its namespace then enforces Pod Security ``privileged`` instead of ``baseline``."""
