@@ -33,6 +33,7 @@ from test_teams import with_teams
 from test_trainjob import RUNTIME, runtime_problems, trainjob_problems
 
 from components.manifests import Placement, pool_placement
+from components.manifests.tenancy import JOB_USER_RULES
 from components.manifests.trainjob import UNCONSTRAINED_TOPOLOGY
 
 NS = "training"
@@ -114,6 +115,25 @@ def all_reduce() -> None:
     dist.all_reduce(total)
     print(f"rank {dist.get_rank()} of {dist.get_world_size()}: sum {total.item():.0f}", flush=True)
     dist.destroy_process_group()
+
+
+def role_allows(method: str, path: str, query: dict[str, list[str]], namespace: str) -> bool:
+    """Whether the team Role (``JOB_USER_RULES``) lets a member make this request in ``namespace``
+    (Kubernetes "Authorization": GET of a name is ``get``, of a collection ``list``, or ``watch``
+    with ``watch=true``; POST is ``create``; a named object's path may end in its subresource)."""
+    core = path.startswith("/api/")
+    parts = path.strip("/").split("/")[2:] if core else path.strip("/").split("/")[1:]
+    group, rest = ("", parts) if core else (parts[0], parts[2:])
+    if rest[:2] != ["namespaces", namespace] or len(rest) < 3:
+        return False
+    resource = rest[2] + (f"/{rest[4]}" if len(rest) > 4 else "")
+    verb = {"POST": "create", "DELETE": "delete", "PATCH": "patch", "PUT": "update"}.get(method) or (
+        "get" if len(rest) > 3 else "watch" if query.get("watch") == ["true"] else "list"
+    )
+    return any(
+        group in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"]
+        for rule in JOB_USER_RULES
+    )
 
 
 def client(kubeconfig: Path) -> TrainerClient:
@@ -229,7 +249,17 @@ def test_a_team_member_names_only_the_namespace(plan, runtimes: list[dict[str, A
             runtime=PLATFORM_RUNTIME, trainer=CustomTrainer(func=all_reduce, num_nodes=2, resources_per_node={"cpu": 1})
         )
         job = sdk.wait_for_job_status(name, timeout=180, polling_interval=1)
+        logs = list(sdk.get_job_logs(name))
         pods = served_pods(api, name)
+    # Each call the SDK made is one the team's Role grants its members (the version ConfigMap
+    # of another namespace aside: the SDK only warns when it cannot read it, backend.py verify_backend).
+    refused = [
+        (method, path)
+        for method, path, query, _ in api.requests
+        if not path.startswith("/api/v1/namespaces/kubeflow-system/") and not role_allows(method, path, query, "vision")
+    ]
+    assert refused == []
+    assert "rank 0 of 2: sum 3" in logs
     [created] = trainer.created
     # The team's own copy of the runtime, found in its namespace.
     assert created["spec"]["runtimeRef"] == {

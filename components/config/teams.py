@@ -56,7 +56,7 @@ class TeamSpec(Spec):
     """Group id of the team's pods and directories; ``uid`` when unset."""
     quota: TeamQuotaSpec
     members: list[TeamMemberSpec] = Field(default_factory=list)
-    """Users and groups bound to the team's Role (jobs, their pods, logs and events, in its namespace only)."""
+    """Users and groups bound to the team's Role (jobs, the namespace's runtimes, their pods, logs and events, in its namespace only)."""
     rdma: bool = False
     """The team may run eRDMA jobs (``network: rdma``): its pods may request the GPU pool's eRDMA
     devices, which the admission policy refuses to other teams. Its namespace enforces ``baseline``

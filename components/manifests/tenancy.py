@@ -31,6 +31,11 @@ JOB_USER_RULES: tuple[Manifest, ...] = (
         "resources": ["trainjobs"],
         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
     },
+    # The Kubeflow SDK reads the namespace's runtime before it creates a TrainJob and each time it
+    # reads one back (kubeflow 0.5.0 trainer/backends/kubernetes/backend.py get_runtime: a refusal
+    # other than 404 is an error); as Kubeflow's own edit role grants (kubeflow/trainer v2.3.0
+    # manifests/overlays/kubeflow-platform/kubeflow-trainer-roles.yaml).
+    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainingruntimes"], "verbs": ["get", "list", "watch"]},
     # Their pods are created by the operators; people only look at them, read their logs and
     # metrics (ack-jobs top reads /metrics through the API server's pod proxy) and delete a stuck one.
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
