@@ -65,6 +65,9 @@ class Image:
 def build(root: Path) -> Image:
     """Apply the Dockerfile to ``root``; an instruction this emulation does not know fails."""
     image, args = Image(root), {}
+    # The base image's /tmp, open to every uid with the sticky bit, as in any Ubuntu image.
+    image.path("/tmp").mkdir(parents=True)
+    image.path("/tmp").chmod(0o1777)
     for op, rest in instructions():
         if op == "ARG":
             name, _, default = rest.partition("=")
@@ -76,6 +79,9 @@ def build(root: Path) -> Image:
             if match := re.search(r"useradd .*--create-home --uid (\d+) (\w+)", rest):
                 image.users[match[2]] = int(match[1])
                 image.path(f"/home/{match[2]}").mkdir(parents=True)
+            for mode, made in re.findall(r"install -d -m (\d+) (\S+)", rest):
+                image.path(made).mkdir(parents=True, exist_ok=True)
+                image.path(made).chmod(int(mode, 8))
         elif op == "WORKDIR":
             image.workdir = rest
             image.path(rest).mkdir(parents=True, exist_ok=True)
@@ -230,6 +236,34 @@ def test_the_image_user_can_create_job_directories_in_a_fresh_volume() -> None:
             volume.mkdir(mode=0o755, exist_ok=True)
             made = subprocess.run(["mkdir", str(volume / "job")], user=uid, group=uid, extra_groups=[], check=False)
             assert (made.returncode == 0) is writable, volume
+    finally:
+        shutil.rmtree(root)
+
+
+def test_a_teams_uid_can_write_what_the_kubeflow_sdk_writes() -> None:
+    # A CustomTrainer's command writes its function into the working directory and installs its
+    # packages with `pip install --user` into the home (kubeflow 0.5.0 trainer/constants/constants.py,
+    # backends/kubernetes/utils.py), as a team's uid, which the image does not know.
+    root = Path(tempfile.mkdtemp(prefix="sdk-"))
+    root.chmod(0o755)
+    try:
+        image = build(root)
+        [node] = training_runtime()["spec"]["template"]["spec"]["replicatedJobs"]
+        [container] = node["template"]["spec"]["template"]["spec"]["containers"]
+        home = next(item["value"] for item in container["env"] if item["name"] == "HOME")
+        team_uid = 2001
+        assert team_uid not in image.users.values()
+        function, packages = image.path(image.workdir) / "train_func.py", image.path(home) / ".local"
+        for write in (["sh", "-c", f"echo 'print(1)' > {function}"], ["mkdir", str(packages)]):
+            made = subprocess.run(
+                write,
+                user=team_uid,
+                group=team_uid,
+                extra_groups=[],
+                capture_output=True,
+                check=False,
+            )
+            assert made.returncode == 0, (write, made.stderr)
     finally:
         shutil.rmtree(root)
 

@@ -43,6 +43,10 @@ def runtime_env() -> dict[str, str]:
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
         "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": str(TERMINATION_GRACE_S - 10),
         "PYTHONUNBUFFERED": "1",
+        # A team's uid has no entry in the image, so its home would be "/", which it cannot
+        # write; the Kubeflow SDK installs a job's packages with `pip install --user` into the
+        # home (kubeflow 0.5.0 backends/kubernetes/utils.py). The image's /tmp takes any uid.
+        "HOME": "/tmp",
         # Rank 0 serves the run's metrics here and each other pod its restarts; torchrun may
         # give rank 0 to any pod of an elastic job, so every pod declares the port.
         "METRICS_PORT": str(METRICS_PORT),
