@@ -165,8 +165,8 @@ def test_lock_prints_and_writes_every_digest_and_verify_names_a_changed_one(
     out = printed.out.splitlines()
     assert out[:-2] == [f"{source} {image} {digests[image]}" for source, image in images]
     # Upstream is out of reach here: the lock takes the mirror's digests, and says so for each.
-    assert out[-2] == "0 of 8 mirrored images match upstream"
-    assert printed.err.count("note: upstream not reachable, the mirror's digest is not compared: ") == 8
+    assert out[-2] == "0 of 9 mirrored images match upstream"
+    assert printed.err.count("note: upstream not reachable, the mirror's digest is not compared: ") == 9
     assert read_lock(tmp_path / "stacks/images.loop.lock.json") == digests
     assert main(["verify-images", "--stack", "loop"]) == 0
     assert capsys.readouterr().out.startswith("9 images match ")
@@ -218,7 +218,7 @@ def test_lock_compares_the_mirrors_digest_with_upstreams(
     ]
     assert main(["lock-images", "--stack", "loop"]) == 0
     printed = capsys.readouterr()
-    assert "1 of 2 mirrored images match upstream" in printed.out
+    assert "1 of 3 mirrored images match upstream" in printed.out
     assert "note: upstream not reachable, the mirror's digest is not compared: docker.io/library/alpine" in printed.err
     assert read_lock(project / "stacks/images.loop.lock.json")[pulled[0]] == original
 

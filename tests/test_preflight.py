@@ -111,24 +111,24 @@ def existing(name: str, version: str) -> dict:
 
 def test_a_version_ack_no_longer_creates_does_not_stop_the_cluster_that_has_it(run_stack, monkeypatch) -> None:
     config = stack_config("prod")
-    config[cfg("cluster")]["version"] = "1.29.1-aliyun.1"
+    config[cfg("cluster")]["version"] = "1.31.1-aliyun.1"
     asked = []
 
     def versions(args: dict) -> dict:
         asked.append(args)
-        if args.get("kubernetesVersion") == "1.29.1-aliyun.1":  # still supported, no longer creatable
-            return {"clusterType": "ManagedKubernetes", "metadatas": [{"version": "1.29.1-aliyun.1", "runtimes": []}]}
+        if args.get("kubernetesVersion") == "1.31.1-aliyun.1":  # still supported, no longer creatable
+            return {"clusterType": "ManagedKubernetes", "metadatas": [{"version": "1.31.1-aliyun.1", "runtimes": []}]}
         return {"clusterType": "ManagedKubernetes", "metadatas": [{"version": "1.33.1-aliyun.1", "runtimes": []}]}
 
     warned: list[str] = []
     monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: warned.append(message))
     invokes = {
-        CLUSTERS: existing(config[cfg("cluster")]["name"], "1.29.1-aliyun.1"),
+        CLUSTERS: existing(config[cfg("cluster")]["name"], "1.31.1-aliyun.1"),
         VERSIONS: versions,
         SWITCHES: {"vswitches": [vswitch("cn-wulanchabu-c")]},
     }
     assert run_stack(config, "prod", invokes=invokes).of_type("alicloud:cs/managedKubernetes:ManagedKubernetes")
-    assert [args.get("kubernetesVersion") for args in asked] == ["1.29.1-aliyun.1"]
+    assert [args.get("kubernetesVersion") for args in asked] == ["1.31.1-aliyun.1"]
     assert not [w for w in warned if "cluster.version" in w]
 
 
