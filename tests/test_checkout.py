@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from checkout import ROOT, copy_checkout, git
+from checkout import ROOT, copy_checkout, git, linked_venv
 
 ENTRY_POINTS = [
     ["./dev", "quickstart"],
@@ -21,12 +21,16 @@ ENTRY_POINTS = [
 
 def test_entry_points_write_nothing_git_tracks(tmp_path: Path) -> None:
     checkout = copy_checkout(tmp_path)
+    launcher = Path(sys.prefix) / "bin" / "ack-jobs"
+    ours = launcher.read_bytes() if launcher.exists() else None
     env = {**os.environ, "DEV_NO_INSTALL": "1", "NO_MKDOCS_2_WARNING": "1"}
     for argv in ENTRY_POINTS:
         done = subprocess.run(argv, cwd=checkout, env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, f"{' '.join(argv)} exited {done.returncode}:\n{done.stdout}{done.stderr}"
         assert git("status", "--porcelain", cwd=checkout) == "", f"{' '.join(argv)} left files git reports"
     assert (checkout / "out" / "bench" / "results.json").is_file()
+    # The copy's quickstart writes its own launcher, not the one of the venv the tests run in.
+    assert (launcher.read_bytes() if launcher.exists() else None) == ours
 
 
 def dev_alone(dest: Path) -> Path:
@@ -34,11 +38,7 @@ def dev_alone(dest: Path) -> Path:
     interpreter's: what ``./dev`` writes into its venv stays in ``dest``."""
     for name in ("dev", "requirements.txt", "requirements-dev.txt", "requirements-kinds.txt"):
         shutil.copy2(ROOT / name, dest / name)
-    venv = dest / ".venv"
-    (venv / "bin").mkdir(parents=True)
-    shutil.copy2(Path(sys.prefix) / "pyvenv.cfg", venv / "pyvenv.cfg")
-    (venv / "bin" / "python").symlink_to(sys.executable)
-    (venv / "lib").symlink_to(Path(sys.prefix) / "lib", target_is_directory=True)
+    linked_venv(dest / ".venv")
     return dest
 
 

@@ -24,7 +24,8 @@ cel-python share.
 from __future__ import annotations
 
 from ..config import PROJECT
-from .base import MANAGED_BY, Manifest
+from .admission_policy import admission_policy
+from .base import Manifest
 from .boundary import TeamBoundary
 from .job_env import CHECKPOINT_KEY_SUFFIX
 from .job_guard import job_guard
@@ -43,7 +44,7 @@ from .pod_rules import (
     unless_unset,
     when,
 )
-from .tenancy import JOB_LABEL, TEAM_LABEL
+from .tenancy import JOB_LABEL
 
 V1_JOB_LABEL = "training.kubeflow.org/job-name"
 V2_JOB_LABEL = "jobset.sigs.k8s.io/jobset-name"
@@ -373,38 +374,17 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
             )
         )
     name = policy_name(team.name)
-    meta_labels = {**MANAGED_BY, TEAM_LABEL: team.name}
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": name, "labels": meta_labels},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE", "UPDATE"],
-                        "resources": ["pods", "pods/ephemeralcontainers"],
-                    }
-                ]
-            },
-            "matchConditions": [{"name": "pod-created-or-relabelled", "expression": _RELABELLED}],
-            "variables": [{"name": n, "expression": e} for n, e in variables],
-            "validations": [{"expression": e, "message": m} for e, m in validations],
-        },
-    }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name, "labels": meta_labels},
-        "spec": {
-            "policyName": name,
-            "validationActions": ["Deny"],
-            "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.name}}},
-        },
-    }
+    pod_rules = [
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": ["pods", "pods/ephemeralcontainers"],
+        }
+    ]
+    policy = admission_policy(
+        name, team.name, pod_rules, variables, validations, [("pod-created-or-relabelled", _RELABELLED)]
+    )
     members = [(m.kind, m.name) for m in team.members]
     guard = job_guard(team.name, members, [job for job, _ in boundary.job_kinds], f"{name}-jobs")
-    return [policy, binding, *guard]
+    return [*policy, *guard]

@@ -11,9 +11,9 @@ patches them), nothing more, and name their own jobs otherwise.
 
 from __future__ import annotations
 
-from .base import MANAGED_BY, Manifest
+from .admission_policy import admission_policy
+from .base import Manifest
 from .pod_rules import literal_list
-from .tenancy import TEAM_LABEL
 
 FIXED = {
     "pytorchjobs": ("pytorchReplicaSpecs", "elasticPolicy", "nprocPerNode"),
@@ -59,36 +59,13 @@ def job_guard(team: str, members: list[tuple[str, str]], jobs: list[str], name: 
         f"the stack's jobs in {team} ({', '.join(jobs)}) keep their names and templates: members may only "
         f"suspend or resume them (spec.runPolicy, spec.suspend); name your own job otherwise",
     )
-    labels = {**MANAGED_BY, TEAM_LABEL: team}
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": [group],
-                        "apiVersions": ["*"],
-                        "operations": ["CREATE", "UPDATE", "DELETE"],
-                        "resources": [resource],
-                    }
-                    for group, resource in (("kubeflow.org", "pytorchjobs"), ("trainer.kubeflow.org", "trainjobs"))
-                ]
-            },
-            "variables": [{"name": n, "expression": e} for n, e in variables],
-            "validations": [{"expression": validation[0], "message": validation[1]}],
-        },
-    }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "policyName": name,
-            "validationActions": ["Deny"],
-            "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team}}},
-        },
-    }
-    return [policy, binding]
+    job_rules = [
+        {
+            "apiGroups": [group],
+            "apiVersions": ["*"],
+            "operations": ["CREATE", "UPDATE", "DELETE"],
+            "resources": [resource],
+        }
+        for group, resource in (("kubeflow.org", "pytorchjobs"), ("trainer.kubeflow.org", "trainjobs"))
+    ]
+    return admission_policy(name, team, job_rules, variables, [validation])
