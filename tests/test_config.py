@@ -100,8 +100,9 @@ INVALID = [
     (
         "erdma on plain instances",
         {"gpuPool.fabric": "erdma"},
-        "ack-training-platform:gpuPool.fabric: instance types ['ecs.gn7i-c8g1.2xlarge', 'ecs.gn7i-c16g1.4xlarge'] have no "
-        "eRDMA NIC for GPUs; eRDMA needs families gn8is, ebmgn8is, gn8v, ebmgn8v",
+        "ack-training-platform:gpuPool.fabric: instance types ['ecs.gn7i-c8g1.2xlarge', 'ecs.gn7i-c16g1.4xlarge'] are not "
+        "of the GPU families ACK lists for eRDMA training (gn8is, ebmgn8is, gn8v, ebmgn8v): pick types of those "
+        "families, or drop fabric erdma",
     ),
     (
         "lingjun rdma",

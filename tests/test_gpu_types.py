@@ -135,8 +135,8 @@ def test_erdma_takes_every_size_of_the_families_ack_lists() -> None:
     with pytest.raises(SpecError) as raised:
         GpuPoolSpec(instance_types=["ecs.gn8v-tee.4xlarge"], gpus_per_node=1, fabric="erdma")
     assert raised.value.problems == [
-        "fabric: instance types ['ecs.gn8v-tee.4xlarge'] have no eRDMA NIC for GPUs; eRDMA needs families "
-        "gn8is, ebmgn8is, gn8v, ebmgn8v"
+        "fabric: instance types ['ecs.gn8v-tee.4xlarge'] are not of the GPU families ACK lists for eRDMA training "
+        "(gn8is, ebmgn8is, gn8v, ebmgn8v): pick types of those families, or drop fabric erdma"
     ]
 
 

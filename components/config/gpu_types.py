@@ -72,7 +72,7 @@ def instance_type_table() -> str:
         "`gpuPool.nodeCapacity`: jobs are checked against the vCPUs and memory below, and "
         "`pulumi preview` checks them again against what ECS itself lists (`DescribeInstanceTypes`). "
         "GPU model `—`: the page gives only the GPU's memory. eRDMA: the page says the family supports "
-        "elastic RDMA interfaces; `gpuPool.fabric: erdma` takes the families ACK's eRDMA add-on lists.",
+        "elastic RDMA interfaces; `gpuPool.fabric: erdma` takes the families ACK lists for eRDMA training.",
         "",
         "| instance type | vCPUs | memory (GiB) | GPUs | GPU model | GPU memory (GB each) | eRDMA |",
         "|---|---|---|---|---|---|---|",
