@@ -201,7 +201,8 @@ def _fit_problems(spec: PlatformSpec, reported: list[Any]) -> list[str]:
     """What ECS's own figures for the pool's instance types refuse: a ``gpusPerNode`` other
     than the GPUs ECS lists, a ``nodeCapacity`` above the smallest type's vCPUs or memory, and,
     without ``nodeCapacity``, jobs that do not fit that smallest type. The load-time checks used
-    the platform's table (components/config/gpu_types.py); where ECS answers, ECS wins."""
+    the platform's table (components/config/gpu_types.py) and have already refused anything
+    above it; here ECS's answer refuses what the table let through."""
     pool = spec.gpu_pool
     if pool is None:
         return []
