@@ -26,8 +26,6 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_alicloud as alicloud
 import yaml
-from alibabacloud_cs20151215 import models as cs_models
-from alibabacloud_cs20151215.client import Client as CsClient
 
 # ListenerAclProvider stays importable here: the state of a stack first deployed when the
 # provider lived in this module names it by this path, and refreshes and destroys it so.
@@ -114,6 +112,10 @@ def cluster_kubeconfig(
     Returns:
         The kubeconfig, as YAML text.
     """
+    # Imported here: only a deployment that creates a cluster asks for its kubeconfig.
+    from alibabacloud_cs20151215 import models as cs_models
+    from alibabacloud_cs20151215.client import Client as CsClient
+
     client = CsClient(ListenerAclProvider.sdk_config(region, endpoint, protocol))
     # The API reference's spelling, "true" (ACK: DescribeClusterUserKubeconfig); the SDK would
     # send a bool as Python's str(True), "True".

@@ -39,11 +39,6 @@ def _provider_type() -> type[ResourceProvider]:
     import time
     from collections.abc import Callable, Sequence
 
-    from alibabacloud_credentials.client import Client as Credentials
-    from alibabacloud_slb20140515 import models as slb_models
-    from alibabacloud_slb20140515.client import Client as SlbClient
-    from alibabacloud_tea_openapi.exceptions import AlibabaCloudException, ServerException, ThrottlingException
-    from alibabacloud_tea_openapi.utils_models import Config
     from pulumi.dynamic import CreateResult, DiffResult, ReadResult, UpdateResult
 
     class ListenerAclProvider(ResourceProvider):
@@ -86,19 +81,38 @@ def _provider_type() -> type[ResourceProvider]:
             self.retry_seconds = retry_seconds
 
         @staticmethod
-        def sdk_config(region: str, endpoint: str | None, protocol: str) -> Config:
+        def sdk() -> Any:
+            """Alibaba Cloud's SDK modules, imported when the provider first calls the API: a
+            plan or a preview only registers the resource, and never pays for loading them."""
+            from types import SimpleNamespace
+
+            from alibabacloud_credentials.client import Client as Credentials
+            from alibabacloud_slb20140515 import models as slb_models
+            from alibabacloud_slb20140515.client import Client as SlbClient
+            from alibabacloud_tea_openapi import exceptions
+            from alibabacloud_tea_openapi.utils_models import Config
+
+            return SimpleNamespace(
+                Config=Config, Credentials=Credentials, SlbClient=SlbClient, models=slb_models, errors=exceptions
+            )
+
+        @classmethod
+        def sdk_config(cls, region: str, endpoint: str | None, protocol: str) -> Any:
             """An SDK client's configuration, with credentials from the default chain."""
-            return Config(credential=Credentials(), region_id=region, endpoint=endpoint, protocol=protocol)
+            sdk = cls.sdk()
+            return sdk.Config(credential=sdk.Credentials(), region_id=region, endpoint=endpoint, protocol=protocol)
 
         @staticmethod
-        def matches(err: AlibabaCloudException, signs: Sequence[str]) -> bool:
-            """Whether the API's error has one of ``signs`` in its code or message."""
+        def matches(err: Any, signs: Sequence[str]) -> bool:
+            """Whether the API's error (an ``AlibabaCloudException``) has one of ``signs`` in its
+            code or message."""
             return err.code in signs or any(sign in (err.message or "") for sign in signs)
 
         @classmethod
-        def transient(cls, err: AlibabaCloudException) -> bool:
+        def transient(cls, err: Any) -> bool:
             """Whether the same call may succeed a little later."""
-            if isinstance(err, (ThrottlingException, ServerException)):
+            errors = cls.sdk().errors
+            if isinstance(err, (errors.ThrottlingException, errors.ServerException)):
                 return True
             return cls.matches(err, cls.BUSY) or any(sign in (err.code or "") for sign in cls.THROTTLED)
 
@@ -106,25 +120,25 @@ def _provider_type() -> type[ResourceProvider]:
             for _ in range(self.retries - 1):
                 try:
                     return attempt()
-                except AlibabaCloudException as err:
+                except self.sdk().errors.AlibabaCloudException as err:
                     if not self.transient(err):
                         raise
                 time.sleep(self.retry_seconds)
             return attempt()
 
-        def client(self, props: dict[str, Any]) -> SlbClient:
-            return SlbClient(self.sdk_config(props["region"], self.endpoint, self.protocol))
+        def client(self, props: dict[str, Any]) -> Any:
+            return self.sdk().SlbClient(self.sdk_config(props["region"], self.endpoint, self.protocol))
 
         def describe(self, props: dict[str, Any]) -> dict[str, Any] | None:
             """The listener's access control as the API reports it; ``None`` when it is gone."""
-            request = slb_models.DescribeLoadBalancerTCPListenerAttributeRequest(
+            request = self.sdk().models.DescribeLoadBalancerTCPListenerAttributeRequest(
                 region_id=props["region"],
                 load_balancer_id=props["load_balancer_id"],
                 listener_port=int(props["listener_port"]),
             )
             try:
                 body = self.call(lambda: self.client(props).describe_load_balancer_tcplistener_attribute(request)).body
-            except AlibabaCloudException as err:
+            except self.sdk().errors.AlibabaCloudException as err:
                 if self.matches(err, self.GONE):
                     return None
                 raise
@@ -138,7 +152,7 @@ def _provider_type() -> type[ResourceProvider]:
             }
 
         def set_acl(self, props: dict[str, Any], *, on: bool) -> None:
-            request = slb_models.SetLoadBalancerTCPListenerAttributeRequest(
+            request = self.sdk().models.SetLoadBalancerTCPListenerAttributeRequest(
                 region_id=props["region"],
                 load_balancer_id=props["load_balancer_id"],
                 listener_port=int(props["listener_port"]),
@@ -186,7 +200,7 @@ def _provider_type() -> type[ResourceProvider]:
             # Unbound, the list can be deleted; a load balancer already gone has nothing to unbind.
             try:
                 self.set_acl(props, on=False)
-            except AlibabaCloudException as err:
+            except self.sdk().errors.AlibabaCloudException as err:
                 if not self.matches(err, self.GONE):
                     raise
 

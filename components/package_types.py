@@ -96,7 +96,9 @@ class GpuPoolSpec(TypedDict):
     at most 20 nodes; on-demand only."""
     node_capacity: NotRequired[NodeCapacitySpec]
     """What one node gives pods, against which jobs are checked; required for instance types the platform
-    does not know (it knows ``ecs.gn7i-c8g1.2xlarge``, ``ecs.gn7i-c16g1.4xlarge``, ``ecs.ebmgn8v.48xlarge``)."""
+    does not know (it knows every type of ECS's GPU-accelerated compute-optimized family page, listed in
+    docs/configuration.md under "GPU instance types"); checked against what ECS lists for the type at
+    ``pulumi preview``."""
 
 
 class TrainingNamespaceBackend(enum.StrEnum):

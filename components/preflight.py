@@ -22,7 +22,7 @@ import pulumi
 import pulumi_alicloud as alicloud
 
 from .config import PROJECT, ConfigError, PlatformSpec
-from .config.capacity import GIB, NodeShare, misfit
+from .config.capacity import GIB, NodeShare, capacity_excess, misfit
 
 VERSIONS = "alicloud:cs/getKubernetesVersion:getKubernetesVersion"
 CLUSTERS = "alicloud:cs/getClusters:getClusters"
@@ -198,13 +198,18 @@ def _instance_types_sold(spec: PlatformSpec, zones: list[str]) -> tuple[list[Any
 
 
 def _fit_problems(spec: PlatformSpec, reported: list[Any]) -> list[str]:
-    """Jobs that do not fit the vCPUs and memory ECS itself reports for the pool's smallest
-    instance type; the load-time check used the platform's table (or ``nodeCapacity``, which
-    stands)."""
+    """What ECS's own figures for the pool's instance types refuse: a ``gpusPerNode`` other
+    than the GPUs ECS lists, a ``nodeCapacity`` above the smallest type's vCPUs or memory, and,
+    without ``nodeCapacity``, jobs that do not fit that smallest type. The load-time checks used
+    the platform's table (components/config/gpu_types.py) and have already refused anything
+    above it; here ECS's answer refuses what the table let through."""
     pool = spec.gpu_pool
-    sizes = [(t.cpu_core_count, t.memory_size) for t in reported if t.get("cpu_core_count") and t.get("memory_size")]
-    if pool is None or pool.node_capacity is not None or not sizes:
+    if pool is None:
         return []
+    problems = _gpu_count_problems(spec, reported)
+    sizes = [(t.cpu_core_count, t.memory_size) for t in reported if t.get("cpu_core_count") and t.get("memory_size")]
+    if not sizes:
+        return problems
     node = NodeShare(
         millicpu=min(cpu for cpu, _ in sizes) * 1000,
         memory=int(min(memory for _, memory in sizes) * GIB),
@@ -212,12 +217,31 @@ def _fit_problems(spec: PlatformSpec, reported: list[Any]) -> list[str]:
         source=", ".join(t.id for t in reported)
         + (", as ECS lists it," if len(sizes) == 1 else ", the smallest as ECS lists them,"),
     )
-    problems = []
+    if pool.node_capacity is not None:
+        excess = capacity_excess(pool.node_share, node)
+        if excess is not None:
+            problems.append(f"{_key(f'gpuPool.nodeCapacity.{excess[0]}')}: {excess[1]}")
+        return problems
     for i, job in enumerate(spec.jobs):
         problem = misfit(job.cpu, job.memory, node, pool.name) if spec.job_gpus(job) else None
         if problem is not None:
             problems.append(f"{_key(f'jobs[{i}].{problem[0]}')}: {problem[1]}")
     return problems
+
+
+def _gpu_count_problems(spec: PlatformSpec, reported: list[Any]) -> list[str]:
+    """``gpusPerNode`` against the GPUs ECS lists for each type: DescribeInstanceTypes'
+    GPUAmount, which the provider reports as ``gpus[0].amount``, a string
+    (terraform-provider-alicloud v1.289.0 data_source_alicloud_instance_types.go)."""
+    pool = spec.gpu_pool
+    listed = {t.id: int(t.gpus[0].amount) for t in reported if t.get("gpus") and t.gpus[0].get("amount")}
+    other = [f"{name} has {gpus}" for name, gpus in listed.items() if gpus != pool.gpus_per_node]
+    if not other:
+        return []
+    return [
+        f"{_key('gpuPool.gpusPerNode')}: gpusPerNode is {pool.gpus_per_node} but, as ECS lists them, "
+        f"{', '.join(other)}: every instance type of the pool must have gpusPerNode GPUs"
+    ]
 
 
 def _nas_problems(spec: PlatformSpec, zones: list[str]) -> list[str]:

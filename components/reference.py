@@ -1,4 +1,6 @@
-"""The docs' stack-config reference (docs/configuration.md), generated from the config models.
+"""The docs' stack-config reference (docs/configuration.md), generated from the config models,
+and the table of GPU instance types the platform knows, generated from its data
+(components/config/gpu_instance_data.py).
 
 python -m components.reference            # print the reference
 python -m components.reference --write    # update docs/configuration.md between its markers
@@ -18,9 +20,12 @@ from pydantic_core import PydanticUndefined
 
 from .config import PROJECT, REGION_KEY, PlatformSpec
 from .config.base import model_of
+from .config.gpu_types import instance_type_table
 
 START = "<!-- config-reference:start -->"
 END = "<!-- config-reference:end -->"
+TYPES_START = "<!-- gpu-instance-types:start -->"
+TYPES_END = "<!-- gpu-instance-types:end -->"
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 
 
@@ -81,12 +86,17 @@ def reference() -> str:
     return "\n".join(head + _rows(PlatformSpec, ""))
 
 
+def _replace_block(text: str, start: str, end: str, body: str) -> str:
+    before, _, rest = text.partition(start)
+    _, _, after = rest.partition(end)
+    return f"{before}{start}\n{body}\n{end}{after}"
+
+
 def update_page(path: Path = PAGE) -> bool:
-    """Rewrite the block between the markers; return whether anything changed."""
+    """Rewrite the blocks between the markers; return whether anything changed."""
     text = path.read_text()
-    before, _, rest = text.partition(START)
-    _, _, after = rest.partition(END)
-    updated = f"{before}{START}\n{reference()}\n{END}{after}"
+    updated = _replace_block(text, START, END, reference())
+    updated = _replace_block(updated, TYPES_START, TYPES_END, instance_type_table())
     if updated != text:
         path.write_text(updated)
     return updated != text

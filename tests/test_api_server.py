@@ -498,3 +498,16 @@ def test_a_kubeconfig_without_a_server_is_refused() -> None:
 
     with pytest.raises(ValueError, match=f"ACK's kubeconfig for cluster {CLUSTER} names no API server"):
         exec_kubeconfig("apiVersion: v1\nkind: Config\nclusters: []\n", cluster_id=CLUSTER, region="cn-hangzhou")
+
+
+def test_a_plan_loads_no_alibaba_cloud_api_client() -> None:
+    # The program's modules import the SLB, CS and credentials clients only when the provider or
+    # the kubeconfig look-up first calls the API: a plan or a preview never pays for them.
+    check = (
+        "import sys, components.stack, components.api_server, components.listener_acl\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules if m.startswith('alibabacloud_')}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.split() == ["[]"]

@@ -80,6 +80,36 @@ def test_jobs_must_fit_the_instance_type_as_ecs_lists_it(run_stack) -> None:
     ]
 
 
+def one_type_pool(**pool: object) -> dict:
+    """The dev stack with a pool of ``ecs.gn7i-c8g1.2xlarge`` alone, so that one listed type answers."""
+    config = stack_config("dev")
+    config[cfg("gpuPool")].update(instanceTypes=["ecs.gn7i-c8g1.2xlarge"], **pool)
+    return config
+
+
+A10_SMALL = {**A10, "id": "ecs.gn7i-c8g1.2xlarge", "cpuCoreCount": 8, "memorySize": 30.0}
+
+
+def test_node_capacity_above_what_ecs_lists_is_refused(run_stack) -> None:
+    # Within the table's 30 GiB, but ECS, which wins at preview, lists less.
+    config = one_type_pool(nodeCapacity={"cpu": "7", "memory": "29Gi"})
+    config[cfg("jobs")][0].update(cpu="6", memory="24Gi")
+    assert run_stack(config, "dev", invokes={INSTANCE_TYPES: {"instanceTypes": [A10_SMALL]}}).resources
+    invokes = {INSTANCE_TYPES: {"instanceTypes": [{**A10_SMALL, "memorySize": 28.0}]}}
+    assert refused(run_stack, config, "dev", invokes) == [
+        "ack-training-platform:gpuPool.nodeCapacity.memory: 29Gi is more than ecs.gn7i-c8g1.2xlarge, as ECS lists "
+        "it, has (28Gi memory): give a node's Allocatable (kubectl describe node), which is less"
+    ]
+
+
+def test_gpus_per_node_must_be_what_ecs_lists(run_stack) -> None:
+    invokes = {INSTANCE_TYPES: {"instanceTypes": [{**A10_SMALL, "gpus": [{"amount": "2", "category": "NVIDIA A10"}]}]}}
+    assert refused(run_stack, one_type_pool(), "dev", invokes) == [
+        "ack-training-platform:gpuPool.gpusPerNode: gpusPerNode is 1 but, as ECS lists them, ecs.gn7i-c8g1.2xlarge "
+        "has 2: every instance type of the pool must have gpusPerNode GPUs"
+    ]
+
+
 def test_a_version_ack_does_not_create_is_refused(run_stack) -> None:
     config = stack_config("dev")
     config[cfg("cluster")]["version"] = "1.29.1-aliyun.1"

@@ -1,6 +1,6 @@
-"""What one node of a GPU pool can give to pods (the ECS instance types the platform knows,
-and the per-pool figure a stack gives for any other type), and how a job's pods take it up:
-GPUs and ``/dev/shm`` per pod, pods per node, nodes per job."""
+"""What one node of a GPU pool can give to pods (from the ECS instance types the platform
+knows, :mod:`.gpu_types`, or the per-pool figure a stack gives for any other type), and how a
+job's pods take it up: GPUs and ``/dev/shm`` per pod, pods per node, nodes per job."""
 
 from __future__ import annotations
 
@@ -9,46 +9,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .base import DEFAULT_CPU_SHM_GIB, DEFAULT_SHM_PER_GPU_GIB, quantity_bytes
+from .gpu_types import GPU_INSTANCE_TYPES
 
 if TYPE_CHECKING:  # jobs.py (through teams.py) and pools.py import this module
     from .pools import GpuPoolSpec
     from .training_job import TrainingJobSpec
 
 GIB = 2**30
-
-
-@dataclass(frozen=True)
-class InstanceType:
-    """One ECS instance type as its family page lists it.
-
-    Args:
-        vcpus: vCPUs.
-        memory_gib: memory, GiB.
-        gpus: GPUs.
-        gpu_memory_gib: memory of each GPU, GiB.
-        family_page: the ECS documentation page that lists the family.
-    """
-
-    vcpus: int
-    memory_gib: int
-    gpus: int
-    gpu_memory_gib: int
-    family_page: str
-
-
-_GPU_FAMILIES = "https://www.alibabacloud.com/help/en/ecs/user-guide/gpu-accelerated-compute-optimized-and-vgpu-accelerated-instance-families-1"
-
-GPU_INSTANCE_TYPES: dict[str, InstanceType] = {
-    # gn7i: NVIDIA A10, one per instance in these sizes.
-    "ecs.gn7i-c8g1.2xlarge": InstanceType(8, 30, 1, 24, _GPU_FAMILIES),
-    "ecs.gn7i-c16g1.4xlarge": InstanceType(16, 60, 1, 24, _GPU_FAMILIES),
-    # ebmgn8v: bare metal, eight GPUs with eRDMA NICs.
-    "ecs.ebmgn8v.48xlarge": InstanceType(192, 1024, 8, 96, _GPU_FAMILIES),
-}
-"""The GPU instance types the stacks and the docs use. The vCPU count follows from the
-size (``<n>xlarge`` has 4n vCPUs: ECS "Instance naming conventions",
-https://help.aliyun.com/en/egs/instance-naming-conventions); memory and GPUs are the
-family pages' figures. Other types need ``gpuPool.nodeCapacity``."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +64,22 @@ def format_cpu(milli: int) -> str:
 
 def format_bytes(size: int) -> str:
     return f"{size // GIB}Gi" if size % GIB == 0 else f"{size // 2**20}Mi"
+
+
+def capacity_excess(given: NodeShare, instance: NodeShare) -> tuple[str, str] | None:
+    """The first of CPU and memory of which a stack's ``gpuPool.nodeCapacity`` (``given``) says
+    more than ``instance`` has, as (key under ``nodeCapacity``, message); ``None`` when it fits.
+    Jobs checked against such a figure would pass and then wait for a node that never fits them."""
+    for key, asked, has, show in (
+        ("cpu", given.millicpu, instance.millicpu, format_cpu),
+        ("memory", given.memory, instance.memory, format_bytes),
+    ):
+        if asked > has:
+            return key, (
+                f"{show(asked)} is more than {instance.source} has ({show(has)} {key}): give a node's Allocatable "
+                "(kubectl describe node), which is less"
+            )
+    return None
 
 
 def misfit(cpu: str, memory: str, node: NodeShare, pool: str) -> tuple[str, str] | None:

@@ -8,7 +8,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from .base import DEFAULT_GPU_TAINT_KEY, Cpu, DnsLabel, LabelKey, Labels, LabelValue, Quantity, Spec, field_error
-from .capacity import GPU_INSTANCE_TYPES, NodeShare, allocatable_share, format_bytes, format_cpu, smallest_node
+from .capacity import NodeShare, allocatable_share, capacity_excess, smallest_node
+from .gpu_types import GPU_INSTANCE_TYPES, instance_family
 
 Fabric = Literal["none", "erdma", "rdma"]
 
@@ -19,10 +20,12 @@ is no version a node label can pin."""
 SYSTEM_POOL_NAME = "system"
 """The untainted pool for the cluster's own workloads (``cluster.systemPool``)."""
 
-ERDMA_INSTANCE_FAMILIES = ("ecs.gn8is.", "ecs.ebmgn8is.", "ecs.gn8v.", "ecs.ebmgn8v.")
+ERDMA_INSTANCE_FAMILIES = ("gn8is", "ebmgn8is", "gn8v", "ebmgn8v")
 """The GPU families ACK lists for eRDMA (ACK: "Submit a PyTorch distributed training job
-through Arena and enable eRDMA acceleration"); their NICs reach NCCL through the
-``ack-erdma-controller`` add-on as the ``aliyun/erdma`` resource."""
+through Arena and enable eRDMA acceleration"), every size of them (``ecs.gn8is-2x.8xlarge``
+too); their NICs reach NCCL through the ``ack-erdma-controller`` add-on as the ``aliyun/erdma``
+resource. ECS's family page says more families support elastic RDMA interfaces
+(:data:`~.gpu_types.GPU_INSTANCE_TYPES`, ``eri``); ACK's guide does not list those for GPU training."""
 
 LOW_LATENCY_MAX_NODES = 20
 """An ECS deployment set with the LowLatency strategy holds at most 20 instances, all in one zone,
@@ -93,7 +96,9 @@ class GpuPoolSpec(Spec):
     at most 20 nodes; on-demand only."""
     node_capacity: NodeCapacitySpec | None = Field(default=None)
     """What one node gives pods, against which jobs are checked; required for instance types the platform
-    does not know (it knows ``ecs.gn7i-c8g1.2xlarge``, ``ecs.gn7i-c16g1.4xlarge``, ``ecs.ebmgn8v.48xlarge``)."""
+    does not know (it knows every type of ECS's GPU-accelerated compute-optimized family page, listed in
+    docs/configuration.md under "GPU instance types"); checked against what ECS lists for the type at
+    ``pulumi preview``."""
 
     @model_validator(mode="after")
     def _check(self) -> GpuPoolSpec:
@@ -134,12 +139,12 @@ class GpuPoolSpec(Spec):
                 "an ECS deployment set takes no spot instances: set spotStrategy NoSpot or drop lowLatency",
             )
         if self.fabric == "erdma":
-            other = [t for t in self.instance_types if not t.startswith(ERDMA_INSTANCE_FAMILIES)]
+            other = [t for t in self.instance_types if instance_family(t) not in ERDMA_INSTANCE_FAMILIES]
             if other:
                 raise field_error(
                     "fabric",
-                    f"instance types {other} have no eRDMA NIC for GPUs; eRDMA needs families "
-                    f"{', '.join(f.removeprefix('ecs.').rstrip('.') for f in ERDMA_INSTANCE_FAMILIES)}",
+                    f"instance types {other} are not of the GPU families ACK lists for eRDMA training "
+                    f"({', '.join(ERDMA_INSTANCE_FAMILIES)}): pick types of those families, or drop fabric erdma",
                 )
         if self.fabric == "rdma":
             raise field_error(
@@ -162,7 +167,8 @@ class GpuPoolSpec(Spec):
                 f"the platform does not know what {', '.join(unknown)} can give pods, so jobs cannot be checked "
                 "against it: give nodeCapacity {cpu, memory}, the Allocatable of such a node "
                 "(kubectl describe node), or its vCPUs and memory from the ECS instance family page less a margin "
-                "for the system",
+                "for the system; or, if it is meant to be a type of that page, correct gpuPool.instanceTypes "
+                "(docs/configuration.md lists the types the platform knows)",
             )
         other_gpus = [
             f"{t} has {GPU_INSTANCE_TYPES[t].gpus}"
@@ -184,19 +190,9 @@ class GpuPoolSpec(Spec):
         return self
 
     def _check_capacity_within(self, instance: NodeShare) -> None:
-        """Refuse a ``nodeCapacity`` the instance types cannot have: jobs checked against it would
-        pass and then wait for a node that never fits them."""
-        given = allocatable_share(self.node_capacity.cpu, self.node_capacity.memory)
-        for key, asked, has, show in (
-            ("cpu", given.millicpu, instance.millicpu, format_cpu),
-            ("memory", given.memory, instance.memory, format_bytes),
-        ):
-            if asked > has:
-                raise field_error(
-                    f"nodeCapacity.{key}",
-                    f"{show(asked)} is more than {instance.source} has ({show(has)} {key}): give a node's Allocatable "
-                    "(kubectl describe node), which is less",
-                )
+        problem = capacity_excess(self.node_share, instance)
+        if problem is not None:
+            raise field_error(f"nodeCapacity.{problem[0]}", problem[1])
 
     @property
     def node_share(self) -> NodeShare:

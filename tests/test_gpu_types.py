@@ -1,0 +1,148 @@
+"""The ECS GPU instance types the platform knows (components/config/gpu_types.py), as ECS's
+"GPU-accelerated compute-optimized instance families" page lists them
+(components/config/gpu_instance_data.py): every pool of them sizes its jobs without
+``gpuPool.nodeCapacity``, and a type outside the table still needs it."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import ROOT, cfg, stack_config
+
+from components.config import ConfigError, GpuPoolSpec, SpecError, load_spec
+from components.config.capacity import GIB
+from components.config.gpu_instance_data import FAMILIES, READ_ON, SOURCE_URL
+from components.config.gpu_types import GPU_INSTANCE_TYPES, family_of_name, instance_type_table
+from components.config.pools import ERDMA_INSTANCE_FAMILIES
+from components.reference import TYPES_END, TYPES_START
+
+ASKED_FOR = ("gn6i", "gn6v", "gn6e", "gn7", "gn7e", "ebmgn7e", "gn7i", "gn8is", "ebmgn8is", "gn8v", "ebmgn8v")
+"""The families the platform's users train on, each of which the page lists."""
+
+
+def test_the_families_users_train_on_are_known() -> None:
+    assert set(ASKED_FOR) <= {spec.family for spec in GPU_INSTANCE_TYPES.values()}
+
+
+@pytest.mark.parametrize(
+    ("name", "vcpus", "memory_gib", "gpus", "gpu_model", "gpu_memory_gb"),
+    [
+        # The page's rows, quoted: "ecs.gn6v-c10g1.20xlarge 82 336 NVIDIA V100 × 8 16 GB × 8", 82 vCPUs
+        # where the size's name would give 80: the table does not derive vCPUs from names.
+        ("ecs.gn6v-c10g1.20xlarge", 82, 336, 8, "NVIDIA V100", 16),
+        ("ecs.gn6i-c4g1.xlarge", 4, 15, 1, "NVIDIA T4", 16),
+        ("ecs.gn7e-c16g1.4xlarge", 16, 125, 1, None, 80),
+        ("ecs.gn7i-c8g1.2xlarge", 8, 30, 1, "NVIDIA A10", 24),
+        ("ecs.gn8is-2x.8xlarge", 32, 256, 2, "NVIDIA L20", 48),
+        ("ecs.gn8v-4x.8xlarge", 32, 384, 4, None, 96),
+        ("ecs.ebmgn8v.48xlarge", 192, 1024, 8, None, 96),
+        ("ecs.ebmgn8is.32xlarge", 128, 1024, 8, "NVIDIA L20", 48),
+        ("ecs.gn5-c8g1.14xlarge", 54, 480, 8, "NVIDIA P100", 16),
+    ],
+)
+def test_rows_as_the_page_lists_them(name, vcpus, memory_gib, gpus, gpu_model, gpu_memory_gb) -> None:
+    spec = GPU_INSTANCE_TYPES[name]
+    assert (spec.vcpus, spec.memory_gib, spec.gpus, spec.gpu_model, spec.gpu_memory_gb) == (
+        vcpus,
+        memory_gib,
+        gpus,
+        gpu_model,
+        gpu_memory_gb,
+    )
+
+
+def test_every_type_is_of_the_family_its_name_gives() -> None:
+    # A row filed under the wrong family would be checked against the wrong eRDMA list.
+    for name, spec in GPU_INSTANCE_TYPES.items():
+        assert family_of_name(name) == spec.family, name
+    assert family_of_name("ecs.gn8v-tee-8x.48xlarge") == "gn8v-tee"
+    assert family_of_name("gn7i-c8g1.2xlarge") is None
+
+
+def test_the_families_ack_lists_for_erdma_have_eris_on_the_page() -> None:
+    for family in ERDMA_INSTANCE_FAMILIES:
+        assert FAMILIES[family]["eri"], family
+
+
+@pytest.mark.parametrize("name", sorted(GPU_INSTANCE_TYPES))
+def test_a_pool_of_any_known_type_is_sized_without_node_capacity(name: str) -> None:
+    spec = GPU_INSTANCE_TYPES[name]
+    pool = GpuPoolSpec(instance_types=[name], gpus_per_node=spec.gpus)
+    node = pool.node_share
+    assert (node.millicpu, node.memory, node.exact, node.source) == (
+        spec.vcpus * 1000,
+        spec.memory_gib * GIB,
+        False,
+        name,
+    )
+
+
+def first_of_each_family() -> list[str]:
+    return [about["types"][0][0] for about in FAMILIES.values()]
+
+
+@pytest.mark.parametrize("name", first_of_each_family())
+def test_a_pool_of_each_family_plans_without_node_capacity(run_stack, name: str) -> None:
+    spec = GPU_INSTANCE_TYPES[name]
+    config = stack_config("dev")
+    config[cfg("cluster")]["apiServer"]["allowedCidrs"] = ["61.10.20.0/24"]
+    config[cfg("gpuPool")].update(instanceTypes=[name], gpusPerNode=spec.gpus)
+    config[cfg("training")]["gpuQuota"] = spec.gpus
+    # A pod the smallest of the page's types (2 vCPUs, 8 GiB) leaves room on.
+    config[cfg("jobs")][0].update(cpu="1", memory="4Gi")
+    plan = run_stack(config, "dev")
+    assert plan.one("alicloud:cs/nodePool:NodePool", "gpu").inputs["instanceTypes"] == [name]
+    job = plan.one("kubernetes:kubeflow.org/v1:PyTorchJob")
+    container = job.inputs["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == str(spec.gpus)
+
+
+def dev_pool(**pool: object) -> dict:
+    config = stack_config("dev")
+    config[cfg("cluster")]["apiServer"]["allowedCidrs"] = ["61.10.20.0/24"]
+    config[cfg("gpuPool")].update(pool)
+    config[cfg("registryPassword")] = {"secure": "v1:AAAA"}
+    return config
+
+
+def problems_of(config: dict) -> list[str]:
+    with pytest.raises(ConfigError) as raised:
+        load_spec(config, [cfg("registryPassword")])
+    return raised.value.problems
+
+
+def test_node_capacity_above_a_known_type_is_refused_by_the_table() -> None:
+    config = dev_pool(
+        instanceTypes=["ecs.gn8is-2x.8xlarge"], gpusPerNode=2, nodeCapacity={"cpu": 30, "memory": "300Gi"}
+    )
+    config[cfg("training")]["gpuQuota"] = 2
+    assert problems_of(config) == [
+        "ack-training-platform:gpuPool.nodeCapacity.memory: 300Gi is more than ecs.gn8is-2x.8xlarge has (256Gi "
+        "memory): give a node's Allocatable (kubectl describe node), which is less"
+    ]
+
+
+def test_a_known_type_with_other_gpus_than_the_pool_says_is_refused() -> None:
+    config = dev_pool(instanceTypes=["ecs.gn7e-c16g1.8xlarge"], gpusPerNode=1)
+    assert problems_of(config) == [
+        "ack-training-platform:gpuPool.gpusPerNode: gpusPerNode is 1 but ecs.gn7e-c16g1.8xlarge has 2: every "
+        "instance type of the pool must have gpusPerNode GPUs"
+    ]
+
+
+def test_erdma_takes_every_size_of_the_families_ack_lists() -> None:
+    for name in ("ecs.gn8is-2x.8xlarge", "ecs.gn8v-8x.48xlarge", "ecs.gn8is.2xlarge"):
+        GpuPoolSpec(instance_types=[name], gpus_per_node=GPU_INSTANCE_TYPES[name].gpus, fabric="erdma")
+    with pytest.raises(SpecError) as raised:
+        GpuPoolSpec(instance_types=["ecs.gn8v-tee.4xlarge"], gpus_per_node=1, fabric="erdma")
+    assert raised.value.problems == [
+        "fabric: instance types ['ecs.gn8v-tee.4xlarge'] are not of the GPU families ACK lists for eRDMA training "
+        "(gn8is, ebmgn8is, gn8v, ebmgn8v): pick types of those families, or drop fabric erdma"
+    ]
+
+
+def test_the_docs_table_is_generated_from_the_data_and_names_its_source() -> None:
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    block = page.split(TYPES_START, 1)[1].split(TYPES_END, 1)[0].strip()
+    assert block == instance_type_table(), "docs/configuration.md is stale: run python -m components.reference --write"
+    assert f"<{SOURCE_URL}>, read {READ_ON}" in block
+    assert block.count("\n| `ecs.") == len(GPU_INSTANCE_TYPES)
