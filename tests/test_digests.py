@@ -137,6 +137,7 @@ def _project(tmp_path: Path, mirror: str) -> Path:
     """A project whose stack ``loop`` is the prod stack with every image component, mirrored to ``mirror``."""
     config = stack_config("prod")
     config[cfg("imageMirror")] = mirror
+    del config[cfg("mirrorFill")]  # a mirror on this host, which no subscription fills
     config[cfg("trainerV2")] = {"install": True, "kueue": {"enabled": True}}
     (tmp_path / "stacks").mkdir()
     (tmp_path / "Pulumi.yaml").write_text("name: ack-training-platform\nruntime: python\n")
@@ -380,3 +381,31 @@ def test_require_upstream_makes_an_unreachable_upstream_an_error(
     assert not (project / "stacks/images.loop.lock.json").exists()
     # Without it, the mirror's digest is taken there, with a note.
     assert main(["lock-images", "--stack", "loop"]) == 0
+
+
+def test_an_image_the_subscription_copies_next_is_locked_at_upstreams_digest(
+    registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    from components.upstream import awaiting_fill, lock_images
+
+    project, pulled, upstream = _one_upstream(registry, tmp_path, monkeypatch)
+    original = registry.push(upstream, "the upstream bytes")
+    del registry.images[pulled[0].removeprefix(f"{registry.host}/")]
+    spec = load_spec(json.loads((project / "stacks/Pulumi.loop.yaml").read_text())["config"], credentials=False)
+    lock = project / "stacks/images.loop.lock.json"
+    # Not one the stack's subscription copies: the mirror lacks it, which is an error.
+    with pytest.raises(DigestError, match="answered 404"):
+        lock_images(spec, lock, awaiting=set())
+    assert lock_images(spec, lock, awaiting={pulled[0]}) == 0
+    out = capsys.readouterr().out
+    assert f"{upstream} {pulled[0]} {original}" in out
+    assert "1 not copied yet, locked at upstream's digest" in out
+    assert read_lock(lock)[pulled[0]] == original
+    # prod's subscription copies the Docker Hub images: Volcano's and the init container's.
+    prod = load_spec(stack_config("prod"), credentials=False)
+    assert sorted(image.rsplit("/", 1)[1] for image in awaiting_fill(prod)) == [
+        "alpine:3.23.3",
+        "vc-controller-manager:v1.12.1",
+        "vc-scheduler:v1.12.1",
+        "vc-webhook-manager:v1.12.1",
+    ]
