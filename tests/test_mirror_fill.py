@@ -5,12 +5,17 @@ copied by hand, the refused configurations, and the run itself against a stand-i
 
 from __future__ import annotations
 
+import base64
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
 from conftest import cfg, stack_config
 from loopback_cloud import Fault
 from loopback_cr import INSTANCE, RULE, TASK, CrApi, cr_api
+from pulumi.dynamic.dynamic import serialize_provider
 from test_platform import ENTERPRISE_NAMESPACES, ENTERPRISE_REPOS, mirror_repos
 
 from components.config import ConfigError, load_spec
@@ -255,3 +260,33 @@ def test_a_new_rule_or_tag_runs_again(cr) -> None:
     assert not provider.diff(TASK, dict(PROPS), dict(PROPS)).changes
     changed = provider.diff(TASK, dict(PROPS), {**PROPS, "tag": "v1.12.2"})
     assert changed.changes and changed.replaces == ["tag"]
+
+
+def test_the_provider_pickled_into_state_works_without_this_project(cr, tmp_path) -> None:
+    api, provider = cr
+    api.results = [[COPIED]]
+    pickled = serialize_provider(provider)
+    assert b"test-secret" not in base64.b64decode(pickled)
+    # As the engine's dynamic provider process loads it for a program that installs the platform
+    # under another name: nothing of this checkout on the path, credentials from the environment.
+    run = (
+        "import base64, sys, dill\n"
+        "p = dill.loads(base64.b64decode(sys.argv[1]))\n"
+        f"print(p.create({PROPS!r}).id)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('components', 'ack_training_platform')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", run, pickled],
+        cwd=tmp_path,
+        env={
+            "ALIBABA_CLOUD_ACCESS_KEY_ID": "LTAI-test-key-id",
+            "ALIBABA_CLOUD_ACCESS_KEY_SECRET": "test-secret",
+            "PATH": os.environ["PATH"],
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [TASK, "[]"]
+    assert api.actions() == ["CreateArtifactSubscriptionTask", "GetArtifactSubscriptionTaskResult"]
