@@ -42,6 +42,7 @@ spec = stack_spec()
 sources = local_sources(Path(__file__).resolve().parent, spec)
 image_digests = image_lock(Path(__file__).resolve().parent, spec)
 check_cloud(spec)
+mirror_fill = subscribed_copies(spec)
 pool = registry = cluster = None
 
 
@@ -135,7 +136,7 @@ else:
             vpc_id=network.vpc_id,
             vswitch_id=network.first_vswitch_id,
             mirrored_images=mirrored_images(spec),
-            mirror_fill=subscribed_copies(spec),
+            mirror_fill=mirror_fill,
             secret_namespaces=list(teams.values()),
             keep_addons=cluster.adopted,
             password=stack_secret("registryPassword"),

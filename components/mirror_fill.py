@@ -32,10 +32,29 @@ class MirrorNotFillable(pulumi.RunError):
 def subscribed_copies(spec: PlatformSpec) -> list[tuple[str, str]]:
     """The (upstream, mirrored) images the stack fills by subscription: every mirrored image
     when ``mirrorFill`` is ``subscription`` (those no subscription serves are left out by
-    :class:`MirrorFill` and checked as copied by hand), none otherwise."""
+    :class:`MirrorFill` and checked as copied by hand), none otherwise. Called before any
+    resource is registered, so that a refusal buys and creates nothing.
+
+    Raises:
+        MirrorNotFillable: the mirror is in an instance the stack buys, which is empty, so an
+            image no subscription serves could be there neither by subscription nor by hand
+            before it is pulled.
+    """
     from .digests import stack_images
 
-    return stack_images(spec) if spec.mirror_fill == "subscription" else []
+    if spec.mirror_fill != "subscription":
+        return []
+    copies = stack_images(spec)
+    by_hand = copied_by_hand(copies)
+    if spec.registry is not None and spec.registry.enterprise_instance_id is None and by_hand:
+        raise MirrorNotFillable(
+            "mirrorFill: a subscription copies from Docker Hub, GCR and Quay only, so "
+            + ", ".join(by_hand)
+            + " cannot be in the instance this stack buys before they are pulled: adopt the instance "
+            "(registry.enterpriseInstanceId) and copy them first (python -m components.upstream images), or "
+            "mirror into another registry"
+        )
+    return copies
 
 
 class MirrorFill(pulumi.ComponentResource):
@@ -143,20 +162,3 @@ class MirrorFill(pulumi.ComponentResource):
 def copied_by_hand(copies: Sequence[tuple[str, str]]) -> list[str]:
     """The mirrored images among ``copies`` that no subscription serves."""
     return [target for _, target in split_by_fill(copies)[1]]
-
-
-def refuse_unfillable(by_hand: Sequence[str], *, bought: bool) -> None:
-    """An instance the stack buys is empty, so a mirrored image no subscription serves can be
-    there neither by subscription nor by hand before the operator pulls it.
-
-    Raises:
-        MirrorNotFillable: naming each such image.
-    """
-    if bought and by_hand:
-        raise MirrorNotFillable(
-            "mirrorFill: a subscription copies from Docker Hub, GCR and Quay only, so "
-            + ", ".join(by_hand)
-            + " cannot be in the instance this stack buys before they are pulled: adopt the instance "
-            "(registry.enterpriseInstanceId) and copy them first (python -m components.upstream images), or "
-            "mirror into another registry"
-        )

@@ -14,7 +14,7 @@ from ._k8s import TOKEN
 from .config import RegistrySpec
 from .manifests import ACR_HELPER_ADDON, MANAGED_BY, acr_helper_config, docker_config_json
 from .mirror import check_enterprise_mirror, enterprise_namespace_exists, exact_name
-from .mirror_fill import MirrorFill, copied_by_hand, refuse_unfillable
+from .mirror_fill import MirrorFill, copied_by_hand
 from .namespace import TrainingNamespace
 from .preflight import warn_only
 
@@ -211,7 +211,6 @@ class ContainerRegistry(pulumi.ComponentResource):
             by_hand = [image for image in mirrored_images if image.startswith(f"{vpc}/")]
             if mirror_fill:
                 by_hand = [image for image in by_hand if image in copied_by_hand(mirror_fill)]
-                refuse_unfillable(by_hand, bought=spec.enterprise_instance_id is None)
             if spec.enterprise_instance_id is not None and by_hand:
                 check_enterprise_mirror(spec.enterprise_instance_id, by_hand, opts=invoke)
             if mirror_fill:

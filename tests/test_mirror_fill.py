@@ -126,14 +126,26 @@ def test_only_the_images_no_subscription_serves_are_checked_as_copied_beforehand
     assert "alpine" not in message and "vc-scheduler" not in message
 
 
-def test_an_instance_the_stack_buys_cannot_hold_what_no_subscription_serves(run_stack) -> None:
+def test_an_instance_the_stack_buys_cannot_hold_what_no_subscription_serves(run_stack, monkeypatch) -> None:
+    from pulumi.runtime import mocks
+
     from components.mirror_fill import MirrorNotFillable
 
+    registered: list[str] = []
+    register = mocks.MockMonitor.RegisterResource
+
+    def recording(self, request):
+        registered.append(request.type)
+        return register(self, request)
+
+    monkeypatch.setattr(mocks.MockMonitor, "RegisterResource", recording)
     config = stack_config("prod")
     for key in ("enterpriseInstanceId", "linkVpc", "namespaceExists", "repositoryExists"):
         del config[cfg("registry")][key]
     with pytest.raises(MirrorNotFillable) as raised:
         run_stack(config, "prod", invokes={ENTERPRISE_NAMESPACES: {"namespaces": []}})
+    # Refused before anything is registered: nothing is bought or created.
+    assert not [t for t in registered if t != "pulumi:pulumi:Stack"]
     assert str(raised.value) == (
         "mirrorFill: a subscription copies from Docker Hub, GCR and Quay only, so "
         + ", ".join(GHCR_IMAGES)
