@@ -7,18 +7,20 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
 
 import pytest
-from conftest import cfg, stack_config
+from conftest import ROOT, cfg, stack_config
 from loopback_cloud import Fault
 from loopback_cr import INSTANCE, RULE, TASK, CrApi, cr_api
 from pulumi.dynamic.dynamic import serialize_provider
 from test_platform import ENTERPRISE_NAMESPACES, ENTERPRISE_REPOS, mirror_repos
 
 from components.config import ConfigError, load_spec
+from components.digests import stack_images
 from components.manifests.mirror_fill import split_by_fill
 from components.subscription_task import SubscriptionTaskProvider
 
@@ -302,3 +304,14 @@ def test_the_provider_pickled_into_state_works_without_this_project(cr, tmp_path
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [TASK, "[]"]
     assert api.actions() == ["CreateArtifactSubscriptionTask", "GetArtifactSubscriptionTaskResult"]
+
+
+def test_the_supply_chain_page_says_how_each_image_is_filled() -> None:
+    config = stack_config("prod")
+    config[cfg("trainerV2")] = {"install": True, "kueue": {"enabled": True}}
+    rules, by_hand = split_by_fill(stack_images(load_spec(config, credentials=False)))
+    expected = {rule.source: f"subscription (`{rule.provider}`)" for rule in rules}
+    expected |= {source: "hand" for source, _ in by_hand}
+    page = (ROOT / "docs" / "supply-chain.md").read_text()
+    shown = dict(re.findall(r"^\| `([^`]+)` \| (.+?) \|$", page.split("## Filled by artifact subscription")[1], re.M))
+    assert shown == expected
