@@ -20,7 +20,7 @@ from .datasets import DatasetImportSpec, check_datasets
 from .monitoring import ARMS_AGENT_NAMESPACE, MonitoringScope, MonitoringSpec, PrometheusMode, check_monitoring
 from .operator import OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, check_kueue_topology
 from .pools import GpuPoolSpec
-from .registry import RegistrySpec, check_mirror_fill
+from .registry import RegistrySpec, check_mirror
 from .storage import StorageSpec
 from .teams import TeamSpec, check_teams
 from .training_job import Backend, TrainingJobSpec, v2_conflict, xgboost_gpus_problem
@@ -186,7 +186,7 @@ class PlatformSpec(Spec):
                 "tag pulls third-party images by tag without a word, which only a local cluster may: use warn, or "
                 "require once python -m components.upstream lock-images has locked them",
             )
-        check_mirror_fill(self.mirror_fill, self.image_mirror, self.registry, self.region)
+        check_mirror(self.mirror_fill, self.image_mirror, self.registry, self.region)
         if self.is_local:
             for key, value in (
                 ("network", self.network),
@@ -279,22 +279,6 @@ class PlatformSpec(Spec):
                 "network.vswitches",
                 "an adopted cluster (cluster.existingClusterId) lives in a VPC already: adopt it with "
                 "network.vpcId and network.vswitchIds instead of creating vSwitches",
-            )
-        registry = self.registry
-        if (
-            self.mirror_fill == "none"
-            and self.image_mirror is not None
-            and registry is not None
-            and registry.edition == "enterprise"
-            and registry.enterprise_instance_id is None
-            and registry.existing_repository_url is None
-            and self.image_mirror.startswith(f"{registry.enterprise_instance_name}-registry")
-        ):
-            raise field_error(
-                "imageMirror",
-                "the mirror is in the enterprise instance this stack buys, so its images cannot be copied before "
-                "the operator and Volcano pull them: set mirrorFill: subscription, adopt the instance "
-                "(registry.enterpriseInstanceId) once it exists, or mirror into another registry",
             )
         if self.gpu_pool is not None and self.gpu_pool.autoscaling and self.cluster.autoscaler.enabled is False:
             raise field_error(

@@ -92,15 +92,28 @@ class RegistrySpec(Spec):
         return self
 
 
-def check_mirror_fill(
-    mirror_fill: str, image_mirror: str | None, registry: RegistrySpec | None, region: str | None
-) -> None:
-    """Refuse a ``mirrorFill`` that cannot fill ``imageMirror``: a subscription copies into a
-    namespace of the enterprise instance that ``registry`` names or buys, and nowhere else
-    (ACR: "Sync images from sources outside China using artifact subscription", available only
-    for Enterprise Edition instances,
+def check_mirror(mirror_fill: str, image_mirror: str | None, registry: RegistrySpec | None, region: str | None) -> None:
+    """Refuse an ``imageMirror`` that cannot be filled before it is pulled: one copied by hand
+    inside an instance the stack buys (empty until then), or a ``mirrorFill`` subscription
+    outside a namespace of the enterprise instance ``registry`` names or buys, the only place a
+    subscription copies to (ACR: "Sync images from sources outside China using artifact
+    subscription", available only for Enterprise Edition instances,
     https://www.alibabacloud.com/help/en/acr/user-guide/subscribe-to-image-tags)."""
     if mirror_fill == "none":
+        if (
+            image_mirror is not None
+            and registry is not None
+            and registry.edition == "enterprise"
+            and registry.enterprise_instance_id is None
+            and registry.existing_repository_url is None
+            and image_mirror.startswith(f"{registry.enterprise_instance_name}-registry")
+        ):
+            raise field_error(
+                "imageMirror",
+                "the mirror is in the enterprise instance this stack buys, so its images cannot be copied before "
+                "the operator and Volcano pull them: set mirrorFill: subscription, adopt the instance "
+                "(registry.enterpriseInstanceId) once it exists, or mirror into another registry",
+            )
         return
     if registry is None or registry.edition != "enterprise" or registry.existing_repository_url is not None:
         raise field_error(
