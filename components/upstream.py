@@ -99,6 +99,15 @@ def image_copies(spec: PlatformSpec) -> list[tuple[str, str]]:
     return stack_images(spec)
 
 
+NOT_COPIED_YET = (401, 403, 404)
+"""What a registry may answer an anonymous client for a repository that does not exist yet: a 404,
+or a refusal that does not say whether it exists. ACR does not document which; pulls of a
+repository missing from an ACR registry are reported as refused ("pull access denied, repository
+does not exist or may require authorization"), not as not found. Taking upstream's digest then is
+safe: the cluster pulls by it, and a private repository of that name makes the stack's create of
+the public one fail."""
+
+
 def awaiting_fill(spec: PlatformSpec) -> set[str]:
     """The mirrored images the stack's artifact subscription copies (``mirrorFill: subscription``)."""
     if spec.mirror_fill != "subscription":
@@ -113,9 +122,9 @@ def lock_images(
 
     An image the stack's subscription copies (``awaiting``, by default :func:`awaiting_fill`) may
     be missing from the mirror before the ``pulumi up`` that copies it: the mirror answers 404,
-    and the lock takes upstream's digest. The cluster pulls it by that digest, so a copy with
-    any other digest is refused at the pull, never run; ``verify-images`` after that ``up``
-    asks the mirror itself.
+    or 401 or 403 (:data:`NOT_COPIED_YET`), and the lock takes upstream's digest. The cluster
+    pulls it by that digest, so a copy with any other digest is refused at the pull, never run;
+    ``verify-images`` after that ``up`` asks the mirror itself.
 
     A mirrored image's digest is also asked of its upstream registry, so that the lock does not
     trust the mirror on first use: a mirror serving another digest (a re-pushed or changed copy),
@@ -130,7 +139,7 @@ def lock_images(
         try:
             digests[pulled] = resolve(pulled)
         except DigestError as err:
-            if pulled not in awaiting or err.status != 404:
+            if pulled not in awaiting or err.status not in NOT_COPIED_YET:
                 raise
             try:
                 digests[pulled] = resolve(source, timeout=UPSTREAM_TIMEOUT_S)

@@ -45,6 +45,9 @@ class Registry:
         """An error status the registry answers for an image, whatever the request's credentials."""
         self.token_bodies: dict[str, bytes] = {}
         """What the token endpoint answers for a repository, where not a token."""
+        self.hidden: set[str] = set()
+        """Images refused with a 401 and a token challenge, with or without the token: a repository
+        a registry does not show to an anonymous client, whether or not it exists."""
         registry = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -67,7 +70,9 @@ class Registry:
                     errors = json.dumps({"errors": [{"code": "DENIED", "message": "no"}]}).encode()
                     self._answer(registry.fail[f"{name}:{tag}"], {"Content-Type": "application/json"}, errors)
                     return
-                if registry.auth and self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                if f"{name}:{tag}" in registry.hidden or (
+                    registry.auth and self.headers.get("Authorization") != f"Bearer {TOKEN}"
+                ):
                     realm = f"http://{self.headers['Host']}/token"
                     challenge = f'Bearer realm="{realm}",service="loopback",scope="repository:{name}:pull"'
                     self._answer(401, {"WWW-Authenticate": challenge}, b"")
@@ -401,6 +406,18 @@ def test_an_image_the_subscription_copies_next_is_locked_at_upstreams_digest(
     assert f"{upstream} {pulled[0]} {original}" in out
     assert "1 not copied yet, locked at upstream's digest" in out
     assert read_lock(lock)[pulled[0]] == original
+    # A registry that refuses an anonymous client rather than say the repository is missing: the
+    # same; any other error is still one.
+    mirrored = pulled[0].removeprefix(f"{registry.host}/")
+    registry.hidden.add(mirrored)
+    assert lock_images(spec, lock, awaiting={pulled[0]}) == 0
+    assert read_lock(lock)[pulled[0]] == original
+    registry.hidden.clear()
+    registry.fail[mirrored] = 403
+    assert lock_images(spec, lock, awaiting={pulled[0]}) == 0
+    registry.fail[mirrored] = 500
+    with pytest.raises(DigestError, match="answered 500"):
+        lock_images(spec, lock, awaiting={pulled[0]})
     # prod's subscription copies the Docker Hub images: Volcano's and the init container's.
     prod = load_spec(stack_config("prod"), credentials=False)
     assert sorted(image.rsplit("/", 1)[1] for image in awaiting_fill(prod)) == [
