@@ -100,7 +100,15 @@ def _provider_type() -> type[ResourceProvider]:
             request = open_api.OpenApiRequest(query={k: str(v) for k, v in query.items()})
 
             def attempt() -> dict[str, Any]:
-                return client.call_api(params, request, RuntimeOptions())["body"]
+                body = client.call_api(params, request, RuntimeOptions())["body"]
+                # ACR may refuse with HTTP 200 and ``IsSuccess: false``, which the SDK does not raise
+                # (terraform-provider-alicloud v1.289.0 resource_alicloud_cr_ee_repo.go checks it too).
+                if body.get("IsSuccess") is False:
+                    raise RuntimeError(
+                        f"ACR refused {action} for instance {query['InstanceId']}: {body.get('Code')} "
+                        f"{body.get('Message') or ''}".rstrip()
+                    )
+                return body
 
             for _ in range(self.retries - 1):
                 try:

@@ -39,6 +39,9 @@ class CrApi:
     faults: list[Fault] = field(default_factory=list)
     requests: list[Request] = field(default_factory=list)
     looks: int = 0
+    unsuccessful: dict[str, str] = field(default_factory=dict)
+    """A ``Code`` an action answers with HTTP 200 and ``IsSuccess: false``, the response fields
+    both API references list (``Code``, ``IsSuccess``)."""
 
     def actions(self) -> list[str]:
         return [r.action for r in self.requests]
@@ -51,6 +54,8 @@ class CrApi:
         return (*self._answer(request), {})
 
     def _answer(self, request: Request) -> tuple[int, dict[str, Any]]:
+        if request.action in self.unsuccessful:
+            return 200, {"Code": self.unsuccessful[request.action], "IsSuccess": False, "RequestId": "132D-refused"}
         if request.params.get("InstanceId") != INSTANCE:
             return _error(404, "INSTANCE_NOT_EXIST", "instance not exist")
         if request.action == "CreateArtifactSubscriptionTask":

@@ -248,6 +248,16 @@ def test_a_tag_the_run_failed_to_copy_fails_the_create_naming_the_image(cr) -> N
     )
 
 
+@pytest.mark.parametrize("action", ["CreateArtifactSubscriptionTask", "GetArtifactSubscriptionTaskResult"])
+def test_a_call_answered_without_success_fails_the_create_at_once_naming_acrs_code(cr, action: str) -> None:
+    api, provider = cr
+    api.results = [[COPIED]]
+    api.unsuccessful = {action: "RULE_NOT_EXIST"}
+    with pytest.raises(RuntimeError, match=f"^ACR refused {action} for instance {INSTANCE}: RULE_NOT_EXIST$"):
+        provider.create(dict(PROPS))
+    assert api.actions()[-1] == action and len(api.requests) <= 2
+
+
 def test_a_run_that_never_copies_the_tag_fails_the_create_once_the_wait_is_over(cr) -> None:
     api, provider = cr
     provider.wait_seconds = 0
