@@ -53,11 +53,13 @@ class DigestError(Exception):
     Attributes:
         unreachable: no answer came (no address, no connection, a timeout), as opposed to an
             answer that refused or contradicted itself (a 404, 401, 429, a digest that does not match).
+        status: the registry's HTTP status, when it answered with an error.
     """
 
-    def __init__(self, message: str, *, unreachable: bool = False) -> None:
+    def __init__(self, message: str, *, unreachable: bool = False, status: int | None = None) -> None:
         super().__init__(message)
         self.unreachable = unreachable
+        self.status = status
 
 
 def stack_images(spec: PlatformSpec) -> list[tuple[str, str]]:
@@ -181,7 +183,7 @@ def resolve(image: str, *, timeout: float = 30) -> str:
                 token = _bearer_token(err.headers.get("WWW-Authenticate", ""), timeout)
                 headers["Authorization"] = f"Bearer {token}"
     except urllib.error.HTTPError as err:
-        raise DigestError(f"{image}: {err.url or url} answered {err.code}") from err
+        raise DigestError(f"{image}: {err.url or url} answered {err.code}", status=err.code) from err
     except DigestError as err:
         raise DigestError(f"{image}: {err}") from err
     except http.client.HTTPException as err:

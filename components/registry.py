@@ -14,6 +14,7 @@ from ._k8s import TOKEN
 from .config import RegistrySpec
 from .manifests import ACR_HELPER_ADDON, MANAGED_BY, acr_helper_config, docker_config_json
 from .mirror import check_enterprise_mirror, enterprise_namespace_exists, exact_name
+from .mirror_fill import MirrorFill, copied_by_hand
 from .namespace import TrainingNamespace
 from .preflight import warn_only
 
@@ -72,6 +73,9 @@ class ContainerRegistry(pulumi.ComponentResource):
         vswitch_id: the vSwitch of that endpoint.
         mirrored_images: the third-party images copied into ``imageMirror``; checked before
             anything is created when the mirror is in this stack's (adopted) instance.
+        mirror_fill: the (upstream, mirrored) images the enterprise instance copies by artifact
+            subscription in this update (:mod:`components.mirror_fill`); only those no
+            subscription serves are checked as copied beforehand.
         secret_namespaces: more namespaces whose jobs pull the training image (the teams'): they
             get the pull secret, and the credential helper watches them.
         keep_addons: leave the credential helper installed when the registry goes (an adopted cluster).
@@ -85,7 +89,8 @@ class ContainerRegistry(pulumi.ComponentResource):
             ``None`` where it was not asked (an adopted registry URL, the offline plan).
         ready: what a job must wait for (the VPC link, the credential helper).
         reachable: what must exist before nodes reach the registry at all (the VPC link the
-            stack makes); enough for the public mirror, which needs no credentials.
+            stack makes), and before they pull from the public mirror, which needs no
+            credentials: the mirror's subscription copies, when it is filled so.
     """
 
     def __init__(
@@ -100,6 +105,7 @@ class ContainerRegistry(pulumi.ComponentResource):
         vpc_id: pulumi.Input[str],
         vswitch_id: pulumi.Input[str],
         mirrored_images: Sequence[str] = (),
+        mirror_fill: Sequence[tuple[str, str]] = (),
         secret_namespaces: Sequence[TrainingNamespace] = (),
         keep_addons: bool = False,
         password: pulumi.Output[str] | None = None,
@@ -200,6 +206,16 @@ class ContainerRegistry(pulumi.ComponentResource):
                         opts=child,
                     )
                 )
+            public, vpc = enterprise_hosts(spec.enterprise_instance_name, region)
+            # Images no subscription serves are copied by hand, and checked before anything is created.
+            by_hand = [image for image in mirrored_images if image.startswith(f"{vpc}/")]
+            if mirror_fill:
+                by_hand = [image for image in by_hand if image in copied_by_hand(mirror_fill)]
+            if spec.enterprise_instance_id is not None and by_hand:
+                check_enterprise_mirror(spec.enterprise_instance_id, by_hand, opts=invoke)
+            if mirror_fill:
+                fill = MirrorFill(f"{name}-mirror", mirror_fill, instance_id=instance_id, region=region, opts=child)
+                self.reachable.extend(fill.copied)
             self.ready.extend(self.reachable)
             self.ready.append(
                 alicloud.cs.KubernetesAddon(
@@ -214,11 +230,7 @@ class ContainerRegistry(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self, retain_on_delete=keep_addons),
                 )
             )
-            public, vpc = enterprise_hosts(spec.enterprise_instance_name, region)
             pull_host, push_host = pulumi.Output.from_input(vpc), pulumi.Output.from_input(public)
-            in_instance = [image for image in mirrored_images if image.startswith(f"{vpc}/")]
-            if spec.enterprise_instance_id is not None and in_instance:
-                check_enterprise_mirror(spec.enterprise_instance_id, in_instance, opts=invoke)
             path = f"{spec.namespace}/{spec.repository}"
             self.pushed = self._look_up_enterprise(spec, f"{public}/{path}", opts=invoke)
         if spec.repository_exists and self.pushed is not None and not self.pushed.repository_found:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Collection
 from pathlib import Path
 
 import yaml
@@ -36,6 +37,7 @@ from .manifests import (
     system_node_selector,
     trainer_v2_values,
 )
+from .manifests.mirror_fill import split_by_fill
 from .plan import PlanError, find_project_dir, read_stack_file, stack_path
 from .prepare import GITHUB, pack, prepare
 
@@ -97,8 +99,32 @@ def image_copies(spec: PlatformSpec) -> list[tuple[str, str]]:
     return stack_images(spec)
 
 
-def lock_images(spec: PlatformSpec, lock: Path, *, require_upstream: bool = False) -> int:
+NOT_COPIED_YET = (401, 403, 404)
+"""What a registry may answer an anonymous client for a repository that does not exist yet: a 404,
+or a refusal that does not say whether it exists. ACR does not document which; pulls of a
+repository missing from an ACR registry are reported as refused ("pull access denied, repository
+does not exist or may require authorization"), not as not found. Taking upstream's digest then is
+safe: the cluster pulls by it, and a private repository of that name makes the stack's create of
+the public one fail."""
+
+
+def awaiting_fill(spec: PlatformSpec) -> set[str]:
+    """The mirrored images the stack's artifact subscription copies (``mirrorFill: subscription``)."""
+    if spec.mirror_fill != "subscription":
+        return set()
+    return {rule.target for rule in split_by_fill(stack_images(spec))[0]}
+
+
+def lock_images(
+    spec: PlatformSpec, lock: Path, *, require_upstream: bool = False, awaiting: Collection[str] | None = None
+) -> int:
     """Resolve every image the stack pulls, print ``<upstream> <pulled> <digest>`` and write the lock.
+
+    An image the stack's subscription copies (``awaiting``, by default :func:`awaiting_fill`) may
+    be missing from the mirror before the ``pulumi up`` that copies it: the mirror answers 404,
+    or 401 or 403 (:data:`NOT_COPIED_YET`), and the lock takes upstream's digest. The cluster
+    pulls it by that digest, so a copy with any other digest is refused at the pull, never run;
+    ``verify-images`` after that ``up`` asks the mirror itself.
 
     A mirrored image's digest is also asked of its upstream registry, so that the lock does not
     trust the mirror on first use: a mirror serving another digest (a re-pushed or changed copy),
@@ -107,9 +133,22 @@ def lock_images(spec: PlatformSpec, lock: Path, *, require_upstream: bool = Fals
     that does not answer at all (no address, no connection, a timeout) is said so on stderr and
     the mirror's digest is taken as it is, unless ``require_upstream``: then it is an error too.
     """
-    digests, differ, unchecked, failed = {}, [], [], []
+    awaiting = awaiting_fill(spec) if awaiting is None else awaiting
+    digests, differ, unchecked, failed, upstream_only = {}, [], [], [], []
     for source, pulled in stack_images(spec):
-        digests[pulled] = resolve(pulled)
+        try:
+            digests[pulled] = resolve(pulled)
+        except DigestError as err:
+            if pulled not in awaiting or err.status not in NOT_COPIED_YET:
+                raise
+            try:
+                digests[pulled] = resolve(source, timeout=UPSTREAM_TIMEOUT_S)
+            except DigestError as up:
+                failed.append(f"{pulled} is not copied yet, and upstream {source} could not be checked: {up}")
+                continue
+            upstream_only.append(pulled)
+            print(f"{source} {pulled} {digests[pulled]}")
+            continue
         print(f"{source} {pulled} {digests[pulled]}")
         if source == pulled:
             continue
@@ -130,9 +169,14 @@ def lock_images(spec: PlatformSpec, lock: Path, *, require_upstream: bool = Fals
         print(f"error: {problem}", file=sys.stderr)
     if differ or failed:
         return 1
-    mirrored_images = sum(source != pulled for source, pulled in stack_images(spec))
+    mirrored_images = sum(source != pulled for source, pulled in stack_images(spec)) - len(upstream_only)
     if mirrored_images:
         print(f"{mirrored_images - len(unchecked)} of {mirrored_images} mirrored images match upstream")
+    if upstream_only:
+        print(
+            f"{len(upstream_only)} not copied yet, locked at upstream's digest (the subscription copies them in "
+            "the next pulumi up; run verify-images after it)"
+        )
     write_lock(lock, digests)
     print(f"wrote {lock}")
     return 0

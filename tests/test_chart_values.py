@@ -19,6 +19,7 @@ def _spec(stack: str, mirror: str | None):
     config = stack_config(stack)
     config[cfg("trainerV2")] = {"install": True, "kueue": {"enabled": True}}
     config[cfg("operator")] = {"volcano": {"enabled": True}}
+    config.pop(cfg("mirrorFill"), None)  # the mirror here is another registry's
     if mirror is None:
         config.pop(cfg("imageMirror"), None)
     else:

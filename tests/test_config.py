@@ -65,7 +65,7 @@ INVALID = [
         "unknown top-level key",
         {"gpuPol": {}},
         "ack-training-platform:gpuPol: unknown key; did you mean 'gpuPool'? valid keys: cluster, datasets, gpuPool, imageLock, "
-        "imageMirror, jobs, monitoring, network, operator, registry, storage, teams, trainerV2, training",
+        "imageMirror, jobs, mirrorFill, monitoring, network, operator, registry, storage, teams, trainerV2, training",
     ),
     (
         "min above max",
@@ -337,7 +337,7 @@ INVALID = [
             "imageMirror": "ml-registry-vpc.cn-hangzhou.cr.aliyuncs.com/mirror",
         },
         "ack-training-platform:imageMirror: the mirror is in the enterprise instance this stack buys, so its images "
-        "cannot be copied before the operator and Volcano pull them: adopt the instance "
+        "cannot be copied before the operator and Volcano pull them: set mirrorFill: subscription, adopt the instance "
         "(registry.enterpriseInstanceId) once it exists, or mirror into another registry",
     ),
     (

@@ -53,6 +53,7 @@ def bought_registry() -> dict:
     for key in ("enterpriseInstanceId", "linkVpc", "namespaceExists", "repositoryExists"):
         del config[cfg("registry")][key]
     del config[cfg("imageMirror")]
+    del config[cfg("mirrorFill")]
     return config
 
 

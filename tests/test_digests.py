@@ -45,6 +45,9 @@ class Registry:
         """An error status the registry answers for an image, whatever the request's credentials."""
         self.token_bodies: dict[str, bytes] = {}
         """What the token endpoint answers for a repository, where not a token."""
+        self.hidden: set[str] = set()
+        """Images refused with a 401 and a token challenge, with or without the token: a repository
+        a registry does not show to an anonymous client, whether or not it exists."""
         registry = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -67,7 +70,9 @@ class Registry:
                     errors = json.dumps({"errors": [{"code": "DENIED", "message": "no"}]}).encode()
                     self._answer(registry.fail[f"{name}:{tag}"], {"Content-Type": "application/json"}, errors)
                     return
-                if registry.auth and self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                if f"{name}:{tag}" in registry.hidden or (
+                    registry.auth and self.headers.get("Authorization") != f"Bearer {TOKEN}"
+                ):
                     realm = f"http://{self.headers['Host']}/token"
                     challenge = f'Bearer realm="{realm}",service="loopback",scope="repository:{name}:pull"'
                     self._answer(401, {"WWW-Authenticate": challenge}, b"")
@@ -137,6 +142,7 @@ def _project(tmp_path: Path, mirror: str) -> Path:
     """A project whose stack ``loop`` is the prod stack with every image component, mirrored to ``mirror``."""
     config = stack_config("prod")
     config[cfg("imageMirror")] = mirror
+    del config[cfg("mirrorFill")]  # a mirror on this host, which no subscription fills
     config[cfg("trainerV2")] = {"install": True, "kueue": {"enabled": True}}
     (tmp_path / "stacks").mkdir()
     (tmp_path / "Pulumi.yaml").write_text("name: ack-training-platform\nruntime: python\n")
@@ -380,3 +386,43 @@ def test_require_upstream_makes_an_unreachable_upstream_an_error(
     assert not (project / "stacks/images.loop.lock.json").exists()
     # Without it, the mirror's digest is taken there, with a note.
     assert main(["lock-images", "--stack", "loop"]) == 0
+
+
+def test_an_image_the_subscription_copies_next_is_locked_at_upstreams_digest(
+    registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    from components.upstream import awaiting_fill, lock_images
+
+    project, pulled, upstream = _one_upstream(registry, tmp_path, monkeypatch)
+    original = registry.push(upstream, "the upstream bytes")
+    del registry.images[pulled[0].removeprefix(f"{registry.host}/")]
+    spec = load_spec(json.loads((project / "stacks/Pulumi.loop.yaml").read_text())["config"], credentials=False)
+    lock = project / "stacks/images.loop.lock.json"
+    # Not one the stack's subscription copies: the mirror lacks it, which is an error.
+    with pytest.raises(DigestError, match="answered 404"):
+        lock_images(spec, lock, awaiting=set())
+    assert lock_images(spec, lock, awaiting={pulled[0]}) == 0
+    out = capsys.readouterr().out
+    assert f"{upstream} {pulled[0]} {original}" in out
+    assert "1 not copied yet, locked at upstream's digest" in out
+    assert read_lock(lock)[pulled[0]] == original
+    # A registry that refuses an anonymous client rather than say the repository is missing: the
+    # same; any other error is still one.
+    mirrored = pulled[0].removeprefix(f"{registry.host}/")
+    registry.hidden.add(mirrored)
+    assert lock_images(spec, lock, awaiting={pulled[0]}) == 0
+    assert read_lock(lock)[pulled[0]] == original
+    registry.hidden.clear()
+    registry.fail[mirrored] = 403
+    assert lock_images(spec, lock, awaiting={pulled[0]}) == 0
+    registry.fail[mirrored] = 500
+    with pytest.raises(DigestError, match="answered 500"):
+        lock_images(spec, lock, awaiting={pulled[0]})
+    # prod's subscription copies the Docker Hub images: Volcano's and the init container's.
+    prod = load_spec(stack_config("prod"), credentials=False)
+    assert sorted(image.rsplit("/", 1)[1] for image in awaiting_fill(prod)) == [
+        "alpine:3.23.3",
+        "vc-controller-manager:v1.12.1",
+        "vc-scheduler:v1.12.1",
+        "vc-webhook-manager:v1.12.1",
+    ]

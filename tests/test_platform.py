@@ -467,13 +467,15 @@ def bought_instance() -> dict:
     for key in ("enterpriseInstanceId", "linkVpc", "namespaceExists", "repositoryExists"):
         del registry[key]
     del config[cfg("imageMirror")]
+    del config[cfg("mirrorFill")]
     return config
 
 
 def test_an_adopted_registry_is_neither_linked_again_nor_recreated(run_stack) -> None:
     plan = run_stack(stack_config("prod"), "prod")
     # The organisation's link, namespace and repository exist: nothing to create, nothing to remove on destroy.
-    assert not plan.of_type(LINK) + plan.of_type(EE_NAMESPACE) + plan.of_type(EE_REPO)
+    # (The mirror's repositories are its artifact subscription's, tests/test_mirror_fill.py.)
+    assert not plan.of_type(LINK) + plan.of_type(EE_NAMESPACE) + registry_repos(plan)
     assert plan.one(JOB, "gpt-pretrain").inputs["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"][
         "containers"
     ][0]["image"] == ("ml-registry-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/ml/trainer:v0.1.0")
@@ -481,7 +483,12 @@ def test_an_adopted_registry_is_neither_linked_again_nor_recreated(run_stack) ->
     config[cfg("registry")].update(linkVpc=True, namespaceExists=False, repositoryExists=False)
     linked = run_stack(config, "prod")
     assert linked.one(LINK).inputs["instanceId"] == "cri-0jl6b5ykcjznb4rb"
-    assert linked.one(EE_REPO).inputs["namespace"] == "ml"
+    assert [r.inputs["namespace"] for r in registry_repos(linked)] == ["ml"]
+
+
+def registry_repos(plan) -> list:
+    """The enterprise repositories the registry itself creates (not the mirror's)."""
+    return [r for r in plan.of_type(EE_REPO) if ":MirrorFill$" not in r.urn]
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod-bought"])
@@ -1035,7 +1042,8 @@ def test_a_namespace_the_stack_adds_to_an_adopted_instance_holds_back_the_jobs_u
     config[cfg("registry")].update(namespaceExists=False, repositoryExists=False)
     # The first update creates the namespace and the repository; the mirror is ready.
     first = run_stack(config, "prod", invokes=mirror_repos(existing=("mirror",)))
-    assert first.one(EE_REPO).retain_on_delete and not first.of_type(JOB)
+    (repo,) = registry_repos(first)
+    assert repo.retain_on_delete and not first.of_type(JOB)
     assert run_stack(config, "prod", invokes=mirror_repos()).of_type(JOB)
 
 

@@ -20,7 +20,7 @@ from .datasets import DatasetImportSpec, check_datasets
 from .monitoring import ARMS_AGENT_NAMESPACE, MonitoringScope, MonitoringSpec, PrometheusMode, check_monitoring
 from .operator import OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, check_kueue_topology
 from .pools import GpuPoolSpec
-from .registry import RegistrySpec
+from .registry import RegistrySpec, check_mirror
 from .storage import StorageSpec
 from .teams import TeamSpec, check_teams
 from .training_job import Backend, TrainingJobSpec, v2_conflict, xgboost_gpus_problem
@@ -53,6 +53,10 @@ class PlatformSpec(Spec):
     written by ``python -m components.upstream lock-images``) does: ``require`` stops the preview naming it,
     ``warn`` (the default) pulls it by tag with a warning, ``tag`` pulls it by tag without one (a local
     cluster only, which pulls the upstream images as a developer's own tools do)."""
+    mirror_fill: Literal["none", "subscription"] = Field(default="none")
+    """How ``imageMirror`` gets its copies: ``none`` (the default), copied before ``pulumi up``; ``subscription``,
+    by the enterprise instance's artifact subscription in the same ``up``, for each image from Docker Hub, GCR or
+    Quay (``imageMirror`` is then a namespace of its own in ``registry``'s enterprise instance)."""
     operator: OperatorSpec = Field(default_factory=OperatorSpec)
     trainer_v2: TrainerV2Spec = Field(default_factory=TrainerV2Spec, alias="trainerV2")
     training: TrainingNamespaceSpec = Field(default_factory=TrainingNamespaceSpec)
@@ -182,6 +186,7 @@ class PlatformSpec(Spec):
                 "tag pulls third-party images by tag without a word, which only a local cluster may: use warn, or "
                 "require once python -m components.upstream lock-images has locked them",
             )
+        check_mirror(self.mirror_fill, self.image_mirror, self.registry, self.region)
         if self.is_local:
             for key, value in (
                 ("network", self.network),
@@ -274,21 +279,6 @@ class PlatformSpec(Spec):
                 "network.vswitches",
                 "an adopted cluster (cluster.existingClusterId) lives in a VPC already: adopt it with "
                 "network.vpcId and network.vswitchIds instead of creating vSwitches",
-            )
-        registry = self.registry
-        if (
-            self.image_mirror is not None
-            and registry is not None
-            and registry.edition == "enterprise"
-            and registry.enterprise_instance_id is None
-            and registry.existing_repository_url is None
-            and self.image_mirror.startswith(f"{registry.enterprise_instance_name}-registry")
-        ):
-            raise field_error(
-                "imageMirror",
-                "the mirror is in the enterprise instance this stack buys, so its images cannot be copied before "
-                "the operator and Volcano pull them: adopt the instance (registry.enterpriseInstanceId) once it "
-                "exists, or mirror into another registry",
             )
         if self.gpu_pool is not None and self.gpu_pool.autoscaling and self.cluster.autoscaler.enabled is False:
             raise field_error(

@@ -90,3 +90,50 @@ class RegistrySpec(Spec):
                 f"{self.existing_repository_url!r} must be a repository without scheme or tag, e.g. 'registry-vpc.cn-hangzhou.aliyuncs.com/ml/trainer'",
             )
         return self
+
+
+def check_mirror(mirror_fill: str, image_mirror: str | None, registry: RegistrySpec | None, region: str | None) -> None:
+    """Refuse an ``imageMirror`` that cannot be filled before it is pulled: one copied by hand
+    inside an instance the stack buys (empty until then), or a ``mirrorFill`` subscription
+    outside a namespace of the enterprise instance ``registry`` names or buys, the only place a
+    subscription copies to (ACR: "Sync images from sources outside China using artifact
+    subscription", available only for Enterprise Edition instances,
+    https://www.alibabacloud.com/help/en/acr/user-guide/subscribe-to-image-tags)."""
+    if mirror_fill == "none":
+        if (
+            image_mirror is not None
+            and registry is not None
+            and registry.edition == "enterprise"
+            and registry.enterprise_instance_id is None
+            and registry.existing_repository_url is None
+            and image_mirror.startswith(f"{registry.enterprise_instance_name}-registry")
+        ):
+            raise field_error(
+                "imageMirror",
+                "the mirror is in the enterprise instance this stack buys, so its images cannot be copied before "
+                "the operator and Volcano pull them: set mirrorFill: subscription, adopt the instance "
+                "(registry.enterpriseInstanceId) once it exists, or mirror into another registry",
+            )
+        return
+    if registry is None or registry.edition != "enterprise" or registry.existing_repository_url is not None:
+        raise field_error(
+            "mirrorFill",
+            "subscription copies images into an ACR enterprise instance: give registry.edition: enterprise "
+            "(an instance the stack buys, or registry.enterpriseInstanceId), or set mirrorFill: none and copy the "
+            "images before pulumi up",
+        )
+    host = f"{registry.enterprise_instance_name}-registry-vpc.{region}.cr.aliyuncs.com"
+    if image_mirror is None or image_mirror.count("/") != 1 or not image_mirror.startswith(f"{host}/"):
+        raise field_error(
+            "mirrorFill",
+            f"subscription fills a namespace of instance {registry.enterprise_instance_name!r}: set imageMirror "
+            f"to {host}/<namespace>, e.g. {host}/mirror (it is {image_mirror!r})",
+        )
+    namespace = image_mirror.split("/")[1]
+    if namespace == registry.namespace:
+        raise field_error(
+            "mirrorFill",
+            f"the mirror's namespace {namespace!r} is the training image's (registry.namespace), which is private; "
+            "the mirror is public and the stack creates it: give imageMirror a namespace of its own, e.g. "
+            f"{host}/mirror",
+        )

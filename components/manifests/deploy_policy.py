@@ -137,6 +137,18 @@ RESOURCE_APIS: dict[str, CloudApis] = {
     "alicloud:cs/registryEnterpriseRepo:RegistryEnterpriseRepo": CloudApis(
         "cr", ("CreateRepository", "UpdateRepository", "DeleteRepository"), "resource_alicloud_cr_ee_repo.go"
     ),
+    "alicloud:cr/artifactSubscriptionRule:ArtifactSubscriptionRule": CloudApis(
+        "cr",
+        ("CreateArtifactSubscriptionRule", "UpdateArtifactSubscriptionRule", "DeleteArtifactSubscriptionRule"),
+        # Read through GetArtifactSubscriptionRule (service_alicloud_cr_v2.go DescribeCrArtifactSubscriptionRule).
+        "resource_alicloud_cr_artifact_subscription_rule.go",
+    ),
+    f"{DYNAMIC_PREFIX}cr:SubscriptionTask": CloudApis(
+        # Then GetArtifactSubscriptionTaskResult until the tag is copied.
+        "cr",
+        ("CreateArtifactSubscriptionTask",),
+        "components/subscription_task.py (this platform)",
+    ),
     "alicloud:cr/vpcEndpointLinkedVpc:VpcEndpointLinkedVpc": CloudApis(
         "cr",
         ("CreateInstanceVpcEndpointLinkedVpc", "DeleteInstanceVpcEndpointLinkedVpc"),
