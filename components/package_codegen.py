@@ -19,9 +19,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel
 
-from .config import DatasetImportSpec, GpuPoolSpec, StorageSpec, TrainingJobSpec, TrainingNamespaceSpec
+from .config import (
+    DatasetImportSpec,
+    GpuPoolSpec,
+    PlatformSpec,
+    StorageSpec,
+    TrainingJobSpec,
+    TrainingNamespaceSpec,
+)
 
-SPECS = (GpuPoolSpec, TrainingNamespaceSpec, StorageSpec, TrainingJobSpec, DatasetImportSpec)
+SPECS = (GpuPoolSpec, TrainingNamespaceSpec, StorageSpec, TrainingJobSpec, DatasetImportSpec, PlatformSpec)
 """The specs whose input types the package's components take."""
 TYPES_MODULE = Path(__file__).with_name("package_types.py")
 
@@ -94,9 +101,9 @@ class _InputTypes:
 
 
 def _member(field: str, value: Any) -> str:
-    """An enum member's name for ``value``; one that would start with a digit (``1b``) is prefixed
+    """An enum member's name for ``value``, what is not a letter or digit (``ack.pro.small``) as ``_``; one that would start with a digit (``1b``) is prefixed
     with the field's last word (``SIZE_1B``), as a Python name cannot."""
-    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", str(value)).upper()
+    name = re.sub(r"\W", "_", re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", str(value))).upper()
     return name if name[:1].isalpha() else f"{field.rsplit('_', 1)[-1].upper()}_{name}"
 
 
@@ -105,11 +112,35 @@ def _optional(annotation: Any) -> bool:
     return origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(annotation)
 
 
+_REPOSITORY_PATH = r"(?:``)?(?:docs|trainer|stacks|components|tests)/[\w./<>-]*(?:``)?"
+_FOR_OTHER_LANGUAGES = (
+    # A path inside a parenthesis after other words: the words stay (``(1b, 8b; docs/trainer.md)``).
+    (re.compile(rf"\s*[;,]\s*{_REPOSITORY_PATH}(?=\))"), ""),
+    (re.compile(r"``trainer/`` "), "the platform's trainer "),
+    (re.compile(rf"\s*See {_REPOSITORY_PATH}[^.]*\."), ""),
+    # A parenthesis naming a repository file (ours or a cited upstream one) says nothing to a
+    # program in another language, which has no checkout.
+    (re.compile(r"\s*\([^()]*(?:``|\b)[\w.-]*/[\w./<>-]*\.(?:md|py|json|yaml)\b[^()]*\)"), ""),
+    (re.compile(rf"\s*\([^()]*{_REPOSITORY_PATH}[^()]*\)"), ""),
+    # reStructuredText to Markdown, which the SDKs' doc comments and the registry render.
+    (re.compile(r":\w+:`([^`]+)`"), r"`\1`"),
+    (re.compile(r"``([^`]+)``"), r"`\1`"),
+)
+
+
+def described(text: str) -> str:
+    """A spec's docstring as a package description: Markdown instead of reStructuredText, and
+    no path of this repository (a program in another language has no checkout)."""
+    for pattern, replacement in _FOR_OTHER_LANGUAGES:
+        text = pattern.sub(replacement, text)
+    return text
+
+
 def _docstring(text: str | None, indent: str) -> list[str]:
     if not text:
         return []
-    body = inspect.cleandoc(text).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
-    return [f'{indent}"""' + body.replace("\n", "\n" + indent) + '"""']
+    body = described(inspect.cleandoc(text)).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    return [f'{indent}"""' + "\n".join((indent + line).rstrip() for line in body.split("\n")).lstrip() + '"""']
 
 
 def input_types_source() -> str:

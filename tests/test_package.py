@@ -14,7 +14,7 @@ import grpc
 import pytest
 import yaml
 import yaml_program
-from conftest import ROOT
+from conftest import ROOT, stack_config
 from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 from pydantic import BaseModel
 
@@ -203,3 +203,105 @@ def test_the_plugin_serves_the_schema_over_grpc() -> None:
     finally:
         plugin.kill()
         plugin.wait()
+
+
+YAML_PLATFORM = ROOT / "examples" / "yaml-platform"
+
+
+def run_yaml_program(tmp_path, monkeypatch, program: dict, project: str, config: dict):
+    """``program`` through the package provider under the mock engine, as project ``project``."""
+    source = tmp_path / "Pulumi.yaml"
+    source.write_text(yaml.safe_dump(program))
+    python = tmp_path / "python"
+    python.mkdir()
+    (python / "Pulumi.yaml").write_text(f"name: {project}\nruntime: python\n")
+    (python / "__main__.py").write_text("import yaml_program\n\nyaml_program.run()\n")
+    monkeypatch.setenv(yaml_program.PROGRAM_ENV, str(source))
+    return run_program(config, stack="local", project_dir=python)
+
+
+def test_the_yaml_platform_is_the_local_stacks_platform(run_stack, fixture_pins, tmp_path, monkeypatch) -> None:
+    program = yaml.safe_load((YAML_PLATFORM / "Pulumi.yaml").read_text())
+    yaml_program.check_program(program, {})
+    local = run_stack(stack_config("local"), "local")
+    plan = run_yaml_program(tmp_path, monkeypatch, program, "training-platform-yaml", {})
+    assert plan.kubernetes_objects() == local.kubernetes_objects()
+    assert len(plan.kubernetes_objects()) > 10
+    kinds = {r.type for r in plan.resources if r.custom}
+    assert kinds == {r.type for r in local.resources if r.custom}
+
+
+def test_the_yaml_platform_sets_what_the_local_stack_sets() -> None:
+    program = yaml.safe_load((YAML_PLATFORM / "Pulumi.yaml").read_text())
+    keys = {key.removeprefix("ack-training-platform:"): value for key, value in stack_config("local").items()}
+    assert program["resources"]["platform"]["properties"]["platform"] == keys
+
+
+def test_a_bad_platform_value_names_its_argument(tmp_path, monkeypatch) -> None:
+    program = yaml.safe_load((YAML_PLATFORM / "Pulumi.yaml").read_text())
+    program["resources"]["platform"]["properties"]["platform"]["jobs"][0]["memory"] = "4"
+    with pytest.raises(Exception, match=r"platform\.jobs\[0\]\.memory: '4' has no unit"):
+        run_yaml_program(tmp_path, monkeypatch, program, "training-platform-yaml", {})
+
+
+def test_team_training_takes_a_kubernetes_provider_of_the_program(tmp_path, monkeypatch) -> None:
+    plan = run_yaml(tmp_path, monkeypatch, yaml_stack())
+    (provider,) = plan.of_type("pulumi:providers:kubernetes")
+    assert provider.name == "cluster" and provider.parent.endswith("pulumi:pulumi:Stack::team-training-yaml-dev")
+    job = plan.one("kubernetes:kubeflow.org/v1:PyTorchJob")
+    assert job.provider == provider.urn
+
+
+def test_a_kubeconfig_still_makes_the_teams_own_provider_under_its_old_name(tmp_path, monkeypatch) -> None:
+    program = copy.deepcopy(yaml_stack())
+    del program["resources"]["cluster"]
+    team = program["resources"]["team"]["properties"]
+    del team["provider"]
+    team["kubeconfig"] = "${kubeconfig}"
+    plan = run_yaml(tmp_path, monkeypatch, program)
+    (provider,) = plan.of_type("pulumi:providers:kubernetes")
+    assert provider.urn.endswith("ack-training-platform:index:TeamTraining$pulumi:providers:kubernetes::team-cluster")
+    assert provider.inputs["kubeconfig"] == "[secret]"
+
+
+@pytest.mark.parametrize("both", [True, False])
+def test_team_training_needs_one_provider(tmp_path, monkeypatch, both: bool) -> None:
+    program = copy.deepcopy(yaml_stack())
+    team = program["resources"]["team"]["properties"]
+    if both:
+        team["kubeconfig"] = "${kubeconfig}"
+    else:
+        del team["provider"]
+    with pytest.raises(Exception, match="provider: give the cluster's Kubernetes provider"):
+        run_yaml(tmp_path, monkeypatch, program)
+
+
+def _descriptions(value) -> list[str]:
+    if isinstance(value, dict):
+        found = [value["description"]] if isinstance(value.get("description"), str) else []
+        return found + [d for key, item in value.items() if key != "description" for d in _descriptions(item)]
+    return [d for item in value for d in _descriptions(item)] if isinstance(value, list) else []
+
+
+def test_descriptions_are_markdown_without_paths_of_this_repository() -> None:
+    descriptions = _descriptions(package.schema())
+    assert len(descriptions) > 200
+    for text in descriptions:
+        assert "``" not in text and not re.search(r":\w+:`", text), text
+        assert not re.search(r"\b(?:docs|trainer|stacks|components|tests)/", text), text
+
+
+def test_the_schema_carries_the_specs_defaults() -> None:
+    types = package.schema()["types"]
+    job = types[f"{package.PACKAGE}:index:TrainingJobSpec"]["properties"]
+    assert (job["nodes"]["default"], job["restartPolicy"].get("default")) == (1, None)
+    written = 0
+    for spec in package_codegen.SPECS:
+        for name, model in spec_models(spec, {}).items():
+            properties = types[f"{package.PACKAGE}:index:{name}"]["properties"]
+            for field_name, field in model.model_fields.items():
+                prop = properties[field.alias or field_name]
+                if "default" in prop:
+                    assert prop["default"] == field.default, f"{name}.{field_name}"
+                    written += 1
+    assert written > 50
