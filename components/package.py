@@ -25,13 +25,13 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticCustomError
 
 from .config import DatasetImportSpec, GpuPoolSpec, PlatformSpec, StorageSpec, TrainingJobSpec, TrainingNamespaceSpec
-from .config.base import model_of
 from .config.datasets import check_dataset
 from .dataset_import import DatasetImport
 from .gpu_pool import GpuNodePool as PythonGpuNodePool
-from .manifests import pool_placement
+from .manifests import job_defaults, pool_placement
 from .namespace import TrainingNamespace
-from .package_codegen import SPECS
+from .package_codegen import with_defaults
+from .package_outputs import DeferredOutputs
 from .package_types import DatasetImportSpec as DatasetImportInput
 from .package_types import GpuPoolSpec as GpuPoolInput
 from .package_types import PlatformSpec as PlatformInput
@@ -41,7 +41,7 @@ from .package_types import TrainingNamespaceSpec as TrainingNamespaceInput
 from .platform import TrainingPlatform as PythonTrainingPlatform
 from .stack import image_lock, local_sources
 from .storage import SharedVolumes
-from .training_job import TrainingJob
+from .training_job import TrainingJob, platform_context
 
 PACKAGE = "ack-training-platform"
 VERSION = "0.1.0"
@@ -65,6 +65,24 @@ def _spec(model: type[BaseModel], value: Any, argument: str) -> Any:
         raise InvalidArguments("; ".join(problems)) from None
 
 
+def _known(args: Any, deferred: DeferredOutputs, *, keep: tuple[str, ...]) -> dict[str, Any]:
+    """``args`` with each output of another resource replaced by its stand-in, except in ``keep``
+    (inputs taken as outputs as they are).
+
+    Raises:
+        InvalidArguments: an output where the platform needs a value known when the program runs.
+    """
+    try:
+        return {key: value if key in keep else deferred.known(value, _camel(key)) for key, value in args.items()}
+    except ValueError as err:
+        raise InvalidArguments(str(err)) from None
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
 def _unique(names: list[str], argument: str) -> None:
     """Each name once: two objects of one name would be one Pulumi resource twice."""
     for i, name in enumerate(names):
@@ -73,13 +91,13 @@ def _unique(names: list[str], argument: str) -> None:
 
 
 class GpuNodePoolArgs(TypedDict):
-    pool: GpuPoolInput
+    pool: pulumi.Input[GpuPoolInput]
     """The pool, as `gpuPool` in a stack file."""
     cluster_id: pulumi.Input[str]
     """The ACK cluster the pool joins."""
-    vswitch_ids: pulumi.Input[list[str]]
+    vswitch_ids: pulumi.Input[list[pulumi.Input[str]]]
     """The vSwitches its nodes are placed in, cheapest zone first for spot pools."""
-    worker_role: str
+    worker_role: pulumi.Input[str]
     """The name of the RAM role its nodes get: only what nodes need."""
 
 
@@ -109,18 +127,18 @@ class TeamTrainingArgs(TypedDict):
     kubeconfig: NotRequired[pulumi.Input[str]]
     """Deprecated, kept for this release: a kubeconfig of the cluster (pass it as a secret), for which the
     component makes its own provider. Give `provider` instead."""
-    namespace: TrainingNamespaceInput
+    namespace: pulumi.Input[TrainingNamespaceInput]
     """The namespace the team's jobs run in, as `training` in a stack file."""
-    storage: NotRequired[StorageInput]
+    storage: NotRequired[pulumi.Input[StorageInput]]
     """The shared data and output claims, as `storage` in a stack file; kept on destroy."""
-    pool: NotRequired[GpuPoolInput]
+    pool: NotRequired[pulumi.Input[GpuPoolInput]]
     """The spec of the GPU pool the jobs run on (the one given to GpuNodePool); CPU jobs without it."""
-    jobs: NotRequired[list[TrainingJobInput]]
+    jobs: NotRequired[pulumi.Input[list[pulumi.Input[TrainingJobInput]]]]
     """The team's jobs, as `jobs` in a stack file."""
-    datasets: NotRequired[list[DatasetImportInput]]
+    datasets: NotRequired[pulumi.Input[list[pulumi.Input[DatasetImportInput]]]]
     """Datasets copied into the data claim, as `datasets` in a stack file (without `team`: they go to this
     namespace); an `oss://` source names its `ossRoleName`."""
-    region: NotRequired[str]
+    region: NotRequired[pulumi.Input[str]]
     """The cluster's region (e.g. `cn-hangzhou`): an `oss://` dataset without `ossEndpoint` reads the region's
     internal endpoint."""
 
@@ -151,9 +169,17 @@ class TeamTraining(pulumi.ComponentResource):
     """The jobs' names."""
     dataset_imports: pulumi.Output[list[str]]
     """The import Jobs' names (`import-<dataset>`): `kubectl logs job/<name> -f` follows one."""
+    job_commands: pulumi.Output[dict[str, Any]]
+    """Each job's `kubectl` commands (`status`, `describe`, `pods`, logs), by job name."""
+    job_defaults: pulumi.Output[dict[str, Any]]
+    """What `ack-jobs submit` builds a job with in the namespace: image pull secret, claims, placement."""
 
     def __init__(self, name: str, args: TeamTrainingArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(f"{PACKAGE}:index:TeamTraining", name, None, opts)
+        deferred = DeferredOutputs(
+            {r"^jobs\[\d+\]\.image$": "jobs[].image", r"^jobs\[\d+\]\.env\.[^.]+$": "jobs[].env"}
+        )
+        args = _known(args, deferred, keep=("provider", "kubeconfig"))
         namespace_spec = _spec(TrainingNamespaceSpec, args["namespace"], "namespace")
         storage_spec = _spec(StorageSpec, args.get("storage") or {}, "storage")
         pool_spec = _spec(GpuPoolSpec, args["pool"], "pool") if args.get("pool") else None
@@ -185,7 +211,14 @@ class TeamTraining(pulumi.ComponentResource):
         placement = pool_placement(pool_spec) if pool_spec is not None else None
         jobs = [
             TrainingJob(
-                job.name, job, namespace=namespace, storage=volumes, pool=placement, provider=provider, opts=inside
+                job.name,
+                job,
+                namespace=namespace,
+                storage=volumes,
+                pool=placement,
+                provider=provider,
+                deferred=deferred.values,
+                opts=inside,
             )
             for job in job_specs
         ]
@@ -206,8 +239,15 @@ class TeamTraining(pulumi.ComponentResource):
         self.output_claim = pulumi.Output.from_input(volumes.output_claim)
         self.jobs = pulumi.Output.from_input([job.job_name for job in jobs])
         self.dataset_imports = pulumi.Output.from_input([imported.job_name for imported in imports])
+        self.job_commands = pulumi.Output.from_input({job.job_name: job.commands for job in jobs})
+        context = platform_context(namespace=namespace, storage=volumes, pool=placement)
+        self.job_defaults = pulumi.Output.from_input(
+            job_defaults(context, backend=namespace_spec.backend, registry=None)
+        )
         self.register_outputs(
             {
+                "jobCommands": self.job_commands,
+                "jobDefaults": self.job_defaults,
                 "namespace": self.namespace,
                 "dataClaim": self.data_claim,
                 "outputClaim": self.output_claim,
@@ -218,7 +258,7 @@ class TeamTraining(pulumi.ComponentResource):
 
 
 class TrainingPlatformArgs(TypedDict):
-    platform: PlatformInput
+    platform: pulumi.Input[PlatformInput]
     """The whole platform: the keys a stack file of this project sets under `ack-training-platform:`
     (`cluster`, `gpuPool`, `storage`, `teams`, `jobs`, ...), with `region` the cloud region."""
     registry_password: NotRequired[pulumi.Input[str]]
@@ -251,9 +291,18 @@ class TrainingPlatform(pulumi.ComponentResource):
     """The `kubectl port-forward` command to the training namespace's TensorBoard; empty without one."""
     dashboard: pulumi.Output[str]
     """The Grafana dashboard as JSON, for Grafana's import; empty without one."""
+    job_commands: pulumi.Output[dict[str, Any]]
+    """Each job's `kubectl` commands, by job name."""
+    job_defaults: pulumi.Output[dict[str, Any]]
+    """What `ack-jobs submit` builds a job with in the training namespace."""
+    team_job_defaults: pulumi.Output[dict[str, Any]]
+    """The same in each team's namespace, by team."""
 
     def __init__(self, name: str, args: TrainingPlatformArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(f"{PACKAGE}:index:TrainingPlatform", name, None, opts)
+        # A job's image may also be TensorBoard's and the runtimes': only its env is applied alone.
+        deferred = DeferredOutputs({r"^platform\.jobs\[\d+\]\.env\.[^.]+$": "platform.jobs[].env"})
+        args = _known(args, deferred, keep=("registry_password",))
         spec = _spec(PlatformSpec, args["platform"], "platform")
         if spec.registry is not None and spec.registry.username and not args.get("registry_password"):
             raise InvalidArguments("registryPassword: platform.registry.username is set, so its password is needed")
@@ -264,6 +313,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             sources=local_sources(home, spec),
             image_digests=image_lock(home, spec),
             registry_password=args.get("registry_password"),
+            deferred=deferred.values,
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.cluster_id = pulumi.Output.from_input(platform.cluster_id or "")
@@ -277,6 +327,9 @@ class TrainingPlatform(pulumi.ComponentResource):
         self.dataset_imports = pulumi.Output.from_input(list(platform.dataset_imports))
         self.tensorboard = pulumi.Output.from_input(platform.tensorboard or "")
         self.dashboard = pulumi.Output.from_input(platform.dashboard or "")
+        self.job_commands = pulumi.Output.from_input({job: seen["commands"] for job, seen in platform.jobs.items()})
+        self.job_defaults = pulumi.Output.from_input(platform.job_defaults)
+        self.team_job_defaults = pulumi.Output.from_input(platform.team_job_defaults)
         self.register_outputs(
             {
                 "clusterId": self.cluster_id,
@@ -290,42 +343,14 @@ class TrainingPlatform(pulumi.ComponentResource):
                 "datasetImports": self.dataset_imports,
                 "tensorboard": self.tensorboard,
                 "dashboard": self.dashboard,
+                "jobCommands": self.job_commands,
+                "jobDefaults": self.job_defaults,
+                "teamJobDefaults": self.team_job_defaults,
             }
         )
 
 
 COMPONENTS = [GpuNodePool, TeamTraining, TrainingPlatform]
-
-
-def _models(model: type[BaseModel], seen: dict[str, type[BaseModel]]) -> dict[str, type[BaseModel]]:
-    """``model`` and every spec model its fields hold, by name (the package's type names)."""
-    seen[model.__name__] = model
-    for field in model.model_fields.values():
-        nested = model_of(field.annotation)
-        if nested is not None and nested.__name__ not in seen:
-            _models(nested, seen)
-    return seen
-
-
-def with_defaults(package: dict[str, Any]) -> dict[str, Any]:
-    """``package`` with each spec field's default written on its property, where the default is a
-    text, number or boolean and the property one of those: what the analyzer cannot read from a
-    TypedDict, and what the SDKs show (and YAML and TypeScript apply) for an input left out."""
-    models: dict[str, type[BaseModel]] = {}
-    for spec in SPECS:
-        _models(spec, models)
-    for token, kind in package["types"].items():
-        model = models.get(token.rsplit(":", 1)[-1])
-        if model is None or "properties" not in kind:
-            continue
-        for name, field in model.model_fields.items():
-            prop = kind["properties"].get(field.alias or name)
-            default = field.default
-            if prop is None or isinstance(default, bool | int | float | str) is False or default is None:
-                continue
-            if prop.get("type") in {"string", "integer", "number", "boolean"}:
-                prop["default"] = default
-    return package
 
 
 class PackageProvider(ComponentProvider):

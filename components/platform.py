@@ -1,14 +1,6 @@
-"""The whole platform of one validated stack as one component: :class:`TrainingPlatform`.
-
-What ``__main__.py`` used to compose with module-level variables: network, cluster, pools,
-storage, registry, namespaces, operator, Trainer v2, monitoring, datasets and jobs, each a
-child of the platform. Another Python stack creates a platform with one call::
-
-    from ack_training_platform.components import TrainingPlatform, load_spec
-
-    platform = TrainingPlatform("ml", load_spec(config), sources=sources)
-    pulumi.export("jobs", platform.jobs)
-"""
+"""The whole platform of one validated stack as one component: :class:`TrainingPlatform`:
+network, cluster, pools, storage, registry, namespaces, operator, Trainer v2, monitoring,
+datasets and jobs, each a child of the platform (docs/components.md shows a program)."""
 
 from __future__ import annotations
 
@@ -67,6 +59,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             them stays secret.
         moved_from_stack: alias each part to the stack's own children, where an earlier
             program put them.
+        deferred: texts in the jobs' specs that stand for outputs, for :class:`TrainingJob`.
         opts: resource options of the platform.
 
     Attributes:
@@ -96,12 +89,14 @@ class TrainingPlatform(pulumi.ComponentResource):
         registry_password: pulumi.Input[str] | None = None,
         secret_jobs: bool = False,
         moved_from_stack: bool = False,
+        deferred: Mapping[str, pulumi.Input[Any]] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         check_cloud(spec)  # before anything is registered
         super().__init__(f"{TOKEN}:TrainingPlatform", name, None, opts)
         self._spec = spec
         self._digests = dict(image_digests or {})
+        self._deferred = dict(deferred or {})
         moved = [pulumi.Alias(parent=pulumi.ROOT_STACK_RESOURCE)] if moved_from_stack else None
         self._part = pulumi.ResourceOptions(parent=self, aliases=moved)
         self.pool: GpuNodePool | None = None
@@ -309,6 +304,7 @@ class TrainingPlatform(pulumi.ComponentResource):
                     provider=self.provider,
                     network_policy=spec.network_policies,
                     secret=secret_jobs,
+                    deferred=self._deferred,
                     opts=self._part,
                 )
             )

@@ -12,6 +12,7 @@ import typing
 
 import grpc
 import pytest
+import sdk_examples
 import yaml
 import yaml_program
 from conftest import ROOT, stack_config
@@ -305,3 +306,140 @@ def test_the_schema_carries_the_specs_defaults() -> None:
                     assert prop["default"] == field.default, f"{name}.{field_name}"
                     written += 1
     assert written > 50
+
+
+def _with_outputs(program: dict) -> dict:
+    """The team's job with its image and a token read from secret config: outputs, as a
+    repository's URL or a secret of another resource would be."""
+    program = copy.deepcopy(program)
+    program["config"]["trainingImage"] = {"type": "string", "secret": True}
+    program["config"]["hfToken"] = {"type": "string", "secret": True}
+    job = program["resources"]["team"]["properties"]["jobs"][0]
+    job["image"] = "${trainingImage}"
+    job["env"] = {"HF_TOKEN": "${hfToken}", "STEPS_LOG": "10"}
+    return program
+
+
+def _team_config(**extra: str) -> dict:
+    return {
+        "team-training-yaml:clusterId": CONFIG["clusterId"],
+        "team-training-yaml:vswitchIds": CONFIG["vswitchIds"],
+        "team-training-yaml:kubeconfig": {"secure": "v1:AAAA"},
+        **{f"team-training-yaml:{key}": {"secure": value} for key, value in extra.items()},
+    }
+
+
+def test_a_jobs_image_and_env_may_be_outputs_of_other_resources(tmp_path, monkeypatch) -> None:
+    program = _with_outputs(yaml_stack())
+    yaml_program.check_program(program, {**CONFIG, "trainingImage": "r/x:1", "hfToken": "t"})
+    plan = run_yaml_program(
+        tmp_path, monkeypatch, program, "team-training-yaml", _team_config(trainingImage="v1:A", hfToken="v1:B")
+    )
+    job = plan.one("kubernetes:kubeflow.org/v1:PyTorchJob")
+    container = job.inputs["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    # A secret in the env makes the whole env secret, as it makes the image.
+    assert container["image"] == "[secret]" and {e["name"] for e in container["env"]} == {"[secret]"}
+
+
+PLAIN_OUTPUTS = """
+import pulumi
+import yaml
+from components.package import PackageProvider
+
+team = yaml.safe_load(open({program!r}))["resources"]["team"]["properties"]
+team["provider"] = None
+team["kubeconfig"] = "apiVersion: v1"
+team["pool"] = yaml.safe_load(open({program!r}))["variables"]["a10"]
+job = team["jobs"][0]
+job["image"] = pulumi.Output.from_input("registry.example.com/team-a/trainer").apply(lambda repo: repo + ":v2")
+job["env"] = {{"DATA_URL": pulumi.Output.from_input("https://data.example.com/v3")}}
+built = PackageProvider().construct("team", "ack-training-platform:index:TeamTraining", team, pulumi.ResourceOptions())
+pulumi.export("team", built.state)
+"""
+
+
+def test_outputs_in_a_jobs_image_and_env_reach_the_applied_job(tmp_path) -> None:
+    (tmp_path / "Pulumi.yaml").write_text("name: team-training-py\nruntime: python\n")
+    (tmp_path / "__main__.py").write_text(PLAIN_OUTPUTS.format(program=str(YAML_STACK / "Pulumi.yaml")))
+    plan = run_program({}, stack="dev", project_dir=tmp_path)
+    job = plan.one("kubernetes:kubeflow.org/v1:PyTorchJob").inputs
+    container = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "registry.example.com/team-a/trainer:v2"
+    assert {"name": "DATA_URL", "value": "https://data.example.com/v3"} in container["env"]
+    assert "known after deploy>" not in json.dumps(job) and "stand-in.invalid" not in json.dumps(job)
+    team = plan.outputs["team"]
+    assert team["jobCommands"]["finetune"]["status"] == "kubectl -n team-a get pytorchjob finetune -w"
+    assert team["jobDefaults"]["namespace"] == "team-a" and team["jobs"] == ["finetune"]
+
+
+def test_an_output_where_a_value_must_be_known_is_refused_naming_it(tmp_path, monkeypatch) -> None:
+    program = _with_outputs(yaml_stack())
+    program["resources"]["team"]["properties"]["jobs"][0]["name"] = "${hfToken}"
+    with pytest.raises(Exception, match=re.escape("jobs[0].name: must be known when the program runs")):
+        run_yaml_program(
+            tmp_path, monkeypatch, program, "team-training-yaml", _team_config(trainingImage="v1:A", hfToken="v1:B")
+        )
+
+
+def test_every_nested_input_takes_an_output() -> None:
+    plain = []
+
+    def walk(value, path: str) -> None:
+        if isinstance(value, dict):
+            if value.get("plain"):
+                plain.append(path)
+            for key, item in value.items():
+                walk(item, f"{path}/{key}")
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(item, f"{path}[{i}]")
+
+    walk(package.schema(), "")
+    assert plain == []
+
+
+TS_EXAMPLE = ROOT / "examples" / "typescript-team" / "index.ts"
+GO_EXAMPLE = ROOT / "examples" / "go-team" / "main.go"
+
+
+@pytest.mark.parametrize(("path", "language"), [(TS_EXAMPLE, "typescript"), (GO_EXAMPLE, "go")])
+def test_the_typescript_and_go_examples_match_the_schema(path, language) -> None:
+    assert sdk_examples.check_source(path.read_text(), language, package.schema()) == ["TeamTraining"]
+
+
+@pytest.mark.parametrize(
+    ("path", "language", "old", "new", "message"),
+    [
+        (TS_EXAMPLE, "typescript", "gpuQuota: 4", "gpuQuotas: 4", "TeamTraining.namespace.gpuQuotas: no such property"),
+        (
+            TS_EXAMPLE,
+            "typescript",
+            "gpusPerNode: 1",
+            'gpusPerNode: "1"',
+            "pool.gpusPerNode: '1' is not of type integer",
+        ),
+        (TS_EXAMPLE, "typescript", '"SpotAsPriceGo"', '"Spot"', "pool.spotStrategy: 'Spot' is not one of"),
+        (TS_EXAMPLE, "typescript", "TeamTraining(", "TeamTrainings(", "the package has no resource"),
+        (
+            GO_EXAMPLE,
+            "go",
+            "GpuQuota:  pulumi.Int(4)",
+            'GpuQuota: pulumi.String("4")',
+            "Namespace.GpuQuota: '4' is not",
+        ),
+        (
+            GO_EXAMPLE,
+            "go",
+            "platform.StorageSpecArgs",
+            "platform.GpuPoolSpecArgs",
+            "Storage: platform.StorageSpecArgs is",
+        ),
+        (GO_EXAMPLE, "go", "platform.TrainerArgsModelGpt", "platform.TrainerArgsModelBert", "Model: 'platform.Trainer"),
+        (GO_EXAMPLE, "go", 'Name:   pulumi.String("finetune"),', "", "Jobs[0].name: required property is missing"),
+    ],
+)
+def test_the_example_check_catches_a_wrong_program(path, language, old, new, message) -> None:
+    source = path.read_text()
+    assert old in source
+    with pytest.raises(yaml_program.SchemaMismatch, match=re.escape(message)):
+        sdk_examples.check_source(source.replace(old, new, 1), language, package.schema())
