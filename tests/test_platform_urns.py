@@ -102,3 +102,18 @@ def test_an_existing_stack_keeps_every_resource_and_output(run_stack, fixture_pi
     taken = match(olds, plan)
     assert sorted(olds - set(taken)) == []
     assert plan.outputs == json.loads((GOLDEN / f"{stack}.outputs.json").read_text())
+
+
+def test_a_stack_from_before_the_operator_dropped_its_kustomize_directory_keeps_the_operator(
+    run_stack, fixture_pins
+) -> None:
+    # Then the operator's objects were children of a kubernetes:kustomize:Directory under the
+    # operator, itself the stack's child; the Directory goes (a component), its objects stay.
+    operator = "ack-training-platform:components:TrainingOperator$"
+    olds = {
+        urn.replace(operator, operator + "kubernetes:kustomize:Directory$") if operator + "kubernetes:" in urn else urn
+        for urn in (GOLDEN / "local.txt").read_text().split()
+    }
+    assert any("kustomize:Directory$kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition" in u for u in olds)
+    taken = match(olds, run_stack(stack_config("local"), "local"))
+    assert sorted(olds - set(taken)) == []
