@@ -119,9 +119,19 @@ def uses(source: str, language: str) -> list[tuple[str, Any]]:
     return found
 
 
-def _go_enum_member(value: str) -> str:
-    """An enum constant's suffix in the Go SDK: the value's words, each capitalised."""
-    return "".join(word[:1].upper() + word[1:] for word in re.split(r"[\W_]+", value) if word)
+def go_enum_constant(type_name: str, member: dict[str, Any]) -> str:
+    """An enum member's constant in the Go SDK, as pulumi/pulumi's Go generator names it
+    (``pkg/codegen/go/utilities.go`` ``makeSafeEnumName`` and ``enumTitle``, v3.259.0): from
+    the member's ``name`` (its value when it has none), first letter upper-cased, a letter after
+    ``-`` too; every other character that is no letter, digit or ``_`` becomes ``_``, a leading
+    digit gets ``_`` before it, runs of ``_`` become one, and a name holding ``_`` is set off from
+    the type's name by ``_``: ``NO_SPOT`` of ``GpuPoolSpotStrategy`` is
+    ``GpuPoolSpotStrategy_NO_SPOT``, ``GPT`` of ``TrainerArgsModel`` ``TrainerArgsModelGPT``."""
+    name = str(member.get("name") or member["value"])
+    name = re.sub(r"-(.)", lambda m: "_" + m.group(1).upper(), name[:1].upper() + name[1:])
+    name = re.sub(r"\W", "_", name)
+    name = re.sub(r"_+", "_", "_" + name if name[:1].isdigit() else name)
+    return type_name + ("_" + name if "_" in name and not name.startswith("_") else name)
 
 
 def _go_name(name: str) -> str:
@@ -143,11 +153,7 @@ def _check(value: Any, prop: dict[str, Any], package: dict[str, Any], path: str,
         name = ref.rsplit(":", 1)[-1]
         if shape == "literal" and inner in values:
             return
-        if (
-            typed
-            and typed.startswith("platform." + name)
-            and typed.removeprefix("platform." + name) in {_go_enum_member(str(v)) for v in values}
-        ):
+        if typed and typed.removeprefix("platform.") in {go_enum_constant(name, m) for m in kind["enum"]}:
             return
         raise SchemaMismatch(f"{path}: {inner if shape == 'literal' else typed!r} is not one of {values}")
     if kind is not None:

@@ -434,7 +434,9 @@ def test_the_typescript_and_go_examples_match_the_schema(path, language) -> None
             "platform.GpuPoolSpecArgs",
             "Storage: platform.StorageSpecArgs is",
         ),
-        (GO_EXAMPLE, "go", "platform.TrainerArgsModelGpt", "platform.TrainerArgsModelBert", "Model: 'platform.Trainer"),
+        (GO_EXAMPLE, "go", "platform.TrainerArgsModelGPT", "platform.TrainerArgsModelBert", "Model: 'platform.Trainer"),
+        # The Go generator names a constant after the member's name, not its value.
+        (GO_EXAMPLE, "go", "platform.TrainerArgsModelGPT", "platform.TrainerArgsModelGpt", "Model: 'platform.Trainer"),
         (GO_EXAMPLE, "go", 'Name:   pulumi.String("finetune"),', "", "Jobs[0].name: required property is missing"),
     ],
 )
@@ -443,3 +445,17 @@ def test_the_example_check_catches_a_wrong_program(path, language, old, new, mes
     assert old in source
     with pytest.raises(yaml_program.SchemaMismatch, match=re.escape(message)):
         sdk_examples.check_source(source.replace(old, new, 1), language, package.schema())
+
+
+def test_go_enum_constants_are_named_as_the_go_generator_names_them() -> None:
+    types = package.schema()["types"]
+    constants = {
+        name.rsplit(":", 1)[-1]: [sdk_examples.go_enum_constant(name.rsplit(":", 1)[-1], m) for m in kind["enum"]]
+        for name, kind in types.items()
+        if "enum" in kind
+    }
+    assert constants["TrainerArgsModel"] == ["TrainerArgsModelCNN", "TrainerArgsModelGPT", "TrainerArgsModelLLAMA"]
+    assert constants["GpuPoolSpotStrategy"][2] == "GpuPoolSpotStrategy_SPOT_AS_PRICE_GO"
+    assert constants["TrainerArgsLlamaSize"][1] == "TrainerArgsLlamaSize_SIZE_1B"
+    assert sdk_examples.go_enum_constant("T", {"value": "8.3"}) == "T_8_3"
+    assert sdk_examples.go_enum_constant("T", {"value": "a-b c"}) == "T_A_B_c"

@@ -52,7 +52,7 @@ func main() {
 					Memory: pulumi.String("24Gi"),
 					Env:    pulumi.Map{"HF_TOKEN": conf.RequireSecret("hfToken")},
 					Trainer: &platform.TrainerArgsArgs{
-						Model:    platform.TrainerArgsModelGpt,
+						Model:    platform.TrainerArgsModelGPT,
 						MaxSteps: pulumi.Int(20000),
 					},
 				},
