@@ -353,12 +353,24 @@ class TrainingPlatform(pulumi.ComponentResource):
 COMPONENTS = [GpuNodePool, TeamTraining, TrainingPlatform]
 
 
+SECRET_INPUTS = {"TeamTraining": ("kubeconfig",), "TrainingPlatform": ("registryPassword",)}
+"""Inputs marked ``secret`` in the schema, which the analyzer cannot mark: the generated SDKs
+make them secrets whatever a program passes (pulumi/pulumi pkg/codegen/nodejs/gen.go wraps such an
+input in ``pulumi.secret``, pkg/codegen/go/gen.go in ``pulumi.ToSecret``), so that neither lies in
+plain in the component's state."""
+
+
 class PackageProvider(ComponentProvider):
-    """The components' provider, its schema with the specs' defaults (:func:`with_defaults`)."""
+    """The components' provider, its schema with the specs' defaults (:func:`with_defaults`)
+    and its secret inputs (:data:`SECRET_INPUTS`)."""
 
     def __init__(self) -> None:
         super().__init__(COMPONENTS, PACKAGE, version=VERSION)
-        self.schema = json.dumps(with_defaults(json.loads(self.schema)))
+        package = with_defaults(json.loads(self.schema))
+        for component, names in SECRET_INPUTS.items():
+            for name in names:
+                package["resources"][f"{PACKAGE}:index:{component}"]["inputProperties"][name]["secret"] = True
+        self.schema = json.dumps(package)
 
 
 def schema() -> dict[str, Any]:

@@ -459,3 +459,14 @@ def test_go_enum_constants_are_named_as_the_go_generator_names_them() -> None:
     assert constants["TrainerArgsLlamaSize"][1] == "TrainerArgsLlamaSize_SIZE_1B"
     assert sdk_examples.go_enum_constant("T", {"value": "8.3"}) == "T_8_3"
     assert sdk_examples.go_enum_constant("T", {"value": "a-b c"}) == "T_A_B_c"
+
+
+def test_a_kubeconfig_and_a_registry_password_are_secret_inputs() -> None:
+    resources = package.schema()["resources"]
+    secret = {
+        (token.rsplit(":", 1)[-1], name)
+        for token, resource in resources.items()
+        for name, prop in resource["inputProperties"].items()
+        if prop.get("secret")
+    }
+    assert secret == {("TeamTraining", "kubeconfig"), ("TrainingPlatform", "registryPassword")}
