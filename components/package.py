@@ -370,6 +370,9 @@ class PackageProvider(ComponentProvider):
         for component, names in SECRET_INPUTS.items():
             for name in names:
                 package["resources"][f"{PACKAGE}:index:{component}"]["inputProperties"][name]["secret"] = True
+        # The SDKs mark a deprecated input so that a program using it is warned where it is written.
+        team = package["resources"][f"{PACKAGE}:index:TeamTraining"]["inputProperties"]
+        team["kubeconfig"]["deprecationMessage"] = "kubeconfig goes in the next release: give provider instead."
         self.schema = json.dumps(package)
 
 

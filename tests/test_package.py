@@ -470,3 +470,6 @@ def test_a_kubeconfig_and_a_registry_password_are_secret_inputs() -> None:
         if prop.get("secret")
     }
     assert secret == {("TeamTraining", "kubeconfig"), ("TrainingPlatform", "registryPassword")}
+    assert "give provider instead" in resources[f"{package.PACKAGE}:index:TeamTraining"]["inputProperties"][
+        "kubeconfig"
+    ].get("deprecationMessage", "")
