@@ -28,7 +28,7 @@ def urn_type(urn: str) -> str:
 
 def engine_urn(stack: str, project: str, parent: str, type_: str, name: str) -> str:
     """The URN the engine gives a resource (pulumi/pulumi ``pkg/resource/deploy/deployment.go``,
-    ``generateURN``): the parent's whole type chain before the resource's type, except for
+    ``generateURN``, v3.259.0): the parent's whole type chain before the resource's type, except for
     the stack's own children, whose URNs name no parent."""
     chain = qualified_type(parent) if parent and qualified_type(parent) != ROOT_STACK_TYPE else ""
     return f"urn:pulumi:{stack}::{project}::{chain + '$' if chain else ''}{type_}::{name}"

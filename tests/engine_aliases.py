@@ -1,6 +1,6 @@
 """A stand-in for the Pulumi engine's matching of a program's resources to a stack's state.
 
-Models pulumi/pulumi ``pkg/resource/deploy/step_generator.go`` (``generateSteps``,
+Models pulumi/pulumi ``pkg/resource/deploy/step_generator.go`` at v3.259.0 (``getOldResource``,
 ``generateAliases``, ``collapseAliasToUrn``, ``inheritedChildAlias``): a resource is the old
 one whose URN is its own or, checked in order, one of its aliases'. Its aliases are those the
 program gave it, each collapsed to a URN with the resource's own name, type and parent for
@@ -51,10 +51,11 @@ def _collapse(goal: Recorded, alias: dict, used: dict[str, str]) -> str:
     )
 
 
-def _inherited(child_type: str, child_name: str, parent_name: str, parent_alias: str) -> str:
+def _inherited(goal: Recorded, child_type: str, child_name: str, parent_name: str, parent_alias: str) -> str:
     # A child named after its parent ("{name}-details") takes the parent's old name as prefix.
     name = urn_name(parent_alias) + child_name[len(parent_name) :] if child_name.startswith(parent_name) else child_name
-    stack, project = _stack_project(parent_alias)
+    # The deployment's own stack and project, whatever stack or project the parent's alias named.
+    stack, project = _stack_project(goal.urn)
     return _urn(stack, project, qualified_type(parent_alias), child_type, name)
 
 
@@ -67,10 +68,10 @@ def aliases_of(goal: Recorded, used: dict[str, str]) -> list[str]:
     if goal.parent in used:
         parent_alias = used[goal.parent]
         parent_name = urn_name(goal.parent)
-        found.append(_inherited(goal.type, goal.name, parent_name, parent_alias))
+        found.append(_inherited(goal, goal.type, goal.name, parent_name, parent_alias))
         for alias in goal.aliases:
             child = _collapse(goal, alias, used)
-            found.append(_inherited(urn_type(child), urn_name(child), parent_name, parent_alias))
+            found.append(_inherited(goal, urn_type(child), urn_name(child), parent_name, parent_alias))
     return list(dict.fromkeys(found))
 
 
