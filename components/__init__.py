@@ -30,6 +30,7 @@ _HOMES = {
     "TrainingNamespace": "namespace",
     "Network": "network",
     "TrainingOperator": "operator",
+    "TrainingPlatform": "platform",
     "ContainerRegistry": "registry",
     "NasStorage": "storage",
     "SharedVolumes": "storage",
@@ -56,6 +57,7 @@ __all__ = [
     "TrainingJobSpec",
     "TrainingNamespace",
     "TrainingOperator",
+    "TrainingPlatform",
     "load_spec",
     "local_providers",
     "node_role_name",
@@ -81,6 +83,7 @@ if TYPE_CHECKING:
     from .namespace import TrainingNamespace
     from .network import Network
     from .operator import TrainingOperator
+    from .platform import TrainingPlatform
     from .registry import ContainerRegistry
     from .storage import NasStorage, SharedVolumes
     from .trainer_v2 import TrainerV2

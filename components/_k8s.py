@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
@@ -25,6 +26,20 @@ def with_image(manifest: Any, image: pulumi.Input[str]) -> Any:
         return {key: with_image(value, image) for key, value in manifest.items()}
     if isinstance(manifest, list):
         return [with_image(value, image) for value in manifest]
+    return manifest
+
+
+def with_values(manifest: Any, values: Mapping[str, pulumi.Input[Any]]) -> Any:
+    """``manifest`` with each text that is a key of ``values`` replaced by its value (an output
+    of another resource a package component was given, see :mod:`components.package_outputs`)."""
+    if not values:
+        return manifest
+    if isinstance(manifest, str):
+        return values.get(manifest, manifest)
+    if isinstance(manifest, dict):
+        return {key: with_values(value, values) for key, value in manifest.items()}
+    if isinstance(manifest, list):
+        return [with_values(value, values) for value in manifest]
     return manifest
 
 

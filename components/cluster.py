@@ -212,11 +212,13 @@ class AckCluster(pulumi.ComponentResource):
         )
 
 
-def local_providers(spec: LocalClusterSpec) -> tuple[k8s.Provider, k8s.Provider]:
+def local_providers(
+    spec: LocalClusterSpec, opts: pulumi.ResourceOptions | None = None
+) -> tuple[k8s.Provider, k8s.Provider]:
     """Kubernetes providers for a non-ACK cluster, or ones that only render YAML: one for
-    all objects, one for objects kept on delete (see :class:`AckCluster`)."""
+    all objects, one for objects kept on delete (see :class:`AckCluster`); ``opts`` for both."""
     settings = {"context": spec.context, "render_yaml_to_directory": spec.render_yaml_to_directory}
     return (
-        k8s.Provider("local-k8s", **settings),
-        k8s.Provider("local-k8s-kept", upsert_existing_objects=True, **settings),
+        k8s.Provider("local-k8s", **settings, opts=opts),
+        k8s.Provider("local-k8s-kept", upsert_existing_objects=True, **settings, opts=opts),
     )

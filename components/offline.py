@@ -22,6 +22,7 @@ import yaml
 
 from .config import PROJECT
 from .plan_records import SECRET, Plan, Recorded, clean
+from .urns import alias_spec, engine_urn
 
 REGISTRY_HOST = "<registry host, known after deploy>"
 REGISTRY_PUBLIC_HOST = "<registry public host, known after deploy>"
@@ -141,6 +142,7 @@ def run_program(
     """
     import pulumi
     from pulumi.runtime import mocks, rpc
+    from pulumi.runtime.settings import get_project, get_stack
 
     from . import preflight
     from .stack import stack_spec
@@ -184,6 +186,13 @@ def run_program(
         """Records registrations, and the event loop the engine opens in each worker
         thread so that they can be closed cleanly after the run."""
 
+        def make_urn(self, parent: str, type_: str, name: str) -> str:
+            # As the engine names a resource (pulumi/pulumi pkg/resource/deploy/deployment.go,
+            # generateURN): the parent's whole type chain, none for the stack's own children. The
+            # SDK's mock keeps only the parent's own type and adds the stack's, so its URNs are not
+            # the ones a deployed stack holds, and aliases could not be checked against them.
+            return engine_urn(get_stack(), get_project(), parent, type_, name)
+
         def Invoke(self, request: Any) -> Any:  # noqa: N802 (gRPC method names)
             lookups[request.tok] = None
             response = super().Invoke(request)
@@ -210,6 +219,7 @@ def run_program(
                     replace_on_changes=list(request.replaceOnChanges),
                     delete_before_replace=bool(request.deleteBeforeReplace),
                     ignore_changes=list(request.ignoreChanges),
+                    aliases=[alias_spec(alias) for alias in request.aliases],
                     state=clean(rpc.deserialize_properties(response.object, keep_unknowns=True)),
                 )
             return response

@@ -129,13 +129,22 @@ class TrainingOperator(pulumi.ComponentResource):
             if manifest is not None
             else []
         )
-        # The objects were children of a kustomize Directory of this name before.
-        was_in = pulumi.Alias(parent=pulumi.create_urn(name, "kubernetes:kustomize:Directory", parent=self))
+        # The objects were children of a kustomize Directory of this name before, when the
+        # operator was the stack's own child. The engine follows a moved parent only to a parent
+        # it has seen registered (pulumi/pulumi pkg/resource/deploy/step_generator.go,
+        # collapseAliasToUrn), never to this Directory: its old URN is named whole as well.
+        directory = "kubernetes:kustomize:Directory"
+        was_in = [
+            pulumi.Alias(parent=pulumi.create_urn(name, directory, parent=self)),
+            pulumi.Alias(
+                parent=pulumi.create_urn(name, directory, parent=pulumi.create_urn(name, f"{TOKEN}:TrainingOperator"))
+            ),
+        ]
         operator = self._apply(
             customized_operator_objects(rendered or [], spec, **images),
             provider=provider,
             waits=[*volcano, *pulls],
-            aliases=[was_in],
+            aliases=was_in,
         )
         self.ready = [*volcano, *operator]
         self.register_outputs({})

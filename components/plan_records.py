@@ -34,6 +34,8 @@ class Recorded:
     replace_on_changes: list[str] = field(default_factory=list)
     delete_before_replace: bool = False
     ignore_changes: list[str] = field(default_factory=list)
+    aliases: list[dict[str, Any]] = field(default_factory=list)
+    """The aliases the program gave, as :func:`components.urns.alias_spec` writes them."""
     state: dict[str, Any] = field(default_factory=dict)
     """What the engine answered: the inputs, or the read-back state ``run_program`` was given."""
 
@@ -53,6 +55,7 @@ class Recorded:
                 "replaceOnChanges": self.replace_on_changes,
                 "deleteBeforeReplace": self.delete_before_replace,
                 "ignoreChanges": self.ignore_changes,
+                "aliases": self.aliases,
             },
         }
 

@@ -4,13 +4,15 @@ trainer.kubeflow.org/v1alpha1 TrainJob (backend v2) out."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 from pydantic.alias_generators import to_camel
 
-from ._k8s import IMAGE_PLACEHOLDER, TOKEN, resource_args, with_image
+from ._k8s import IMAGE_PLACEHOLDER, TOKEN, resource_args, with_image, with_values
 from .config import Backend, TrainingJobSpec, job_gpus
 from .config.capacity import pool_problem, quota_problem
 from .config.teams import team_quota_owner
@@ -186,6 +188,8 @@ class TrainingJob(pulumi.ComponentResource):
             default-deny NetworkPolicy.
         secret: the spec comes from an encrypted stack key: the job object's spec (image,
             command, env, ...) is a Pulumi secret; its metadata is not.
+        deferred: texts in ``spec`` that stand for outputs of other resources, each with
+            its output, which replaces it in what is applied (:mod:`components.package_outputs`).
 
     Attributes:
         manifest: the emitted PyTorchJob or TrainJob; its image is an output, which may be
@@ -217,6 +221,7 @@ class TrainingJob(pulumi.ComponentResource):
         provider: k8s.Provider,
         network_policy: bool = False,
         secret: bool = False,
+        deferred: Mapping[str, pulumi.Input[Any]] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         # Everything is checked before anything is registered.
@@ -234,8 +239,9 @@ class TrainingJob(pulumi.ComponentResource):
                 raise JobArgumentError(f"TrainingJob {name!r}: {err}") from None
         super().__init__(f"{TOKEN}:TrainingJob", name, None, opts)
         # The registry's URL may be known only after deployment; everything else is known now.
-        image = pinned_image(spec.image, spec.image_tag, registry, f"job {spec.name!r}")
-        self.manifest = with_image(built, image)
+        deferred = deferred or {}
+        image = deferred.get(spec.image) or pinned_image(spec.image, spec.image_tag, registry, f"job {spec.name!r}")
+        self.manifest = with_values(with_image(built, image), deferred)
         if backend == "v2":
             controller: pulumi.Input[list[pulumi.Resource]] = trainer_v2.ready if trainer_v2 else []
             replaced_on_change = REPLACED_ON_CHANGE_V2
@@ -258,7 +264,7 @@ class TrainingJob(pulumi.ComponentResource):
         if backend == "v2" and spec.framework == "mpi":
             # The job's own runtime (its image and command line): registered before the TrainJob
             # that names it, and deleted after it, with the job.
-            runtime = with_image(mpi_training_runtime(spec, ctx, job_fabric(spec, ctx)), image)
+            runtime = with_values(with_image(mpi_training_runtime(spec, ctx, job_fabric(spec, ctx)), image), deferred)
             runtime_args = resource_args(runtime)
             if secret:
                 runtime_args["spec"] = pulumi.Output.secret(runtime_args["spec"])

@@ -12,9 +12,10 @@ import typing
 
 import grpc
 import pytest
+import sdk_examples
 import yaml
 import yaml_program
-from conftest import ROOT
+from conftest import ROOT, stack_config
 from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 from pydantic import BaseModel
 
@@ -203,3 +204,272 @@ def test_the_plugin_serves_the_schema_over_grpc() -> None:
     finally:
         plugin.kill()
         plugin.wait()
+
+
+YAML_PLATFORM = ROOT / "examples" / "yaml-platform"
+
+
+def run_yaml_program(tmp_path, monkeypatch, program: dict, project: str, config: dict):
+    """``program`` through the package provider under the mock engine, as project ``project``."""
+    source = tmp_path / "Pulumi.yaml"
+    source.write_text(yaml.safe_dump(program))
+    python = tmp_path / "python"
+    python.mkdir()
+    (python / "Pulumi.yaml").write_text(f"name: {project}\nruntime: python\n")
+    (python / "__main__.py").write_text("import yaml_program\n\nyaml_program.run()\n")
+    monkeypatch.setenv(yaml_program.PROGRAM_ENV, str(source))
+    return run_program(config, stack="local", project_dir=python)
+
+
+def test_the_yaml_platform_is_the_local_stacks_platform(run_stack, fixture_pins, tmp_path, monkeypatch) -> None:
+    program = yaml.safe_load((YAML_PLATFORM / "Pulumi.yaml").read_text())
+    yaml_program.check_program(program, {})
+    local = run_stack(stack_config("local"), "local")
+    plan = run_yaml_program(tmp_path, monkeypatch, program, "training-platform-yaml", {})
+    assert plan.kubernetes_objects() == local.kubernetes_objects()
+    assert len(plan.kubernetes_objects()) > 10
+    kinds = {r.type for r in plan.resources if r.custom}
+    assert kinds == {r.type for r in local.resources if r.custom}
+
+
+def test_the_yaml_platform_sets_what_the_local_stack_sets() -> None:
+    program = yaml.safe_load((YAML_PLATFORM / "Pulumi.yaml").read_text())
+    keys = {key.removeprefix("ack-training-platform:"): value for key, value in stack_config("local").items()}
+    assert program["resources"]["platform"]["properties"]["platform"] == keys
+
+
+def test_a_bad_platform_value_names_its_argument(tmp_path, monkeypatch) -> None:
+    program = yaml.safe_load((YAML_PLATFORM / "Pulumi.yaml").read_text())
+    program["resources"]["platform"]["properties"]["platform"]["jobs"][0]["memory"] = "4"
+    with pytest.raises(Exception, match=r"platform\.jobs\[0\]\.memory: '4' has no unit"):
+        run_yaml_program(tmp_path, monkeypatch, program, "training-platform-yaml", {})
+
+
+def test_team_training_takes_a_kubernetes_provider_of_the_program(tmp_path, monkeypatch) -> None:
+    plan = run_yaml(tmp_path, monkeypatch, yaml_stack())
+    (provider,) = plan.of_type("pulumi:providers:kubernetes")
+    assert provider.name == "cluster" and provider.parent.endswith("pulumi:pulumi:Stack::team-training-yaml-dev")
+    job = plan.one("kubernetes:kubeflow.org/v1:PyTorchJob")
+    assert job.provider == provider.urn
+
+
+def test_a_kubeconfig_still_makes_the_teams_own_provider_under_its_old_name(tmp_path, monkeypatch) -> None:
+    program = copy.deepcopy(yaml_stack())
+    del program["resources"]["cluster"]
+    team = program["resources"]["team"]["properties"]
+    del team["provider"]
+    team["kubeconfig"] = "${kubeconfig}"
+    plan = run_yaml(tmp_path, monkeypatch, program)
+    (provider,) = plan.of_type("pulumi:providers:kubernetes")
+    assert provider.urn.endswith("ack-training-platform:index:TeamTraining$pulumi:providers:kubernetes::team-cluster")
+    assert provider.inputs["kubeconfig"] == "[secret]"
+
+
+@pytest.mark.parametrize("both", [True, False])
+def test_team_training_needs_one_provider(tmp_path, monkeypatch, both: bool) -> None:
+    program = copy.deepcopy(yaml_stack())
+    team = program["resources"]["team"]["properties"]
+    if both:
+        team["kubeconfig"] = "${kubeconfig}"
+    else:
+        del team["provider"]
+    with pytest.raises(Exception, match="provider: give the cluster's Kubernetes provider"):
+        run_yaml(tmp_path, monkeypatch, program)
+
+
+def _descriptions(value) -> list[str]:
+    if isinstance(value, dict):
+        found = [value["description"]] if isinstance(value.get("description"), str) else []
+        return found + [d for key, item in value.items() if key != "description" for d in _descriptions(item)]
+    return [d for item in value for d in _descriptions(item)] if isinstance(value, list) else []
+
+
+def test_descriptions_are_markdown_without_paths_of_this_repository() -> None:
+    descriptions = _descriptions(package.schema())
+    assert len(descriptions) > 200
+    for text in descriptions:
+        assert "``" not in text and not re.search(r":\w+:`", text), text
+        assert not re.search(r"\b(?:docs|trainer|stacks|components|tests)/", text), text
+
+
+def test_the_schema_carries_the_specs_defaults() -> None:
+    types = package.schema()["types"]
+    job = types[f"{package.PACKAGE}:index:TrainingJobSpec"]["properties"]
+    assert (job["nodes"]["default"], job["restartPolicy"].get("default")) == (1, None)
+    written = 0
+    for spec in package_codegen.SPECS:
+        for name, model in spec_models(spec, {}).items():
+            properties = types[f"{package.PACKAGE}:index:{name}"]["properties"]
+            for field_name, field in model.model_fields.items():
+                prop = properties[field.alias or field_name]
+                if "default" in prop:
+                    assert prop["default"] == field.default, f"{name}.{field_name}"
+                    written += 1
+    assert written > 50
+
+
+def _with_outputs(program: dict) -> dict:
+    """The team's job with its image and a token read from secret config: outputs, as a
+    repository's URL or a secret of another resource would be."""
+    program = copy.deepcopy(program)
+    program["config"]["trainingImage"] = {"type": "string", "secret": True}
+    program["config"]["hfToken"] = {"type": "string", "secret": True}
+    job = program["resources"]["team"]["properties"]["jobs"][0]
+    job["image"] = "${trainingImage}"
+    job["env"] = {"HF_TOKEN": "${hfToken}", "STEPS_LOG": "10"}
+    return program
+
+
+def _team_config(**extra: str) -> dict:
+    return {
+        "team-training-yaml:clusterId": CONFIG["clusterId"],
+        "team-training-yaml:vswitchIds": CONFIG["vswitchIds"],
+        "team-training-yaml:kubeconfig": {"secure": "v1:AAAA"},
+        **{f"team-training-yaml:{key}": {"secure": value} for key, value in extra.items()},
+    }
+
+
+def test_a_jobs_image_and_env_may_be_outputs_of_other_resources(tmp_path, monkeypatch) -> None:
+    program = _with_outputs(yaml_stack())
+    yaml_program.check_program(program, {**CONFIG, "trainingImage": "r/x:1", "hfToken": "t"})
+    plan = run_yaml_program(
+        tmp_path, monkeypatch, program, "team-training-yaml", _team_config(trainingImage="v1:A", hfToken="v1:B")
+    )
+    job = plan.one("kubernetes:kubeflow.org/v1:PyTorchJob")
+    container = job.inputs["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    # A secret in the env makes the whole env secret, as it makes the image.
+    assert container["image"] == "[secret]" and {e["name"] for e in container["env"]} == {"[secret]"}
+
+
+PLAIN_OUTPUTS = """
+import pulumi
+import yaml
+from components.package import PackageProvider
+
+team = yaml.safe_load(open({program!r}))["resources"]["team"]["properties"]
+team["provider"] = None
+team["kubeconfig"] = "apiVersion: v1"
+team["pool"] = yaml.safe_load(open({program!r}))["variables"]["a10"]
+job = team["jobs"][0]
+job["image"] = pulumi.Output.from_input("registry.example.com/team-a/trainer").apply(lambda repo: repo + ":v2")
+job["env"] = {{"DATA_URL": pulumi.Output.from_input("https://data.example.com/v3")}}
+built = PackageProvider().construct("team", "ack-training-platform:index:TeamTraining", team, pulumi.ResourceOptions())
+pulumi.export("team", built.state)
+"""
+
+
+def test_outputs_in_a_jobs_image_and_env_reach_the_applied_job(tmp_path) -> None:
+    (tmp_path / "Pulumi.yaml").write_text("name: team-training-py\nruntime: python\n")
+    (tmp_path / "__main__.py").write_text(PLAIN_OUTPUTS.format(program=str(YAML_STACK / "Pulumi.yaml")))
+    plan = run_program({}, stack="dev", project_dir=tmp_path)
+    job = plan.one("kubernetes:kubeflow.org/v1:PyTorchJob").inputs
+    container = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "registry.example.com/team-a/trainer:v2"
+    assert {"name": "DATA_URL", "value": "https://data.example.com/v3"} in container["env"]
+    assert "known after deploy>" not in json.dumps(job) and "stand-in.invalid" not in json.dumps(job)
+    team = plan.outputs["team"]
+    assert team["jobCommands"]["finetune"]["status"] == "kubectl -n team-a get pytorchjob finetune -w"
+    assert team["jobDefaults"]["namespace"] == "team-a" and team["jobs"] == ["finetune"]
+
+
+def test_an_output_where_a_value_must_be_known_is_refused_naming_it(tmp_path, monkeypatch) -> None:
+    program = _with_outputs(yaml_stack())
+    program["resources"]["team"]["properties"]["jobs"][0]["name"] = "${hfToken}"
+    with pytest.raises(Exception, match=re.escape("jobs[0].name: must be known when the program runs")):
+        run_yaml_program(
+            tmp_path, monkeypatch, program, "team-training-yaml", _team_config(trainingImage="v1:A", hfToken="v1:B")
+        )
+
+
+def test_every_nested_input_takes_an_output() -> None:
+    plain = []
+
+    def walk(value, path: str) -> None:
+        if isinstance(value, dict):
+            if value.get("plain"):
+                plain.append(path)
+            for key, item in value.items():
+                walk(item, f"{path}/{key}")
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(item, f"{path}[{i}]")
+
+    walk(package.schema(), "")
+    assert plain == []
+
+
+TS_EXAMPLE = ROOT / "examples" / "typescript-team" / "index.ts"
+GO_EXAMPLE = ROOT / "examples" / "go-team" / "main.go"
+
+
+@pytest.mark.parametrize(("path", "language"), [(TS_EXAMPLE, "typescript"), (GO_EXAMPLE, "go")])
+def test_the_typescript_and_go_examples_match_the_schema(path, language) -> None:
+    assert sdk_examples.check_source(path.read_text(), language, package.schema()) == ["TeamTraining"]
+
+
+@pytest.mark.parametrize(
+    ("path", "language", "old", "new", "message"),
+    [
+        (TS_EXAMPLE, "typescript", "gpuQuota: 4", "gpuQuotas: 4", "TeamTraining.namespace.gpuQuotas: no such property"),
+        (
+            TS_EXAMPLE,
+            "typescript",
+            "gpusPerNode: 1",
+            'gpusPerNode: "1"',
+            "pool.gpusPerNode: '1' is not of type integer",
+        ),
+        (TS_EXAMPLE, "typescript", '"SpotAsPriceGo"', '"Spot"', "pool.spotStrategy: 'Spot' is not one of"),
+        (TS_EXAMPLE, "typescript", "TeamTraining(", "TeamTrainings(", "the package has no resource"),
+        (
+            GO_EXAMPLE,
+            "go",
+            "GpuQuota:  pulumi.Int(4)",
+            'GpuQuota: pulumi.String("4")',
+            "Namespace.GpuQuota: '4' is not",
+        ),
+        (
+            GO_EXAMPLE,
+            "go",
+            "platform.StorageSpecArgs",
+            "platform.GpuPoolSpecArgs",
+            "Storage: platform.StorageSpecArgs is",
+        ),
+        (GO_EXAMPLE, "go", "platform.TrainerArgsModelGPT", "platform.TrainerArgsModelBert", "Model: 'platform.Trainer"),
+        # The Go generator names a constant after the member's name, not its value.
+        (GO_EXAMPLE, "go", "platform.TrainerArgsModelGPT", "platform.TrainerArgsModelGpt", "Model: 'platform.Trainer"),
+        (GO_EXAMPLE, "go", 'Name:   pulumi.String("finetune"),', "", "Jobs[0].name: required property is missing"),
+    ],
+)
+def test_the_example_check_catches_a_wrong_program(path, language, old, new, message) -> None:
+    source = path.read_text()
+    assert old in source
+    with pytest.raises(yaml_program.SchemaMismatch, match=re.escape(message)):
+        sdk_examples.check_source(source.replace(old, new, 1), language, package.schema())
+
+
+def test_go_enum_constants_are_named_as_the_go_generator_names_them() -> None:
+    types = package.schema()["types"]
+    constants = {
+        name.rsplit(":", 1)[-1]: [sdk_examples.go_enum_constant(name.rsplit(":", 1)[-1], m) for m in kind["enum"]]
+        for name, kind in types.items()
+        if "enum" in kind
+    }
+    assert constants["TrainerArgsModel"] == ["TrainerArgsModelCNN", "TrainerArgsModelGPT", "TrainerArgsModelLLAMA"]
+    assert constants["GpuPoolSpotStrategy"][2] == "GpuPoolSpotStrategy_SPOT_AS_PRICE_GO"
+    assert constants["TrainerArgsLlamaSize"][1] == "TrainerArgsLlamaSize_SIZE_1B"
+    assert sdk_examples.go_enum_constant("T", {"value": "8.3"}) == "T_8_3"
+    assert sdk_examples.go_enum_constant("T", {"value": "a-b c"}) == "T_A_B_c"
+
+
+def test_a_kubeconfig_and_a_registry_password_are_secret_inputs() -> None:
+    resources = package.schema()["resources"]
+    secret = {
+        (token.rsplit(":", 1)[-1], name)
+        for token, resource in resources.items()
+        for name, prop in resource["inputProperties"].items()
+        if prop.get("secret")
+    }
+    assert secret == {("TeamTraining", "kubeconfig"), ("TrainingPlatform", "registryPassword")}
+    assert "give provider instead" in resources[f"{package.PACKAGE}:index:TeamTraining"]["inputProperties"][
+        "kubeconfig"
+    ].get("deprecationMessage", "")

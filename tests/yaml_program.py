@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
+import pulumi_kubernetes as k8s
 import yaml
-from pulumi.provider.experimental.component import ComponentProvider
 
-from components.package import COMPONENTS, PACKAGE, VERSION, schema
+from components.package import PACKAGE, PackageProvider, schema
 
 PROGRAM_ENV = "YAML_PROGRAM"
 
@@ -26,6 +26,12 @@ def check(value: Any, prop: dict[str, Any], package: dict[str, Any], path: str) 
     """Raise :class:`SchemaMismatch` where ``value`` is not what ``prop`` of ``package`` admits."""
     ref = prop.get("$ref")
     if ref == "pulumi.json#/Any":
+        return
+    if ref is not None and ref.startswith("/"):
+        # A resource of another package (``/kubernetes/v4.34.2/schema.json#/resources/<token>``).
+        token = ref.rsplit("/", 1)[-1]
+        if not isinstance(value, Reference) or value.type != token:
+            raise SchemaMismatch(f"{path}: {value!r} is not a {token} resource")
         return
     if ref is not None:
         kind = package["types"][ref.removeprefix("#/types/")]
@@ -79,16 +85,38 @@ def resolve(value: Any, names: dict[str, Any]) -> Any:
     return value
 
 
-def package_resources(program: dict[str, Any], config: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
-    """The program's resources of this package as (name, type, properties), with config and
-    variables substituted; secret config stays out of the schema check (it is an output)."""
+class Reference:
+    """A resource of another package the program declares, where the schema check meets it."""
+
+    def __init__(self, type_: str) -> None:
+        self.type = type_
+
+    def __repr__(self) -> str:
+        return f"<{self.type}>"
+
+
+OTHER_RESOURCES = {"pulumi:providers:kubernetes": k8s.Provider}
+"""The other packages' resources a program may declare, by type: what the examples use."""
+
+
+def package_resources(
+    program: dict[str, Any], config: dict[str, Any], *, create: bool = False
+) -> list[tuple[str, str, dict[str, Any]]]:
+    """The program's resources of this package as (name, type, properties), with config,
+    variables and other resources substituted (created when ``create``, else as a
+    :class:`Reference`); secret config stays out of the schema check (it is an output)."""
     names = dict(config)
     names.update({k: resolve(v, names) for k, v in (program.get("variables") or {}).items()})
-    return [
-        (name, resource["type"], resolve(resource.get("properties") or {}, names))
-        for name, resource in (program.get("resources") or {}).items()
-        if resource["type"].startswith(f"{PACKAGE}:")
-    ]
+    ours = []
+    for name, resource in (program.get("resources") or {}).items():
+        properties = resolve(resource.get("properties") or {}, names)
+        if resource["type"].startswith(f"{PACKAGE}:"):
+            ours.append((name, resource["type"], properties))
+        elif create:
+            names[name] = OTHER_RESOURCES[resource["type"]](name, **properties)
+        else:
+            names[name] = Reference(resource["type"])
+    return ours
 
 
 def check_program(program: dict[str, Any], config: dict[str, Any]) -> None:
@@ -112,6 +140,6 @@ def run() -> None:
         else read.get(spec["type"], stack_config.require_object)(key)
         for key, spec in (program.get("config") or {}).items()
     }
-    provider = ComponentProvider(COMPONENTS, PACKAGE, version=VERSION)
-    for name, type_, properties in package_resources(program, config):
+    provider = PackageProvider()
+    for name, type_, properties in package_resources(program, config, create=True):
         provider.construct(name, type_, properties, pulumi.ResourceOptions())
