@@ -8,6 +8,7 @@
     ack-jobs suspend gpt && ack-jobs resume gpt
     ack-jobs delete mnist gpt
     ack-jobs queue
+    ack-jobs why gpt
     ack-jobs --stack dev submit gpt-small --nodes 2 --model gpt --max-steps 2000 --image-tag v1.4.0
     ack-jobs --outputs outputs.json submit gpt-small --image-tag v1.4.0 --dry-run -- --grad-accum 4
     ack-jobs --stack dev data import wiki --from https://data.example.com/wiki/ --image-tag v1.4.0
@@ -90,6 +91,7 @@ def parser() -> argparse.ArgumentParser:
     command("suspend", "stop a job's pods and keep the job").add_argument("name")
     command("resume", "let a suspended job run again").add_argument("name")
     command("queue", "Volcano and Kueue queues, and why waiting jobs wait").add_argument("name", nargs="?")
+    command("why", "one sentence on why a job waits, or that it runs").add_argument("name")
     sub = command("submit", "build a job from flags with the stack's builder and create it")
     sub.add_argument("--dry-run", action="store_true", help="print the manifest as YAML, create nothing")
     submit.add_flags(sub)

@@ -1,0 +1,133 @@
+"""What a job and its pods ask for, what the pool's node offers, and what a namespace's
+ResourceQuota counts: pure arithmetic on the objects' resource lists.
+
+- A container's request defaults to its limit when only the limit is set, as the API server
+  defaults it (Kubernetes docs, "Resource Management for Pods and Containers"); a pod asks for
+  the sum of its containers (init containers ignored: the platform's run one at a time before
+  the trainer and ask for less).
+- A ResourceQuota's ``status.hard``/``status.used`` name ``requests.<resource>`` (a bare ``cpu``
+  or ``memory`` means the same), ``limits.<resource>`` and ``pods``; an extended resource such
+  as ``nvidia.com/gpu`` is quota'd only as ``requests.nvidia.com/gpu`` (Kubernetes docs,
+  "Resource Quotas").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...config.base import quantity_bytes
+from ..replicas import JOBSET_NAME_LABEL, V1_JOB_LABEL
+from ..status import TRAINJOB, v1_replica_specs
+
+GPU = "nvidia.com/gpu"
+TERMINAL = ("Succeeded", "Failed")
+
+
+def quantity(value: Any) -> float:
+    """A Kubernetes quantity as a number: cores for ``500m``, bytes for ``64Gi``, a count for ``8``."""
+    text = str(value)
+    if text.endswith("m"):
+        return float(text[:-1]) / 1000
+    return float(quantity_bytes(text))
+
+
+def container_requests(container: dict[str, Any]) -> dict[str, float]:
+    """What one container asks for: its requests, each missing one taken from its limits."""
+    resources = container.get("resources") or {}
+    merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    return {name: quantity(value) for name, value in merged.items()}
+
+
+def container_limits(container: dict[str, Any]) -> dict[str, float]:
+    return {name: quantity(v) for name, v in ((container.get("resources") or {}).get("limits") or {}).items()}
+
+
+def pod_requests(spec: dict[str, Any]) -> dict[str, float]:
+    """What a pod spec (or template spec) asks for, summed over its containers."""
+    total: dict[str, float] = {}
+    for container in spec.get("containers") or []:
+        for name, amount in container_requests(container).items():
+            total[name] = total.get(name, 0.0) + amount
+    return total
+
+
+def _pod_limits(spec: dict[str, Any]) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for container in spec.get("containers") or []:
+        for name, amount in container_limits(container).items():
+            total[name] = total.get(name, 0.0) + amount
+    return total
+
+
+def job_pods(job: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+    """``(count, pod spec)`` for each kind of pod the job makes: a v1 job's replica templates, a
+    TrainJob's ``numNodes`` nodes with ``trainer.resourcesPerNode``."""
+    if job.get("kind") == TRAINJOB:
+        trainer = (job.get("spec") or {}).get("trainer") or {}
+        spec = {"containers": [{"resources": trainer.get("resourcesPerNode") or {}}]}
+        return [(int(trainer.get("numNodes") or 1), spec)]
+    return [
+        (int(replica.get("replicas", 1)), ((replica.get("template") or {}).get("spec") or {}))
+        for replica in v1_replica_specs(job).values()
+    ]
+
+
+def expected_pods(job: dict[str, Any]) -> int:
+    """How many pods the job runs when it is whole."""
+    return sum(count for count, _ in job_pods(job))
+
+
+def quota_charge(spec: dict[str, Any], name: str) -> float:
+    """What one pod is charged against the quota key ``name``."""
+    if name == "pods":
+        return 1.0
+    if name.startswith("limits."):
+        return _pod_limits(spec).get(name.removeprefix("limits."), 0.0)
+    return pod_requests(spec).get(name.removeprefix("requests."), 0.0)
+
+
+def pod_job(pod: dict[str, Any]) -> str | None:
+    """The job a pod belongs to, from the label its controller sets."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return labels.get(V1_JOB_LABEL) or labels.get(JOBSET_NAME_LABEL)
+
+
+def usage_by_job(pods: list[dict[str, Any]], name: str) -> dict[str, float]:
+    """Job (or pod, outside any job) → its live pods' charge against quota key ``name``."""
+    used: dict[str, float] = {}
+    for pod in pods:
+        if ((pod.get("status") or {}).get("phase")) in TERMINAL:
+            continue
+        charge = quota_charge(pod.get("spec") or {}, name)
+        if charge:
+            owner = pod_job(pod) or f"pod {pod['metadata']['name']}"
+            used[owner] = used.get(owner, 0.0) + charge
+    return used
+
+
+def pool_nodes(nodes: list[dict[str, Any]], placement: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The nodes whose labels match the pool's node selector (every node without one)."""
+    selector = (placement or {}).get("nodeSelector") or {}
+    return [n for n in nodes if selector.items() <= ((n.get("metadata") or {}).get("labels") or {}).items()]
+
+
+def node_offer(placement: dict[str, Any] | None) -> dict[str, float]:
+    """What one node of the pool offers pods (``jobDefaults.placement``): CPU cores, memory
+    bytes, GPUs; a figure the stack does not know is left out."""
+    placement = placement or {}
+    offer: dict[str, float] = {}
+    if placement.get("gpusPerNode"):
+        offer[GPU] = float(placement["gpusPerNode"])
+    node = placement.get("node") or {}
+    if node.get("millicpu"):
+        offer["cpu"] = node["millicpu"] / 1000
+    if node.get("memory"):
+        offer["memory"] = float(node["memory"])
+    return offer
+
+
+def show(name: str, amount: float) -> str:
+    """An amount as a person reads it: ``64Gi`` of memory, ``7.5`` cores, ``8`` GPUs."""
+    if "memory" in name or "storage" in name:
+        return f"{amount / 2**30:g}Gi"
+    return f"{amount:g}"
