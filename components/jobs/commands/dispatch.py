@@ -15,7 +15,7 @@ from urllib3.exceptions import HTTPError as TransportError
 from .. import connect, submit
 from ..client import JobNotFound, JobsClient, explain
 from ..replicas import ReplicaError
-from . import data, lifecycle, listing, logs, queue, top, why
+from . import cost, data, lifecycle, listing, logs, queue, top, why
 from .base import Failure, Out, UsageError, job_defaults
 
 COMMANDS: dict[str, Callable[[JobsClient, argparse.Namespace, Out], int | None]] = {
@@ -30,6 +30,7 @@ COMMANDS: dict[str, Callable[[JobsClient, argparse.Namespace, Out], int | None]]
 WITH_OUTPUTS: dict[str, Callable[[JobsClient, argparse.Namespace, Out, dict[str, Any]], None]] = {
     "get": listing.cmd_get,
     "why": why.cmd_why,
+    "cost": cost.cmd_cost,
 }
 """Commands that also read the stack's outputs (the pool's placement, for why a job waits)."""
 
@@ -55,7 +56,10 @@ def run(
         if args.command == "data":
             return data.cmd_data(args, outputs, out)
         configuration = connect.configuration(args.kubeconfig, args.context)
-        jobs = JobsClient(configuration, connect.namespace(outputs, args.namespace))
+        where = connect.namespace(outputs, args.namespace)
+        if args.command == "cost" and args.team is not None:
+            where = cost.team_namespace(outputs, args.team)
+        jobs = JobsClient(configuration, where)
         if args.command == "top":
             top.cmd_top(jobs, args, out, sleep)
             return 0
