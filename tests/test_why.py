@@ -343,3 +343,9 @@ def test_why_and_get_show_a_quota_and_a_fit_error_read_from_the_api(cluster) -> 
         in lines
     )
     assert ("GET", f"{PODS}") in [(mm, p) for mm, p, _, _ in api.requests]
+
+
+def test_why_of_a_job_that_does_not_exist(cluster, capsys) -> None:
+    _, kubeconfig = cluster
+    assert jobs(kubeconfig, "why", "nope") == (1, [])
+    assert capsys.readouterr().err == f"ack-jobs why: no PyTorchJob or TrainJob named 'nope' in namespace {NS}\n"
