@@ -349,3 +349,22 @@ def test_why_of_a_job_that_does_not_exist(cluster, capsys) -> None:
     _, kubeconfig = cluster
     assert jobs(kubeconfig, "why", "nope") == (1, [])
     assert capsys.readouterr().err == f"ack-jobs why: no PyTorchJob or TrainJob named 'nope' in namespace {NS}\n"
+
+
+def test_a_volcano_queue_without_room_keeps_the_podgroup_pending() -> None:
+    # volcano v1.12.1 pkg/scheduler/plugins/proportion/proportion.go: RecordPodGroupEvent(..., "Unschedulable",
+    # "queue resource quota insufficient") when the job's minimum resources exceed the queue's capability.
+    group = w.podgroup("bert", 2, None, phase="Pending")
+    said = w.event("PodGroup", "bert", "Unschedulable", "queue resource quota insufficient", kind_type="Normal")
+    found = why(seen(v1("bert"), podgroup=group, events=[said]))
+    assert found == c.Why(
+        c.VOLCANO_QUEUE,
+        "Volcano queue research has no room for its minimum resources (queue resource quota insufficient).",
+    )
+    # plugins/resourcequota/resourcequota.go: "resource quota insufficient, requested: %v, used: %v, limited: %v"
+    # of three ResourceLists; only the prefix is read.
+    quota = "resource quota insufficient, requested: map[...], used: map[...], limited: map[...]"
+    refused = w.event("PodGroup", "bert", "Unschedulable", quota, kind_type="Normal")
+    assert why(seen(v1("bert"), podgroup=group, events=[refused])).cause == c.QUOTA
+    inqueue = w.podgroup("bert", 2, None, phase="Inqueue")
+    assert why(seen(v1("bert"), podgroup=inqueue, events=[said])).cause == c.STARTING

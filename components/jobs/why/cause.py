@@ -35,6 +35,7 @@ IMAGE_PULL = "image-pull-failing"
 QUOTA = "namespace-quota-exhausted"
 KUEUE = "kueue-not-admitted"
 GANG = "gang-not-satisfiable"
+VOLCANO_QUEUE = "volcano-queue-full"
 NO_FIT = "no-node-fits"
 POOL_MAX = "pool-at-maximum"
 NO_SCALE_UP = "autoscaler-cannot-scale-up"
@@ -97,7 +98,7 @@ def why(seen: Observed) -> Why:
     phase, _ = job_phase(seen.job)
     if phase in TERMINAL:
         return Why(FINISHED, f"It has finished: {phase.lower()}.")
-    for check in (_kueue, _suspended, _image_pull, _running, _quota, _gang, _unschedulable):
+    for check in (_kueue, _suspended, _image_pull, _running, _quota, _volcano_enqueue, _gang, _unschedulable):
         found = check(seen, phase)
         if found is not None:
             return found
@@ -237,6 +238,22 @@ def _quota(seen: Observed, _: str) -> Why | None:
                 f"{show(key, quantity(hard))} in use" + (f" (by {by})" if by else "") + f", and the job needs "
                 f"{show(key, need)} more.",
             )
+    return None
+
+
+def _volcano_enqueue(seen: Observed, _: str) -> Why | None:
+    """Volcano's enqueue plugins said no (their PodGroup event), unless the PodGroup got past them."""
+    if seen.podgroup is None or ((seen.podgroup.get("status") or {}).get("phase") or "Pending") != "Pending":
+        return None
+    group = seen.podgroup["metadata"]["name"]
+    said = [e for e in _events(seen) if (e.get("involvedObject") or {}).get("name") == group]
+    last = (said[-1].get("message") or "") if said else ""
+    queue = (seen.podgroup.get("spec") or {}).get("queue") or "default"
+    if last == msg.VOLCANO_QUEUE_FULL:
+        return Why(VOLCANO_QUEUE, f"Volcano queue {queue} has no room for its minimum resources ({last}).")
+    if last.startswith(msg.VOLCANO_NAMESPACE_QUOTA):
+        # Its requested/used/limited are ResourceLists formatted with Go's %v, not for reading: name the cause only.
+        return Why(QUOTA, "A namespace ResourceQuota has no room for it (Volcano's resourcequota plugin says so).")
     return None
 
 

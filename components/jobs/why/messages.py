@@ -16,6 +16,12 @@ back into facts: pure parsers. Each format is the one the upstream code builds:
   gang unschedulable: pod group is not ready, <n> <status>, ..., <m> minAvailable; Pending: <n>
   <reason>, ...`` and then ``. Origin reason is <task>: <fit error>`` (``plugins/gang/gang.go``,
   ``api/job_info.go`` ``FitError()``); a task the session could place counts as ``Schedulable``.
+- Volcano's enqueue plugins record on the PodGroup an event, reason ``Unschedulable``: ``queue
+  resource quota insufficient`` when the queue's capability has no room for the job's minimum
+  resources (``pkg/scheduler/plugins/proportion/proportion.go``,
+  ``plugins/capacity/capacity.go``), and ``resource quota insufficient, requested: <r>, used:
+  <u>, limited: <l>`` when a namespace ResourceQuota has none
+  (``plugins/resourcequota/resourcequota.go``).
 - Kueue v0.19.2: a pending Workload's ``QuotaReserved`` condition is ``False`` with the
   scheduler's message: ``couldn't assign flavors to pod set <ps>: insufficient unused quota for
   <resource> in flavor <flavor>, <amount> more needed`` or ``insufficient quota for <resource>
@@ -66,6 +72,8 @@ KUEUE_OVER_MAX = re.compile(
 KUEUE_PREEMPTING = re.compile(r"Pending the preemption of (?P<n>\d+) workload\(s\)")
 KUEUE_PREEMPTOR_UID = re.compile(r"Preempted to accommodate a workload \(UID: (?P<uid>[^,]+), JobUID: (?P<job>[^)]+)\)")
 
+VOLCANO_QUEUE_FULL = "queue resource quota insufficient"
+VOLCANO_NAMESPACE_QUOTA = "resource quota insufficient, requested: "
 NOT_TRIGGERED = "pod didn't trigger scale-up: "
 MAX_TOTAL = "max total nodes in cluster reached"
 MAX_GROUP = "max node group size reached"
