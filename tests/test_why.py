@@ -18,6 +18,7 @@ from components.config import TrainingJobSpec
 from components.jobs.why import Observed, why
 from components.jobs.why import cause as c
 from components.jobs.why import messages as m
+from components.jobs.why.resources import quantity
 from components.manifests import pytorch_job, train_job
 
 IMAGE = "registry.example.com/ml/trainer:v1.4.0"
@@ -368,3 +369,10 @@ def test_a_volcano_queue_without_room_keeps_the_podgroup_pending() -> None:
     assert why(seen(v1("bert"), podgroup=group, events=[refused])).cause == c.QUOTA
     inqueue = w.podgroup("bert", 2, None, phase="Inqueue")
     assert why(seen(v1("bert"), podgroup=inqueue, events=[said])).cause == c.STARTING
+
+
+@pytest.mark.parametrize(
+    ("text", "value"), [("500m", 0.5), ("0.5", 0.5), ("8", 8.0), ("64Gi", 64 * 2**30), ("1k", 1000.0)]
+)
+def test_quantities_read_as_numbers(text: str, value: float) -> None:
+    assert quantity(text) == value

@@ -13,6 +13,7 @@ ResourceQuota counts: pure arithmetic on the objects' resource lists.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ...config.base import quantity_bytes
@@ -20,6 +21,8 @@ from ..replicas import JOBSET_NAME_LABEL, V1_JOB_LABEL
 from ..status import TRAINJOB, v1_replica_specs
 
 GPU = "nvidia.com/gpu"
+DECIMAL = re.compile(r"\d+(\.\d+)?")
+"""A quantity without a unit, such as ``0.5`` cores (:func:`quantity_bytes` keeps whole bytes)."""
 TERMINAL = ("Succeeded", "Failed")
 
 
@@ -28,6 +31,8 @@ def quantity(value: Any) -> float:
     text = str(value)
     if text.endswith("m"):
         return float(text[:-1]) / 1000
+    if DECIMAL.fullmatch(text):
+        return float(text)
     return float(quantity_bytes(text))
 
 
