@@ -376,3 +376,13 @@ def test_a_volcano_queue_without_room_keeps_the_podgroup_pending() -> None:
 )
 def test_quantities_read_as_numbers(text: str, value: float) -> None:
     assert quantity(text) == value
+
+
+def test_a_workload_kueue_evicted_says_by_whom() -> None:
+    # kueue v0.19.2 workload_types.go: Evicted with reason Preempted (WorkloadEvictedByPreemption); the
+    # message names the preemptor (pkg/scheduler/preemption/preemption.go preemptionMessage).
+    job = v2("bert")
+    preempted = w.kueue_preempted("wl-large", "uid-gpt-large")
+    evicted = _workload(job, [_cond("Evicted", "True", "Preempted", preempted)], uid="wl-bert")
+    found = why(seen(job, workload=evicted))
+    assert found == c.Why(c.KUEUE, f"Kueue evicted it (Preempted: {preempted}) and has not admitted it again.")
