@@ -372,10 +372,37 @@ def test_a_volcano_queue_without_room_keeps_the_podgroup_pending() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "value"), [("500m", 0.5), ("0.5", 0.5), ("8", 8.0), ("64Gi", 64 * 2**30), ("1k", 1000.0)]
+    ("text", "value"),
+    [
+        ("500m", 0.5),
+        ("0.5", 0.5),
+        ("8", 8.0),
+        ("64Gi", 64 * 2**30),
+        ("1k", 1000.0),
+        # apimachinery pkg/api/resource/quantity.go: <decimalExponent> ::= "e" <signedNumber> | "E" <signedNumber>;
+        # <number> may be ".<digits>"; suffix.go also reads n and u; E is exa, Ei exbi.
+        ("129e6", 129e6),
+        ("1E3", 1000.0),
+        ("2e-3", 0.002),
+        (".5", 0.5),
+        ("100u", 1e-4),
+        ("250n", 2.5e-7),
+        ("1E", 1e18),
+        ("1Ei", 2.0**60),
+    ],
 )
 def test_quantities_read_as_numbers(text: str, value: float) -> None:
-    assert quantity(text) == value
+    assert quantity(text) == pytest.approx(value)
+
+
+def test_a_pod_whose_memory_is_written_with_an_exponent_is_counted_against_the_quota() -> None:
+    others = v1_pods("gpt", phase="Running", node="gpu-node-0")
+    for pod in others:
+        pod["spec"]["containers"][0]["resources"]["requests"]["memory"] = "64e9"
+    quota = w.resource_quota("mem", {"requests.memory": "128e9"}, {"requests.memory": "128e9"})
+    found = why(seen(v1("bert"), quotas=[quota], namespace_pods=others))
+    assert found.cause == c.QUOTA
+    assert "(by gpt 119.209Gi)" in found.sentence
 
 
 def test_a_workload_kueue_evicted_says_by_whom() -> None:

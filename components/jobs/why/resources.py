@@ -16,24 +16,35 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ...config.base import quantity_bytes
 from ..replicas import JOBSET_NAME_LABEL, V1_JOB_LABEL
 from ..status import TRAINJOB, v1_replica_specs
 
 GPU = "nvidia.com/gpu"
-DECIMAL = re.compile(r"\d+(\.\d+)?")
-"""A quantity without a unit, such as ``0.5`` cores (:func:`quantity_bytes` keeps whole bytes)."""
+QUANTITY = re.compile(
+    r"(?P<num>[+-]?(?:\d+\.?\d*|\.\d+))(?:(?P<binary>[KMGTPE]i)|[eE](?P<exp>[+-]?\d+)|(?P<decimal>[numkMGTPE]))?"
+)
+"""The whole grammar of a Kubernetes quantity (apimachinery ``pkg/api/resource/quantity.go``,
+suffixes in ``suffix.go``): a signed number, then a binary suffix, a decimal exponent such as
+``129e6`` or a decimal suffix (``n``, ``u`` and ``m`` included). The API server keeps the form it
+was given (``1e9`` stays ``1e9``), so any of them comes back in a pod or a quota."""
+DECIMAL_POWERS = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 TERMINAL = ("Succeeded", "Failed")
 
 
 def quantity(value: Any) -> float:
     """A Kubernetes quantity as a number: cores for ``500m``, bytes for ``64Gi``, a count for ``8``."""
-    text = str(value)
-    if text.endswith("m"):
-        return float(text[:-1]) / 1000
-    if DECIMAL.fullmatch(text):
-        return float(text)
-    return float(quantity_bytes(text))
+    text = str(value).strip()
+    match = QUANTITY.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a Kubernetes quantity")
+    number = float(match["num"])
+    if match["binary"]:
+        return number * 1024 ** ("KMGTPE".index(match["binary"][0]) + 1)
+    if match["exp"]:
+        power = int(match["exp"])
+        return number * 10**power if power >= 0 else number / 10**-power
+    power = DECIMAL_POWERS.get(match["decimal"] or "", 0)
+    return number * 10**power if power >= 0 else number / 10**-power
 
 
 def container_requests(container: dict[str, Any]) -> dict[str, float]:
