@@ -169,6 +169,20 @@ def test_kueue_not_evaluated_yet_and_a_deactivated_workload() -> None:
     assert why(seen(job, workload=off)).cause == c.SUSPENDED
 
 
+def test_a_kueue_queued_job_without_a_readable_workload_is_not_called_suspended_by_its_user() -> None:
+    # kueue v0.19.2: a job with the queue-name label stays suspended until its Workload is admitted;
+    # ack-jobs resume of such a job patches its Workload, so with none it cannot help.
+    job = v2("gpt")
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "training"
+    assert why(seen(job)) == c.Why(
+        c.KUEUE,
+        "Kueue has not admitted it: it waits in LocalQueue training, and its Workload is not made yet or could "
+        "not be read.",
+    )
+    del job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
+    assert why(seen(job)).cause == c.SUSPENDED
+
+
 def test_a_gang_volcano_cannot_place() -> None:
     origin = w.volcano_fit_error(4, {"Insufficient nvidia.com/gpu": 3, "node(s) had untolerated taint {spot: true}": 1})
     message = w.gang_message(4, 4, {"Schedulable": 2, "Unschedulable": 2}, "bert-worker-0", origin)

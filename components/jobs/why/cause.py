@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..queues import workload_job
-from ..status import job_phase
+from ..status import KUEUE_QUEUE_LABEL, job_phase
 from . import messages as msg
 from .resources import (
     TERMINAL,
@@ -183,6 +183,15 @@ def _kueue(seen: Observed, _: str) -> Why | None:
 
 def _suspended(seen: Observed, phase: str) -> Why | None:
     inactive = ((seen.workload or {}).get("spec") or {}).get("active") is False
+    queue = ((seen.job.get("metadata") or {}).get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+    if phase == "Suspended" and queue and seen.workload is None:
+        # Kueue suspends every job of a LocalQueue until it admits its Workload; with no Workload
+        # to read, that is all that can be said (resume patches the Workload, so it cannot help).
+        return Why(
+            KUEUE,
+            f"Kueue has not admitted it: it waits in LocalQueue {queue}, and its Workload is not made yet "
+            "or could not be read.",
+        )
     if phase == "Suspended" or inactive:
         return Why(SUSPENDED, "It is suspended: ack-jobs resume lets it run again.")
     return None
