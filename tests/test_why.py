@@ -194,6 +194,20 @@ def test_a_gang_volcano_cannot_place() -> None:
     )
 
 
+def test_a_gang_read_by_someone_who_cannot_list_nodes_and_a_job_wide_origin() -> None:
+    # volcano v1.12.1 pkg/scheduler/api/job_info.go FitError: `". Origin reason is: " + ji.JobFitErrors` when
+    # the job as a whole was refused, else `". Origin reason is %v: %v"` of the first task's fit errors.
+    origin = w.volcano_fit_error(4, {"Insufficient nvidia.com/gpu": 4})
+    message = w.gang_message(2, 2, {"Unschedulable": 2}, "bert-worker-0", origin)
+    job_wide = message.replace("Origin reason is bert-worker-0: ", "Origin reason is: ")
+    assert m.gang(job_wide).origin == m.gang(message).origin == origin.rstrip(".")
+    found = why(seen(v1("bert"), podgroup=w.podgroup("bert", 2, job_wide), nodes=[]))
+    assert found.sentence == (
+        "Volcano cannot start the gang: it needs 2 pods placed at once and only 0 fit on the pool's nodes now; "
+        "4 of 4 nodes lack nvidia.com/gpu."
+    )
+
+
 def test_a_pod_bigger_than_any_node_of_the_pool() -> None:
     job = v1("bert")
     for replica in job["spec"]["pytorchReplicaSpecs"].values():
@@ -231,28 +245,63 @@ def _short(events: list[dict[str, Any]] = ()) -> list[dict[str, Any]]:
 def test_the_pool_at_its_maximum_size_by_the_autoscaler_and_by_count() -> None:
     said = w.not_triggered({"max node group size reached": 1})
     events = _short([w.event("Pod", "bert-master-0", "NotTriggerScaleUp", said, kind_type="Normal")])
-    found = why(seen(v1("bert"), pods=v1_pods("bert"), events=events))
+    found = why(seen(v1("bert"), pods=v1_pods("bert"), events=events, nodes=NODES))
     assert found == c.Why(
         c.POOL_MAX,
-        "The pool is at its maximum size, 3 of at most 4 nodes (the autoscaler: max node group size reached), "
+        "The pool is at its maximum size, 4 of at most 4 nodes (the autoscaler: max node group size reached), "
         "and 3 of 3 nodes lack nvidia.com/gpu.",
     )
+    without_nodes = why(seen(v1("bert"), pods=v1_pods("bert"), events=events, nodes=[]))
+    assert without_nodes.cause == c.POOL_MAX
     counted = why(seen(v1("bert"), pods=v1_pods("bert"), events=_short(), nodes=NODES))
     assert counted.cause == c.POOL_MAX and counted.sentence.startswith(
         "The pool is at its maximum size, 4 of at most 4"
     )
 
 
-def test_a_spot_stock_out_stops_the_autoscaler() -> None:
+def test_another_node_group_at_its_maximum_is_not_the_pool() -> None:
+    # cluster-autoscaler-1.34.5 eventing_scale_up_processor.go ReasonsMessage: one count per reason over
+    # every node group considered, skipped ones (skippedreasons.go MaxLimitReachedReason) included.
+    said = w.not_triggered({"max node group size reached": 1, "in backoff after failed scale-up": 1})
+    events = _short([w.event("Pod", "bert-master-0", "NotTriggerScaleUp", said, kind_type="Normal")])
+    found = why(seen(v1("bert"), pods=v1_pods("bert"), events=events, nodes=NODES[:2]))
+    assert found.cause == c.NO_SCALE_UP
+    assert found.sentence.startswith("The autoscaler will not add a node for it: ")
+    assert "in backoff after failed scale-up" in found.sentence
+
+
+def _stock_out(group: str) -> dict[str, Any]:
     failure = w.scale_up_failed(
-        1, "np-gpu", "OperationDenied.NoStock", "The requested resource is sold out in the specified zone"
+        1, group, "OperationDenied.NoStock", "The requested resource is sold out in the specified zone"
     )
-    events = _short([w.event("ConfigMap", "cluster-autoscaler-status", "ScaleUpFailed", failure)])
+    return w.event("ConfigMap", "cluster-autoscaler-status", "ScaleUpFailed", failure)
+
+
+def test_a_spot_stock_out_stops_the_autoscaler() -> None:
+    # clusterstate.go records ScaleUpFailed only for a group it is scaling up (IsNodeGroupScalingUp): the
+    # pod's TriggeredScaleUp names that group first.
+    grow = w.event("Pod", "bert-master-0", "TriggeredScaleUp", w.triggered("np-gpu", 3, 4, 4), minutes_ago=2)
+    events = _short([grow, _stock_out("np-gpu")])
     found = why(seen(v1("bert"), pods=v1_pods("bert"), events=events))
     assert found == c.Why(
         c.NO_SCALE_UP,
         "The autoscaler cannot add a node: ECS has no stock of the pool's instance types in its zones "
         "(OperationDenied.NoStock).",
+    )
+
+
+def test_another_pools_scale_up_failure_is_not_this_jobs_cause() -> None:
+    # ScaleUpFailed lives on the autoscaler's status ConfigMap, for every node group of the cluster.
+    grow = w.event("Pod", "bert-master-0", "TriggeredScaleUp", w.triggered("np-gpu", 3, 4, 4), minutes_ago=2)
+    taint = w.scheduler_fit_error(3, {"node(s) had untolerated taint {a: b}": 3})
+    tainted = [w.event("Pod", "bert-master-0", "FailedScheduling", taint), _stock_out("np-cpu")]
+    assert why(seen(v1("bert"), pods=v1_pods("bert"), events=tainted)).cause == c.NO_FIT
+    assert why(seen(v1("bert"), pods=v1_pods("bert"), events=_short([grow, _stock_out("np-cpu")]))).cause == (
+        c.STARTING
+    )
+    # A job whose pods are not created yet has met neither the scheduler nor the autoscaler.
+    assert why(seen(v1("bert"), events=[_stock_out("np-gpu")])).sentence == (
+        "It is starting: its 2 pods are not created yet."
     )
 
 

@@ -274,10 +274,12 @@ def _gang(seen: Observed, _: str) -> Why | None:
     minimum = facts.min_available or (seen.podgroup.get("spec") or {}).get("minMember")
     pool = pool_nodes(seen.nodes, seen.placement)
     origin = _fit_summary(msg.fit_reasons(facts.origin)) if facts.origin else ""
+    # No node read (a team member may not list nodes) says nothing about the pool's size.
+    nodes = f"the pool's {len(pool)} nodes" if pool else "the pool's nodes"
     return Why(
         GANG,
         f"Volcano cannot start the gang: it needs {minimum} pods placed at once and only {facts.schedulable} "
-        f"fit on the pool's {len(pool)} nodes now" + (f"; {origin}" if origin else "") + ".",
+        f"fit on {nodes} now" + (f"; {origin}" if origin else "") + ".",
     )
 
 
@@ -286,7 +288,11 @@ def _events(seen: Observed) -> list[dict[str, Any]]:
     names = {seen.job["metadata"]["name"], *(p["metadata"]["name"] for p in seen.pods)}
     names |= {o["metadata"]["name"] for o in (seen.podgroup, seen.workload) if o}
     mine = [e for e in seen.events if (e.get("involvedObject") or {}).get("name") in names]
-    return sorted(mine, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp") or "")
+    return sorted(mine, key=_when)
+
+
+def _when(event: dict[str, Any]) -> str:
+    return event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or ""
 
 
 def _fit_summary(reasons: msg.FitReasons | None) -> str:
@@ -314,10 +320,13 @@ def _unschedulable(seen: Observed, _: str) -> Why | None:
                 NO_FIT,
                 f"No node of the pool can ever hold one of its pods: a pod asks for {too_big}, a node has {has}.",
             )
+    if not pending:
+        # Pods not created yet: the scheduler and the autoscaler have not seen them.
+        return None
     events = _events(seen)
     fit = next((e for e in reversed(events) if e.get("reason") == "FailedScheduling"), None)
     scale = [e for e in events if e.get("reason") in ("NotTriggerScaleUp", "TriggeredScaleUp")]
-    failed_scale_up = [e for e in seen.events if e.get("reason") == "ScaleUpFailed"]
+    failed_scale_up = _failed_scale_ups(seen.events, scale)
     reasons = msg.fit_reasons((fit or {}).get("message") or "")
     summary = _fit_summary(reasons)
     pool = pool_nodes(seen.nodes, seen.placement)
@@ -325,6 +334,10 @@ def _unschedulable(seen: Observed, _: str) -> Why | None:
     last_scale = scale[-1] if scale else None
     said = msg.not_triggered((last_scale or {}).get("message") or "")
     limit = msg.at_maximum(said)
+    if limit == msg.MAX_GROUP and maximum and pool and len(pool) < maximum:
+        # The autoscaler counts every node group it skipped, each at its maximum or not, in one
+        # message; a pool below the stack's maximum is not the group it means.
+        limit = None
     short = bool(reasons and reasons.insufficient())
     if limit or (short and maximum and len(pool) >= maximum):
         size = f"{len(pool)} of at most {maximum} nodes" if maximum else f"{len(pool)} nodes"
@@ -345,6 +358,25 @@ def _unschedulable(seen: Observed, _: str) -> Why | None:
     if fit is not None:
         return Why(NO_FIT, f"No node fits its pods: {summary or (fit.get('message') or '').rstrip('.')}.")
     return None
+
+
+def _failed_scale_ups(events: list[dict[str, Any]], scale: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The autoscaler's ``ScaleUpFailed`` events (cluster-wide) about a node group it grew for
+    these pods, since it last did: it records one only for a group it is scaling up
+    (``clusterstate/clusterstate.go`` ``IsNodeGroupScalingUp``), which may be another pool's."""
+    triggered = [e for e in scale if e.get("reason") == "TriggeredScaleUp"]
+    if not triggered:
+        return []
+    groups = {g for e in triggered for g in msg.triggered_groups(e.get("message") or "")}
+    since = _when(triggered[-1])
+    return [
+        e
+        for e in sorted(events, key=_when)
+        if e.get("reason") == "ScaleUpFailed"
+        and (failure := msg.scale_up_failure(e.get("message") or "")) is not None
+        and failure[0] in groups
+        and _when(e) >= since
+    ]
 
 
 def _starting(seen: Observed) -> Why:

@@ -61,7 +61,9 @@ SELECTOR_REASON = "node affinity/selector"
 
 GANG_MIN = re.compile(r"(?P<min>\d+) minAvailable")
 GANG_SCHEDULABLE = re.compile(r"(?P<n>\d+) Schedulable")
-ORIGIN = re.compile(r"Origin reason is (?:(?P<task>[^:]+): )?(?P<why>.*)$")
+ORIGIN = re.compile(r"Origin reason is(?:: | (?P<task>[^:]+): )(?P<why>.*)$")
+"""``. Origin reason is <task>: <fit errors>``, or ``. Origin reason is: <job fit errors>`` when
+the job as a whole was refused (volcano v1.12.1 ``pkg/scheduler/api/job_info.go`` ``FitError``)."""
 
 KUEUE_SHORT = re.compile(
     r"insufficient unused quota for (?P<resource>\S+) in flavor (?P<flavor>\S+), (?P<more>\S+) more needed"
@@ -79,6 +81,9 @@ MAX_TOTAL = "max total nodes in cluster reached"
 MAX_GROUP = "max node group size reached"
 BACKOFF = "in backoff after failed scale-up"
 MAX_CLUSTER_LIMIT = re.compile(r"max cluster (?P<resources>.+) limit reached")
+SCALE_UP_INFO = re.compile(r"\{(?P<group>\S+) \d+->\d+ \(max: \d+\)\}")
+"""One node group of a ``TriggeredScaleUp`` message (``processors/nodegroupset/nodegroup_set_processor.go``
+``ScaleUpInfo.String``: ``{<group> <current>-><new> (max: <max>)}``)."""
 SCALE_UP_FAILED = re.compile(r"Failed adding (?P<n>\d+) nodes to group (?P<group>\S+) due to (?P<code>[^;]+)")
 NO_STOCK_CODES = ("OperationDenied.NoStock", "Zone.NotOnSale")
 
@@ -198,6 +203,11 @@ def at_maximum(reasons: list[str]) -> str | None:
 def no_stock(message: str) -> str | None:
     """The ECS error code in a message that says the zone has no stock, else ``None``."""
     return next((code for code in NO_STOCK_CODES if code in message), None)
+
+
+def triggered_groups(message: str) -> set[str]:
+    """The node groups a ``TriggeredScaleUp`` message says are growing for the pod."""
+    return {m["group"] for m in SCALE_UP_INFO.finditer(message)}
 
 
 def scale_up_failure(message: str) -> tuple[str, str] | None:
