@@ -69,6 +69,17 @@ def test_a_running_pod_counts_until_now_and_an_unknown_instance_is_named() -> No
     assert found.unpriced == ("ecs.gn8is.2xlarge",)
 
 
+def test_a_pod_failed_without_a_container_end_is_not_charged_until_now() -> None:
+    # A pod of a lost node: Failed, its container still shown running, its conditions changed at the end.
+    lost = ran("bert-worker-0", "bert", "od-0", "2026-11-27T08:00:00Z", None)
+    lost["status"]["phase"] = "Failed"
+    lost["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-11-27T07:59:00Z"},
+        {"type": "DisruptionTarget", "status": "True", "lastTransitionTime": "2026-11-27T09:00:00Z"},
+    ]
+    assert [run.hours for run in pod_runs([lost], NODES, NOW)] == [1.0]
+
+
 def test_idle_gpu_time_counts_the_steps_under_one_percent() -> None:
     # Two GPUs sampled every 60 s: three samples under 1 %, so 3 minutes of one GPU.
     assert idle_gpu_hours([[0.0, 0.0, 50.0, 97.0], [0.5, 80.0]], 60) == pytest.approx(3 * 60 / 3600)
@@ -118,6 +129,37 @@ def test_cost_of_a_job_with_idle_time_from_prometheus(cluster, tmp_path: Path) -
     assert 'pod=~"bert-master-0|bert-worker-0"' in asked[0]["query"][0] and asked[0]["step"] == ["60"]
 
 
+def test_idle_time_of_a_job_longer_than_one_range_query_allows(cluster, tmp_path: Path) -> None:
+    api, kubeconfig = cluster
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "bert", "namespace": NS}}
+    api.routes[("GET", f"{V1}/bert")] = job
+    api.pods += [ran("bert-master-0", "bert", "od-0", "2026-11-01T00:00:00Z", "2026-11-09T00:00:00Z")]  # 8 days
+    api.nodes += NODES
+    windows: list[tuple[float, float]] = []
+
+    def query_range(params: dict[str, list[str]], _: object) -> tuple[int, object]:
+        start, end, step = (float(params[k][0]) for k in ("start", "end", "step"))
+        # prometheus web/api/v1/api.go: end.Sub(start)/step > 11000 is refused as bad_data.
+        if (end - start) / step > 11000:
+            return 400, {"status": "error", "errorType": "bad_data", "error": "exceeded maximum resolution"}
+        windows.append((start, end))
+        values = [[start + i * step, "0"] for i in range(int((end - start) // step) + 1)]
+        return 200, {
+            "status": "success",
+            "data": {"resultType": "matrix", "result": [{"metric": {}, "values": values}]},
+        }
+
+    api.routes[("GET", "/api/v1/query_range")] = query_range
+    prices = tmp_path / "prices.yaml"
+    prices.write_text(yaml.safe_dump(TABLE))
+    server = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+    code, lines = jobs(kubeconfig, "cost", "bert", "--prices", str(prices), "--prometheus-url", server)
+    assert code == 0, lines
+    # Every minute of the 8 days idle, once: 8 x 24 h of one GPU (the last sample, at the end, adds a minute).
+    assert lines[-1].split()[-1] == f"{(8 * 24 * 60 + 1) / 60:.2f}"
+    assert len(windows) == 2 and all(b[0] > a[1] for a, b in zip(windows, windows[1:], strict=False))
+
+
 def test_cost_needs_a_job_or_a_known_team(cluster, tmp_path: Path, capsys) -> None:
     _, kubeconfig = cluster
     prices = tmp_path / "prices.yaml"
@@ -141,6 +183,7 @@ def test_cost_of_a_teams_jobs_since_a_time(cluster, tmp_path: Path) -> None:
     api.pods += [
         ran("bert-master-0", "bert", "od-0", stamp(3), stamp(1)),  # 2 h, ended an hour ago
         ran("old-master-0", "old", "od-0", stamp(30), stamp(26)),  # ended before the window
+        ran("gpt-master-0", "gpt", "od-0", stamp(48), stamp(23)),  # 25 h, of which 1 h in the window
     ]
     api.nodes += NODES
     prices = tmp_path / "prices.yaml"
@@ -150,4 +193,8 @@ def test_cost_of_a_teams_jobs_since_a_time(cluster, tmp_path: Path) -> None:
     argv = ["--outputs", str(outputs), "cost", "--team", "nlp", "--since", "24h", "--prices", str(prices)]
     code, lines = jobs(kubeconfig, *argv)
     assert code == 0
-    assert [line.split() for line in lines[2:]] == [["bert", "16.00", "80.00", "0.00", "-"]]
+    rows = [line.split() for line in lines[2:]]
+    assert rows[0] == ["bert", "16.00", "80.00", "0.00", "-"]
+    # The window starts when the command runs, seconds after the pods were stamped: 1 h less those seconds.
+    assert rows[1][0] == "gpt" and float(rows[1][1]) == pytest.approx(8.0, abs=0.05)
+    assert float(rows[1][2]) == pytest.approx(40.0, abs=0.25)

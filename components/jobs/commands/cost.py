@@ -12,6 +12,7 @@ import argparse
 import json
 import urllib.parse
 import urllib.request
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,6 +25,9 @@ from .base import Failure, Out, UsageError, table
 
 STEP_S = 60
 """Seconds between the utilisation samples asked for."""
+MAX_STEPS = 10_000
+"""Steps asked for in one range query: Prometheus refuses a query of more than 11,000 points a
+series (``web/api/v1/api.go``: ``end.Sub(start)/step > 11000``), a week at one a minute."""
 
 
 def team_namespace(outputs: dict[str, Any], team: str) -> str:
@@ -50,18 +54,21 @@ def utilisation(base_url: str, namespace: str, runs: list[PodRun]) -> list[list[
         f'{GPU_UTIL}{{{prefix}{NAMESPACE_LABEL}="{namespace}",{prefix}{POD_LABEL}=~"{pods}"}}'
         for prefix in ("", EXPORTED_PREFIX)
     )
-    params = {
-        "query": query,
-        "start": min(run.start for run in runs).timestamp(),
-        "end": max(run.end for run in runs).timestamp(),
-        "step": STEP_S,
-    }
-    url = f"{base_url.rstrip('/')}/api/v1/query_range?{urllib.parse.urlencode(params)}"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        answer = json.load(response)
-    if answer.get("status") != "success":
-        raise OSError(f"Prometheus refused {query!r}: {answer.get('error', answer)}")
-    return [[float(value) for _, value in series["values"]] for series in answer["data"]["result"]]
+    start = min(run.start for run in runs).timestamp()
+    end = max(run.end for run in runs).timestamp()
+    samples: list[list[float]] = []
+    # A long job is asked for in windows that do not share a step, each within Prometheus's limit.
+    while start <= end:
+        until = min(start + MAX_STEPS * STEP_S, end)
+        params = {"query": query, "start": start, "end": until, "step": STEP_S}
+        url = f"{base_url.rstrip('/')}/api/v1/query_range?{urllib.parse.urlencode(params)}"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            answer = json.load(response)
+        if answer.get("status") != "success":
+            raise OSError(f"Prometheus refused {query!r}: {answer.get('error', answer)}")
+        samples += [[float(value) for _, value in series["values"]] for series in answer["data"]["result"]]
+        start = until + STEP_S
+    return samples
 
 
 def cmd_cost(jobs: JobsClient, args: argparse.Namespace, out: Out, outputs: dict[str, Any]) -> None:
@@ -83,7 +90,8 @@ def cmd_cost(jobs: JobsClient, args: argparse.Namespace, out: Out, outputs: dict
         pods = [p for p in jobs.namespace_pods() if (p.get("status") or {}).get("startTime")]
     runs = pod_runs(pods, nodes, now)
     if args.team is not None:
-        runs = [run for run in runs if run.end >= since]
+        # The team's cost in the window: a pod that started before it pays from its start on.
+        runs = [replace(run, start=max(run.start, since)) for run in runs if run.end >= since]
     by_job: dict[str, list[PodRun]] = {}
     for run in runs:
         by_job.setdefault(run.job, []).append(run)

@@ -1,7 +1,8 @@
 """What a job's pods cost: GPU-hours, money, spot savings and idle GPU time. Pure arithmetic.
 
 - A pod runs from ``status.startTime`` until its last container finished (``state.terminated
-  .finishedAt``), or until now while it runs.
+  .finishedAt``; for a finished pod without one, its last condition change), or until now
+  while it runs.
 - A pod pays for its share of the node it ran on: its GPUs over the instance's GPUs, or, for a
   pod without GPUs, its CPU over the instance's vCPUs, times the instance's hourly price (spot
   when its pool is one of the table's ``spotPools``, else on demand). A node whose GPUs sit
@@ -79,6 +80,10 @@ def pod_runs(pods: list[dict[str, Any]], nodes: list[dict[str, Any]], now: datet
             for c in status.get("containerStatuses") or []
             if (t := ((c.get("state") or {}).get("terminated") or {}).get("finishedAt"))
         ]
+        if status.get("phase") in ("Succeeded", "Failed") and not finished:
+            # A pod failed with its node (pod GC marks it Failed, its containers never report an
+            # end): it ended no later than its last condition changed.
+            finished = [parse_time(t) for c in status.get("conditions") or [] if (t := c.get("lastTransitionTime"))]
         done = status.get("phase") in ("Succeeded", "Failed") and finished
         node = labels.get((pod.get("spec") or {}).get("nodeName") or "", {})
         asks = pod_requests(pod.get("spec") or {})
