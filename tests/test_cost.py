@@ -160,6 +160,22 @@ def test_idle_time_of_a_job_longer_than_one_range_query_allows(cluster, tmp_path
     assert len(windows) == 2 and all(b[0] > a[1] for a, b in zip(windows, windows[1:], strict=False))
 
 
+def test_cost_read_by_someone_who_may_not_list_nodes(cluster, tmp_path: Path) -> None:
+    # A team's Role is namespaced (components/manifests/tenancy.py): the nodes answer 403.
+    api, kubeconfig = cluster
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "bert", "namespace": NS}}
+    api.routes[("GET", f"{V1}/bert")] = job
+    api.pods += PODS
+    forbidden = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403}
+    api.routes[("GET", "/api/v1/nodes")] = lambda _, __: (403, forbidden)
+    prices = tmp_path / "prices.yaml"
+    prices.write_text(yaml.safe_dump(TABLE))
+    code, lines = jobs(kubeconfig, "cost", "bert", "--prices", str(prices))
+    assert code == 0
+    assert [line.split() for line in lines[2:3]] == [["bert", "28.00", "-", "-", "-"]]
+    assert lines[-1] == "Not priced: the nodes could not be read (HTTP 403), so their instance types are unknown"
+
+
 def test_cost_needs_a_job_or_a_known_team(cluster, tmp_path: Path, capsys) -> None:
     _, kubeconfig = cluster
     prices = tmp_path / "prices.yaml"

@@ -79,10 +79,12 @@ def cmd_cost(jobs: JobsClient, args: argparse.Namespace, out: Out, outputs: dict
     except PriceError as err:
         raise UsageError(f"--prices {err}") from None
     now = datetime.now(UTC)
+    refused: int | None = None
     try:
         nodes = jobs.nodes()
-    except ApiException:
-        nodes = []
+    except ApiException as err:
+        # A team's members may not list nodes (its Role is namespaced): no instance type, no price.
+        nodes, refused = [], err.status
     if args.name is not None:
         pods = jobs.pods(jobs.get_job(args.name))
     else:
@@ -111,7 +113,11 @@ def cmd_cost(jobs: JobsClient, args: argparse.Namespace, out: Out, outputs: dict
             except OSError as err:
                 raise Failure(f"--prometheus-url {args.prometheus_url}: {err}") from None
             idle = f"{idle_gpu_hours(samples, STEP_S):.2f}"
-        rows.append((job, f"{found.gpu_hours:.2f}", f"{found.cost:.2f}", f"{found.spot_savings:.2f}", idle))
+        priced = bool(found.on_demand) or not found.unpriced
+        money = (f"{found.cost:.2f}", f"{found.spot_savings:.2f}") if priced else ("-", "-")
+        rows.append((job, f"{found.gpu_hours:.2f}", *money, idle))
     table(rows, out)
-    if unpriced:
+    if refused is not None:
+        out(f"Not priced: the nodes could not be read (HTTP {refused}), so their instance types are unknown")
+    elif unpriced:
         out(f"Not priced (add them to {args.prices}): {', '.join(sorted(unpriced))}")
