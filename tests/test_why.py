@@ -409,6 +409,23 @@ def test_why_and_get_show_a_quota_and_a_fit_error_read_from_the_api(cluster) -> 
     assert ("GET", f"{PODS}") in [(mm, p) for mm, p, _, _ in api.requests]
 
 
+def test_why_by_someone_refused_the_events_the_quotas_and_the_nodes(cluster) -> None:
+    api, kubeconfig = cluster
+    api.serve(V1, "PyTorchJob", [v1("bert")])
+    api.pods += v1_pods("bert")
+    forbidden = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403}
+    for path in (
+        f"/api/v1/namespaces/{NS}/events",
+        "/api/v1/namespaces/kube-system/events",
+        f"/api/v1/namespaces/{NS}/resourcequotas",
+        "/api/v1/nodes",
+    ):
+        api.routes[("GET", path)] = lambda _, __: (403, forbidden)
+    code, lines = jobs(kubeconfig, "why", "bert")
+    # Nothing read says more than that the pods exist and none runs.
+    assert (code, lines) == (0, ["bert: It is starting: 0/2 pods running."])
+
+
 def test_why_of_a_job_that_does_not_exist(cluster, capsys) -> None:
     _, kubeconfig = cluster
     assert jobs(kubeconfig, "why", "nope") == (1, [])
