@@ -447,6 +447,9 @@ def test_a_volcano_queue_without_room_keeps_the_podgroup_pending() -> None:
     quota = "resource quota insufficient, requested: map[...], used: map[...], limited: map[...]"
     refused = w.event("PodGroup", "bert", "Unschedulable", quota, kind_type="Normal")
     assert why(seen(v1("bert"), podgroup=group, events=[refused])).cause == c.QUOTA
+    # The job shares the PodGroup's name; its own later events do not hide the PodGroup's.
+    created = w.event("PyTorchJob", "bert", "SuccessfulCreatePod", "Created pod: bert-worker-0", minutes_ago=0)
+    assert why(seen(v1("bert"), podgroup=group, events=[said, created])).cause == c.VOLCANO_QUEUE
     inqueue = w.podgroup("bert", 2, None, phase="Inqueue")
     assert why(seen(v1("bert"), podgroup=inqueue, events=[said])).cause == c.STARTING
 

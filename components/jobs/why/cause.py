@@ -255,7 +255,13 @@ def _volcano_enqueue(seen: Observed, _: str) -> Why | None:
     if seen.podgroup is None or ((seen.podgroup.get("status") or {}).get("phase") or "Pending") != "Pending":
         return None
     group = seen.podgroup["metadata"]["name"]
-    said = [e for e in _events(seen) if (e.get("involvedObject") or {}).get("name") == group]
+    # A v1 job's PodGroup has the job's name: the job's own events (pods created...) are not its.
+    said = [
+        e
+        for e in _events(seen)
+        if (e.get("involvedObject") or {}).get("name") == group
+        and (e.get("involvedObject") or {}).get("kind") in (None, "PodGroup")
+    ]
     last = (said[-1].get("message") or "") if said else ""
     queue = (seen.podgroup.get("spec") or {}).get("queue") or "default"
     if last == msg.VOLCANO_QUEUE_FULL:
