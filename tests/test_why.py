@@ -426,6 +426,20 @@ def test_why_by_someone_refused_the_events_the_quotas_and_the_nodes(cluster) -> 
     assert (code, lines) == (0, ["bert: It is starting: 0/2 pods running."])
 
 
+def test_the_pods_unschedulable_condition_says_it_without_events() -> None:
+    # kubernetes pkg/scheduler/schedule_one.go handleSchedulingFailure: besides the FailedScheduling event,
+    # the pod's PodScheduled condition is set False, reason Unschedulable, message the FitError text.
+    pods = v1_pods("bert")
+    fit = w.scheduler_fit_error(3, {"Insufficient nvidia.com/gpu": 3})
+    for pod in pods:
+        pod["status"]["conditions"] = [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": fit}
+        ]
+    assert why(seen(v1("bert"), pods=pods)) == c.Why(
+        c.NO_FIT, "No node fits its pods: 3 of 3 nodes lack nvidia.com/gpu."
+    )
+
+
 def test_why_of_a_job_that_does_not_exist(cluster, capsys) -> None:
     _, kubeconfig = cluster
     assert jobs(kubeconfig, "why", "nope") == (1, [])

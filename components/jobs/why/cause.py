@@ -26,6 +26,7 @@ from .resources import (
     quantity,
     quota_charge,
     show,
+    unschedulable_message,
     usage_by_job,
 )
 
@@ -333,7 +334,8 @@ def _unschedulable(seen: Observed, _: str) -> Why | None:
     fit = next((e for e in reversed(events) if e.get("reason") == "FailedScheduling"), None)
     scale = [e for e in events if e.get("reason") in ("NotTriggerScaleUp", "TriggeredScaleUp")]
     failed_scale_up = _failed_scale_ups(seen.events, scale)
-    reasons = msg.fit_reasons((fit or {}).get("message") or "")
+    said_fit = (fit or {}).get("message") or unschedulable_message(pending)
+    reasons = msg.fit_reasons(said_fit)
     summary = _fit_summary(reasons)
     pool = pool_nodes(seen.nodes, seen.placement)
     maximum = (seen.placement or {}).get("maxNodes")
@@ -361,8 +363,8 @@ def _unschedulable(seen: Observed, _: str) -> Why | None:
         return Why(NO_SCALE_UP, f"The autoscaler will not add a node for it: {', '.join(said)}.")
     if last_scale is not None and last_scale.get("reason") == "TriggeredScaleUp":
         return Why(STARTING, f"It is waiting for new nodes: {last_scale.get('message')}.")
-    if fit is not None:
-        return Why(NO_FIT, f"No node fits its pods: {summary or (fit.get('message') or '').rstrip('.')}.")
+    if said_fit:
+        return Why(NO_FIT, f"No node fits its pods: {summary or said_fit.rstrip('.')}.")
     return None
 
 

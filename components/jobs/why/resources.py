@@ -147,3 +147,18 @@ def show(name: str, amount: float) -> str:
     if "memory" in name or "storage" in name:
         return f"{amount / 2**30:g}Gi"
     return f"{amount:g}"
+
+
+def unschedulable_message(pods: list[dict[str, Any]]) -> str:
+    """The scheduler's fit error as it also writes it on a pod's ``PodScheduled`` condition
+    (``False``, reason ``Unschedulable``; kubernetes ``pkg/scheduler/schedule_one.go``
+    ``handleSchedulingFailure``): it outlives the event and needs no right to read events."""
+    return next(
+        (
+            c.get("message") or ""
+            for pod in pods
+            for c in (pod.get("status") or {}).get("conditions") or []
+            if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
+        ),
+        "",
+    )
