@@ -18,7 +18,7 @@ from components.config import TrainingJobSpec
 from components.jobs.why import Observed, why
 from components.jobs.why import cause as c
 from components.jobs.why import messages as m
-from components.jobs.why.resources import quantity
+from components.jobs.why.resources import pod_requests, quantity
 from components.manifests import pytorch_job, train_job
 
 IMAGE = "registry.example.com/ml/trainer:v1.4.0"
@@ -490,6 +490,31 @@ def test_a_volcano_queue_without_room_keeps_the_podgroup_pending() -> None:
 )
 def test_quantities_read_as_numbers(text: str, value: float) -> None:
     assert quantity(text) == pytest.approx(value)
+
+
+def test_a_pod_asks_for_its_containers_its_sidecars_the_largest_init_container_and_its_overhead() -> None:
+    # k8s.io/component-helpers resource/helpers.go PodRequests: containers and restartPolicy=Always init
+    # containers are summed; an ordinary init container counts with the sidecars started before it; the
+    # largest of those wins if larger; spec.overhead is added.
+    spec = {
+        "containers": [{"resources": {"requests": {"cpu": "2"}}}, {"resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+        "initContainers": [
+            {"resources": {"requests": {"cpu": "500m"}}, "restartPolicy": "Always"},
+            {"resources": {"requests": {"cpu": "4", "nvidia.com/gpu": "2"}}},
+        ],
+        "overhead": {"cpu": "250m"},
+    }
+    # cpu: max(2 + 0.5 (sidecar), 4 + 0.5 (init with the sidecar)) + 0.25; GPUs: max(1, 2).
+    assert pod_requests(spec) == {"cpu": 4.5 + 0.25, "nvidia.com/gpu": 2.0}
+
+
+def test_an_init_container_larger_than_the_trainer_is_charged_to_the_quota() -> None:
+    job = v1("bert")
+    for replica in job["spec"]["pytorchReplicaSpecs"].values():
+        replica["template"]["spec"]["initContainers"] = [{"name": "warm", "resources": {"requests": {"cpu": "64"}}}]
+    quota = w.resource_quota("cpu", {"requests.cpu": "100"}, {"requests.cpu": "40"})
+    found = why(seen(job, quotas=[quota]))
+    assert found.cause == c.QUOTA and found.sentence.endswith("and the job needs 128 more.")
 
 
 def test_a_pod_whose_memory_is_written_with_an_exponent_is_counted_against_the_quota() -> None:

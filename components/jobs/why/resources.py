@@ -2,9 +2,11 @@
 ResourceQuota counts: pure arithmetic on the objects' resource lists.
 
 - A container's request defaults to its limit when only the limit is set, as the API server
-  defaults it (Kubernetes docs, "Resource Management for Pods and Containers"); a pod asks for
-  the sum of its containers (init containers ignored: the platform's run one at a time before
-  the trainer and ask for less).
+  defaults it (Kubernetes docs, "Resource Management for Pods and Containers"). A pod asks for
+  what the scheduler and the quota charge it (k8s.io/component-helpers ``resource/helpers.go``
+  ``PodRequests``/``PodLimits``): the sum of its containers and its sidecars (init containers
+  with ``restartPolicy: Always``), or more if an init container, with the sidecars started
+  before it, asks for more; plus ``spec.overhead``.
 - A ResourceQuota's ``status.hard``/``status.used`` name ``requests.<resource>`` (a bare ``cpu``
   or ``memory`` means the same), ``limits.<resource>`` and ``pods``; an extended resource such
   as ``nvidia.com/gpu`` is quota'd only as ``requests.nvidia.com/gpu`` (Kubernetes docs,
@@ -14,6 +16,7 @@ ResourceQuota counts: pure arithmetic on the objects' resource lists.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from ..replicas import JOBSET_NAME_LABEL, V1_JOB_LABEL
@@ -59,19 +62,38 @@ def container_limits(container: dict[str, Any]) -> dict[str, float]:
 
 
 def pod_requests(spec: dict[str, Any]) -> dict[str, float]:
-    """What a pod spec (or template spec) asks for, summed over its containers."""
-    total: dict[str, float] = {}
-    for container in spec.get("containers") or []:
-        for name, amount in container_requests(container).items():
-            total[name] = total.get(name, 0.0) + amount
-    return total
+    """What a pod spec (or template spec) asks for (see the module's note)."""
+    return _effective(spec, container_requests)
 
 
 def _pod_limits(spec: dict[str, Any]) -> dict[str, float]:
+    return _effective(spec, container_limits)
+
+
+def _effective(spec: dict[str, Any], amounts: Callable[[dict[str, Any]], dict[str, float]]) -> dict[str, float]:
     total: dict[str, float] = {}
+    sidecars: dict[str, float] = {}
+    init_peak: dict[str, float] = {}
+
+    def add(into: dict[str, float], more: dict[str, float]) -> None:
+        for name, amount in more.items():
+            into[name] = into.get(name, 0.0) + amount
+
     for container in spec.get("containers") or []:
-        for name, amount in container_limits(container).items():
-            total[name] = total.get(name, 0.0) + amount
+        add(total, amounts(container))
+    for container in spec.get("initContainers") or []:
+        own = amounts(container)
+        if container.get("restartPolicy") == "Always":
+            add(total, own)
+            add(sidecars, own)
+            own = dict(sidecars)
+        else:
+            add(own, sidecars)
+        for name, amount in own.items():
+            init_peak[name] = max(init_peak.get(name, 0.0), amount)
+    for name, amount in init_peak.items():
+        total[name] = max(total.get(name, 0.0), amount)
+    add(total, {name: quantity(v) for name, v in (spec.get("overhead") or {}).items()})
     return total
 
 
