@@ -21,6 +21,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from fixtures.waiting import gang_message, kueue_waiting, volcano_fit_error  # noqa: E402
 from loopback_api import (  # noqa: E402
     KUEUE,
     NS,
@@ -101,10 +102,12 @@ def _cluster(api: FakeApi, kubeconfig: Path) -> str:
     api.routes[("DELETE", f"{V2}/gpt")] = OK
     queues = [volcano_queue("default", "Open"), volcano_queue("research", "Open", pending=1, running=1)]
     api.serve(f"{VOLCANO}/queues", "Queue", queues)
-    unschedulable = "pod group is not ready, 2 Pending, 2 minAvailable; Pending: 2 Unschedulable"
+    # Volcano's gang plugin and Kueue's scheduler write these (tests/fixtures/waiting.py names the sources).
+    origin = volcano_fit_error(5, {"Insufficient nvidia.com/gpu": 5})
+    unschedulable = gang_message(2, 2, {"Unschedulable": 2}, "bert-master-0", origin)
     groups = [podgroup("bert", "research", "Pending", unschedulable), podgroup("mnist", "research", "Running")]
     api.serve(f"{VOLCANO}/namespaces/{NS}/podgroups", "PodGroup", groups)
-    quota = "couldn't assign flavors to pod set node: insufficient quota for nvidia.com/gpu in flavor gpu"
+    quota = kueue_waiting("node", "nvidia.com/gpu", "gpu", "16")
     waiting = workload(large, "training", [cond("QuotaReserved", "WaitingForQuota", quota, status="False")])
     admitted = [cond("QuotaReserved", "QuotaReserved", "Quota reserved in ClusterQueue platform")]
     admitted.append(cond("Admitted", "Admitted", "The workload is admitted"))
@@ -131,6 +134,8 @@ def session(directory: Path) -> list[str]:
             ["top", "--prometheus-url", "http://localhost:9090"],
             ["top", "nodes"],
             ["queue"],
+            ["why", "bert"],
+            ["why", "gpt-large"],
             ["suspend", "mnist"],
             ["suspend", "gpt"],
             ["delete", "mnist", "nope", "gpt"],

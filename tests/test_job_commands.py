@@ -98,15 +98,16 @@ def test_get_shows_conditions_restarts_andrank0_metrics_through_the_pod_proxy(cl
     api.routes[("GET", proxy)] = rank0_metrics()
     code, lines = jobs(kubeconfig, "get", "mnist")
     assert code == 0
-    assert lines[:6] == [
+    assert lines[:7] == [
         "Name:      mnist",
         "Kind:      PyTorchJob",
         "Phase:     Running",
         "Age:       3h5m",
         "Restarts:  2",
         "Replicas:  Master 1/1 active; Worker 1/1 active, 1 failed",
+        "Why:       It is running: 2/2 pods running on gpu-node-0, gpu-node-1.",
     ]
-    assert lines[8].split(None, 3) == ["Created", "True", "PyTorchJobCreated", "PyTorchJob mnist is created."]
+    assert lines[9].split(None, 3) == ["Created", "True", "PyTorchJobCreated", "PyTorchJob mnist is created."]
     assert lines[-1] == "Metrics:   step 120  loss 0.25  samples/s 512  MFU 0.41  (from mnist-master-0)"
     assert proxy in api.paths("GET")
 

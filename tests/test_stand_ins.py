@@ -42,6 +42,7 @@ STAND_INS = [
     "fixtures.trainer_pods",
     "fixtures.local_cluster",
     "fixtures.failures",
+    "fixtures.waiting",
     "loopback_api",
 ]
 UPSTREAM_FILE = re.compile(r"``(pkg|cmd|third_party|staging)/[\w./-]+\.go``")

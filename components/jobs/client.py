@@ -200,6 +200,39 @@ class JobsClient:
         """Every node of the cluster."""
         return [self._plain(node) for node in self.core.list_node().items]
 
+    def namespace_pods(self) -> list[dict[str, Any]]:
+        """Every pod of the namespace."""
+        return [self._plain(pod) for pod in self.core.list_namespaced_pod(self.namespace).items]
+
+    def events(self, namespace: str | None = None, reason: str | None = None) -> list[dict[str, Any]]:
+        """Events of the namespace (``core/v1``), only those with ``reason`` if given."""
+        options = {"field_selector": f"reason={reason}"} if reason else {}
+        found = self.core.list_namespaced_event(namespace or self.namespace, **options).items
+        return [self._plain(event) for event in found]
+
+    def resource_quotas(self) -> list[dict[str, Any]]:
+        """The namespace's ResourceQuotas, with their ``status.hard`` and ``status.used``."""
+        return [self._plain(quota) for quota in self.core.list_namespaced_resource_quota(self.namespace).items]
+
+    def pending_position(self, local_queue: str, workload: str) -> dict[str, Any] | None:
+        """A pending Workload's entry in Kueue's visibility API (kueue v0.19.2
+        ``apis/visibility/v1beta2/types.go``: ``GET .../localqueues/<name>/pendingworkloads``
+        answers a ``PendingWorkloadsSummary`` whose items carry ``positionInLocalQueue`` and
+        ``positionInClusterQueue``), or ``None`` when it is not listed there."""
+        group = f"visibility.{KUEUE_GROUP_VERSION[0]}"
+        path = f"/apis/{group}/{KUEUE_GROUP_VERSION[1]}/namespaces/{{namespace}}/localqueues/{{name}}/pendingworkloads"
+        summary = self.custom.api_client.call_api(
+            path,
+            "GET",
+            {"namespace": self.namespace, "name": local_queue},
+            header_params={"Accept": "application/json"},
+            response_type="object",
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+        )
+        items = (summary or {}).get("items") or []
+        return next((item for item in items if (item.get("metadata") or {}).get("name") == workload), None)
+
     def running_pods(self) -> list[dict[str, Any]]:
         """Every running pod of the cluster, in any namespace."""
         pods = self.core.list_pod_for_all_namespaces(field_selector="status.phase=Running").items

@@ -15,12 +15,11 @@ from urllib3.exceptions import HTTPError as TransportError
 from .. import connect, submit
 from ..client import JobNotFound, JobsClient, explain
 from ..replicas import ReplicaError
-from . import data, lifecycle, listing, logs, queue, top
+from . import cost, data, lifecycle, listing, logs, queue, top, why
 from .base import Failure, Out, UsageError, job_defaults
 
 COMMANDS: dict[str, Callable[[JobsClient, argparse.Namespace, Out], int | None]] = {
     "list": listing.cmd_list,
-    "get": listing.cmd_get,
     "logs": logs.cmd_logs,
     "wait": lifecycle.cmd_wait,
     "delete": lifecycle.cmd_delete,
@@ -28,6 +27,12 @@ COMMANDS: dict[str, Callable[[JobsClient, argparse.Namespace, Out], int | None]]
     "resume": lifecycle.cmd_resume,
     "queue": queue.cmd_queue,
 }
+WITH_OUTPUTS: dict[str, Callable[[JobsClient, argparse.Namespace, Out, dict[str, Any]], None]] = {
+    "get": listing.cmd_get,
+    "why": why.cmd_why,
+    "cost": cost.cmd_cost,
+}
+"""Commands that also read the stack's outputs (the pool's placement, for why a job waits)."""
 
 
 def run(
@@ -51,9 +56,15 @@ def run(
         if args.command == "data":
             return data.cmd_data(args, outputs, out)
         configuration = connect.configuration(args.kubeconfig, args.context)
-        jobs = JobsClient(configuration, connect.namespace(outputs, args.namespace))
+        where = connect.namespace(outputs, args.namespace)
+        if args.command == "cost" and args.team is not None:
+            where = cost.team_namespace(outputs, args.team)
+        jobs = JobsClient(configuration, where)
         if args.command == "top":
             top.cmd_top(jobs, args, out, sleep)
+            return 0
+        if args.command in WITH_OUTPUTS:
+            WITH_OUTPUTS[args.command](jobs, args, out, outputs)
             return 0
         return COMMANDS[args.command](jobs, args, out) or 0
     except (UsageError, connect.TargetError, submit.FlagError, ReplicaError) as err:

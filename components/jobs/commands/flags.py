@@ -8,6 +8,8 @@
     ack-jobs suspend gpt && ack-jobs resume gpt
     ack-jobs delete mnist gpt
     ack-jobs queue
+    ack-jobs why gpt
+    ack-jobs --stack dev cost --team nlp --since 24h --prices prices.yaml
     ack-jobs --stack dev submit gpt-small --nodes 2 --model gpt --max-steps 2000 --image-tag v1.4.0
     ack-jobs --outputs outputs.json submit gpt-small --image-tag v1.4.0 --dry-run -- --grad-accum 4
     ack-jobs --stack dev data import wiki --from https://data.example.com/wiki/ --image-tag v1.4.0
@@ -90,6 +92,17 @@ def parser() -> argparse.ArgumentParser:
     command("suspend", "stop a job's pods and keep the job").add_argument("name")
     command("resume", "let a suspended job run again").add_argument("name")
     command("queue", "Volcano and Kueue queues, and why waiting jobs wait").add_argument("name", nargs="?")
+    command("why", "one sentence on why a job waits, or that it runs").add_argument("name")
+    price = command("cost", "GPU-hours, cost, spot savings and idle GPU time of a job or a team's jobs")
+    price.add_argument("name", nargs="?")
+    price.add_argument("--team", help="every job of this team (its namespace from the stack) instead of one")
+    price.add_argument(
+        "--since", type=duration, default=86400, metavar="DURATION", help="--team: pods running since (default 24h)"
+    )
+    price.add_argument(
+        "--prices", required=True, metavar="FILE", help="a dated price table with its source (docs/jobs.md)"
+    )
+    price.add_argument("--prometheus-url", help="a Prometheus that scrapes the GPU exporter, for idle GPU time")
     sub = command("submit", "build a job from flags with the stack's builder and create it")
     sub.add_argument("--dry-run", action="store_true", help="print the manifest as YAML, create nothing")
     submit.add_flags(sub)

@@ -13,6 +13,7 @@ from ..network import network_summary
 from ..replicas import NODE_INDEX_LABEL
 from ..status import format_age, job_priority, job_queue, last_metrics, pod_nodes, summarize
 from .base import Out, as_list, dump, resource_name, table
+from .why import explain_job
 
 RANK0_LABELS = {
     # v1: the Master's pod (kubeflow.training constants JOB_ROLE_LABEL); v2: node 0 of the trainer.
@@ -49,7 +50,7 @@ def cmd_list(jobs: JobsClient, args: argparse.Namespace, out: Out) -> None:
     table(rows, out)
 
 
-def cmd_get(jobs: JobsClient, args: argparse.Namespace, out: Out) -> None:
+def cmd_get(jobs: JobsClient, args: argparse.Namespace, out: Out, outputs: dict[str, Any]) -> None:
     job = jobs.get_job(args.name)
     if args.output in ("json", "yaml"):
         dump(job, args.output, out)
@@ -67,6 +68,7 @@ def cmd_get(jobs: JobsClient, args: argparse.Namespace, out: Out) -> None:
     out(f"Age:       {format_age(s.age_s)}")
     out(f"Restarts:  {s.restarts}")
     out(f"Replicas:  {s.replicas_text}")
+    out(f"Why:       {explain_job(jobs, job, outputs, pods).sentence}")
     if args.output == "wide":
         out(f"Queue:     {job_queue(job) or '-'}")
         out(f"Priority:  {job_priority(job) or '-'}")
