@@ -31,7 +31,8 @@ from .exporter import Exporter
 from .integrity import read_key
 from .numerics import NONFINITE, StepGuard
 from .resume import Agreement
-from .schedule import Progress, lr_factor, planned_steps
+from .schedule import Progress
+from .spikes import SPIKES, SpikeGuard
 from .topology import Topology, gather
 from .weights import WeightsError, export
 from .weights import load as load_weights
@@ -55,6 +56,7 @@ class Checkpoints:
         optimizer: its optimizer.
         scheduler: the learning-rate scheduler over ``optimizer``.
         guard: the non-finite step guard, whose counters a checkpoint keeps.
+        spikes: the loss-spike guard, whose statistics and rollbacks a checkpoint keeps.
         progress: where the run stands, saved by :meth:`save` and set by :meth:`resume`.
         exporter: told of every committed checkpoint.
         sharded: whether the model is sharded (FSDP or HSDP), so that gathering its
@@ -71,6 +73,7 @@ class Checkpoints:
         optimizer: torch.optim.Optimizer,
         scheduler: torch.optim.lr_scheduler.LRScheduler,
         guard: StepGuard,
+        spikes: SpikeGuard,
         progress: Progress,
         exporter: Exporter,
         sharded: bool,
@@ -78,6 +81,7 @@ class Checkpoints:
     ):
         self.cfg, self.topo, self.model, self.optimizer = cfg, topo, model, optimizer
         self.scheduler, self.guard, self.progress, self.exporter = scheduler, guard, progress, exporter
+        self.spikes = spikes
         self.sharded, self.data_fingerprint = sharded, data_fingerprint
         self.output = Path(cfg.output_dir)
         self.threads = torch.get_num_threads()
@@ -147,6 +151,7 @@ class Checkpoints:
             "threads": self.threads,
             "config": asdict(self.cfg),
             NONFINITE: self.guard.counters(),
+            SPIKES: self.spikes.state(),
             DATA: {"samples": progress.order.size, "fingerprint": self.data_fingerprint},
             JOB: self.cfg.job_id,
         }
@@ -188,6 +193,7 @@ class Checkpoints:
         )
         self.scheduler.load_state_dict(commit["scheduler"])
         self.guard.restore(commit.get(NONFINITE, {}), commit["step"])
+        self.spikes.restore(commit.get(SPIKES, {}))
         self.checkpointer.lineage = commit.get(checkpoint.LINEAGE, "")
         progress.step, progress.epoch, progress.position = commit["step"], commit["epoch"], commit["position"]
         if replan:
@@ -200,12 +206,8 @@ class Checkpoints:
         # The schedule is a function of the step and this run's flags: a run resumed with a
         # new --max-steps, --epochs or --lr follows the new curve from its first step rather
         # than taking one step at the rate the old run stopped at.
-        progress.total_steps = planned_steps(
-            progress.step, progress.epoch, progress.position, progress.order, self.cfg.max_steps, self.cfg.epoch_limit
-        )
         self.scheduler.base_lrs = [self.cfg.base_lr for _ in self.optimizer.param_groups]
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.cfg.base_lr * lr_factor(progress.step, progress.total_steps)
+        progress.replan(self.optimizer, self.cfg.base_lr, self.cfg.max_steps, self.cfg.epoch_limit)
         self.saved_step = progress.step
         if same_world:
             # A row of the stacked states is a view into it; the generators read a state
@@ -327,6 +329,16 @@ class Checkpoints:
             # The marker's write is the commit, so its modification time is the commit time.
             self.exporter.checkpoint_committed(progress.step, (path / checkpoint.MARKER).stat().st_mtime)
         return path is not None
+
+    def roll_back(self) -> bool:
+        """Go back to the newest committed checkpoint, once a background save has committed
+        (it is of a step before the one rolled back from). A collective.
+
+        Returns:
+            Whether there was one to go back to.
+        """
+        self.checkpointer.wait()
+        return self.resume()
 
     def write_final_model(self) -> None:
         """Rank 0 exports the model's weights; a collective under FSDP (the shards are gathered)."""
