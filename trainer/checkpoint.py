@@ -48,6 +48,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
 
 from .console import log, warn
 from .digest_writer import DigestingWriter
@@ -292,6 +293,23 @@ def prune(root: Path, keep: int, lineage: str, key: bytes | None = None, written
     return [path for path, _ in committed if path not in own]
 
 
+def host_stager() -> DefaultStager:
+    """The stager of a run's async saves: one for the whole run, which keeps the host copy of
+    each tensor it staged and copies into it at the next save (torch 2.13
+    ``distributed/checkpoint/_state_dict_stager.py``, ``StateDictStager._stage_untyped_storage``,
+    keyed by the live tensor's storage), where a fresh writer per save allocated the whole
+    state anew each time. Reuse is safe because a save first waits for the previous one's
+    writes (:meth:`Checkpointer.save`). Pinned memory only with CUDA, where it speeds the
+    device-to-host copy, which may then be non-blocking (the stager synchronises before it
+    returns); on CPU pinning would only lock pages. Staging stays on the calling thread:
+    training must not change the state while it is copied."""
+    cuda = torch.cuda.is_available()
+    options = StagingOptions(
+        use_pinned_memory=cuda, use_shared_memory=False, use_async_staging=False, use_non_blocking_copy=cuda
+    )
+    return DefaultStager(options)
+
+
 class Checkpointer:
     """Writes checkpoints, in the background with ``async_save``.
 
@@ -324,6 +342,7 @@ class Checkpointer:
         self.root, self.group, self.is_main, self.keep = root, group, is_main, keep
         self.async_save, self.on_commit, self.key = async_save, on_commit, key
         self.pending: tuple[Future, Path, dict[str, Any], int, DigestingWriter] | None = None
+        self.stager = host_stager() if async_save else None
         self.lineage = uuid.uuid4().hex
         self.foreign: set[Path] = set()
         self.rank = dist.get_rank(group) if group is not None else 0
@@ -355,7 +374,7 @@ class Checkpointer:
         kwargs = {"storage_writer": writer, "process_group": self.group, "no_dist": self.group is None}
         mine, needed = share(state, self.rank, self.world)
         if self.async_save and not wait:
-            self.pending = (dcp.async_save(mine, **kwargs), path, commit, needed, writer)
+            self.pending = (dcp.async_save(mine, async_stager=self.stager, **kwargs), path, commit, needed, writer)
             return
         try:
             dcp.save(mine, **kwargs)
@@ -376,6 +395,12 @@ class Checkpointer:
         reaches at the same step, so that all stop together."""
         if self.pending is not None and self.pending[0].done() and self.pending[0].exception() is None:
             self.wait()
+
+    def close(self) -> None:
+        """Release the staging memory (a background save still running keeps the copy it writes)."""
+        if self.stager is not None:
+            self.stager.close()
+            self.stager = None
 
     def wait(self) -> None:
         """Finish and commit the background save, if one is running.

@@ -393,6 +393,7 @@ class Trainer:
 
     def close(self) -> None:
         self.loader.shutdown(cancel_futures=True)
+        self.checkpoints.close()
         if self.metrics is not None:
             self.metrics.close()
         self.exporter.close()

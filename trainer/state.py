@@ -340,6 +340,10 @@ class Checkpoints:
         self.checkpointer.wait()
         return self.resume()
 
+    def close(self) -> None:
+        """Release the async saves' staging memory."""
+        self.checkpointer.close()
+
     def write_final_model(self) -> None:
         """Rank 0 exports the model's weights; a collective under FSDP (the shards are gathered)."""
         weights = self.model_state()
