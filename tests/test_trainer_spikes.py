@@ -205,3 +205,24 @@ def test_the_gpt_family_clips_gradients_to_one_by_default(args: list[str], clip:
 def test_bad_guard_flags_are_refused_in_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     done = run([sys.executable, "-m", "trainer", *args, "--output-dir", str(tmp_path)])
     assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+def test_a_resume_that_clips_otherwise_than_its_checkpoint_says_so(tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    gpt = [sys.executable, "-m", "trainer", "--model", "gpt", "--batch-size", "4", "--synthetic-size", "400"]
+    gpt += ["--log-every", "6", "--checkpoint-every", "6", "--output-dir", str(out)]
+    assert run([*gpt, "--clip-grad", "0", "--max-steps", "6"]).returncode == 0
+    resumed = run([*gpt, "--max-steps", "12"])
+    assert resumed.returncode == 0, resumed.stderr
+    warning = "was trained with no gradient clipping, this run uses gradient clipping to 1: pass --clip-grad 0"
+    assert f"warning: step-000000006 {warning}" in resumed.stderr
+    # An earlier trainer recorded only --clip-grad, whose absence meant no clipping.
+    marker = step_dir(out / "checkpoints", 12) / "commit.json"
+    record = json.loads(marker.read_text())
+    del record["grad_clip"]
+    record["config"]["clip_grad"] = None
+    marker.write_text(json.dumps(record))
+    upgraded = run([*gpt, "--max-steps", "18"])
+    assert upgraded.returncode == 0 and f"warning: step-000000012 {warning}" in upgraded.stderr
+    same_clip = run([*gpt, "--max-steps", "24"])
+    assert same_clip.returncode == 0 and "gradient clipping" not in same_clip.stderr

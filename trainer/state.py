@@ -46,6 +46,14 @@ JOB = "job"
 """The commit record's key for ``--job-id``, the job that wrote it (null outside a job)."""
 
 
+GRAD_CLIP = "grad_clip"
+"""The commit record's key for the gradient norm the run clipped to (None: no clipping)."""
+
+
+def _clipping(clip: float | None) -> str:
+    return "no gradient clipping" if clip is None else f"gradient clipping to {clip:g}"
+
+
 class Checkpoints:
     """Checkpointing, resuming and plain weights for one run.
 
@@ -150,6 +158,7 @@ class Checkpoints:
             "global_batch": progress.order.global_batch,
             "threads": self.threads,
             "config": asdict(self.cfg),
+            GRAD_CLIP: self.cfg.grad_clip,
             NONFINITE: self.guard.counters(),
             SPIKES: self.spikes.state(),
             DATA: {"samples": progress.order.size, "fingerprint": self.data_fingerprint},
@@ -170,6 +179,7 @@ class Checkpoints:
                     f"--output-dir {self.output} holds a checkpoint of a run with {flag} "
                     f"{saved.get(key, False)!r}, not {getattr(self.cfg, key)!r}: use another output directory"
                 )
+        self._check_clip(path, commit)
         replan = self._data_changed(path, commit)
         progress = self.progress
         if commit["global_batch"] != progress.order.global_batch:
@@ -250,6 +260,17 @@ class Checkpoints:
                 f"--replan-epoch to go on with these (epoch {commit['epoch']} starts over), or use another --output-dir"
             )
         return change
+
+    def _check_clip(self, path: Path, commit: dict[str, Any]) -> None:
+        """Warn when this run clips gradients otherwise than the one that wrote ``path``: a
+        checkpoint of an earlier trainer records only ``--clip-grad``, whose absence then meant
+        no clipping, where gpt and llama now clip to 1.0 by default."""
+        saved = commit[GRAD_CLIP] if GRAD_CLIP in commit else commit["config"].get("clip_grad")
+        if saved != self.cfg.grad_clip and self.topo.is_main:
+            warn(
+                f"{path.name} was trained with {_clipping(saved)}, this run uses {_clipping(self.cfg.grad_clip)}: "
+                f"pass --clip-grad {saved or 0:g} to go on as it was trained"
+            )
 
     def _keep_global_batch(self, global_batch: int) -> None:
         """Resume at another world size with the checkpoint's global batch, by changing the
