@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from .shapes import GPT_SIZES, LLAMA_SIZES, GPTConfig, LlamaConfig
+from .spikes import SPIKE_DEFAULTS, add_spike_flags
 
 MODELS = ("cnn", "gpt", "llama")
 """``cnn``: the MNIST convnet; ``gpt``: a small decoder (:mod:`trainer.models`); ``llama``: a
@@ -20,6 +20,9 @@ TOKEN_MODELS = ("gpt", "llama")
 """The models that read token corpora and can be sharded."""
 DEFAULT_LR = {"cnn": 1e-3, "gpt": 6e-4, "llama": 3e-4}
 """llama: Llama 2's peak rate for its 7B and 13B models (Touvron et al. 2023, table 1); its 70B used 1.5e-4."""
+DEFAULT_CLIP_GRAD = {"cnn": None, "gpt": 1.0, "llama": 1.0}
+"""gpt: nanoGPT's ``grad_clip = 1.0`` (karpathy/nanoGPT ``train.py``); llama: Llama 2's gradient
+clipping of 1.0 (Touvron et al. 2023, section 2.2). The cnn, as PyTorch's MNIST example, does not clip."""
 PARALLEL_CHOICES = ("ddp", "fsdp", "hsdp", "auto")
 
 
@@ -76,10 +79,23 @@ class Config:
     (shared storage can show each node a stale listing for a while)."""
     log_every: int = 20
     clip_grad: float | None = None
-    """Largest gradient norm (L2, over all parameters); None: no clipping. The norm is
-    measured and logged either way."""
+    """Largest gradient norm (L2, over all parameters); 0: no clipping; None: the model's
+    default (:data:`DEFAULT_CLIP_GRAD`). The norm is measured and logged either way."""
     max_nonfinite_steps: int = 20
     """Consecutive steps with non-finite gradients (each skipped) after which the run stops."""
+    spike_guard: bool = False
+    """On a loss spike, go back to the newest checkpoint and skip the data from there through it."""
+    spike_threshold: float = SPIKE_DEFAULTS["threshold"]
+    """Standard deviations above its running mean at which a loss is a spike."""
+    spike_warmup: int = SPIKE_DEFAULTS["warmup"]
+    """Steps whose losses feed the running mean and variance before any is judged."""
+    spike_max_rollbacks: int = SPIKE_DEFAULTS["max_rollbacks"]
+    """Rollbacks a run may make; the next spike stops it (exit 65)."""
+    spike_skip_extra: int = SPIKE_DEFAULTS["skip_extra"]
+    """Steps' worth of samples a rollback skips beyond the spike's own."""
+    skip_samples: tuple[tuple[int, int, int], ...] = ()
+    """``(epoch, start, stop)`` ranges of sample positions in an epoch's order not to train on
+    (``--skip-samples``), as the guard logs the ranges it skipped."""
     fault_nonfinite_steps: tuple[int, ...] = ()
     """Fault injection for tests and cluster drills, from ``$TRAINER_FAULT_NONFINITE_STEPS``
     (comma-separated step numbers): the highest rank's loss at those steps becomes NaN."""
@@ -128,6 +144,12 @@ class Config:
         return None if self.max_steps is not None else 1
 
     @property
+    def grad_clip(self) -> float | None:
+        """The gradient norm to clip to: ``--clip-grad``, else the model's default; None: no clipping."""
+        clip = DEFAULT_CLIP_GRAD[self.model] if self.clip_grad is None else self.clip_grad
+        return clip or None
+
+    @property
     def base_lr(self) -> float:
         """The peak learning rate: ``--lr``, else the model's default."""
         return self.lr or DEFAULT_LR[self.model]
@@ -147,19 +169,26 @@ class Config:
             ("--keep-checkpoints", self.keep_checkpoints),
             ("--synthetic-size", self.synthetic_size),
             ("--max-nonfinite-steps", self.max_nonfinite_steps),
+            ("--spike-warmup", self.spike_warmup),
         ):
             if value < 1:
                 raise UsageError(f"{flag} must be at least 1, got {value}")
         for flag, value in (("--max-steps", self.max_steps), ("--epochs", self.epochs)):
             if value is not None and value < 1:
                 raise UsageError(f"{flag} must be at least 1, got {value}")
-        if self.storage_wait_s < 0:
-            raise UsageError(f"--storage-wait-s must not be negative, got {self.storage_wait_s}")
+        for flag, value in (
+            ("--storage-wait-s", self.storage_wait_s),
+            ("--clip-grad", self.clip_grad),
+            ("--spike-max-rollbacks", self.spike_max_rollbacks),
+            ("--spike-skip-extra", self.spike_skip_extra),
+        ):
+            if value is not None and value < 0:
+                raise UsageError(f"{flag} must not be negative, got {value}")
         for flag, value in (
             ("--lr", self.lr),
             ("--peak-tflops", self.peak_tflops),
-            ("--clip-grad", self.clip_grad),
             ("--timeout-s", self.timeout_s),
+            ("--spike-threshold", self.spike_threshold),
         ):
             if value is not None and not value > 0:
                 raise UsageError(f"{flag} must be positive, got {value}")
@@ -177,25 +206,6 @@ class Config:
 def token_shape(cfg: Config) -> GPTConfig | LlamaConfig:
     """The shape of a token model (``--gpt-size`` or ``--llama-size``): its vocabulary and sample length."""
     return LLAMA_SIZES[cfg.llama_size] if cfg.model == "llama" else GPT_SIZES[cfg.gpt_size]
-
-
-def check_output_dir(path: Path, rank: int) -> None:
-    """Create ``--output-dir`` and check this rank can write there and in its ``checkpoints/``,
-    when that exists, before any collective: a volume mounted read-only there would otherwise
-    let the run train until its first save. A missing one is created by the first save, in
-    the output directory just checked."""
-    checkpoints = path / "checkpoints"
-    names = {path: f"--output-dir {path}"}
-    if checkpoints.is_dir():
-        names[checkpoints] = f"--output-dir {path}: its checkpoints directory {checkpoints}"
-    for directory, what in names.items():
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-            probe = directory / f".write-test-{rank}-{os.getpid()}"
-            probe.write_bytes(b"")
-            probe.unlink()
-        except OSError as err:
-            raise UsageError(f"{what}: not writable ({err.strerror})") from None
 
 
 def metrics_port(text: str) -> int | None:
@@ -295,13 +305,18 @@ def parser() -> argparse.ArgumentParser:
         default=Config.storage_wait_s,
         help="seconds a rank waits to see the checkpoint rank 0 picked before all fall back to an older one",
     )
-    p.add_argument("--clip-grad", type=float, help="clip the gradient norm to this (default: no clipping)")
+    p.add_argument(
+        "--clip-grad",
+        type=float,
+        help="clip the gradient norm to this; 0: no clipping (default 1.0 for gpt and llama, none for cnn)",
+    )
     p.add_argument(
         "--max-nonfinite-steps",
         type=int,
         default=Config.max_nonfinite_steps,
         help="stop after this many consecutive steps with non-finite gradients (each is skipped)",
     )
+    add_spike_flags(p)
     p.add_argument("--log-every", type=int, default=Config.log_every, help="steps")
     p.add_argument("--gpt-size", default=Config.gpt_size, help=f"one of {', '.join(GPT_SIZES)}")
     # No default here: a size given to another model is refused rather than ignored.

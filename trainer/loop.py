@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from .autoparallel import resolve
 from .config import Config, token_shape
+from .console import log
 from .data import GlobalOrder, agree_on_data
 from .exporter import serve
 from .llama import Llama
@@ -31,6 +32,7 @@ from .models import GPT, MnistCNN
 from .numerics import StepGuard
 from .parallel import parallelize
 from .schedule import Progress, lr_factor, planned_steps
+from .spikes import LossSpikeError, Skip, Spike, SpikeGuard, rollback_skips
 from .state import Checkpoints
 from .topology import Topology, gather
 
@@ -100,7 +102,14 @@ class Trainer:
         # beats the per-tensor loop, and alone honours found_inf, which skips a non-finite
         # step without a host sync.
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.base_lr, weight_decay=0.0, fused=True)
-        self.guard = StepGuard(self.optimizer, cfg.clip_grad, cfg.max_nonfinite_steps, topo.device)
+        self.guard = StepGuard(self.optimizer, cfg.grad_clip, cfg.max_nonfinite_steps, topo.device)
+        self.spikes = SpikeGuard(
+            cfg.spike_guard,
+            cfg.spike_threshold,
+            cfg.spike_warmup,
+            cfg.spike_max_rollbacks,
+            tuple(Skip(*skip) for skip in cfg.skip_samples),
+        )
         order = GlobalOrder(len(dataset), cfg.batch_size * topo.world * cfg.grad_accum, cfg.seed)
         self.progress = progress = Progress(
             order, cfg.grad_accum, planned_steps(0, 0, 0, order, cfg.max_steps, cfg.epoch_limit)
@@ -122,6 +131,7 @@ class Trainer:
             optimizer=self.optimizer,
             scheduler=self.scheduler,
             guard=self.guard,
+            spikes=self.spikes,
             progress=progress,
             exporter=self.exporter,
             sharded=self.sharded,
@@ -180,8 +190,9 @@ class Trainer:
             batches.append((x, y))
         return batches
 
-    def train_step(self, permutation: torch.Tensor) -> torch.Tensor:
-        """One optimizer step over the next global batch; returns this rank's loss share.
+    def train_step(self, permutation: torch.Tensor) -> torch.Tensor | Spike:
+        """One optimizer step over the next global batch; returns this rank's loss share, or
+        the spike for which the loss-spike guard refused the step, which is then not taken.
 
         The next step's batches are read in a background thread meanwhile, so the latency
         of shared storage (page faults on a memory-mapped NAS file) overlaps compute.
@@ -218,6 +229,15 @@ class Trainer:
                     loss = loss * math.nan
                 loss.backward()
             loss_share += loss.detach()
+        if self.spikes.enabled:
+            # Every rank judges the same number, the all-reduced mean, so all decide alike.
+            mean = loss_share.clone()
+            if self.topo.world > 1:
+                dist.all_reduce(mean)
+            spike = self.spikes.observe(progress.step + 1, progress.epoch, hi, mean.item() / self.topo.world)
+            if spike is not None:
+                self.optimizer.zero_grad(set_to_none=True)
+                return spike
         self.guard.before_step(self.model.parameters())
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -225,6 +245,52 @@ class Trainer:
         progress.step += 1
         progress.position = hi
         return loss_share
+
+    def _move_on(self) -> bool:
+        """Past the epoch's end and past samples to skip; returns whether the epoch changed."""
+        progress, epoch = self.progress, self.progress.epoch
+        while True:
+            if progress.position >= progress.order.size:
+                progress.epoch, progress.position = progress.epoch + 1, 0
+            stop = self.spikes.skip_to(progress.epoch, progress.position)
+            if stop is None:
+                return progress.epoch != epoch
+            progress.position = min(stop, progress.order.size)
+            # Fewer samples are left in the run's epochs: its schedule ends sooner.
+            progress.replan(self.optimizer, self.cfg.base_lr, self.cfg.max_steps, self.cfg.epoch_limit)
+
+    def _roll_back(self, spike: Spike) -> None:
+        """Go back to the newest checkpoint on every rank after ``spike``, and mark the samples
+        from its position through the spike's, and ``--spike-skip-extra`` steps' more, to be
+        skipped. A collective.
+
+        Raises:
+            LossSpikeError: ``--spike-max-rollbacks`` are spent, or there is no checkpoint.
+        """
+        spikes, progress = self.spikes, self.progress
+        spikes.check_budget(spike)
+        # The rollbacks and the skips outlive the checkpoint they go back to.
+        rollbacks, skipped = spikes.rollbacks, list(spikes.skipped)
+        self.prefetched = None
+        if not self.checkpoints.roll_back():
+            raise LossSpikeError(
+                f"{spike}, and no committed checkpoint to go back to: checkpoint sooner (--checkpoint-every) "
+                "or judge later (--spike-warmup)"
+            )
+        order = progress.order
+        skips = rollback_skips(
+            progress.epoch, progress.position, spike, order.size, order.global_batch, self.cfg.spike_skip_extra
+        )
+        spikes.rollbacks, spikes.skipped = rollbacks + 1, skipped + skips
+        if self.topo.is_main:
+            log(
+                f"{spike}: rolled back to step {progress.step} and skipping samples "
+                f"{','.join(str(s) for s in skips)} (--skip-samples form), rollback {spikes.rollbacks} of "
+                f"{self.cfg.spike_max_rollbacks}"
+            )
+        if self.metrics is not None:
+            self.metrics.close()
+            self.metrics = Metrics(self.output / "metrics.jsonl", after_step=progress.step)
 
     def _finished(self) -> bool:
         if self.cfg.max_steps is not None and self.progress.step >= self.cfg.max_steps:
@@ -251,13 +317,18 @@ class Trainer:
         loss = torch.zeros((), device=self.topo.device)
         self.exporter.set(TRAINING_LOOP, 1)
         while not self._finished():
-            if progress.position >= progress.order.size:
-                progress.epoch, progress.position = progress.epoch + 1, 0
+            if self._move_on():
                 if self._finished():
                     break
                 permutation = progress.order.permutation(progress.epoch)
             before = progress.position
-            loss = self.train_step(permutation)
+            stepped = self.train_step(permutation)
+            if isinstance(stepped, Spike):
+                self._roll_back(stepped)
+                permutation = progress.order.permutation(progress.epoch)
+                window.restart()
+                continue
+            loss = stepped
             window.add(progress.position - before)
             self.guard.check(progress.step)
             if progress.step % self.cfg.log_every == 0:
@@ -322,6 +393,7 @@ class Trainer:
 
     def close(self) -> None:
         self.loader.shutdown(cancel_futures=True)
+        self.checkpoints.close()
         if self.metrics is not None:
             self.metrics.close()
         self.exporter.close()

@@ -5,7 +5,7 @@ rank must see it whole (shared storage lags) and load it, or all pass to the nex
 committed checkpoints exist and none loads (a different vocabulary or model size, a key
 missing after an upgrade, storage that cannot be read), the run stops with every reason
 rather than train from step 0 beside them: ``--start-fresh`` says that is meant. The new run
-leaves them where they are (:func:`trainer.checkpoint.prune` removes only its own lineage's).
+leaves them where they are (:func:`trainer.checkpoint_dirs.prune` removes only its own lineage's).
 
 A checkpoint whose files do not match the digests of its commit record is damaged. Without a
 key that is corruption (a flipped bit, a bad disk): rank 0 moves it to ``checkpoints/corrupt/``
@@ -30,7 +30,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.checkpoint.api import CheckpointException
 
-from .checkpoint import list_checkpoints, move_into, read_commit, step_dir, step_of, verify
+from .checkpoint_dirs import list_checkpoints, move_into, read_commit, step_dir, step_of, verify
 from .console import warn
 from .integrity import DIGESTS, CheckpointError, IntegrityError, TamperedCheckpoint
 

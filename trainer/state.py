@@ -31,7 +31,8 @@ from .exporter import Exporter
 from .integrity import read_key
 from .numerics import NONFINITE, StepGuard
 from .resume import Agreement
-from .schedule import Progress, lr_factor, planned_steps
+from .schedule import Progress
+from .spikes import SPIKES, SpikeGuard
 from .topology import Topology, gather
 from .weights import WeightsError, export
 from .weights import load as load_weights
@@ -45,6 +46,14 @@ JOB = "job"
 """The commit record's key for ``--job-id``, the job that wrote it (null outside a job)."""
 
 
+GRAD_CLIP = "grad_clip"
+"""The commit record's key for the gradient norm the run clipped to (None: no clipping)."""
+
+
+def _clipping(clip: float | None) -> str:
+    return "no gradient clipping" if clip is None else f"gradient clipping to {clip:g}"
+
+
 class Checkpoints:
     """Checkpointing, resuming and plain weights for one run.
 
@@ -55,6 +64,7 @@ class Checkpoints:
         optimizer: its optimizer.
         scheduler: the learning-rate scheduler over ``optimizer``.
         guard: the non-finite step guard, whose counters a checkpoint keeps.
+        spikes: the loss-spike guard, whose statistics and rollbacks a checkpoint keeps.
         progress: where the run stands, saved by :meth:`save` and set by :meth:`resume`.
         exporter: told of every committed checkpoint.
         sharded: whether the model is sharded (FSDP or HSDP), so that gathering its
@@ -71,6 +81,7 @@ class Checkpoints:
         optimizer: torch.optim.Optimizer,
         scheduler: torch.optim.lr_scheduler.LRScheduler,
         guard: StepGuard,
+        spikes: SpikeGuard,
         progress: Progress,
         exporter: Exporter,
         sharded: bool,
@@ -78,6 +89,7 @@ class Checkpoints:
     ):
         self.cfg, self.topo, self.model, self.optimizer = cfg, topo, model, optimizer
         self.scheduler, self.guard, self.progress, self.exporter = scheduler, guard, progress, exporter
+        self.spikes = spikes
         self.sharded, self.data_fingerprint = sharded, data_fingerprint
         self.output = Path(cfg.output_dir)
         self.threads = torch.get_num_threads()
@@ -146,7 +158,9 @@ class Checkpoints:
             "global_batch": progress.order.global_batch,
             "threads": self.threads,
             "config": asdict(self.cfg),
+            GRAD_CLIP: self.cfg.grad_clip,
             NONFINITE: self.guard.counters(),
+            SPIKES: self.spikes.state(),
             DATA: {"samples": progress.order.size, "fingerprint": self.data_fingerprint},
             JOB: self.cfg.job_id,
         }
@@ -165,6 +179,7 @@ class Checkpoints:
                     f"--output-dir {self.output} holds a checkpoint of a run with {flag} "
                     f"{saved.get(key, False)!r}, not {getattr(self.cfg, key)!r}: use another output directory"
                 )
+        self._check_clip(path, commit)
         replan = self._data_changed(path, commit)
         progress = self.progress
         if commit["global_batch"] != progress.order.global_batch:
@@ -188,6 +203,7 @@ class Checkpoints:
         )
         self.scheduler.load_state_dict(commit["scheduler"])
         self.guard.restore(commit.get(NONFINITE, {}), commit["step"])
+        self.spikes.restore(commit.get(SPIKES, {}))
         self.checkpointer.lineage = commit.get(checkpoint.LINEAGE, "")
         progress.step, progress.epoch, progress.position = commit["step"], commit["epoch"], commit["position"]
         if replan:
@@ -200,12 +216,8 @@ class Checkpoints:
         # The schedule is a function of the step and this run's flags: a run resumed with a
         # new --max-steps, --epochs or --lr follows the new curve from its first step rather
         # than taking one step at the rate the old run stopped at.
-        progress.total_steps = planned_steps(
-            progress.step, progress.epoch, progress.position, progress.order, self.cfg.max_steps, self.cfg.epoch_limit
-        )
         self.scheduler.base_lrs = [self.cfg.base_lr for _ in self.optimizer.param_groups]
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.cfg.base_lr * lr_factor(progress.step, progress.total_steps)
+        progress.replan(self.optimizer, self.cfg.base_lr, self.cfg.max_steps, self.cfg.epoch_limit)
         self.saved_step = progress.step
         if same_world:
             # A row of the stacked states is a view into it; the generators read a state
@@ -248,6 +260,17 @@ class Checkpoints:
                 f"--replan-epoch to go on with these (epoch {commit['epoch']} starts over), or use another --output-dir"
             )
         return change
+
+    def _check_clip(self, path: Path, commit: dict[str, Any]) -> None:
+        """Warn when this run clips gradients otherwise than the one that wrote ``path``: a
+        checkpoint of an earlier trainer records only ``--clip-grad``, whose absence then meant
+        no clipping, where gpt and llama now clip to 1.0 by default."""
+        saved = commit[GRAD_CLIP] if GRAD_CLIP in commit else commit["config"].get("clip_grad")
+        if saved != self.cfg.grad_clip and self.topo.is_main:
+            warn(
+                f"{path.name} was trained with {_clipping(saved)}, this run uses {_clipping(self.cfg.grad_clip)}: "
+                f"pass --clip-grad {saved or 0:g} to go on as it was trained"
+            )
 
     def _keep_global_batch(self, global_batch: int) -> None:
         """Resume at another world size with the checkpoint's global batch, by changing the
@@ -327,6 +350,20 @@ class Checkpoints:
             # The marker's write is the commit, so its modification time is the commit time.
             self.exporter.checkpoint_committed(progress.step, (path / checkpoint.MARKER).stat().st_mtime)
         return path is not None
+
+    def roll_back(self) -> bool:
+        """Go back to the newest committed checkpoint, once a background save has committed
+        (it is of a step before the one rolled back from). A collective.
+
+        Returns:
+            Whether there was one to go back to.
+        """
+        self.checkpointer.wait()
+        return self.resume()
+
+    def close(self) -> None:
+        """Release the async saves' staging memory."""
+        self.checkpointer.close()
 
     def write_final_model(self) -> None:
         """Rank 0 exports the model's weights; a collective under FSDP (the shards are gathered)."""

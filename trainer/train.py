@@ -25,8 +25,8 @@ bit-deterministic, so a resumed run matches statistically.
 
 This module holds ``main``; :mod:`trainer.loop` the training loop, :mod:`trainer.config`
 the flags, :mod:`trainer.parallel` DDP/FSDP, :mod:`trainer.state` checkpoint and weights I/O,
-:mod:`trainer.numerics` the non-finite guard, :mod:`trainer.metrics` what is logged,
-:mod:`trainer.exporter` what rank 0 serves to Prometheus (``--metrics-port``).
+:mod:`trainer.numerics` the non-finite guard, :mod:`trainer.spikes` the loss-spike guard,
+:mod:`trainer.metrics` what is logged, :mod:`trainer.exporter` what rank 0 serves to Prometheus (``--metrics-port``).
 """
 
 from __future__ import annotations
@@ -38,16 +38,17 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from .config import UsageError, check_output_dir, parse_args
+from .config import UsageError, parse_args
 from .console import error, log
 from .data import DataError, load_dataset
 from .diskfull import DISK_FULL, NOT_WRITABLE, DiskFull, NotWritable
-from .exit_codes import TRANSIENT_STATUS
+from .exit_codes import LOSS_SPIKES, TRANSIENT_STATUS
 from .integrity import TAMPERED, IntegrityError, TamperedCheckpoint, read_key
 from .loop import Trainer
 from .numerics import NonFiniteError
-from .ownership import claim
+from .ownership import check_output_dir, claim
 from .resume import UnloadableCheckpoints
+from .spikes import LossSpikeError
 from .topology import default_threads, lost_peer, prepare_flight_recorder, topology
 from .weights import WeightsError
 
@@ -97,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     except NonFiniteError as err:
         error(str(err))
         return 1
+    except LossSpikeError as err:
+        error(str(err))
+        return LOSS_SPIKES
     except DiskFull as err:
         error(str(err))
         return DISK_FULL
