@@ -45,6 +45,7 @@ from .diskfull import DISK_FULL, NOT_WRITABLE, DiskFull, NotWritable
 from .exit_codes import TRANSIENT_STATUS
 from .integrity import TAMPERED, IntegrityError, TamperedCheckpoint, read_key
 from .loop import Trainer
+from .model_spec import model_spec
 from .numerics import NonFiniteError
 from .ownership import claim
 from .resume import UnloadableCheckpoints
@@ -65,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         if cfg.init_from and not Path(cfg.init_from).is_file():
             raise UsageError(f"--init-from {cfg.init_from}: no such file (pretrained weights to start from)")
         read_key(cfg.checkpoint_key_file)
-        dataset = load_dataset(cfg)
+        spec = model_spec(cfg)
+        dataset = load_dataset(cfg, spec)
     except (UsageError, DataError) as err:
         error(str(err))
         return 2
@@ -77,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             if topo.device.type == "cuda":
                 torch.cuda.set_device(topo.device)
             dist.init_process_group(backend, timeout=timedelta(seconds=cfg.timeout_s))
-        trainer = Trainer(cfg, topo, dataset)
+        trainer = Trainer(cfg, topo, dataset, spec)
         signal.signal(signal.SIGTERM, lambda signum, frame: setattr(trainer, "stop_signal", signum))
         if not trainer.checkpoints.resume() and cfg.init_from:
             trainer.checkpoints.init_weights(Path(cfg.init_from))
