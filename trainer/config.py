@@ -18,8 +18,6 @@ MODELS = ("cnn", "gpt", "llama")
 """``cnn``: the MNIST convnet; ``gpt``: a small decoder (:mod:`trainer.models`); ``llama``: a
 Llama-family decoder (:mod:`trainer.llama`). ``--model`` takes these or a factory of the job's
 code, ``package.module:factory`` (:mod:`trainer.model_spec`)."""
-TOKEN_MODELS = ("gpt", "llama")
-"""The built-in models that read token corpora and can be sharded."""
 FACTORY_REFERENCE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 """``package.module:factory``: a dotted module path and a name in it."""
 DEFAULT_LR = {"cnn": 1e-3, "gpt": 6e-4, "llama": 3e-4}

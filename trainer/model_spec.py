@@ -117,7 +117,7 @@ def _factory(reference: str) -> Callable[[Config], object]:
         raise ModelError(f"--model {reference}: {module_name} has no {attr!r}; expected {CONTRACT}") from None
     if not callable(factory):
         raise ModelError(
-            f"--model {reference}: {attr} is a {type(factory).__name__}, not callable; expected {CONTRACT}"
+            f"--model {reference}: {attr} is not callable (its type is {type(factory).__name__}); expected {CONTRACT}"
         )
     return factory
 
@@ -144,7 +144,9 @@ def model_spec(cfg: Config) -> ModelSpec:
     if spec.inputs not in INPUTS:
         problem = f"inputs {spec.inputs!r}; choose {' or '.join(INPUTS)}"
     elif spec.inputs == TOKENS and not (_positive(spec.seq_len) and _positive(spec.vocab_size)):
-        problem = f"token inputs need a positive seq_len and vocab_size, got {spec.seq_len!r} and {spec.vocab_size!r}"
+        problem = (
+            f"token inputs without a positive seq_len and vocab_size (got {spec.seq_len!r} and {spec.vocab_size!r})"
+        )
     elif not callable(spec.build):
         problem = "its build is not callable"
     elif not (isinstance(spec.lr, (int, float)) and spec.lr > 0):

@@ -24,3 +24,13 @@ def builds_a_string(cfg):
 def has_no_blocks(cfg):
     """A module without blocks, which FSDP cannot shard block by block."""
     return ModelSpec(build=lambda vocab: nn.Sequential(nn.Flatten(), nn.Linear(784, 10)), inputs=IMAGES)
+
+
+def tokens_without_length(cfg):
+    """Token inputs with no sample length."""
+    return ModelSpec(build=lambda vocab: nn.Linear(2, 2), inputs="tokens", vocab_size=256)
+
+
+def raises(cfg):
+    """A factory that fails on its own."""
+    raise ValueError("no such width: 7")

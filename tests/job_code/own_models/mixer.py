@@ -22,7 +22,7 @@ class MixerBlock(nn.Module):
     def __init__(self, seq_len: int):
         super().__init__()
         self.norm = nn.LayerNorm(WIDTH)
-        self.mix = nn.Linear(seq_len, seq_len)
+        self.mix = nn.Linear(seq_len, seq_len, bias=False)
         self.up = nn.Linear(WIDTH, 2 * WIDTH)
         self.down = nn.Linear(2 * WIDTH, WIDTH)
 
