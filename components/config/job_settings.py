@@ -62,7 +62,7 @@ class TrainerArgs(Spec):
 
     # The fields are in the order of the flags in the job's command (to_flags): a new field goes
     # after the others, so that the commands of existing jobs stay as they are.
-    model: str = Config.model
+    model: str = Field(default=Config.model, examples=["own_models.mixer:factory", "llama"])
     """``cnn`` (the MNIST convnet), ``gpt`` (a small decoder), ``llama`` (a Llama-family decoder, sized by
     ``llamaSize``), or your own model's factory as ``package.module:factory``, imported from the job's
     ``code`` (docs/trainer.md)."""
