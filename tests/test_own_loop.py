@@ -1,0 +1,97 @@
+"""``trainer.checkpointing`` for a script that keeps its own loop, through the documented
+example ``examples/own-loop/train.py`` under real torchrun: a SIGKILLed worker's run resumes
+bit-identically, a SIGTERM checkpoints and exits with the preemption status, and the
+checkpoints' errors end the script with one line and the contract's status."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import torch
+from conftest import ROOT
+from test_trainer import ENV, children, start, wait_for
+
+from trainer.checkpoint import list_checkpoints, read_commit
+from trainer.integrity import TAMPERED
+
+EXAMPLE = str(ROOT / "examples" / "own-loop" / "train.py")
+SCRIPT_ENV = {**ENV, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), ENV.get("PYTHONPATH")]))}
+
+
+def torchrun(*args: str, restarts: int = 0, launcher: str = "torch.distributed.run") -> list[str]:
+    return [
+        *(str(ROOT / ".venv" / "bin" / "python"), "-m", launcher, "--standalone", "--nproc-per-node=2"),
+        *(f"--max-restarts={restarts}", EXAMPLE, *args),
+    ]
+
+
+def run(cmd: list[str], env: dict[str, str] = SCRIPT_ENV) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+
+
+def weights(out: Path) -> dict[str, torch.Tensor]:
+    return torch.load(out / "final_model.pt", weights_only=True)
+
+
+def test_the_examples_run_resumes_bit_identical_after_a_worker_is_sigkilled(tmp_path: Path) -> None:
+    args = ["--steps", "300", "--checkpoint-every", "60"]
+    reference = run(torchrun(*args, "--output-dir", str(tmp_path / "reference")))
+    assert reference.returncode == 0, reference.stderr
+
+    out = tmp_path / "killed"
+    launcher = start(torchrun(*args, "--output-dir", str(out), restarts=1), env=SCRIPT_ENV)
+    try:
+        wait_for(lambda: read_commit(out / "checkpoints" / "step-000000060") is not None)
+        workers = children(launcher.pid)
+        assert len(workers) == 2
+        os.kill(max(workers), signal.SIGKILL)
+        log, _ = launcher.communicate(timeout=240)
+    finally:
+        launcher.kill()
+    assert launcher.returncode == 0, log
+    assert "resumed from step-0000000" in log
+    resumed, expected = weights(out), weights(tmp_path / "reference")
+    assert resumed.keys() == expected.keys() == {"0.weight", "0.bias", "3.weight", "3.bias"}
+    assert all(torch.equal(resumed[k], expected[k]) for k in expected)
+    # The trainer's pruning: the newest three of the run's checkpoints stay, each committed.
+    kept = list_checkpoints(out / "checkpoints")
+    assert [p.name for p in kept] == ["step-000000180", "step-000000240", "step-000000300"]
+    assert read_commit(kept[-1])["values"]["step"] == 300
+
+
+def test_sigterm_checkpoints_the_step_and_the_pods_launcher_exits_retryable(tmp_path: Path) -> None:
+    out = tmp_path / "preempted"
+    launcher = start(torchrun("--steps", "1000000", "--output-dir", str(out), launcher="trainer.launch"), SCRIPT_ENV)
+    try:
+        wait_for(lambda: read_commit(out / "checkpoints" / "step-000000020") is not None)
+        launcher.send_signal(signal.SIGTERM)
+        log, _ = launcher.communicate(timeout=120)
+    finally:
+        launcher.kill()
+    assert launcher.returncode == 128 + signal.SIGTERM, log
+    (last,) = [p for p in list_checkpoints(out / "checkpoints") if read_commit(p)["reason"] == "sigterm"]
+    assert read_commit(last)["step"] % 5 == 0 and read_commit(last)["step"] >= 20
+
+
+def test_a_signed_checkpoint_changed_on_disk_stops_the_script_with_the_tampered_status(tmp_path: Path) -> None:
+    key = tmp_path / "key"
+    key.write_bytes(os.urandom(32))
+    env = {**SCRIPT_ENV, "CHECKPOINT_KEY_FILE": str(key)}
+    out = tmp_path / "signed"
+    first = run(torchrun("--steps", "40", "--output-dir", str(out)), env)
+    assert first.returncode == 0, first.stderr
+    newest = list_checkpoints(out / "checkpoints")[-1]
+    assert "hmac" in read_commit(newest)
+    shard = next(newest.glob("*.distcp"))
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    # The pods' launcher keeps the workers' status: not retried, the checkpoint left in place.
+    again = run(torchrun("--steps", "60", "--output-dir", str(out), launcher="trainer.launch"), env)
+    assert again.returncode == TAMPERED, again.stderr
+    assert "error: " in again.stderr and "signed with this job's key" in again.stderr
+    assert "Traceback" not in again.stderr
+    assert newest.is_dir()
