@@ -69,6 +69,7 @@ __all__ = [
     "every_rank",
     "main",
     "open_run",
+    "report",
     "status_of",
 ]
 
@@ -316,6 +317,15 @@ def status_of(err: BaseException) -> int | None:
     return None
 
 
+def report(err: BaseException) -> int | None:
+    """Tell ``err`` in one line (``error: ...``) and return its status (:func:`status_of`); None,
+    and nothing told, for an error that is not the checkpoints'."""
+    status = status_of(err)
+    if status is not None:
+        error(f"lost the other processes ({err})" if status == TRANSIENT_STATUS else str(err))
+    return status
+
+
 def main(train: Callable[[], int]) -> int:
     """Run ``train`` and return its status, or the contract's for an error it raised, told in one
     line (``error: ...``) without a traceback; the process group is destroyed on every path.
@@ -326,10 +336,9 @@ def main(train: Callable[[], int]) -> int:
     try:
         return train()
     except Exception as err:
-        status = status_of(err)
+        status = report(err)
         if status is None:
             raise
-        error(str(err) if status != TRANSIENT_STATUS else f"lost the other processes ({err})")
         return status
     finally:
         if dist.is_initialized():

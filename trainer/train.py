@@ -38,18 +38,16 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from .checkpointing import report
 from .config import UsageError, check_output_dir, parse_args
 from .console import error, log
 from .data import DataError, load_dataset
-from .diskfull import DISK_FULL, NOT_WRITABLE, DiskFull, NotWritable
-from .exit_codes import TRANSIENT_STATUS
-from .integrity import TAMPERED, IntegrityError, TamperedCheckpoint, read_key
+from .integrity import read_key
 from .loop import Trainer
 from .model_spec import model_spec
 from .numerics import NonFiniteError
 from .ownership import claim
-from .resume import UnloadableCheckpoints
-from .topology import default_threads, lost_peer, prepare_flight_recorder, topology
+from .topology import default_threads, prepare_flight_recorder, topology
 from .weights import WeightsError
 
 
@@ -90,28 +88,19 @@ def main(argv: list[str] | None = None) -> int:
                 f"{len(dataset)} samples, global batch {trainer.progress.order.global_batch}, device {topo.device}"
             )
         return trainer.train()
-    except (UsageError, WeightsError, DataError, IntegrityError, UnloadableCheckpoints) as err:
+    except (WeightsError, DataError) as err:
         error(str(err))
         return 2
-    except TamperedCheckpoint as err:
-        error(str(err))
-        return TAMPERED
     except NonFiniteError as err:
         error(str(err))
         return 1
-    except DiskFull as err:
-        error(str(err))
-        return DISK_FULL
-    except NotWritable as err:
-        error(str(err))
-        return NOT_WRITABLE
-    except RuntimeError as err:
-        # A peer gone (its node lost, its pod killed) fails the survivors here: a retry can
-        # succeed, while a bug's RuntimeError goes on as a failure.
-        if not lost_peer(err):
+    except Exception as err:
+        # Bad flags, the checkpoints' errors and a lost peer, as every loop reports them
+        # (trainer.checkpointing); anything else is a bug and goes on with its traceback.
+        status = report(err)
+        if status is None:
             raise
-        error(f"lost the other processes ({err})")
-        return TRANSIENT_STATUS
+        return status
     finally:
         if trainer is not None:
             trainer.close()
