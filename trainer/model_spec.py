@@ -8,6 +8,11 @@ module with the vocabulary the data needs and trains it as it trains its own: th
 DDP or FSDP, checkpoints, resume, metrics and exit statuses. The contract is in
 ``docs/trainer.md`` ("Your own model").
 
+The shape of the idea is torchtitan's: a per-model bundle the trainer builds from and a registry
+of names (``ModelSpec`` in pytorch/torchtitan ``torchtitan/protocols/model_spec.py``, commit
+b5bcd76). Here the bundle names no parallelization function: the trainer keeps DDP and FSDP
+its own (:mod:`trainer.parallel`), and the module names its units of sharding as ``blocks``.
+
 Everything wrong with a factory is a :class:`ModelError`, one line naming ``--model`` and what
 was expected, exit status 2 (not retryable).
 """
