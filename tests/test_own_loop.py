@@ -10,11 +10,14 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 import torch
 from conftest import ROOT
 from test_trainer import ENV, children, start, wait_for
 
 from trainer.checkpoint import list_checkpoints, read_commit
+from trainer.checkpointing import open_run
+from trainer.config import UsageError
 from trainer.integrity import TAMPERED
 
 EXAMPLE = str(ROOT / "examples" / "own-loop" / "train.py")
@@ -95,3 +98,36 @@ def test_a_signed_checkpoint_changed_on_disk_stops_the_script_with_the_tampered_
     assert "error: " in again.stderr and "signed with this job's key" in again.stderr
     assert "Traceback" not in again.stderr
     assert newest.is_dir()
+
+
+@pytest.fixture
+def keep_sigterm():
+    """open_run takes SIGTERM; this process's own handler comes back after the test."""
+    handler = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, handler)
+
+
+def test_values_come_back_as_saved_and_tensors_are_read_in_place(tmp_path: Path, keep_sigterm) -> None:
+    weights = torch.arange(4.0)
+    state = {"model": {"w": weights}, "optimizer": {"state": {0: {"step": torch.tensor(3.0)}}, "groups": [{"lr": 0.1}]}}
+    open_run(tmp_path).save(7, {**state, "epoch": 2}, loss=0.5)
+    commit = read_commit(tmp_path / "checkpoints" / "step-000000007")
+    assert commit["tensors"] == ["model.w", "optimizer.state.0.step"] and commit["loss"] == 0.5
+
+    into = {"model": {"w": torch.zeros(4)}, "optimizer": {"state": {0: {"step": torch.zeros(())}}}, "epoch": 0}
+    restored = open_run(tmp_path).load_latest(into)
+    assert restored["model"]["w"] is into["model"]["w"] and torch.equal(into["model"]["w"], weights)
+    assert float(into["optimizer"]["state"][0]["step"]) == 3.0
+    assert restored["epoch"] == 2 and restored["optimizer"]["groups"] == [{"lr": 0.1}]
+
+
+def test_a_state_the_checkpoint_does_not_fit_and_values_that_are_not_json_are_refused(
+    tmp_path: Path, keep_sigterm
+) -> None:
+    run = open_run(tmp_path)
+    with pytest.raises(TypeError, match="checkpoint state at the top: .*give tensors, or JSON values"):
+        run.save(1, {"w": torch.ones(2), "loader": object()})
+    run.save(2, {"w": torch.ones(2)})
+    with pytest.raises(UsageError, match=r"step-000000002: holds w, which the state given to load_latest has no"):
+        open_run(tmp_path).load_latest({"epoch": 0})
