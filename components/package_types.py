@@ -243,14 +243,6 @@ class TolerationSpec(TypedDict):
     effect: TolerationEffect
 
 
-class TrainerArgsModel(enum.StrEnum):
-    """The values of TrainerArgs.model."""
-
-    CNN = "cnn"
-    GPT = "gpt"
-    LLAMA = "llama"
-
-
 class TrainerArgsParallel(enum.StrEnum):
     """The values of TrainerArgs.parallel."""
 
@@ -273,9 +265,10 @@ class TrainerArgs(TypedDict):
     """Flags for the bundled trainer (``python -m trainer``); unset, each is the trainer's own default
     (``trainer/config.py``)."""
 
-    model: NotRequired[TrainerArgsModel]
-    """``cnn`` (the MNIST convnet), ``gpt`` (a small decoder) or ``llama`` (a Llama-family decoder, sized by
-    ``llamaSize``)."""
+    model: NotRequired[str]
+    """``cnn`` (the MNIST convnet), ``gpt`` (a small decoder), ``llama`` (a Llama-family decoder, sized by
+    ``llamaSize``), or your own model's factory as ``package.module:factory``, imported from the job's
+    ``code`` (docs/trainer.md)."""
     batch_size: NotRequired[int]
     """Samples per process in each step, or in each micro-step under ``--grad-accum``."""
     checkpoint_every: NotRequired[int]
