@@ -57,7 +57,11 @@ def train() -> int:
     args = parse_args()
     world = int(os.environ.get("WORLD_SIZE", 1))
     if world > 1:
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        # The model and its batches stay on the CPU, which NCCL cannot reduce (its backend serves
+        # CUDA tensors only: torch 2.13 distributed_c10d.py, Backend.backend_capability). A loop on
+        # GPUs moves both to cuda:LOCAL_RANK, joins with NCCL, and saves
+        # every_rank(torch.cuda.get_rng_state()) beside the CPU generator's state.
+        dist.init_process_group("gloo")
     rank = dist.get_rank() if world > 1 else 0
     torch.manual_seed(args.seed)  # the same initial weights on every rank
     model = nn.Sequential(nn.Linear(FEATURES, 64), nn.ReLU(), nn.Dropout(0.25), nn.Linear(64, 1))
