@@ -128,6 +128,9 @@ def test_a_state_the_checkpoint_does_not_fit_and_values_that_are_not_json_are_re
     run = open_run(tmp_path)
     with pytest.raises(TypeError, match="checkpoint state at the top: .*give tensors, or JSON values"):
         run.save(1, {"w": torch.ones(2), "loader": object()})
+    # A dict of mixed keys in a list has no sorted JSON, which the signed commit record needs.
+    with pytest.raises(TypeError, match="checkpoint state at the top: .*give tensors, or JSON values"):
+        run.save(1, {"w": torch.ones(2), "groups": [{1: "a", "b": 2}]})
     run.save(2, {"w": torch.ones(2)})
     with pytest.raises(UsageError, match=r"step-000000002: holds w, which the state given to load_latest has no"):
         open_run(tmp_path).load_latest({"epoch": 0})

@@ -91,7 +91,9 @@ def _split(state: dict[str, Any], prefix: str = "") -> tuple[dict[str, Any], dic
         else:
             values[str(key)] = value
     try:
-        json.dumps(values)
+        # As the commit record is signed (sorted keys), so that a value that cannot be is refused
+        # here, on every rank, rather than on rank 0 alone once the shards are written.
+        json.dumps(values, sort_keys=True)
     except (TypeError, ValueError) as err:
         raise TypeError(f"checkpoint state {prefix or 'at the top'}: {err}; give tensors, or JSON values") from None
     return tensors, values
@@ -170,7 +172,7 @@ class Run:
             step: the step the state is of; checkpoints are ``checkpoints/step-<step>/``.
             state: nested dicts of tensors (plain ones the same on every rank, DTensors as
                 FSDP shards them, per-rank ones through :func:`every_rank`) and JSON values
-                (numbers, strings, lists), which go into the signed commit record.
+                (numbers, strings, lists; rank 0's), which go into the signed commit record.
             reason: why (periodic, sigterm, final), recorded in the commit record.
             loss: recorded too; pruning keeps the newest checkpoint whose loss was finite.
 
