@@ -784,6 +784,12 @@ INVALID = [
         "your own model's factory as package.module:factory (importable from the job's code)",
     ),
     (
+        "a factory with a line break after it",
+        {"jobs.0.trainer.model": "own_models.mixer:factory\n"},
+        "ack-training-platform:jobs[0].trainer.model: model 'own_models.mixer:factory\\n': choose cnn, gpt or "
+        "llama, or name your own model's factory as package.module:factory (importable from the job's code)",
+    ),
+    (
         "initial weights outside the volumes",
         {"jobs.0.trainer.initFrom": "/home/me/base.pt"},
         "ack-training-platform:jobs[0].trainer.initFrom: '/home/me/base.pt' is on neither volume the pod mounts: "

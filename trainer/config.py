@@ -18,7 +18,7 @@ MODELS = ("cnn", "gpt", "llama")
 """``cnn``: the MNIST convnet; ``gpt``: a small decoder (:mod:`trainer.models`); ``llama``: a
 Llama-family decoder (:mod:`trainer.llama`). ``--model`` takes these or a factory of the job's
 code, ``package.module:factory`` (:mod:`trainer.model_spec`)."""
-FACTORY_REFERENCE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+FACTORY_REFERENCE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*\Z")
 """``package.module:factory``: a dotted module path and a name in it."""
 DEFAULT_LR = {"cnn": 1e-3, "gpt": 6e-4, "llama": 3e-4}
 """llama: Llama 2's peak rate for its 7B and 13B models (Touvron et al. 2023, table 1); its 70B used 1.5e-4."""
