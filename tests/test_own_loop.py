@@ -100,6 +100,18 @@ def test_a_signed_checkpoint_changed_on_disk_stops_the_script_with_the_tampered_
     assert newest.is_dir()
 
 
+def test_per_rank_state_does_not_resume_at_another_world_size_and_says_why_in_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "two"
+    first = run(torchrun("--steps", "20", "--output-dir", str(out)))
+    assert first.returncode == 0, first.stderr
+    # One process: the RNG states of every_rank are one row now, where the checkpoint holds two.
+    alone = run([str(ROOT / ".venv" / "bin" / "python"), EXAMPLE, "--steps", "40", "--output-dir", str(out)])
+    assert alone.returncode == 2, alone.stderr
+    (line,) = [line for line in alone.stderr.splitlines() if line.startswith("error: ")]
+    assert "step-000000020: loading failed (rank 0: ValueError: Size mismatch" in line and "for rng" in line
+    assert "Traceback" not in alone.stderr
+
+
 @pytest.fixture
 def keep_sigterm():
     """open_run takes SIGTERM; this process's own handler comes back after the test."""
