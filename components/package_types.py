@@ -246,14 +246,6 @@ class TolerationSpec(TypedDict):
     effect: pulumi.Input[TolerationEffect]
 
 
-class TrainerArgsModel(enum.StrEnum):
-    """The values of TrainerArgs.model."""
-
-    CNN = "cnn"
-    GPT = "gpt"
-    LLAMA = "llama"
-
-
 class TrainerArgsParallel(enum.StrEnum):
     """The values of TrainerArgs.parallel."""
 
@@ -275,9 +267,10 @@ class TrainerArgsLlamaSize(enum.StrEnum):
 class TrainerArgs(TypedDict):
     """Flags for the bundled trainer (`python -m trainer`); unset, each is the trainer's own default."""
 
-    model: NotRequired[pulumi.Input[TrainerArgsModel]]
-    """`cnn` (the MNIST convnet), `gpt` (a small decoder) or `llama` (a Llama-family decoder, sized by
-    `llamaSize`)."""
+    model: NotRequired[pulumi.Input[str]]
+    """`cnn` (the MNIST convnet), `gpt` (a small decoder), `llama` (a Llama-family decoder, sized by
+    `llamaSize`), or your own model's factory as `package.module:factory`, imported from the job's
+    `code`."""
     batch_size: NotRequired[pulumi.Input[int]]
     """Samples per process in each step, or in each micro-step under `--grad-accum`."""
     checkpoint_every: NotRequired[pulumi.Input[int]]

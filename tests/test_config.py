@@ -779,6 +779,18 @@ INVALID = [
         "final_model.pt in the job's output directory",
     ),
     (
+        "a model that is neither built in nor a factory",
+        {"jobs.0.trainer.model": "my_models/net.py"},
+        "ack-training-platform:jobs[0].trainer.model: model 'my_models/net.py': choose cnn, gpt or llama, or name "
+        "your own model's factory as package.module:factory (importable from the job's code)",
+    ),
+    (
+        "a factory with a line break after it",
+        {"jobs.0.trainer.model": "own_models.mixer:factory\n"},
+        "ack-training-platform:jobs[0].trainer.model: model 'own_models.mixer:factory\\n': choose cnn, gpt or "
+        "llama, or name your own model's factory as package.module:factory (importable from the job's code)",
+    ),
+    (
         "initial weights outside the volumes",
         {"jobs.0.trainer.initFrom": "/home/me/base.pt"},
         "ack-training-platform:jobs[0].trainer.initFrom: '/home/me/base.pt' is on neither volume the pod mounts: "

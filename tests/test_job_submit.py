@@ -126,6 +126,7 @@ def test_submit_creates_exactly_the_builders_manifest(cluster, outputs: Path, ba
         ),
         (["--max-steps", "0", "--image-tag", "v1"], "--max-steps: Input should be greater than or equal to 1"),
         (["--parallel", "fsdp", "--image-tag", "v1"], "--parallel: parallel fsdp shards the gpt and llama models"),
+        (["--model", "net.py", "--image-tag", "v1"], "--model: model 'net.py': choose cnn, gpt or llama, or name"),
     ],
 )
 def test_submit_with_bad_flags_names_the_flag_and_exits_2(outputs: Path, capsys, flags, message) -> None:
@@ -350,6 +351,22 @@ def test_every_trainer_setting_is_a_submit_flag(outputs: Path) -> None:
     assert {flag for flag, path in submit.FLAGS.items() if path[0] == "trainer"} == {
         "--" + name.replace("_", "-") for name in TrainerArgs.model_fields
     }
+
+
+def test_submit_carries_a_model_factory_of_the_jobs_code_to_the_trainer(outputs: Path) -> None:
+    # The factory is the trainer's to import, from the job's code: the spec checks its form only,
+    # and lets such a model be sharded (the trainer checks it has blocks).
+    flags = ["--model", "own_models.mixer:factory", "--parallel", "fsdp", "--code-path", "/mnt/data/code"]
+    lines: list[str] = []
+    argv = ["--outputs", str(outputs), "submit", "mixer", "--image-tag", "v1.4.0", *flags, "--dry-run"]
+    assert run(argv, out=lines.append) == 0
+    (master,) = yaml.safe_load("\n".join(lines))["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"][
+        "containers"
+    ]
+    command = " ".join(master["command"] + master.get("args", []))
+    assert "-m trainer --model own_models.mixer:factory" in command and "--parallel fsdp" in command
+    # `python -m` puts the working directory, the job's code, first on the import path.
+    assert master["workingDir"] == "/mnt/data/code"
 
 
 DEV_NODE = {"millicpu": 8000, "memory": 30 * 2**30, "exact": False, "source": "ecs.gn7i-c8g1.2xlarge"}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from dataclasses import dataclass
 
 from .shapes import GPT_SIZES, LLAMA_SIZES, GPTConfig, LlamaConfig
@@ -15,9 +16,10 @@ from .spikes import SPIKE_DEFAULTS, add_spike_flags
 
 MODELS = ("cnn", "gpt", "llama")
 """``cnn``: the MNIST convnet; ``gpt``: a small decoder (:mod:`trainer.models`); ``llama``: a
-Llama-family decoder (:mod:`trainer.llama`)."""
-TOKEN_MODELS = ("gpt", "llama")
-"""The models that read token corpora and can be sharded."""
+Llama-family decoder (:mod:`trainer.llama`). ``--model`` takes these or a factory of the job's
+code, ``package.module:factory`` (:mod:`trainer.model_spec`)."""
+FACTORY_REFERENCE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*\Z")
+"""``package.module:factory``: a dotted module path and a name in it."""
 DEFAULT_LR = {"cnn": 1e-3, "gpt": 6e-4, "llama": 3e-4}
 """llama: Llama 2's peak rate for its 7B and 13B models (Touvron et al. 2023, table 1); its 70B used 1.5e-4."""
 DEFAULT_CLIP_GRAD = {"cnn": None, "gpt": 1.0, "llama": 1.0}
@@ -28,6 +30,17 @@ PARALLEL_CHOICES = ("ddp", "fsdp", "hsdp", "auto")
 
 class UsageError(ValueError):
     """Inconsistent flags or an unusable output directory."""
+
+
+def model_problem(model: str) -> str | None:
+    """What is wrong with a ``--model`` value (a built-in name or ``package.module:factory``),
+    or None; a sentence the flag's or the stack key's name goes before."""
+    if model in MODELS or FACTORY_REFERENCE.match(model):
+        return None
+    return (
+        f"{model!r}: choose {', '.join(MODELS[:-1])} or {MODELS[-1]}, or name your own model's factory as "
+        "package.module:factory (importable from the job's code)"
+    )
 
 
 @dataclass
@@ -151,12 +164,14 @@ class Config:
 
     @property
     def base_lr(self) -> float:
-        """The peak learning rate: ``--lr``, else the model's default."""
+        """The peak learning rate: ``--lr``, else the built-in model's default (a factory's
+        default is filled in as ``lr`` when the trainer starts)."""
         return self.lr or DEFAULT_LR[self.model]
 
     def validate(self) -> None:
-        if self.model not in MODELS:
-            raise UsageError(f"--model {self.model!r}: choose {' or '.join(MODELS)}")
+        problem = model_problem(self.model)
+        if problem:
+            raise UsageError(f"--model {problem}")
         if self.gpt_size not in GPT_SIZES:
             raise UsageError(f"--gpt-size {self.gpt_size!r}: choose one of {', '.join(GPT_SIZES)}")
         if self.llama_size not in LLAMA_SIZES:
@@ -192,9 +207,10 @@ class Config:
         ):
             if value is not None and not value > 0:
                 raise UsageError(f"{flag} must be positive, got {value}")
-        if self.activation_checkpointing and self.model not in TOKEN_MODELS:
+        # A factory's model is checked for blocks once it is built (trainer.model_spec.build).
+        if self.activation_checkpointing and self.model == "cnn":
             raise UsageError("--activation-checkpointing applies to the gpt and llama models' blocks")
-        if self.fsdp and self.model not in TOKEN_MODELS:
+        if self.fsdp and self.model == "cnn":
             flag = "--fsdp (--parallel hsdp)" if self.parallel == "hsdp" else f"--parallel {self.parallel}"
             raise UsageError(f"{flag} shards the gpt and llama models; the cnn is small enough for plain DDP")
         if self.fabric_record and self.parallel != "auto":
@@ -241,7 +257,10 @@ def parser() -> argparse.ArgumentParser:
         prog="python -m trainer", description="DDP/FSDP trainer with sharded checkpoints and exact resume."
     )
     p.add_argument(
-        "--model", default=Config.model, help="cnn (MNIST convnet), gpt (small decoder) or llama (Llama-family decoder)"
+        "--model",
+        default=Config.model,
+        help="cnn (MNIST convnet), gpt (small decoder), llama (Llama-family decoder), or your own model's factory "
+        "as package.module:factory, importable from the working directory or PYTHONPATH",
     )
     p.add_argument(
         "--data-dir",

@@ -21,14 +21,13 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from .autoparallel import resolve
-from .config import Config, token_shape
+from .config import Config
 from .console import log
 from .data import GlobalOrder, agree_on_data
 from .exporter import serve
-from .llama import Llama
 from .metric_names import CHECKPOINT_EVERY, CHECKPOINT_STEP, POD, RESTARTS, TRAINING, TRAINING_LOOP
 from .metrics import MFU_KEYS, Metrics, Window, device_sync, peak_memory_mb, peak_tflops
-from .models import GPT, MnistCNN
+from .model_spec import IMAGES, TOKENS, ModelSpec, build
 from .numerics import StepGuard
 from .parallel import parallelize
 from .schedule import Progress, lr_factor, planned_steps
@@ -70,25 +69,29 @@ class Trainer:
         topo: rank, world size and device.
         dataset: a dataset with ``__len__``, ``batch(index)`` and ``fingerprint``
             (:class:`trainer.data.ImageDataset`, :class:`trainer.data.TokenDataset`).
+        spec: what ``--model``'s factory returned (:func:`trainer.model_spec.model_spec`).
     """
 
-    def __init__(self, cfg: Config, topo: Topology, dataset: Any):
-        self.cfg, self.topo, self.dataset = cfg, topo, dataset
+    def __init__(self, cfg: Config, topo: Topology, dataset: Any, spec: ModelSpec):
+        # The factory's learning rate stands in for an unset --lr, so checkpoints record the one used.
+        cfg = replace(cfg, lr=cfg.lr or spec.lr)
+        self.cfg, self.topo, self.dataset, self.spec = cfg, topo, dataset, spec
         self.output = Path(cfg.output_dir)
-        torch.manual_seed(cfg.seed)  # identical initial weights on every rank
-        if cfg.model == "cnn":
-            self.memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
-            model: torch.nn.Module = MnistCNN().to(topo.device, memory_format=self.memory_format)
-        else:
-            shape = token_shape(cfg)
+        vocab = None
+        if spec.inputs == TOKENS:
+            vocab = spec.vocab_size
             declared = getattr(dataset, "vocab_size", None)
-            if declared and declared > shape.vocab_size:
+            if declared and declared > vocab:
                 # The data's vocabulary, padded to a multiple of 64 for tensor cores.
-                shape = replace(shape, vocab_size=-(-declared // 64) * 64)
-            with torch.device("meta"):  # storage comes once it is known how it is sharded
-                model = Llama(shape) if cfg.model == "llama" else GPT(shape)
-            dataset.limit = shape.vocab_size
-            self.memory_format = torch.contiguous_format
+                vocab = -(-declared // 64) * 64
+            dataset.limit = vocab
+        torch.manual_seed(cfg.seed)  # identical initial weights on every rank
+        model = build(spec, cfg, vocab)
+        self.memory_format = (
+            torch.channels_last if cfg.channels_last and spec.inputs == IMAGES else torch.contiguous_format
+        )
+        if not any(p.is_meta for p in model.parameters()):
+            model = model.to(topo.device, memory_format=self.memory_format)
         self.model = model
         torch.manual_seed(cfg.seed + topo.rank)  # distinct dropout per rank
         self.network = resolve(cfg, topo, model)
@@ -155,7 +158,7 @@ class Trainer:
         )
         # Waited on before a log window's clock is read (metrics.Window).
         self.sync = device_sync(topo.device)
-        self.seq_len: int | None = getattr(getattr(self.model, "cfg", None), "seq_len", None)  # None: the cnn
+        self.seq_len = spec.seq_len  # None: images
         peak = cfg.peak_tflops or (
             peak_tflops(torch.cuda.get_device_name(topo.device)) if topo.device.type == "cuda" else None
         )
@@ -163,7 +166,7 @@ class Trainer:
         # causal figure: the FLOPs a causal model actually computes (models.training_flops).
         self.flops_per_sample = (
             {key: self.model.flops_per_token(causal) * self.seq_len for key, causal in MFU_KEYS.items()}
-            if self.seq_len and peak
+            if self.seq_len and peak and hasattr(self.model, "flops_per_token")
             else {}
         )
         self.peak_flops = peak * 1e12 if peak else None

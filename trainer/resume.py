@@ -53,6 +53,14 @@ def set_aside_corrupt(path: Path, why: str) -> Path:
     return target
 
 
+def failure(err: CheckpointException) -> str:
+    """DCP's gathered failure in one line: the lowest failed rank's error. Its own text holds
+    every rank's traceback (torch 2.13 ``distributed/checkpoint/api.py``,
+    ``CheckpointException.__str__``), which would make the run's one-line error a page."""
+    rank, (cause, _) = min(err.failures.items(), key=lambda item: item[0])
+    return f"rank {rank}: {type(cause).__name__}: {cause}"
+
+
 class UnloadableCheckpoints(Exception):
     """Committed checkpoints exist and none of them loads: a non-retryable stop."""
 
@@ -234,8 +242,8 @@ class Agreement:
                         if self.is_main:
                             self._damaged(path, changed[0], passed_over)
                     elif self.is_main:
-                        warn(f"skipping checkpoint {path}: loading failed ({err})")
-                        passed_over[path] = f"loading failed ({err})"
+                        warn(f"skipping checkpoint {path}: loading failed ({failure(err)})")
+                        passed_over[path] = f"loading failed ({failure(err)})"
             elif self.is_main:
                 warn(f"skipping checkpoint {path}: not every rank can read it")
                 passed_over[path] = "not every rank can read it"

@@ -38,18 +38,18 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from .checkpointing import report
 from .config import UsageError, parse_args
 from .console import error, log
 from .data import DataError, load_dataset
-from .diskfull import DISK_FULL, NOT_WRITABLE, DiskFull, NotWritable
-from .exit_codes import LOSS_SPIKES, TRANSIENT_STATUS
-from .integrity import TAMPERED, IntegrityError, TamperedCheckpoint, read_key
+from .exit_codes import LOSS_SPIKES
+from .integrity import read_key
 from .loop import Trainer
+from .model_spec import model_spec
 from .numerics import NonFiniteError
 from .ownership import check_output_dir, claim
-from .resume import UnloadableCheckpoints
 from .spikes import LossSpikeError
-from .topology import default_threads, lost_peer, prepare_flight_recorder, topology
+from .topology import default_threads, prepare_flight_recorder, topology
 from .weights import WeightsError
 
 
@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         if cfg.init_from and not Path(cfg.init_from).is_file():
             raise UsageError(f"--init-from {cfg.init_from}: no such file (pretrained weights to start from)")
         read_key(cfg.checkpoint_key_file)
-        dataset = load_dataset(cfg)
+        spec = model_spec(cfg)
+        dataset = load_dataset(cfg, spec)
     except (UsageError, DataError) as err:
         error(str(err))
         return 2
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             if topo.device.type == "cuda":
                 torch.cuda.set_device(topo.device)
             dist.init_process_group(backend, timeout=timedelta(seconds=cfg.timeout_s))
-        trainer = Trainer(cfg, topo, dataset)
+        trainer = Trainer(cfg, topo, dataset, spec)
         signal.signal(signal.SIGTERM, lambda signum, frame: setattr(trainer, "stop_signal", signum))
         if not trainer.checkpoints.resume() and cfg.init_from:
             trainer.checkpoints.init_weights(Path(cfg.init_from))
@@ -89,31 +90,22 @@ def main(argv: list[str] | None = None) -> int:
                 f"{len(dataset)} samples, global batch {trainer.progress.order.global_batch}, device {topo.device}"
             )
         return trainer.train()
-    except (UsageError, WeightsError, DataError, IntegrityError, UnloadableCheckpoints) as err:
+    except (WeightsError, DataError) as err:
         error(str(err))
         return 2
-    except TamperedCheckpoint as err:
-        error(str(err))
-        return TAMPERED
     except NonFiniteError as err:
         error(str(err))
         return 1
     except LossSpikeError as err:
         error(str(err))
         return LOSS_SPIKES
-    except DiskFull as err:
-        error(str(err))
-        return DISK_FULL
-    except NotWritable as err:
-        error(str(err))
-        return NOT_WRITABLE
-    except RuntimeError as err:
-        # A peer gone (its node lost, its pod killed) fails the survivors here: a retry can
-        # succeed, while a bug's RuntimeError goes on as a failure.
-        if not lost_peer(err):
+    except Exception as err:
+        # Bad flags, the checkpoints' errors and a lost peer, as every loop reports them
+        # (trainer.checkpointing); anything else is a bug and goes on with its traceback.
+        status = report(err)
+        if status is None:
             raise
-        error(f"lost the other processes ({err})")
-        return TRANSIENT_STATUS
+        return status
     finally:
         if trainer is not None:
             trainer.close()

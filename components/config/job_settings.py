@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import Discriminator, Field, Tag, model_validator
 
-from trainer.config import LLAMA_SIZES, MODELS, PARALLEL_CHOICES, TOKEN_MODELS, Config
+from trainer.config import LLAMA_SIZES, PARALLEL_CHOICES, Config, model_problem
 
 from .base import (
     DATA_MOUNT,
@@ -62,9 +62,10 @@ class TrainerArgs(Spec):
 
     # The fields are in the order of the flags in the job's command (to_flags): a new field goes
     # after the others, so that the commands of existing jobs stay as they are.
-    model: Literal[MODELS] = Config.model
-    """``cnn`` (the MNIST convnet), ``gpt`` (a small decoder) or ``llama`` (a Llama-family decoder, sized by
-    ``llamaSize``)."""
+    model: str = Field(default=Config.model, examples=["own_models.mixer:factory", "llama"])
+    """``cnn`` (the MNIST convnet), ``gpt`` (a small decoder), ``llama`` (a Llama-family decoder, sized by
+    ``llamaSize``), or your own model's factory as ``package.module:factory``, imported from the job's
+    ``code`` (docs/trainer.md)."""
     batch_size: int = Field(default=Config.batch_size, ge=1)
     """Samples per process in each step, or in each micro-step under ``--grad-accum``."""
     checkpoint_every: int = Field(default=Config.checkpoint_every, ge=1)
@@ -96,6 +97,9 @@ class TrainerArgs(Spec):
 
     @model_validator(mode="after")
     def _check(self) -> TrainerArgs:
+        problem = model_problem(self.model)
+        if problem:
+            raise field_error("model", f"model {problem}")
         if self.final_model_path is not None and not _below(self.final_model_path, OUTPUT_MOUNT):
             raise field_error(
                 "finalModelPath",
@@ -108,7 +112,8 @@ class TrainerArgs(Spec):
                 f"{self.init_from!r} is on neither volume the pod mounts: give a path under {DATA_MOUNT}/ "
                 f"or {OUTPUT_MOUNT}/",
             )
-        if self.parallel in ("fsdp", "hsdp") and self.model not in TOKEN_MODELS:
+        # A factory's model is checked for blocks when the trainer builds it.
+        if self.parallel in ("fsdp", "hsdp") and self.model == "cnn":
             raise field_error(
                 "parallel",
                 f"parallel {self.parallel} shards the gpt and llama models; the cnn takes ddp or auto (which keeps ddp)",
