@@ -24,7 +24,8 @@ DEFAULT_LR = {"cnn": 1e-3, "gpt": 6e-4, "llama": 3e-4}
 """llama: Llama 2's peak rate for its 7B and 13B models (Touvron et al. 2023, table 1); its 70B used 1.5e-4."""
 DEFAULT_CLIP_GRAD = {"cnn": None, "gpt": 1.0, "llama": 1.0}
 """gpt: nanoGPT's ``grad_clip = 1.0`` (karpathy/nanoGPT ``train.py``); llama: Llama 2's gradient
-clipping of 1.0 (Touvron et al. 2023, section 2.2). The cnn, as PyTorch's MNIST example, does not clip."""
+clipping of 1.0 (Touvron et al. 2023, section 2.2). The cnn, as PyTorch's MNIST example, does not
+clip, nor does a model of the job's code unless told to."""
 PARALLEL_CHOICES = ("ddp", "fsdp", "hsdp", "auto")
 
 
@@ -159,7 +160,7 @@ class Config:
     @property
     def grad_clip(self) -> float | None:
         """The gradient norm to clip to: ``--clip-grad``, else the model's default; None: no clipping."""
-        clip = DEFAULT_CLIP_GRAD[self.model] if self.clip_grad is None else self.clip_grad
+        clip = DEFAULT_CLIP_GRAD.get(self.model) if self.clip_grad is None else self.clip_grad
         return clip or None
 
     @property
