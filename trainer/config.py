@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .mesh import check_split
 from .shapes import GPT_SIZES, LLAMA_SIZES, GPTConfig, LlamaConfig
 
 MODELS = ("cnn", "gpt", "llama")
@@ -106,6 +107,13 @@ class Config:
     """``ddp``; ``fsdp`` (shard over every process); ``hsdp`` (shard within each node, replicate
     across nodes; plain FSDP on one node); ``auto`` (:mod:`trainer.strategy` chooses at start,
     after the fabric probe)."""
+    tp: int = 1
+    """Tensor-parallel ranks per sample (:mod:`trainer.tensor_parallel`); llama only."""
+    pp: int = 1
+    """Pipeline stages (:mod:`trainer.pipeline`); llama only. Beside either, the data-parallel
+    replicas are FSDP shards (:mod:`trainer.mesh`)."""
+    microbatches: int | None = None
+    """Micro-batches a pipeline cuts each rank's batch into; None: ``pp``."""
     bucket_mb: float = 25.0
     """DDP's gradient bucket cap, MB (10^6 bytes); 25 is DDP's own default."""
     reshard_after_forward: bool = True
@@ -126,6 +134,10 @@ class Config:
         if self.epochs is not None:
             return self.epochs
         return None if self.max_steps is not None else 1
+
+    @property
+    def pipeline_microbatches(self) -> int:
+        return self.microbatches or self.pp
 
     @property
     def base_lr(self) -> float:
@@ -170,6 +182,24 @@ class Config:
             raise UsageError(f"{flag} shards the gpt and llama models; the cnn is small enough for plain DDP")
         if self.fabric_record and self.parallel != "auto":
             raise UsageError("--fabric-record is read by --parallel auto only: add it, or drop --fabric-record")
+        if min(self.tp, self.pp, self.microbatches or 1) < 1:
+            raise UsageError(
+                f"--tp, --pp and --microbatches must be at least 1, got {self.tp}, {self.pp}, {self.microbatches}"
+            )
+        if self.tp * self.pp > 1:
+            if self.model != "llama":
+                raise UsageError(f"--tp and --pp split the llama model's layers, not --model {self.model}")
+            if self.parallel != "fsdp":
+                raise UsageError(
+                    f"--parallel {self.parallel} with --tp {self.tp} --pp {self.pp}: beside tensor or pipeline "
+                    "parallelism the data-parallel replicas are FSDP shards (--parallel fsdp, or leave --parallel out); "
+                    "--parallel auto chooses --tp and --pp itself"
+                )
+            why = check_split(
+                token_shape(self), self.llama_size, self.tp, self.pp, self.batch_size, self.pipeline_microbatches
+            )
+            if why:
+                raise UsageError(why)
         if not self.bucket_mb > 0:
             raise UsageError(f"--bucket-mb must be positive, got {self.bucket_mb}")
 
@@ -335,6 +365,15 @@ def parser() -> argparse.ArgumentParser:
         "or auto (chosen from the model size, device memory and the fabric probe)",
     )
     p.add_argument(
+        "--tp",
+        type=int,
+        default=Config.tp,
+        help="tensor-parallel ranks per sample (llama; keep them inside a node); the rest of the job is "
+        "data-parallel FSDP replicas",
+    )
+    p.add_argument("--pp", type=int, default=Config.pp, help="pipeline stages (llama), e.g. one per node")
+    p.add_argument("--microbatches", type=int, help="micro-batches per pipeline step (default: --pp)")
+    p.add_argument(
         "--bucket-mb", type=float, default=Config.bucket_mb, help="DDP gradient bucket cap, MB (DDP's default 25)"
     )
     p.add_argument(
@@ -365,7 +404,8 @@ def parse_args(argv: list[str] | None = None) -> Config:
     if args["llama_size"] is not None and args["model"] != "llama":
         raise UsageError(f"--llama-size {args['llama_size']} applies to --model llama, not --model {args['model']}")
     args["llama_size"] = args["llama_size"] or Config.llama_size
-    args["parallel"] = args["parallel"] or ("hsdp" if args["fsdp"] else "ddp")
+    split = args["tp"] * args["pp"] > 1
+    args["parallel"] = args["parallel"] or ("hsdp" if args["fsdp"] else "fsdp" if split else "ddp")
     args["fsdp"] = args["parallel"] in ("fsdp", "hsdp")
     faults = env.get("TRAINER_FAULT_NONFINITE_STEPS", "")
     try:
