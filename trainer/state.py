@@ -96,6 +96,10 @@ class Checkpoints:
         # would stall every rank that long for a peer lost during a save.
         timeout = timedelta(seconds=cfg.timeout_s + cfg.storage_wait_s)
         self.group = dist.new_group(backend="gloo", timeout=timeout) if topo.world > 1 else None
+        # A pipeline's stages hold different parameters: the ranks of each stage share the
+        # writing of its plain tensors among themselves.
+        replica, _, column = self.mesh.coordinates(topo.rank)
+        stage_ranks = self.mesh.dp * self.mesh.tp
         self.checkpointer = checkpoint.Checkpointer(
             self.output / "checkpoints",
             self.group,
@@ -104,6 +108,7 @@ class Checkpoints:
             cfg.async_checkpoint,
             on_commit=exporter.checkpoint_committed,
             key=read_key(cfg.checkpoint_key_file),
+            replicas=(replica * self.mesh.tp + column, stage_ranks),
         )
         if self.group is not None:
             # Rank 0's view of the data decides: a node whose NFS attribute cache still holds
