@@ -24,9 +24,16 @@ import pytest
 import torch
 from test_trainer import children, final_weights, metrics, run, start, torchrun, wait_for
 
+from trainer.autoparallel import memory_inputs, split_choices
 from trainer.checkpoint import read_commit
+from trainer.config import Config
+from trainer.llama import Llama
 from trainer.mesh import MeshShape, check_split, mesh_shape, stage_layers
 from trainer.shapes import LLAMA_SIZES
+from trainer.strategy import DecisionError, Inputs, decide
+from trainer.topology import Topology
+
+GIB = 2**30
 
 LLAMA = ["--model", "llama", "--batch-size", "4", "--synthetic-size", "400", "--log-every", "6"]
 STEPS = ["--max-steps", "36", "--checkpoint-every", "12"]
@@ -78,6 +85,72 @@ def test_what_a_llama_can_be_split_by(
 ) -> None:
     why = check_split(LLAMA_SIZES[size], size, tp, pp, batch, microbatches)
     assert why == error if error is None else error in why
+
+
+def gpus(size: str, nodes: int, memory_gib: int, intra: float, inter: float | None, batch: int, ckpt: bool) -> Inputs:
+    """What ``--parallel auto`` sees for a Llama size on ``nodes`` nodes of 8 GPUs."""
+    with torch.device("meta"):
+        model = Llama(LLAMA_SIZES[size])
+    cfg = Config(model="llama", llama_size=size, batch_size=batch, activation_checkpointing=ckpt)
+    return Inputs(
+        params=sum(p.numel() for p in model.parameters()),
+        world=nodes * 8,
+        local_world=8,
+        device_memory_bytes=memory_gib * GIB,
+        param_bytes=2,
+        intra_GBps=intra,
+        inter_GBps=inter,
+        **memory_inputs(model, cfg, cuda=True),
+        **split_choices(cfg, Topology(0, nodes * 8, 0, 8, torch.device("cpu"))),
+    )
+
+
+NVLINK, PCIE, ROCE, ERDMA = 300.0, 20.0, 50.0, 10.0
+"""Measured all-reduce bus bandwidths, GB/s: NVLink/NVSwitch and PCIe inside a node, 8 × 400 Gb/s
+RoCE and a single eRDMA interface between nodes."""
+
+
+@pytest.mark.parametrize(
+    ("fabric", "model", "mesh", "reason"),
+    [
+        # 8B on one node of 80 GiB GPUs: its 120 GiB of state sharded 8 ways fits; no split.
+        ((NVLINK, None), ("8b", 1, 80, 1, False), ("fsdp", 8, 1, 1), "fits fsdp"),
+        # The same on 24 GiB GPUs: FSDP alone needs 32.9 GiB; 8 tensor-parallel ranks split the
+        # activations too.
+        ((NVLINK, None), ("8b", 1, 24, 1, False), ("fsdp", 1, 1, 8), "mesh dp 1 × pp 1 × tp 8; 19.2 GiB per device "
+         "against 21.6 GiB fits, where no flat strategy does; tensor parallel over 8 ranks inside a node on "
+         "NVLink-class links (300 GB/s, at least 100)"),
+        # Over PCIe tensor parallelism is not worth its collectives: refused, with the fixes.
+        ((PCIE, None), ("8b", 1, 24, 1, False), None, "sharded over all 8 processes, one needs 32.9 GiB"),
+        # 2 nodes on slow links: HSDP keeps the all-gathers inside each node; no split.
+        ((NVLINK, ERDMA), ("8b", 2, 80, 1, False), ("hsdp", 8, 1, 1), "fits hsdp/fsdp"),
+        # 70B on 4 nodes at RoCE speed, no recomputation: 97.4 GiB flat; 2 tensor-parallel ranks fit.
+        ((NVLINK, ROCE), ("70b", 4, 80, 1, False), ("fsdp", 16, 1, 2), "mesh dp 16 × pp 1 × tp 2; 66.6 GiB"),
+        ((PCIE, ROCE), ("70b", 4, 80, 1, False), None, "one needs 97.4 GiB"),
+        # 70B recomputing on 4 nodes over eRDMA: flat FSDP fits but all-gathers every block across
+        # the slow link; a stage per node instead (4 micro-batches of a batch of 4).
+        ((NVLINK, ERDMA), ("70b", 4, 80, 4, True), ("fsdp", 8, 4, 1), "mesh dp 8 × pp 4 × tp 1; 49.9 GiB per device "
+         "against 72.0 GiB fits, where flat FSDP would all-gather every block across the slow link; a pipeline stage "
+         "per node: the inter-node link (10 GB/s, under 25) carries activations, not parameters; FSDP over the 8 "
+         "data-parallel replicas"),
+        # 70B on 2 nodes over eRDMA: a stage per node and 8 tensor-parallel ranks in each.
+        ((NVLINK, ERDMA), ("70b", 2, 80, 2, True), ("fsdp", 1, 2, 8), "mesh dp 1 × pp 2 × tp 8; 69.0 GiB"),
+    ],
+)  # fmt: skip
+def test_auto_chooses_the_mesh_from_the_fabric_the_model_and_the_memory(
+    fabric: tuple, model: tuple, mesh: tuple | None, reason: str
+) -> None:
+    size, nodes, memory, batch, ckpt = model
+    inputs = gpus(size, nodes, memory, *fabric, batch, ckpt)
+    if mesh is None:
+        with pytest.raises(DecisionError, match=reason):
+            decide(inputs)
+        return
+    chosen = decide(inputs)
+    assert (chosen.strategy, chosen.shard_group, chosen.pp, chosen.tp) == mesh
+    assert reason in "; ".join(chosen.reasons)
+    if chosen.tp * chosen.pp > 1:
+        assert chosen.flags() == ["--parallel", "fsdp", "--tp", str(chosen.tp), "--pp", str(chosen.pp)]
 
 
 @pytest.mark.parametrize(

@@ -15,10 +15,11 @@ from pathlib import Path
 import torch
 
 from .checkpoint import write_atomic
-from .config import Config, UsageError
+from .config import Config, UsageError, token_shape
 from .console import log
 from .exporter import Exporter
 from .fabric import FORMAT, INTER, INTRA, FabricReport, probe
+from .mesh import check_split
 from .metric_names import PARALLEL_STRATEGY, SHARD_GROUP, STRATEGY_LABEL
 from .models import LOSS_BYTES_PER_LOGIT, block_params
 from .strategy import Decision, DecisionError, Inputs, decide
@@ -89,14 +90,26 @@ def memory_inputs(model: torch.nn.Module, cfg: Config, cuda: bool) -> dict[str, 
     if estimate is None:
         return {}
     tokens = cfg.batch_size * model.cfg.seq_len
+    loss = LOSS_BYTES_PER_LOGIT * model.cfg.vocab_size * tokens
     return {
-        "activation_bytes": (
-            estimate(cfg.activation_checkpointing) * (2 if cuda else 4) + LOSS_BYTES_PER_LOGIT * model.cfg.vocab_size
-        )
-        * tokens,
+        "activation_bytes": estimate(cfg.activation_checkpointing) * (2 if cuda else 4) * tokens + loss,
+        "loss_bytes": loss,
         "block_params": block_params(model),
         "root_params": sum(p.numel() for p in model.parameters())
         - sum(p.numel() for block in model.blocks for p in block.parameters()),
+    }
+
+
+def split_choices(cfg: Config, topo: Topology) -> dict[str, tuple[int, ...]]:
+    """The tensor-parallel degrees inside a node and the pipeline depths up to the node count that
+    the model and batch can be split by (:func:`trainer.mesh.check_split`); none but the llama's."""
+    if cfg.model != "llama":
+        return {}
+    shape, size, batch = token_shape(cfg), cfg.llama_size, cfg.batch_size
+    nodes = topo.world // topo.local_world
+    return {
+        "tp_choices": tuple(t for t in range(1, topo.local_world + 1) if not check_split(shape, size, t, 1, batch, 1)),
+        "pp_choices": tuple(p for p in range(1, nodes + 1) if not check_split(shape, size, 1, p, batch, p)),
     }
 
 
@@ -140,6 +153,7 @@ def resolve(cfg: Config, topo: Topology, model: torch.nn.Module) -> Network:
         inter_GBps=summary.get(f"{INTER}/all_reduce"),
         shardable=getattr(model, "blocks", None) is not None,
         **memory_inputs(model, cfg, topo.device.type == "cuda"),
+        **split_choices(cfg, topo),
     )
     try:
         decision = decide(inputs)
@@ -159,6 +173,8 @@ def resolve(cfg: Config, topo: Topology, model: torch.nn.Module) -> Network:
         fsdp=strategy in ("fsdp", "hsdp"),
         bucket_mb=decision.bucket_mb,
         reshard_after_forward=decision.reshard_after_forward,
+        tp=decision.tp,
+        pp=decision.pp,
     )
     return Network(chosen, decision, fabric)
 
