@@ -22,13 +22,16 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import free_port
 from test_trainer import children, final_weights, metrics, run, start, torchrun, wait_for
+from test_trainer_exporter import by_label, scrape_when
 
 from trainer.autoparallel import memory_inputs, split_choices
 from trainer.checkpoint import read_commit
 from trainer.config import Config
 from trainer.llama import Llama
 from trainer.mesh import MeshShape, check_split, mesh_shape, stage_layers
+from trainer.metric_names import MESH_LABELS, PARALLEL_MESH, SHARD_GROUP
 from trainer.shapes import LLAMA_SIZES
 from trainer.strategy import DecisionError, Inputs, decide
 from trainer.topology import Topology
@@ -204,10 +207,17 @@ def matches_one_process(out: Path, one_process: Path) -> None:
     assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-5
 
 
-def kill_after_first_checkpoint(args: list[str], out: Path, restarts: int) -> str:
-    """``args`` under torchrun, one worker killed once step 12's checkpoint is committed."""
-    launcher = start(torchrun(*args, "--output-dir", str(out), restarts=restarts))
+def kill_after_first_checkpoint(args: list[str], out: Path, restarts: int, port: int | None = None) -> str:
+    """``args`` under torchrun, one worker killed once step 12's checkpoint is committed; with
+    ``port``, the mesh rank 0 serves there is checked first."""
+    metrics_port = ["--metrics-port", str(port)] if port else []
+    launcher = start(torchrun(*args, *metrics_port, "--output-dir", str(out), restarts=restarts))
     try:
+        if port:
+            served = scrape_when(port, lambda samples: PARALLEL_MESH.name in samples)
+            mesh = [by_label(served, PARALLEL_MESH.name, label) for label in MESH_LABELS]
+            assert mesh == [{"1": 1}, {"1": 1}, {"2": 1}]
+            assert served[SHARD_GROUP.name] == {(): 1.0}
         wait_for(lambda: read_commit(out / "checkpoints" / "step-000000012") is not None, timeout=200)
         workers = children(launcher.pid)
         assert len(workers) == 2
@@ -238,7 +248,7 @@ def test_tensor_parallel_trains_as_one_process_does(tensor_parallel: Path, one_p
 
 
 def test_tensor_parallel_resumes_bit_identical_after_a_kill(tensor_parallel: Path, tmp_path: Path) -> None:
-    log = kill_after_first_checkpoint(["trainer", *LLAMA, *STEPS, "--tp", "2"], tmp_path, restarts=1)
+    log = kill_after_first_checkpoint(["trainer", *LLAMA, *STEPS, "--tp", "2"], tmp_path, restarts=1, port=free_port())
     assert "resumed from step-000000012" in log
     assert same_weights(tmp_path, tensor_parallel)
 

@@ -19,8 +19,8 @@ from .config import Config, UsageError, token_shape
 from .console import log
 from .exporter import Exporter
 from .fabric import FORMAT, INTER, INTRA, FabricReport, probe
-from .mesh import check_split
-from .metric_names import PARALLEL_STRATEGY, SHARD_GROUP, STRATEGY_LABEL
+from .mesh import MeshShape, check_split
+from .metric_names import MESH_LABELS, PARALLEL_MESH, PARALLEL_STRATEGY, SHARD_GROUP, STRATEGY_LABEL
 from .models import LOSS_BYTES_PER_LOGIT, block_params
 from .strategy import Decision, DecisionError, Inputs, decide
 from .topology import Topology
@@ -42,12 +42,14 @@ class Network:
     decision: Decision | None
     fabric: FabricReport | dict | None
 
-    def export(self, exporter: Exporter, topo: Topology) -> None:
-        """Serve the strategy, its shard group and the probe's figures."""
+    def export(self, exporter: Exporter, topo: Topology, mesh: MeshShape) -> None:
+        """Serve the strategy, its shard group, the device mesh and the probe's figures."""
         strategy = self.cfg.parallel if topo.world > 1 else "single"
         exporter.set(PARALLEL_STRATEGY, 1, **{STRATEGY_LABEL: strategy})
         shard = {"ddp": 1, "fsdp": topo.world, "hsdp": hsdp_group(topo)}.get(strategy, 1)
-        exporter.set(SHARD_GROUP, shard)
+        # Beside tensor or pipeline parallelism FSDP shards over the data-parallel replicas only.
+        exporter.set(SHARD_GROUP, mesh.dp if mesh.tp * mesh.pp > 1 and strategy == "fsdp" else shard)
+        exporter.set(PARALLEL_MESH, 1, **dict(zip(MESH_LABELS, map(str, (mesh.dp, mesh.pp, mesh.tp)), strict=True)))
         if isinstance(self.fabric, FabricReport):
             self.fabric.export(exporter)
 

@@ -129,7 +129,7 @@ class Trainer:
         # training metrics come from rank 0 alone.
         self.exporter = serve(cfg.metrics_port if topo.local_rank == 0 else None, TRAINING if topo.is_main else POD)
         self.exporter.set(CHECKPOINT_EVERY, cfg.checkpoint_every)
-        self.network.export(self.exporter, topo)
+        self.network.export(self.exporter, topo, parallel.mesh)
         # Step 0 until a checkpoint commits (a resume sets its own): a run whose saves fail
         # from the start must still trip the stale-checkpoint alert, which subtracts this.
         self.exporter.set(CHECKPOINT_STEP, 0)

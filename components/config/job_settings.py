@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 from pydantic import Discriminator, Field, Tag, model_validator
 
 from trainer.config import LLAMA_SIZES, MODELS, PARALLEL_CHOICES, TOKEN_MODELS, Config
+from trainer.mesh import check_split
 
 from .base import (
     DATA_MOUNT,
@@ -93,6 +94,12 @@ class TrainerArgs(Spec):
     llama_size: Literal[tuple(LLAMA_SIZES)] | None = Field(default=None)
     """``model: llama``'s shape: ``tiny`` (the trainer's default), or Llama 3.2 1B's, Llama 3.1 8B's or 70B's
     (``1b``, ``8b``, ``70b``; docs/trainer.md)."""
+    tp: int | None = Field(default=None, ge=1)
+    """Tensor-parallel processes per sample (``model: llama``), inside one pod: it must divide the pod's processes
+    and the model's key-value heads. 1 (the trainer's default) when unset; ``parallel: auto`` chooses it."""
+    pp: int | None = Field(default=None, ge=1)
+    """Pipeline stages (``model: llama``), e.g. one per pod across slow links; ``tp × pp`` must divide the job's
+    processes, the rest being FSDP replicas. 1 when unset; ``parallel: auto`` chooses it."""
 
     @model_validator(mode="after")
     def _check(self) -> TrainerArgs:
@@ -115,7 +122,54 @@ class TrainerArgs(Spec):
             )
         if self.llama_size is not None and self.model != "llama":
             raise field_error("llamaSize", f"llamaSize {self.llama_size} applies to model llama, not {self.model}")
+        if (problem := self.split_problem()) is not None:
+            raise field_error(*problem)
         return self
+
+    def split_problem(self) -> tuple[str, str] | None:
+        """Why ``tp`` and ``pp`` cannot split the model, as (key, message); None when they can (or are unset)."""
+        tp, pp = self.tp or 1, self.pp or 1
+        key = "tp" if tp > 1 else "pp"
+        if tp * pp == 1:
+            return None
+        if self.model != "llama":
+            return key, f"tp and pp split the llama model's layers, not model {self.model}"
+        if self.parallel not in (None, "fsdp"):
+            return "parallel", (
+                f"parallel {self.parallel} with tp {tp} and pp {pp}: beside tensor or pipeline parallelism the "
+                "data-parallel replicas are FSDP shards (parallel: fsdp, or unset); parallel: auto chooses tp and pp "
+                "itself, so drop them for it"
+            )
+        if self.batch_size % pp:
+            return "batchSize", (
+                f"batchSize {self.batch_size} must be a multiple of pp ({pp}): the pipeline cuts each process's batch "
+                "into pp micro-batches"
+            )
+        size = self.llama_size or Config.llama_size
+        why = check_split(LLAMA_SIZES[size], size, tp, pp, self.batch_size, pp)
+        # The trainer's wording names its flags; the spec's keys are the same words without the dashes.
+        return (
+            (key, why.replace("--llama-size", "llamaSize").replace("--batch-size", "batchSize").replace("--", ""))
+            if why
+            else None
+        )
+
+    def mesh_problem(self, procs: int, pods: range) -> tuple[str, str] | None:
+        """Why ``tp`` and ``pp`` do not fit a job of ``procs`` processes a pod at each pod count of
+        ``pods``, as (key, message); None when they do."""
+        tp, pp = self.tp or 1, self.pp or 1
+        if procs % tp:
+            return "tp", (
+                f"tp {tp} does not divide the pod's {procs} processes: tensor parallelism runs a collective per "
+                "layer and stays inside a pod; choose a tp that divides procsPerNode (gpusPerNode)"
+            )
+        for n in pods:
+            if (n * procs) % (tp * pp):
+                return "pp", (
+                    f"tp {tp} × pp {pp} = {tp * pp} does not divide the job's {n * procs} processes ({n} pods × "
+                    f"{procs}): the processes are arranged as FSDP replicas × pp × tp"
+                )
+        return None
 
     def to_flags(self) -> list[str]:
         """The trainer's flags for these settings, in field order: ``--<field-name>`` (or
