@@ -162,7 +162,7 @@ def test_auto_chooses_the_mesh_from_the_fabric_the_model_and_the_memory(
         (["--model", "gpt", "--tp", "2"], "error: --tp and --pp split the llama model's layers, not --model gpt"),
         (
             ["--model", "llama", "--tp", "2", "--parallel", "ddp"],
-            "error: --parallel ddp with --tp 2 --pp 1: beside tensor or pipeline parallelism the data-parallel "
+            "error: --parallel ddp with --tp 2 and --pp 1: beside tensor or pipeline parallelism the data-parallel "
             "replicas are FSDP shards (--parallel fsdp, or leave --parallel out); --parallel auto chooses --tp and "
             "--pp itself",
         ),

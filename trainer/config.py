@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .mesh import check_split
+from .mesh import flag_problem
 from .shapes import GPT_SIZES, LLAMA_SIZES, GPTConfig, LlamaConfig
 
 MODELS = ("cnn", "gpt", "llama")
@@ -186,20 +186,11 @@ class Config:
             raise UsageError(
                 f"--tp, --pp and --microbatches must be at least 1, got {self.tp}, {self.pp}, {self.microbatches}"
             )
-        if self.tp * self.pp > 1:
-            if self.model != "llama":
-                raise UsageError(f"--tp and --pp split the llama model's layers, not --model {self.model}")
-            if self.parallel != "fsdp":
-                raise UsageError(
-                    f"--parallel {self.parallel} with --tp {self.tp} --pp {self.pp}: beside tensor or pipeline "
-                    "parallelism the data-parallel replicas are FSDP shards (--parallel fsdp, or leave --parallel out); "
-                    "--parallel auto chooses --tp and --pp itself"
-                )
-            why = check_split(
-                token_shape(self), self.llama_size, self.tp, self.pp, self.batch_size, self.pipeline_microbatches
-            )
-            if why:
-                raise UsageError(why)
+        why = flag_problem(
+            self.model, self.parallel, self.llama_size, self.tp, self.pp, self.batch_size, self.pipeline_microbatches
+        )
+        if why:
+            raise UsageError(why)
         if not self.bucket_mb > 0:
             raise UsageError(f"--bucket-mb must be positive, got {self.bucket_mb}")
 
@@ -364,14 +355,9 @@ def parser() -> argparse.ArgumentParser:
         help="ddp (default), fsdp (shard over every process), hsdp (shard within a node, replicate across nodes) "
         "or auto (chosen from the model size, device memory and the fabric probe)",
     )
-    p.add_argument(
-        "--tp",
-        type=int,
-        default=Config.tp,
-        help="tensor-parallel ranks per sample (llama; keep them inside a node); the rest of the job is "
-        "data-parallel FSDP replicas",
-    )
-    p.add_argument("--pp", type=int, default=Config.pp, help="pipeline stages (llama), e.g. one per node")
+    # No defaults here: unset, they are the job spec's unset (1 each, or --parallel auto's choice).
+    p.add_argument("--tp", type=int, help="tensor-parallel ranks per sample (llama), in a node; default 1")
+    p.add_argument("--pp", type=int, help="pipeline stages (llama), e.g. one per node; default 1")
     p.add_argument("--microbatches", type=int, help="micro-batches per pipeline step (default: --pp)")
     p.add_argument(
         "--bucket-mb", type=float, default=Config.bucket_mb, help="DDP gradient bucket cap, MB (DDP's default 25)"
@@ -404,6 +390,8 @@ def parse_args(argv: list[str] | None = None) -> Config:
     if args["llama_size"] is not None and args["model"] != "llama":
         raise UsageError(f"--llama-size {args['llama_size']} applies to --model llama, not --model {args['model']}")
     args["llama_size"] = args["llama_size"] or Config.llama_size
+    for dim in ("tp", "pp"):
+        args[dim] = getattr(Config, dim) if args[dim] is None else args[dim]
     split = args["tp"] * args["pp"] > 1
     args["parallel"] = args["parallel"] or ("hsdp" if args["fsdp"] else "fsdp" if split else "ddp")
     args["fsdp"] = args["parallel"] in ("fsdp", "hsdp")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .shapes import LlamaConfig
+from .shapes import LLAMA_SIZES, LlamaConfig
 
 MESH_DIMS = ("dp", "pp", "tp")
 """The device mesh's dimension names, outermost first."""
@@ -101,3 +101,31 @@ def check_split(shape: LlamaConfig, size: str, tp: int, pp: int, batch_size: int
                 f"--batch-size that is a multiple of {pp}"
             )
     return None
+
+
+def flag_problem(
+    model: str, parallel: str, size: str, tp: int, pp: int, batch_size: int, microbatches: int
+) -> str | None:
+    """Why the flags ``--tp`` and ``--pp`` cannot go with the others, in the trainer's words (the job
+    spec renames the flags as its keys); None when they can.
+
+    Args:
+        model: ``--model``.
+        parallel: ``--parallel``, resolved (``fsdp`` when left out beside ``--tp`` or ``--pp``).
+        size: ``--llama-size``.
+        tp: ``--tp``.
+        pp: ``--pp``.
+        batch_size: ``--batch-size``.
+        microbatches: ``--microbatches``, resolved.
+    """
+    if tp * pp == 1:
+        return None
+    if model != "llama":
+        return f"--tp and --pp split the llama model's layers, not --model {model}"
+    if parallel != "fsdp":
+        return (
+            f"--parallel {parallel} with --tp {tp} and --pp {pp}: beside tensor or pipeline parallelism the "
+            "data-parallel replicas are FSDP shards (--parallel fsdp, or leave --parallel out); --parallel auto "
+            "chooses --tp and --pp itself"
+        )
+    return check_split(LLAMA_SIZES[size], size, tp, pp, batch_size, microbatches)

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 from pydantic import Discriminator, Field, Tag, model_validator
 
 from trainer.config import LLAMA_SIZES, MODELS, PARALLEL_CHOICES, TOKEN_MODELS, Config
-from trainer.mesh import check_split
+from trainer.mesh import flag_problem
 
 from .base import (
     DATA_MOUNT,
@@ -129,30 +129,20 @@ class TrainerArgs(Spec):
     def split_problem(self) -> tuple[str, str] | None:
         """Why ``tp`` and ``pp`` cannot split the model, as (key, message); None when they can (or are unset)."""
         tp, pp = self.tp or 1, self.pp or 1
-        key = "tp" if tp > 1 else "pp"
-        if tp * pp == 1:
-            return None
-        if self.model != "llama":
-            return key, f"tp and pp split the llama model's layers, not model {self.model}"
-        if self.parallel not in (None, "fsdp"):
-            return "parallel", (
-                f"parallel {self.parallel} with tp {tp} and pp {pp}: beside tensor or pipeline parallelism the "
-                "data-parallel replicas are FSDP shards (parallel: fsdp, or unset); parallel: auto chooses tp and pp "
-                "itself, so drop them for it"
-            )
-        if self.batch_size % pp:
+        if tp * pp > 1 and self.batch_size % pp:
             return "batchSize", (
                 f"batchSize {self.batch_size} must be a multiple of pp ({pp}): the pipeline cuts each process's batch "
                 "into pp micro-batches"
             )
         size = self.llama_size or Config.llama_size
-        why = check_split(LLAMA_SIZES[size], size, tp, pp, self.batch_size, pp)
-        # The trainer's wording names its flags; the spec's keys are the same words without the dashes.
-        return (
-            (key, why.replace("--llama-size", "llamaSize").replace("--batch-size", "batchSize").replace("--", ""))
-            if why
-            else None
-        )
+        why = flag_problem(self.model, self.parallel or "fsdp", size, tp, pp, self.batch_size, pp)
+        if why is None:
+            return None
+        key = "parallel" if why.startswith("--parallel") else "tp" if tp > 1 else "pp"
+        # The trainer's words name its flags; the spec's keys are the same words without the dashes.
+        for flag, spec_key in (("--llama-size", "llamaSize"), ("--batch-size", "batchSize"), ("--", "")):
+            why = why.replace(flag, spec_key)
+        return key, why
 
     def mesh_problem(self, procs: int, pods: range) -> tuple[str, str] | None:
         """Why ``tp`` and ``pp`` do not fit a job of ``procs`` processes a pod at each pod count of
