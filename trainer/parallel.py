@@ -79,6 +79,21 @@ def fsdp_mesh(topo: Topology) -> DeviceMesh | None:
     return init_device_mesh(topo.device.type, (nodes, topo.local_world), mesh_dim_names=("replicate", "shard"))
 
 
+def shard_blocks(model: torch.nn.Module, cfg: Config, topo: Topology, mesh: DeviceMesh | None, reshard: bool) -> None:
+    """``fully_shard`` each block (compiled first under ``--compile``), then the model, over
+    ``mesh`` (every rank when None)."""
+    # bf16 compute, fp32 gradient reduction on GPUs; CPUs here have no fast bf16 and
+    # keep fp32, which also keeps CPU runs bit-reproducible.
+    cuda = topo.device.type == "cuda"
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if cuda else None
+    kwargs = {"mesh": mesh, "reshard_after_forward": reshard, **({"mp_policy": policy} if policy else {})}
+    for block in model.blocks:
+        if cfg.compile:
+            block.compile()
+        fully_shard(block, **kwargs)
+    fully_shard(model, **kwargs)
+
+
 def materialize(model: torch.nn.Module, cfg: Config, topo: Topology) -> None:
     """Give a model built on the meta device its storage on this rank's device and its
     initial weights, drawn from ``--seed``; a model with storage is left as it is."""
@@ -109,21 +124,8 @@ def parallelize(model: torch.nn.Module, cfg: Config, topo: Topology) -> Parallel
         return split_parallelize(model, cfg, topo)
     flat = MeshShape(topo.world, 1, 1)
     if cfg.fsdp and topo.world > 1:
-        # bf16 compute, fp32 gradient reduction on GPUs; CPUs here have no fast bf16 and
-        # keep fp32, which also keeps CPU runs bit-reproducible.
-        cuda = topo.device.type == "cuda"
-        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if cuda else None
         mesh = fsdp_mesh(topo) if cfg.parallel == "hsdp" else None
-        kwargs = {
-            "mesh": mesh,
-            "reshard_after_forward": cfg.reshard_after_forward,
-            **({"mp_policy": policy} if policy else {}),
-        }
-        for block in model.blocks:
-            if cfg.compile:
-                block.compile()
-            fully_shard(block, **kwargs)
-        fully_shard(model, **kwargs)
+        shard_blocks(model, cfg, topo, mesh, cfg.reshard_after_forward)
         materialize(model, cfg, topo)
         kind = f"HSDP, {mesh.shape[0]} replicas × {mesh.shape[1]} shards" if mesh is not None else "FSDP"
         return Parallel(model, None, True, kind, flat, topo.rank, fsdp=True)
@@ -165,20 +167,9 @@ def split_parallelize(model: torch.nn.Module, cfg: Config, topo: Topology) -> Pa
     if shape.tp > 1:
         apply_tensor_parallel(model, mesh["tp"])
     if shape.dp > 1:
-        cuda = topo.device.type == "cuda"
-        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if cuda else None
         # Under a pipeline every micro-batch runs forward and backward apart: regathering each
         # block's parameters for every one of them would multiply the all-gathers.
-        kwargs = {
-            "mesh": mesh["dp"],
-            "reshard_after_forward": cfg.reshard_after_forward and shape.pp == 1,
-            **({"mp_policy": policy} if policy else {}),
-        }
-        for block in model.blocks:
-            if cfg.compile:
-                block.compile()
-            fully_shard(block, **kwargs)
-        fully_shard(model, **kwargs)
+        shard_blocks(model, cfg, topo, mesh["dp"], cfg.reshard_after_forward and shape.pp == 1)
     materialize(model, cfg, topo)
     group = mesh["pp"].get_group() if shape.pp > 1 else None
     return Parallel(model, None, True, f"mesh {shape.describe()}", shape, replica, shape.dp > 1, stage, group)
