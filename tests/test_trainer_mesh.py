@@ -50,11 +50,15 @@ def test_the_mesh_of_a_world(world: int, tp: int, pp: int, shape: MeshShape) -> 
     assert mesh_shape(world, tp, pp) == shape
 
 
-def test_tensor_parallel_ranks_are_consecutive_and_stages_tp_apart() -> None:
-    shape = MeshShape(2, 2, 2)
+def test_tensor_parallel_ranks_are_consecutive_and_stages_furthest_apart() -> None:
+    shape = MeshShape(2, 2, 2)  # (dp, pp, tp) of each rank:
     assert [shape.coordinates(r) for r in range(8)] == [
-        (0, 0, 0), (0, 0, 1), (0, 1, 0), (0, 1, 1), (1, 0, 0), (1, 0, 1), (1, 1, 0), (1, 1, 1)
+        (0, 0, 0), (0, 0, 1), (1, 0, 0), (1, 0, 1), (0, 1, 0), (0, 1, 1), (1, 1, 0), (1, 1, 1)
     ]  # fmt: skip
+    assert [shape.stage_leader(s) for s in range(2)] == [0, 4]
+    # 4 nodes of 8 at --pp 4: each node one stage, its 8 processes FSDP replicas of it.
+    nodes = MeshShape(8, 4, 1)
+    assert [{nodes.coordinates(r)[1] for r in range(n * 8, n * 8 + 8)} for n in range(4)] == [{0}, {1}, {2}, {3}]
 
 
 def test_a_mesh_that_does_not_divide_the_world_is_refused_naming_the_flags() -> None:

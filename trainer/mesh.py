@@ -3,10 +3,11 @@
 Pure (no torch): the job spec (``components/config/``) checks ``tp`` and ``pp`` against the model
 with the same rules the trainer applies at start.
 
-Ranks are laid out with ``tp`` innermost, then ``pp``, then ``dp``: rank
-``(d · pp + p) · tp + t``. With ``tp`` dividing a node's processes, a tensor-parallel group is
-consecutive ranks, which torchrun and the operators place on one node; the stages of a pipeline
-are ``tp`` ranks apart, and the data-parallel replicas furthest apart.
+Ranks are laid out with ``tp`` innermost, then ``dp``, then ``pp``: rank
+``(p · dp + d) · tp + t``, the order of torchtitan's mesh (``pp`` outermost). With ``tp``
+dividing a node's processes, a tensor-parallel group is consecutive ranks, which torchrun and
+the operators place on one node; the stages of a pipeline are furthest apart, a node or more
+each when ``dp · tp`` fills a node, so only activations cross the slowest links.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 
 from .shapes import LLAMA_SIZES, LlamaConfig
 
-MESH_DIMS = ("dp", "pp", "tp")
+MESH_DIMS = ("pp", "dp", "tp")
 """The device mesh's dimension names, outermost first."""
 
 
@@ -35,7 +36,11 @@ class MeshShape:
 
     def coordinates(self, rank: int) -> tuple[int, int, int]:
         """``rank``'s (dp, pp, tp) place."""
-        return rank // (self.pp * self.tp), rank // self.tp % self.pp, rank % self.tp
+        return rank // self.tp % self.dp, rank // (self.dp * self.tp), rank % self.tp
+
+    def stage_leader(self, stage: int) -> int:
+        """The first rank of pipeline ``stage``."""
+        return stage * self.dp * self.tp
 
     def describe(self) -> str:
         return f"dp {self.dp} × pp {self.pp} × tp {self.tp}"

@@ -160,7 +160,7 @@ def split_parallelize(model: torch.nn.Module, cfg: Config, topo: Topology) -> Pa
         shape = mesh_shape(topo.world, cfg.tp, cfg.pp)
     except ValueError as err:
         raise UsageError(str(err)) from None
-    mesh = init_device_mesh(topo.device.type, (shape.dp, shape.pp, shape.tp), mesh_dim_names=MESH_DIMS)
+    mesh = init_device_mesh(topo.device.type, (shape.pp, shape.dp, shape.tp), mesh_dim_names=MESH_DIMS)
     replica, stage, _ = shape.coordinates(topo.rank)
     if shape.pp > 1:
         split_stage(model, stage, shape.pp)

@@ -134,5 +134,5 @@ def gather_stages(
     for name, size in order:
         if owner[name] > 0:
             whole[name] = torch.empty(size)
-            dist.recv(whole[name], src=owner[name] * shape.tp, group=group)
+            dist.recv(whole[name], src=shape.stage_leader(owner[name]), group=group)
     return {name: whole[name] for name, _ in order}
