@@ -4,7 +4,8 @@ Pure (no torch): the job spec (``components/config/``) checks ``tp`` and ``pp`` 
 with the same rules the trainer applies at start.
 
 Ranks are laid out with ``tp`` innermost, then ``dp``, then ``pp``: rank
-``(p · dp + d) · tp + t``, the order of torchtitan's mesh (``pp`` outermost). With ``tp``
+``(p · dp + d) · tp + t``, the order of torchtitan's mesh (``pp`` outermost, in
+``torchtitan/distributed/parallel_dims.py``). With ``tp``
 dividing a node's processes, a tensor-parallel group is consecutive ranks, which torchrun and
 the operators place on one node; the stages of a pipeline are furthest apart, a node or more
 each when ``dp · tp`` fills a node, so only activations cross the slowest links.
