@@ -291,3 +291,15 @@ def test_a_pipeline_resumes_bit_identical_after_a_kill(pipeline: Path, tmp_path:
     log = kill_after_first_checkpoint(["trainer", *LLAMA, *STEPS, "--pp", "2"], tmp_path, restarts=1)
     assert "resumed from step-000000012" in log
     assert same_weights(tmp_path, pipeline)
+
+
+def test_a_pipeline_starts_from_pretrained_weights_as_one_process_does(one_process: Path, tmp_path: Path) -> None:
+    # Each stage keeps its part of the whole model's state_dict (the one-process run's final one).
+    start_from = ["--init-from", str(one_process / "final_model.pt"), "--max-steps", "6", "--synthetic-size", "64"]
+    common = [*LLAMA, *start_from]
+    staged = run(torchrun("trainer", *common, "--pp", "2", "--output-dir", str(tmp_path / "pp")))
+    whole = run([sys.executable, "-m", "trainer", *common, "--output-dir", str(tmp_path / "one")])
+    assert staged.returncode == whole.returncode == 0, staged.stderr + whole.stderr
+    assert "initialised from" in staged.stdout
+    a, b = final_weights(tmp_path / "pp"), final_weights(tmp_path / "one")
+    assert list(a) == list(b) and max((a[k] - b[k]).abs().max().item() for k in a) < 1e-5

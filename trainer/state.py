@@ -361,6 +361,10 @@ class Checkpoints:
             WeightsError: the file does not hold weights of this model.
         """
         weights = load_weights(path)
+        if self.mesh.pp > 1:
+            # A pipeline stage takes its own part of the whole model's weights.
+            own = {name for name, _ in self.model.named_parameters()}
+            weights = {name: tensor for name, tensor in weights.items() if name in own}
         try:
             set_model_state_dict(self.model, weights, options=StateDictOptions(full_state_dict=True))
         except (RuntimeError, KeyError, ValueError) as err:
