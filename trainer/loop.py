@@ -187,11 +187,12 @@ class Trainer:
         for i in range(grad_accum):
             rlo, rhi = GlobalOrder.rank_share(bounds[i], bounds[i + 1], self.dp_rank, self.dp_world)
             x, y = self.dataset.batch(permutation[rlo:rhi])
-            if self.cfg.compile:
-                # Compiled graphs are specialised on shapes and strides: the epoch's last,
+            if self.cfg.compile or self.pipeline is not None:
+                # Compiled graphs are specialised on shapes and strides, and a pipeline stage's
+                # receive buffers on the first step's micro-batch shape: the epoch's last,
                 # smaller step is padded to the usual shape with targets the loss ignores,
                 # and every batch is made contiguous (token windows are strided views),
-                # so no step recompiles.
+                # so no step recompiles and every stage gets the shape it expects.
                 pad = self.cfg.batch_size - len(y)
                 x = torch.cat([x, x.new_zeros((pad, *x.shape[1:]))])
                 y = torch.cat([y, y.new_full((pad, *y.shape[1:]), IGNORE_INDEX)])
