@@ -140,6 +140,9 @@ RoCE and a single eRDMA interface between nodes."""
          "against 72.0 GiB fits, where flat FSDP would all-gather every block across the slow link; a pipeline stage "
          "per node: the inter-node link (10 GB/s, under 25) carries activations, not parameters; FSDP over the 8 "
          "data-parallel replicas"),
+        # The same at batch 3, which 4 stages cannot cut into micro-batches: tensor parallelism alone
+        # would leave FSDP's all-gathers across the slow link; flat FSDP stays.
+        ((NVLINK, ERDMA), ("70b", 4, 80, 3, True), ("fsdp", 32, 1, 1), "fits fsdp"),
         # 70B on 2 nodes over eRDMA: a stage per node and 8 tensor-parallel ranks in each.
         ((NVLINK, ERDMA), ("70b", 2, 80, 2, True), ("fsdp", 1, 2, 8), "mesh dp 1 × pp 2 × tp 8; 69.0 GiB"),
     ],

@@ -32,6 +32,8 @@ The rule, in order:
    over NVLink-class links (a measured intra-node bus bandwidth of :data:`NVLINK_GBPS` or more),
    as it moves every layer's activations twice per pass; the fewest tensor-parallel ranks that
    fit; FSDP over the remaining data-parallel replicas. No such mesh fits: the refusal of rule 2.
+   Over a slow link a mesh without a stage per node is not taken: its replicas' all-gathers would
+   still cross it.
 """
 
 from __future__ import annotations
@@ -234,7 +236,10 @@ def decide(inp: Inputs) -> Decision:
             raise
         return split
     if flat.strategy == "fsdp" and inp.nodes > 1 and slow_inter(inp):
-        return split_mesh(inp, "where flat FSDP would all-gather every block across the slow link") or flat
+        split = split_mesh(inp, "where flat FSDP would all-gather every block across the slow link")
+        # Without a stage per node the data-parallel replicas still span the nodes, and their FSDP
+        # all-gathers still cross the slow link: tensor parallelism alone does not avoid that.
+        return split if split is not None and split.pp > 1 else flat
     return flat
 
 
