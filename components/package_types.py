@@ -299,6 +299,12 @@ class TrainerArgs(TypedDict):
     llama_size: NotRequired[pulumi.Input[TrainerArgsLlamaSize]]
     """`model: llama`'s shape: `tiny` (the trainer's default), or Llama 3.2 1B's, Llama 3.1 8B's or 70B's
     (`1b`, `8b`, `70b`)."""
+    tp: NotRequired[pulumi.Input[int]]
+    """Tensor-parallel processes per sample (`model: llama`), inside one pod: it must divide the pod's processes
+    and the model's key-value heads. 1 (the trainer's default) when unset; `parallel: auto` chooses it."""
+    pp: NotRequired[pulumi.Input[int]]
+    """Pipeline stages (`model: llama`), e.g. one per pod across slow links; `tp × pp` must divide the job's
+    processes, the rest being FSDP replicas. 1 when unset; `parallel: auto` chooses it."""
 
 
 class SecretKeySelector(TypedDict):

@@ -127,6 +127,19 @@ def test_submit_creates_exactly_the_builders_manifest(cluster, outputs: Path, ba
         (["--max-steps", "0", "--image-tag", "v1"], "--max-steps: Input should be greater than or equal to 1"),
         (["--parallel", "fsdp", "--image-tag", "v1"], "--parallel: parallel fsdp shards the gpt and llama models"),
         (["--model", "net.py", "--image-tag", "v1"], "--model: model 'net.py': choose cnn, gpt or llama, or name"),
+        (
+            ["--model", "llama", "--tp", "3", "--image-tag", "v1"],
+            "--tp: tp 3: llamaSize tiny has 4 query heads, which 3 ranks cannot split evenly; choose tp from 1, 2",
+        ),
+        (["--model", "gpt", "--pp", "2", "--image-tag", "v1"], "--pp: tp and pp split the llama model's layers"),
+        (
+            ["--model", "llama", "--tp", "2", "--parallel", "auto", "--image-tag", "v1"],
+            "--parallel: parallel auto with tp 2 and pp 1: beside tensor or pipeline parallelism",
+        ),
+        (
+            ["--model", "llama", "--pp", "3", "--batch-size", "3", "--nodes", "2", "--image-tag", "v1"],
+            "--pp: tp 1 × pp 3 = 3 does not divide the job's 16 processes (2 pods × 8)",
+        ),
     ],
 )
 def test_submit_with_bad_flags_names_the_flag_and_exits_2(outputs: Path, capsys, flags, message) -> None:
@@ -367,6 +380,17 @@ def test_submit_carries_a_model_factory_of_the_jobs_code_to_the_trainer(outputs:
     assert "-m trainer --model own_models.mixer:factory" in command and "--parallel fsdp" in command
     # `python -m` puts the working directory, the job's code, first on the import path.
     assert master["workingDir"] == "/mnt/data/code"
+
+
+def test_submit_carries_the_mesh_to_the_trainer(outputs: Path) -> None:
+    flags = ["--nodes", "2", "--model", "llama", "--llama-size", "8b", "--tp", "8", "--pp", "2", "--image-tag", "v1"]
+    lines: list[str] = []
+    assert run(["--outputs", str(outputs), "submit", "llama", *flags, "--dry-run"], out=lines.append) == 0
+    job = yaml.safe_load("\n".join(lines))
+    for replica in job["spec"]["pytorchReplicaSpecs"].values():
+        command = replica["template"]["spec"]["containers"][0]["command"]
+        assert command[command.index("--model") + 1] == "llama"
+        assert command[command.index("--llama-size") :] == ["--llama-size", "8b", "--tp", "8", "--pp", "2"]
 
 
 DEV_NODE = {"millicpu": 8000, "memory": 30 * 2**30, "exact": False, "source": "ecs.gn7i-c8g1.2xlarge"}

@@ -150,6 +150,9 @@ class Checkpointer:
         on_commit: called on rank 0 with the step and the Unix time once a checkpoint is
             committed (with async saves, when the background save has finished).
         key: the job's checkpoint key, with which rank 0 signs each marker.
+        replicas: this rank's index among the ranks that hold the same plain tensors, and their
+            number (:func:`trainer.replicas.share`); every rank of ``group`` when None. A
+            pipeline's stages hold different ones.
 
     Attributes:
         lineage: the run's lineage (:data:`LINEAGE`), recorded in every marker; a resumed
@@ -165,6 +168,7 @@ class Checkpointer:
         async_save: bool,
         on_commit: Callable[[int, float], None] | None = None,
         key: bytes | None = None,
+        replicas: tuple[int, int] | None = None,
     ):
         self.root, self.group, self.is_main, self.keep = root, group, is_main, keep
         self.async_save, self.on_commit, self.key = async_save, on_commit, key
@@ -174,6 +178,7 @@ class Checkpointer:
         self.foreign: set[Path] = set()
         self.rank = dist.get_rank(group) if group is not None else 0
         self.world = dist.get_world_size(group) if group is not None else 1
+        self.replicas = replicas or (self.rank, self.world)
 
     def save(self, state: dict[str, Any], commit: dict[str, Any], wait: bool) -> None:
         """Save ``state`` (tensors only) as checkpoint ``commit["step"]``. A collective.
@@ -199,7 +204,7 @@ class Checkpointer:
         # to show on shared storage.
         writer = DigestingWriter(path)
         kwargs = {"storage_writer": writer, "process_group": self.group, "no_dist": self.group is None}
-        mine, needed = share(state, self.rank, self.world)
+        mine, needed = share(state, *self.replicas)
         if self.async_save and not wait:
             self.pending = (dcp.async_save(mine, async_stager=self.stager, **kwargs), path, commit, needed, writer)
             return

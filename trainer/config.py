@@ -11,6 +11,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from .mesh import flag_problem
 from .shapes import GPT_SIZES, LLAMA_SIZES, GPTConfig, LlamaConfig
 from .spikes import SPIKE_DEFAULTS, add_spike_flags
 
@@ -136,6 +137,13 @@ class Config:
     """``ddp``; ``fsdp`` (shard over every process); ``hsdp`` (shard within each node, replicate
     across nodes; plain FSDP on one node); ``auto`` (:mod:`trainer.strategy` chooses at start,
     after the fabric probe)."""
+    tp: int = 1
+    """Tensor-parallel ranks per sample (:mod:`trainer.tensor_parallel`); llama only."""
+    pp: int = 1
+    """Pipeline stages (:mod:`trainer.pipeline`); llama only. Beside either, the data-parallel
+    replicas are FSDP shards (:mod:`trainer.mesh`)."""
+    microbatches: int | None = None
+    """Micro-batches a pipeline cuts each rank's batch into; None: ``pp``."""
     bucket_mb: float = 25.0
     """DDP's gradient bucket cap, MB (10^6 bytes); 25 is DDP's own default."""
     reshard_after_forward: bool = True
@@ -162,6 +170,10 @@ class Config:
         """The gradient norm to clip to: ``--clip-grad``, else the model's default; None: no clipping."""
         clip = DEFAULT_CLIP_GRAD.get(self.model) if self.clip_grad is None else self.clip_grad
         return clip or None
+
+    @property
+    def pipeline_microbatches(self) -> int:
+        return self.microbatches or self.pp
 
     @property
     def base_lr(self) -> float:
@@ -216,6 +228,15 @@ class Config:
             raise UsageError(f"{flag} shards the gpt and llama models; the cnn is small enough for plain DDP")
         if self.fabric_record and self.parallel != "auto":
             raise UsageError("--fabric-record is read by --parallel auto only: add it, or drop --fabric-record")
+        if min(self.tp, self.pp, self.microbatches or 1) < 1:
+            raise UsageError(
+                f"--tp, --pp and --microbatches must be at least 1, got {self.tp}, {self.pp}, {self.microbatches}"
+            )
+        why = flag_problem(
+            self.model, self.parallel, self.llama_size, self.tp, self.pp, self.batch_size, self.pipeline_microbatches
+        )
+        if why:
+            raise UsageError(why)
         if not self.bucket_mb > 0:
             raise UsageError(f"--bucket-mb must be positive, got {self.bucket_mb}")
 
@@ -369,6 +390,10 @@ def parser() -> argparse.ArgumentParser:
         help="ddp (default), fsdp (shard over every process), hsdp (shard within a node, replicate across nodes) "
         "or auto (chosen from the model size, device memory and the fabric probe)",
     )
+    # No defaults here: unset, they are the job spec's unset (1 each, or --parallel auto's choice).
+    p.add_argument("--tp", type=int, help="tensor-parallel ranks per sample (llama), in a node; default 1")
+    p.add_argument("--pp", type=int, help="pipeline stages (llama), e.g. one per node; default 1")
+    p.add_argument("--microbatches", type=int, help="micro-batches per pipeline step (default: --pp)")
     p.add_argument(
         "--bucket-mb", type=float, default=Config.bucket_mb, help="DDP gradient bucket cap, MB (DDP's default 25)"
     )
@@ -400,7 +425,10 @@ def parse_args(argv: list[str] | None = None) -> Config:
     if args["llama_size"] is not None and args["model"] != "llama":
         raise UsageError(f"--llama-size {args['llama_size']} applies to --model llama, not --model {args['model']}")
     args["llama_size"] = args["llama_size"] or Config.llama_size
-    args["parallel"] = args["parallel"] or ("hsdp" if args["fsdp"] else "ddp")
+    for dim in ("tp", "pp"):
+        args[dim] = getattr(Config, dim) if args[dim] is None else args[dim]
+    split = args["tp"] * args["pp"] > 1
+    args["parallel"] = args["parallel"] or ("hsdp" if args["fsdp"] else "fsdp" if split else "ddp")
     args["fsdp"] = args["parallel"] in ("fsdp", "hsdp")
     faults = env.get("TRAINER_FAULT_NONFINITE_STEPS", "")
     try:

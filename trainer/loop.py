@@ -30,6 +30,7 @@ from .metrics import MFU_KEYS, Metrics, Window, device_sync, peak_memory_mb, pea
 from .model_spec import IMAGES, TOKENS, ModelSpec, build
 from .numerics import StepGuard
 from .parallel import parallelize
+from .pipeline import Pipeline
 from .schedule import Progress, lr_factor, planned_steps
 from .spikes import LossSpikeError, Skip, Spike, SpikeGuard, rollback_skips
 from .state import Checkpoints
@@ -96,16 +97,21 @@ class Trainer:
         torch.manual_seed(cfg.seed + topo.rank)  # distinct dropout per rank
         self.network = resolve(cfg, topo, model)
         self.cfg = cfg = self.network.cfg
-        parallel = parallelize(self.model, cfg, topo)
+        self.parallel = parallel = parallelize(self.model, cfg, topo)
         self.forward, self.ddp, self.sharded = parallel.forward, parallel.ddp, parallel.sharded
         self.parallel_kind = parallel.kind
+        # The ranks of a tensor-parallel group or a pipeline read the same samples: the data is
+        # split over the data-parallel replicas only.
+        self.dp_rank, self.dp_world = parallel.dp_rank, parallel.mesh.dp
         # The loss is a graph of its own, so the fp32 upcast of the logits fuses into the sum.
         self.loss = torch.compile(summed_cross_entropy) if cfg.compile else summed_cross_entropy
         # The fused kernel exists for CPU and CUDA, takes DTensor parameters (FSDP2) too,
         # beats the per-tensor loop, and alone honours found_inf, which skips a non-finite
         # step without a host sync.
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.base_lr, weight_decay=0.0, fused=True)
-        self.guard = StepGuard(self.optimizer, cfg.grad_clip, cfg.max_nonfinite_steps, topo.device)
+        self.guard = StepGuard(
+            self.optimizer, cfg.grad_clip, cfg.max_nonfinite_steps, topo.device, parallel.pipeline_group
+        )
         self.spikes = SpikeGuard(
             cfg.spike_guard,
             cfg.spike_threshold,
@@ -113,7 +119,20 @@ class Trainer:
             cfg.spike_max_rollbacks,
             tuple(Skip(*skip) for skip in cfg.skip_samples),
         )
-        order = GlobalOrder(len(dataset), cfg.batch_size * topo.world * cfg.grad_accum, cfg.seed)
+        self.pipeline = (
+            Pipeline(
+                self.model,
+                parallel.stage,
+                parallel.mesh.pp,
+                parallel.pipeline_group,
+                topo.device,
+                cfg.pipeline_microbatches,
+                lambda out, y: self.loss(out, y) / y[0].numel(),
+            )
+            if parallel.pipeline_group is not None
+            else None
+        )
+        order = GlobalOrder(len(dataset), cfg.batch_size * self.dp_world * cfg.grad_accum, cfg.seed)
         self.progress = progress = Progress(
             order, cfg.grad_accum, planned_steps(0, 0, 0, order, cfg.max_steps, cfg.epoch_limit)
         )
@@ -122,7 +141,7 @@ class Trainer:
         # training metrics come from rank 0 alone.
         self.exporter = serve(cfg.metrics_port if topo.local_rank == 0 else None, TRAINING if topo.is_main else POD)
         self.exporter.set(CHECKPOINT_EVERY, cfg.checkpoint_every)
-        self.network.export(self.exporter, topo)
+        self.network.export(self.exporter, topo, parallel.mesh)
         # Step 0 until a checkpoint commits (a resume sets its own): a run whose saves fail
         # from the start must still trip the stale-checkpoint alert, which subtracts this.
         self.exporter.set(CHECKPOINT_STEP, 0)
@@ -139,6 +158,7 @@ class Trainer:
             exporter=self.exporter,
             sharded=self.sharded,
             data_fingerprint=dataset.fingerprint,
+            mesh=parallel.mesh,
         )
         # The ranks settle on a data error before each step's collectives, on a group of its
         # own, since an async save's collectives run on the checkpoints' group from another thread.
@@ -178,13 +198,14 @@ class Trainer:
         bounds = [lo + (hi - lo) * i // grad_accum for i in range(grad_accum + 1)]
         batches = []
         for i in range(grad_accum):
-            rlo, rhi = GlobalOrder.rank_share(bounds[i], bounds[i + 1], self.topo.rank, self.topo.world)
+            rlo, rhi = GlobalOrder.rank_share(bounds[i], bounds[i + 1], self.dp_rank, self.dp_world)
             x, y = self.dataset.batch(permutation[rlo:rhi])
-            if self.cfg.compile:
-                # Compiled graphs are specialised on shapes and strides: the epoch's last,
+            if self.cfg.compile or self.pipeline is not None:
+                # Compiled graphs are specialised on shapes and strides, and a pipeline stage's
+                # receive buffers on the first step's micro-batch shape: the epoch's last,
                 # smaller step is padded to the usual shape with targets the loss ignores,
                 # and every batch is made contiguous (token windows are strided views),
-                # so no step recompiles.
+                # so no step recompiles and every stage gets the shape it expects.
                 pad = self.cfg.batch_size - len(y)
                 x = torch.cat([x, x.new_zeros((pad, *x.shape[1:]))])
                 y = torch.cat([y, y.new_full((pad, *y.shape[1:]), IGNORE_INDEX)])
@@ -217,17 +238,20 @@ class Trainer:
             if x.dim() == 4:
                 x = x.contiguous(memory_format=self.memory_format)
             y = y.to(self.topo.device, non_blocking=True)
-            # Shares can differ by one sample (the epoch's last step): weighting each rank's
-            # summed loss by world/total makes DDP's mean over ranks the mean over samples.
+            # Shares can differ by one sample (the epoch's last step): weighting each replica's
+            # summed loss by replicas/total makes the data-parallel mean the mean over samples.
             last = i == len(batches) - 1
-            if self.sharded:
+            if self.parallel.fsdp:
                 self.model.set_requires_gradient_sync(last)
+            if self.pipeline is not None:
+                loss_share += self.pipeline.step(x, y, self.dp_world / total)
+                continue
             sync = contextlib.nullcontext() if self.ddp is None or last else self.ddp.no_sync()
             with sync:
                 with self.autocast:
                     out = self.forward(x)
                     summed = self.loss(out, y)
-                    loss = summed / (y[0].numel() if y.dim() > 1 and len(y) else 1) * self.topo.world / total
+                    loss = summed / (y[0].numel() if y.dim() > 1 and len(y) else 1) * self.dp_world / total
                 if progress.step + 1 in self.cfg.fault_nonfinite_steps and self.topo.rank == self.topo.world - 1:
                     loss = loss * math.nan
                 loss.backward()

@@ -29,7 +29,9 @@ from .console import log, warn
 from .data import GlobalOrder
 from .exporter import Exporter
 from .integrity import read_key
+from .mesh import MeshShape
 from .numerics import NONFINITE, StepGuard
+from .pipeline import gather_stages
 from .resume import Agreement
 from .schedule import Progress
 from .spikes import SPIKES, SpikeGuard
@@ -67,9 +69,11 @@ class Checkpoints:
         spikes: the loss-spike guard, whose statistics and rollbacks a checkpoint keeps.
         progress: where the run stands, saved by :meth:`save` and set by :meth:`resume`.
         exporter: told of every committed checkpoint.
-        sharded: whether the model is sharded (FSDP or HSDP), so that gathering its
+        sharded: whether the model is sharded (FSDP, HSDP, TP or PP), so that gathering its
             weights is a collective.
         data_fingerprint: what identifies the run's dataset, recorded and checked on a resume.
+        mesh: the job as ``dp × pp × tp`` (:mod:`trainer.mesh`); None: every process a
+            data-parallel replica.
     """
 
     def __init__(
@@ -86,11 +90,13 @@ class Checkpoints:
         exporter: Exporter,
         sharded: bool,
         data_fingerprint: str,
+        mesh: MeshShape | None = None,
     ):
         self.cfg, self.topo, self.model, self.optimizer = cfg, topo, model, optimizer
         self.scheduler, self.guard, self.progress, self.exporter = scheduler, guard, progress, exporter
         self.spikes = spikes
         self.sharded, self.data_fingerprint = sharded, data_fingerprint
+        self.mesh = mesh or MeshShape(topo.world, 1, 1)
         self.output = Path(cfg.output_dir)
         self.threads = torch.get_num_threads()
         self.saved_step: int | None = None
@@ -102,6 +108,10 @@ class Checkpoints:
         # would stall every rank that long for a peer lost during a save.
         timeout = timedelta(seconds=cfg.timeout_s + cfg.storage_wait_s)
         self.group = dist.new_group(backend="gloo", timeout=timeout) if topo.world > 1 else None
+        # A pipeline's stages hold different parameters: the ranks of each stage share the
+        # writing of its plain tensors among themselves.
+        replica, _, column = self.mesh.coordinates(topo.rank)
+        stage_ranks = self.mesh.dp * self.mesh.tp
         self.checkpointer = checkpoint.Checkpointer(
             self.output / "checkpoints",
             self.group,
@@ -110,6 +120,7 @@ class Checkpoints:
             cfg.async_checkpoint,
             on_commit=exporter.checkpoint_committed,
             key=read_key(cfg.checkpoint_key_file),
+            replicas=(replica * self.mesh.tp + column, stage_ranks),
         )
         if self.group is not None:
             # Rank 0's view of the data decides: a node whose NFS attribute cache still holds
@@ -126,6 +137,10 @@ class Checkpoints:
     def model_state(self) -> dict[str, torch.Tensor] | None:
         """The whole model on the CPU for rank 0 (gathered from the shards with FSDP, which
         makes this a collective); ``None`` on other ranks, which write nothing."""
+        if self.mesh.pp > 1:
+            # Every rank of a stage gathers its stage whole; rank 0 collects the stages.
+            stage = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True))
+            return gather_stages(self.model, stage, self.mesh, self.topo.rank, self.group)
         if self.sharded:
             return get_model_state_dict(self.model, options=FULL_STATE)
         if not self.topo.is_main:
@@ -280,17 +295,19 @@ class Checkpoints:
         Raises:
             UsageError: this world size and ``--batch-size`` cannot make up the global batch.
         """
-        per_micro_step = self.cfg.batch_size * self.topo.world
+        replicas = self.mesh.dp
+        who = f"{replicas} process(es)" if self.mesh.dp == self.topo.world else f"{replicas} data-parallel replica(s)"
+        per_micro_step = self.cfg.batch_size * replicas
         if global_batch % per_micro_step:
-            fits = [b for b in range(1, self.cfg.batch_size + 1) if global_batch % (b * self.topo.world) == 0]
+            fits = [b for b in range(1, self.cfg.batch_size + 1) if global_batch % (b * replicas) == 0]
             fix = (
                 f"e.g. --batch-size {fits[-1]}"
                 if fits
-                else f"no batch size can: use a process count that divides {global_batch}"
+                else f"no batch size can: use a data-parallel replica count that divides {global_batch}"
             )
             raise UsageError(
                 f"--output-dir {self.output} holds a run with a global batch of {global_batch} samples per step, "
-                f"which {self.topo.world} process(es) × --batch-size {self.cfg.batch_size} cannot make up "
+                f"which {who} × --batch-size {self.cfg.batch_size} cannot make up "
                 f"by accumulating gradients ({fix}); a resized run keeps the global batch so that its "
                 "optimizer steps and learning-rate schedule stay those of the run it continues"
             )
@@ -299,7 +316,7 @@ class Checkpoints:
         progress.order = GlobalOrder(progress.order.size, global_batch, self.cfg.seed)
         if self.topo.is_main:
             log(
-                f"keeping the checkpoint's global batch of {global_batch}: {self.topo.world} process(es) × "
+                f"keeping the checkpoint's global batch of {global_batch}: {who} × "
                 f"batch {self.cfg.batch_size} × {progress.grad_accum} accumulated micro-batches"
             )
 
@@ -381,6 +398,10 @@ class Checkpoints:
             WeightsError: the file does not hold weights of this model.
         """
         weights = load_weights(path)
+        if self.mesh.pp > 1:
+            # A pipeline stage takes its own part of the whole model's weights.
+            own = {name for name, _ in self.model.named_parameters()}
+            weights = {name: tensor for name, tensor in weights.items() if name in own}
         try:
             set_model_state_dict(self.model, weights, options=StateDictOptions(full_state_dict=True))
         except (RuntimeError, KeyError, ValueError) as err:

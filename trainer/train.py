@@ -1,4 +1,5 @@
-"""The bundled trainer (DDP, FSDP2 or HSDP): trains, checkpoints in shards, resumes exactly.
+"""The bundled trainer (DDP, FSDP2, HSDP, or tensor and pipeline parallelism with FSDP2):
+trains, checkpoints in shards, resumes exactly.
 
 Launch it anywhere::
 
@@ -7,6 +8,7 @@ Launch it anywhere::
         -m trainer --data-dir /data --output-dir /ckpt                 # one node, restarts resume
     TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun --nnodes=4 --nproc-per-node=8 \\
         --rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:29400 -m trainer --model gpt
+    torchrun --nnodes=2 --nproc-per-node=8 ... -m trainer --model llama --llama-size 8b --tp 8 --pp 2
 
 In a PyTorchJob the operator injects ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``,
 ``RANK`` and the ``PET_*`` variables torchrun reads; ``TRAIN_DATA_PATH``, ``OUTPUT_PATH``,
@@ -24,7 +26,7 @@ uninterrupted one (same world size and thread count); on GPU cuDNN/NCCL kernels 
 bit-deterministic, so a resumed run matches statistically.
 
 This module holds ``main``; :mod:`trainer.loop` the training loop, :mod:`trainer.config`
-the flags, :mod:`trainer.parallel` DDP/FSDP, :mod:`trainer.state` checkpoint and weights I/O,
+the flags, :mod:`trainer.parallel` DDP/FSDP and the TP/PP mesh, :mod:`trainer.state` checkpoint and weights I/O,
 :mod:`trainer.numerics` the non-finite guard, :mod:`trainer.spikes` the loss-spike guard,
 :mod:`trainer.metrics` what is logged, :mod:`trainer.exporter` what rank 0 serves to Prometheus (``--metrics-port``).
 """

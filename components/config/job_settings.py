@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 from pydantic import Discriminator, Field, Tag, model_validator
 
 from trainer.config import LLAMA_SIZES, PARALLEL_CHOICES, Config, model_problem
+from trainer.mesh import flag_problem
 
 from .base import (
     DATA_MOUNT,
@@ -94,6 +95,12 @@ class TrainerArgs(Spec):
     llama_size: Literal[tuple(LLAMA_SIZES)] | None = Field(default=None)
     """``model: llama``'s shape: ``tiny`` (the trainer's default), or Llama 3.2 1B's, Llama 3.1 8B's or 70B's
     (``1b``, ``8b``, ``70b``; docs/trainer.md)."""
+    tp: int | None = Field(default=None, ge=1)
+    """Tensor-parallel processes per sample (``model: llama``), inside one pod: it must divide the pod's processes
+    and the model's key-value heads. 1 (the trainer's default) when unset; ``parallel: auto`` chooses it."""
+    pp: int | None = Field(default=None, ge=1)
+    """Pipeline stages (``model: llama``), e.g. one per pod across slow links; ``tp × pp`` must divide the job's
+    processes, the rest being FSDP replicas. 1 when unset; ``parallel: auto`` chooses it."""
 
     @model_validator(mode="after")
     def _check(self) -> TrainerArgs:
@@ -120,7 +127,44 @@ class TrainerArgs(Spec):
             )
         if self.llama_size is not None and self.model != "llama":
             raise field_error("llamaSize", f"llamaSize {self.llama_size} applies to model llama, not {self.model}")
+        if (problem := self.split_problem()) is not None:
+            raise field_error(*problem)
         return self
+
+    def split_problem(self) -> tuple[str, str] | None:
+        """Why ``tp`` and ``pp`` cannot split the model, as (key, message); None when they can (or are unset)."""
+        tp, pp = self.tp or 1, self.pp or 1
+        if tp * pp > 1 and self.batch_size % pp:
+            return "batchSize", (
+                f"batchSize {self.batch_size} must be a multiple of pp ({pp}): the pipeline cuts each process's batch "
+                "into pp micro-batches"
+            )
+        size = self.llama_size or Config.llama_size
+        why = flag_problem(self.model, self.parallel or "fsdp", size, tp, pp, self.batch_size, pp)
+        if why is None:
+            return None
+        key = "parallel" if why.startswith("--parallel") else "tp" if tp > 1 else "pp"
+        # The trainer's words name its flags; the spec's keys are the same words without the dashes.
+        for flag, spec_key in (("--llama-size", "llamaSize"), ("--batch-size", "batchSize"), ("--", "")):
+            why = why.replace(flag, spec_key)
+        return key, why
+
+    def mesh_problem(self, procs: int, pods: range) -> tuple[str, str] | None:
+        """Why ``tp`` and ``pp`` do not fit a job of ``procs`` processes a pod at each pod count of
+        ``pods``, as (key, message); None when they do."""
+        tp, pp = self.tp or 1, self.pp or 1
+        if procs % tp:
+            return "tp", (
+                f"tp {tp} does not divide the pod's {procs} processes: tensor parallelism runs a collective per "
+                "layer and stays inside a pod; choose a tp that divides procsPerNode (gpusPerNode)"
+            )
+        for n in pods:
+            if (n * procs) % (tp * pp):
+                return "pp", (
+                    f"tp {tp} × pp {pp} = {tp * pp} does not divide the job's {n * procs} processes ({n} pods × "
+                    f"{procs}): the processes are arranged as FSDP replicas × pp × tp"
+                )
+        return None
 
     def to_flags(self) -> list[str]:
         """The trainer's flags for these settings, in field order: ``--<field-name>`` (or
