@@ -1174,7 +1174,7 @@ def test_a_spec_built_in_python_names_the_argument_as_python_does() -> None:
         )
     assert raised.value.problems == [
         "trainer.modle: unknown argument; did you mean 'model'? valid: batch_size, checkpoint_every, epochs, "
-        "fabric_probe, final_model_path, init_from, llama_size, lr, max_steps, model, parallel, synthetic_data",
+        "fabric_probe, final_model_path, init_from, llama_size, lr, max_steps, model, parallel, pp, synthetic_data, tp",
         "env['B'].secret_key_ref.key: required argument is missing",
     ]
     with pytest.raises(SpecError) as raised:

@@ -469,7 +469,7 @@ def test_mfu_peak_is_looked_up_by_the_most_specific_name(name: str, peak: float 
 
 @pytest.mark.parametrize(("step_time", "every"), [(0.02, 10), (0.5, 4), (2.5, 1), (30.0, 1)])
 def test_sigterm_is_checked_about_every_two_seconds_of_steps(step_time: float, every: int) -> None:
-    from trainer.loop import stop_check_interval
+    from trainer.schedule import stop_check_interval
 
     assert stop_check_interval(step_time) == every
 

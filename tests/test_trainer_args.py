@@ -18,7 +18,7 @@ from components.config.job_settings import TRAINER_FLAGS
 from components.manifests.job_env import job_env
 from components.manifests.pytorchjob import job_command, pytorch_job
 from components.manifests.trainjob import train_job
-from trainer.config import parse_args, parser
+from trainer.flags import parse_args, parser
 
 TRAINER_ENV = (
     "TRAIN_DATA_PATH",

@@ -20,7 +20,7 @@ from trainer.autoparallel import memory_inputs
 from trainer.checkpoint import read_commit
 from trainer.config import Config
 from trainer.llama import Llama, rope_tables, rotate
-from trainer.loop import summed_cross_entropy
+from trainer.model_spec import summed_cross_entropy
 from trainer.shapes import LLAMA_SIZES
 from trainer.strategy import DecisionError, Inputs, decide
 

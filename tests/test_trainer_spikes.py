@@ -20,9 +20,9 @@ from conftest import ROOT
 from test_trainer import ENV, children, final_weights, metrics, run, start, torchrun, wait_for
 
 from trainer.checkpoint import read_commit, step_dir
-from trainer.config import parse_args
 from trainer.data import GlobalOrder, synthetic_images
 from trainer.exit_codes import LOSS_SPIKES
+from trainer.flags import parse_args
 from trainer.spikes import Skip, Spike, SpikeGuard, rollback_skips
 
 SAMPLES, GLOBAL_BATCH, SEED = 2048, 32, 1234

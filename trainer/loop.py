@@ -18,7 +18,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from .autoparallel import resolve
 from .config import Config
@@ -27,37 +26,14 @@ from .data import GlobalOrder, agree_on_data
 from .exporter import serve
 from .metric_names import CHECKPOINT_EVERY, CHECKPOINT_STEP, POD, RESTARTS, TRAINING, TRAINING_LOOP
 from .metrics import MFU_KEYS, Metrics, Window, device_sync, peak_memory_mb, peak_tflops
-from .model_spec import IMAGES, TOKENS, ModelSpec, build
+from .model_spec import IGNORE_INDEX, IMAGES, TOKENS, ModelSpec, build, summed_cross_entropy
 from .numerics import StepGuard
 from .parallel import parallelize
 from .pipeline import Pipeline
-from .schedule import Progress, lr_factor, planned_steps
+from .schedule import STOP_CHECK_MAX_STEPS, Progress, lr_factor, planned_steps, stop_check_interval
 from .spikes import LossSpikeError, Skip, Spike, SpikeGuard, rollback_skips
 from .state import Checkpoints
 from .topology import Topology, gather
-
-STOP_CHECK_SECONDS = 2.0
-STOP_CHECK_MAX_STEPS = 10
-"""The ranks agree on a SIGTERM about every two seconds of training, but at most every ten
-steps: a collective per step costs a few percent on CPU, while slow steps (a large model)
-must still leave the checkpoint time inside the eviction grace period."""
-
-
-def stop_check_interval(step_time_s: float) -> int:
-    """Steps between SIGTERM agreements for a given step time."""
-    return max(1, min(STOP_CHECK_MAX_STEPS, int(STOP_CHECK_SECONDS / step_time_s)))
-
-
-IGNORE_INDEX = -100
-"""Target of padding rows, which the loss skips."""
-
-
-def summed_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy summed over every target, in fp32. Compiled, the upcast fuses into
-    the reduction, so fp32 logits (13 GB for GPT-2 small at batch 64) are never stored."""
-    return F.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), reduction="sum", ignore_index=IGNORE_INDEX
-    )
 
 
 class Trainer:

@@ -96,7 +96,7 @@ def stored_values_per_token(per_layer: int, layers: int, width: int, checkpointe
 LOSS_BYTES_PER_LOGIT = 12
 """What the loss holds per token and vocabulary entry at its peak, the start of the backward
 pass: cross-entropy runs in fp32 whatever the model computes in
-(:func:`trainer.loop.summed_cross_entropy`), keeping its log-probabilities (4 bytes) and then
+(:func:`trainer.model_spec.summed_cross_entropy`), keeping its log-probabilities (4 bytes) and then
 making their gradient (4) and the logits' (4). With a large vocabulary this outweighs the blocks:
 Llama 3's 128,256 entries are 1.5 MB a token."""
 

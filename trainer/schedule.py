@@ -85,3 +85,15 @@ class Progress:
         self.total_steps = planned_steps(self.step, self.epoch, self.position, self.order, max_steps, epochs)
         for group in optimizer.param_groups:
             group["lr"] = base_lr * lr_factor(self.step, self.total_steps)
+
+
+STOP_CHECK_SECONDS = 2.0
+STOP_CHECK_MAX_STEPS = 10
+"""The ranks agree on a SIGTERM about every two seconds of training, but at most every ten
+steps: a collective per step costs a few percent on CPU, while slow steps (a large model)
+must still leave the checkpoint time inside the eviction grace period."""
+
+
+def stop_check_interval(step_time_s: float) -> int:
+    """Steps between SIGTERM agreements for a given step time."""
+    return max(1, min(STOP_CHECK_MAX_STEPS, int(STOP_CHECK_SECONDS / step_time_s)))

@@ -41,10 +41,11 @@ import torch
 import torch.distributed as dist
 
 from .checkpointing import report
-from .config import UsageError, parse_args
+from .config import UsageError
 from .console import error, log
 from .data import DataError, load_dataset
 from .exit_codes import LOSS_SPIKES
+from .flags import parse_args
 from .integrity import read_key
 from .loop import Trainer
 from .model_spec import model_spec

@@ -46,7 +46,7 @@ AbsolutePath = Annotated[str, Field(pattern=r"^/")]
 
 TRAINER_FLAGS = {"synthetic_data": "--synthetic"}
 """The trainer's flag for each :class:`TrainerArgs` field whose flag is not the field's name in
-kebab case (``trainer/config.py``)."""
+kebab case (``trainer/flags.py``)."""
 TRAINER_ENV_FIELDS = ("init_from", "final_model_path")
 """Fields a job passes not as flags but as the variables their flags default to, ``MODEL_PATH`` and
 ``FINAL_MODEL_PATH`` (``manifests/job_env.py`` sets them beside the job's other paths)."""

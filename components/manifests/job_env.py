@@ -86,7 +86,7 @@ def job_env(job: TrainingJobSpec, namespace: str) -> dict[str, str]:
     """Where this job's data and outputs are: one output directory per job. ``MODEL_PATH``
     names weights to start from, as in the PyTorchJob examples; the final model has its own
     variable. ``CHECKPOINT_KEY_FILE`` is the trainer's default for ``--checkpoint-key-file``
-    (``trainer/config.py``). ``TRAINING_JOB``, ``<namespace>/<name>``, is the default of
+    (``trainer/flags.py``). ``TRAINING_JOB``, ``<namespace>/<name>``, is the default of
     ``--job-id``, with which the trainer claims its output directory: two jobs given one
     (an ``OUTPUT_PATH`` in a job's ``env`` naming another's, or one name in two namespaces
     whose claims share a volume) are refused rather than move each other's checkpoints aside. The name and namespace
