@@ -37,15 +37,15 @@ SPIKE_STEP = 90
 SKIPPED = "1:512-832"
 
 
-def poisoned(data: Path, *steps: int) -> Path:
+def poisoned(data: Path, *steps: int, share: slice = slice(None)) -> Path:
     """A train.npz of learnable images whose labels are wrong (shifted by one class) for the
-    samples that an uninterrupted run trains on at ``steps``."""
+    samples that an uninterrupted run trains on at ``steps`` (their ``share`` of each step's)."""
     dataset = synthetic_images(SAMPLES, SEED)
     labels = dataset.labels.numpy().copy()
     order = GlobalOrder(SAMPLES, GLOBAL_BATCH, SEED)
     for step in steps:
         epoch, index = divmod(step - 1, STEPS_PER_EPOCH)
-        samples = order.permutation(epoch)[index * GLOBAL_BATCH : (index + 1) * GLOBAL_BATCH].numpy()
+        samples = order.permutation(epoch)[index * GLOBAL_BATCH : (index + 1) * GLOBAL_BATCH][share].numpy()
         labels[samples] = (labels[samples] + 1) % 10
     data.mkdir()
     np.savez(data / "train.npz", images=dataset.images.numpy(), labels=labels)
@@ -84,6 +84,20 @@ def test_a_spike_rolls_back_skips_its_data_and_ends_as_a_run_told_to_skip_it(
     assert record["loss_spikes"]["rollbacks"] == 1 and record["loss_spikes"]["skipped"] == [SKIPPED]
     assert [r["step"] for r in metrics(out)] == list(range(10, 121, 10))
     assert same(final_weights(out), skipped_from_the_start)
+
+
+def test_a_spike_in_one_rank_s_data_rolls_back_every_rank(tmp_path: Path) -> None:
+    # Only rank 1's half of the step's batch is wrong: rank 0's own loss is ordinary (its
+    # z-score below 0), rank 1's alone is above 3, the mean's about 2 (hence the threshold);
+    # only judging the mean over the ranks lets both decide alike, else they part ways in
+    # the collectives.
+    data = poisoned(tmp_path / "data", SPIKE_STEP, share=slice(GLOBAL_BATCH // 2, None))
+    cmd = torchrun(*ARGS, *GUARD, "--spike-threshold", "1.5", "--timeout-s", "60", "--data-dir", str(data))
+    cmd += ["--output-dir", str(tmp_path / "o")]
+    guarded = run(cmd)
+    assert guarded.returncode == 0, guarded.stderr
+    assert f"loss spike at step {SPIKE_STEP}: loss " in guarded.stdout
+    assert guarded.stdout.count("rolled back to step 80 and skipping samples") == 1
 
 
 def test_a_run_killed_after_a_rollback_resumes_bit_identical(
