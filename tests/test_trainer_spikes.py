@@ -56,9 +56,16 @@ def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+def same_statistics(a: Path, b: Path) -> bool:
+    """Whether the final checkpoints of two runs hold the same running statistics of the loss:
+    the rolled-back run's, taken from its checkpoint, are those of a run that never saw the spike."""
+    stats = [read_commit(step_dir(out / "checkpoints", 120))["loss_spikes"] for out in (a, b)]
+    return all(stats[0][key] == stats[1][key] for key in ("mean", "var", "seen"))
+
+
 @pytest.fixture(scope="module")
-def skipped_from_the_start(tmp_path_factory: pytest.TempPathFactory) -> dict[str, torch.Tensor]:
-    """The final weights of a run told with --skip-samples to skip what the guard skips."""
+def skipped_from_the_start(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The output directory of a run told with --skip-samples to skip what the guard skips."""
     tmp = tmp_path_factory.mktemp("told")
     data = poisoned(tmp / "data", SPIKE_STEP)
     told = run(
@@ -66,11 +73,11 @@ def skipped_from_the_start(tmp_path_factory: pytest.TempPathFactory) -> dict[str
     )
     assert told.returncode == 0, told.stderr
     assert "loss spike" not in told.stdout
-    return final_weights(tmp / "o")
+    return tmp / "o"
 
 
 def test_a_spike_rolls_back_skips_its_data_and_ends_as_a_run_told_to_skip_it(
-    tmp_path: Path, skipped_from_the_start: dict[str, torch.Tensor]
+    tmp_path: Path, skipped_from_the_start: Path
 ) -> None:
     data = poisoned(tmp_path / "data", SPIKE_STEP)
     out = tmp_path / "guarded"
@@ -83,7 +90,8 @@ def test_a_spike_rolls_back_skips_its_data_and_ends_as_a_run_told_to_skip_it(
     record = read_commit(step_dir(out / "checkpoints", 120))
     assert record["loss_spikes"]["rollbacks"] == 1 and record["loss_spikes"]["skipped"] == [SKIPPED]
     assert [r["step"] for r in metrics(out)] == list(range(10, 121, 10))
-    assert same(final_weights(out), skipped_from_the_start)
+    assert same(final_weights(out), final_weights(skipped_from_the_start))
+    assert same_statistics(out, skipped_from_the_start)
 
 
 def test_a_spike_in_one_rank_s_data_rolls_back_every_rank(tmp_path: Path) -> None:
@@ -100,9 +108,7 @@ def test_a_spike_in_one_rank_s_data_rolls_back_every_rank(tmp_path: Path) -> Non
     assert guarded.stdout.count("rolled back to step 80 and skipping samples") == 1
 
 
-def test_a_run_killed_after_a_rollback_resumes_bit_identical(
-    tmp_path: Path, skipped_from_the_start: dict[str, torch.Tensor]
-) -> None:
+def test_a_run_killed_after_a_rollback_resumes_bit_identical(tmp_path: Path, skipped_from_the_start: Path) -> None:
     data = poisoned(tmp_path / "data", SPIKE_STEP)
     out = tmp_path / "killed"
     launcher = start(torchrun(*ARGS, *GUARD, "--data-dir", str(data), "--output-dir", str(out), restarts=1))
@@ -118,7 +124,8 @@ def test_a_run_killed_after_a_rollback_resumes_bit_identical(
     assert launcher.returncode == 0, log
     assert log.count("rolled back to step 80") == 1 and "resumed from step-000000100" in log
     assert read_commit(step_dir(out / "checkpoints", 120))["loss_spikes"]["skipped"] == [SKIPPED]
-    assert same(final_weights(out), skipped_from_the_start)
+    assert same(final_weights(out), final_weights(skipped_from_the_start))
+    assert same_statistics(out, skipped_from_the_start)
 
 
 def test_a_spike_past_the_rollback_budget_stops_the_run_in_one_line(tmp_path: Path) -> None:
