@@ -247,3 +247,16 @@ def test_a_resume_that_clips_otherwise_than_its_checkpoint_says_so(tmp_path: Pat
     assert upgraded.returncode == 0 and f"warning: step-000000012 {warning}" in upgraded.stderr
     same_clip = run([*gpt, "--max-steps", "24"])
     assert same_clip.returncode == 0 and "gradient clipping" not in same_clip.stderr
+
+
+def test_a_spike_before_any_checkpoint_stops_the_run_in_one_line(tmp_path: Path) -> None:
+    data = poisoned(tmp_path / "data", SPIKE_STEP)
+    cmd = [sys.executable, "-m", *ARGS, *GUARD, "--batch-size", "32", "--checkpoint-every", "1000"]
+    stopped = run([*cmd, "--data-dir", str(data), "--output-dir", str(tmp_path / "o")])
+    assert stopped.returncode == LOSS_SPIKES, stopped.stderr
+    errors = [line for line in stopped.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith(f"error: loss spike at step {SPIKE_STEP}: loss ")
+    assert errors[0].endswith(
+        "and no committed checkpoint to go back to: checkpoint sooner (--checkpoint-every) or judge later "
+        "(--spike-warmup)"
+    )
