@@ -260,3 +260,14 @@ def test_a_spike_before_any_checkpoint_stops_the_run_in_one_line(tmp_path: Path)
         "and no committed checkpoint to go back to: checkpoint sooner (--checkpoint-every) or judge later "
         "(--spike-warmup)"
     )
+
+
+def test_a_run_stopped_by_a_spike_commits_the_save_still_being_written(tmp_path: Path) -> None:
+    # The async save of step 89, just before the spike, is of sound weights: stopping must not drop it.
+    data = poisoned(tmp_path / "data", SPIKE_STEP)
+    cmd = [sys.executable, "-m", *ARGS, *GUARD, "--batch-size", "32", "--checkpoint-every", "89", "--async-checkpoint"]
+    cmd += ["--spike-max-rollbacks", "0", "--data-dir", str(data), "--output-dir", str(tmp_path / "o")]
+    stopped = run(cmd)
+    assert stopped.returncode == LOSS_SPIKES, stopped.stderr
+    assert f"error: loss spike at step {SPIKE_STEP}: loss " in stopped.stderr
+    assert read_commit(step_dir(tmp_path / "o" / "checkpoints", 89)) is not None
