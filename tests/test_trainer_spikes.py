@@ -37,15 +37,15 @@ SPIKE_STEP = 90
 SKIPPED = "1:512-832"
 
 
-def poisoned(data: Path, *steps: int) -> Path:
+def poisoned(data: Path, *steps: int, share: slice = slice(None)) -> Path:
     """A train.npz of learnable images whose labels are wrong (shifted by one class) for the
-    samples that an uninterrupted run trains on at ``steps``."""
+    samples that an uninterrupted run trains on at ``steps`` (their ``share`` of each step's)."""
     dataset = synthetic_images(SAMPLES, SEED)
     labels = dataset.labels.numpy().copy()
     order = GlobalOrder(SAMPLES, GLOBAL_BATCH, SEED)
     for step in steps:
         epoch, index = divmod(step - 1, STEPS_PER_EPOCH)
-        samples = order.permutation(epoch)[index * GLOBAL_BATCH : (index + 1) * GLOBAL_BATCH].numpy()
+        samples = order.permutation(epoch)[index * GLOBAL_BATCH : (index + 1) * GLOBAL_BATCH][share].numpy()
         labels[samples] = (labels[samples] + 1) % 10
     data.mkdir()
     np.savez(data / "train.npz", images=dataset.images.numpy(), labels=labels)
@@ -56,9 +56,16 @@ def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+def same_statistics(a: Path, b: Path) -> bool:
+    """Whether the final checkpoints of two runs hold the same running statistics of the loss:
+    the rolled-back run's, taken from its checkpoint, are those of a run that never saw the spike."""
+    stats = [read_commit(step_dir(out / "checkpoints", 120))["loss_spikes"] for out in (a, b)]
+    return all(stats[0][key] == stats[1][key] for key in ("mean", "var", "seen"))
+
+
 @pytest.fixture(scope="module")
-def skipped_from_the_start(tmp_path_factory: pytest.TempPathFactory) -> dict[str, torch.Tensor]:
-    """The final weights of a run told with --skip-samples to skip what the guard skips."""
+def skipped_from_the_start(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The output directory of a run told with --skip-samples to skip what the guard skips."""
     tmp = tmp_path_factory.mktemp("told")
     data = poisoned(tmp / "data", SPIKE_STEP)
     told = run(
@@ -66,11 +73,11 @@ def skipped_from_the_start(tmp_path_factory: pytest.TempPathFactory) -> dict[str
     )
     assert told.returncode == 0, told.stderr
     assert "loss spike" not in told.stdout
-    return final_weights(tmp / "o")
+    return tmp / "o"
 
 
 def test_a_spike_rolls_back_skips_its_data_and_ends_as_a_run_told_to_skip_it(
-    tmp_path: Path, skipped_from_the_start: dict[str, torch.Tensor]
+    tmp_path: Path, skipped_from_the_start: Path
 ) -> None:
     data = poisoned(tmp_path / "data", SPIKE_STEP)
     out = tmp_path / "guarded"
@@ -83,12 +90,25 @@ def test_a_spike_rolls_back_skips_its_data_and_ends_as_a_run_told_to_skip_it(
     record = read_commit(step_dir(out / "checkpoints", 120))
     assert record["loss_spikes"]["rollbacks"] == 1 and record["loss_spikes"]["skipped"] == [SKIPPED]
     assert [r["step"] for r in metrics(out)] == list(range(10, 121, 10))
-    assert same(final_weights(out), skipped_from_the_start)
+    assert same(final_weights(out), final_weights(skipped_from_the_start))
+    assert same_statistics(out, skipped_from_the_start)
 
 
-def test_a_run_killed_after_a_rollback_resumes_bit_identical(
-    tmp_path: Path, skipped_from_the_start: dict[str, torch.Tensor]
-) -> None:
+def test_a_spike_in_one_rank_s_data_rolls_back_every_rank(tmp_path: Path) -> None:
+    # Only rank 1's half of the step's batch is wrong: rank 0's own loss is ordinary (its
+    # z-score below 0), rank 1's alone is above 3, the mean's about 2 (hence the threshold);
+    # only judging the mean over the ranks lets both decide alike, else they part ways in
+    # the collectives.
+    data = poisoned(tmp_path / "data", SPIKE_STEP, share=slice(GLOBAL_BATCH // 2, None))
+    cmd = torchrun(*ARGS, *GUARD, "--spike-threshold", "1.5", "--timeout-s", "60", "--data-dir", str(data))
+    cmd += ["--output-dir", str(tmp_path / "o")]
+    guarded = run(cmd)
+    assert guarded.returncode == 0, guarded.stderr
+    assert f"loss spike at step {SPIKE_STEP}: loss " in guarded.stdout
+    assert guarded.stdout.count("rolled back to step 80 and skipping samples") == 1
+
+
+def test_a_run_killed_after_a_rollback_resumes_bit_identical(tmp_path: Path, skipped_from_the_start: Path) -> None:
     data = poisoned(tmp_path / "data", SPIKE_STEP)
     out = tmp_path / "killed"
     launcher = start(torchrun(*ARGS, *GUARD, "--data-dir", str(data), "--output-dir", str(out), restarts=1))
@@ -104,7 +124,8 @@ def test_a_run_killed_after_a_rollback_resumes_bit_identical(
     assert launcher.returncode == 0, log
     assert log.count("rolled back to step 80") == 1 and "resumed from step-000000100" in log
     assert read_commit(step_dir(out / "checkpoints", 120))["loss_spikes"]["skipped"] == [SKIPPED]
-    assert same(final_weights(out), skipped_from_the_start)
+    assert same(final_weights(out), final_weights(skipped_from_the_start))
+    assert same_statistics(out, skipped_from_the_start)
 
 
 def test_a_spike_past_the_rollback_budget_stops_the_run_in_one_line(tmp_path: Path) -> None:
@@ -226,3 +247,27 @@ def test_a_resume_that_clips_otherwise_than_its_checkpoint_says_so(tmp_path: Pat
     assert upgraded.returncode == 0 and f"warning: step-000000012 {warning}" in upgraded.stderr
     same_clip = run([*gpt, "--max-steps", "24"])
     assert same_clip.returncode == 0 and "gradient clipping" not in same_clip.stderr
+
+
+def test_a_spike_before_any_checkpoint_stops_the_run_in_one_line(tmp_path: Path) -> None:
+    data = poisoned(tmp_path / "data", SPIKE_STEP)
+    cmd = [sys.executable, "-m", *ARGS, *GUARD, "--batch-size", "32", "--checkpoint-every", "1000"]
+    stopped = run([*cmd, "--data-dir", str(data), "--output-dir", str(tmp_path / "o")])
+    assert stopped.returncode == LOSS_SPIKES, stopped.stderr
+    errors = [line for line in stopped.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith(f"error: loss spike at step {SPIKE_STEP}: loss ")
+    assert errors[0].endswith(
+        "and no committed checkpoint to go back to: checkpoint sooner (--checkpoint-every) or judge later "
+        "(--spike-warmup)"
+    )
+
+
+def test_a_run_stopped_by_a_spike_commits_the_save_still_being_written(tmp_path: Path) -> None:
+    # The async save of step 89, just before the spike, is of sound weights: stopping must not drop it.
+    data = poisoned(tmp_path / "data", SPIKE_STEP)
+    cmd = [sys.executable, "-m", *ARGS, *GUARD, "--batch-size", "32", "--checkpoint-every", "89", "--async-checkpoint"]
+    cmd += ["--spike-max-rollbacks", "0", "--data-dir", str(data), "--output-dir", str(tmp_path / "o")]
+    stopped = run(cmd)
+    assert stopped.returncode == LOSS_SPIKES, stopped.stderr
+    assert f"error: loss spike at step {SPIKE_STEP}: loss " in stopped.stderr
+    assert read_commit(step_dir(tmp_path / "o" / "checkpoints", 89)) is not None

@@ -271,6 +271,7 @@ class Trainer:
             LossSpikeError: ``--spike-max-rollbacks`` are spent, or there is no checkpoint.
         """
         spikes, progress = self.spikes, self.progress
+        self.checkpoints.checkpointer.wait()  # a save from before the spike: kept even when stopping
         spikes.check_budget(spike)
         # The rollbacks and the skips outlive the checkpoint they go back to.
         rollbacks, skipped = spikes.rollbacks, list(spikes.skipped)
