@@ -33,6 +33,7 @@ from .mesh import MeshShape
 from .numerics import NONFINITE, StepGuard
 from .pipeline import gather_stages
 from .resume import Agreement
+from .resume_guards import DATA, GRAD_CLIP, clip_changed, data_changed
 from .schedule import Progress
 from .spikes import SPIKES, SpikeGuard
 from .topology import Topology, gather
@@ -41,19 +42,8 @@ from .weights import load as load_weights
 
 FULL_STATE = StateDictOptions(full_state_dict=True, cpu_offload=True)
 """The final model holds whole tensors, gathered to rank 0 from the shards under FSDP."""
-DATA = "data"
-"""The commit record's key for the dataset a checkpoint's epoch plan is of: its ``samples``
-and ``fingerprint`` (:func:`trainer.data.fingerprint`); the seed is in its ``config``."""
 JOB = "job"
 """The commit record's key for ``--job-id``, the job that wrote it (null outside a job)."""
-
-
-GRAD_CLIP = "grad_clip"
-"""The commit record's key for the gradient norm the run clipped to (None: no clipping)."""
-
-
-def _clipping(clip: float | None) -> str:
-    return "no gradient clipping" if clip is None else f"gradient clipping to {clip:g}"
 
 
 class Checkpoints:
@@ -194,8 +184,9 @@ class Checkpoints:
                     f"--output-dir {self.output} holds a checkpoint of a run with {flag} "
                     f"{saved.get(key, False)!r}, not {getattr(self.cfg, key)!r}: use another output directory"
                 )
-        self._check_clip(path, commit)
-        replan = self._data_changed(path, commit)
+        if (clipping := clip_changed(path.name, commit, self.cfg.grad_clip)) and self.topo.is_main:
+            warn(clipping)
+        replan = data_changed(path.name, commit, self.cfg, self.progress.order.size, self.data_fingerprint, self.output)
         progress = self.progress
         if commit["global_batch"] != progress.order.global_batch:
             self._keep_global_batch(commit["global_batch"])
@@ -247,45 +238,6 @@ class Checkpoints:
             # The intra-op thread count changes reduction order, so it is part of the state.
             torch.set_num_threads(commit["threads"])
             self.threads = commit["threads"]
-
-    def _data_changed(self, path: Path, commit: dict[str, Any]) -> str | None:
-        """How this run's data and seed differ from those the checkpoint's epoch plan is of
-        (None when they do not; a record of an earlier trainer has no data to compare).
-
-        Raises:
-            UsageError: they differ and ``--replan-epoch`` was not given.
-        """
-        saved_seed = commit["config"].get("seed", self.cfg.seed)
-        saved = commit.get(DATA) or {"samples": self.progress.order.size, "fingerprint": self.data_fingerprint}
-        changes = []
-        if (saved["samples"], saved["fingerprint"]) != (self.progress.order.size, self.data_fingerprint):
-            changes.append(
-                f"another dataset ({saved['samples']} samples, fingerprint {saved['fingerprint']}; this run's has "
-                f"{self.progress.order.size}, fingerprint {self.data_fingerprint})"
-            )
-        if saved_seed != self.cfg.seed:
-            changes.append(f"another --seed ({saved_seed}, not {self.cfg.seed})")
-        if not changes:
-            return None
-        change = f"checkpoint {path.name} was trained with {' and '.join(changes)}"
-        if not self.cfg.replan_epoch:
-            raise UsageError(
-                f"--output-dir {self.output}: {change}: its position in epoch {commit['epoch']} would repeat or "
-                "skip samples of this run's order; resume with the data and --seed it was trained with, pass "
-                f"--replan-epoch to go on with these (epoch {commit['epoch']} starts over), or use another --output-dir"
-            )
-        return change
-
-    def _check_clip(self, path: Path, commit: dict[str, Any]) -> None:
-        """Warn when this run clips gradients otherwise than the one that wrote ``path``: a
-        checkpoint of an earlier trainer records only ``--clip-grad``, whose absence then meant
-        no clipping, where gpt and llama now clip to 1.0 by default."""
-        saved = commit[GRAD_CLIP] if GRAD_CLIP in commit else commit["config"].get("clip_grad")
-        if saved != self.cfg.grad_clip and self.topo.is_main:
-            warn(
-                f"{path.name} was trained with {_clipping(saved)}, this run uses {_clipping(self.cfg.grad_clip)}: "
-                f"pass --clip-grad {saved or 0:g} to go on as it was trained"
-            )
 
     def _keep_global_batch(self, global_batch: int) -> None:
         """Resume at another world size with the checkpoint's global batch, by changing the
