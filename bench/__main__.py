@@ -3,6 +3,7 @@
     python -m bench [--repeats 3] [--steps 300] [--only NAME ...]
     python -m bench --only gpt --gpt-size 124m --gpt-batch-size 32   # on a GPU: tokens/s and MFU
     python -m bench --only checkpoint-format                         # full-state vs sharded saves
+    python -m bench --only staging                                   # async saves: fresh vs reused host memory
 
 This machine's speed drifts, so each comparison runs its sides in turn (A, B, A, B, …)
 in fresh processes and reports medians and the ratio of medians. Results also go to
@@ -77,9 +78,10 @@ def checkpoint_overhead(repeats: int) -> dict[str, Any]:
         "from trainer.config import Config\n"
         "from trainer.topology import topology\n"
         "from trainer.loop import Trainer\n"
+        "from trainer.model_spec import model_spec\n"
         "torch.set_num_threads(2)\n"
         "cfg = Config(output_dir=tempfile.mkdtemp(), max_steps=10**6)\n"
-        "t = Trainer(cfg, topology(), synthetic_images(8192, 1))\n"
+        "t = Trainer(cfg, topology(), synthetic_images(8192, 1), model_spec(cfg))\n"
         "perm = t.progress.order.permutation(0); steps = []; saves = []\n"
         "for i in range(60):\n"
         "    s = time.perf_counter(); t.train_step(perm); steps.append(time.perf_counter() - s)\n"
@@ -245,6 +247,32 @@ def checkpoint_formats(repeats: int) -> dict[str, Any]:
     return row
 
 
+def staging(repeats: int, saves: int = 5) -> dict[str, Any]:
+    """Training time blocked per async save, host memory staged fresh at every save vs one
+    stager for the run (bench.staging), one process on CPU, sides alternated in fresh
+    processes. A process's first save allocates either way: the figure is the median of the
+    later ones, and its median over the repeats."""
+    sides = ("fresh", "reused")
+    runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
+    for _ in range(repeats):
+        for side in sides:
+            out = tempfile.mkdtemp(prefix="bench-staging-")
+            cmd = [PY, "-m", "bench.staging", "--side", side, "--saves", str(saves), "--dir", out]
+            done = subprocess.run(cmd, cwd=ROOT, env=_env(1), capture_output=True, text=True, check=True)
+            runs[side].append(json.loads(done.stdout.strip().splitlines()[-1]))
+            shutil.rmtree(out)
+    row: dict[str, Any] = {"model": "gpt n_embd 512, 8 layers + AdamW, 1 process", "saves": saves, "runs": runs}
+    for side in sides:
+        row[side] = {
+            "first_save_blocked_s": statistics.median(r["blocked_s"][0] for r in runs[side]),
+            "later_saves_blocked_s": statistics.median(statistics.median(r["blocked_s"][1:]) for r in runs[side]),
+        }
+    row["state_mib"] = round(runs["fresh"][0]["state_bytes"] / 2**20, 1)
+    row["ratio"] = row["fresh"]["later_saves_blocked_s"] / row["reused"]["later_saves_blocked_s"]
+    print(f"async save staging ({row['state_mib']} MiB): {row}", flush=True)
+    return row
+
+
 def plan_vs_imports(repeats: int) -> dict[str, Any]:
     commands = {
         "plan": [PY, "-m", "components.plan", "--stack", "prod"],
@@ -282,7 +310,7 @@ def main() -> int:
     p.add_argument(
         "--only",
         nargs="*",
-        help="efficiency tutorial-1 tutorial-2 threads checkpoint checkpoint-format resume plan gpt",
+        help="efficiency tutorial-1 tutorial-2 threads checkpoint checkpoint-format staging resume plan gpt",
     )
     p.add_argument("--gpt-size", default="tiny", help="gpt benchmark model: tiny (CPU) or 124m (GPU)")
     p.add_argument("--gpt-batch-size", type=int, default=16, help="gpt benchmark batch per process")
@@ -303,6 +331,7 @@ def main() -> int:
             "threads",
             "checkpoint",
             "checkpoint-format",
+            "staging",
             "resume",
             "plan",
             "gpt",
@@ -330,6 +359,8 @@ def main() -> int:
         results["resume"] = kill_to_resume(r)
     if "checkpoint-format" in want:
         results["checkpoint_format"] = checkpoint_formats(r)
+    if "staging" in want:
+        results["staging"] = staging(r)
     if "plan" in want:
         results["plan"] = plan_vs_imports(max(r, 5))
     if "gpt" in want:

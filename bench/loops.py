@@ -31,6 +31,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from trainer.config import Config
 from trainer.data import ImageDataset, synthetic_images
 from trainer.loop import Trainer
+from trainer.model_spec import model_spec
 from trainer.models import MnistCNN
 from trainer.topology import topology
 
@@ -117,7 +118,7 @@ def trainer(steps: int, batch: int, data: ImageDataset) -> Callable[[], None]:
     """The bundled trainer with checkpoints every 200 steps and logging every 20."""
     out = tempfile.mkdtemp(prefix="bench-trainer-")
     cfg = Config(model="cnn", output_dir=out, batch_size=batch, max_steps=steps, checkpoint_every=200, log_every=20)
-    run = Trainer(cfg, topology(), data)
+    run = Trainer(cfg, topology(), data, model_spec(cfg))
     return lambda: run.train()
 
 

@@ -246,14 +246,6 @@ class TolerationSpec(TypedDict):
     effect: pulumi.Input[TolerationEffect]
 
 
-class TrainerArgsModel(enum.StrEnum):
-    """The values of TrainerArgs.model."""
-
-    CNN = "cnn"
-    GPT = "gpt"
-    LLAMA = "llama"
-
-
 class TrainerArgsParallel(enum.StrEnum):
     """The values of TrainerArgs.parallel."""
 
@@ -275,9 +267,10 @@ class TrainerArgsLlamaSize(enum.StrEnum):
 class TrainerArgs(TypedDict):
     """Flags for the bundled trainer (`python -m trainer`); unset, each is the trainer's own default."""
 
-    model: NotRequired[pulumi.Input[TrainerArgsModel]]
-    """`cnn` (the MNIST convnet), `gpt` (a small decoder) or `llama` (a Llama-family decoder, sized by
-    `llamaSize`)."""
+    model: NotRequired[pulumi.Input[str]]
+    """`cnn` (the MNIST convnet), `gpt` (a small decoder), `llama` (a Llama-family decoder, sized by
+    `llamaSize`), or your own model's factory as `package.module:factory`, imported from the job's
+    `code`."""
     batch_size: NotRequired[pulumi.Input[int]]
     """Samples per process in each step, or in each micro-step under `--grad-accum`."""
     checkpoint_every: NotRequired[pulumi.Input[int]]
@@ -306,6 +299,12 @@ class TrainerArgs(TypedDict):
     llama_size: NotRequired[pulumi.Input[TrainerArgsLlamaSize]]
     """`model: llama`'s shape: `tiny` (the trainer's default), or Llama 3.2 1B's, Llama 3.1 8B's or 70B's
     (`1b`, `8b`, `70b`)."""
+    tp: NotRequired[pulumi.Input[int]]
+    """Tensor-parallel processes per sample (`model: llama`), inside one pod: it must divide the pod's processes
+    and the model's key-value heads. 1 (the trainer's default) when unset; `parallel: auto` chooses it."""
+    pp: NotRequired[pulumi.Input[int]]
+    """Pipeline stages (`model: llama`), e.g. one per pod across slow links; `tp × pp` must divide the job's
+    processes, the rest being FSDP replicas. 1 when unset; `parallel: auto` chooses it."""
 
 
 class SecretKeySelector(TypedDict):

@@ -126,7 +126,7 @@ def go_enum_constant(type_name: str, member: dict[str, Any]) -> str:
     ``-`` too; every other character that is no letter, digit or ``_`` becomes ``_``, a leading
     digit gets ``_`` before it, runs of ``_`` become one, and a name holding ``_`` is set off from
     the type's name by ``_``: ``NO_SPOT`` of ``GpuPoolSpotStrategy`` is
-    ``GpuPoolSpotStrategy_NO_SPOT``, ``GPT`` of ``TrainerArgsModel`` ``TrainerArgsModelGPT``."""
+    ``GpuPoolSpotStrategy_NO_SPOT``, ``FSDP`` of ``TrainerArgsParallel`` ``TrainerArgsParallelFSDP``."""
     name = str(member.get("name") or member["value"])
     name = re.sub(r"-(.)", lambda m: "_" + m.group(1).upper(), name[:1].upper() + name[1:])
     name = re.sub(r"\W", "_", name)

@@ -14,7 +14,7 @@ from test_jobs import CPU_PLACEMENT, IMAGE, context
 from components.config import ConfigError, TrainingJobSpec, load_spec
 from components.manifests import CHECKPOINT_KEY_FILE, pytorch_job, train_job
 from components.plan_records import SECRET
-from trainer.config import parse_args
+from trainer.flags import parse_args
 
 OWN_KEY = {"secretKeyRef": {"name": "ckpt-key", "key": "hmac"}}
 SECRET_TYPE = "kubernetes:core/v1:Secret"

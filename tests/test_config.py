@@ -779,6 +779,18 @@ INVALID = [
         "final_model.pt in the job's output directory",
     ),
     (
+        "a model that is neither built in nor a factory",
+        {"jobs.0.trainer.model": "my_models/net.py"},
+        "ack-training-platform:jobs[0].trainer.model: model 'my_models/net.py': choose cnn, gpt or llama, or name "
+        "your own model's factory as package.module:factory (importable from the job's code)",
+    ),
+    (
+        "a factory with a line break after it",
+        {"jobs.0.trainer.model": "own_models.mixer:factory\n"},
+        "ack-training-platform:jobs[0].trainer.model: model 'own_models.mixer:factory\\n': choose cnn, gpt or "
+        "llama, or name your own model's factory as package.module:factory (importable from the job's code)",
+    ),
+    (
         "initial weights outside the volumes",
         {"jobs.0.trainer.initFrom": "/home/me/base.pt"},
         "ack-training-platform:jobs[0].trainer.initFrom: '/home/me/base.pt' is on neither volume the pod mounts: "
@@ -1162,7 +1174,7 @@ def test_a_spec_built_in_python_names_the_argument_as_python_does() -> None:
         )
     assert raised.value.problems == [
         "trainer.modle: unknown argument; did you mean 'model'? valid: batch_size, checkpoint_every, epochs, "
-        "fabric_probe, final_model_path, init_from, llama_size, lr, max_steps, model, parallel, synthetic_data",
+        "fabric_probe, final_model_path, init_from, llama_size, lr, max_steps, model, parallel, pp, synthetic_data, tp",
         "env['B'].secret_key_ref.key: required argument is missing",
     ]
     with pytest.raises(SpecError) as raised:

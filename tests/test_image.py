@@ -211,7 +211,8 @@ def run_trainjob_pods(job: dict[str, Any], runtime: dict[str, Any], image: Image
     node = trainer_container(job, runtime)
     pods = []
     for pod in trainer_pods(job, runtime, port=port).values():
-        env = {e["name"]: e["value"] for e in node["env"]} | pod.env | {"PET_MASTER_ADDR": "127.0.0.1"}
+        # The stack's TrainJobs set TRAINING_JOB, which the runtime's downward-API entries only build.
+        env = {e["name"]: e["value"] for e in node["env"] if "value" in e} | pod.env | {"PET_MASTER_ADDR": "127.0.0.1"}
         pods.append(start_pod(node["command"], env, image))
     return wait_for(pods)
 

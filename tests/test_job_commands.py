@@ -54,6 +54,7 @@ from trainer.exporter import PrometheusExporter
 from trainer.metric_names import (
     FABRIC_BUS_BANDWIDTH,
     METRICS_PORT,
+    PARALLEL_MESH,
     PARALLEL_STRATEGY,
     RESTARTS,
     SHARD_GROUP,
@@ -139,6 +140,24 @@ def test_get_shows_the_strategy_and_bandwidth_rank_0_serves(cluster) -> None:
         "Network:   hsdp, 8 processes per shard group; all-reduce bus bandwidth intra-node 151 GB/s, "
         "inter-node 21.4 GB/s",
     ]
+
+
+def test_get_shows_the_mesh_of_a_split_model(cluster) -> None:
+    exporter = PrometheusExporter(0, TRAINING)
+    try:
+        exporter.set(PARALLEL_STRATEGY, 1, strategy="fsdp")
+        exporter.set(SHARD_GROUP, 4)
+        exporter.set(PARALLEL_MESH, 1, dp="4", pp="4", tp="2")
+        with urllib.request.urlopen(f"http://127.0.0.1:{exporter.server.server_port}/metrics") as response:
+            served = response.read().decode()
+    finally:
+        exporter.close()
+    api, kubeconfig = cluster
+    serve_mnist(api)
+    api.routes[("GET", f"{PODS}/mnist-master-0:{METRICS_PORT}/proxy/metrics")] = served
+    code, lines = jobs(kubeconfig, "get", "mnist")
+    assert code == 0
+    assert lines[-1] == "Network:   fsdp on mesh dp 4 × pp 4 × tp 2, 4 processes per shard group"
 
 
 def test_get_of_an_elastic_job_finds_rank_0_on_whichever_worker_has_it(cluster) -> None:

@@ -126,6 +126,20 @@ def test_submit_creates_exactly_the_builders_manifest(cluster, outputs: Path, ba
         ),
         (["--max-steps", "0", "--image-tag", "v1"], "--max-steps: Input should be greater than or equal to 1"),
         (["--parallel", "fsdp", "--image-tag", "v1"], "--parallel: parallel fsdp shards the gpt and llama models"),
+        (["--model", "net.py", "--image-tag", "v1"], "--model: model 'net.py': choose cnn, gpt or llama, or name"),
+        (
+            ["--model", "llama", "--tp", "3", "--image-tag", "v1"],
+            "--tp: tp 3: llamaSize tiny has 4 query heads, which 3 ranks cannot split evenly; choose tp from 1, 2",
+        ),
+        (["--model", "gpt", "--pp", "2", "--image-tag", "v1"], "--pp: tp and pp split the llama model's layers"),
+        (
+            ["--model", "llama", "--tp", "2", "--parallel", "auto", "--image-tag", "v1"],
+            "--parallel: parallel auto with tp 2 and pp 1: beside tensor or pipeline parallelism",
+        ),
+        (
+            ["--model", "llama", "--pp", "3", "--batch-size", "3", "--nodes", "2", "--image-tag", "v1"],
+            "--pp: tp 1 × pp 3 = 3 does not divide the job's 16 processes (2 pods × 8)",
+        ),
     ],
 )
 def test_submit_with_bad_flags_names_the_flag_and_exits_2(outputs: Path, capsys, flags, message) -> None:
@@ -350,6 +364,33 @@ def test_every_trainer_setting_is_a_submit_flag(outputs: Path) -> None:
     assert {flag for flag, path in submit.FLAGS.items() if path[0] == "trainer"} == {
         "--" + name.replace("_", "-") for name in TrainerArgs.model_fields
     }
+
+
+def test_submit_carries_a_model_factory_of_the_jobs_code_to_the_trainer(outputs: Path) -> None:
+    # The factory is the trainer's to import, from the job's code: the spec checks its form only,
+    # and lets such a model be sharded (the trainer checks it has blocks).
+    flags = ["--model", "own_models.mixer:factory", "--parallel", "fsdp", "--code-path", "/mnt/data/code"]
+    lines: list[str] = []
+    argv = ["--outputs", str(outputs), "submit", "mixer", "--image-tag", "v1.4.0", *flags, "--dry-run"]
+    assert run(argv, out=lines.append) == 0
+    (master,) = yaml.safe_load("\n".join(lines))["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"][
+        "containers"
+    ]
+    command = " ".join(master["command"] + master.get("args", []))
+    assert "-m trainer --model own_models.mixer:factory" in command and "--parallel fsdp" in command
+    # `python -m` puts the working directory, the job's code, first on the import path.
+    assert master["workingDir"] == "/mnt/data/code"
+
+
+def test_submit_carries_the_mesh_to_the_trainer(outputs: Path) -> None:
+    flags = ["--nodes", "2", "--model", "llama", "--llama-size", "8b", "--tp", "8", "--pp", "2", "--image-tag", "v1"]
+    lines: list[str] = []
+    assert run(["--outputs", str(outputs), "submit", "llama", *flags, "--dry-run"], out=lines.append) == 0
+    job = yaml.safe_load("\n".join(lines))
+    for replica in job["spec"]["pytorchReplicaSpecs"].values():
+        command = replica["template"]["spec"]["containers"][0]["command"]
+        assert command[command.index("--model") + 1] == "llama"
+        assert command[command.index("--llama-size") :] == ["--llama-size", "8b", "--tp", "8", "--pp", "2"]
 
 
 DEV_NODE = {"millicpu": 8000, "memory": 30 * 2**30, "exact": False, "source": "ecs.gn7i-c8g1.2xlarge"}

@@ -540,3 +540,43 @@ def test_exit_code_jobs_bound_each_pods_retries_by_the_backoff_limit(extra: dict
         pod_name = {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
         assert (container["command"][:4] == ["python", "-m", "trainer.launch", "--max-pod-restarts=4"]) == bounded
         assert (pod_name in container["env"]) == bounded
+
+
+@pytest.mark.parametrize(
+    ("trainer", "extra", "problem"),
+    [
+        (
+            {"model": "llama", "tp": 2},
+            {},
+            "ack-training-platform:jobs[0].trainer.tp: tp 2 does not divide the pod's 1 processes: tensor "
+            "parallelism runs a collective per layer and stays inside a pod",
+        ),
+        (
+            {"model": "llama", "pp": 3, "batchSize": 3},
+            {"nodes": 2},
+            "ack-training-platform:jobs[0].trainer.pp: tp 1 × pp 3 = 3 does not divide the job's 2 processes "
+            "(2 pods × 1)",
+        ),
+        (
+            {"model": "llama", "tp": 4},
+            {"gpusPerNode": 0, "procsPerNode": 4},
+            "ack-training-platform:jobs[0].trainer.tp: tp 4: llamaSize tiny has 2 key-value heads, which 4 ranks "
+            "cannot split evenly; choose tp from 1, 2",
+        ),
+    ],
+)
+def test_a_mesh_the_job_cannot_hold_names_its_stack_key(trainer: dict, extra: dict, problem: str) -> None:
+    from components.config import ConfigError, load_spec
+
+    config = stack_config("dev")  # one A10 a node
+    config[cfg("jobs")][0] |= {"trainer": trainer, **extra}
+    with pytest.raises(ConfigError) as raised:
+        load_spec(config, credentials=False)
+    assert any(p.startswith(problem) for p in raised.value.problems), raised.value.problems
+
+
+def test_the_job_spec_passes_the_mesh_to_the_trainer() -> None:
+    spec = TrainingJobSpec(name="a", image=IMAGE, nodes=4, trainer={"model": "llama", "pp": 4, "batch_size": 4})
+    command = pytorch_job(spec, context(POOL_1, 1))["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    command = command["containers"][0]["command"]
+    assert command[command.index("--checkpoint-every") + 2 :] == ["--pp", "4"]

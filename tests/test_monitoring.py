@@ -594,7 +594,15 @@ def test_every_panel_reads_metrics_that_are_served() -> None:
     panels = {p["title"] for p in training_dashboard(["training"])["panels"]}
     assert {"Loss", "Throughput", "Model FLOPs utilisation", "Step time per rank", "Checkpoint age"} <= panels
     assert {"GPU utilisation per pod", "GPU memory used per pod", "Gradient norm"} <= panels
-    assert {"Fabric bus bandwidth", "Parallelism"} <= panels
+    assert {"Fabric bus bandwidth", "Parallelism", "Device mesh"} <= panels
+
+
+def test_the_mesh_panel_names_each_dimension_of_the_served_mesh() -> None:
+    (mesh,) = [p for p in training_dashboard(["training"])["panels"] if p["title"] == "Device mesh"]
+    (target,) = mesh["targets"]
+    assert metric_names_in(target["expr"]) == {metric_names.PARALLEL_MESH.name}
+    assert target["legendFormat"] == "dp {{dp}} × pp {{pp}} × tp {{tp}}"
+    assert metric_names.PARALLEL_MESH.labels == ("dp", "pp", "tp")
 
 
 def test_the_dashboard_offers_every_namespace_the_stack_watches_and_nothing_else() -> None:

@@ -434,9 +434,21 @@ def test_the_typescript_and_go_examples_match_the_schema(path, language) -> None
             "platform.GpuPoolSpecArgs",
             "Storage: platform.StorageSpecArgs is",
         ),
-        (GO_EXAMPLE, "go", "platform.TrainerArgsModelGPT", "platform.TrainerArgsModelBert", "Model: 'platform.Trainer"),
+        (
+            GO_EXAMPLE,
+            "go",
+            "platform.TrainerArgsParallelFSDP",
+            "platform.TrainerArgsParallelZero",
+            "Parallel: 'platform.Trainer",
+        ),
         # The Go generator names a constant after the member's name, not its value.
-        (GO_EXAMPLE, "go", "platform.TrainerArgsModelGPT", "platform.TrainerArgsModelGpt", "Model: 'platform.Trainer"),
+        (
+            GO_EXAMPLE,
+            "go",
+            "platform.TrainerArgsParallelFSDP",
+            "platform.TrainerArgsParallelFsdp",
+            "Parallel: 'platform.Trainer",
+        ),
         (GO_EXAMPLE, "go", 'Name:   pulumi.String("finetune"),', "", "Jobs[0].name: required property is missing"),
     ],
 )
@@ -454,7 +466,12 @@ def test_go_enum_constants_are_named_as_the_go_generator_names_them() -> None:
         for name, kind in types.items()
         if "enum" in kind
     }
-    assert constants["TrainerArgsModel"] == ["TrainerArgsModelCNN", "TrainerArgsModelGPT", "TrainerArgsModelLLAMA"]
+    assert constants["TrainerArgsParallel"] == [
+        "TrainerArgsParallelDDP",
+        "TrainerArgsParallelFSDP",
+        "TrainerArgsParallelHSDP",
+        "TrainerArgsParallelAUTO",
+    ]
     assert constants["GpuPoolSpotStrategy"][2] == "GpuPoolSpotStrategy_SPOT_AS_PRICE_GO"
     assert constants["TrainerArgsLlamaSize"][1] == "TrainerArgsLlamaSize_SIZE_1B"
     assert sdk_examples.go_enum_constant("T", {"value": "8.3"}) == "T_8_3"

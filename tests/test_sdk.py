@@ -107,6 +107,8 @@ def admission_refusals(plan: Any, job: dict[str, Any], runtime: dict[str, Any]) 
 
 def all_reduce() -> None:
     """The function the SDK ships: it runs under torchrun in every process of every node."""
+    import os
+
     import torch
     import torch.distributed as dist
 
@@ -114,6 +116,8 @@ def all_reduce() -> None:
     total = torch.tensor([float(dist.get_rank() + 1)])
     dist.all_reduce(total)
     print(f"rank {dist.get_rank()} of {dist.get_world_size()}: sum {total.item():.0f}", flush=True)
+    # The identity with which the bundled trainer claims its output directory (--job-id).
+    print(f"job {os.environ.get('TRAINING_JOB')}", flush=True)
     dist.destroy_process_group()
 
 
@@ -184,6 +188,7 @@ def test_a_custom_trainer_runs_as_two_nodes_and_reports_back(runtimes: list[dict
     ]
     assert "rank 0 of 2: sum 3" in first
     assert "rank 1 of 2: sum 3" in second
+    assert f"job {NS}/{name}" in first and f"job {NS}/{name}" in second
 
 
 def test_a_custom_trainer_container_runs_its_own_image(runtimes: list[dict[str, Any]], tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from fixtures.operator_pods import (
     OperatorPod,
     operator_pods,
 )
-from fixtures.trainer_pods import pod_placement
+from fixtures.trainer_pods import pod_placement, trainer_pods
 from loopback_api import FakeApi, serve_mpi, v1_pod, v2_pod
 from test_jobs import IMAGE, POOL_1, context
 
@@ -271,7 +271,17 @@ def _placed(*patches: dict[str, Any]) -> dict[str, Any]:
     return pod_placement(job, runtime)
 
 
+def _trainjob_pod_labels(name: str) -> dict[str, str]:
+    job = {"metadata": {"name": name}, "spec": {"runtimeRef": {"name": "torch"}, "trainer": {"numNodes": 2}}}
+    return trainer_pods(job, training_runtime())[("node", 1)].labels
+
+
 TRAINER_V2_FACTS = [
+    (
+        "kubernetes-sigs/jobset v0.12.0 pkg/controllers/jobset_controller.go labelAndAnnotateObject",
+        "labels[jobset.JobSetNameKey] = js.Name",
+        lambda: _trainjob_pod_labels("gpt")["jobset.sigs.k8s.io/jobset-name"] == "gpt",
+    ),
     (
         "kubeflow/trainer v2.3.0 pkg/runtime/core/trainingruntime.go mergeRuntimePatches",
         "merged, err := strategicpatch.StrategicMergePatch(source, patch, jobsetv1alpha2.JobSetSpec{})",

@@ -396,11 +396,13 @@ def test_a_resumed_run_follows_its_own_schedule_from_the_first_step(tmp_path: Pa
     from trainer.config import Config
     from trainer.data import synthetic_images
     from trainer.loop import Trainer
+    from trainer.model_spec import model_spec
     from trainer.schedule import lr_factor
     from trainer.topology import topology
 
     data = synthetic_images(256, 3)
-    finished = Trainer(Config(output_dir=str(tmp_path), batch_size=8, max_steps=25), topology(), data)
+    cfg = Config(output_dir=str(tmp_path), batch_size=8, max_steps=25)
+    finished = Trainer(cfg, topology(), data, model_spec(cfg))
     permutation = finished.progress.order.permutation(0)
     while finished.progress.step < 25:
         loss = finished.train_step(permutation)
@@ -409,7 +411,8 @@ def test_a_resumed_run_follows_its_own_schedule_from_the_first_step(tmp_path: Pa
     assert finished.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 1e-3)
 
     for lr in (None, 2e-3):
-        extended = Trainer(Config(output_dir=str(tmp_path), batch_size=8, max_steps=30, lr=lr), topology(), data)
+        cfg = Config(output_dir=str(tmp_path), batch_size=8, max_steps=30, lr=lr)
+        extended = Trainer(cfg, topology(), data, model_spec(cfg))
         assert extended.checkpoints.resume()
         base = lr or 1e-3
         assert extended.optimizer.param_groups[0]["lr"] == base * lr_factor(25, 30) > 0.5 * base
@@ -466,7 +469,7 @@ def test_mfu_peak_is_looked_up_by_the_most_specific_name(name: str, peak: float 
 
 @pytest.mark.parametrize(("step_time", "every"), [(0.02, 10), (0.5, 4), (2.5, 1), (30.0, 1)])
 def test_sigterm_is_checked_about_every_two_seconds_of_steps(step_time: float, every: int) -> None:
-    from trainer.loop import stop_check_interval
+    from trainer.schedule import stop_check_interval
 
     assert stop_check_interval(step_time) == every
 

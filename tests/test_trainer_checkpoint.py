@@ -15,7 +15,16 @@ from conftest import ROOT, free_port
 from test_checkpoint_safety import redigest
 from test_trainer import ENV, SMALL, final_weights, run, torchrun
 
-from trainer.checkpoint import CheckpointError, list_checkpoints, prune, read_commit, read_metadata, verify
+from trainer.checkpoint import (
+    Checkpointer,
+    CheckpointError,
+    list_checkpoints,
+    load,
+    prune,
+    read_commit,
+    read_metadata,
+    verify,
+)
 
 GPT = ["--model", "gpt", "--batch-size", "4", "--synthetic-size", "400", "--log-every", "6", "--checkpoint-every", "6"]
 
@@ -150,3 +159,29 @@ def test_checkpoint_metadata_is_unpickled_through_an_allow_list(tmp_path: Path) 
     assert resumed.returncode == 2 and not (tmp_path / "owned").exists()
     assert "skipping checkpoint" in resumed.stderr and "not allowed" in resumed.stderr
     assert "no committed checkpoint of this run loads" in resumed.stderr
+
+
+def test_async_saves_stage_into_the_host_memory_of_the_first(tmp_path: Path) -> None:
+    # The stager's cache (torch 2.13 distributed/checkpoint/_state_dict_stager.py, keyed by the
+    # live storage) holds the host copy of each tensor; the second save must copy into the
+    # first's, and each checkpoint must still hold the state as of its own save.
+    state = {"model": {"w": torch.arange(4096.0)}, "optimizer": {"m": torch.ones(512)}}
+    checkpointer = Checkpointer(tmp_path, None, True, keep=3, async_save=True)
+    cache = checkpointer.stager._state_dict_stager._cached_storage_mapping
+    snapshots = []
+    for step in (1, 2):
+        checkpointer.save(state, {"step": step, "reason": "periodic", "loss": 1.0}, wait=False)
+        snapshots.append({live.data_ptr(): staged for live, staged in cache.items()})
+        state["model"]["w"] += 1  # training goes on while the background write runs
+        state["optimizer"]["m"] *= 3
+    checkpointer.wait()
+    checkpointer.close()
+    first, second = snapshots
+    assert len(first) == 2 and set(first) == set(second)
+    assert all(second[ptr] is first[ptr] and second[ptr].data_ptr() == first[ptr].data_ptr() for ptr in first)
+    for step, scale in ((1, 1.0), (2, 3.0)):
+        path = tmp_path / f"step-{step:09d}"
+        into = {"model": {"w": torch.zeros(4096)}, "optimizer": {"m": torch.zeros(512)}}
+        load(into, path, read_commit(path), None)
+        assert torch.equal(into["model"]["w"], torch.arange(4096.0) + step - 1)
+        assert torch.equal(into["optimizer"]["m"], torch.full((512,), scale))

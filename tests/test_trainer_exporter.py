@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_trainer import ENV, SMALL, metrics, run, start, torchrun, wait_for
 
 from trainer.checkpoint import MARKER, read_commit, step_dir
-from trainer.config import parse_args
+from trainer.flags import parse_args
 from trainer.metric_names import (
     ALLREDUCE_BUS_BANDWIDTH,
     CHECKPOINT_EVERY,

@@ -20,7 +20,7 @@ from trainer.autoparallel import memory_inputs
 from trainer.checkpoint import read_commit
 from trainer.config import Config
 from trainer.llama import Llama, rope_tables, rotate
-from trainer.loop import summed_cross_entropy
+from trainer.model_spec import summed_cross_entropy
 from trainer.shapes import LLAMA_SIZES
 from trainer.strategy import DecisionError, Inputs, decide
 
@@ -217,3 +217,17 @@ def test_a_llama_size_for_another_model_is_refused_in_one_line(tmp_path: Path) -
     )
     assert unknown.returncode == 2 and "--llama-size '7b': choose one of tiny, 1b, 8b, 70b" in unknown.stderr
     assert "Traceback" not in refused.stderr + unknown.stderr
+
+
+def test_a_compiled_llama_trains_on_cpu_as_the_eager_one_does(tmp_path: Path) -> None:
+    # Inductor builds the CPU kernels with the host's C++ compiler (gcc here).
+    args = [sys.executable, "-m", "trainer", *LLAMA, "--max-steps", "12"]
+    eager = run([*args, "--output-dir", str(tmp_path / "eager")])
+    assert eager.returncode == 0, eager.stderr
+    compiled = run([*args, "--compile", "--output-dir", str(tmp_path / "compiled")], timeout=600)
+    assert compiled.returncode == 0, compiled.stderr
+    want, got = metrics(tmp_path / "eager"), metrics(tmp_path / "compiled")
+    assert [r["step"] for r in got] == [r["step"] for r in want] == [6, 12]
+    assert got[0]["compile_s"] > 0 and "compile_s" not in want[0]
+    # Inductor fuses and reorders float arithmetic, so equal to rounding, not bit for bit.
+    assert all(abs(g["loss"] - w["loss"]) < 1e-4 * w["loss"] for g, w in zip(got, want, strict=True))

@@ -14,7 +14,14 @@ from test_trainer import final_weights, metrics, one_process_pods, run, start, t
 from test_trainer_exporter import OFF_ENV, by_label, scrape_when
 
 from trainer.fabric import FORMAT, PROBE_SIZES
-from trainer.metric_names import FABRIC_BUS_BANDWIDTH, OP_LABEL, PARALLEL_STRATEGY, SCOPE_LABEL, SHARD_GROUP
+from trainer.metric_names import (
+    FABRIC_BUS_BANDWIDTH,
+    OP_LABEL,
+    PARALLEL_MESH,
+    PARALLEL_STRATEGY,
+    SCOPE_LABEL,
+    SHARD_GROUP,
+)
 
 GPT = ["--model", "gpt", "--batch-size", "4", "--synthetic-size", "200", "--log-every", "2", "--max-steps", "6"]
 
@@ -129,6 +136,11 @@ def test_a_run_serves_its_strategy_and_the_probe(tmp_path: Path) -> None:
         launcher.kill()
     assert served[PARALLEL_STRATEGY.name] == {(("strategy", "ddp"),): 1.0}
     assert served[SHARD_GROUP.name] == {(): 1.0}
+    assert [by_label(served, PARALLEL_MESH.name, label) for label in ("dp", "pp", "tp")] == [
+        {"2": 1},
+        {"1": 1},
+        {"1": 1},
+    ]
     assert set(by_label(served, FABRIC_BUS_BANDWIDTH.name, SCOPE_LABEL)) == {"intra-node"}
 
 

@@ -12,6 +12,7 @@ from trainer.config import Config
 from trainer.data import load_dataset
 from trainer.loop import Trainer
 from trainer.metrics import Window, device_sync
+from trainer.model_spec import model_spec
 from trainer.topology import topology
 
 
@@ -50,7 +51,8 @@ def test_the_loop_syncs_before_each_log_row_and_around_each_save(tmp_path: Path)
         log_every=3,
         checkpoint_every=4,
     )
-    trainer = Trainer(cfg, topology(), load_dataset(cfg))
+    spec = model_spec(cfg)
+    trainer = Trainer(cfg, topology(), load_dataset(cfg, spec), spec)
     synced_at: list[int] = []
     real_sync = trainer.sync
     trainer.sync = lambda: (synced_at.append(trainer.progress.step), real_sync())[-1]

@@ -261,6 +261,7 @@ def test_manifests_fit_official_models_and_webhooks(case: str) -> None:
         for e in runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
             "containers"
         ][0]["env"]
+        if "value" in e
     }
     assert runtime_env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
 
@@ -327,10 +328,15 @@ def test_the_same_spec_runs_on_either_backend_with_the_same_pods() -> None:
     runtime_pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     patch = _pod_patch(job)
     v2_env = {
-        **{e["name"]: e["value"] for e in runtime_pod["containers"][0]["env"]},
+        **{e["name"]: e["value"] for e in runtime_pod["containers"][0]["env"] if "value" in e},
         **{e["name"]: e["value"] for e in job["spec"]["trainer"]["env"]},
     }
     assert v2_env == {e["name"]: e["value"] for e in v1_container["env"]}
+    # The runtime's own identity, for TrainJobs without TRAINING_JOB, is what the job's value replaces.
+    assert [e["name"] for e in runtime_pod["containers"][0]["env"] if "value" not in e] == [
+        "TRAINING_JOB_NAMESPACE",
+        "TRAINING_JOB_NAME",
+    ]
     assert job["spec"]["trainer"]["resourcesPerNode"] == v1_container["resources"]
     assert patch["volumes"] == v1_pod["volumes"]
     assert (

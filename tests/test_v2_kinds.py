@@ -61,10 +61,19 @@ def test_the_same_spec_runs_on_either_backend_with_the_same_pods(spec: TrainingJ
     runtime_pod, patch, job = _v2_pods(spec)
     trainer = job["spec"]["trainer"]
     v2_env = {
-        **{e["name"]: e["value"] for e in runtime_pod["containers"][0]["env"]},
+        # The runtime's identity from the downward API (for TrainJobs without TRAINING_JOB) aside.
+        **{e["name"]: e["value"] for e in runtime_pod["containers"][0]["env"] if "value" in e},
         **{e["name"]: e["value"] for e in trainer["env"]},
     }
     assert v2_env == {e["name"]: e["value"] for e in v1_container["env"]}
+    # What the comparison leaves aside is only the identity's downward-API entries, ahead of
+    # the entry whose $(VAR)s read them (the kubelet expands only earlier entries).
+    names = [e["name"] for e in runtime_pod["containers"][0]["env"]]
+    assert [n for n, e in zip(names, runtime_pod["containers"][0]["env"], strict=True) if "value" not in e] == [
+        "TRAINING_JOB_NAMESPACE",
+        "TRAINING_JOB_NAME",
+    ]
+    assert names[-3:] == ["TRAINING_JOB_NAMESPACE", "TRAINING_JOB_NAME", "TRAINING_JOB"]
     assert trainer["command"] == v1_container["command"]
     assert trainer["resourcesPerNode"] == v1_container["resources"]
     assert trainer["numNodes"] == spec.nodes

@@ -15,11 +15,12 @@ from pathlib import Path
 import torch
 
 from .checkpoint import write_atomic
-from .config import Config, UsageError
+from .config import Config, UsageError, token_shape
 from .console import log
 from .exporter import Exporter
 from .fabric import FORMAT, INTER, INTRA, FabricReport, probe
-from .metric_names import PARALLEL_STRATEGY, SHARD_GROUP, STRATEGY_LABEL
+from .mesh import MeshShape, check_split
+from .metric_names import MESH_LABELS, PARALLEL_MESH, PARALLEL_STRATEGY, SHARD_GROUP, STRATEGY_LABEL
 from .models import LOSS_BYTES_PER_LOGIT, block_params
 from .strategy import Decision, DecisionError, Inputs, decide
 from .topology import Topology
@@ -41,12 +42,14 @@ class Network:
     decision: Decision | None
     fabric: FabricReport | dict | None
 
-    def export(self, exporter: Exporter, topo: Topology) -> None:
-        """Serve the strategy, its shard group and the probe's figures."""
+    def export(self, exporter: Exporter, topo: Topology, mesh: MeshShape) -> None:
+        """Serve the strategy, its shard group, the device mesh and the probe's figures."""
         strategy = self.cfg.parallel if topo.world > 1 else "single"
         exporter.set(PARALLEL_STRATEGY, 1, **{STRATEGY_LABEL: strategy})
         shard = {"ddp": 1, "fsdp": topo.world, "hsdp": hsdp_group(topo)}.get(strategy, 1)
-        exporter.set(SHARD_GROUP, shard)
+        # Beside tensor or pipeline parallelism FSDP shards over the data-parallel replicas only.
+        exporter.set(SHARD_GROUP, mesh.dp if mesh.tp * mesh.pp > 1 and strategy == "fsdp" else shard)
+        exporter.set(PARALLEL_MESH, 1, **dict(zip(MESH_LABELS, map(str, (mesh.dp, mesh.pp, mesh.tp)), strict=True)))
         if isinstance(self.fabric, FabricReport):
             self.fabric.export(exporter)
 
@@ -89,14 +92,26 @@ def memory_inputs(model: torch.nn.Module, cfg: Config, cuda: bool) -> dict[str, 
     if estimate is None:
         return {}
     tokens = cfg.batch_size * model.cfg.seq_len
+    loss = LOSS_BYTES_PER_LOGIT * model.cfg.vocab_size * tokens
     return {
-        "activation_bytes": (
-            estimate(cfg.activation_checkpointing) * (2 if cuda else 4) + LOSS_BYTES_PER_LOGIT * model.cfg.vocab_size
-        )
-        * tokens,
+        "activation_bytes": estimate(cfg.activation_checkpointing) * (2 if cuda else 4) * tokens + loss,
+        "loss_bytes": loss,
         "block_params": block_params(model),
         "root_params": sum(p.numel() for p in model.parameters())
         - sum(p.numel() for block in model.blocks for p in block.parameters()),
+    }
+
+
+def split_choices(cfg: Config, topo: Topology) -> dict[str, tuple[int, ...]]:
+    """The tensor-parallel degrees inside a node and the pipeline depths up to the node count that
+    the model and batch can be split by (:func:`trainer.mesh.check_split`); none but the llama's."""
+    if cfg.model != "llama":
+        return {}
+    shape, size, batch = token_shape(cfg), cfg.llama_size, cfg.batch_size
+    nodes = topo.world // topo.local_world
+    return {
+        "tp_choices": tuple(t for t in range(1, topo.local_world + 1) if not check_split(shape, size, t, 1, batch, 1)),
+        "pp_choices": tuple(p for p in range(1, nodes + 1) if not check_split(shape, size, 1, p, batch, p)),
     }
 
 
@@ -140,6 +155,7 @@ def resolve(cfg: Config, topo: Topology, model: torch.nn.Module) -> Network:
         inter_GBps=summary.get(f"{INTER}/all_reduce"),
         shardable=getattr(model, "blocks", None) is not None,
         **memory_inputs(model, cfg, topo.device.type == "cuda"),
+        **split_choices(cfg, topo),
     )
     try:
         decision = decide(inputs)
@@ -159,6 +175,8 @@ def resolve(cfg: Config, topo: Topology, model: torch.nn.Module) -> Network:
         fsdp=strategy in ("fsdp", "hsdp"),
         bucket_mb=decision.bucket_mb,
         reshard_after_forward=decision.reshard_after_forward,
+        tp=decision.tp,
+        pp=decision.pp,
     )
     return Network(chosen, decision, fabric)
 

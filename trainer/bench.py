@@ -33,10 +33,10 @@ import torch.distributed as dist
 
 from .autoparallel import dumps
 from .checkpoint import write_atomic
-from .config import add_metrics_port
 from .console import error, log
 from .exporter import serve
 from .fabric import WORLD, probe, sample, slowest, time_collective
+from .flags import add_metrics_port
 from .metric_names import ALLREDUCE_BUS_BANDWIDTH, BENCHMARK, SIZE_LABEL
 from .topology import topology
 

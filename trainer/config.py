@@ -6,25 +6,41 @@ defaults and choices of the flags it sets from here, so a job and the trainer ca
 
 from __future__ import annotations
 
-import argparse
-import os
+import re
 from dataclasses import dataclass
-from pathlib import Path
 
+from .mesh import flag_problem
 from .shapes import GPT_SIZES, LLAMA_SIZES, GPTConfig, LlamaConfig
+from .spikes import SPIKE_DEFAULTS
 
 MODELS = ("cnn", "gpt", "llama")
 """``cnn``: the MNIST convnet; ``gpt``: a small decoder (:mod:`trainer.models`); ``llama``: a
-Llama-family decoder (:mod:`trainer.llama`)."""
-TOKEN_MODELS = ("gpt", "llama")
-"""The models that read token corpora and can be sharded."""
+Llama-family decoder (:mod:`trainer.llama`). ``--model`` takes these or a factory of the job's
+code, ``package.module:factory`` (:mod:`trainer.model_spec`)."""
+FACTORY_REFERENCE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*\Z")
+"""``package.module:factory``: a dotted module path and a name in it."""
 DEFAULT_LR = {"cnn": 1e-3, "gpt": 6e-4, "llama": 3e-4}
 """llama: Llama 2's peak rate for its 7B and 13B models (Touvron et al. 2023, table 1); its 70B used 1.5e-4."""
+DEFAULT_CLIP_GRAD = {"cnn": None, "gpt": 1.0, "llama": 1.0}
+"""gpt: nanoGPT's ``grad_clip = 1.0`` (karpathy/nanoGPT ``train.py``); llama: Llama 2's gradient
+clipping of 1.0 (Touvron et al. 2023, section 2.2). The cnn, as PyTorch's MNIST example, does not
+clip, nor does a model of the job's code unless told to."""
 PARALLEL_CHOICES = ("ddp", "fsdp", "hsdp", "auto")
 
 
 class UsageError(ValueError):
     """Inconsistent flags or an unusable output directory."""
+
+
+def model_problem(model: str) -> str | None:
+    """What is wrong with a ``--model`` value (a built-in name or ``package.module:factory``),
+    or None; a sentence the flag's or the stack key's name goes before."""
+    if model in MODELS or FACTORY_REFERENCE.match(model):
+        return None
+    return (
+        f"{model!r}: choose {', '.join(MODELS[:-1])} or {MODELS[-1]}, or name your own model's factory as "
+        "package.module:factory (importable from the job's code)"
+    )
 
 
 @dataclass
@@ -76,10 +92,23 @@ class Config:
     (shared storage can show each node a stale listing for a while)."""
     log_every: int = 20
     clip_grad: float | None = None
-    """Largest gradient norm (L2, over all parameters); None: no clipping. The norm is
-    measured and logged either way."""
+    """Largest gradient norm (L2, over all parameters); 0: no clipping; None: the model's
+    default (:data:`DEFAULT_CLIP_GRAD`). The norm is measured and logged either way."""
     max_nonfinite_steps: int = 20
     """Consecutive steps with non-finite gradients (each skipped) after which the run stops."""
+    spike_guard: bool = False
+    """On a loss spike, go back to the newest checkpoint and skip the data from there through it."""
+    spike_threshold: float = SPIKE_DEFAULTS["threshold"]
+    """Standard deviations above its running mean at which a loss is a spike."""
+    spike_warmup: int = SPIKE_DEFAULTS["warmup"]
+    """Steps whose losses feed the running mean and variance before any is judged."""
+    spike_max_rollbacks: int = SPIKE_DEFAULTS["max_rollbacks"]
+    """Rollbacks a run may make; the next spike stops it (exit 65)."""
+    spike_skip_extra: int = SPIKE_DEFAULTS["skip_extra"]
+    """Steps' worth of samples a rollback skips beyond the spike's own."""
+    skip_samples: tuple[tuple[int, int, int], ...] = ()
+    """``(epoch, start, stop)`` ranges of sample positions in an epoch's order not to train on
+    (``--skip-samples``), as the guard logs the ranges it skipped."""
     fault_nonfinite_steps: tuple[int, ...] = ()
     """Fault injection for tests and cluster drills, from ``$TRAINER_FAULT_NONFINITE_STEPS``
     (comma-separated step numbers): the highest rank's loss at those steps becomes NaN."""
@@ -106,6 +135,13 @@ class Config:
     """``ddp``; ``fsdp`` (shard over every process); ``hsdp`` (shard within each node, replicate
     across nodes; plain FSDP on one node); ``auto`` (:mod:`trainer.strategy` chooses at start,
     after the fabric probe)."""
+    tp: int = 1
+    """Tensor-parallel ranks per sample (:mod:`trainer.tensor_parallel`); llama only."""
+    pp: int = 1
+    """Pipeline stages (:mod:`trainer.pipeline`); llama only. Beside either, the data-parallel
+    replicas are FSDP shards (:mod:`trainer.mesh`)."""
+    microbatches: int | None = None
+    """Micro-batches a pipeline cuts each rank's batch into; None: ``pp``."""
     bucket_mb: float = 25.0
     """DDP's gradient bucket cap, MB (10^6 bytes); 25 is DDP's own default."""
     reshard_after_forward: bool = True
@@ -128,13 +164,25 @@ class Config:
         return None if self.max_steps is not None else 1
 
     @property
+    def grad_clip(self) -> float | None:
+        """The gradient norm to clip to: ``--clip-grad``, else the model's default; None: no clipping."""
+        clip = DEFAULT_CLIP_GRAD.get(self.model) if self.clip_grad is None else self.clip_grad
+        return clip or None
+
+    @property
+    def pipeline_microbatches(self) -> int:
+        return self.microbatches or self.pp
+
+    @property
     def base_lr(self) -> float:
-        """The peak learning rate: ``--lr``, else the model's default."""
+        """The peak learning rate: ``--lr``, else the built-in model's default (a factory's
+        default is filled in as ``lr`` when the trainer starts)."""
         return self.lr or DEFAULT_LR[self.model]
 
     def validate(self) -> None:
-        if self.model not in MODELS:
-            raise UsageError(f"--model {self.model!r}: choose {' or '.join(MODELS)}")
+        problem = model_problem(self.model)
+        if problem:
+            raise UsageError(f"--model {problem}")
         if self.gpt_size not in GPT_SIZES:
             raise UsageError(f"--gpt-size {self.gpt_size!r}: choose one of {', '.join(GPT_SIZES)}")
         if self.llama_size not in LLAMA_SIZES:
@@ -147,29 +195,46 @@ class Config:
             ("--keep-checkpoints", self.keep_checkpoints),
             ("--synthetic-size", self.synthetic_size),
             ("--max-nonfinite-steps", self.max_nonfinite_steps),
+            ("--spike-warmup", self.spike_warmup),
         ):
             if value < 1:
                 raise UsageError(f"{flag} must be at least 1, got {value}")
         for flag, value in (("--max-steps", self.max_steps), ("--epochs", self.epochs)):
             if value is not None and value < 1:
                 raise UsageError(f"{flag} must be at least 1, got {value}")
-        if self.storage_wait_s < 0:
-            raise UsageError(f"--storage-wait-s must not be negative, got {self.storage_wait_s}")
+        for flag, value in (
+            ("--storage-wait-s", self.storage_wait_s),
+            ("--clip-grad", self.clip_grad),
+            ("--spike-max-rollbacks", self.spike_max_rollbacks),
+            ("--spike-skip-extra", self.spike_skip_extra),
+        ):
+            if value is not None and value < 0:
+                raise UsageError(f"{flag} must not be negative, got {value}")
         for flag, value in (
             ("--lr", self.lr),
             ("--peak-tflops", self.peak_tflops),
-            ("--clip-grad", self.clip_grad),
             ("--timeout-s", self.timeout_s),
+            ("--spike-threshold", self.spike_threshold),
         ):
             if value is not None and not value > 0:
                 raise UsageError(f"{flag} must be positive, got {value}")
-        if self.activation_checkpointing and self.model not in TOKEN_MODELS:
+        # A factory's model is checked for blocks once it is built (trainer.model_spec.build).
+        if self.activation_checkpointing and self.model == "cnn":
             raise UsageError("--activation-checkpointing applies to the gpt and llama models' blocks")
-        if self.fsdp and self.model not in TOKEN_MODELS:
+        if self.fsdp and self.model == "cnn":
             flag = "--fsdp (--parallel hsdp)" if self.parallel == "hsdp" else f"--parallel {self.parallel}"
             raise UsageError(f"{flag} shards the gpt and llama models; the cnn is small enough for plain DDP")
         if self.fabric_record and self.parallel != "auto":
             raise UsageError("--fabric-record is read by --parallel auto only: add it, or drop --fabric-record")
+        if min(self.tp, self.pp, self.microbatches or 1) < 1:
+            raise UsageError(
+                f"--tp, --pp and --microbatches must be at least 1, got {self.tp}, {self.pp}, {self.microbatches}"
+            )
+        why = flag_problem(
+            self.model, self.parallel, self.llama_size, self.tp, self.pp, self.batch_size, self.pipeline_microbatches
+        )
+        if why:
+            raise UsageError(why)
         if not self.bucket_mb > 0:
             raise UsageError(f"--bucket-mb must be positive, got {self.bucket_mb}")
 
@@ -177,203 +242,3 @@ class Config:
 def token_shape(cfg: Config) -> GPTConfig | LlamaConfig:
     """The shape of a token model (``--gpt-size`` or ``--llama-size``): its vocabulary and sample length."""
     return LLAMA_SIZES[cfg.llama_size] if cfg.model == "llama" else GPT_SIZES[cfg.gpt_size]
-
-
-def check_output_dir(path: Path, rank: int) -> None:
-    """Create ``--output-dir`` and check this rank can write there and in its ``checkpoints/``,
-    when that exists, before any collective: a volume mounted read-only there would otherwise
-    let the run train until its first save. A missing one is created by the first save, in
-    the output directory just checked."""
-    checkpoints = path / "checkpoints"
-    names = {path: f"--output-dir {path}"}
-    if checkpoints.is_dir():
-        names[checkpoints] = f"--output-dir {path}: its checkpoints directory {checkpoints}"
-    for directory, what in names.items():
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-            probe = directory / f".write-test-{rank}-{os.getpid()}"
-            probe.write_bytes(b"")
-            probe.unlink()
-        except OSError as err:
-            raise UsageError(f"{what}: not writable ({err.strerror})") from None
-
-
-def metrics_port(text: str) -> int | None:
-    """``--metrics-port``'s value: a TCP port, or None (off) for an empty string."""
-    if not text.strip():
-        return None
-    if not text.strip().isdigit() or not 0 < int(text) < 65536:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a TCP port (1-65535; empty for no metrics; the default comes from $METRICS_PORT)"
-        )
-    return int(text)
-
-
-def add_metrics_port(parser: argparse.ArgumentParser) -> None:
-    """Add ``--metrics-port``, whose default is ``$METRICS_PORT`` (set in the platform's jobs):
-    off outside a cluster unless asked for.
-
-    Args:
-        parser: the command's parser.
-    """
-    parser.add_argument(
-        "--metrics-port",
-        type=metrics_port,
-        default=os.environ.get("METRICS_PORT"),
-        help="serve Prometheus metrics on this port from rank 0 (/metrics); default $METRICS_PORT, else off",
-    )
-
-
-def parser() -> argparse.ArgumentParser:
-    """The trainer's command line; the defaults some flags take from the environment are read now."""
-    env = os.environ
-    p = argparse.ArgumentParser(
-        prog="python -m trainer", description="DDP/FSDP trainer with sharded checkpoints and exact resume."
-    )
-    p.add_argument(
-        "--model", default=Config.model, help="cnn (MNIST convnet), gpt (small decoder) or llama (Llama-family decoder)"
-    )
-    p.add_argument(
-        "--data-dir",
-        default=env.get("TRAIN_DATA_PATH"),
-        help="train.npz (cnn), or train.bin or token shards with manifest.json (gpt, llama); default $TRAIN_DATA_PATH",
-    )
-    p.add_argument("--synthetic", action="store_true", help="use synthetic data even if $TRAIN_DATA_PATH is set")
-    p.add_argument(
-        "--output-dir",
-        default=env.get("OUTPUT_PATH", Config.output_dir),
-        help="checkpoints and metrics; default $OUTPUT_PATH",
-    )
-    p.add_argument(
-        "--final-model-path",
-        default=env.get("FINAL_MODEL_PATH"),
-        help="where the final state_dict goes; default $FINAL_MODEL_PATH or <output-dir>/final_model.pt",
-    )
-    p.add_argument(
-        "--init-from",
-        default=env.get("MODEL_PATH") or None,
-        help="pretrained weights to start a new run from (plain state_dict, .pt or .safetensors); default $MODEL_PATH",
-    )
-    p.add_argument("--batch-size", type=int, default=Config.batch_size, help="per process")
-    p.add_argument("--grad-accum", type=int, default=Config.grad_accum, help="micro-batches per optimizer step")
-    p.add_argument("--max-steps", type=int, help="the run ends here or at the end of --epochs, whichever comes first")
-    p.add_argument("--epochs", type=int, help="epochs to train; default: no epoch limit under --max-steps, else 1")
-    p.add_argument("--lr", type=float)
-    p.add_argument("--seed", type=int, default=Config.seed)
-    p.add_argument("--checkpoint-every", type=int, default=Config.checkpoint_every, help="steps")
-    p.add_argument("--keep-checkpoints", type=int, default=Config.keep_checkpoints)
-    p.add_argument(
-        "--async-checkpoint",
-        action="store_true",
-        help="write checkpoints in the background once the state is copied to host memory",
-    )
-    p.add_argument(
-        "--checkpoint-key-file",
-        default=env.get("CHECKPOINT_KEY_FILE") or None,
-        help="the job's secret key; checkpoints are signed with it and only those are resumed; "
-        "default $CHECKPOINT_KEY_FILE",
-    )
-    p.add_argument(
-        "--start-fresh",
-        action="store_true",
-        help="train from step 0 even though the output directory holds committed checkpoints none of which loads",
-    )
-    p.add_argument(
-        "--replan-epoch",
-        action="store_true",
-        help="resume a checkpoint trained on another dataset or --seed: its epoch starts over in the new order",
-    )
-    p.add_argument(
-        "--job-id",
-        default=env.get("TRAINING_JOB") or None,
-        help="this run's identity (<namespace>/<job>), which claims --output-dir; another's is refused there; "
-        "default $TRAINING_JOB",
-    )
-    p.add_argument(
-        "--storage-wait-s",
-        type=float,
-        default=Config.storage_wait_s,
-        help="seconds a rank waits to see the checkpoint rank 0 picked before all fall back to an older one",
-    )
-    p.add_argument("--clip-grad", type=float, help="clip the gradient norm to this (default: no clipping)")
-    p.add_argument(
-        "--max-nonfinite-steps",
-        type=int,
-        default=Config.max_nonfinite_steps,
-        help="stop after this many consecutive steps with non-finite gradients (each is skipped)",
-    )
-    p.add_argument("--log-every", type=int, default=Config.log_every, help="steps")
-    p.add_argument("--gpt-size", default=Config.gpt_size, help=f"one of {', '.join(GPT_SIZES)}")
-    # No default here: a size given to another model is refused rather than ignored.
-    p.add_argument(
-        "--llama-size", help=f"--model llama's shape: one of {', '.join(LLAMA_SIZES)} (default {Config.llama_size})"
-    )
-    p.add_argument("--synthetic-size", type=int, default=Config.synthetic_size)
-    p.add_argument("--timeout-s", type=float, default=Config.timeout_s, help="collective timeout")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model and the loss")
-    p.add_argument(
-        "--peak-tflops",
-        type=float,
-        help="per-device peak TFLOP/s for MFU; default: the GPU's dense bf16 peak, looked up by name",
-    )
-    p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
-    p.add_argument(
-        "--activation-checkpointing",
-        action="store_true",
-        help="recompute the gpt or llama blocks' activations in the backward pass instead of storing them",
-    )
-    p.add_argument(
-        "--fsdp",
-        action="store_true",
-        help="the same as --parallel hsdp: shard the gpt or llama model with FSDP2 instead of replicating it (DDP); "
-        "HSDP on several nodes",
-    )
-    p.add_argument(
-        "--parallel",
-        choices=PARALLEL_CHOICES,
-        help="ddp (default), fsdp (shard over every process), hsdp (shard within a node, replicate across nodes) "
-        "or auto (chosen from the model size, device memory and the fabric probe)",
-    )
-    p.add_argument(
-        "--bucket-mb", type=float, default=Config.bucket_mb, help="DDP gradient bucket cap, MB (DDP's default 25)"
-    )
-    p.add_argument(
-        "--reshard-after-forward",
-        action=argparse.BooleanOptionalAction,
-        default=Config.reshard_after_forward,
-        help="FSDP: free gathered parameters after the forward pass (default) or keep them for the backward pass",
-    )
-    p.add_argument(
-        "--fabric-probe",
-        action="store_true",
-        help="time all-reduce and all-gather inside and across nodes at start (a few seconds); implied by "
-        "--parallel auto",
-    )
-    p.add_argument(
-        "--fabric-record",
-        help="a fabric probe's JSON (e.g. a netbench job's netbench.json) for --parallel auto to use instead of probing",
-    )
-    add_metrics_port(p)
-    return p
-
-
-def parse_args(argv: list[str] | None = None) -> Config:
-    env = os.environ
-    args = vars(parser().parse_args(argv))
-    if args["fsdp"] and args["parallel"] not in (None, "hsdp"):
-        raise UsageError(f"--fsdp is --parallel hsdp; it contradicts --parallel {args['parallel']}")
-    if args["llama_size"] is not None and args["model"] != "llama":
-        raise UsageError(f"--llama-size {args['llama_size']} applies to --model llama, not --model {args['model']}")
-    args["llama_size"] = args["llama_size"] or Config.llama_size
-    args["parallel"] = args["parallel"] or ("hsdp" if args["fsdp"] else "ddp")
-    args["fsdp"] = args["parallel"] in ("fsdp", "hsdp")
-    faults = env.get("TRAINER_FAULT_NONFINITE_STEPS", "")
-    try:
-        args["fault_nonfinite_steps"] = tuple(int(step) for step in faults.split(",") if step.strip())
-    except ValueError:
-        raise UsageError(f"$TRAINER_FAULT_NONFINITE_STEPS {faults!r}: give comma-separated step numbers") from None
-    if args.pop("synthetic"):
-        args["data_dir"] = None
-    cfg = Config(**args)
-    cfg.validate()
-    return cfg

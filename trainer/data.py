@@ -25,7 +25,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .config import Config, token_shape
+from .config import Config
+from .model_spec import IMAGES, ModelSpec
 from .tokens import MANIFEST, DataError, open_corpus
 
 # Where the README has always pointed for writing and reading token files.
@@ -237,20 +238,23 @@ class GlobalOrder:
         return lo, lo + base + (rank < extra)
 
 
-def load_dataset(cfg: Config) -> ImageDataset | TokenDataset:
-    """The run's dataset: ``--data-dir``'s files for ``--model``, or synthetic data of
-    ``--synthetic-size`` samples when no directory is given.
+def load_dataset(cfg: Config, spec: ModelSpec) -> ImageDataset | TokenDataset:
+    """The run's dataset: ``--data-dir``'s files of the kind ``spec`` reads, or synthetic data
+    of ``--synthetic-size`` samples when no directory is given.
+
+    Args:
+        cfg: the run's config.
+        spec: what ``--model``'s factory returned: its inputs, sample length and vocabulary.
 
     Raises:
         DataError: the directory is missing or its files are not usable.
     """
     if cfg.data_dir is None:
-        if cfg.model == "cnn":
+        if spec.inputs == IMAGES:
             dataset = synthetic_images(cfg.synthetic_size, cfg.seed)
         else:
-            shape = token_shape(cfg)
             dataset = TokenDataset(
-                [synthetic_tokens(cfg.synthetic_size * shape.seq_len + 1, shape.vocab_size, cfg.seed)], shape.seq_len
+                [synthetic_tokens(cfg.synthetic_size * spec.seq_len + 1, spec.vocab_size, cfg.seed)], spec.seq_len
             )
         # The seed, which draws synthetic data too, is recorded and checked on its own.
         dataset.fingerprint = fingerprint(["synthetic", cfg.model, cfg.synthetic_size])
@@ -258,9 +262,9 @@ def load_dataset(cfg: Config) -> ImageDataset | TokenDataset:
     data_dir = Path(cfg.data_dir)
     if not data_dir.is_dir():
         raise DataError(f"--data-dir {data_dir}: no such directory")
-    if cfg.model == "cnn":
+    if spec.inputs == IMAGES:
         return load_images(data_dir)
-    return load_tokens(data_dir, token_shape(cfg).seq_len)
+    return load_tokens(data_dir, spec.seq_len)
 
 
 def agree_on_data(read: Callable[[], T], rank: int, group: dist.ProcessGroup | None) -> T:

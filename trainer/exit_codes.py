@@ -15,6 +15,12 @@ TRANSIENT_STATUS = 128 + 75
 128 + 64, the highest signal number, so it never reads as "killed by signal N"."""
 
 
+LOSS_SPIKES = 65
+"""Exit status of a run stopped by a loss spike it could not roll back (``--spike-max-rollbacks``
+spent, or no checkpoint to go back to): EX_DATAERR, as the data is the usual suspect; below 128,
+so no restart policy retries what would spike again."""
+
+
 def exit_status(worker_codes: list[int]) -> int:
     """One status for the failed workers (``exitcode`` < 0: killed by that signal).
 

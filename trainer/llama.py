@@ -120,12 +120,26 @@ class Llama(nn.Module):
             self,
             generator,
             lambda name: 0.02 / math.sqrt(2 * layers) if name.endswith(RESIDUAL_PROJECTIONS) else 0.02,
+            self.whole_model,
         )
 
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        cos, sin = rope_tables(self.cfg, idx.shape[1], idx.device)
-        x = run_blocks(self, self.tok_embeddings(idx), cos, sin)
-        return self.output(self.norm(x))
+    whole_model: list[tuple[str, torch.Size]] | None = None
+    """Every parameter's name and shape in the unsplit model, which a pipeline stage
+    (:func:`trainer.pipeline.split_stage`) keeps so that it draws its weights as the whole model does."""
+
+    sequence_shards = 1
+    """Ranks the residual stream's positions are split over between the blocks (tensor
+    parallelism's sequence parallel norms, :mod:`trainer.tensor_parallel`)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Token ids to logits; a pipeline stage (:mod:`trainer.pipeline`) without the embedding
+        takes the previous stage's hidden states, and one without the head returns its own."""
+        seq_len = x.shape[1] if self.tok_embeddings is not None else x.shape[1] * self.sequence_shards
+        cos, sin = rope_tables(self.cfg, seq_len, x.device)
+        if self.tok_embeddings is not None:
+            x = self.tok_embeddings(x)
+        x = run_blocks(self, x, cos, sin)
+        return x if self.output is None else self.output(self.norm(x))
 
     def flops_per_token(self, causal: bool = False) -> float:
         """Training FLOPs per token (:func:`trainer.models.training_flops`). An untied input

@@ -18,44 +18,22 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from .autoparallel import resolve
-from .config import Config, token_shape
+from .config import Config
+from .console import log
 from .data import GlobalOrder, agree_on_data
 from .exporter import serve
-from .llama import Llama
 from .metric_names import CHECKPOINT_EVERY, CHECKPOINT_STEP, POD, RESTARTS, TRAINING, TRAINING_LOOP
 from .metrics import MFU_KEYS, Metrics, Window, device_sync, peak_memory_mb, peak_tflops
-from .models import GPT, MnistCNN
+from .model_spec import IGNORE_INDEX, IMAGES, TOKENS, ModelSpec, build, summed_cross_entropy
 from .numerics import StepGuard
 from .parallel import parallelize
-from .schedule import Progress, lr_factor, planned_steps
+from .pipeline import Pipeline
+from .schedule import STOP_CHECK_MAX_STEPS, Progress, lr_factor, planned_steps, stop_check_interval
+from .spikes import LossSpikeError, Skip, Spike, SpikeGuard, rollback_skips
 from .state import Checkpoints
 from .topology import Topology, gather
-
-STOP_CHECK_SECONDS = 2.0
-STOP_CHECK_MAX_STEPS = 10
-"""The ranks agree on a SIGTERM about every two seconds of training, but at most every ten
-steps: a collective per step costs a few percent on CPU, while slow steps (a large model)
-must still leave the checkpoint time inside the eviction grace period."""
-
-
-def stop_check_interval(step_time_s: float) -> int:
-    """Steps between SIGTERM agreements for a given step time."""
-    return max(1, min(STOP_CHECK_MAX_STEPS, int(STOP_CHECK_SECONDS / step_time_s)))
-
-
-IGNORE_INDEX = -100
-"""Target of padding rows, which the loss skips."""
-
-
-def summed_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy summed over every target, in fp32. Compiled, the upcast fuses into
-    the reduction, so fp32 logits (13 GB for GPT-2 small at batch 64) are never stored."""
-    return F.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), reduction="sum", ignore_index=IGNORE_INDEX
-    )
 
 
 class Trainer:
@@ -68,40 +46,69 @@ class Trainer:
         topo: rank, world size and device.
         dataset: a dataset with ``__len__``, ``batch(index)`` and ``fingerprint``
             (:class:`trainer.data.ImageDataset`, :class:`trainer.data.TokenDataset`).
+        spec: what ``--model``'s factory returned (:func:`trainer.model_spec.model_spec`).
     """
 
-    def __init__(self, cfg: Config, topo: Topology, dataset: Any):
-        self.cfg, self.topo, self.dataset = cfg, topo, dataset
+    def __init__(self, cfg: Config, topo: Topology, dataset: Any, spec: ModelSpec):
+        # The factory's learning rate stands in for an unset --lr, so checkpoints record the one used.
+        cfg = replace(cfg, lr=cfg.lr or spec.lr)
+        self.cfg, self.topo, self.dataset, self.spec = cfg, topo, dataset, spec
         self.output = Path(cfg.output_dir)
-        torch.manual_seed(cfg.seed)  # identical initial weights on every rank
-        if cfg.model == "cnn":
-            self.memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
-            model: torch.nn.Module = MnistCNN().to(topo.device, memory_format=self.memory_format)
-        else:
-            shape = token_shape(cfg)
+        vocab = None
+        if spec.inputs == TOKENS:
+            vocab = spec.vocab_size
             declared = getattr(dataset, "vocab_size", None)
-            if declared and declared > shape.vocab_size:
+            if declared and declared > vocab:
                 # The data's vocabulary, padded to a multiple of 64 for tensor cores.
-                shape = replace(shape, vocab_size=-(-declared // 64) * 64)
-            with torch.device("meta"):  # storage comes once it is known how it is sharded
-                model = Llama(shape) if cfg.model == "llama" else GPT(shape)
-            dataset.limit = shape.vocab_size
-            self.memory_format = torch.contiguous_format
+                vocab = -(-declared // 64) * 64
+            dataset.limit = vocab
+        torch.manual_seed(cfg.seed)  # identical initial weights on every rank
+        model = build(spec, cfg, vocab)
+        self.memory_format = (
+            torch.channels_last if cfg.channels_last and spec.inputs == IMAGES else torch.contiguous_format
+        )
+        if not any(p.is_meta for p in model.parameters()):
+            model = model.to(topo.device, memory_format=self.memory_format)
         self.model = model
         torch.manual_seed(cfg.seed + topo.rank)  # distinct dropout per rank
         self.network = resolve(cfg, topo, model)
         self.cfg = cfg = self.network.cfg
-        parallel = parallelize(self.model, cfg, topo)
+        self.parallel = parallel = parallelize(self.model, cfg, topo)
         self.forward, self.ddp, self.sharded = parallel.forward, parallel.ddp, parallel.sharded
         self.parallel_kind = parallel.kind
+        # The ranks of a tensor-parallel group or a pipeline read the same samples: the data is
+        # split over the data-parallel replicas only.
+        self.dp_rank, self.dp_world = parallel.dp_rank, parallel.mesh.dp
         # The loss is a graph of its own, so the fp32 upcast of the logits fuses into the sum.
         self.loss = torch.compile(summed_cross_entropy) if cfg.compile else summed_cross_entropy
         # The fused kernel exists for CPU and CUDA, takes DTensor parameters (FSDP2) too,
         # beats the per-tensor loop, and alone honours found_inf, which skips a non-finite
         # step without a host sync.
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.base_lr, weight_decay=0.0, fused=True)
-        self.guard = StepGuard(self.optimizer, cfg.clip_grad, cfg.max_nonfinite_steps, topo.device)
-        order = GlobalOrder(len(dataset), cfg.batch_size * topo.world * cfg.grad_accum, cfg.seed)
+        self.guard = StepGuard(
+            self.optimizer, cfg.grad_clip, cfg.max_nonfinite_steps, topo.device, parallel.pipeline_group
+        )
+        self.spikes = SpikeGuard(
+            cfg.spike_guard,
+            cfg.spike_threshold,
+            cfg.spike_warmup,
+            cfg.spike_max_rollbacks,
+            tuple(Skip(*skip) for skip in cfg.skip_samples),
+        )
+        self.pipeline = (
+            Pipeline(
+                self.model,
+                parallel.stage,
+                parallel.mesh.pp,
+                parallel.pipeline_group,
+                topo.device,
+                cfg.pipeline_microbatches,
+                lambda out, y: self.loss(out, y) / y[0].numel(),
+            )
+            if parallel.pipeline_group is not None
+            else None
+        )
+        order = GlobalOrder(len(dataset), cfg.batch_size * self.dp_world * cfg.grad_accum, cfg.seed)
         self.progress = progress = Progress(
             order, cfg.grad_accum, planned_steps(0, 0, 0, order, cfg.max_steps, cfg.epoch_limit)
         )
@@ -110,7 +117,7 @@ class Trainer:
         # training metrics come from rank 0 alone.
         self.exporter = serve(cfg.metrics_port if topo.local_rank == 0 else None, TRAINING if topo.is_main else POD)
         self.exporter.set(CHECKPOINT_EVERY, cfg.checkpoint_every)
-        self.network.export(self.exporter, topo)
+        self.network.export(self.exporter, topo, parallel.mesh)
         # Step 0 until a checkpoint commits (a resume sets its own): a run whose saves fail
         # from the start must still trip the stale-checkpoint alert, which subtracts this.
         self.exporter.set(CHECKPOINT_STEP, 0)
@@ -122,10 +129,12 @@ class Trainer:
             optimizer=self.optimizer,
             scheduler=self.scheduler,
             guard=self.guard,
+            spikes=self.spikes,
             progress=progress,
             exporter=self.exporter,
             sharded=self.sharded,
             data_fingerprint=dataset.fingerprint,
+            mesh=parallel.mesh,
         )
         # The ranks settle on a data error before each step's collectives, on a group of its
         # own, since an async save's collectives run on the checkpoints' group from another thread.
@@ -145,7 +154,7 @@ class Trainer:
         )
         # Waited on before a log window's clock is read (metrics.Window).
         self.sync = device_sync(topo.device)
-        self.seq_len: int | None = getattr(getattr(self.model, "cfg", None), "seq_len", None)  # None: the cnn
+        self.seq_len = spec.seq_len  # None: images
         peak = cfg.peak_tflops or (
             peak_tflops(torch.cuda.get_device_name(topo.device)) if topo.device.type == "cuda" else None
         )
@@ -153,7 +162,7 @@ class Trainer:
         # causal figure: the FLOPs a causal model actually computes (models.training_flops).
         self.flops_per_sample = (
             {key: self.model.flops_per_token(causal) * self.seq_len for key, causal in MFU_KEYS.items()}
-            if self.seq_len and peak
+            if self.seq_len and peak and hasattr(self.model, "flops_per_token")
             else {}
         )
         self.peak_flops = peak * 1e12 if peak else None
@@ -165,13 +174,14 @@ class Trainer:
         bounds = [lo + (hi - lo) * i // grad_accum for i in range(grad_accum + 1)]
         batches = []
         for i in range(grad_accum):
-            rlo, rhi = GlobalOrder.rank_share(bounds[i], bounds[i + 1], self.topo.rank, self.topo.world)
+            rlo, rhi = GlobalOrder.rank_share(bounds[i], bounds[i + 1], self.dp_rank, self.dp_world)
             x, y = self.dataset.batch(permutation[rlo:rhi])
-            if self.cfg.compile:
-                # Compiled graphs are specialised on shapes and strides: the epoch's last,
+            if self.cfg.compile or self.pipeline is not None:
+                # Compiled graphs are specialised on shapes and strides, and a pipeline stage's
+                # receive buffers on the first step's micro-batch shape: the epoch's last,
                 # smaller step is padded to the usual shape with targets the loss ignores,
                 # and every batch is made contiguous (token windows are strided views),
-                # so no step recompiles.
+                # so no step recompiles and every stage gets the shape it expects.
                 pad = self.cfg.batch_size - len(y)
                 x = torch.cat([x, x.new_zeros((pad, *x.shape[1:]))])
                 y = torch.cat([y, y.new_full((pad, *y.shape[1:]), IGNORE_INDEX)])
@@ -180,8 +190,9 @@ class Trainer:
             batches.append((x, y))
         return batches
 
-    def train_step(self, permutation: torch.Tensor) -> torch.Tensor:
-        """One optimizer step over the next global batch; returns this rank's loss share.
+    def train_step(self, permutation: torch.Tensor) -> torch.Tensor | Spike:
+        """One optimizer step over the next global batch; returns this rank's loss share, or
+        the spike for which the loss-spike guard refused the step, which is then not taken.
 
         The next step's batches are read in a background thread meanwhile, so the latency
         of shared storage (page faults on a memory-mapped NAS file) overlaps compute.
@@ -203,21 +214,33 @@ class Trainer:
             if x.dim() == 4:
                 x = x.contiguous(memory_format=self.memory_format)
             y = y.to(self.topo.device, non_blocking=True)
-            # Shares can differ by one sample (the epoch's last step): weighting each rank's
-            # summed loss by world/total makes DDP's mean over ranks the mean over samples.
+            # Shares can differ by one sample (the epoch's last step): weighting each replica's
+            # summed loss by replicas/total makes the data-parallel mean the mean over samples.
             last = i == len(batches) - 1
-            if self.sharded:
+            if self.parallel.fsdp:
                 self.model.set_requires_gradient_sync(last)
+            if self.pipeline is not None:
+                loss_share += self.pipeline.step(x, y, self.dp_world / total)
+                continue
             sync = contextlib.nullcontext() if self.ddp is None or last else self.ddp.no_sync()
             with sync:
                 with self.autocast:
                     out = self.forward(x)
                     summed = self.loss(out, y)
-                    loss = summed / (y[0].numel() if y.dim() > 1 and len(y) else 1) * self.topo.world / total
+                    loss = summed / (y[0].numel() if y.dim() > 1 and len(y) else 1) * self.dp_world / total
                 if progress.step + 1 in self.cfg.fault_nonfinite_steps and self.topo.rank == self.topo.world - 1:
                     loss = loss * math.nan
                 loss.backward()
             loss_share += loss.detach()
+        if self.spikes.enabled:
+            # Every rank judges the same number, the all-reduced mean, so all decide alike.
+            mean = loss_share.clone()
+            if self.topo.world > 1:
+                dist.all_reduce(mean)
+            spike = self.spikes.observe(progress.step + 1, progress.epoch, hi, mean.item() / self.topo.world)
+            if spike is not None:
+                self.optimizer.zero_grad(set_to_none=True)
+                return spike
         self.guard.before_step(self.model.parameters())
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -225,6 +248,53 @@ class Trainer:
         progress.step += 1
         progress.position = hi
         return loss_share
+
+    def _move_on(self) -> bool:
+        """Past the epoch's end and past samples to skip; returns whether the epoch changed."""
+        progress, epoch = self.progress, self.progress.epoch
+        while True:
+            if progress.position >= progress.order.size:
+                progress.epoch, progress.position = progress.epoch + 1, 0
+            stop = self.spikes.skip_to(progress.epoch, progress.position)
+            if stop is None:
+                return progress.epoch != epoch
+            progress.position = min(stop, progress.order.size)
+            # Fewer samples are left in the run's epochs: its schedule ends sooner.
+            progress.replan(self.optimizer, self.cfg.base_lr, self.cfg.max_steps, self.cfg.epoch_limit)
+
+    def _roll_back(self, spike: Spike) -> None:
+        """Go back to the newest checkpoint on every rank after ``spike``, and mark the samples
+        from its position through the spike's, and ``--spike-skip-extra`` steps' more, to be
+        skipped. A collective.
+
+        Raises:
+            LossSpikeError: ``--spike-max-rollbacks`` are spent, or there is no checkpoint.
+        """
+        spikes, progress = self.spikes, self.progress
+        self.checkpoints.checkpointer.wait()  # a save from before the spike: kept even when stopping
+        spikes.check_budget(spike)
+        # The rollbacks and the skips outlive the checkpoint they go back to.
+        rollbacks, skipped = spikes.rollbacks, list(spikes.skipped)
+        self.prefetched = None
+        if not self.checkpoints.roll_back():
+            raise LossSpikeError(
+                f"{spike}, and no committed checkpoint to go back to: checkpoint sooner (--checkpoint-every) "
+                "or judge later (--spike-warmup)"
+            )
+        order = progress.order
+        skips = rollback_skips(
+            progress.epoch, progress.position, spike, order.size, order.global_batch, self.cfg.spike_skip_extra
+        )
+        spikes.rollbacks, spikes.skipped = rollbacks + 1, skipped + skips
+        if self.topo.is_main:
+            log(
+                f"{spike}: rolled back to step {progress.step} and skipping samples "
+                f"{','.join(str(s) for s in skips)} (--skip-samples form), rollback {spikes.rollbacks} of "
+                f"{self.cfg.spike_max_rollbacks}"
+            )
+        if self.metrics is not None:
+            self.metrics.close()
+            self.metrics = Metrics(self.output / "metrics.jsonl", after_step=progress.step)
 
     def _finished(self) -> bool:
         if self.cfg.max_steps is not None and self.progress.step >= self.cfg.max_steps:
@@ -251,13 +321,18 @@ class Trainer:
         loss = torch.zeros((), device=self.topo.device)
         self.exporter.set(TRAINING_LOOP, 1)
         while not self._finished():
-            if progress.position >= progress.order.size:
-                progress.epoch, progress.position = progress.epoch + 1, 0
+            if self._move_on():
                 if self._finished():
                     break
                 permutation = progress.order.permutation(progress.epoch)
             before = progress.position
-            loss = self.train_step(permutation)
+            stepped = self.train_step(permutation)
+            if isinstance(stepped, Spike):
+                self._roll_back(stepped)
+                permutation = progress.order.permutation(progress.epoch)
+                window.restart()
+                continue
+            loss = stepped
             window.add(progress.position - before)
             self.guard.check(progress.step)
             if progress.step % self.cfg.log_every == 0:
@@ -322,6 +397,7 @@ class Trainer:
 
     def close(self) -> None:
         self.loader.shutdown(cancel_futures=True)
+        self.checkpoints.close()
         if self.metrics is not None:
             self.metrics.close()
         self.exporter.close()

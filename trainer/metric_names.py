@@ -20,6 +20,8 @@ SCOPE_LABEL = "scope"
 """``intra-node``, ``inter-node`` or ``world`` (:mod:`trainer.fabric`)."""
 OP_LABEL = "op"
 STRATEGY_LABEL = "strategy"
+MESH_LABELS = ("dp", "pp", "tp")
+"""The device mesh's dimensions (:mod:`trainer.mesh`), as labels of :data:`PARALLEL_MESH`."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,13 @@ PARALLEL_STRATEGY = Metric(
 SHARD_GROUP = Metric(
     "trainer_parallel_shard_group_size", "gauge", "Processes each parameter is sharded over (1 under DDP)."
 )
+PARALLEL_MESH = Metric(
+    "trainer_parallel_mesh",
+    "gauge",
+    "1, labelled with the device mesh the run trains on: dp data-parallel replicas × pp pipeline stages × tp "
+    "tensor-parallel ranks (1 × 1 × 1 for one process).",
+    labels=MESH_LABELS,
+)
 
 TRAINING = (
     STEP,
@@ -130,6 +139,7 @@ TRAINING = (
     FABRIC_BUS_BANDWIDTH,
     PARALLEL_STRATEGY,
     SHARD_GROUP,
+    PARALLEL_MESH,
 )
 """What a training run's rank 0 serves."""
 POD = (RESTARTS,)

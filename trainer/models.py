@@ -15,7 +15,12 @@ from torch.utils.checkpoint import checkpoint
 from .config import GPTConfig
 
 
-def draw_parameters(model: nn.Module, generator: torch.Generator | None, std: Callable[[str], float]) -> None:
+def draw_parameters(
+    model: nn.Module,
+    generator: torch.Generator | None,
+    std: Callable[[str], float],
+    whole_model: list[tuple[str, torch.Size]] | None = None,
+) -> None:
     """Initialise every parameter of ``model``: matrices normal(0, ``std(name)``), biases zero,
     norm scales one.
 
@@ -29,16 +34,25 @@ def draw_parameters(model: nn.Module, generator: torch.Generator | None, std: Ca
         generator: where the numbers come from; the default generator of each parameter's
             device when None.
         std: the standard deviation of a matrix, by parameter name.
+        whole_model: the names and shapes of every parameter of the model ``model`` is a part
+            of (a pipeline stage's), in order: the parts it lacks are drawn too, and dropped, so
+            that each stage gets the numbers the whole model would.
     """
+    params = dict(model.named_parameters())
     with torch.no_grad():
-        for name, param in model.named_parameters():
-            device = generator.device if generator is not None else param.device
-            if param.dim() >= 2:
-                whole = torch.empty(param.shape, device=device).normal_(0.0, std(name), generator=generator)
+        for name, shape in whole_model or [(name, p.shape) for name, p in params.items()]:
+            param = params.get(name)
+            device = generator.device if generator is not None else next(iter(params.values())).device
+            if len(shape) >= 2:
+                whole = torch.empty(shape, device=device).normal_(0.0, std(name), generator=generator)
+                if param is None:
+                    continue
+            elif param is None:
+                continue
             elif name.endswith("bias"):
-                whole = torch.zeros(param.shape, device=device)
+                whole = torch.zeros(shape, device=device)
             else:
-                whole = torch.ones(param.shape, device=device)
+                whole = torch.ones(shape, device=device)
             if isinstance(param, DTensor):
                 # src_data_rank=None: every rank drew the same whole tensor, so each
                 # keeps its slice without a scatter from rank 0.
@@ -82,7 +96,7 @@ def stored_values_per_token(per_layer: int, layers: int, width: int, checkpointe
 LOSS_BYTES_PER_LOGIT = 12
 """What the loss holds per token and vocabulary entry at its peak, the start of the backward
 pass: cross-entropy runs in fp32 whatever the model computes in
-(:func:`trainer.loop.summed_cross_entropy`), keeping its log-probabilities (4 bytes) and then
+(:func:`trainer.model_spec.summed_cross_entropy`), keeping its log-probabilities (4 bytes) and then
 making their gradient (4) and the logits' (4). With a large vocabulary this outweighs the blocks:
 Llama 3's 128,256 entries are 1.5 MB a token."""
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import torch
+import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
 NONFINITE = "nonfinite_steps"
@@ -35,12 +36,20 @@ class StepGuard:
         clip: the largest gradient norm allowed, or None not to clip.
         max_consecutive: skipped steps in a row after which :meth:`check` raises.
         device: where the gradients live.
+        pipeline_group: the ranks of this rank's pipeline, whose stages' norms make the
+            model's; None without one.
     """
 
     def __init__(
-        self, optimizer: torch.optim.Optimizer, clip: float | None, max_consecutive: int, device: torch.device
+        self,
+        optimizer: torch.optim.Optimizer,
+        clip: float | None,
+        max_consecutive: int,
+        device: torch.device,
+        pipeline_group: dist.ProcessGroup | None = None,
     ):
         self.optimizer, self.clip, self.max_consecutive = optimizer, clip, max_consecutive
+        self.pipeline_group = pipeline_group
         self.norm = torch.zeros((), device=device)
         self.skipped = torch.zeros((), device=device)
         self.consecutive = torch.zeros((), device=device)
@@ -53,6 +62,12 @@ class StepGuard:
         norm = torch.nn.utils.get_total_norm([p.grad for p in params], foreach=True)
         if isinstance(norm, DTensor):
             norm = norm.full_tensor()  # the partial norms of the shards, reduced across ranks
+        if self.pipeline_group is not None:
+            # Each stage holds other parameters: the whole model's norm is the root of the
+            # stages' summed squares.
+            squares = norm.double() ** 2
+            dist.all_reduce(squares, group=self.pipeline_group)
+            norm = squares.sqrt().to(norm.dtype)
         if self.clip is not None:
             torch.nn.utils.clip_grads_with_norm_(params, self.clip, norm, foreach=True)
         found_inf = (~torch.isfinite(norm)).float()

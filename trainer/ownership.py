@@ -25,6 +25,25 @@ from .config import UsageError
 OWNER = "owner.json"
 
 
+def check_output_dir(path: Path, rank: int) -> None:
+    """Create ``--output-dir`` and check this rank can write there and in its ``checkpoints/``,
+    when that exists, before any collective: a volume mounted read-only there would otherwise
+    let the run train until its first save. A missing one is created by the first save, in
+    the output directory just checked."""
+    checkpoints = path / "checkpoints"
+    names = {path: f"--output-dir {path}"}
+    if checkpoints.is_dir():
+        names[checkpoints] = f"--output-dir {path}: its checkpoints directory {checkpoints}"
+    for directory, what in names.items():
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            probe = directory / f".write-test-{rank}-{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as err:
+            raise UsageError(f"{what}: not writable ({err.strerror})") from None
+
+
 def owner_of(output: Path) -> str | None:
     """The job that claimed ``output``, or None when none has.
 

@@ -9,6 +9,10 @@
   and replicates across nodes (a 2-D device mesh), so the all-gathers of every layer stay on
   the fast intra-node links and only one gradient all-reduce per step crosses the network; on
   one node it is plain FSDP.
+- **TP and PP** (``--tp N``, ``--pp N``, llama only): a ``dp × pp × tp`` device mesh
+  (:mod:`trainer.mesh`): each sample's layers split over ``tp`` ranks
+  (:mod:`trainer.tensor_parallel`), the layer stack over ``pp`` stages
+  (:mod:`trainer.pipeline`), and the ``dp`` replicas FSDP shards of that.
 - ``--parallel auto``: one of these, chosen at start by :mod:`trainer.strategy`.
 
 A token model (GPT or Llama) is built on the meta device, with no storage: DDP materialises
@@ -25,11 +29,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
-from .config import Config
+from .config import Config, UsageError
+from .mesh import MESH_DIMS, MeshShape, mesh_shape
+from .pipeline import split_stage
+from .tensor_parallel import apply_tensor_parallel
 from .topology import Topology
 
 
@@ -48,7 +56,17 @@ class Parallel:
     ddp: DistributedDataParallel | None
     sharded: bool
     kind: str
-    """For the start-up log line: DDP, FSDP, HSDP (with its mesh), or one process."""
+    """For the start-up log line: DDP, FSDP, HSDP (with its mesh), the TP/PP mesh, or one process."""
+    mesh: MeshShape
+    """The job as ``dp × pp × tp``; ``dp`` is the world without ``--tp`` or ``--pp``."""
+    dp_rank: int
+    """Which data-parallel replica this rank belongs to: what share of each batch it reads."""
+    fsdp: bool = False
+    """Whether the model is wrapped by ``fully_shard`` (its gradient sync can be deferred)."""
+    stage: int = 0
+    """This rank's pipeline stage."""
+    pipeline_group: dist.ProcessGroup | None = None
+    """This rank's pipeline, one rank per stage; None without ``--pp``."""
 
 
 def fsdp_mesh(topo: Topology) -> DeviceMesh | None:
@@ -59,6 +77,21 @@ def fsdp_mesh(topo: Topology) -> DeviceMesh | None:
     if nodes < 2 or topo.world % topo.local_world:
         return None
     return init_device_mesh(topo.device.type, (nodes, topo.local_world), mesh_dim_names=("replicate", "shard"))
+
+
+def shard_blocks(model: torch.nn.Module, cfg: Config, topo: Topology, mesh: DeviceMesh | None, reshard: bool) -> None:
+    """``fully_shard`` each block (compiled first under ``--compile``), then the model, over
+    ``mesh`` (every rank when None)."""
+    # bf16 compute, fp32 gradient reduction on GPUs; CPUs here have no fast bf16 and
+    # keep fp32, which also keeps CPU runs bit-reproducible.
+    cuda = topo.device.type == "cuda"
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if cuda else None
+    kwargs = {"mesh": mesh, "reshard_after_forward": reshard, **({"mp_policy": policy} if policy else {})}
+    for block in model.blocks:
+        if cfg.compile:
+            block.compile()
+        fully_shard(block, **kwargs)
+    fully_shard(model, **kwargs)
 
 
 def materialize(model: torch.nn.Module, cfg: Config, topo: Topology) -> None:
@@ -87,25 +120,15 @@ def parallelize(model: torch.nn.Module, cfg: Config, topo: Topology) -> Parallel
     """
     if getattr(model, "blocks", None) is not None:
         model.checkpoint_activations = cfg.activation_checkpointing
+    if cfg.tp * cfg.pp > 1:
+        return split_parallelize(model, cfg, topo)
+    flat = MeshShape(topo.world, 1, 1)
     if cfg.fsdp and topo.world > 1:
-        # bf16 compute, fp32 gradient reduction on GPUs; CPUs here have no fast bf16 and
-        # keep fp32, which also keeps CPU runs bit-reproducible.
-        cuda = topo.device.type == "cuda"
-        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if cuda else None
         mesh = fsdp_mesh(topo) if cfg.parallel == "hsdp" else None
-        kwargs = {
-            "mesh": mesh,
-            "reshard_after_forward": cfg.reshard_after_forward,
-            **({"mp_policy": policy} if policy else {}),
-        }
-        for block in model.blocks:
-            if cfg.compile:
-                block.compile()
-            fully_shard(block, **kwargs)
-        fully_shard(model, **kwargs)
+        shard_blocks(model, cfg, topo, mesh, cfg.reshard_after_forward)
         materialize(model, cfg, topo)
         kind = f"HSDP, {mesh.shape[0]} replicas × {mesh.shape[1]} shards" if mesh is not None else "FSDP"
-        return Parallel(model, None, True, kind)
+        return Parallel(model, None, True, kind, flat, topo.rank, fsdp=True)
     materialize(model, cfg, topo)
     forward: torch.nn.Module = model
     ddp = None
@@ -122,4 +145,31 @@ def parallelize(model: torch.nn.Module, cfg: Config, topo: Topology) -> Parallel
         # Compiling the DDP wrapper is the supported way to keep its bucketed all-reduce
         # overlapping the backward pass.
         forward = torch.compile(forward)
-    return Parallel(forward, ddp, False, "DDP" if ddp is not None else "one process")
+    return Parallel(forward, ddp, False, "DDP" if ddp is not None else "one process", flat, topo.rank)
+
+
+def split_parallelize(model: torch.nn.Module, cfg: Config, topo: Topology) -> Parallel:
+    """Place ``model`` (a Llama on the meta device) on the ``dp × pp × tp`` mesh: keep this rank's
+    pipeline stage, split its layers over the tensor-parallel group, shard that over the
+    data-parallel replicas, and give it storage and its initial weights.
+
+    Raises:
+        UsageError: ``--tp × --pp`` does not divide the world size.
+    """
+    try:
+        shape = mesh_shape(topo.world, cfg.tp, cfg.pp)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    mesh = init_device_mesh(topo.device.type, (shape.pp, shape.dp, shape.tp), mesh_dim_names=MESH_DIMS)
+    replica, stage, _ = shape.coordinates(topo.rank)
+    if shape.pp > 1:
+        split_stage(model, stage, shape.pp)
+    if shape.tp > 1:
+        apply_tensor_parallel(model, mesh["tp"])
+    if shape.dp > 1:
+        # Under a pipeline every micro-batch runs forward and backward apart: regathering each
+        # block's parameters for every one of them would multiply the all-gathers.
+        shard_blocks(model, cfg, topo, mesh["dp"], cfg.reshard_after_forward and shape.pp == 1)
+    materialize(model, cfg, topo)
+    group = mesh["pp"].get_group() if shape.pp > 1 else None
+    return Parallel(model, None, True, f"mesh {shape.describe()}", shape, replica, shape.dp > 1, stage, group)

@@ -5,7 +5,7 @@ rank must see it whole (shared storage lags) and load it, or all pass to the nex
 committed checkpoints exist and none loads (a different vocabulary or model size, a key
 missing after an upgrade, storage that cannot be read), the run stops with every reason
 rather than train from step 0 beside them: ``--start-fresh`` says that is meant. The new run
-leaves them where they are (:func:`trainer.checkpoint.prune` removes only its own lineage's).
+leaves them where they are (:func:`trainer.checkpoint_dirs.prune` removes only its own lineage's).
 
 A checkpoint whose files do not match the digests of its commit record is damaged. Without a
 key that is corruption (a flipped bit, a bad disk): rank 0 moves it to ``checkpoints/corrupt/``
@@ -30,7 +30,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.checkpoint.api import CheckpointException
 
-from .checkpoint import list_checkpoints, move_into, read_commit, step_dir, step_of, verify
+from .checkpoint_dirs import list_checkpoints, move_into, read_commit, step_dir, step_of, verify
 from .console import warn
 from .integrity import DIGESTS, CheckpointError, IntegrityError, TamperedCheckpoint
 
@@ -51,6 +51,14 @@ def set_aside_corrupt(path: Path, why: str) -> Path:
     target = move_into(path, path.parent / CORRUPT, path.name)
     warn(f"moved {path} to {target}: {why}; kept for inspection, never resumed")
     return target
+
+
+def failure(err: CheckpointException) -> str:
+    """DCP's gathered failure in one line: the lowest failed rank's error. Its own text holds
+    every rank's traceback (torch 2.13 ``distributed/checkpoint/api.py``,
+    ``CheckpointException.__str__``), which would make the run's one-line error a page."""
+    rank, (cause, _) = min(err.failures.items(), key=lambda item: item[0])
+    return f"rank {rank}: {type(cause).__name__}: {cause}"
 
 
 class UnloadableCheckpoints(Exception):
@@ -234,8 +242,8 @@ class Agreement:
                         if self.is_main:
                             self._damaged(path, changed[0], passed_over)
                     elif self.is_main:
-                        warn(f"skipping checkpoint {path}: loading failed ({err})")
-                        passed_over[path] = f"loading failed ({err})"
+                        warn(f"skipping checkpoint {path}: loading failed ({failure(err)})")
+                        passed_over[path] = f"loading failed ({failure(err)})"
             elif self.is_main:
                 warn(f"skipping checkpoint {path}: not every rank can read it")
                 passed_over[path] = "not every rank can read it"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import torch
+
 from .data import GlobalOrder
 
 WARMUP_STEPS = 20
@@ -73,3 +75,25 @@ class Progress:
     step: int = 0
     epoch: int = 0
     position: int = 0
+
+    def replan(
+        self, optimizer: torch.optim.Optimizer, base_lr: float, max_steps: int | None, epochs: int | None
+    ) -> None:
+        """Plan the schedule's end anew from where the run stands (after a resume, or a jump
+        over skipped samples, which changes what is left of the epochs) and set the current
+        step's learning rate on it, as the scheduler would have."""
+        self.total_steps = planned_steps(self.step, self.epoch, self.position, self.order, max_steps, epochs)
+        for group in optimizer.param_groups:
+            group["lr"] = base_lr * lr_factor(self.step, self.total_steps)
+
+
+STOP_CHECK_SECONDS = 2.0
+STOP_CHECK_MAX_STEPS = 10
+"""The ranks agree on a SIGTERM about every two seconds of training, but at most every ten
+steps: a collective per step costs a few percent on CPU, while slow steps (a large model)
+must still leave the checkpoint time inside the eviction grace period."""
+
+
+def stop_check_interval(step_time_s: float) -> int:
+    """Steps between SIGTERM agreements for a given step time."""
+    return max(1, min(STOP_CHECK_MAX_STEPS, int(STOP_CHECK_SECONDS / step_time_s)))

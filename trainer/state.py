@@ -29,18 +29,19 @@ from .console import log, warn
 from .data import GlobalOrder
 from .exporter import Exporter
 from .integrity import read_key
+from .mesh import MeshShape
 from .numerics import NONFINITE, StepGuard
+from .pipeline import gather_stages
 from .resume import Agreement
-from .schedule import Progress, lr_factor, planned_steps
+from .resume_guards import DATA, GRAD_CLIP, clip_changed, data_changed
+from .schedule import Progress
+from .spikes import SPIKES, SpikeGuard
 from .topology import Topology, gather
 from .weights import WeightsError, export
 from .weights import load as load_weights
 
 FULL_STATE = StateDictOptions(full_state_dict=True, cpu_offload=True)
 """The final model holds whole tensors, gathered to rank 0 from the shards under FSDP."""
-DATA = "data"
-"""The commit record's key for the dataset a checkpoint's epoch plan is of: its ``samples``
-and ``fingerprint`` (:func:`trainer.data.fingerprint`); the seed is in its ``config``."""
 JOB = "job"
 """The commit record's key for ``--job-id``, the job that wrote it (null outside a job)."""
 
@@ -55,11 +56,14 @@ class Checkpoints:
         optimizer: its optimizer.
         scheduler: the learning-rate scheduler over ``optimizer``.
         guard: the non-finite step guard, whose counters a checkpoint keeps.
+        spikes: the loss-spike guard, whose statistics and rollbacks a checkpoint keeps.
         progress: where the run stands, saved by :meth:`save` and set by :meth:`resume`.
         exporter: told of every committed checkpoint.
-        sharded: whether the model is sharded (FSDP or HSDP), so that gathering its
+        sharded: whether the model is sharded (FSDP, HSDP, TP or PP), so that gathering its
             weights is a collective.
         data_fingerprint: what identifies the run's dataset, recorded and checked on a resume.
+        mesh: the job as ``dp × pp × tp`` (:mod:`trainer.mesh`); None: every process a
+            data-parallel replica.
     """
 
     def __init__(
@@ -71,14 +75,18 @@ class Checkpoints:
         optimizer: torch.optim.Optimizer,
         scheduler: torch.optim.lr_scheduler.LRScheduler,
         guard: StepGuard,
+        spikes: SpikeGuard,
         progress: Progress,
         exporter: Exporter,
         sharded: bool,
         data_fingerprint: str,
+        mesh: MeshShape | None = None,
     ):
         self.cfg, self.topo, self.model, self.optimizer = cfg, topo, model, optimizer
         self.scheduler, self.guard, self.progress, self.exporter = scheduler, guard, progress, exporter
+        self.spikes = spikes
         self.sharded, self.data_fingerprint = sharded, data_fingerprint
+        self.mesh = mesh or MeshShape(topo.world, 1, 1)
         self.output = Path(cfg.output_dir)
         self.threads = torch.get_num_threads()
         self.saved_step: int | None = None
@@ -90,6 +98,10 @@ class Checkpoints:
         # would stall every rank that long for a peer lost during a save.
         timeout = timedelta(seconds=cfg.timeout_s + cfg.storage_wait_s)
         self.group = dist.new_group(backend="gloo", timeout=timeout) if topo.world > 1 else None
+        # A pipeline's stages hold different parameters: the ranks of each stage share the
+        # writing of its plain tensors among themselves.
+        replica, _, column = self.mesh.coordinates(topo.rank)
+        stage_ranks = self.mesh.dp * self.mesh.tp
         self.checkpointer = checkpoint.Checkpointer(
             self.output / "checkpoints",
             self.group,
@@ -98,6 +110,7 @@ class Checkpoints:
             cfg.async_checkpoint,
             on_commit=exporter.checkpoint_committed,
             key=read_key(cfg.checkpoint_key_file),
+            replicas=(replica * self.mesh.tp + column, stage_ranks),
         )
         if self.group is not None:
             # Rank 0's view of the data decides: a node whose NFS attribute cache still holds
@@ -114,6 +127,10 @@ class Checkpoints:
     def model_state(self) -> dict[str, torch.Tensor] | None:
         """The whole model on the CPU for rank 0 (gathered from the shards with FSDP, which
         makes this a collective); ``None`` on other ranks, which write nothing."""
+        if self.mesh.pp > 1:
+            # Every rank of a stage gathers its stage whole; rank 0 collects the stages.
+            stage = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True))
+            return gather_stages(self.model, stage, self.mesh, self.topo.rank, self.group)
         if self.sharded:
             return get_model_state_dict(self.model, options=FULL_STATE)
         if not self.topo.is_main:
@@ -146,7 +163,9 @@ class Checkpoints:
             "global_batch": progress.order.global_batch,
             "threads": self.threads,
             "config": asdict(self.cfg),
+            GRAD_CLIP: self.cfg.grad_clip,
             NONFINITE: self.guard.counters(),
+            SPIKES: self.spikes.state(),
             DATA: {"samples": progress.order.size, "fingerprint": self.data_fingerprint},
             JOB: self.cfg.job_id,
         }
@@ -165,7 +184,9 @@ class Checkpoints:
                     f"--output-dir {self.output} holds a checkpoint of a run with {flag} "
                     f"{saved.get(key, False)!r}, not {getattr(self.cfg, key)!r}: use another output directory"
                 )
-        replan = self._data_changed(path, commit)
+        if (clipping := clip_changed(path.name, commit, self.cfg.grad_clip)) and self.topo.is_main:
+            warn(clipping)
+        replan = data_changed(path.name, commit, self.cfg, self.progress.order.size, self.data_fingerprint, self.output)
         progress = self.progress
         if commit["global_batch"] != progress.order.global_batch:
             self._keep_global_batch(commit["global_batch"])
@@ -188,6 +209,7 @@ class Checkpoints:
         )
         self.scheduler.load_state_dict(commit["scheduler"])
         self.guard.restore(commit.get(NONFINITE, {}), commit["step"])
+        self.spikes.restore(commit.get(SPIKES, {}))
         self.checkpointer.lineage = commit.get(checkpoint.LINEAGE, "")
         progress.step, progress.epoch, progress.position = commit["step"], commit["epoch"], commit["position"]
         if replan:
@@ -200,12 +222,8 @@ class Checkpoints:
         # The schedule is a function of the step and this run's flags: a run resumed with a
         # new --max-steps, --epochs or --lr follows the new curve from its first step rather
         # than taking one step at the rate the old run stopped at.
-        progress.total_steps = planned_steps(
-            progress.step, progress.epoch, progress.position, progress.order, self.cfg.max_steps, self.cfg.epoch_limit
-        )
         self.scheduler.base_lrs = [self.cfg.base_lr for _ in self.optimizer.param_groups]
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.cfg.base_lr * lr_factor(progress.step, progress.total_steps)
+        progress.replan(self.optimizer, self.cfg.base_lr, self.cfg.max_steps, self.cfg.epoch_limit)
         self.saved_step = progress.step
         if same_world:
             # A row of the stacked states is a view into it; the generators read a state
@@ -221,34 +239,6 @@ class Checkpoints:
             torch.set_num_threads(commit["threads"])
             self.threads = commit["threads"]
 
-    def _data_changed(self, path: Path, commit: dict[str, Any]) -> str | None:
-        """How this run's data and seed differ from those the checkpoint's epoch plan is of
-        (None when they do not; a record of an earlier trainer has no data to compare).
-
-        Raises:
-            UsageError: they differ and ``--replan-epoch`` was not given.
-        """
-        saved_seed = commit["config"].get("seed", self.cfg.seed)
-        saved = commit.get(DATA) or {"samples": self.progress.order.size, "fingerprint": self.data_fingerprint}
-        changes = []
-        if (saved["samples"], saved["fingerprint"]) != (self.progress.order.size, self.data_fingerprint):
-            changes.append(
-                f"another dataset ({saved['samples']} samples, fingerprint {saved['fingerprint']}; this run's has "
-                f"{self.progress.order.size}, fingerprint {self.data_fingerprint})"
-            )
-        if saved_seed != self.cfg.seed:
-            changes.append(f"another --seed ({saved_seed}, not {self.cfg.seed})")
-        if not changes:
-            return None
-        change = f"checkpoint {path.name} was trained with {' and '.join(changes)}"
-        if not self.cfg.replan_epoch:
-            raise UsageError(
-                f"--output-dir {self.output}: {change}: its position in epoch {commit['epoch']} would repeat or "
-                "skip samples of this run's order; resume with the data and --seed it was trained with, pass "
-                f"--replan-epoch to go on with these (epoch {commit['epoch']} starts over), or use another --output-dir"
-            )
-        return change
-
     def _keep_global_batch(self, global_batch: int) -> None:
         """Resume at another world size with the checkpoint's global batch, by changing the
         gradient accumulation: the optimizer and the learning-rate schedule then see the
@@ -257,17 +247,19 @@ class Checkpoints:
         Raises:
             UsageError: this world size and ``--batch-size`` cannot make up the global batch.
         """
-        per_micro_step = self.cfg.batch_size * self.topo.world
+        replicas = self.mesh.dp
+        who = f"{replicas} process(es)" if self.mesh.dp == self.topo.world else f"{replicas} data-parallel replica(s)"
+        per_micro_step = self.cfg.batch_size * replicas
         if global_batch % per_micro_step:
-            fits = [b for b in range(1, self.cfg.batch_size + 1) if global_batch % (b * self.topo.world) == 0]
+            fits = [b for b in range(1, self.cfg.batch_size + 1) if global_batch % (b * replicas) == 0]
             fix = (
                 f"e.g. --batch-size {fits[-1]}"
                 if fits
-                else f"no batch size can: use a process count that divides {global_batch}"
+                else f"no batch size can: use a data-parallel replica count that divides {global_batch}"
             )
             raise UsageError(
                 f"--output-dir {self.output} holds a run with a global batch of {global_batch} samples per step, "
-                f"which {self.topo.world} process(es) × --batch-size {self.cfg.batch_size} cannot make up "
+                f"which {who} × --batch-size {self.cfg.batch_size} cannot make up "
                 f"by accumulating gradients ({fix}); a resized run keeps the global batch so that its "
                 "optimizer steps and learning-rate schedule stay those of the run it continues"
             )
@@ -276,7 +268,7 @@ class Checkpoints:
         progress.order = GlobalOrder(progress.order.size, global_batch, self.cfg.seed)
         if self.topo.is_main:
             log(
-                f"keeping the checkpoint's global batch of {global_batch}: {self.topo.world} process(es) × "
+                f"keeping the checkpoint's global batch of {global_batch}: {who} × "
                 f"batch {self.cfg.batch_size} × {progress.grad_accum} accumulated micro-batches"
             )
 
@@ -328,6 +320,20 @@ class Checkpoints:
             self.exporter.checkpoint_committed(progress.step, (path / checkpoint.MARKER).stat().st_mtime)
         return path is not None
 
+    def roll_back(self) -> bool:
+        """Go back to the newest committed checkpoint, once a background save has committed
+        (it is of a step before the one rolled back from). A collective.
+
+        Returns:
+            Whether there was one to go back to.
+        """
+        self.checkpointer.wait()
+        return self.resume()
+
+    def close(self) -> None:
+        """Release the async saves' staging memory."""
+        self.checkpointer.close()
+
     def write_final_model(self) -> None:
         """Rank 0 exports the model's weights; a collective under FSDP (the shards are gathered)."""
         weights = self.model_state()
@@ -344,6 +350,10 @@ class Checkpoints:
             WeightsError: the file does not hold weights of this model.
         """
         weights = load_weights(path)
+        if self.mesh.pp > 1:
+            # A pipeline stage takes its own part of the whole model's weights.
+            own = {name for name, _ in self.model.named_parameters()}
+            weights = {name: tensor for name, tensor in weights.items() if name in own}
         try:
             set_model_state_dict(self.model, weights, options=StateDictOptions(full_state_dict=True))
         except (RuntimeError, KeyError, ValueError) as err:

@@ -25,6 +25,15 @@ The rule, in order:
 5. DDP's gradient bucket: big enough to keep a measured link busy for :data:`BUCKET_TARGET_S`,
    no smaller than DDP's 25 MB default, no larger than :data:`BUCKET_MAX_MB`, and at most a
    quarter of the gradient so at least four buckets overlap the backward pass.
+6. Tensor and pipeline parallelism (:func:`split_mesh`, models that can be split: the Llama),
+   when nothing above fits, or when what fits is FSDP whose every all-gather crosses a slow
+   inter-node link (under :data:`SLOW_INTER_GBPS`): a pipeline stage per node when the
+   inter-node link is slow, so only activations cross it; tensor parallelism inside a node only
+   over NVLink-class links (a measured intra-node bus bandwidth of :data:`NVLINK_GBPS` or more),
+   as it moves every layer's activations twice per pass; the fewest tensor-parallel ranks that
+   fit; FSDP over the remaining data-parallel replicas. No such mesh fits: the refusal of rule 2.
+   Over a slow link a mesh without a stage per node is not taken: its replicas' all-gathers would
+   still cross it.
 """
 
 from __future__ import annotations
@@ -54,6 +63,14 @@ SHARDING_MARGIN = 2.0
 """A sharded strategy replaces DDP only when its estimate is under half of DDP's: the estimate
 leaves out what sharding adds (a collective per block, whose latency the backward pass does not
 always hide, and the copies in and out of the flat buffers)."""
+NVLINK_GBPS = 100.0
+"""Intra-node all-reduce bus bandwidth, GB/s, from which tensor parallelism is worth its
+per-layer collectives: NVLink-class. nccl-tests' all_reduce_perf reaches a few hundred GB/s over
+NVLink and NVSwitch, and at most about 25 GB/s over PCIe 4.0 x16 (32 GB/s a direction)."""
+SLOW_INTER_GBPS = 25.0
+"""Inter-node all-reduce bus bandwidth, GB/s, under which FSDP's all-gathers across nodes are
+replaced by pipeline stages: 200 Gb/s a node, less than one 8-GPU node's share of 8 × 400 Gb/s
+InfiniBand or RoCE (about 50 GB/s a GPU), more than TCP or one eRDMA interface."""
 STRATEGIES = ("ddp", "fsdp", "hsdp")
 """What ``--parallel`` takes besides ``auto``; ``single`` is what one process runs."""
 
@@ -79,6 +96,10 @@ class Inputs:
         block_params: parameters of the model's largest block, gathered whole under sharding.
         root_params: parameters outside the blocks (embedding, final norm, output head), which
             FSDP gathers with the model itself.
+        loss_bytes: the part of ``activation_bytes`` that is the loss's, which tensor
+            parallelism does not split (the head gathers the logits whole).
+        tp_choices: tensor-parallel degrees the model can be split by (:func:`trainer.mesh.check_split`).
+        pp_choices: pipeline depths the model and batch can be split by.
     """
 
     params: int
@@ -92,6 +113,9 @@ class Inputs:
     activation_bytes: int | None = None
     block_params: int = 0
     root_params: int = 0
+    loss_bytes: int = 0
+    tp_choices: tuple[int, ...] = (1,)
+    pp_choices: tuple[int, ...] = (1,)
 
     @property
     def nodes(self) -> int:
@@ -109,6 +133,8 @@ class Decision:
         bucket_mb: DDP's ``bucket_cap_mb``.
         reshard_after_forward: FSDP frees the gathered parameters after the forward pass.
         reasons: why, one clause each, for the log.
+        tp: tensor-parallel ranks per sample.
+        pp: pipeline stages.
     """
 
     strategy: str
@@ -116,10 +142,14 @@ class Decision:
     bucket_mb: float
     reshard_after_forward: bool
     reasons: tuple[str, ...]
+    tp: int = 1
+    pp: int = 1
 
     def flags(self) -> list[str]:
         """The flags that choose the same by hand."""
         strategy = "ddp" if self.strategy == "single" else self.strategy
+        if self.tp * self.pp > 1:
+            return ["--parallel", strategy, "--tp", str(self.tp), "--pp", str(self.pp)]
         flags = ["--parallel", strategy, "--bucket-mb", f"{self.bucket_mb:g}"]
         return flags + ([] if self.reshard_after_forward else ["--no-reshard-after-forward"])
 
@@ -193,6 +223,90 @@ def bucket_mb(inp: Inputs, strategy: str) -> float:
 
 def decide(inp: Inputs) -> Decision:
     """Choose the strategy for ``inp`` by the rule in this module's docstring.
+
+    Raises:
+        DecisionError: the model state does not fit even sharded over every process, nor on
+            any mesh the model can be split by.
+    """
+    try:
+        flat = decide_flat(inp)
+    except DecisionError:
+        split = split_mesh(inp, "where no flat strategy does")
+        if split is None:
+            raise
+        return split
+    if flat.strategy == "fsdp" and inp.nodes > 1 and slow_inter(inp):
+        split = split_mesh(inp, "where flat FSDP would all-gather every block across the slow link")
+        # Without a stage per node the data-parallel replicas still span the nodes, and their FSDP
+        # all-gathers still cross the slow link: tensor parallelism alone does not avoid that.
+        return split if split is not None and split.pp > 1 else flat
+    return flat
+
+
+def slow_inter(inp: Inputs) -> bool:
+    return inp.inter_GBps is not None and inp.inter_GBps < SLOW_INTER_GBPS
+
+
+def mesh_need(inp: Inputs, dp: int, pp: int, tp: int) -> dict[str, float]:
+    """Bytes one process needs on a ``dp × pp × tp`` mesh, part by part (:func:`memory_need` for
+    one without a split). The state is sharded over every process. The blocks' activations are
+    split by ``tp`` (sequence parallel norms, a slice of every projection's outputs) and by
+    ``pp``: 1F1B holds at most ``pp`` micro-batches of ``1/pp`` of the batch each, for ``1/pp``
+    of the blocks; the loss's only by ``pp``. FSDP over ``dp > 1`` gathers blocks and the
+    embedding and head in their ``tp`` slices."""
+    need = {
+        "parameters": inp.params * 4 / (dp * pp * tp),
+        "gradients": inp.params * GRAD_BYTES_PER_PARAM / (dp * pp * tp),
+        "optimizer state": inp.params * 8 / (dp * pp * tp),
+    }
+    if inp.activation_bytes is not None:
+        need["activations"] = (inp.activation_bytes - inp.loss_bytes) / (tp * pp) + inp.loss_bytes / pp
+        if dp > 1:
+            need["gathered blocks"] = GATHERED_BLOCKS * inp.block_params * inp.param_bytes / tp
+            need["embedding and head whole, with gradients"] = 2 * inp.root_params * inp.param_bytes / tp
+    return need
+
+
+def split_mesh(inp: Inputs, because: str) -> Decision | None:
+    """Rule 6: the mesh with pipeline stages across slow nodes and tensor parallelism over
+    NVLink-class links that fits; None when the fabric allows no split or none fits.
+
+    Args:
+        inp: what the rule rests on.
+        because: why a split is considered, for the reasons.
+    """
+    nvlink = inp.intra_GBps is not None and inp.intra_GBps >= NVLINK_GBPS
+    pp = inp.nodes if inp.nodes > 1 and slow_inter(inp) and inp.nodes in inp.pp_choices else 1
+    tps = [t for t in inp.tp_choices if t > 1 and inp.local_world % t == 0] if nvlink else []
+    budget = None if inp.device_memory_bytes is None else inp.device_memory_bytes * USABLE_SHARE
+    for tp in ([1] if pp > 1 else []) + sorted(tps):
+        dp = inp.world // (pp * tp)
+        need = sum(mesh_need(inp, dp, pp, tp).values())
+        if budget is not None and need > budget:
+            continue
+        reasons = [f"mesh dp {dp} × pp {pp} × tp {tp}"]
+        if budget is not None:
+            reasons.append(f"{_gib(need)} per device against {_gib(budget)} fits, {because}")
+        else:
+            reasons.append(because)
+        if pp > 1:
+            reasons.append(
+                f"a pipeline stage per node: the inter-node link ({inp.inter_GBps:g} GB/s, under "
+                f"{SLOW_INTER_GBPS:g}) carries activations, not parameters"
+            )
+        if tp > 1:
+            reasons.append(
+                f"tensor parallel over {tp} ranks inside a node on NVLink-class links ({inp.intra_GBps:g} GB/s, at "
+                f"least {NVLINK_GBPS:g})"
+            )
+        if dp > 1:
+            reasons.append(f"FSDP over the {dp} data-parallel replicas")
+        return Decision("fsdp", dp, DEFAULT_BUCKET_MB, pp == 1, tuple(reasons), tp, pp)
+    return None
+
+
+def decide_flat(inp: Inputs) -> Decision:
+    """Rules 1 to 5: DDP, FSDP or HSDP.
 
     Raises:
         DecisionError: the model state does not fit even sharded over every process.

@@ -1,4 +1,5 @@
-"""The bundled trainer (DDP, FSDP2 or HSDP): trains, checkpoints in shards, resumes exactly.
+"""The bundled trainer (DDP, FSDP2, HSDP, or tensor and pipeline parallelism with FSDP2):
+trains, checkpoints in shards, resumes exactly.
 
 Launch it anywhere::
 
@@ -7,6 +8,7 @@ Launch it anywhere::
         -m trainer --data-dir /data --output-dir /ckpt                 # one node, restarts resume
     TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun --nnodes=4 --nproc-per-node=8 \\
         --rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:29400 -m trainer --model gpt
+    torchrun --nnodes=2 --nproc-per-node=8 ... -m trainer --model llama --llama-size 8b --tp 8 --pp 2
 
 In a PyTorchJob the operator injects ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``,
 ``RANK`` and the ``PET_*`` variables torchrun reads; ``TRAIN_DATA_PATH``, ``OUTPUT_PATH``,
@@ -24,9 +26,9 @@ uninterrupted one (same world size and thread count); on GPU cuDNN/NCCL kernels 
 bit-deterministic, so a resumed run matches statistically.
 
 This module holds ``main``; :mod:`trainer.loop` the training loop, :mod:`trainer.config`
-the flags, :mod:`trainer.parallel` DDP/FSDP, :mod:`trainer.state` checkpoint and weights I/O,
-:mod:`trainer.numerics` the non-finite guard, :mod:`trainer.metrics` what is logged,
-:mod:`trainer.exporter` what rank 0 serves to Prometheus (``--metrics-port``).
+the flags, :mod:`trainer.parallel` DDP/FSDP and the TP/PP mesh, :mod:`trainer.state` checkpoint and weights I/O,
+:mod:`trainer.numerics` the non-finite guard, :mod:`trainer.spikes` the loss-spike guard,
+:mod:`trainer.metrics` what is logged, :mod:`trainer.exporter` what rank 0 serves to Prometheus (``--metrics-port``).
 """
 
 from __future__ import annotations
@@ -38,17 +40,19 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from .config import UsageError, check_output_dir, parse_args
+from .checkpointing import report
+from .config import UsageError
 from .console import error, log
 from .data import DataError, load_dataset
-from .diskfull import DISK_FULL, NOT_WRITABLE, DiskFull, NotWritable
-from .exit_codes import TRANSIENT_STATUS
-from .integrity import TAMPERED, IntegrityError, TamperedCheckpoint, read_key
+from .exit_codes import LOSS_SPIKES
+from .flags import parse_args
+from .integrity import read_key
 from .loop import Trainer
+from .model_spec import model_spec
 from .numerics import NonFiniteError
-from .ownership import claim
-from .resume import UnloadableCheckpoints
-from .topology import default_threads, lost_peer, prepare_flight_recorder, topology
+from .ownership import check_output_dir, claim
+from .spikes import LossSpikeError
+from .topology import default_threads, prepare_flight_recorder, topology
 from .weights import WeightsError
 
 
@@ -65,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         if cfg.init_from and not Path(cfg.init_from).is_file():
             raise UsageError(f"--init-from {cfg.init_from}: no such file (pretrained weights to start from)")
         read_key(cfg.checkpoint_key_file)
-        dataset = load_dataset(cfg)
+        spec = model_spec(cfg)
+        dataset = load_dataset(cfg, spec)
     except (UsageError, DataError) as err:
         error(str(err))
         return 2
@@ -77,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             if topo.device.type == "cuda":
                 torch.cuda.set_device(topo.device)
             dist.init_process_group(backend, timeout=timedelta(seconds=cfg.timeout_s))
-        trainer = Trainer(cfg, topo, dataset)
+        trainer = Trainer(cfg, topo, dataset, spec)
         signal.signal(signal.SIGTERM, lambda signum, frame: setattr(trainer, "stop_signal", signum))
         if not trainer.checkpoints.resume() and cfg.init_from:
             trainer.checkpoints.init_weights(Path(cfg.init_from))
@@ -88,28 +93,22 @@ def main(argv: list[str] | None = None) -> int:
                 f"{len(dataset)} samples, global batch {trainer.progress.order.global_batch}, device {topo.device}"
             )
         return trainer.train()
-    except (UsageError, WeightsError, DataError, IntegrityError, UnloadableCheckpoints) as err:
+    except (WeightsError, DataError) as err:
         error(str(err))
         return 2
-    except TamperedCheckpoint as err:
-        error(str(err))
-        return TAMPERED
     except NonFiniteError as err:
         error(str(err))
         return 1
-    except DiskFull as err:
+    except LossSpikeError as err:
         error(str(err))
-        return DISK_FULL
-    except NotWritable as err:
-        error(str(err))
-        return NOT_WRITABLE
-    except RuntimeError as err:
-        # A peer gone (its node lost, its pod killed) fails the survivors here: a retry can
-        # succeed, while a bug's RuntimeError goes on as a failure.
-        if not lost_peer(err):
+        return LOSS_SPIKES
+    except Exception as err:
+        # Bad flags, the checkpoints' errors and a lost peer, as every loop reports them
+        # (trainer.checkpointing); anything else is a bug and goes on with its traceback.
+        status = report(err)
+        if status is None:
             raise
-        error(f"lost the other processes ({err})")
-        return TRANSIENT_STATUS
+        return status
     finally:
         if trainer is not None:
             trainer.close()

@@ -212,6 +212,8 @@ def pool_problem(job: TrainingJobSpec, pool: GpuPoolSpec) -> tuple[str, str] | N
         return "procsPerNode", (
             f"procsPerNode ({job.procs_per_node}) must equal the job's {gpus} GPUs per pod: one process drives one GPU"
         )
+    if job.gpus_per_node is None and (mesh := job.trainer.mesh_problem(gpus, job.pod_counts)) is not None:
+        return f"trainer.{mesh[0]}", mesh[1]
     return None
 
 

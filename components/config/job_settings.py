@@ -10,7 +10,8 @@ from typing import Annotated, Literal
 
 from pydantic import Discriminator, Field, Tag, model_validator
 
-from trainer.config import LLAMA_SIZES, MODELS, PARALLEL_CHOICES, TOKEN_MODELS, Config
+from trainer.config import LLAMA_SIZES, PARALLEL_CHOICES, Config, model_problem
+from trainer.mesh import flag_problem
 
 from .base import (
     DATA_MOUNT,
@@ -45,7 +46,7 @@ AbsolutePath = Annotated[str, Field(pattern=r"^/")]
 
 TRAINER_FLAGS = {"synthetic_data": "--synthetic"}
 """The trainer's flag for each :class:`TrainerArgs` field whose flag is not the field's name in
-kebab case (``trainer/config.py``)."""
+kebab case (``trainer/flags.py``)."""
 TRAINER_ENV_FIELDS = ("init_from", "final_model_path")
 """Fields a job passes not as flags but as the variables their flags default to, ``MODEL_PATH`` and
 ``FINAL_MODEL_PATH`` (``manifests/job_env.py`` sets them beside the job's other paths)."""
@@ -62,9 +63,10 @@ class TrainerArgs(Spec):
 
     # The fields are in the order of the flags in the job's command (to_flags): a new field goes
     # after the others, so that the commands of existing jobs stay as they are.
-    model: Literal[MODELS] = Config.model
-    """``cnn`` (the MNIST convnet), ``gpt`` (a small decoder) or ``llama`` (a Llama-family decoder, sized by
-    ``llamaSize``)."""
+    model: str = Field(default=Config.model, examples=["own_models.mixer:factory", "llama"])
+    """``cnn`` (the MNIST convnet), ``gpt`` (a small decoder), ``llama`` (a Llama-family decoder, sized by
+    ``llamaSize``), or your own model's factory as ``package.module:factory``, imported from the job's
+    ``code`` (docs/trainer.md)."""
     batch_size: int = Field(default=Config.batch_size, ge=1)
     """Samples per process in each step, or in each micro-step under ``--grad-accum``."""
     checkpoint_every: int = Field(default=Config.checkpoint_every, ge=1)
@@ -93,9 +95,18 @@ class TrainerArgs(Spec):
     llama_size: Literal[tuple(LLAMA_SIZES)] | None = Field(default=None)
     """``model: llama``'s shape: ``tiny`` (the trainer's default), or Llama 3.2 1B's, Llama 3.1 8B's or 70B's
     (``1b``, ``8b``, ``70b``; docs/trainer.md)."""
+    tp: int | None = Field(default=None, ge=1)
+    """Tensor-parallel processes per sample (``model: llama``), inside one pod: it must divide the pod's processes
+    and the model's key-value heads. 1 (the trainer's default) when unset; ``parallel: auto`` chooses it."""
+    pp: int | None = Field(default=None, ge=1)
+    """Pipeline stages (``model: llama``), e.g. one per pod across slow links; ``tp × pp`` must divide the job's
+    processes, the rest being FSDP replicas. 1 when unset; ``parallel: auto`` chooses it."""
 
     @model_validator(mode="after")
     def _check(self) -> TrainerArgs:
+        problem = model_problem(self.model)
+        if problem:
+            raise field_error("model", f"model {problem}")
         if self.final_model_path is not None and not _below(self.final_model_path, OUTPUT_MOUNT):
             raise field_error(
                 "finalModelPath",
@@ -108,14 +119,52 @@ class TrainerArgs(Spec):
                 f"{self.init_from!r} is on neither volume the pod mounts: give a path under {DATA_MOUNT}/ "
                 f"or {OUTPUT_MOUNT}/",
             )
-        if self.parallel in ("fsdp", "hsdp") and self.model not in TOKEN_MODELS:
+        # A factory's model is checked for blocks when the trainer builds it.
+        if self.parallel in ("fsdp", "hsdp") and self.model == "cnn":
             raise field_error(
                 "parallel",
                 f"parallel {self.parallel} shards the gpt and llama models; the cnn takes ddp or auto (which keeps ddp)",
             )
         if self.llama_size is not None and self.model != "llama":
             raise field_error("llamaSize", f"llamaSize {self.llama_size} applies to model llama, not {self.model}")
+        if (problem := self.split_problem()) is not None:
+            raise field_error(*problem)
         return self
+
+    def split_problem(self) -> tuple[str, str] | None:
+        """Why ``tp`` and ``pp`` cannot split the model, as (key, message); None when they can (or are unset)."""
+        tp, pp = self.tp or 1, self.pp or 1
+        if tp * pp > 1 and self.batch_size % pp:
+            return "batchSize", (
+                f"batchSize {self.batch_size} must be a multiple of pp ({pp}): the pipeline cuts each process's batch "
+                "into pp micro-batches"
+            )
+        size = self.llama_size or Config.llama_size
+        why = flag_problem(self.model, self.parallel or "fsdp", size, tp, pp, self.batch_size, pp)
+        if why is None:
+            return None
+        key = "parallel" if why.startswith("--parallel") else "tp" if tp > 1 else "pp"
+        # The trainer's words name its flags; the spec's keys are the same words without the dashes.
+        for flag, spec_key in (("--llama-size", "llamaSize"), ("--batch-size", "batchSize"), ("--", "")):
+            why = why.replace(flag, spec_key)
+        return key, why
+
+    def mesh_problem(self, procs: int, pods: range) -> tuple[str, str] | None:
+        """Why ``tp`` and ``pp`` do not fit a job of ``procs`` processes a pod at each pod count of
+        ``pods``, as (key, message); None when they do."""
+        tp, pp = self.tp or 1, self.pp or 1
+        if procs % tp:
+            return "tp", (
+                f"tp {tp} does not divide the pod's {procs} processes: tensor parallelism runs a collective per "
+                "layer and stays inside a pod; choose a tp that divides procsPerNode (gpusPerNode)"
+            )
+        for n in pods:
+            if (n * procs) % (tp * pp):
+                return "pp", (
+                    f"tp {tp} × pp {pp} = {tp * pp} does not divide the job's {n * procs} processes ({n} pods × "
+                    f"{procs}): the processes are arranged as FSDP replicas × pp × tp"
+                )
+        return None
 
     def to_flags(self) -> list[str]:
         """The trainer's flags for these settings, in field order: ``--<field-name>`` (or

@@ -176,7 +176,16 @@ class TrainingJobSpec(Spec):
             )
         if self.scheduling.min_available is not None and (problem := gang_problem(self)) is not None:
             raise field_error("scheduling.minAvailable", problem)
+        # Without them the pool's GPUs per node set the processes (capacity.pool_problem checks then).
+        procs = self.procs_per_node or self.gpus_per_node or (1 if self.gpus_per_node == 0 else None)
+        if procs is not None and (mesh := self.trainer.mesh_problem(procs, self.pod_counts)) is not None:
+            raise field_error(f"trainer.{mesh[0]}", mesh[1])
         return self
+
+    @property
+    def pod_counts(self) -> range:
+        """The pod counts the job may run at: its ``nodes``, or an elastic job's range."""
+        return range(self.min_pods, self.max_pods + 1)
 
     @property
     def min_pods(self) -> int:

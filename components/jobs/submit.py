@@ -225,6 +225,10 @@ def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str
         )
     pool = _pool(defaults)
     gpus = job_gpus(spec, defaults["placement"]["gpusPerNode"])
+    # The pool's GPUs per node set the processes of a job that gives neither --gpus nor --procs-per-node.
+    mesh = spec.trainer.mesh_problem(spec.procs_per_node or gpus or 1, spec.pod_counts)
+    if mesh is not None:
+        raise FlagError(f"--{mesh[0]}: {mesh[1]}")
     if pool is None or not gpus:
         return spec
     unset = {

@@ -27,7 +27,7 @@ from ..config import PROJECT
 from .admission_policy import admission_policy
 from .base import Manifest
 from .boundary import TeamBoundary
-from .job_env import CHECKPOINT_KEY_SUFFIX
+from .job_env import CHECKPOINT_KEY_SUFFIX, JOBSET_NAME_LABEL
 from .job_guard import job_guard
 from .kinds import MPI_LAUNCHER_ACCOUNT
 from .placement import FABRICS
@@ -47,7 +47,7 @@ from .pod_rules import (
 from .tenancy import JOB_LABEL
 
 V1_JOB_LABEL = "training.kubeflow.org/job-name"
-V2_JOB_LABEL = "jobset.sigs.k8s.io/jobset-name"
+V2_JOB_LABEL = JOBSET_NAME_LABEL
 V1_MPI_CONFIG = "-config"
 """The v1 MPIJob's ConfigMap, ``<job>-config`` (v1.9.4 ``pkg/controller.v1/mpi/mpijob.go``)."""
 V1_REPLICA_LABEL = "training.kubeflow.org/replica-type"

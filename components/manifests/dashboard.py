@@ -166,6 +166,18 @@ def training_dashboard(namespaces: Sequence[str]) -> dict[str, object]:
                 "processes share each parameter's shards (1: DDP).",
             )
         )
+        .with_panel(
+            _panel(
+                "Device mesh",
+                "short",
+                (
+                    series(trainer.PARALLEL_MESH),
+                    " × ".join(f"{label} {{{{{label}}}}}" for label in trainer.MESH_LABELS),
+                ),
+                description="The mesh the job trains on (chosen by --parallel auto, or --tp and --pp): data-parallel "
+                "replicas × pipeline stages × tensor-parallel ranks; docs/trainer.md.",
+            )
+        )
         .with_row(gf.Row("GPUs"))
         .with_panel(
             _panel("GPU utilisation per pod", "percent", (gpu.per_pod("avg", gpu.GPU_UTIL, namespace, pods), "{{pod}}"))

@@ -3,6 +3,7 @@ and checkpoint key are, NCCL's settings, the flight recorder and the values a Se
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 
 from trainer.metric_names import METRICS_PORT
@@ -53,6 +54,12 @@ def runtime_env() -> dict[str, str]:
     }
 
 
+def runtime_pod_env(extra: Mapping[str, str]) -> list[Manifest]:
+    """The ``env`` of a platform runtime's trainer container: :func:`runtime_env`, then ``extra``
+    (a fabric's NCCL settings, pip's index), then the job's identity (:data:`RUNTIME_JOB_ENV`)."""
+    return [*container_env({**runtime_env(), **extra}), *(copy.deepcopy(e) for e in RUNTIME_JOB_ENV)]
+
+
 def nccl_env(fabric: FabricProfile | None) -> dict[str, str]:
     """NCCL's settings for a GPU job over ``fabric`` (``None``: TCP)."""
     return {
@@ -79,7 +86,7 @@ def job_env(job: TrainingJobSpec, namespace: str) -> dict[str, str]:
     """Where this job's data and outputs are: one output directory per job. ``MODEL_PATH``
     names weights to start from, as in the PyTorchJob examples; the final model has its own
     variable. ``CHECKPOINT_KEY_FILE`` is the trainer's default for ``--checkpoint-key-file``
-    (``trainer/config.py``). ``TRAINING_JOB``, ``<namespace>/<name>``, is the default of
+    (``trainer/flags.py``). ``TRAINING_JOB``, ``<namespace>/<name>``, is the default of
     ``--job-id``, with which the trainer claims its output directory: two jobs given one
     (an ``OUTPUT_PATH`` in a job's ``env`` naming another's, or one name in two namespaces
     whose claims share a volume) are refused rather than move each other's checkpoints aside. The name and namespace
@@ -108,6 +115,25 @@ def checkpoint_key_ref(job: TrainingJobSpec) -> tuple[str, str] | None:
     ref = job.checkpoint_key.secret_key_ref
     return (ref.name, ref.key) if ref is not None else (generated_key_secret(job.name), GENERATED_KEY)
 
+
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+"""The label JobSet gives every pod of a JobSet, its name (kubernetes-sigs/jobset v0.12.0
+``pkg/controllers/jobset_controller.go`` ``labelAndAnnotateObject``: ``labels[jobset.JobSetNameKey]
+= js.Name``, on each Job's pod template), which Trainer v2 names after the TrainJob
+(kubeflow/trainer v2.3.0 ``pkg/runtime/framework/plugins/jobset/jobset.go``: ``JobSet(trainJob.Name,
+trainJob.Namespace)``)."""
+
+RUNTIME_JOB_ENV: tuple[Manifest, ...] = (
+    {"name": "TRAINING_JOB_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+    {"name": "TRAINING_JOB_NAME", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{JOBSET_NAME_LABEL}']"}}},
+    {"name": "TRAINING_JOB", "value": "$(TRAINING_JOB_NAMESPACE)/$(TRAINING_JOB_NAME)"},
+)
+"""``TRAINING_JOB`` in a runtime's pods, for TrainJobs that do not set it (those the Kubeflow SDK
+creates): ``<namespace>/<TrainJob name>`` from the downward API, the namespace and the JobSet's
+name label, joined by the kubelet's ``$(VAR)`` expansion of earlier entries (kubernetes.io,
+"Define Dependent Environment Variables"), so the trainer claims its output directory for the
+job as it does for the stack's own jobs, whose ``trainer.env`` sets it (:func:`job_env`) and
+replaces this one, Trainer upserting by name."""
 
 POD_NAME_ENV: Manifest = {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
 """The pod's name through the downward API (kubernetes.io, "Expose Pod Information to Containers

@@ -36,7 +36,7 @@ from ..config import PROJECT, RunPolicySpec, TrainingJobSpec, topology_problem, 
 from ..config.kinds import ML_POLICIES
 from ..config.training_job import xgboost_gpus_problem
 from .base import MANAGED_BY, Manifest
-from .job_env import TERMINATION_GRACE_S, container_env, flight_recorder_env, job_env, nccl_env, runtime_env
+from .job_env import TERMINATION_GRACE_S, container_env, flight_recorder_env, job_env, nccl_env, runtime_pod_env
 from .placement import FabricProfile
 from .pytorchjob import (
     METRICS_CONTAINER_PORT,
@@ -220,7 +220,7 @@ def runtime_pod(
     """The pod of every platform runtime: the settings a runtime patch cannot carry (see the
     module's docstring), for NCCL over ``fabric`` (``None``: TCP), with the node's default
     ``image``, pip's index and ``resources`` (see :func:`training_runtime`)."""
-    env = {**runtime_env(), **nccl_env(fabric), **({"PIP_INDEX_URL": pip_index_url} if pip_index_url else {})}
+    env = {**nccl_env(fabric), **({"PIP_INDEX_URL": pip_index_url} if pip_index_url else {})}
     pod: Manifest = {
         "restartPolicy": "Never",
         # Lets the trainer's SIGTERM handler finish a checkpoint on eviction or spot reclaim.
@@ -229,7 +229,7 @@ def runtime_pod(
             {
                 "name": TRAINER_NODE,
                 **({"image": image} if image is not None else {}),
-                "env": [{"name": k, "value": v} for k, v in env.items()],
+                "env": runtime_pod_env(env),
                 **({"resources": copy.deepcopy(resources)} if resources is not None else {}),
                 # A TrainJob cannot declare ports (its trainer and runtime patches have no
                 # field for them), so the runtime does; Trainer v2 adds its own to these

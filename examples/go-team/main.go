@@ -52,7 +52,8 @@ func main() {
 					Memory: pulumi.String("24Gi"),
 					Env:    pulumi.Map{"HF_TOKEN": conf.RequireSecret("hfToken")},
 					Trainer: &platform.TrainerArgsArgs{
-						Model:    platform.TrainerArgsModelGPT,
+						Model:    pulumi.String("gpt"),
+						Parallel: platform.TrainerArgsParallelFSDP,
 						MaxSteps: pulumi.Int(20000),
 					},
 				},
