@@ -33,7 +33,7 @@ from components.manifests import (
     v2_fabrics,
 )
 from components.mirror import mirrored_images
-from components.mirror_fill import subscribed_copies
+from components.mirror_fill import filled_copies
 from components.preflight import check_cloud
 from components.registry import image_pushed, pinned_image
 from components.stack import image_lock, is_secret_section, local_sources, stack_secret, stack_spec
@@ -42,7 +42,7 @@ spec = stack_spec()
 sources = local_sources(Path(__file__).resolve().parent, spec)
 image_digests = image_lock(Path(__file__).resolve().parent, spec)
 check_cloud(spec)
-mirror_fill = subscribed_copies(spec)
+mirror_fill = filled_copies(spec)
 pool = registry = cluster = None
 
 
@@ -137,6 +137,8 @@ else:
             vswitch_id=network.first_vswitch_id,
             mirrored_images=mirrored_images(spec),
             mirror_fill=mirror_fill,
+            mirror_mode=spec.mirror_fill,
+            image_digests=image_digests,
             secret_namespaces=list(teams.values()),
             keep_addons=cluster.adopted,
             password=stack_secret("registryPassword"),

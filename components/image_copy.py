@@ -132,7 +132,7 @@ def _provider_type() -> type[ResourceProvider]:
 
         Inputs: ``source`` and ``target`` (``<base URL>`` and repository name each:
         ``source_registry``, ``source_name``, ``target_registry``, ``target_name``), ``digest``,
-        ``tag``, ``image`` (the copy as pulled, for messages), ``username`` and ``password``
+        ``tag`` (``digest`` empty: the tag's manifest now), ``image`` (the copy as pulled, for messages), ``username`` and ``password``
         (the target's; the password is a secret and is not an output).
 
         Args:
@@ -151,8 +151,11 @@ def _provider_type() -> type[ResourceProvider]:
                 props["target_registry"], props["target_name"], props["username"], props["password"], self.timeout
             )
             image = props["image"]
+            # An image the lock lacks (``imageLock: warn``) is copied as its tag is now, and pulled by tag.
+            digest = props["digest"] or None
             try:
-                manifest, media_type = self.manifest(source, props["digest"], image)
+                manifest, media_type = self.manifest(source, digest or props["tag"], image)
+                digest = digest or f"sha256:{hashlib.sha256(manifest).hexdigest()}"
                 children = json.loads(manifest).get("manifests", []) if media_type in index_types else []
                 for child in children:
                     body, child_type = self.manifest(source, child["digest"], image)
@@ -160,27 +163,27 @@ def _provider_type() -> type[ResourceProvider]:
                     self.put(target, child["digest"], body, child_type)
                 if not children:
                     self.blobs(source, target, manifest, image)
-                self.put(target, props["digest"], manifest, media_type)
+                self.put(target, digest, manifest, media_type)
                 self.put(target, props["tag"], manifest, media_type)
             except urllib.error.HTTPError as err:
                 culprit = target if urllib.parse.urlsplit(err.url or "").netloc in target.base else source
                 raise RuntimeError(
-                    f"copying {image} ({props['digest']}): {culprit.where()}: {err.url} answered {err.code}"
+                    f"copying {image} ({digest or props['tag']}): {culprit.where()}: {err.url} answered {err.code}"
                 ) from None
             except (urllib.error.URLError, OSError) as err:
                 raise RuntimeError(f"copying {image}: no answer ({getattr(err, 'reason', err)})") from None
             except RuntimeError as err:
                 raise RuntimeError(f"copying {image}: {err}") from None
-            outs = {k: v for k, v in props.items() if k != "password"}
-            return CreateResult(id_=f"{props['target_name']}@{props['digest']}", outs=outs)
+            outs = {**{k: v for k, v in props.items() if k != "password"}, "copied": digest}
+            return CreateResult(id_=f"{props['target_name']}@{digest}", outs=outs)
 
-        def manifest(self, source: Registry, digest: str, image: str) -> tuple[bytes, str]:
+        def manifest(self, source: Registry, reference: str, image: str) -> tuple[bytes, str]:
             """A manifest's bytes and media type, checked against the digest it was asked by."""
-            with source.call("GET", f"manifests/{digest}", {"Accept": accept}) as answer:
+            with source.call("GET", f"manifests/{reference}", {"Accept": accept}) as answer:
                 body = answer.read()
                 media_type = answer.headers.get_content_type()
-            if f"sha256:{hashlib.sha256(body).hexdigest()}" != digest:
-                raise RuntimeError(f"{source.where()} served a manifest that is not {digest}")
+            if reference.startswith("sha256:") and f"sha256:{hashlib.sha256(body).hexdigest()}" != reference:
+                raise RuntimeError(f"{source.where()} served a manifest that is not {reference}")
             declared = json.loads(body).get("mediaType")
             return body, declared or media_type
 
@@ -248,16 +251,22 @@ ImageCopyProvider = _provider_type()
 class ImageCopy(pulumi.dynamic.Resource, module="cr", name="ImageCopy"):
     """An image copied into the mirror by digest (see :class:`ImageCopyProvider`).
 
+    Attributes:
+        copied: the digest copied.
+
     Args:
         name: Pulumi resource name.
         source: the upstream image, ``<registry>/<path>:<tag>``.
         target: where it is copied, over the registry's public endpoint, ``<host>/<path>:<tag>``.
-        digest: the image's locked digest (``sha256:...``).
+        digest: the image's locked digest (``sha256:...``), or ``None`` to copy what the tag names
+            now (an image the lock lacks, pulled by tag).
         image: the copy as the cluster pulls it, for messages.
         username: the target registry's user.
         password: the target registry's password, a secret.
         provider: the implementation.
     """
+
+    copied: pulumi.Output[str]
 
     def __init__(
         self,
@@ -265,7 +274,7 @@ class ImageCopy(pulumi.dynamic.Resource, module="cr", name="ImageCopy"):
         *,
         source: str,
         target: str,
-        digest: str,
+        digest: str | None,
         image: str,
         username: str,
         password: pulumi.Input[str],
@@ -275,11 +284,12 @@ class ImageCopy(pulumi.dynamic.Resource, module="cr", name="ImageCopy"):
         source_registry, source_name, tag = registry_endpoint(source)
         target_registry, target_name, _ = registry_endpoint(target)
         props = {
+            "copied": None,
             "source_registry": source_registry,
             "source_name": source_name,
             "target_registry": target_registry,
             "target_name": target_name,
-            "digest": digest,
+            "digest": digest or "",
             "tag": tag,
             "image": image,
             "username": username,

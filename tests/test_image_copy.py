@@ -156,3 +156,10 @@ def test_the_provider_pickled_into_state_works_without_this_project(registries, 
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [props["digest"], "[]"]
     assert target.manifest(TARGET, TAG) == source.manifests[SOURCE][props["digest"]]
+
+
+def test_an_image_the_lock_lacks_is_copied_as_its_tag_is_now(registries) -> None:
+    source, target, props = registries
+    created = ImageCopyProvider().create({**props, "digest": ""})
+    assert created.outs["copied"] == props["digest"]
+    assert target.manifest(TARGET, TAG) == source.manifests[SOURCE][props["digest"]]
