@@ -264,8 +264,7 @@ class ContainerRegistry(pulumi.ComponentResource):
         self.repository_url: pulumi.Output[str] = pulumi.Output.concat(pull_host, "/", path)
         self.push_url: pulumi.Output[str] = pulumi.Output.concat(push_host, "/", path)
         self.pull_secret: str | None = None
-        # An enterprise instance's pulls go through the credential helper; its user pushes the mirror's copies.
-        if spec.username is not None and (spec.edition == "personal" or spec.existing_repository_url is not None):
+        if spec.username is not None:
             if password is None:
                 raise ValueError("registry.username needs the registryPassword secret")
             config_json = pulumi.Output.secret(

@@ -464,7 +464,7 @@ def bought_instance() -> dict:
     """prod with an enterprise instance the stack buys (so everything in it is new)."""
     config = stack_config("prod")
     registry = config[cfg("registry")]
-    for key in ("enterpriseInstanceId", "linkVpc", "namespaceExists", "repositoryExists"):
+    for key in ("enterpriseInstanceId", "linkVpc", "namespaceExists", "repositoryExists", "username"):
         del registry[key]
     del config[cfg("imageMirror")]
     del config[cfg("mirrorFill")]

@@ -37,8 +37,7 @@ class RegistrySpec(Spec):
     username: str | None = None
     """Login for an image pull secret; its password is the secret key ``registryPassword``. Required for the
     personal edition, which the password-free ACR credential helper does not cover. With an enterprise instance,
-    which nodes pull from through that helper, the user ``pulumi up`` pushes ``imageMirror``'s copies as
-    (``mirrorFill``)."""
+    also the user ``pulumi up`` pushes ``imageMirror``'s copies as (``mirrorFill``)."""
 
     @model_validator(mode="after")
     def _check(self) -> RegistrySpec:
