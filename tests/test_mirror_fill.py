@@ -357,9 +357,10 @@ def test_the_provider_pickled_into_state_works_without_this_project(cr, tmp_path
 def test_the_supply_chain_page_says_how_each_image_is_filled() -> None:
     config = stack_config("prod")
     config[cfg("trainerV2")] = {"install": True, "kueue": {"enabled": True}}
-    rules, by_hand = split_by_fill(stack_images(load_spec(config, credentials=False)))
+    rules, copied = split_by_fill(stack_images(load_spec(config, credentials=False)))
     expected = {rule.source: f"subscription (`{rule.provider}`)" for rule in rules}
-    expected |= {source: "hand" for source, _ in by_hand}
+    expected |= {source: "`pulumi up`, by digest" for source, _ in copied}
     page = (ROOT / "docs" / "supply-chain.md").read_text()
-    shown = dict(re.findall(r"^\| `([^`]+)` \| (.+?) \|$", page.split("## Filled by artifact subscription")[1], re.M))
+    section = page.split("## Filled by artifact subscription")[1].split("\n## ")[0]
+    shown = dict(re.findall(r"^\| `([^`]+)` \| (.+?) \|$", section, re.M))
     assert shown == expected
