@@ -61,8 +61,9 @@ def _provider_type() -> type[ResourceProvider]:
     index_types = INDEX_TYPES
 
     class NoAuthOnOtherHosts(urllib.request.HTTPRedirectHandler):
-        """Blobs are often served by a storage host the registry redirects to; the registry's
-        token is not sent there (a signed storage URL refuses a second credential)."""
+        """A registry may answer a blob with a redirect to a CDN or storage host (Docker Hub's
+        registry API reference, "Retrieve blob": ``307 Temporary Redirect``); the registry's
+        token is for the registry, and is not sent to another host."""
 
         def redirect_request(self, req, fp, code, msg, headers, newurl):
             new = super().redirect_request(req, fp, code, msg, headers, newurl)

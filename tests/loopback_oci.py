@@ -13,7 +13,12 @@ It models the OCI distribution spec v1.1.0 ``spec.md`` (github.com/opencontainer
 - "Pushing manifests": ``PUT /v2/<name>/manifests/<reference>`` stores the bytes as given and
   answers ``201 Created``; a digest reference must be the bytes' digest.
 
-Authentication, where ``user`` is set, is a token challenge (distribution token authentication
+A blob may be served by another host the registry redirects to: Docker Hub's registry API
+reference, "Retrieve blob" (https://docs.docker.com/reference/api/registry/latest/operations/GetBlob.md):
+the endpoint "may return a `307 Temporary Redirect` to a CDN or storage location. Clients must
+follow the redirect". That host takes no registry credential here.
+
+Authentication, where ``user`` is set (or ``challenge``, for anonymous tokens), is a token challenge (distribution token authentication
 specification): ``401`` with ``WWW-Authenticate: Bearer realm=...,service=...,scope=...``; the
 realm gives a token for the user and password sent to it with Basic authentication, ``401``
 otherwise.
@@ -59,6 +64,12 @@ class Registry:
     manifests: dict[str, dict[str, tuple[str, bytes]]] = field(default_factory=dict)
     tags: dict[str, dict[str, str]] = field(default_factory=dict)
     corrupt: set[str] = field(default_factory=set)
+    challenge: bool = False
+    """Challenge an anonymous client too, and give it a token (as public registries do)."""
+    storage: Registry | None = None
+    """Where blobs are served from: a ``GET`` of a blob is redirected there (``307``)."""
+    stored: dict[str, bytes] = field(default_factory=dict)
+    """As storage: what it serves, at ``/storage/<digest>``, to a request without credentials."""
     requests: list[tuple[str, str]] = field(default_factory=list)
     uploads: dict[str, str] = field(default_factory=dict)
     base: str = ""
@@ -136,11 +147,18 @@ def _handler(registry: Registry) -> type[BaseHTTPRequestHandler]:
             path, _, query = self.path.partition("?")
             if path == "/token":
                 expected = base64.b64encode(f"{registry.user}:{registry.password}".encode()).decode()
-                if self.headers.get("Authorization") != f"Basic {expected}":
+                if registry.user is not None and self.headers.get("Authorization") != f"Basic {expected}":
                     return self.error(401, "UNAUTHORIZED")
                 return self.answer(200, json.dumps({"token": TOKEN}).encode())
             registry.requests.append((self.command, path))
-            if registry.user is not None and self.headers.get("Authorization") != f"Bearer {TOKEN}":
+            if path.startswith("/storage/"):
+                # Storage takes no registry credential: the URL is all it needs.
+                data = registry.stored.get(path.removeprefix("/storage/"))
+                if self.headers.get("Authorization") is not None or data is None:
+                    return self.error(400, "UNEXPECTED_CREDENTIAL")
+                return self.answer(200, data)
+            guarded = registry.user is not None or registry.challenge
+            if guarded and self.headers.get("Authorization") != f"Bearer {TOKEN}":
                 challenge = f'Bearer realm="{registry.base}/token",service="stand-in",scope="repository:x:pull,push"'
                 self.body()
                 return self.answer(401, b"", {"WWW-Authenticate": challenge})
@@ -159,6 +177,9 @@ def _handler(registry: Registry) -> type[BaseHTTPRequestHandler]:
                 if data is None:
                     return self.error(404, "BLOB_UNKNOWN")
                 served = data[::-1] if rest in registry.corrupt else data
+                if registry.storage is not None and self.command == "GET":
+                    registry.storage.stored[rest] = served
+                    return self.answer(307, b"", {"Location": f"{registry.storage.base}/storage/{rest}"})
                 return self.answer(200, served, {"Docker-Content-Digest": rest})
             return self.error(404, "NAME_UNKNOWN")
 

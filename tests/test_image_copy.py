@@ -163,3 +163,12 @@ def test_an_image_the_lock_lacks_is_copied_as_its_tag_is_now(registries) -> None
     created = ImageCopyProvider().create({**props, "digest": ""})
     assert created.outs["copied"] == props["digest"]
     assert target.manifest(TARGET, TAG) == source.manifests[SOURCE][props["digest"]]
+
+
+def test_blobs_redirected_to_storage_are_fetched_without_the_registrys_token(registries) -> None:
+    source, target, props = registries
+    with oci_registry() as storage:
+        source.challenge, source.storage = True, storage
+        ImageCopyProvider().create(dict(props))
+    assert target.blobs[TARGET] == source.blobs[SOURCE]
+    assert len([path for method, path in storage.requests if path.startswith("/storage/")]) == 5
