@@ -155,19 +155,20 @@ def _provider_type() -> type[ResourceProvider]:
             # An image the lock lacks (``imageLock: warn``) is copied as its tag is now, and pulled by tag.
             digest = props["digest"] or None
             try:
-                manifest, media_type = self.manifest(source, digest or props["tag"], image)
+                manifest, media_type = self.manifest(source, digest or props["tag"])
                 digest = digest or f"sha256:{hashlib.sha256(manifest).hexdigest()}"
                 children = json.loads(manifest).get("manifests", []) if media_type in index_types else []
                 for child in children:
-                    body, child_type = self.manifest(source, child["digest"], image)
-                    self.blobs(source, target, body, image)
+                    body, child_type = self.manifest(source, child["digest"])
+                    self.blobs(source, target, body)
                     self.put(target, child["digest"], body, child_type)
                 if not children:
-                    self.blobs(source, target, manifest, image)
+                    self.blobs(source, target, manifest)
                 self.put(target, digest, manifest, media_type)
                 self.put(target, props["tag"], manifest, media_type)
             except urllib.error.HTTPError as err:
-                culprit = target if urllib.parse.urlsplit(err.url or "").netloc in target.base else source
+                host = urllib.parse.urlsplit(err.url or "").netloc
+                culprit = target if host == urllib.parse.urlsplit(target.base).netloc else source
                 raise RuntimeError(
                     f"copying {image} ({digest or props['tag']}): {culprit.where()}: {err.url} answered {err.code}"
                 ) from None
@@ -178,7 +179,7 @@ def _provider_type() -> type[ResourceProvider]:
             outs = {**{k: v for k, v in props.items() if k != "password"}, "copied": digest}
             return CreateResult(id_=f"{props['target_name']}@{digest}", outs=outs)
 
-        def manifest(self, source: Registry, reference: str, image: str) -> tuple[bytes, str]:
+        def manifest(self, source: Registry, reference: str) -> tuple[bytes, str]:
             """A manifest's bytes and media type, checked against the digest it was asked by."""
             with source.call("GET", f"manifests/{reference}", {"Accept": accept}) as answer:
                 body = answer.read()
@@ -188,7 +189,7 @@ def _provider_type() -> type[ResourceProvider]:
             declared = json.loads(body).get("mediaType")
             return body, declared or media_type
 
-        def blobs(self, source: Registry, target: Registry, manifest: bytes, image: str) -> None:
+        def blobs(self, source: Registry, target: Registry, manifest: bytes) -> None:
             parsed = json.loads(manifest)
             for blob in [parsed["config"], *parsed.get("layers", [])]:
                 try:
