@@ -125,7 +125,7 @@ def changed(locked: Mapping[str, str], resolved: Mapping[str, str]) -> list[str]
     ]
 
 
-def _endpoint(image: str) -> tuple[str, str, str]:
+def registry_endpoint(image: str) -> tuple[str, str, str]:
     """(base URL, repository name, tag) of an image reference ``host/path:tag``."""
     name, _, tag = image.partition("@")[0].rpartition(":")
     host, _, path = name.partition("/")
@@ -168,7 +168,7 @@ def resolve(image: str, *, timeout: float = 30) -> str:
         DigestError: the registry cannot be reached (``unreachable``), or answers with an error
             (no such tag, credentials, a rate limit, a token endpoint's error), or names another digest.
     """
-    base, name, tag = _endpoint(image)
+    base, name, tag = registry_endpoint(image)
     url = f"{base}/v2/{name}/manifests/{tag}"
     headers = {"Accept": ", ".join(MANIFEST_TYPES)}
     try:

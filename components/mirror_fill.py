@@ -1,19 +1,20 @@
-"""The image mirror filled in the same ``pulumi up`` by ACR Enterprise Edition's artifact
-subscription (stack key ``mirrorFill: subscription``).
+"""The image mirror filled in the same ``pulumi up`` (stack key ``mirrorFill``), so that no
+image is copied by hand.
 
-For each mirrored image whose registry a subscription serves (:mod:`components.manifests.mirror_fill`):
-a public repository in the mirror's namespace, a rule copying the pinned tag into it, and a
-run of the rule that ends once the tag is copied (:class:`~components.subscription_task.SubscriptionTask`);
-what pulls mirrored images waits for those runs. The mirror's namespace is made here unless
-images copied by hand are to be in it already. The namespace and the repositories stay on
-destroy, with their copies, as the registry's do. A rule's destination repository is made
-first, as the provider's own example does (pulumi-alicloud 4.0.0
-``cr/artifact_subscription_rule.py``).
+For each mirrored image: a public repository in the mirror's namespace, then its copy. With
+``subscription``, an image whose registry ACR Enterprise Edition's artifact subscription
+serves (:mod:`components.manifests.mirror_fill`) is copied by a rule for its pinned tag and a
+run of the rule that ends once the tag is copied
+(:class:`~components.subscription_task.SubscriptionTask`); every other image (ghcr.io,
+registry.k8s.io), and every image with ``copy``, is copied by ``pulumi up`` itself, by its
+locked digest (:class:`~components.image_copy.ImageCopy`). What pulls mirrored images waits
+for the copies. The namespace and the repositories stay on destroy, with their copies, as the
+registry's do.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pulumi
 import pulumi_alicloud as alicloud
@@ -24,51 +25,35 @@ from .manifests.mirror_fill import ALL_PLATFORMS, Subscription, split_by_fill
 from .mirror import PUBLIC
 
 
-class MirrorNotFillable(pulumi.RunError):
-    """``mirrorFill: subscription`` where a mirrored image cannot be subscribed to, and cannot be
-    copied by hand before the operator pulls it either (an instance the stack buys is empty)."""
-
-
-def subscribed_copies(spec: PlatformSpec) -> list[tuple[str, str]]:
-    """The (upstream, mirrored) images the stack fills by subscription: every mirrored image
-    when ``mirrorFill`` is ``subscription`` (those no subscription serves are left out by
-    :class:`MirrorFill` and checked as copied by hand), none otherwise. Called before any
-    resource is registered, so that a refusal buys and creates nothing.
-
-    Raises:
-        MirrorNotFillable: the mirror is in an instance the stack buys, which is empty, so an
-            image no subscription serves could be there neither by subscription nor by hand
-            before it is pulled.
-    """
+def filled_copies(spec: PlatformSpec) -> list[tuple[str, str]]:
+    """The (upstream, mirrored) images the stack copies into the mirror during ``pulumi up``:
+    every mirrored image when ``mirrorFill`` is ``subscription`` or ``copy``, none otherwise."""
     from .digests import stack_images
 
-    if spec.mirror_fill != "subscription":
-        return []
-    copies = stack_images(spec)
-    by_hand = copied_by_hand(copies)
-    if spec.registry is not None and spec.registry.enterprise_instance_id is None and by_hand:
-        raise MirrorNotFillable(
-            "mirrorFill: a subscription copies from Docker Hub, GCR and Quay only, so "
-            + ", ".join(by_hand)
-            + " cannot be in the instance this stack buys before they are pulled: adopt the instance "
-            "(registry.enterpriseInstanceId) and copy them first (python -m components.upstream images), or "
-            "mirror into another registry"
-        )
-    return copies
+    return stack_images(spec) if spec.mirror_fill != "none" else []
 
 
 class MirrorFill(pulumi.ComponentResource):
-    """The mirror's namespace, and per subscribable image its repository, rule and run.
+    """The mirror's namespace (unless it exists), and per image its public repository and its copy: a subscription
+    rule and its run (``subscription``, an image a subscription serves), or the image copied by
+    ``pulumi up`` itself by digest (:class:`~components.image_copy.ImageCopy`).
 
     Args:
         name: Pulumi resource name.
-        copies: (upstream, mirrored) images; those no subscription serves are ignored here.
+        copies: (upstream, mirrored) images.
+        mode: ``mirrorFill``: ``subscription`` or ``copy``.
         instance_id: the enterprise instance holding the mirror.
         region: its region.
+        public_host: the instance's public registry host, which the copies are pushed to.
+        digests: the image lock (digests by image as pulled); an image it lacks is copied as its tag is.
+        username: the registry user the copies are pushed as.
+        password: its password, a secret.
+        namespace_exists: the mirror's namespace is in the instance already: it is used, not made.
 
     Attributes:
         rules: the subscription rules, by mirrored image.
-        copied: the runs; done once every tag is copied. What pulls mirrored images waits for them.
+        copied: the runs and copies; done once every image is in the mirror. What pulls mirrored
+            images waits for them.
     """
 
     def __init__(
@@ -76,60 +61,90 @@ class MirrorFill(pulumi.ComponentResource):
         name: str,
         copies: Sequence[tuple[str, str]],
         *,
+        mode: str,
         instance_id: pulumi.Input[str],
         region: str,
+        public_host: str,
+        digests: Mapping[str, str],
+        username: str,
+        password: pulumi.Input[str],
+        namespace_exists: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__(f"{TOKEN}:MirrorFill", name, None, opts)
-        subscriptions, by_hand = split_by_fill(copies)
+        subscriptions, by_runner = split_by_fill(copies) if mode == "subscription" else ([], list(copies))
         self.rules: dict[str, alicloud.cr.ArtifactSubscriptionRule] = {}
         self.copied: list[pulumi.Resource] = []
-        if not subscriptions:
+        if not copies:
             self.register_outputs({})
             return
-        # Imported lazily: the dynamic provider needs Alibaba Cloud's SDKs only when there is a copy.
+        # Imported lazily: the providers are needed only when there is a copy.
+        from .image_copy import ImageCopy
         from .subscription_task import SubscriptionTask
 
-        kept = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
-        made: list[pulumi.Resource] = []
-        # Images copied by hand are in the namespace before the first up, so it exists then;
-        # otherwise the stack makes it.
-        if not by_hand:
+        namespace = mirror_namespace(copies)
+        made = []
+        if not namespace_exists:
             made.append(
                 alicloud.cs.RegistryEnterpriseNamespace(
                     name,
                     instance_id=instance_id,
-                    name=subscriptions[0].namespace,
+                    name=namespace,
                     auto_create=False,
                     default_visibility=PUBLIC,
-                    opts=kept,
+                    opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
                 )
             )
         for sub in subscriptions:
-            self._fill(name, sub, instance_id=instance_id, region=region, after=made, task=SubscriptionTask)
+            repo = self._repository(
+                name, sub.repository, sub.source, instance_id=instance_id, namespace=namespace, after=made
+            )
+            self._subscribe(name, sub, instance_id=instance_id, region=region, repo=repo, task=SubscriptionTask)
+        for source, target in by_runner:
+            repository = target.rpartition(":")[0].split("/")[-1]
+            repo = self._repository(name, repository, source, instance_id=instance_id, namespace=namespace, after=made)
+            vpc_host = target.split("/", 1)[0]
+            self.copied.append(
+                ImageCopy(
+                    f"{name}-{repository}-copy",
+                    source=source,
+                    target=f"{public_host}{target.removeprefix(vpc_host)}",
+                    digest=digests.get(target),
+                    image=target,
+                    username=username,
+                    password=password,
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[repo]),
+                )
+            )
         self.register_outputs({"rules": {image: rule.id for image, rule in self.rules.items()}})
 
-    def _fill(
+    def _repository(
+        self, name: str, repository: str, source: str, *, instance_id: pulumi.Input[str], namespace: str, after: list
+    ) -> pulumi.Resource:
+        """A copy's public repository, made before anything copies into it, as the provider's own
+        example does for a rule (pulumi-alicloud 4.0.0 ``cr/artifact_subscription_rule.py``)."""
+        return alicloud.cs.RegistryEnterpriseRepo(
+            f"{name}-{repository}",
+            instance_id=instance_id,
+            namespace=namespace,
+            name=repository,
+            # Pulled without credentials (components.mirror).
+            repo_type=PUBLIC,
+            summary=f"copy of {source}",
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True, depends_on=after),
+        )
+
+    def _subscribe(
         self,
         name: str,
         sub: Subscription,
         *,
         instance_id: pulumi.Input[str],
         region: str,
-        after: list[pulumi.Resource],
+        repo: pulumi.Resource,
         task: type,
     ) -> None:
         child = f"{name}-{sub.repository}"
-        repo = alicloud.cs.RegistryEnterpriseRepo(
-            child,
-            instance_id=instance_id,
-            namespace=sub.namespace,
-            name=sub.repository,
-            # Pulled without credentials (components.mirror).
-            repo_type=PUBLIC,
-            summary=f"copy of {sub.source}",
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True, depends_on=after),
-        )
         rule = alicloud.cr.ArtifactSubscriptionRule(
             child,
             instance_id=instance_id,
@@ -159,6 +174,6 @@ class MirrorFill(pulumi.ComponentResource):
         )
 
 
-def copied_by_hand(copies: Sequence[tuple[str, str]]) -> list[str]:
-    """The mirrored images among ``copies`` that no subscription serves."""
-    return [target for _, target in split_by_fill(copies)[1]]
+def mirror_namespace(copies: Sequence[tuple[str, str]]) -> str:
+    """The namespace the mirrored images of ``copies`` are in (``<host>/<namespace>/<repository>:<tag>``)."""
+    return copies[0][1].rpartition(":")[0].split("/")[-2]

@@ -723,7 +723,8 @@ class RegistrySpec(TypedDict):
     """Adopt any registry: create nothing and pull from this repository URL."""
     username: NotRequired[pulumi.Input[str]]
     """Login for an image pull secret; its password is the secret key `registryPassword`. Required for the
-    personal edition, which the password-free ACR credential helper does not cover."""
+    personal edition, which the password-free ACR credential helper does not cover. With an enterprise instance,
+    also the user `pulumi up` pushes `imageMirror`'s copies as (`mirrorFill`)."""
 
 
 class PlatformImageLock(enum.StrEnum):
@@ -739,6 +740,7 @@ class PlatformMirrorFill(enum.StrEnum):
 
     NONE = "none"
     SUBSCRIPTION = "subscription"
+    COPY = "copy"
 
 
 class VolcanoSpec(TypedDict):
@@ -976,8 +978,10 @@ class PlatformSpec(TypedDict):
     cluster only, which pulls the upstream images as a developer's own tools do)."""
     mirror_fill: NotRequired[pulumi.Input[PlatformMirrorFill]]
     """How `imageMirror` gets its copies: `none` (the default), copied before `pulumi up`; `subscription`,
-    by the enterprise instance's artifact subscription in the same `up`, for each image from Docker Hub, GCR or
-    Quay (`imageMirror` is then a namespace of its own in `registry`'s enterprise instance)."""
+    in the same `up`, by the enterprise instance's artifact subscription for each image from Docker Hub, GCR or
+    Quay and by `pulumi up` itself, by digest, for the others (ghcr.io, registry.k8s.io); `copy`, every image by
+    `pulumi up` itself. `imageMirror` is then a namespace of its own in `registry`'s enterprise instance, and
+    `registry.username` the user the copies are pushed as."""
     operator: NotRequired[pulumi.Input[OperatorSpec]]
     trainer_v2: NotRequired[pulumi.Input[TrainerV2Spec]]
     training: NotRequired[pulumi.Input[TrainingNamespaceSpec]]

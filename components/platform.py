@@ -29,7 +29,7 @@ from .manifests import (
 )
 from .manifests.dashboard import training_dashboard
 from .mirror import mirrored_images
-from .mirror_fill import subscribed_copies
+from .mirror_fill import filled_copies
 from .monitoring import Monitoring, TeamWorkspace
 from .namespace import TrainingNamespace
 from .network import Network
@@ -94,7 +94,7 @@ class TrainingPlatform(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ):
         check_cloud(spec)  # before anything is registered
-        mirror_fill = subscribed_copies(spec)  # refuses a mirror it cannot fill, before anything is registered
+        mirror_fill = filled_copies(spec)
         super().__init__(f"{TOKEN}:TrainingPlatform", name, None, opts)
         self._spec = spec
         self._digests = dict(image_digests or {})
@@ -215,6 +215,8 @@ class TrainingPlatform(pulumi.ComponentResource):
                 vswitch_id=network.first_vswitch_id,
                 mirrored_images=mirrored_images(spec),
                 mirror_fill=mirror_fill,
+                mirror_mode=spec.mirror_fill,
+                image_digests=self._digests,
                 secret_namespaces=list(self.teams.values()),
                 keep_addons=cluster.adopted,
                 password=registry_password,

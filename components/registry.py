@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -14,7 +14,7 @@ from ._k8s import TOKEN
 from .config import RegistrySpec
 from .manifests import ACR_HELPER_ADDON, MANAGED_BY, acr_helper_config, docker_config_json
 from .mirror import check_enterprise_mirror, enterprise_namespace_exists, exact_name
-from .mirror_fill import MirrorFill, copied_by_hand
+from .mirror_fill import MirrorFill, mirror_namespace
 from .namespace import TrainingNamespace
 from .preflight import warn_only
 
@@ -73,13 +73,15 @@ class ContainerRegistry(pulumi.ComponentResource):
         vswitch_id: the vSwitch of that endpoint.
         mirrored_images: the third-party images copied into ``imageMirror``; checked before
             anything is created when the mirror is in this stack's (adopted) instance.
-        mirror_fill: the (upstream, mirrored) images the enterprise instance copies by artifact
-            subscription in this update (:mod:`components.mirror_fill`); only those no
-            subscription serves are checked as copied beforehand.
+        mirror_fill: the (upstream, mirrored) images copied into the mirror in this update
+            (:mod:`components.mirror_fill`); when there are any, nothing is checked as copied beforehand.
+        mirror_mode: ``mirrorFill`` (``subscription`` or ``copy``), for ``mirror_fill``.
+        image_digests: the image lock, digests by image as pulled: what ``mirror_fill`` copies.
         secret_namespaces: more namespaces whose jobs pull the training image (the teams'): they
             get the pull secret, and the credential helper watches them.
         keep_addons: leave the credential helper installed when the registry goes (an adopted cluster).
-        password: the ``registryPassword`` secret, for ``spec.username``.
+        password: the ``registryPassword`` secret, for ``spec.username``: the pull secret's, and
+            the mirror's copies are pushed with it.
 
     Attributes:
         repository_url: where nodes pull the training image from (no tag), inside the VPC.
@@ -90,7 +92,7 @@ class ContainerRegistry(pulumi.ComponentResource):
         ready: what a job must wait for (the VPC link, the credential helper).
         reachable: what must exist before nodes reach the registry at all (the VPC link the
             stack makes), and before they pull from the public mirror, which needs no
-            credentials: the mirror's subscription copies, when it is filled so.
+            credentials: the mirror's copies, when the stack fills it.
     """
 
     def __init__(
@@ -106,6 +108,8 @@ class ContainerRegistry(pulumi.ComponentResource):
         vswitch_id: pulumi.Input[str],
         mirrored_images: Sequence[str] = (),
         mirror_fill: Sequence[tuple[str, str]] = (),
+        mirror_mode: str = "none",
+        image_digests: Mapping[str, str] | None = None,
         secret_namespaces: Sequence[TrainingNamespace] = (),
         keep_addons: bool = False,
         password: pulumi.Output[str] | None = None,
@@ -207,15 +211,34 @@ class ContainerRegistry(pulumi.ComponentResource):
                     )
                 )
             public, vpc = enterprise_hosts(spec.enterprise_instance_name, region)
-            # Images no subscription serves are copied by hand, and checked before anything is created.
-            by_hand = [image for image in mirrored_images if image.startswith(f"{vpc}/")]
             if mirror_fill:
-                by_hand = [image for image in by_hand if image in copied_by_hand(mirror_fill)]
-            if spec.enterprise_instance_id is not None and by_hand:
-                check_enterprise_mirror(spec.enterprise_instance_id, by_hand, opts=invoke)
-            if mirror_fill:
-                fill = MirrorFill(f"{name}-mirror", mirror_fill, instance_id=instance_id, region=region, opts=child)
+                if spec.username is None or password is None:
+                    raise ValueError("mirrorFill needs registry.username and the registryPassword secret")
+                # An adopted instance may hold the namespace already (images copied there before);
+                # where ACR was not asked (the offline plan) it is taken to.
+                namespace_exists = spec.enterprise_instance_id is not None and (
+                    enterprise_namespace_exists(spec.enterprise_instance_id, mirror_namespace(mirror_fill), opts=invoke)
+                    is not False
+                )
+                fill = MirrorFill(
+                    f"{name}-mirror",
+                    mirror_fill,
+                    mode=mirror_mode,
+                    instance_id=instance_id,
+                    region=region,
+                    public_host=public,
+                    digests=image_digests or {},
+                    username=spec.username,
+                    password=password,
+                    namespace_exists=namespace_exists,
+                    opts=child,
+                )
                 self.reachable.extend(fill.copied)
+            else:
+                # Images copied by hand are checked before anything is created.
+                by_hand = [image for image in mirrored_images if image.startswith(f"{vpc}/")]
+                if spec.enterprise_instance_id is not None and by_hand:
+                    check_enterprise_mirror(spec.enterprise_instance_id, by_hand, opts=invoke)
             self.ready.extend(self.reachable)
             self.ready.append(
                 alicloud.cs.KubernetesAddon(

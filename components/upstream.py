@@ -37,7 +37,6 @@ from .manifests import (
     system_node_selector,
     trainer_v2_values,
 )
-from .manifests.mirror_fill import split_by_fill
 from .plan import PlanError, find_project_dir, read_stack_file, stack_path
 from .prepare import GITHUB, pack, prepare
 
@@ -109,10 +108,8 @@ the public one fail."""
 
 
 def awaiting_fill(spec: PlatformSpec) -> set[str]:
-    """The mirrored images the stack's artifact subscription copies (``mirrorFill: subscription``)."""
-    if spec.mirror_fill != "subscription":
-        return set()
-    return {rule.target for rule in split_by_fill(stack_images(spec))[0]}
+    """The mirrored images ``pulumi up`` copies (``mirrorFill: subscription`` or ``copy``): every one."""
+    return {target for _, target in stack_images(spec)} if spec.mirror_fill != "none" else set()
 
 
 def lock_images(
@@ -120,7 +117,7 @@ def lock_images(
 ) -> int:
     """Resolve every image the stack pulls, print ``<upstream> <pulled> <digest>`` and write the lock.
 
-    An image the stack's subscription copies (``awaiting``, by default :func:`awaiting_fill`) may
+    An image ``pulumi up`` copies (``awaiting``, by default :func:`awaiting_fill`) may
     be missing from the mirror before the ``pulumi up`` that copies it: the mirror answers 404,
     or 401 or 403 (:data:`NOT_COPIED_YET`), and the lock takes upstream's digest. The cluster
     pulls it by that digest, so a copy with any other digest is refused at the pull, never run;

@@ -18,7 +18,9 @@ def test_every_shipped_stack_validates(stack: str) -> None:
     assert isinstance(spec, PlatformSpec)
     assert spec.is_local == (stack == "local")
     # Credentials are per user: each stack file gets its own ciphertext.
-    assert missing_credentials(spec, config) == ({"registryPassword": "registry.username"} if stack == "dev" else {})
+    assert missing_credentials(spec, config) == (
+        {"registryPassword": "registry.username"} if stack in ("dev", "prod") else {}
+    )
 
 
 def validate(config: dict[str, Any]) -> PlatformSpec:
@@ -337,7 +339,7 @@ INVALID = [
             "imageMirror": "ml-registry-vpc.cn-hangzhou.cr.aliyuncs.com/mirror",
         },
         "ack-training-platform:imageMirror: the mirror is in the enterprise instance this stack buys, so its images "
-        "cannot be copied before the operator and Volcano pull them: set mirrorFill: subscription, adopt the instance "
+        "cannot be copied before the operator and Volcano pull them: set mirrorFill: subscription or copy, adopt the instance "
         "(registry.enterpriseInstanceId) once it exists, or mirror into another registry",
     ),
     (

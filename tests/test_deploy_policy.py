@@ -121,3 +121,14 @@ def test_reads_outside_the_wildcards_are_granted(run_stack) -> None:
     # Describe, Get or List call, and a refused read fails the create that ends in it.
     granted = actions(run_stack(bought_registry(), "prod").deploy_policy())
     assert {"cs:CheckControlPlaneLogEnable", "bssapi:QueryAvailableInstances"} <= granted
+
+
+def test_the_mirrors_copies_need_no_cloud_api(run_stack) -> None:
+    # pulumi up pushes them with the registry user's password: the policy is the one without them.
+    plan = run_stack(stack_config("prod"), "prod")
+    copies = {r.type for r in plan.of_type("pulumi-python:dynamic/cr:ImageCopy")}
+    assert copies
+    others = {r.type for r in plan.resources} - copies
+    roles = [r.inputs["roleName"] for r in plan.of_type("alicloud:ram/role:Role")]
+    policies = [r.inputs["policyName"] for r in plan.of_type("alicloud:ram/policy:Policy")]
+    assert plan.deploy_policy() == deploy_policy(others, plan.lookups, roles=roles, policies=policies)

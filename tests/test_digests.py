@@ -388,7 +388,7 @@ def test_require_upstream_makes_an_unreachable_upstream_an_error(
     assert main(["lock-images", "--stack", "loop"]) == 0
 
 
-def test_an_image_the_subscription_copies_next_is_locked_at_upstreams_digest(
+def test_an_image_the_update_copies_next_is_locked_at_upstreams_digest(
     registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
     from components.upstream import awaiting_fill, lock_images
@@ -398,7 +398,7 @@ def test_an_image_the_subscription_copies_next_is_locked_at_upstreams_digest(
     del registry.images[pulled[0].removeprefix(f"{registry.host}/")]
     spec = load_spec(json.loads((project / "stacks/Pulumi.loop.yaml").read_text())["config"], credentials=False)
     lock = project / "stacks/images.loop.lock.json"
-    # Not one the stack's subscription copies: the mirror lacks it, which is an error.
+    # Not one the stack's update copies: the mirror lacks it, which is an error.
     with pytest.raises(DigestError, match="answered 404"):
         lock_images(spec, lock, awaiting=set())
     assert lock_images(spec, lock, awaiting={pulled[0]}) == 0
@@ -418,10 +418,12 @@ def test_an_image_the_subscription_copies_next_is_locked_at_upstreams_digest(
     registry.fail[mirrored] = 500
     with pytest.raises(DigestError, match="answered 500"):
         lock_images(spec, lock, awaiting={pulled[0]})
-    # prod's subscription copies the Docker Hub images: Volcano's and the init container's.
+    # prod's update copies every image: the Docker Hub ones by subscription, the ghcr.io ones itself.
     prod = load_spec(stack_config("prod"), credentials=False)
     assert sorted(image.rsplit("/", 1)[1] for image in awaiting_fill(prod)) == [
         "alpine:3.23.3",
+        "kubectl-delivery:v1-93c5489",
+        "training-operator:v1-93c5489",
         "vc-controller-manager:v1.12.1",
         "vc-scheduler:v1.12.1",
         "vc-webhook-manager:v1.12.1",

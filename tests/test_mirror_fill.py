@@ -17,15 +17,17 @@ from conftest import ROOT, cfg, stack_config
 from loopback_cloud import Fault
 from loopback_cr import INSTANCE, RULE, TASK, CrApi, cr_api
 from pulumi.dynamic.dynamic import serialize_provider
-from test_platform import ENTERPRISE_NAMESPACES, ENTERPRISE_REPOS, mirror_repos
+from test_platform import ENTERPRISE_NAMESPACES, mirror_repos
 
 from components.config import ConfigError, load_spec
 from components.digests import stack_images
 from components.manifests.mirror_fill import split_by_fill
+from components.plan_records import HELM_RELEASE, SECRET
 from components.subscription_task import SubscriptionTaskProvider
 
 RULE_TYPE = "alicloud:cr/artifactSubscriptionRule:ArtifactSubscriptionRule"
 TASK_TYPE = "pulumi-python:dynamic/cr:SubscriptionTask"
+COPY_TYPE = "pulumi-python:dynamic/cr:ImageCopy"
 EE_REPO = "alicloud:cs/registryEnterpriseRepo:RegistryEnterpriseRepo"
 EE_NAMESPACE = "alicloud:cs/registryEnterpriseNamespace:RegistryEnterpriseNamespace"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
@@ -78,14 +80,15 @@ def test_prod_subscribes_to_each_docker_hub_image_at_its_pinned_tag(prod_plan) -
     for name in ("vc-controller-manager", "vc-scheduler", "vc-webhook-manager"):
         assert rules[name].inputs["sourceNamespaceName"] == "volcanosh"
         assert rules[name].inputs["tagRegexp"] == r"^v1\.12\.1$"
-    # Each rule copies into a public repository made first, kept on destroy with its copies.
+    # Each image is copied into a public repository made first, kept on destroy with its copies,
+    # in the namespace ACR lists already.
+    assert not prod_plan.of_type(EE_NAMESPACE)
     repos = {r.inputs["name"]: r for r in prod_plan.of_type(EE_REPO) if r.inputs["namespace"] == "mirror"}
-    assert sorted(repos) == sorted(rules)
+    assert sorted(repos) == sorted([*rules, "kubectl-delivery", "training-operator"])
+    for repo in repos.values():
+        assert repo.inputs["repoType"] == "PUBLIC" and repo.retain_on_delete
     for name, rule in rules.items():
-        assert repos[name].inputs["repoType"] == "PUBLIC" and repos[name].retain_on_delete
         assert repos[name].urn in rule.dependencies
-    # The operator's ghcr.io images are copied by hand into the namespace, which therefore exists.
-    assert not any(r.inputs["name"] == "mirror" for r in prod_plan.of_type(EE_NAMESPACE))
     tasks = {r.inputs["image"]: r for r in prod_plan.of_type(TASK_TYPE)}
     assert sorted(tasks) == [
         f"{MIRROR}/alpine:3.23.3",
@@ -97,64 +100,90 @@ def test_prod_subscribes_to_each_docker_hub_image_at_its_pinned_tag(prod_plan) -
     assert {t.inputs["region"] for t in tasks.values()} == {"cn-wulanchabu"}
 
 
-def test_what_pulls_mirrored_images_waits_for_the_copies(run_stack, fixture_pins) -> None:
-    prod_plan = run_stack(stack_config("prod"), "prod", invokes=mirror_repos())
-    tasks = {t.urn for t in prod_plan.of_type(TASK_TYPE)}
-    assert len(tasks) == 4
-    for name in ("volcano-system/volcano-scheduler", "volcano-system/volcano-admission", "kubeflow/training-operator"):
-        assert tasks <= set(prod_plan.one(DEPLOYMENT, name).dependencies), name
+def locked(tmp_path, images) -> dict[str, str]:
+    """A lock (where ``run_stack`` points the program) with a digest for each of ``images``."""
+    from components.digests import write_lock
+
+    digests = {image: f"sha256:{n:064x}" for n, image in enumerate(images, 1)}
+    write_lock(tmp_path / "images.lock.json", digests)
+    return digests
 
 
-def test_only_the_images_no_subscription_serves_are_checked_as_copied_beforehand(run_stack) -> None:
-    from components.mirror import MirrorNotReady
-
-    # The mirror namespace holds the ghcr.io copies only: enough, the rest is copied during the update.
-    answers = mirror_repos()
-    repos = answers[ENTERPRISE_REPOS]
-    answers[ENTERPRISE_REPOS] = lambda args: {
-        "repos": [
-            r
-            for r in repos(args)["repos"]
-            if args["namespace"] != "mirror" or r["name"] in ("training-operator", "kubectl-delivery")
-        ]
+def test_pulumi_up_copies_each_image_no_subscription_serves_by_its_locked_digest(run_stack, tmp_path) -> None:
+    config = stack_config("prod")
+    spec = load_spec(config, credentials=False)
+    digests = locked(tmp_path, [target for _, target in stack_images(spec)])
+    plan = run_stack(config, "prod", invokes=mirror_repos())
+    copies = {r.inputs["image"]: r for r in plan.of_type(COPY_TYPE)}
+    assert sorted(copies) == sorted(GHCR_IMAGES)
+    public = "http" + "s://ml-registry-registry.cn-wulanchabu.cr.aliyuncs.com"
+    operator = copies[GHCR_IMAGES[0]].inputs
+    assert {k: operator[k] for k in ("source_registry", "source_name", "target_registry", "target_name", "tag")} == {
+        "source_registry": "https://ghcr.io",
+        "source_name": "kubeflow/training-v1/training-operator",
+        "target_registry": public,
+        "target_name": "mirror/training-operator",
+        "tag": "v1-93c5489",
     }
-    assert run_stack(stack_config("prod"), "prod", invokes=answers).of_type(TASK_TYPE)
-    # Without any copy, only what no subscription serves is named.
-    answers[ENTERPRISE_REPOS] = lambda args: {"repos": repos(args)["repos"] if args["namespace"] == "ml" else []}
-    with pytest.raises(MirrorNotReady) as raised:
-        run_stack(stack_config("prod"), "prod", invokes=answers)
-    message = str(raised.value)
-    assert all(f"{image} is not copied" in message for image in GHCR_IMAGES)
-    assert "alpine" not in message and "vc-scheduler" not in message
+    assert operator["digest"] == digests[GHCR_IMAGES[0]]
+    assert operator["username"] == config[cfg("registry")]["username"]
+    # The password reaches the copy as a secret, never in the clear.
+    assert operator["password"] == SECRET
+    repos = {r.inputs["name"]: r.urn for r in plan.of_type(EE_REPO)}
+    assert repos["training-operator"] in copies[GHCR_IMAGES[0]].dependencies
 
 
-def test_an_instance_the_stack_buys_cannot_hold_what_no_subscription_serves(run_stack, monkeypatch) -> None:
-    from pulumi.runtime import mocks
+def test_with_copy_pulumi_up_copies_every_image_itself(run_stack, tmp_path) -> None:
+    config = prod_with(mirrorFill="copy")
+    spec = load_spec(config, credentials=False)
+    pulled = [target for _, target in stack_images(spec)]
+    locked(tmp_path, pulled)
+    plan = run_stack(config, "prod", invokes=mirror_repos())
+    assert sorted(r.inputs["image"] for r in plan.of_type(COPY_TYPE)) == sorted(pulled)
+    assert not plan.of_type(RULE_TYPE) and not plan.of_type(TASK_TYPE)
+    alpine = next(r for r in plan.of_type(COPY_TYPE) if r.inputs["target_name"] == "mirror/alpine")
+    assert alpine.inputs["source_registry"] == "https://registry-1.docker.io"
+    assert alpine.inputs["source_name"] == "library/alpine"
 
-    from components.mirror_fill import MirrorNotFillable
 
-    registered: list[str] = []
-    register = mocks.MockMonitor.RegisterResource
+def test_what_pulls_mirrored_images_waits_for_the_copies(run_stack, fixture_pins) -> None:
+    config = prod_with(trainerV2={"install": True, "kueue": {"enabled": True}})
+    prod_plan = run_stack(config, "prod", invokes=mirror_repos())
+    copies = {t.urn for t in prod_plan.of_type(TASK_TYPE) + prod_plan.of_type(COPY_TYPE)}
+    # Volcano's four, the operator's two, Trainer's, JobSet's and Kueue's.
+    assert len(copies) == len(stack_images(load_spec(config, credentials=False))) > 6
+    assert len(prod_plan.of_type(COPY_TYPE)) == len(copies) - 4
+    pulling = [
+        "volcano-system/volcano-scheduler",
+        "volcano-system/volcano-admission",
+        "kubeflow/training-operator",
+    ]
+    for name in pulling:
+        assert copies <= set(prod_plan.one(DEPLOYMENT, name).dependencies), name
+    # Trainer's chart installs JobSet too.
+    for release in ("kubeflow-trainer", "kueue"):
+        assert copies <= set(prod_plan.one(HELM_RELEASE, release).dependencies), release
 
-    def recording(self, request):
-        registered.append(request.type)
-        return register(self, request)
 
-    monkeypatch.setattr(mocks.MockMonitor, "RegisterResource", recording)
+def test_nothing_is_checked_as_copied_beforehand(run_stack) -> None:
+    # No mirror namespace yet: every image is copied during the update, so none is looked for
+    # first, and the namespace is made before the repositories, public, kept on destroy.
+    plan = run_stack(stack_config("prod"), "prod", invokes=mirror_repos(existing=("ml",)))
+    assert len(plan.of_type(TASK_TYPE)) == 4 and len(plan.of_type(COPY_TYPE)) == 2
+    (namespace,) = plan.of_type(EE_NAMESPACE)
+    assert namespace.inputs["name"] == "mirror" and namespace.inputs["defaultVisibility"] == "PUBLIC"
+    assert namespace.retain_on_delete
+    repos = [r for r in plan.of_type(EE_REPO) if r.inputs["namespace"] == "mirror"]
+    assert len(repos) == 6 and all(namespace.urn in r.dependencies for r in repos)
+
+
+def test_an_instance_the_stack_buys_is_filled_too(run_stack) -> None:
     config = stack_config("prod")
     for key in ("enterpriseInstanceId", "linkVpc", "namespaceExists", "repositoryExists"):
         del config[cfg("registry")][key]
-    with pytest.raises(MirrorNotFillable) as raised:
-        run_stack(config, "prod", invokes={ENTERPRISE_NAMESPACES: {"namespaces": []}})
-    # Refused before anything is registered: nothing is bought or created.
-    assert not [t for t in registered if t != "pulumi:pulumi:Stack"]
-    assert str(raised.value) == (
-        "mirrorFill: a subscription copies from Docker Hub, GCR and Quay only, so "
-        + ", ".join(GHCR_IMAGES)
-        + " cannot be in the instance this stack buys before they are pulled: adopt the instance "
-        "(registry.enterpriseInstanceId) and copy them first (python -m components.upstream images), or mirror "
-        "into another registry"
-    )
+    plan = run_stack(config, "prod", invokes={ENTERPRISE_NAMESPACES: {"namespaces": []}})
+    assert sorted(r.inputs["image"] for r in plan.of_type(COPY_TYPE)) == sorted(GHCR_IMAGES)
+    assert len(plan.of_type(TASK_TYPE)) == 4
 
 
 def prod_with(**changes) -> dict:
@@ -190,8 +219,17 @@ def prod_with(**changes) -> dict:
             prod_with(mirrorFill="always"),
             None,
         ),
+        (
+            prod_with(
+                mirrorFill="copy",
+                registry={k: v for k, v in stack_config("prod")[cfg("registry")].items() if k != "username"},
+            ),
+            "with copy, pulumi up pushes the images into instance 'ml-registry' as a registry user: set "
+            "registry.username (the instance's access credential user) and run: pulumi config set --secret "
+            "registryPassword <password>",
+        ),
     ],
-    ids=["personal-registry", "another-host", "the-training-namespace", "unknown-value"],
+    ids=["personal-registry", "another-host", "the-training-namespace", "unknown-value", "no-user"],
 )
 def test_a_mirror_fill_that_cannot_fill_the_mirror_is_refused(config: dict, message: str | None) -> None:
     with pytest.raises(ConfigError) as raised:
@@ -201,7 +239,7 @@ def test_a_mirror_fill_that_cannot_fill_the_mirror_is_refused(config: dict, mess
     if message is not None:
         assert problem == f"ack-training-platform:mirrorFill: {message}"
     else:
-        assert "'none'" in problem and "'subscription'" in problem
+        assert "'none'" in problem and "'subscription'" in problem and "'copy'" in problem
 
 
 @pytest.fixture
@@ -319,9 +357,10 @@ def test_the_provider_pickled_into_state_works_without_this_project(cr, tmp_path
 def test_the_supply_chain_page_says_how_each_image_is_filled() -> None:
     config = stack_config("prod")
     config[cfg("trainerV2")] = {"install": True, "kueue": {"enabled": True}}
-    rules, by_hand = split_by_fill(stack_images(load_spec(config, credentials=False)))
+    rules, copied = split_by_fill(stack_images(load_spec(config, credentials=False)))
     expected = {rule.source: f"subscription (`{rule.provider}`)" for rule in rules}
-    expected |= {source: "hand" for source, _ in by_hand}
+    expected |= {source: "`pulumi up`, by digest" for source, _ in copied}
     page = (ROOT / "docs" / "supply-chain.md").read_text()
-    shown = dict(re.findall(r"^\| `([^`]+)` \| (.+?) \|$", page.split("## Filled by artifact subscription")[1], re.M))
+    section = page.split("## Filled by artifact subscription")[1].split("\n## ")[0]
+    shown = dict(re.findall(r"^\| `([^`]+)` \| (.+?) \|$", section, re.M))
     assert shown == expected

@@ -464,7 +464,7 @@ def bought_instance() -> dict:
     """prod with an enterprise instance the stack buys (so everything in it is new)."""
     config = stack_config("prod")
     registry = config[cfg("registry")]
-    for key in ("enterpriseInstanceId", "linkVpc", "namespaceExists", "repositoryExists"):
+    for key in ("enterpriseInstanceId", "linkVpc", "namespaceExists", "repositoryExists", "username"):
         del registry[key]
     del config[cfg("imageMirror")]
     del config[cfg("mirrorFill")]
@@ -1030,8 +1030,11 @@ def test_operator_and_volcano_pull_from_a_public_mirror_once_it_is_reachable(run
 def test_a_mirror_that_needs_credentials_or_lacks_an_image_stops_the_run(run_stack, repos, problem) -> None:
     from components.mirror import MirrorNotReady
 
+    # Copied by hand (mirrorFill: none): checked before anything is created.
+    config = stack_config("prod")
+    del config[cfg("mirrorFill")]
     with pytest.raises(MirrorNotReady) as raised:
-        run_stack(stack_config("prod"), "prod", invokes=repos)
+        run_stack(config, "prod", invokes=repos)
     message = str(raised.value)
     assert message.startswith("imageMirror: the operator, Volcano and Trainer v2 pull these without credentials")
     assert problem in message and "python -m components.upstream images" in message

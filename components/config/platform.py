@@ -53,10 +53,12 @@ class PlatformSpec(Spec):
     written by ``python -m components.upstream lock-images``) does: ``require`` stops the preview naming it,
     ``warn`` (the default) pulls it by tag with a warning, ``tag`` pulls it by tag without one (a local
     cluster only, which pulls the upstream images as a developer's own tools do)."""
-    mirror_fill: Literal["none", "subscription"] = Field(default="none")
+    mirror_fill: Literal["none", "subscription", "copy"] = Field(default="none")
     """How ``imageMirror`` gets its copies: ``none`` (the default), copied before ``pulumi up``; ``subscription``,
-    by the enterprise instance's artifact subscription in the same ``up``, for each image from Docker Hub, GCR or
-    Quay (``imageMirror`` is then a namespace of its own in ``registry``'s enterprise instance)."""
+    in the same ``up``, by the enterprise instance's artifact subscription for each image from Docker Hub, GCR or
+    Quay and by ``pulumi up`` itself, by digest, for the others (ghcr.io, registry.k8s.io); ``copy``, every image by
+    ``pulumi up`` itself. ``imageMirror`` is then a namespace of its own in ``registry``'s enterprise instance, and
+    ``registry.username`` the user the copies are pushed as."""
     operator: OperatorSpec = Field(default_factory=OperatorSpec)
     trainer_v2: TrainerV2Spec = Field(default_factory=TrainerV2Spec, alias="trainerV2")
     training: TrainingNamespaceSpec = Field(default_factory=TrainingNamespaceSpec)

@@ -36,7 +36,8 @@ class RegistrySpec(Spec):
     """Adopt any registry: create nothing and pull from this repository URL."""
     username: str | None = None
     """Login for an image pull secret; its password is the secret key ``registryPassword``. Required for the
-    personal edition, which the password-free ACR credential helper does not cover."""
+    personal edition, which the password-free ACR credential helper does not cover. With an enterprise instance,
+    also the user ``pulumi up`` pushes ``imageMirror``'s copies as (``mirrorFill``)."""
 
     @model_validator(mode="after")
     def _check(self) -> RegistrySpec:
@@ -94,11 +95,12 @@ class RegistrySpec(Spec):
 
 def check_mirror(mirror_fill: str, image_mirror: str | None, registry: RegistrySpec | None, region: str | None) -> None:
     """Refuse an ``imageMirror`` that cannot be filled before it is pulled: one copied by hand
-    inside an instance the stack buys (empty until then), or a ``mirrorFill`` subscription
-    outside a namespace of the enterprise instance ``registry`` names or buys, the only place a
-    subscription copies to (ACR: "Sync images from sources outside China using artifact
-    subscription", available only for Enterprise Edition instances,
-    https://www.alibabacloud.com/help/en/acr/user-guide/subscribe-to-image-tags)."""
+    inside an instance the stack buys (empty until then), or a ``mirrorFill`` outside a namespace
+    of the enterprise instance ``registry`` names or buys, the only place a subscription copies to
+    (ACR: "Sync images from sources outside China using artifact subscription", available only
+    for Enterprise Edition instances, https://www.alibabacloud.com/help/en/acr/user-guide/subscribe-to-image-tags)
+    and where the stack makes the copies' repositories, or without the user the runner pushes
+    the copies as (:mod:`components.image_copy`)."""
     if mirror_fill == "none":
         if (
             image_mirror is not None
@@ -111,14 +113,14 @@ def check_mirror(mirror_fill: str, image_mirror: str | None, registry: RegistryS
             raise field_error(
                 "imageMirror",
                 "the mirror is in the enterprise instance this stack buys, so its images cannot be copied before "
-                "the operator and Volcano pull them: set mirrorFill: subscription, adopt the instance "
+                "the operator and Volcano pull them: set mirrorFill: subscription or copy, adopt the instance "
                 "(registry.enterpriseInstanceId) once it exists, or mirror into another registry",
             )
         return
     if registry is None or registry.edition != "enterprise" or registry.existing_repository_url is not None:
         raise field_error(
             "mirrorFill",
-            "subscription copies images into an ACR enterprise instance: give registry.edition: enterprise "
+            f"{mirror_fill} copies images into an ACR enterprise instance: give registry.edition: enterprise "
             "(an instance the stack buys, or registry.enterpriseInstanceId), or set mirrorFill: none and copy the "
             "images before pulumi up",
         )
@@ -126,7 +128,7 @@ def check_mirror(mirror_fill: str, image_mirror: str | None, registry: RegistryS
     if image_mirror is None or image_mirror.count("/") != 1 or not image_mirror.startswith(f"{host}/"):
         raise field_error(
             "mirrorFill",
-            f"subscription fills a namespace of instance {registry.enterprise_instance_name!r}: set imageMirror "
+            f"{mirror_fill} fills a namespace of instance {registry.enterprise_instance_name!r}: set imageMirror "
             f"to {host}/<namespace>, e.g. {host}/mirror (it is {image_mirror!r})",
         )
     namespace = image_mirror.split("/")[1]
@@ -136,4 +138,12 @@ def check_mirror(mirror_fill: str, image_mirror: str | None, registry: RegistryS
             f"the mirror's namespace {namespace!r} is the training image's (registry.namespace), which is private; "
             "the mirror is public and the stack creates it: give imageMirror a namespace of its own, e.g. "
             f"{host}/mirror",
+        )
+    if registry.username is None:
+        raise field_error(
+            "mirrorFill",
+            f"with {mirror_fill}, pulumi up pushes the images "
+            + ("no subscription serves (ghcr.io, registry.k8s.io) " if mirror_fill == "subscription" else "")
+            + f"into instance {registry.enterprise_instance_name!r} as a registry user: set registry.username "
+            "(the instance's access credential user) and run: pulumi config set --secret registryPassword <password>",
         )

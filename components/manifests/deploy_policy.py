@@ -202,9 +202,15 @@ class MissingApis(ValueError):
     """A planned resource type or look-up whose API calls are not known."""
 
 
+REGISTRY_PUSHES = frozenset({f"{DYNAMIC_PREFIX}cr:ImageCopy"})
+"""Resource types made through a registry's own API with the registry user's password
+(components/image_copy.py), not through an Alibaba Cloud API: no RAM action grants or refuses them."""
+
+
 def cloud_type(type_: str) -> bool:
-    """Whether a resource of ``type_`` is created through a cloud API (not through Kubernetes)."""
-    return type_.startswith(("alicloud:", DYNAMIC_PREFIX))
+    """Whether a resource of ``type_`` is created through a cloud API (not through Kubernetes
+    or a registry's push API)."""
+    return type_.startswith(("alicloud:", DYNAMIC_PREFIX)) and type_ not in REGISTRY_PUSHES
 
 
 def deploy_policy(
