@@ -400,6 +400,28 @@ def test_every_nested_input_takes_an_output() -> None:
 
 TS_EXAMPLE = ROOT / "examples" / "typescript-team" / "index.ts"
 GO_EXAMPLE = ROOT / "examples" / "go-team" / "main.go"
+TS_PLATFORM = ROOT / "examples" / "typescript-platform" / "index.ts"
+
+
+def _written(node: tuple) -> object:
+    """A value as the example's source writes it: literals, objects and arrays of them; an
+    expression (a config read, a variable) as its kind."""
+    kind, _type, value = node
+    if kind == "object":
+        return {key: _written(item) for key, item in value.items()}
+    if kind == "array":
+        return [_written(item) for item in value]
+    return value if kind == "literal" else kind
+
+
+def test_the_typescript_platform_is_the_dev_stack_and_matches_the_schema() -> None:
+    source = TS_PLATFORM.read_text()
+    assert sdk_examples.check_source(source, "typescript", package.schema()) == ["TrainingPlatform"]
+    [(_, (_shape, _typed, given))] = sdk_examples.uses(source, "typescript")
+    prefix = "ack-training-platform:"
+    dev = {key.removeprefix(prefix): value for key, value in stack_config("dev").items() if key.startswith(prefix)}
+    assert _written(given["platform"]) == dev
+    assert "registryPassword" in given
 
 
 @pytest.mark.parametrize(("path", "language"), [(TS_EXAMPLE, "typescript"), (GO_EXAMPLE, "go")])
