@@ -70,6 +70,11 @@ class Registry:
     """Where blobs are served from: a ``GET`` of a blob is redirected there (``307``)."""
     stored: dict[str, bytes] = field(default_factory=dict)
     """As storage: what it serves, at ``/storage/<digest>``, to a request without credentials."""
+    absolute_location: bool = False
+    """Answer an upload's ``POST`` with an absolute ``Location`` that has a query already, as the
+    spec allows ("POST then PUT": "the location MAY be absolute (containing the protocol and/or
+    hostname)", and "The ``<location>`` MAY contain critical query parameters"); an upload's
+    ``PUT`` without that query is refused as an unknown session."""
     requests: list[tuple[str, str]] = field(default_factory=list)
     uploads: dict[str, str] = field(default_factory=dict)
     base: str = ""
@@ -169,7 +174,10 @@ def _handler(registry: Registry) -> type[BaseHTTPRequestHandler]:
                 self.body()
                 session = str(uuid.uuid4())
                 registry.uploads[session] = name
-                return self.answer(202, b"", {"Location": f"/v2/{name}/blobs/uploads/{session}"})
+                location = f"/v2/{name}/blobs/uploads/{session}"
+                if registry.absolute_location:
+                    location = f"{registry.base}{location}?_state={session}"
+                return self.answer(202, b"", {"Location": location})
             if kind == "blobs" and rest.startswith("uploads/") and self.command == "PUT":
                 return self.finish_upload(name, rest.removeprefix("uploads/"), query)
             if kind == "blobs" and self.command in ("GET", "HEAD"):
@@ -202,7 +210,10 @@ def _handler(registry: Registry) -> type[BaseHTTPRequestHandler]:
             data = self.body()
             if registry.uploads.pop(session, None) != name:
                 return self.error(404, "BLOB_UPLOAD_UNKNOWN")
-            digest = urllib.parse.parse_qs(query).get("digest", [""])[0]
+            params = urllib.parse.parse_qs(query)
+            if registry.absolute_location and params.get("_state") != [session]:
+                return self.error(404, "BLOB_UPLOAD_UNKNOWN")
+            digest = params.get("digest", [""])[0]
             if digest_of(data) != digest:
                 return self.error(400, "DIGEST_INVALID")
             registry.blobs.setdefault(name, {})[digest] = data

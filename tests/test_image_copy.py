@@ -172,3 +172,11 @@ def test_blobs_redirected_to_storage_are_fetched_without_the_registrys_token(reg
         ImageCopyProvider().create(dict(props))
     assert target.blobs[TARGET] == source.blobs[SOURCE]
     assert len([path for method, path in storage.requests if path.startswith("/storage/")]) == 5
+
+
+def test_an_absolute_upload_location_with_a_query_keeps_it_and_adds_the_digest(registries) -> None:
+    source, target, props = registries
+    target.absolute_location = True
+    ImageCopyProvider().create(dict(props))
+    assert target.blobs[TARGET] == source.blobs[SOURCE]
+    assert target.manifest(TARGET, TAG) == source.manifests[SOURCE][props["digest"]]
