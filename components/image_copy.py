@@ -232,7 +232,9 @@ def _provider_type() -> type[ResourceProvider]:
             target.call("PUT", f"manifests/{reference}", {"Content-Type": media_type}, body).close()
 
         def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-            return ReadResult(id_=id_, outs=props)
+            # A read by id alone is handed the inputs, password and all (pulumi's dynamic
+            # ``__main__.py`` ``Read``): what it returns are outputs, never secret here.
+            return ReadResult(id_=id_, outs={k: v for k, v in props.items() if k != "password"})
 
         def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
             # The same digest in the same place is the same copy; a new password changes nothing copied.

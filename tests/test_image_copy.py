@@ -180,3 +180,9 @@ def test_an_absolute_upload_location_with_a_query_keeps_it_and_adds_the_digest(r
     ImageCopyProvider().create(dict(props))
     assert target.blobs[TARGET] == source.blobs[SOURCE]
     assert target.manifest(TARGET, TAG) == source.manifests[SOURCE][props["digest"]]
+
+
+def test_a_read_never_makes_the_password_an_output(registries) -> None:
+    _, _, props = registries
+    read = ImageCopyProvider().read("id", dict(props))
+    assert "password" not in read.outs and read.outs["digest"] == props["digest"]
