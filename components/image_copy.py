@@ -160,6 +160,11 @@ def _provider_type() -> type[ResourceProvider]:
                 children = json.loads(manifest).get("manifests", []) if media_type in index_types else []
                 for child in children:
                     body, child_type = self.manifest(source, child["digest"])
+                    if child_type in index_types:
+                        raise RuntimeError(
+                            f"{source.where()}: {child['digest']} is an index within an index, which this copy does "
+                            "not copy: mirror the image by hand and set mirrorFill: none"
+                        )
                     self.blobs(source, target, body)
                     self.put(target, child["digest"], body, child_type)
                 if not children:
@@ -186,7 +191,10 @@ def _provider_type() -> type[ResourceProvider]:
                 media_type = answer.headers.get_content_type()
             if reference.startswith("sha256:") and f"sha256:{hashlib.sha256(body).hexdigest()}" != reference:
                 raise RuntimeError(f"{source.where()} served a manifest that is not {reference}")
-            declared = json.loads(body).get("mediaType")
+            try:
+                declared = json.loads(body).get("mediaType")
+            except (ValueError, AttributeError):
+                raise RuntimeError(f"{source.where()} served {reference} as no JSON manifest") from None
             return body, declared or media_type
 
         def blobs(self, source: Registry, target: Registry, manifest: bytes) -> None:

@@ -186,3 +186,16 @@ def test_a_read_never_makes_the_password_an_output(registries) -> None:
     _, _, props = registries
     read = ImageCopyProvider().read("id", dict(props))
     assert "password" not in read.outs and read.outs["digest"] == props["digest"]
+
+
+def test_an_index_within_an_index_fails_naming_the_image_and_what_to_do(registries) -> None:
+    source, target, props = registries
+    inner = source.manifests[SOURCE][props["digest"]][1]
+    child = {"mediaType": INDEX, "digest": digest_of(inner), "size": len(inner)}
+    outer = json.dumps({"schemaVersion": 2, "mediaType": INDEX, "manifests": [child]}).encode()
+    digest = source.add_manifest(SOURCE, INDEX, outer)
+    with pytest.raises(RuntimeError) as raised:
+        ImageCopyProvider().create({**props, "digest": digest})
+    message = str(raised.value)
+    assert props["image"] in message and "index within an index" in message and "mirrorFill: none" in message
+    assert target.manifest(TARGET, TAG) is None
