@@ -172,10 +172,12 @@ def _provider_type() -> type[ResourceProvider]:
                 self.put(target, digest, manifest, media_type)
                 self.put(target, props["tag"], manifest, media_type)
             except urllib.error.HTTPError as err:
-                host = urllib.parse.urlsplit(err.url or "").netloc
-                culprit = target if host == urllib.parse.urlsplit(target.base).netloc else source
+                url = urllib.parse.urlsplit(err.url or "")
+                culprit = target if url.netloc == urllib.parse.urlsplit(target.base).netloc else source
+                # Without its query: a storage URL's is its signature, an upload's its session state.
+                where = f"{url.scheme}://{url.netloc}{url.path}"
                 raise RuntimeError(
-                    f"copying {image} ({digest or props['tag']}): {culprit.where()}: {err.url} answered {err.code}"
+                    f"copying {image} ({digest or props['tag']}): {culprit.where()}: {where} answered {err.code}"
                 ) from None
             except (urllib.error.URLError, OSError) as err:
                 raise RuntimeError(f"copying {image}: no answer ({getattr(err, 'reason', err)})") from None

@@ -42,6 +42,7 @@ MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 CONFIG = "application/vnd.oci.image.config.v1+json"
 LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
 TOKEN = "stand-in-token"
+SIGNATURE = "stand-in-signature"
 
 
 def digest_of(data: bytes) -> str:
@@ -69,7 +70,10 @@ class Registry:
     storage: Registry | None = None
     """Where blobs are served from: a ``GET`` of a blob is redirected there (``307``)."""
     stored: dict[str, bytes] = field(default_factory=dict)
-    """As storage: what it serves, at ``/storage/<digest>``, to a request without credentials."""
+    """As storage: what it serves, at ``/storage/<digest>``, to a request without credentials.
+    The redirect to it is signed, as a storage URL is (``?signature=...``: a credential of its own)."""
+    expired: bool = False
+    """As storage: refuse every request (``403``), as a signed URL past its expiry is refused."""
     absolute_location: bool = False
     """Answer an upload's ``POST`` with an absolute ``Location`` that has a query already, as the
     spec allows ("POST then PUT": "the location MAY be absolute (containing the protocol and/or
@@ -158,6 +162,8 @@ def _handler(registry: Registry) -> type[BaseHTTPRequestHandler]:
             registry.requests.append((self.command, path))
             if path.startswith("/storage/"):
                 # Storage takes no registry credential: the URL is all it needs.
+                if registry.expired:
+                    return self.error(403, "DENIED")
                 data = registry.stored.get(path.removeprefix("/storage/"))
                 if self.headers.get("Authorization") is not None or data is None:
                     return self.error(400, "UNEXPECTED_CREDENTIAL")
@@ -187,7 +193,9 @@ def _handler(registry: Registry) -> type[BaseHTTPRequestHandler]:
                 served = data[::-1] if rest in registry.corrupt else data
                 if registry.storage is not None and self.command == "GET":
                     registry.storage.stored[rest] = served
-                    return self.answer(307, b"", {"Location": f"{registry.storage.base}/storage/{rest}"})
+                    return self.answer(
+                        307, b"", {"Location": f"{registry.storage.base}/storage/{rest}?signature={SIGNATURE}"}
+                    )
                 return self.answer(200, served, {"Docker-Content-Digest": rest})
             return self.error(404, "NAME_UNKNOWN")
 

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from loopback_oci import INDEX, Registry, digest_of, oci_registry, two_platform_image
+from loopback_oci import INDEX, SIGNATURE, Registry, digest_of, oci_registry, two_platform_image
 from pulumi.dynamic.dynamic import serialize_provider
 
 from components.image_copy import ImageCopyProvider
@@ -199,3 +199,14 @@ def test_an_index_within_an_index_fails_naming_the_image_and_what_to_do(registri
     message = str(raised.value)
     assert props["image"] in message and "index within an index" in message and "mirrorFill: none" in message
     assert target.manifest(TARGET, TAG) is None
+
+
+def test_a_refused_storage_url_is_named_without_its_signature(registries) -> None:
+    source, _, props = registries
+    with oci_registry(expired=True) as storage:
+        source.storage = storage
+        with pytest.raises(RuntimeError) as raised:
+            ImageCopyProvider().create(dict(props))
+    message = str(raised.value)
+    assert props["image"] in message and f"{storage.base}/storage/sha256:" in message and "403" in message
+    assert SIGNATURE not in message
