@@ -79,6 +79,9 @@ class Registry:
     spec allows ("POST then PUT": "the location MAY be absolute (containing the protocol and/or
     hostname)", and "The ``<location>`` MAY contain critical query parameters"); an upload's
     ``PUT`` without that query is refused as an unknown session."""
+    received: list[tuple[str, int, int]] = field(default_factory=list)
+    """(digest, bytes declared, bytes received) of each upload's ``PUT``, once its body has ended."""
+    upload_ended: threading.Condition = field(default_factory=threading.Condition)
     requests: list[tuple[str, str]] = field(default_factory=list)
     uploads: dict[str, str] = field(default_factory=dict)
     base: str = ""
@@ -216,6 +219,11 @@ def _handler(registry: Registry) -> type[BaseHTTPRequestHandler]:
 
         def finish_upload(self, name: str, session: str, query: str) -> None:
             data = self.body()
+            with registry.upload_ended:
+                declared = int(self.headers.get("Content-Length") or 0)
+                digest = urllib.parse.parse_qs(query).get("digest", [""])[0]
+                registry.received.append((digest, declared, len(data)))
+                registry.upload_ended.notify_all()
             if registry.uploads.pop(session, None) != name:
                 return self.error(404, "BLOB_UPLOAD_UNKNOWN")
             params = urllib.parse.parse_qs(query)

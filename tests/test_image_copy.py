@@ -114,6 +114,11 @@ def test_a_blob_that_is_not_its_digest_fails_naming_the_image(registries) -> Non
     # Nothing under the digest, and no tag: what pulls it finds nothing rather than a broken image.
     assert bad not in target.blobs.get(TARGET, {})
     assert target.manifest(TARGET, TAG) is None
+    # The upload never completes: its last bytes are held back, so the registry sees the body
+    # cut short whether or not it checks the digest itself.
+    with target.upload_ended:
+        assert target.upload_ended.wait_for(lambda: any(d == bad for d, _, _ in target.received), timeout=60)
+    assert [got < size for d, size, got in target.received if d == bad] == [True]
 
 
 def test_a_refused_password_fails_naming_the_registry_user_and_not_the_password(registries) -> None:
