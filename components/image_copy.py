@@ -115,7 +115,8 @@ def _provider_type() -> type[ResourceProvider]:
             if not challenge.lower().startswith("bearer ") or "realm" not in params:
                 raise RuntimeError(f"{self.where()}: the registry asks for credentials this copy does not send")
             query = urllib.parse.urlencode({k: v for k, v in params.items() if k in ("service", "scope")})
-            ask = urllib.request.Request(f"{params['realm']}?{query}")
+            realm = params["realm"]
+            ask = urllib.request.Request(f"{realm}{'&' if '?' in realm else '?'}{query}")
             if basic is not None:
                 ask.add_header("Authorization", basic)
             try:

@@ -67,6 +67,10 @@ class Registry:
     corrupt: set[str] = field(default_factory=set)
     challenge: bool = False
     """Challenge an anonymous client too, and give it a token (as public registries do)."""
+    realm_query: str = ""
+    """A query the token endpoint's realm carries and needs, kept by a client that adds its
+    ``service`` and ``scope`` to it (distribution ``registry/client/auth/session.go``,
+    ``fetchTokenWithBasicAuth``: the realm's own query, then the parameters added)."""
     storage: Registry | None = None
     """Where blobs are served from: a ``GET`` of a blob is redirected there (``307``)."""
     stored: dict[str, bytes] = field(default_factory=dict)
@@ -158,6 +162,8 @@ def _handler(registry: Registry) -> type[BaseHTTPRequestHandler]:
         def handle_one(self) -> None:
             path, _, query = self.path.partition("?")
             if path == "/token":
+                if registry.realm_query and registry.realm_query not in query.split("&"):
+                    return self.error(400, "REALM_QUERY_LOST")
                 expected = base64.b64encode(f"{registry.user}:{registry.password}".encode()).decode()
                 if registry.user is not None and self.headers.get("Authorization") != f"Basic {expected}":
                     return self.error(401, "UNAUTHORIZED")
@@ -173,7 +179,8 @@ def _handler(registry: Registry) -> type[BaseHTTPRequestHandler]:
                 return self.answer(200, data)
             guarded = registry.user is not None or registry.challenge
             if guarded and self.headers.get("Authorization") != f"Bearer {TOKEN}":
-                challenge = f'Bearer realm="{registry.base}/token",service="stand-in",scope="repository:x:pull,push"'
+                realm = f"{registry.base}/token" + (f"?{registry.realm_query}" if registry.realm_query else "")
+                challenge = f'Bearer realm="{realm}",service="stand-in",scope="repository:x:pull,push"'
                 self.body()
                 return self.answer(401, b"", {"WWW-Authenticate": challenge})
             name, kind, rest = _route(path)

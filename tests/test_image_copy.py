@@ -215,3 +215,10 @@ def test_a_refused_storage_url_is_named_without_its_signature(registries) -> Non
     message = str(raised.value)
     assert props["image"] in message and f"{storage.base}/storage/sha256:" in message and "403" in message
     assert SIGNATURE not in message
+
+
+def test_a_token_realm_with_a_query_keeps_it(registries) -> None:
+    source, target, props = registries
+    target.realm_query = "account=mirror"
+    ImageCopyProvider().create(dict(props))
+    assert target.manifest(TARGET, TAG) == source.manifests[SOURCE][props["digest"]]
