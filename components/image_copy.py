@@ -115,7 +115,8 @@ def _provider_type() -> type[ResourceProvider]:
             if not challenge.lower().startswith("bearer ") or "realm" not in params:
                 raise RuntimeError(f"{self.where()}: the registry asks for credentials this copy does not send")
             query = urllib.parse.urlencode({k: v for k, v in params.items() if k in ("service", "scope")})
-            ask = urllib.request.Request(f"{params['realm']}?{query}")
+            realm = params["realm"]
+            ask = urllib.request.Request(f"{realm}{'&' if '?' in realm else '?'}{query}")
             if basic is not None:
                 ask.add_header("Authorization", basic)
             try:
@@ -160,6 +161,11 @@ def _provider_type() -> type[ResourceProvider]:
                 children = json.loads(manifest).get("manifests", []) if media_type in index_types else []
                 for child in children:
                     body, child_type = self.manifest(source, child["digest"])
+                    if child_type in index_types:
+                        raise RuntimeError(
+                            f"{source.where()}: {child['digest']} is an index within an index, which this copy does "
+                            "not copy: mirror the image by hand and set mirrorFill: none"
+                        )
                     self.blobs(source, target, body)
                     self.put(target, child["digest"], body, child_type)
                 if not children:
@@ -167,10 +173,12 @@ def _provider_type() -> type[ResourceProvider]:
                 self.put(target, digest, manifest, media_type)
                 self.put(target, props["tag"], manifest, media_type)
             except urllib.error.HTTPError as err:
-                host = urllib.parse.urlsplit(err.url or "").netloc
-                culprit = target if host == urllib.parse.urlsplit(target.base).netloc else source
+                url = urllib.parse.urlsplit(err.url or "")
+                culprit = target if url.netloc == urllib.parse.urlsplit(target.base).netloc else source
+                # Without its query: a storage URL's is its signature, an upload's its session state.
+                where = f"{url.scheme}://{url.netloc}{url.path}"
                 raise RuntimeError(
-                    f"copying {image} ({digest or props['tag']}): {culprit.where()}: {err.url} answered {err.code}"
+                    f"copying {image} ({digest or props['tag']}): {culprit.where()}: {where} answered {err.code}"
                 ) from None
             except (urllib.error.URLError, OSError) as err:
                 raise RuntimeError(f"copying {image}: no answer ({getattr(err, 'reason', err)})") from None
@@ -186,7 +194,10 @@ def _provider_type() -> type[ResourceProvider]:
                 media_type = answer.headers.get_content_type()
             if reference.startswith("sha256:") and f"sha256:{hashlib.sha256(body).hexdigest()}" != reference:
                 raise RuntimeError(f"{source.where()} served a manifest that is not {reference}")
-            declared = json.loads(body).get("mediaType")
+            try:
+                declared = json.loads(body).get("mediaType")
+            except (ValueError, AttributeError):
+                raise RuntimeError(f"{source.where()} served {reference} as no JSON manifest") from None
             return body, declared or media_type
 
         def blobs(self, source: Registry, target: Registry, manifest: bytes) -> None:
@@ -232,7 +243,9 @@ def _provider_type() -> type[ResourceProvider]:
             target.call("PUT", f"manifests/{reference}", {"Content-Type": media_type}, body).close()
 
         def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-            return ReadResult(id_=id_, outs=props)
+            # A read by id alone is handed the inputs, password and all (pulumi's dynamic
+            # ``__main__.py`` ``Read``): what it returns are outputs, never secret here.
+            return ReadResult(id_=id_, outs={k: v for k, v in props.items() if k != "password"})
 
         def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
             # The same digest in the same place is the same copy; a new password changes nothing copied.

@@ -42,6 +42,7 @@ MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 CONFIG = "application/vnd.oci.image.config.v1+json"
 LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
 TOKEN = "stand-in-token"
+SIGNATURE = "stand-in-signature"
 
 
 def digest_of(data: bytes) -> str:
@@ -66,10 +67,25 @@ class Registry:
     corrupt: set[str] = field(default_factory=set)
     challenge: bool = False
     """Challenge an anonymous client too, and give it a token (as public registries do)."""
+    realm_query: str = ""
+    """A query the token endpoint's realm carries and needs, kept by a client that adds its
+    ``service`` and ``scope`` to it (distribution ``registry/client/auth/session.go``,
+    ``fetchTokenWithBasicAuth``: the realm's own query, then the parameters added)."""
     storage: Registry | None = None
     """Where blobs are served from: a ``GET`` of a blob is redirected there (``307``)."""
     stored: dict[str, bytes] = field(default_factory=dict)
-    """As storage: what it serves, at ``/storage/<digest>``, to a request without credentials."""
+    """As storage: what it serves, at ``/storage/<digest>``, to a request without credentials.
+    The redirect to it is signed, as a storage URL is (``?signature=...``: a credential of its own)."""
+    expired: bool = False
+    """As storage: refuse every request (``403``), as a signed URL past its expiry is refused."""
+    absolute_location: bool = False
+    """Answer an upload's ``POST`` with an absolute ``Location`` that has a query already, as the
+    spec allows ("POST then PUT": "the location MAY be absolute (containing the protocol and/or
+    hostname)", and "The ``<location>`` MAY contain critical query parameters"); an upload's
+    ``PUT`` without that query is refused as an unknown session."""
+    received: list[tuple[str, int, int]] = field(default_factory=list)
+    """(digest, bytes declared, bytes received) of each upload's ``PUT``, once its body has ended."""
+    upload_ended: threading.Condition = field(default_factory=threading.Condition)
     requests: list[tuple[str, str]] = field(default_factory=list)
     uploads: dict[str, str] = field(default_factory=dict)
     base: str = ""
@@ -146,6 +162,8 @@ def _handler(registry: Registry) -> type[BaseHTTPRequestHandler]:
         def handle_one(self) -> None:
             path, _, query = self.path.partition("?")
             if path == "/token":
+                if registry.realm_query and registry.realm_query not in query.split("&"):
+                    return self.error(400, "REALM_QUERY_LOST")
                 expected = base64.b64encode(f"{registry.user}:{registry.password}".encode()).decode()
                 if registry.user is not None and self.headers.get("Authorization") != f"Basic {expected}":
                     return self.error(401, "UNAUTHORIZED")
@@ -153,13 +171,16 @@ def _handler(registry: Registry) -> type[BaseHTTPRequestHandler]:
             registry.requests.append((self.command, path))
             if path.startswith("/storage/"):
                 # Storage takes no registry credential: the URL is all it needs.
+                if registry.expired:
+                    return self.error(403, "DENIED")
                 data = registry.stored.get(path.removeprefix("/storage/"))
                 if self.headers.get("Authorization") is not None or data is None:
                     return self.error(400, "UNEXPECTED_CREDENTIAL")
                 return self.answer(200, data)
             guarded = registry.user is not None or registry.challenge
             if guarded and self.headers.get("Authorization") != f"Bearer {TOKEN}":
-                challenge = f'Bearer realm="{registry.base}/token",service="stand-in",scope="repository:x:pull,push"'
+                realm = f"{registry.base}/token" + (f"?{registry.realm_query}" if registry.realm_query else "")
+                challenge = f'Bearer realm="{realm}",service="stand-in",scope="repository:x:pull,push"'
                 self.body()
                 return self.answer(401, b"", {"WWW-Authenticate": challenge})
             name, kind, rest = _route(path)
@@ -169,7 +190,10 @@ def _handler(registry: Registry) -> type[BaseHTTPRequestHandler]:
                 self.body()
                 session = str(uuid.uuid4())
                 registry.uploads[session] = name
-                return self.answer(202, b"", {"Location": f"/v2/{name}/blobs/uploads/{session}"})
+                location = f"/v2/{name}/blobs/uploads/{session}"
+                if registry.absolute_location:
+                    location = f"{registry.base}{location}?_state={session}"
+                return self.answer(202, b"", {"Location": location})
             if kind == "blobs" and rest.startswith("uploads/") and self.command == "PUT":
                 return self.finish_upload(name, rest.removeprefix("uploads/"), query)
             if kind == "blobs" and self.command in ("GET", "HEAD"):
@@ -179,7 +203,9 @@ def _handler(registry: Registry) -> type[BaseHTTPRequestHandler]:
                 served = data[::-1] if rest in registry.corrupt else data
                 if registry.storage is not None and self.command == "GET":
                     registry.storage.stored[rest] = served
-                    return self.answer(307, b"", {"Location": f"{registry.storage.base}/storage/{rest}"})
+                    return self.answer(
+                        307, b"", {"Location": f"{registry.storage.base}/storage/{rest}?signature={SIGNATURE}"}
+                    )
                 return self.answer(200, served, {"Docker-Content-Digest": rest})
             return self.error(404, "NAME_UNKNOWN")
 
@@ -200,9 +226,17 @@ def _handler(registry: Registry) -> type[BaseHTTPRequestHandler]:
 
         def finish_upload(self, name: str, session: str, query: str) -> None:
             data = self.body()
+            with registry.upload_ended:
+                declared = int(self.headers.get("Content-Length") or 0)
+                digest = urllib.parse.parse_qs(query).get("digest", [""])[0]
+                registry.received.append((digest, declared, len(data)))
+                registry.upload_ended.notify_all()
             if registry.uploads.pop(session, None) != name:
                 return self.error(404, "BLOB_UPLOAD_UNKNOWN")
-            digest = urllib.parse.parse_qs(query).get("digest", [""])[0]
+            params = urllib.parse.parse_qs(query)
+            if registry.absolute_location and params.get("_state") != [session]:
+                return self.error(404, "BLOB_UPLOAD_UNKNOWN")
+            digest = params.get("digest", [""])[0]
             if digest_of(data) != digest:
                 return self.error(400, "DIGEST_INVALID")
             registry.blobs.setdefault(name, {})[digest] = data

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from loopback_oci import INDEX, Registry, digest_of, oci_registry, two_platform_image
+from loopback_oci import INDEX, SIGNATURE, Registry, digest_of, oci_registry, two_platform_image
 from pulumi.dynamic.dynamic import serialize_provider
 
 from components.image_copy import ImageCopyProvider
@@ -114,6 +114,11 @@ def test_a_blob_that_is_not_its_digest_fails_naming_the_image(registries) -> Non
     # Nothing under the digest, and no tag: what pulls it finds nothing rather than a broken image.
     assert bad not in target.blobs.get(TARGET, {})
     assert target.manifest(TARGET, TAG) is None
+    # The upload never completes: its last bytes are held back, so the registry sees the body
+    # cut short whether or not it checks the digest itself.
+    with target.upload_ended:
+        assert target.upload_ended.wait_for(lambda: any(d == bad for d, _, _ in target.received), timeout=60)
+    assert [got < size for d, size, got in target.received if d == bad] == [True]
 
 
 def test_a_refused_password_fails_naming_the_registry_user_and_not_the_password(registries) -> None:
@@ -172,3 +177,48 @@ def test_blobs_redirected_to_storage_are_fetched_without_the_registrys_token(reg
         ImageCopyProvider().create(dict(props))
     assert target.blobs[TARGET] == source.blobs[SOURCE]
     assert len([path for method, path in storage.requests if path.startswith("/storage/")]) == 5
+
+
+def test_an_absolute_upload_location_with_a_query_keeps_it_and_adds_the_digest(registries) -> None:
+    source, target, props = registries
+    target.absolute_location = True
+    ImageCopyProvider().create(dict(props))
+    assert target.blobs[TARGET] == source.blobs[SOURCE]
+    assert target.manifest(TARGET, TAG) == source.manifests[SOURCE][props["digest"]]
+
+
+def test_a_read_never_makes_the_password_an_output(registries) -> None:
+    _, _, props = registries
+    read = ImageCopyProvider().read("id", dict(props))
+    assert "password" not in read.outs and read.outs["digest"] == props["digest"]
+
+
+def test_an_index_within_an_index_fails_naming_the_image_and_what_to_do(registries) -> None:
+    source, target, props = registries
+    inner = source.manifests[SOURCE][props["digest"]][1]
+    child = {"mediaType": INDEX, "digest": digest_of(inner), "size": len(inner)}
+    outer = json.dumps({"schemaVersion": 2, "mediaType": INDEX, "manifests": [child]}).encode()
+    digest = source.add_manifest(SOURCE, INDEX, outer)
+    with pytest.raises(RuntimeError) as raised:
+        ImageCopyProvider().create({**props, "digest": digest})
+    message = str(raised.value)
+    assert props["image"] in message and "index within an index" in message and "mirrorFill: none" in message
+    assert target.manifest(TARGET, TAG) is None
+
+
+def test_a_refused_storage_url_is_named_without_its_signature(registries) -> None:
+    source, _, props = registries
+    with oci_registry(expired=True) as storage:
+        source.storage = storage
+        with pytest.raises(RuntimeError) as raised:
+            ImageCopyProvider().create(dict(props))
+    message = str(raised.value)
+    assert props["image"] in message and f"{storage.base}/storage/sha256:" in message and "403" in message
+    assert SIGNATURE not in message
+
+
+def test_a_token_realm_with_a_query_keeps_it(registries) -> None:
+    source, target, props = registries
+    target.realm_query = "account=mirror"
+    ImageCopyProvider().create(dict(props))
+    assert target.manifest(TARGET, TAG) == source.manifests[SOURCE][props["digest"]]
