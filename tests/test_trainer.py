@@ -614,6 +614,7 @@ def test_accumulated_and_uneven_batches_give_the_mean_gradient(tmp_path: Path) -
     from trainer.config import Config
     from trainer.data import synthetic_images
     from trainer.loop import Trainer
+    from trainer.model_spec import model_spec
     from trainer.topology import topology
 
     data = synthetic_images(40, 7)  # 40 samples, batch 32: the epoch's second step holds 8
@@ -622,7 +623,7 @@ def test_accumulated_and_uneven_batches_give_the_mean_gradient(tmp_path: Path) -
         out = tmp_path / f"{batch}-{accum}-{position}"
         out.mkdir()
         cfg = Config(output_dir=str(out), batch_size=batch, grad_accum=accum, max_steps=9)
-        trainer = Trainer(cfg, topology(), data)
+        trainer = Trainer(cfg, topology(), data, model_spec(cfg))
         trainer.model.eval()  # no dropout: both runs see the same function
         trainer.optimizer.step = lambda: None
         trainer.optimizer.zero_grad = lambda set_to_none=True: None
