@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -134,10 +134,14 @@ def _handler(api: CloudApi) -> type[BaseHTTPRequestHandler]:
     return Serve
 
 
-@contextmanager
-def cloud_api() -> Iterator[tuple[CloudApi, str]]:
+def cloud_api() -> AbstractContextManager[tuple[CloudApi, str]]:
     """A running stand-in and its endpoint (``127.0.0.1:<port>``, plain HTTP)."""
-    api = CloudApi()
+    return serving(CloudApi())
+
+
+@contextmanager
+def serving(api: Any) -> Iterator[tuple[Any, str]]:
+    """``api`` (anything with ``answer(request)``) served on a free local port, and its endpoint."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(api))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()

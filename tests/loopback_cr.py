@@ -12,14 +12,11 @@ example) and ``Result`` (``SUCCESS``)
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from http.server import ThreadingHTTPServer
 from typing import Any
 
-from loopback_cloud import Fault, Request, _error, _handler
+from loopback_cloud import Fault, Request, _error, serving
 
 INSTANCE = "cri-0jl6b5ykcjznb4rb"
 RULE = "crasr-mdbpung4i1rm0001"
@@ -70,15 +67,6 @@ class CrApi:
         return _error(400, "InvalidAction.NotFound", f"unknown action {request.action}")
 
 
-@contextmanager
-def cr_api() -> Iterator[tuple[CrApi, str]]:
+def cr_api() -> AbstractContextManager[tuple[CrApi, str]]:
     """A running stand-in and its endpoint (``127.0.0.1:<port>``, plain HTTP)."""
-    api = CrApi()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(api))
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield api, f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    return serving(CrApi())
