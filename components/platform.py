@@ -14,6 +14,7 @@ import pulumi_kubernetes as k8s
 from ._k8s import TOKEN
 from .cluster import AckCluster, local_providers
 from .config import PlatformSpec
+from .config.costs import price_table
 from .dataset_import import DatasetImport
 from .gpu_pool import GpuNodePool
 from .identity import node_role_name, oss_reader
@@ -394,6 +395,8 @@ class TrainingPlatform(pulumi.ComponentResource):
             "jobs": self.jobs,
             "jobDefaults": self.job_defaults,
             "teamJobDefaults": self.team_job_defaults,
+            # The stack's prices, which `ack-jobs cost` reads; a stack without them exports none.
+            **({"prices": prices} if (prices := price_table(self._spec)) is not None else {}),
         }
 
 

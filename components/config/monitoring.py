@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, model_validator
 
 from .base import Cpu, DnsLabel, Labels, Quantity, Spec, field_error
+from .costs import BudgetSpec, CostsSpec
 from .job_settings import check_pinned, check_pinned_tag
 
 if TYPE_CHECKING:
@@ -123,6 +124,9 @@ class MonitoringScope:
         v1_operator: the stack installs the Training Operator (its PodMonitor, its counters).
         trainer_v2: jobs run on Trainer v2 (the TrainJob alerts).
         tensorboard_image: TensorBoard's image as ``(full reference, tag in the registry)``.
+        costs: the stack's prices (``costs``), or ``None``.
+        spot_pools: the pools whose nodes are spot instances.
+        budgets: each team's budget, as ``(team namespace, budget)``.
     """
 
     monitoring: MonitoringSpec
@@ -131,6 +135,9 @@ class MonitoringScope:
     v1_operator: bool
     trainer_v2: bool
     tensorboard_image: tuple[str | None, str | None] = (None, None)
+    costs: CostsSpec | None = None
+    spot_pools: tuple[str, ...] = ()
+    budgets: tuple[tuple[str, BudgetSpec], ...] = ()
 
     @property
     def runs_tensorboard(self) -> bool:

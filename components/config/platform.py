@@ -16,6 +16,7 @@ from .base import (
 )
 from .capacity import job_gpus, pool_problem, quota_problem
 from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
+from .costs import CostsSpec, check_costs, spot_pools
 from .datasets import DatasetImportSpec, check_datasets
 from .monitoring import ARMS_AGENT_NAMESPACE, MonitoringScope, MonitoringSpec, PrometheusMode, check_monitoring
 from .operator import OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, check_kueue_topology
@@ -71,6 +72,9 @@ class PlatformSpec(Spec):
     """Datasets copied onto a data volume, each by a one-shot Job ``import-<name>`` (docs/data.md); jobs read
     them from ``/mnt/data/<name>``."""
     monitoring: MonitoringSpec = Field(default_factory=MonitoringSpec)
+    costs: CostsSpec | None = None
+    """Hourly prices per instance type, with their date and source: cost recording rules, team budgets and
+    ``ack-jobs cost`` (docs/monitoring.md, "Cost"). Unset: no cost rules, and ``ack-jobs cost`` needs ``--prices``."""
 
     @property
     def prometheus(self) -> PrometheusMode:
@@ -116,6 +120,9 @@ class PlatformSpec(Spec):
             v1_operator=self.operator.install,
             trainer_v2=self.uses_trainer_v2,
             tensorboard_image=self.tensorboard_image(),
+            costs=self.costs,
+            spot_pools=spot_pools(self),
+            budgets=tuple((team.name, team.budget) for team in self.teams if team.budget is not None),
         )
 
     def job_backend(self, job: TrainingJobSpec) -> Backend:
@@ -207,6 +214,7 @@ class PlatformSpec(Spec):
         check_datasets(self)
         check_kueue_topology(self)
         check_monitoring(self)
+        check_costs(self)
         return self
 
     def _check_trainer_v2(self) -> None:

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from .base import Cpu, DnsLabel, Quantity, Spec, field_error
 from .capacity import quota_problem
+from .costs import BudgetSpec
 
 if TYPE_CHECKING:
     from .platform import PlatformSpec
@@ -61,6 +62,9 @@ class TeamSpec(Spec):
     """The team may run eRDMA jobs (``network: rdma``): its pods may request the GPU pool's eRDMA
     devices, which the admission policy refuses to other teams. Its namespace enforces ``baseline``
     like every other: eRDMA pods are unprivileged, on the pod network."""
+    budget: BudgetSpec | None = None
+    """What the team's jobs may cost per period (``costs`` prices them); over it, ``TeamBudgetExceeded`` fires
+    (docs/monitoring.md, "Cost"). Unset: no budget alert."""
 
     @property
     def group_id(self) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ..config import MonitoringScope
 from .alerts import alerts, prometheus_rule
 from .base import Manifest
+from .cost_rules import cost_rule
 from .dashboard import dashboard_configmap, training_dashboard
 from .operator import OPERATOR_NAMESPACE
 from .scraping import operator_pod_monitor, trainer_pod_monitor
@@ -29,8 +30,11 @@ def pod_monitors(scope: MonitoringScope) -> list[Manifest]:
 
 def operator_objects(scope: MonitoringScope) -> list[Manifest]:
     """Everything a self-hosted prometheus-operator and Grafana's sidecar pick up: the
-    PodMonitors, the PrometheusRule and, unless switched off, the dashboard ConfigMap."""
+    PodMonitors, the PrometheusRule, the cost rules when the stack has prices and, unless switched off,
+    the dashboard ConfigMap."""
     objects = [*pod_monitors(scope), prometheus_rule(alerts(scope), scope.home)]
+    if (costs := cost_rule(scope)) is not None:
+        objects.append(costs)
     if scope.monitoring.dashboard:
         objects.append(dashboard_configmap(training_dashboard(scope.namespaces), scope.home))
     return _labelled(objects, scope)

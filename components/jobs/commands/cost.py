@@ -1,6 +1,7 @@
 """``cost``: GPU-hours, cost, spot savings and idle GPU time of a job, or of a team's jobs.
 
-The pods are read as they are now: a pod the controller already deleted (``cleanPodPolicy``,
+Prices come from the stack's ``costs`` key (its ``prices`` output), or from ``--prices FILE``, which
+overrides them. The pods are read as they are now: a pod the controller already deleted (``cleanPodPolicy``,
 ``ttlSecondsAfterFinished``) is not counted. Idle time needs ``--prometheus-url``: a Prometheus
 that scrapes the GPU exporter, asked through its range query API (``GET /api/v1/query_range``;
 Prometheus docs, "HTTP API").
@@ -20,7 +21,7 @@ from kubernetes.client.rest import ApiException
 
 from ...manifests.gpu_metrics import EXPORTED_PREFIX, GPU_UTIL, NAMESPACE_LABEL, POD_LABEL
 from ..client import JobsClient
-from ..cost import PodRun, PriceError, cost, idle_gpu_hours, load_table, pod_runs
+from ..cost import PodRun, PriceError, PriceTable, cost, idle_gpu_hours, load_table, parse_table, pod_runs
 from .base import Failure, Out, UsageError, table
 
 STEP_S = 60
@@ -41,6 +42,31 @@ def team_namespace(outputs: dict[str, Any], team: str) -> str:
         known = ", ".join(teams) or "none (pass --stack or --outputs)"
         raise UsageError(f"--team {team}: the stack's teams are {known}")
     return teams[team]["namespace"]
+
+
+STACK_PRICES = "the stack's costs"
+
+
+def price_table(args: argparse.Namespace, outputs: dict[str, Any]) -> PriceTable:
+    """The prices in ``--prices``, else the stack's (its ``prices`` output, from the ``costs`` key).
+
+    Raises:
+        UsageError: neither has a table, or the one given is unusable.
+    """
+    if args.prices is not None:
+        try:
+            return load_table(args.prices)
+        except PriceError as err:
+            raise UsageError(f"--prices {err}") from None
+    if not outputs.get("prices"):
+        raise UsageError(
+            "the stack has no prices (its costs key, docs/monitoring.md): set costs, or give --prices FILE, "
+            "a dated price table with its source"
+        )
+    try:
+        return parse_table(outputs["prices"], STACK_PRICES)
+    except PriceError as err:
+        raise UsageError(f"{err} (the stack's prices output)") from None
 
 
 def utilisation(base_url: str, namespace: str, runs: list[PodRun]) -> list[list[float]]:
@@ -74,10 +100,7 @@ def utilisation(base_url: str, namespace: str, runs: list[PodRun]) -> list[list[
 def cmd_cost(jobs: JobsClient, args: argparse.Namespace, out: Out, outputs: dict[str, Any]) -> None:
     if (args.name is None) == (args.team is None):
         raise UsageError("give a job's NAME or --team TEAM")
-    try:
-        prices = load_table(args.prices)
-    except PriceError as err:
-        raise UsageError(f"--prices {err}") from None
+    prices = price_table(args, outputs)
     now = datetime.now(UTC)
     refused: int | None = None
     try:
@@ -120,4 +143,5 @@ def cmd_cost(jobs: JobsClient, args: argparse.Namespace, out: Out, outputs: dict
     if refused is not None:
         out(f"Not priced: the nodes could not be read (HTTP {refused}), so their instance types are unknown")
     elif unpriced:
-        out(f"Not priced (add them to {args.prices}): {', '.join(sorted(unpriced))}")
+        where = args.prices or f"{STACK_PRICES}, costs.instances"
+        out(f"Not priced (add them to {where}): {', '.join(sorted(unpriced))}")

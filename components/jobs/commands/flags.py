@@ -100,7 +100,9 @@ def parser() -> argparse.ArgumentParser:
         "--since", type=duration, default=86400, metavar="DURATION", help="--team: pods running since (default 24h)"
     )
     price.add_argument(
-        "--prices", required=True, metavar="FILE", help="a dated price table with its source (docs/jobs.md)"
+        "--prices",
+        metavar="FILE",
+        help="a dated price table with its source, instead of the stack's costs (docs/jobs.md)",
     )
     price.add_argument("--prometheus-url", help="a Prometheus that scrapes the GPU exporter, for idle GPU time")
     sub = command("submit", "build a job from flags with the stack's builder and create it")

@@ -1,0 +1,131 @@
+"""What GPU time costs: the stack's dated, sourced price table (``costs``) and each team's budget
+(``teams[].budget``), which the cost recording rules, the budget alerts and ``ack-jobs cost`` read.
+
+ECS prices depend on the region, the billing method and the day, and spot prices move with the
+market; the platform ships none. The table says where its figures come from and when they were
+read, so a figure is never shown without its source.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field
+
+from .base import Spec, field_error
+
+if TYPE_CHECKING:
+    from .platform import PlatformSpec
+
+BudgetPeriod = Literal["day", "week", "month"]
+PERIOD_WINDOWS: dict[str, str] = {"day": "1d", "week": "7d", "month": "30d"}
+"""What a budget's period means: the spend over the last day, 7 days or 30 days, a rolling window
+(Prometheus has no calendar month)."""
+
+
+class InstancePriceSpec(Spec):
+    """One ECS instance type's hourly prices, in the table's currency."""
+
+    gpus: int = Field(ge=0, le=16)
+    """GPUs the instance has (0 for a CPU instance): a pod pays its GPUs' share of the instance."""
+    vcpus: int = Field(ge=1)
+    """vCPUs the instance has: a pod without GPUs pays its CPU's share of the instance."""
+    on_demand: float = Field(gt=0)
+    """Pay-as-you-go price per hour."""
+    spot: float | None = Field(default=None, gt=0)
+    """Spot price per hour when it was read; required for the instance types of a spot pool."""
+
+
+class CostsSpec(Spec):
+    """The prices the platform's cost figures use, with the date and the source they were read from::
+
+        costs:
+          date: 2026-11-01
+          source: ECS console price calculator, cn-hangzhou, pay-as-you-go and spot
+          currency: USD
+          instances:
+            ecs.gn7i-c32g1.8xlarge: {gpus: 1, vcpus: 32, onDemand: 2.5, spot: 0.9}
+
+    A node of a spot pool (``gpuPool.spotStrategy`` other than ``NoSpot``) is priced at ``spot``, every
+    other node at ``onDemand``."""
+
+    date: dt.date
+    """When the prices were read (``YYYY-MM-DD``); every cost report repeats it."""
+    source: str = Field(min_length=1, max_length=500)
+    """Where they were read: the ECS price calculator, ``DescribePrice``, a bill, with the region."""
+    currency: str = Field(pattern=r"^[A-Z]{3}$")
+    """ISO 4217 code of the prices, e.g. ``USD`` or ``CNY``."""
+    instances: dict[str, InstancePriceSpec] = Field(min_length=1)
+    """Prices per ECS instance type (the nodes' ``node.kubernetes.io/instance-type`` label)."""
+
+
+class BudgetSpec(Spec):
+    """What a team may spend per period before its budget alert fires (in ``costs.currency``)."""
+
+    amount: float = Field(gt=0)
+    """Spend allowed in one period, in ``costs.currency``."""
+    period: BudgetPeriod = "month"
+    """``day``, ``week`` or ``month``: the last 1, 7 or 30 days, a rolling window."""
+    warn_at: float | None = Field(default=0.8, gt=0, lt=1)
+    """Share of ``amount`` at which a warning fires first; unset (``null``) for none."""
+
+
+def spot_pools(spec: PlatformSpec) -> tuple[str, ...]:
+    """The pools whose nodes are spot instances: the GPU pool when its ``spotStrategy`` is not ``NoSpot``."""
+    pool = spec.gpu_pool
+    return (pool.name,) if pool is not None and pool.spot_strategy != "NoSpot" else ()
+
+
+def price_table(spec: PlatformSpec) -> dict[str, object] | None:
+    """The stack's price table as ``ack-jobs cost`` reads it (the stack output ``prices``), or ``None``."""
+    costs = spec.costs
+    if costs is None:
+        return None
+    return {
+        "date": costs.date.isoformat(),
+        "source": costs.source,
+        "currency": costs.currency,
+        "instances": {kind: price.model_dump(by_alias=True) for kind, price in costs.instances.items()},
+        "spotPools": list(spot_pools(spec)),
+    }
+
+
+def check_costs(spec: PlatformSpec) -> None:
+    """The rules between ``costs``, the GPU pool and the teams' budgets.
+
+    Raises:
+        PydanticCustomError: a rule is broken; the message names the stack key.
+    """
+    costs = spec.costs
+    for i, team in enumerate(spec.teams):
+        if team.budget is not None and costs is None:
+            raise field_error(
+                f"teams[{i}].budget",
+                "a budget is counted in the stack's prices, and it has none: add costs (date, source, currency, "
+                "instances), or drop budget",
+            )
+    pool = spec.gpu_pool
+    if costs is None or pool is None:
+        return
+    missing = [kind for kind in pool.instance_types if kind not in costs.instances]
+    if missing:
+        raise field_error(
+            "costs.instances",
+            f"no price for the GPU pool's instance types {missing}: add them, so its nodes' time is priced",
+        )
+    # Instance types hold dots, which a key path would split: the message names the type.
+    for kind in pool.instance_types:
+        price = costs.instances[kind]
+        if price.gpus != pool.gpus_per_node:
+            raise field_error(
+                "costs.instances",
+                f"{kind}: gpus is {price.gpus}, but gpuPool.gpusPerNode is {pool.gpus_per_node}: a pod pays its "
+                "GPUs' share of the node, so give the instance's GPU count",
+            )
+        if pool.name in spot_pools(spec) and price.spot is None:
+            raise field_error(
+                "costs.instances",
+                f"{kind}: no spot price, and gpuPool {pool.name!r} runs spot instances ({pool.spot_strategy}): give "
+                "spot, the price it was read at",
+            )

@@ -1,0 +1,214 @@
+"""What GPU time costs, as Prometheus series: recording rules that price each running pod's GPUs from
+the stack's price table (``costs``), sum them per job and per team (a team's namespace), count the
+GPUs that sit idle, and the per-team budget alerts over them.
+
+Series they read, from kubernetes/kube-state-metrics v2.20.0:
+
+- ``kube_pod_container_resource_requests`` (``internal/store/pod.go``): one series per container and
+  requested resource, labelled ``namespace``, ``pod``, ``uid``, ``container``, ``node``, ``resource``,
+  ``unit``, for every pod whatever its phase (so the rules keep the running ones). An extended resource
+  is named by ``SanitizeLabelName`` (``internal/store/utils.go``: every character outside
+  ``[a-zA-Z0-9_]`` becomes ``_``), so ``nvidia.com/gpu`` is ``resource="nvidia_com_gpu"``.
+- ``kube_node_labels`` (``internal/store/node.go``): ``node`` and a ``label_<key>`` per node label that
+  ``--metric-labels-allowlist`` lets through, none by default; the key is sanitized the same way, so
+  ``node.kubernetes.io/instance-type`` is ``label_node_kubernetes_io_instance_type``.
+  kube-state-metrics must run with :data:`NODE_LABELS_ALLOWLIST`.
+- ``kube_pod_owner`` and ``kube_job_owner`` (:mod:`.kube_metrics`): a v1 job owns its pods; a TrainJob's
+  pods belong to the Jobs of its JobSet, named after it.
+
+and ``DCGM_FI_DEV_GPU_UTIL`` (:mod:`.gpu_metrics`) for idle GPUs.
+
+A node is priced at its instance type's spot price when its pool (``ack-training-platform/pool``) runs
+spot instances, else on demand; a pod pays its GPUs' share of the node. Pods without GPUs are not
+priced here (``ack-jobs cost`` prices them by CPU share).
+"""
+
+from __future__ import annotations
+
+from ..config import POOL_LABEL, MonitoringScope
+from ..config.costs import PERIOD_WINDOWS, CostsSpec
+from . import alert_queries as q
+from . import gpu_metrics as gpu
+from . import kube_metrics as kube
+from .alerts import Alert, rule_group
+from .base import MANAGED_BY, Manifest
+from .scraping import JOB_LABEL, MONITORING_API
+
+COST_RULE_NAME = "ack-training-platform-cost"
+COST_GROUP = "ack-training-platform.cost"
+BUDGET_GROUP = "ack-training-platform.budget"
+
+POD_REQUESTS = "kube_pod_container_resource_requests"
+NODE_LABELS = "kube_node_labels"
+GPU_RESOURCE = "nvidia_com_gpu"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+"""The node's ECS instance type (Kubernetes well-known labels)."""
+INSTANCE_TYPE_SERIES = "label_node_kubernetes_io_instance_type"
+POOL_SERIES = "label_ack_training_platform_pool"
+NODE_LABELS_ALLOWLIST = f"nodes=[{INSTANCE_TYPE_LABEL},{POOL_LABEL}]"
+"""kube-state-metrics' ``--metric-labels-allowlist`` value that serves the node labels the prices join on."""
+IDLE_BELOW = 1
+"""A GPU whose utilisation is under 1 % ran practically no kernel (as ``ack-jobs cost`` counts it)."""
+
+PREFIX = "ack_training_platform"
+POD_GPUS = f"{PREFIX}:pod_gpus:running"
+POD_JOB = f"{PREFIX}:pod_job:info"
+NODE_GPU_PRICE = f"{PREFIX}:node_gpu_price:hourly"
+NODE_GPU_ON_DEMAND_PRICE = f"{PREFIX}:node_gpu_on_demand_price:hourly"
+POD_COST = f"{PREFIX}:pod_cost:hourly"
+POD_ON_DEMAND_COST = f"{PREFIX}:pod_on_demand_cost:hourly"
+POD_IDLE_GPUS = f"{PREFIX}:pod_gpus:idle"
+JOB_GPUS = f"{PREFIX}:job_gpus:allocated"
+JOB_COST = f"{PREFIX}:job_cost:hourly"
+JOB_ON_DEMAND_COST = f"{PREFIX}:job_on_demand_cost:hourly"
+JOB_IDLE_GPUS = f"{PREFIX}:job_gpus:idle"
+TEAM_GPUS = f"{PREFIX}:namespace_gpus:allocated"
+TEAM_COST = f"{PREFIX}:namespace_cost:hourly"
+
+RESAMPLE = "1m"
+STEPS_PER_HOUR = 60
+"""A period's total is the hourly series read once a minute and summed, over 60: the same figure whatever
+interval Prometheus evaluates the rules at. A series that ended (its pod stopped) is stale, so not read."""
+
+
+def over(series: str, window: str) -> str:
+    """PromQL: what an hourly ``series`` (cost per hour, or GPUs) adds up to over ``window`` (GPU-hours, money)."""
+    return f"sum_over_time({series}[{window}:{RESAMPLE}]) / {STEPS_PER_HOUR}"
+
+
+def _record(name: str, expr: str) -> dict[str, str]:
+    return {"record": name, "expr": expr}
+
+
+def _node_prices(costs: CostsSpec, spot_pools: tuple[str, ...]) -> list[dict[str, str]]:
+    """One rule per GPU instance type and billing: the price of one of its GPUs on each node of that type."""
+    spot = "|".join(spot_pools)
+    rules = []
+    for kind, price in sorted(costs.instances.items()):
+        if not price.gpus:
+            continue
+        nodes = f'{NODE_LABELS}{{{INSTANCE_TYPE_SERIES}="{kind}"'
+        on_demand = price.on_demand / price.gpus
+        if spot:
+            rules.append(_record(NODE_GPU_PRICE, f'max by (node) ({nodes},{POOL_SERIES}!~"{spot}"}}) * {on_demand!r}'))
+            spot_price = (price.spot if price.spot is not None else price.on_demand) / price.gpus
+            rules.append(_record(NODE_GPU_PRICE, f'max by (node) ({nodes},{POOL_SERIES}=~"{spot}"}}) * {spot_price!r}'))
+        else:
+            rules.append(_record(NODE_GPU_PRICE, f"max by (node) ({nodes}}}) * {on_demand!r}"))
+        rules.append(_record(NODE_GPU_ON_DEMAND_PRICE, f"max by (node) ({nodes}}}) * {on_demand!r}"))
+    return rules
+
+
+def _pod_jobs(namespaces: tuple[str, ...]) -> str:
+    """Each training pod's job (``JOB_LABEL``): a v1 job owns its pods (kubeflow/trainer v1.9.4
+    ``pkg/controller.v1/common/pod.go``); a TrainJob's pods are owned by a Job of the JobSet named after
+    the TrainJob, which ``kube_job_owner`` names."""
+    v1 = f"max by (namespace, pod, owner_name) ({q.select(kube.POD_OWNER, namespaces, q.V1_OWNER_KINDS)})"
+    pods = q.select(kube.POD_OWNER, namespaces, 'owner_kind="Job"')
+    by_job = f'label_replace({pods}, "job_name", "$1", "owner_name", "(.+)")'
+    jobsets = q.select(kube.JOB_OWNER, namespaces, 'owner_kind="JobSet"')
+    v2 = f"max by (namespace, pod, owner_name) ({by_job} * on (namespace, job_name) group_left (owner_name) {jobsets})"
+    return f'label_replace({v1} or {v2}, "{JOB_LABEL}", "$1", "owner_name", "(.+)")'
+
+
+def _idle_gpus(namespaces: tuple[str, ...]) -> str:
+    """GPUs per pod under :data:`IDLE_BELOW` percent, under either exporter's labels (:mod:`.gpu_metrics`)."""
+    own = f"count by (namespace, pod) ({q.select(gpu.GPU_UTIL, namespaces)} < {IDLE_BELOW})"
+    exported = f"{gpu.GPU_UTIL}{{{q.in_namespaces(namespaces, gpu.EXPORTED_PREFIX + 'namespace')}}}"
+    for label in ("namespace", "pod"):
+        exported = f'label_replace({exported}, "{label}", "$1", "{gpu.EXPORTED_PREFIX}{label}", "(.+)")'
+    return f"{own} or count by (namespace, pod) ({exported} < {IDLE_BELOW})"
+
+
+def cost_rules(costs: CostsSpec, spot_pools: tuple[str, ...], namespaces: tuple[str, ...]) -> list[dict[str, str]]:
+    """The recording rules that price the GPU time of the jobs in ``namespaces``.
+
+    Args:
+        costs: the stack's prices.
+        spot_pools: the pools whose nodes are spot instances.
+        namespaces: where jobs run (the training namespace and each team's).
+
+    Returns:
+        Prometheus recording rules, in the order they depend on each other.
+    """
+    requests = q.select(POD_REQUESTS, namespaces, f'resource="{GPU_RESOURCE}"')
+    running = f"{q.select(kube.POD_PHASE, namespaces, q.RUNNING_PHASE)} == 1"
+    by_job = f"on (namespace, pod) group_left ({JOB_LABEL}) {POD_JOB}"
+    return [
+        _record(
+            POD_GPUS, f"sum by (namespace, pod, node) ({requests} * on (namespace, pod, uid) group_left () ({running}))"
+        ),
+        _record(POD_JOB, _pod_jobs(namespaces)),
+        *_node_prices(costs, spot_pools),
+        _record(POD_COST, f"{POD_GPUS} * on (node) group_left () {NODE_GPU_PRICE}"),
+        _record(POD_ON_DEMAND_COST, f"{POD_GPUS} * on (node) group_left () {NODE_GPU_ON_DEMAND_PRICE}"),
+        _record(POD_IDLE_GPUS, f"({_idle_gpus(namespaces)}) and on (namespace, pod) {POD_GPUS}"),
+        _record(JOB_GPUS, f"sum by (namespace, {JOB_LABEL}) ({POD_GPUS} * {by_job})"),
+        _record(JOB_COST, f"sum by (namespace, {JOB_LABEL}) ({POD_COST} * {by_job})"),
+        _record(JOB_ON_DEMAND_COST, f"sum by (namespace, {JOB_LABEL}) ({POD_ON_DEMAND_COST} * {by_job})"),
+        _record(JOB_IDLE_GPUS, f"sum by (namespace, {JOB_LABEL}) ({POD_IDLE_GPUS} * {by_job})"),
+        _record(TEAM_GPUS, f"sum by (namespace) ({POD_GPUS})"),
+        _record(TEAM_COST, f"sum by (namespace) ({POD_COST})"),
+    ]
+
+
+def budget_alerts(scope: MonitoringScope) -> list[Alert]:
+    """``TeamBudgetExceeded`` for the teams whose spend over their period passed their budget, and
+    ``TeamBudgetNearlySpent`` at its ``warnAt`` share; none without budgets."""
+    if scope.costs is None or not scope.budgets:
+        return []
+    currency = scope.costs.currency
+
+    def spent(team: str, period: str) -> str:
+        return over(f'{TEAM_COST}{{namespace="{team}"}}', PERIOD_WINDOWS[period])
+
+    exceeded = " or ".join(f"({spent(team, b.period)} > {b.amount!r})" for team, b in scope.budgets)
+    rules = [
+        Alert(
+            "TeamBudgetExceeded",
+            exceeded,
+            0,
+            "critical",
+            f'Team {{{{ $labels.namespace }}}} spent {{{{ $value | printf "%.2f" }}}} {currency}, over its budget.',
+            "The team's jobs' GPU time over its budget period (teams[].budget) costs more than its budget, at the "
+            "stack's prices (costs). See who spends it with `ack-jobs cost --team {{ $labels.namespace }}` or the "
+            "Cost row of the training dashboard; suspend jobs (`ack-jobs suspend`) or raise the budget.",
+            "teams[].budget.amount",
+        )
+    ]
+    warned = [(team, b) for team, b in scope.budgets if b.warn_at is not None]
+    if warned:
+        # Between the warning share and the budget: past it, TeamBudgetExceeded says more.
+        nearly = " or ".join(
+            f"({spent(team, b.period)} > {b.amount * b.warn_at!r} and {spent(team, b.period)} <= {b.amount!r})"
+            for team, b in warned
+        )
+        rules.append(
+            Alert(
+                "TeamBudgetNearlySpent",
+                nearly,
+                0,
+                "warning",
+                f'Team {{{{ $labels.namespace }}}} spent {{{{ $value | printf "%.2f" }}}} {currency} of its budget.',
+                "The team's jobs have used most of the budget of their period (teams[].budget.warnAt): at this "
+                "rate it runs out. `ack-jobs cost --team {{ $labels.namespace }}` shows which jobs cost most.",
+                "teams[].budget.warnAt",
+            )
+        )
+    return rules
+
+
+def cost_rule(scope: MonitoringScope) -> Manifest | None:
+    """The PrometheusRule with the cost recording rules and the budget alerts, or ``None`` without ``costs``."""
+    if scope.costs is None:
+        return None
+    groups = [{"name": COST_GROUP, "rules": cost_rules(scope.costs, scope.spot_pools, scope.namespaces)}]
+    budgets = budget_alerts(scope)
+    if budgets:
+        groups.append({**rule_group(budgets), "name": BUDGET_GROUP})
+    return {
+        "apiVersion": MONITORING_API,
+        "kind": "PrometheusRule",
+        "metadata": {"name": COST_RULE_NAME, "namespace": scope.home, "labels": dict(MANAGED_BY)},
+        "spec": {"groups": groups},
+    }

@@ -1,0 +1,306 @@
+"""What a job costs, from the stack's prices: the ``costs`` key's checks, ``ack-jobs cost`` reading the
+stack's prices, and the cost recording rules and budget alerts under ``promtool test rules``, all against
+one recorded run whose cost is worked out by hand.
+
+The recorded run (series in the shapes kube-state-metrics v2.20.0 serves them, see
+``components/manifests/cost_rules.py``): job ``bert`` in namespace ``training`` has two pods, each
+holding all 8 GPUs of an ``ecs.gn7e-c16g1.32xlarge`` (a test price of 40 an hour on demand, 12 spot):
+
+- ``bert-master-0`` on ``spot-0``, a node of the stack's spot pool ``gpu-spot``, runs 2 h (minutes 0-119);
+- ``bert-worker-0`` on ``od-0``, a node of another pool, billed on demand, runs 1.5 h (minutes 0-89).
+
+By hand: GPU-hours 8 x 2 + 8 x 1.5 = 28; cost 2 h x 12 + 1.5 h x 40 = 24 + 60 = 84; on demand
+3.5 h x 40 = 140; spot savings 140 - 84 = 56.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import cfg, stack_config
+from loopback_api import NS, V1, jobs
+from test_cost import NODES, PODS, node
+from test_monitoring import promtool
+
+from components.config import ConfigError, MonitoringScope, load_spec
+from components.config.costs import BudgetSpec, price_table
+from components.manifests import cost_rules as c
+from components.manifests.monitoring import operator_objects
+
+KIND = "ecs.gn7e-c16g1.32xlarge"
+COSTS = {
+    "date": "2026-11-01",
+    "source": "test table",
+    "currency": "USD",
+    "instances": {KIND: {"gpus": 8, "vcpus": 128, "onDemand": 40.0, "spot": 12.0}},
+}
+BY_HAND = {"gpu_hours": 8 * 2 + 8 * 1.5, "cost": 2 * 12.0 + 1.5 * 40.0, "on_demand": 3.5 * 40.0}
+assert BY_HAND == {"gpu_hours": 28.0, "cost": 84.0, "on_demand": 140.0}
+
+
+def config(**changes: Any) -> dict[str, Any]:
+    """The dev stack with a spot pool of 8-GPU nodes, its prices and a prometheus-operator."""
+    config = stack_config("dev")
+    config[cfg("gpuPool")].update(name="gpu-spot", instanceTypes=[KIND], gpusPerNode=8)
+    config[cfg("training")]["gpuQuota"] = 16
+    config[cfg("monitoring")] = {"prometheus": "operator"}
+    config[cfg("costs")] = json.loads(json.dumps(COSTS))
+    for key, value in changes.items():
+        config[cfg(key)] = value
+    return config
+
+
+# --- the costs key ----------------------------------------------------------------------------
+
+
+def bad(change: dict[str, Any]) -> dict[str, Any]:
+    costs = {**COSTS, **change}
+    return config(costs={k: v for k, v in costs.items() if v is not None})
+
+
+@pytest.mark.parametrize(
+    ("raw", "error"),
+    [
+        (bad({"date": None}), "ack-training-platform:costs.date: required key is missing"),
+        (bad({"source": None}), "ack-training-platform:costs.source: required key is missing"),
+        (
+            bad({"instances": {"ecs.gn7i-c8g1.2xlarge": {"gpus": 1, "vcpus": 8, "onDemand": 1.0}}}),
+            "ack-training-platform:costs.instances: no price for the GPU pool's instance types "
+            "['ecs.gn7e-c16g1.32xlarge']: add them, so its nodes' time is priced",
+        ),
+        (
+            bad({"instances": {KIND: {"gpus": 8, "vcpus": 128, "onDemand": 40.0}}}),
+            f"ack-training-platform:costs.instances: {KIND}: no spot price, and gpuPool 'gpu-spot' runs spot "
+            "instances (SpotAsPriceGo): give spot, the price it was read at",
+        ),
+        (
+            bad({"instances": {KIND: {"gpus": 4, "vcpus": 128, "onDemand": 40.0, "spot": 12.0}}}),
+            f"ack-training-platform:costs.instances: {KIND}: gpus is 4, but gpuPool.gpusPerNode is 8: a pod "
+            "pays its GPUs' share of the node, so give the instance's GPU count",
+        ),
+    ],
+)
+def test_a_price_table_without_its_date_or_source_or_a_pool_price_is_refused(raw, error) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_spec(raw, credentials=False)
+    assert error in str(raised.value)
+
+
+def test_a_budget_needs_prices() -> None:
+    raw = stack_config("prod")
+    raw[cfg("teams")][0]["budget"] = {"amount": 1000, "period": "week"}
+    with pytest.raises(ConfigError) as raised:
+        load_spec(raw, credentials=False)
+    assert "ack-training-platform:teams[0].budget: a budget is counted in the stack's prices, and it has none" in str(
+        raised.value
+    )
+
+
+def test_the_stack_exports_its_prices_with_the_spot_pools() -> None:
+    table = price_table(load_spec(config(), credentials=False))
+    assert table == {**COSTS, "instances": {KIND: {**COSTS["instances"][KIND]}}, "spotPools": ["gpu-spot"]}
+    assert price_table(load_spec(stack_config("dev"), credentials=False)) is None
+
+
+# --- ack-jobs cost with the stack's prices ---------------------------------------------------
+
+
+def outputs_file(tmp_path: Path) -> Path:
+    path = tmp_path / "outputs.json"
+    path.write_text(json.dumps({"prices": price_table(load_spec(config(), credentials=False))}))
+    return path
+
+
+def test_ack_jobs_cost_prices_the_recorded_run_from_the_stack(cluster, tmp_path: Path) -> None:
+    api, kubeconfig = cluster
+    api.routes[("GET", f"{V1}/bert")] = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "bert"},
+    }
+    api.pods += PODS
+    api.nodes += [node("spot-0", "gpu-spot"), node("od-0", "gpu")]
+    code, lines = jobs(kubeconfig, "--outputs", str(outputs_file(tmp_path)), "cost", "bert")
+    assert code == 0, lines
+    assert lines[0] == "Prices: test table, read 2026-11-01 (USD)"
+    row = lines[2].split()
+    assert row[0] == "bert"
+    assert [float(v) for v in row[1:4]] == [
+        BY_HAND["gpu_hours"],
+        BY_HAND["cost"],
+        BY_HAND["on_demand"] - BY_HAND["cost"],
+    ]
+
+
+def test_the_command_line_table_overrides_the_stacks(cluster, tmp_path: Path) -> None:
+    api, kubeconfig = cluster
+    api.routes[("GET", f"{V1}/bert")] = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "bert"},
+    }
+    api.pods += PODS
+    api.nodes += NODES
+    prices = tmp_path / "prices.yaml"
+    # Everything on demand at 20 an hour: 3.5 h x 20 = 70.
+    prices.write_text(
+        yaml.safe_dump(
+            {**COSTS, "source": "the bill", "instances": {KIND: {"gpus": 8, "vcpus": 128, "onDemand": 20.0}}}
+        )
+    )
+    code, lines = jobs(kubeconfig, "--outputs", str(outputs_file(tmp_path)), "cost", "bert", "--prices", str(prices))
+    assert code == 0, lines
+    assert lines[0] == "Prices: the bill, read 2026-11-01 (USD)"
+    assert lines[2].split()[2] == "70.00"
+
+
+def test_cost_without_any_prices_says_where_to_set_them(cluster, tmp_path: Path, capsys) -> None:
+    _, kubeconfig = cluster
+    empty = tmp_path / "outputs.json"
+    empty.write_text("{}")
+    assert jobs(kubeconfig, "--outputs", str(empty), "cost", "bert") == (2, [])
+    assert capsys.readouterr().err == (
+        "ack-jobs cost: the stack has no prices (its costs key, docs/monitoring.md): set costs, or give "
+        "--prices FILE, a dated price table with its source\n"
+    )
+
+
+# --- the recording rules and budget alerts under promtool --------------------------------------
+
+MINUTES = 180
+RUNNING_UNTIL = {"bert-master-0": 120, "bert-worker-0": 90}
+ON_NODE = {"bert-master-0": "spot-0", "bert-worker-0": "od-0"}
+
+
+def recorded_run() -> dict[str, str]:
+    """The run above as input series, one sample a minute for 3 h."""
+    series = {
+        f'kube_node_labels{{node="spot-0",{c.INSTANCE_TYPE_SERIES}="{KIND}",{c.POOL_SERIES}="gpu-spot"}}': f"1x{MINUTES}",
+        f'kube_node_labels{{node="od-0",{c.INSTANCE_TYPE_SERIES}="{KIND}",{c.POOL_SERIES}="gpu"}}': f"1x{MINUTES}",
+    }
+    for pod, until in RUNNING_UNTIL.items():
+        ids = f'namespace="{NS}",pod="{pod}",uid="{pod}-uid"'
+        # Requests stay while the finished pod is kept; only its phase says it stopped.
+        series[
+            f'kube_pod_container_resource_requests{{{ids},container="pytorch",node="{ON_NODE[pod]}",'
+            f'resource="nvidia_com_gpu",unit="integer"}}'
+        ] = f"8x{MINUTES}"
+        series[
+            f'kube_pod_container_resource_requests{{{ids},container="pytorch",node="{ON_NODE[pod]}",resource="cpu",unit="core"}}'
+        ] = f"16x{MINUTES}"
+        series[f'kube_pod_status_phase{{{ids},phase="Running"}}'] = f"1x{until - 1} 0x{MINUTES - until}"
+        series[f'kube_pod_status_phase{{{ids},phase="Succeeded"}}'] = f"0x{until - 1} 1x{MINUTES - until}"
+        series[f'kube_pod_owner{{{ids},owner_kind="PyTorchJob",owner_name="bert",owner_is_controller="true"}}'] = (
+            f"1x{MINUTES}"
+        )
+    # dcgm-exporter behind honorLabels false: the GPU's pod as exported_pod. GPU 0 of the master ran no
+    # kernel for its first 30 minutes: 0.5 idle GPU-hours.
+    for gpu in range(8):
+        labels = f'exported_namespace="{NS}",exported_pod="bert-master-0",gpu="{gpu}",namespace="gpu-operator"'
+        series[f"DCGM_FI_DEV_GPU_UTIL{{{labels}}}"] = "0x29 90x89 stale" if gpu == 0 else "90x119 stale"
+    return series
+
+
+def promtool_test(tmp_path: Path, groups: list[dict[str, Any]], tests: list[dict[str, Any]]) -> None:
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": groups}))
+    checked = subprocess.run([promtool(), "check", "rules", "rules.yaml"], cwd=tmp_path, capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    (tmp_path / "tests.yaml").write_text(
+        yaml.safe_dump({"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": tests})
+    )
+    result = subprocess.run([promtool(), "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def without_annotations(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for group in groups:
+        for rule in group["rules"]:
+            rule.pop("annotations", None)
+    return groups
+
+
+def stack_rules(budgets: tuple[tuple[str, BudgetSpec], ...] = ()) -> list[dict[str, Any]]:
+    """The cost PrometheusRule's groups as the stack's operator objects hold them."""
+    spec = load_spec(config(), credentials=False)
+    scope = spec.monitoring_scope()
+    if budgets:
+        scope = MonitoringScope(
+            **{**scope.__dict__, "namespaces": (*scope.namespaces, *(t for t, _ in budgets)), "budgets": budgets}
+        )
+    rule = next(o for o in operator_objects(scope) if o["metadata"]["name"] == c.COST_RULE_NAME)
+    return rule["spec"]["groups"]
+
+
+def test_the_recording_rules_price_the_recorded_run_as_by_hand(tmp_path: Path) -> None:
+    job = f'{{namespace="{NS}",training_job="bert"}}'
+    at = f"{MINUTES}m"
+
+    def total(series: str) -> str:
+        return c.over(f"{series}{job}", "1d")
+
+    # Per minute while both pods run (minutes 0-89): 8 GPUs x 12/8 + 8 GPUs x 40/8 = 52 an hour; while only the
+    # master runs (90-119): 12. Read once a minute and divided by 60: (90 x 52 + 30 x 12) / 60 = 84.
+    # GPUs: (90 x 16 + 30 x 8) / 60 = 28 GPU-hours; on demand (90 x 80 + 30 x 40) / 60 = 140.
+    # Idle: GPU 0 of the master under 1 % for 30 minutes: 30 x 1 / 60 = 0.5 GPU-hours.
+    expected = {
+        c.JOB_COST: BY_HAND["cost"],
+        c.JOB_GPUS: BY_HAND["gpu_hours"],
+        c.JOB_ON_DEMAND_COST: BY_HAND["on_demand"],
+        c.JOB_IDLE_GPUS: 0.5,
+    }
+    tests = [
+        {
+            "interval": "1m",
+            "input_series": [{"series": s, "values": v} for s, v in recorded_run().items()],
+            "promql_expr_test": [
+                *(
+                    {"expr": total(series), "eval_time": at, "exp_samples": [{"labels": job, "value": value}]}
+                    for series, value in expected.items()
+                ),
+                # The team's (namespace's) spend is the job's, its only one.
+                {
+                    "expr": c.over(f'{c.TEAM_COST}{{namespace="{NS}"}}', "1d"),
+                    "eval_time": at,
+                    "exp_samples": [{"labels": f'{{namespace="{NS}"}}', "value": BY_HAND["cost"]}],
+                },
+                # At minute 60 both pods run: 52 an hour.
+                {
+                    "expr": c.JOB_COST,
+                    "eval_time": "60m",
+                    "exp_samples": [{"labels": f"{c.JOB_COST}{job}", "value": 52}],
+                },
+            ],
+        }
+    ]
+    promtool_test(tmp_path, stack_rules(), tests)
+
+
+def test_a_team_over_its_budget_is_alerted_and_nearly_over_it_warned(tmp_path: Path) -> None:
+    # The run's namespace as a team with a budget of 80 a day, warned at 80 % (64). One reading a minute,
+    # from minute 0: 52/60 each while both pods run (minutes 0-89), then 12/60.
+    # Minute 72 (73 readings): 73 x 52/60 = 63.27, under 64. Minute 73: 74 x 52/60 = 64.13, over 64.
+    # Minute 99: 90 x 52/60 + 10 x 12/60 = 78 + 2 = 80, not over 80. Minute 100: 78 + 11 x 12/60 = 80.2.
+    budgets = ((NS, BudgetSpec(amount=80, period="day", warn_at=0.8)), ("vision", BudgetSpec(amount=1, period="day")))
+    groups = without_annotations(stack_rules(budgets))
+    warned = [{"exp_labels": {"namespace": NS, "severity": "warning"}}]
+    exceeded = [{"exp_labels": {"namespace": NS, "severity": "critical"}}]
+    tests = [
+        {
+            "interval": "1m",
+            "input_series": [{"series": s, "values": v} for s, v in recorded_run().items()],
+            "alert_rule_test": [
+                {"eval_time": "72m", "alertname": "TeamBudgetNearlySpent", "exp_alerts": []},
+                {"eval_time": "73m", "alertname": "TeamBudgetNearlySpent", "exp_alerts": warned},
+                {"eval_time": "99m", "alertname": "TeamBudgetNearlySpent", "exp_alerts": warned},
+                {"eval_time": "99m", "alertname": "TeamBudgetExceeded", "exp_alerts": []},
+                {"eval_time": "100m", "alertname": "TeamBudgetExceeded", "exp_alerts": exceeded},
+                {"eval_time": "100m", "alertname": "TeamBudgetNearlySpent", "exp_alerts": []},
+            ],
+        }
+    ]
+    promtool_test(tmp_path, groups, tests)
