@@ -7,6 +7,7 @@ out as source, each field documented with its spec field's docstring.
 
 from __future__ import annotations
 
+import datetime
 import inspect
 import ipaddress
 import json
@@ -72,7 +73,7 @@ class _InputTypes:
 
     def annotation(self, annotation: Any, owner: type[BaseModel], field: str) -> str:
         """The analyzer's type for a spec field: builtins as they are, a nested spec as its
-        input type, a ``Literal`` as an enum, text-like values (CIDRs) as ``str``."""
+        input type, a ``Literal`` as an enum, text-like values (CIDRs, dates) as ``str``."""
         if typing.get_origin(annotation) is Annotated:
             return self.annotation(typing.get_args(annotation)[0], owner, field)
         origin, args = typing.get_origin(annotation), typing.get_args(annotation)
@@ -89,7 +90,8 @@ class _InputTypes:
             return f"dict[str, pulumi.Input[{self.annotation(args[1], owner, field)}]]"
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             return self.model(annotation)
-        if annotation in (ipaddress.IPv4Network, ipaddress.IPv4Address):
+        # A date travels as its ISO text (YYYY-MM-DD), which the spec parses.
+        if annotation in (ipaddress.IPv4Network, ipaddress.IPv4Address, datetime.date):
             return "str"
         if annotation in (str, int, float, bool):
             return annotation.__name__

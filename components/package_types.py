@@ -858,6 +858,25 @@ class TeamMemberSpec(TypedDict):
     name: pulumi.Input[str]
 
 
+class BudgetPeriod(enum.StrEnum):
+    """The values of BudgetSpec.period."""
+
+    DAY = "day"
+    WEEK = "week"
+    MONTH = "month"
+
+
+class BudgetSpec(TypedDict):
+    """What a team may spend per period before its budget alert fires (in `costs.currency`)."""
+
+    amount: pulumi.Input[float]
+    """Spend allowed in one period, in `costs.currency`."""
+    period: NotRequired[pulumi.Input[BudgetPeriod]]
+    """`day`, `week` or `month`: the last 1, 7 or 30 days, a rolling window."""
+    warn_at: NotRequired[pulumi.Input[float]]
+    """Share of `amount` at which a warning fires first; unset (`null`) for none."""
+
+
 class TeamSpec(TypedDict):
     """One team: a namespace of its own (named after the team), claims on its own NAS
     directory `<basePath>/<team>/<claim>`, a quota, a Kueue LocalQueue when Kueue is on, and
@@ -877,6 +896,8 @@ class TeamSpec(TypedDict):
     """The team may run eRDMA jobs (`network: rdma`): its pods may request the GPU pool's eRDMA
     devices, which the admission policy refuses to other teams. Its namespace enforces `baseline`
     like every other: eRDMA pods are unprivileged, on the pod network."""
+    budget: NotRequired[pulumi.Input[BudgetSpec]]
+    """What the team's jobs may cost per period (`costs` prices them); over it, `TeamBudgetExceeded` fires. Unset: no budget alert."""
 
 
 class MonitoringPrometheus(enum.StrEnum):
@@ -955,6 +976,42 @@ class MonitoringSpec(TypedDict):
     Prometheus's namespace, or no pod may scrape the teams' jobs."""
 
 
+class InstancePriceSpec(TypedDict):
+    """One ECS instance type's hourly prices, in the table's currency."""
+
+    gpus: pulumi.Input[int]
+    """GPUs the instance has (0 for a CPU instance): a pod pays its GPUs' share of the instance."""
+    vcpus: pulumi.Input[int]
+    """vCPUs the instance has: a pod without GPUs pays its CPU's share of the instance."""
+    on_demand: pulumi.Input[float]
+    """Pay-as-you-go price per hour."""
+    spot: NotRequired[pulumi.Input[float]]
+    """Spot price per hour when it was read; required for the instance types of a spot pool."""
+
+
+class CostsSpec(TypedDict):
+    """The prices the platform's cost figures use, with the date and the source they were read from::
+
+        costs:
+          date: 2026-11-01
+          source: ECS console price calculator, cn-hangzhou, pay-as-you-go and spot
+          currency: USD
+          instances:
+            ecs.gn7i-c32g1.8xlarge: {gpus: 1, vcpus: 32, onDemand: 2.5, spot: 0.9}
+
+    A node of a spot pool (`gpuPool.spotStrategy` other than `NoSpot`) is priced at `spot`, every
+    other node at `onDemand`."""
+
+    date: pulumi.Input[str]
+    """When the prices were read (`YYYY-MM-DD`); every cost report repeats it."""
+    source: pulumi.Input[str]
+    """Where they were read: the ECS price calculator, `DescribePrice`, a bill, with the region."""
+    currency: pulumi.Input[str]
+    """ISO 4217 code of the prices, e.g. `USD` or `CNY`."""
+    instances: pulumi.Input[dict[str, pulumi.Input[InstancePriceSpec]]]
+    """Prices per ECS instance type (the nodes' `node.kubernetes.io/instance-type` label)."""
+
+
 class PlatformSpec(TypedDict):
     """Everything one stack deploys. Each field is a stack config key."""
 
@@ -994,3 +1051,6 @@ class PlatformSpec(TypedDict):
     """Datasets copied onto a data volume, each by a one-shot Job `import-<name>`; jobs read
     them from `/mnt/data/<name>`."""
     monitoring: NotRequired[pulumi.Input[MonitoringSpec]]
+    costs: NotRequired[pulumi.Input[CostsSpec]]
+    """Hourly prices per instance type, with their date and source: cost recording rules, team budgets and
+    `ack-jobs cost`. Unset: no cost rules, and `ack-jobs cost` needs `--prices`."""

@@ -66,7 +66,7 @@ INVALID = [
     (
         "unknown top-level key",
         {"gpuPol": {}},
-        "ack-training-platform:gpuPol: unknown key; did you mean 'gpuPool'? valid keys: cluster, datasets, gpuPool, imageLock, "
+        "ack-training-platform:gpuPol: unknown key; did you mean 'gpuPool'? valid keys: cluster, costs, datasets, gpuPool, imageLock, "
         "imageMirror, jobs, mirrorFill, monitoring, network, operator, registry, storage, teams, trainerV2, training",
     ),
     (

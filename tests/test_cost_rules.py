@@ -25,11 +25,12 @@ import yaml
 from conftest import cfg, stack_config
 from loopback_api import NS, V1, jobs
 from test_cost import NODES, PODS, node
-from test_monitoring import promtool
+from test_monitoring import metric_names_in, promtool
 
 from components.config import ConfigError, MonitoringScope, load_spec
 from components.config.costs import BudgetSpec, price_table
 from components.manifests import cost_rules as c
+from components.manifests import gpu_metrics, kube_metrics
 from components.manifests.monitoring import operator_objects
 
 KIND = "ecs.gn7e-c16g1.32xlarge"
@@ -304,3 +305,74 @@ def test_a_team_over_its_budget_is_alerted_and_nearly_over_it_warned(tmp_path: P
         }
     ]
     promtool_test(tmp_path, groups, tests)
+
+
+# --- the dashboard's Cost row ------------------------------------------------------------------
+
+
+def cost_row() -> list[dict[str, Any]]:
+    """The panels after the dashboard's Cost row, as the stack's dashboard ConfigMap holds them."""
+    board = next(
+        o
+        for o in operator_objects(load_spec(config(), credentials=False).monitoring_scope())
+        if o["kind"] == "ConfigMap"
+    )
+    panels = json.loads(next(iter(board["data"].values())))["panels"]
+    titles = [p["title"] for p in panels]
+    return panels[titles.index("Cost") + 1 :]
+
+
+def test_the_cost_panels_read_only_recorded_series_and_the_rules_only_served_ones() -> None:
+    recorded = {rule["record"] for group in stack_rules() for rule in group["rules"] if "record" in rule}
+    served = set(gpu_metrics.EXPORTED) | set(kube_metrics.KUBE_STATE_METRICS) | {c.POD_REQUESTS, c.NODE_LABELS}
+    panels = cost_row()
+    assert [p["title"] for p in panels] == [
+        "Cost per hour by job (USD)",
+        "Cost per job over the time range (USD)",
+        "GPU-hours and idle GPU-hours over the time range",
+    ]
+    for panel in panels:
+        for target in panel["targets"]:
+            read = metric_names_in(target["expr"])
+            assert read and read <= recorded, target["expr"]
+            assert 'namespace="$namespace"' in target["expr"]
+    for group in stack_rules():
+        for rule in group["rules"]:
+            assert metric_names_in(rule["expr"]) <= served | recorded, rule["expr"]
+    # Without prices there are neither rules nor a Cost row.
+    plain = operator_objects(
+        load_spec(
+            stack_config("dev") | {cfg("monitoring"): {"prometheus": "operator"}}, credentials=False
+        ).monitoring_scope()
+    )
+    assert c.COST_RULE_NAME not in {o["metadata"]["name"] for o in plain}
+    assert "Cost" not in next(o for o in plain if o["kind"] == "ConfigMap")["data"]["training.json"]
+
+
+def test_the_cost_panel_shows_the_recorded_runs_cost_as_by_hand(tmp_path: Path) -> None:
+    # The panel's queries as Grafana sends them for namespace training over the last day, at minute 180.
+    (spent,) = [p for p in cost_row() if p["title"].startswith("Cost per job over")]
+    queries = [t["expr"].replace("$namespace", NS).replace("$__range", "1d") for t in spent["targets"]]
+    bert = f'{{namespace="{NS}",training_job="bert"}}'
+    tests = [
+        {
+            "interval": "1m",
+            "input_series": [{"series": s, "values": v} for s, v in recorded_run().items()],
+            "promql_expr_test": [
+                {"expr": queries[0], "eval_time": f"{MINUTES}m", "exp_samples": [{"labels": bert, "value": 84}]},
+                # Spot savings: 140 - 84.
+                {"expr": queries[1], "eval_time": f"{MINUTES}m", "exp_samples": [{"labels": bert, "value": 56}]},
+            ],
+        }
+    ]
+    promtool_test(tmp_path, stack_rules(), tests)
+
+
+def test_the_stack_deploys_the_cost_rules_and_exports_its_prices(run_stack) -> None:
+    plan = run_stack(config())
+    rules = {r.name: r.inputs for r in plan.of_type("kubernetes:monitoring.coreos.com/v1:PrometheusRule")}
+    assert rules[c.COST_RULE_NAME]["spec"]["groups"][0]["name"] == c.COST_GROUP
+    assert rules[c.COST_RULE_NAME]["metadata"]["namespace"] == NS
+    assert plan.outputs["prices"] == price_table(load_spec(config(), credentials=False))
+    # A stack without prices exports none, and ack-jobs cost then asks for --prices.
+    assert "prices" not in run_stack(stack_config("dev"), "dev").outputs

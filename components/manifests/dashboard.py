@@ -20,6 +20,7 @@ from trainer import metric_names as trainer
 
 from . import gpu_metrics as gpu
 from .base import MANAGED_BY, Manifest
+from .cost_dashboard import cost_panels
 from .scraping import JOB_LABEL
 
 DASHBOARD_UID = "ack-training-job"
@@ -41,11 +42,12 @@ def _panel(title: str, unit: str, *queries: tuple[str, str], description: str = 
     return panel
 
 
-def training_dashboard(namespaces: Sequence[str]) -> dict[str, object]:
+def training_dashboard(namespaces: Sequence[str], *, cost_currency: str | None = None) -> dict[str, object]:
     """The dashboard of one training job in one of ``namespaces``, as Grafana's JSON model.
 
     Args:
         namespaces: where jobs run, the training namespace first (the default), then each team's.
+        cost_currency: the prices' currency where the cost recording rules run: adds the Cost row.
 
     Returns:
         The dashboard JSON (a dict), ready to import or to put in a ConfigMap.
@@ -191,6 +193,10 @@ def training_dashboard(namespaces: Sequence[str]) -> dict[str, object]:
             )
         )
     )
+    if cost_currency is not None:
+        board = board.with_row(gf.Row("Cost"))
+        for panel in cost_panels(namespace, cost_currency, DATASOURCE):
+            board = board.with_panel(panel)
     return json.loads(json.dumps(board.build(), cls=JSONEncoder))
 
 

@@ -36,5 +36,6 @@ def operator_objects(scope: MonitoringScope) -> list[Manifest]:
     if (costs := cost_rule(scope)) is not None:
         objects.append(costs)
     if scope.monitoring.dashboard:
-        objects.append(dashboard_configmap(training_dashboard(scope.namespaces), scope.home))
+        currency = scope.costs.currency if scope.costs is not None else None
+        objects.append(dashboard_configmap(training_dashboard(scope.namespaces, cost_currency=currency), scope.home))
     return _labelled(objects, scope)
