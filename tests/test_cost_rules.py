@@ -191,9 +191,9 @@ def recorded_run() -> dict[str, str]:
             f'kube_pod_container_resource_requests{{{ids},container="pytorch",node="{ON_NODE[pod]}",'
             f'resource="nvidia_com_gpu",unit="integer"}}'
         ] = f"8x{MINUTES}"
-        series[
-            f'kube_pod_container_resource_requests{{{ids},container="pytorch",node="{ON_NODE[pod]}",resource="cpu",unit="core"}}'
-        ] = f"16x{MINUTES}"
+        asked = f'kube_pod_container_resource_requests{{{ids},container="pytorch",node="{ON_NODE[pod]}"'
+        series[f'{asked},resource="cpu",unit="core"}}'] = f"16x{MINUTES}"
+        series[f'{asked},resource="memory",unit="byte"}}'] = f"{64 * 2**30}x{MINUTES}"
         series[f'kube_pod_status_phase{{{ids},phase="Running"}}'] = f"1x{until - 1} 0x{MINUTES - until}"
         series[f'kube_pod_status_phase{{{ids},phase="Succeeded"}}'] = f"0x{until - 1} 1x{MINUTES - until}"
         series[f'kube_pod_owner{{{ids},owner_kind="PyTorchJob",owner_name="bert",owner_is_controller="true"}}'] = (
@@ -248,7 +248,10 @@ def test_the_recording_rules_price_the_recorded_run_as_by_hand(tmp_path: Path) -
     # master runs (90-119): 12. Read once a minute and divided by 60: (90 x 52 + 30 x 12) / 60 = 84.
     # GPUs: (90 x 16 + 30 x 8) / 60 = 28 GPU-hours; on demand (90 x 80 + 30 x 40) / 60 = 140.
     # Idle: GPU 0 of the master under 1 % for 30 minutes: 30 x 1 / 60 = 0.5 GPU-hours.
+    # CPU: 16 cores a pod, (90 x 32 + 30 x 16) / 60 = 56 core-hours; memory 64 GiB a pod, 3.5 x 64 = 224 GiB-hours.
     expected = {
+        c.JOB_CPU: 56,
+        c.JOB_MEMORY: 224 * 2**30,
         c.JOB_COST: BY_HAND["cost"],
         c.JOB_GPUS: BY_HAND["gpu_hours"],
         c.JOB_ON_DEMAND_COST: BY_HAND["on_demand"],

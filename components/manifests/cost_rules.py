@@ -6,7 +6,8 @@ Series they read, from kubernetes/kube-state-metrics v2.20.0:
 
 - ``kube_pod_container_resource_requests`` (``internal/store/pod.go``): one series per container and
   requested resource, labelled ``namespace``, ``pod``, ``uid``, ``container``, ``node``, ``resource``,
-  ``unit``, for every pod whatever its phase (so the rules keep the running ones). An extended resource
+  ``unit``, for every pod whatever its phase (so the rules keep the running ones); CPU in cores, memory
+  in bytes. An extended resource
   is named by ``SanitizeLabelName`` (``internal/store/utils.go``: every character outside
   ``[a-zA-Z0-9_]`` becomes ``_``), so ``nvidia.com/gpu`` is ``resource="nvidia_com_gpu"``.
 - ``kube_node_labels`` (``internal/store/node.go``): ``node`` and a ``label_<key>`` per node label that
@@ -62,6 +63,8 @@ JOB_GPUS = f"{PREFIX}:job_gpus:allocated"
 JOB_COST = f"{PREFIX}:job_cost:hourly"
 JOB_ON_DEMAND_COST = f"{PREFIX}:job_on_demand_cost:hourly"
 JOB_IDLE_GPUS = f"{PREFIX}:job_gpus:idle"
+JOB_CPU = f"{PREFIX}:job_cpu_cores:requested"
+JOB_MEMORY = f"{PREFIX}:job_memory_bytes:requested"
 TEAM_GPUS = f"{PREFIX}:namespace_gpus:allocated"
 TEAM_COST = f"{PREFIX}:namespace_cost:hourly"
 
@@ -131,13 +134,15 @@ def cost_rules(costs: CostsSpec, spot_pools: tuple[str, ...], namespaces: tuple[
     Returns:
         Prometheus recording rules, in the order they depend on each other.
     """
-    requests = q.select(POD_REQUESTS, namespaces, f'resource="{GPU_RESOURCE}"')
     running = f"{q.select(kube.POD_PHASE, namespaces, q.RUNNING_PHASE)} == 1"
+
+    def requested(resource: str) -> str:
+        asked = q.select(POD_REQUESTS, namespaces, f'resource="{resource}"')
+        return f"sum by (namespace, pod, node) ({asked} * on (namespace, pod, uid) group_left () ({running}))"
+
     by_job = f"on (namespace, pod) group_left ({JOB_LABEL}) {POD_JOB}"
     return [
-        _record(
-            POD_GPUS, f"sum by (namespace, pod, node) ({requests} * on (namespace, pod, uid) group_left () ({running}))"
-        ),
+        _record(POD_GPUS, requested(GPU_RESOURCE)),
         _record(POD_JOB, _pod_jobs(namespaces)),
         *_node_prices(costs, spot_pools),
         _record(POD_COST, f"{POD_GPUS} * on (node) group_left () {NODE_GPU_PRICE}"),
@@ -147,6 +152,9 @@ def cost_rules(costs: CostsSpec, spot_pools: tuple[str, ...], namespaces: tuple[
         _record(JOB_COST, f"sum by (namespace, {JOB_LABEL}) ({POD_COST} * {by_job})"),
         _record(JOB_ON_DEMAND_COST, f"sum by (namespace, {JOB_LABEL}) ({POD_ON_DEMAND_COST} * {by_job})"),
         _record(JOB_IDLE_GPUS, f"sum by (namespace, {JOB_LABEL}) ({POD_IDLE_GPUS} * {by_job})"),
+        # CPU and memory are not priced (a pod pays its GPUs' share of the node), only counted.
+        _record(JOB_CPU, f"sum by (namespace, {JOB_LABEL}) ({requested('cpu')} * {by_job})"),
+        _record(JOB_MEMORY, f"sum by (namespace, {JOB_LABEL}) ({requested('memory')} * {by_job})"),
         _record(TEAM_GPUS, f"sum by (namespace) ({POD_GPUS})"),
         _record(TEAM_COST, f"sum by (namespace) ({POD_COST})"),
     ]
