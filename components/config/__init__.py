@@ -47,6 +47,7 @@ from .cluster import (
     SystemPoolSpec,
     VSwitchSpec,
 )
+from .costs import BudgetSpec, CostsSpec, InstancePriceSpec
 from .datasets import DatasetImportSpec, oss_location
 from .job_settings import (
     CheckpointKeySpec,
@@ -73,12 +74,15 @@ __all__ = [
     "ApiServerSpec",
     "AutoscalerSpec",
     "Backend",
+    "BudgetSpec",
     "CheckpointKeySpec",
     "SecretEnv",
     "SecretKeySelector",
     "Cidr",
     "ClusterSpec",
     "ConfigError",
+    "CostsSpec",
+    "InstancePriceSpec",
     "SpecError",
     "Cpu",
     "DEFAULT_CPU_SHM_GIB",
