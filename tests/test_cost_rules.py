@@ -284,6 +284,40 @@ def test_the_recording_rules_price_the_recorded_run_as_by_hand(tmp_path: Path) -
     promtool_test(tmp_path, stack_rules(), tests)
 
 
+def test_a_trainjobs_pods_are_its_own_through_their_jobset(tmp_path: Path) -> None:
+    # Trainer v2: the TrainJob's JobSet, named after it, owns a Job per replicated job, and that Job owns the
+    # pods (kube_pod_owner, kube_job_owner). One pod holding 2 of od-0's 8 GPUs (on demand, 40/8 = 5 a GPU)
+    # for 60 minutes: 2 x 5 x 1 h = 10, and 2 GPU-hours.
+    ids = f'namespace="{NS}",pod="gpt-node-0-0-x7k2p",uid="g"'
+    series = {
+        f'kube_node_labels{{node="od-0",{c.INSTANCE_TYPE_SERIES}="{KIND}",{c.POOL_SERIES}="gpu"}}': "1x90",
+        f'kube_pod_container_resource_requests{{{ids},container="node",node="od-0",resource="nvidia_com_gpu",unit="integer"}}': "2x90",
+        f'kube_pod_status_phase{{{ids},phase="Running"}}': "1x59 0x31",
+        f'kube_pod_owner{{{ids},owner_kind="Job",owner_name="gpt-node-0",owner_is_controller="true"}}': "1x90",
+        f'kube_job_owner{{namespace="{NS}",job_name="gpt-node-0",owner_kind="JobSet",owner_name="gpt",owner_is_controller="true"}}': "1x90",
+    }
+    gpt = f'{{namespace="{NS}",training_job="gpt"}}'
+    tests = [
+        {
+            "interval": "1m",
+            "input_series": [{"series": k, "values": v} for k, v in series.items()],
+            "promql_expr_test": [
+                {
+                    "expr": c.over(f"{c.JOB_COST}{gpt}", "1d"),
+                    "eval_time": "90m",
+                    "exp_samples": [{"labels": gpt, "value": 10}],
+                },
+                {
+                    "expr": c.over(f"{c.JOB_GPUS}{gpt}", "1d"),
+                    "eval_time": "90m",
+                    "exp_samples": [{"labels": gpt, "value": 2}],
+                },
+            ],
+        }
+    ]
+    promtool_test(tmp_path, stack_rules(), tests)
+
+
 def test_a_team_over_its_budget_is_alerted_and_nearly_over_it_warned(tmp_path: Path) -> None:
     # The run's namespace as a team with a budget of 80 a day, warned at 80 % (64). One reading a minute,
     # from minute 0: 52/60 each while both pods run (minutes 0-89), then 12/60.
