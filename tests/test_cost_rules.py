@@ -413,3 +413,8 @@ def test_the_stack_deploys_the_cost_rules_and_exports_its_prices(run_stack) -> N
     assert plan.outputs["prices"] == price_table(load_spec(config(), credentials=False))
     # A stack without prices exports none, and ack-jobs cost then asks for --prices.
     assert "prices" not in run_stack(stack_config("dev"), "dev").outputs
+
+
+def test_the_docs_give_the_exporter_flag_the_rules_need() -> None:
+    docs = (Path(__file__).parent.parent / "docs" / "monitoring.md").read_text()
+    assert f"`--metric-labels-allowlist={c.NODE_LABELS_ALLOWLIST}`" in docs

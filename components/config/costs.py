@@ -18,6 +18,11 @@ from .base import Spec, field_error
 if TYPE_CHECKING:
     from .platform import PlatformSpec
 
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+"""A node's ECS instance type, the key of its price (Kubernetes well-known labels)."""
+IDLE_BELOW = 1.0
+"""A GPU whose utilisation sample (``DCGM_FI_DEV_GPU_UTIL``, percent) is under 1 % ran practically no kernel:
+idle, as both ``ack-jobs cost`` and the cost rules count it."""
 BudgetPeriod = Literal["day", "week", "month"]
 PERIOD_WINDOWS: dict[str, str] = {"day": "1d", "week": "7d", "month": "30d"}
 """What a budget's period means: the spend over the last day, 7 days or 30 days, a rolling window

@@ -27,7 +27,7 @@ priced here (``ack-jobs cost`` prices them by CPU share).
 from __future__ import annotations
 
 from ..config import POOL_LABEL, MonitoringScope
-from ..config.costs import PERIOD_WINDOWS, CostsSpec
+from ..config.costs import IDLE_BELOW, INSTANCE_TYPE_LABEL, PERIOD_WINDOWS, CostsSpec
 from . import alert_queries as q
 from . import gpu_metrics as gpu
 from . import kube_metrics as kube
@@ -42,14 +42,10 @@ BUDGET_GROUP = "ack-training-platform.budget"
 POD_REQUESTS = "kube_pod_container_resource_requests"
 NODE_LABELS = "kube_node_labels"
 GPU_RESOURCE = "nvidia_com_gpu"
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
-"""The node's ECS instance type (Kubernetes well-known labels)."""
 INSTANCE_TYPE_SERIES = "label_node_kubernetes_io_instance_type"
 POOL_SERIES = "label_ack_training_platform_pool"
 NODE_LABELS_ALLOWLIST = f"nodes=[{INSTANCE_TYPE_LABEL},{POOL_LABEL}]"
 """kube-state-metrics' ``--metric-labels-allowlist`` value that serves the node labels the prices join on."""
-IDLE_BELOW = 1
-"""A GPU whose utilisation is under 1 % ran practically no kernel (as ``ack-jobs cost`` counts it)."""
 
 PREFIX = "ack_training_platform"
 POD_GPUS = f"{PREFIX}:pod_gpus:running"
@@ -94,6 +90,7 @@ def _node_prices(costs: CostsSpec, spot_pools: tuple[str, ...]) -> list[dict[str
         on_demand = price.on_demand / price.gpus
         if spot:
             rules.append(_record(NODE_GPU_PRICE, f'max by (node) ({nodes},{POOL_SERIES}!~"{spot}"}}) * {on_demand!r}'))
+            # Only a type the spot pool does not run may lack a spot price (check_costs): on demand, then.
             spot_price = (price.spot if price.spot is not None else price.on_demand) / price.gpus
             rules.append(_record(NODE_GPU_PRICE, f'max by (node) ({nodes},{POOL_SERIES}=~"{spot}"}}) * {spot_price!r}'))
         else:

@@ -23,13 +23,10 @@ from datetime import datetime
 from typing import Any
 
 from ...config.base import POOL_LABEL
+from ...config.costs import IDLE_BELOW, INSTANCE_TYPE_LABEL
 from ..status import parse_time
 from ..why.resources import GPU, pod_job, pod_requests
 from .prices import PriceTable
-
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
-IDLE_BELOW = 1.0
-"""A GPU whose utilisation sample is under 1 % ran no kernel for practically the whole sample."""
 
 
 @dataclass(frozen=True)
