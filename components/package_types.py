@@ -872,7 +872,8 @@ class BudgetSpec(TypedDict):
     amount: pulumi.Input[float]
     """Spend allowed in one period, in `costs.currency`."""
     period: NotRequired[pulumi.Input[BudgetPeriod]]
-    """`day`, `week` or `month`: the last 1, 7 or 30 days, a rolling window."""
+    """`day`, `week` or `month`: the last 1, 7 or 30 days, a rolling window, which Prometheus must retain
+    (a prometheus-operator's `Prometheus` keeps 24 h unless its `spec.retention` says more)."""
     warn_at: NotRequired[pulumi.Input[float]]
     """Share of `amount` at which a warning fires first; unset (`null`) for none."""
 
@@ -897,7 +898,8 @@ class TeamSpec(TypedDict):
     devices, which the admission policy refuses to other teams. Its namespace enforces `baseline`
     like every other: eRDMA pods are unprivileged, on the pod network."""
     budget: NotRequired[pulumi.Input[BudgetSpec]]
-    """What the team's jobs may cost per period (`costs` prices them); over it, `TeamBudgetExceeded` fires. Unset: no budget alert."""
+    """What the team's jobs may cost per period (`costs` prices them); over it, `TeamBudgetExceeded` fires. Needs `monitoring.prometheus: operator`, where the cost rules run. Unset: no
+    budget alert."""
 
 
 class MonitoringPrometheus(enum.StrEnum):

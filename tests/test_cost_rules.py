@@ -102,6 +102,23 @@ def test_a_budget_needs_prices() -> None:
     )
 
 
+def test_a_budget_needs_the_cost_rules_to_alert() -> None:
+    # The prod stack runs under ARMS (monitoring.prometheus: arms), where the cost rules are not created.
+    raw = stack_config("prod")
+    pool = raw[cfg("gpuPool")]
+    instances = {kind: {"gpus": pool["gpusPerNode"], "vcpus": 192, "onDemand": 40.0} for kind in pool["instanceTypes"]}
+    raw[cfg("costs")] = {**COSTS, "instances": instances}
+    raw[cfg("teams")][0]["budget"] = {"amount": 1000}
+    with pytest.raises(ConfigError) as raised:
+        load_spec(raw, credentials=False)
+    assert (
+        "ack-training-platform:teams[0].budget: a budget alert reads the cost recording rules, which run only with "
+        "monitoring.prometheus: operator (here 'arms'): set it, or drop budget and read spend with ack-jobs cost"
+    ) in str(raised.value)
+    raw[cfg("monitoring")] = {**raw[cfg("monitoring")], "prometheus": "operator"}
+    assert load_spec(raw, credentials=False).monitoring_scope().budgets[0][1].amount == 1000
+
+
 def test_the_stack_exports_its_prices_with_the_spot_pools() -> None:
     table = price_table(load_spec(config(), credentials=False))
     assert table == {**COSTS, "instances": {KIND: {**COSTS["instances"][KIND]}}, "spotPools": ["gpu-spot"]}

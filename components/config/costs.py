@@ -71,7 +71,8 @@ class BudgetSpec(Spec):
     amount: float = Field(gt=0)
     """Spend allowed in one period, in ``costs.currency``."""
     period: BudgetPeriod = "month"
-    """``day``, ``week`` or ``month``: the last 1, 7 or 30 days, a rolling window."""
+    """``day``, ``week`` or ``month``: the last 1, 7 or 30 days, a rolling window, which Prometheus must retain
+    (a prometheus-operator's ``Prometheus`` keeps 24 h unless its ``spec.retention`` says more)."""
     warn_at: float | None = Field(default=0.8, gt=0, lt=1)
     """Share of ``amount`` at which a warning fires first; unset (``null``) for none."""
 
@@ -109,6 +110,14 @@ def check_costs(spec: PlatformSpec) -> None:
                 f"teams[{i}].budget",
                 "a budget is counted in the stack's prices, and it has none: add costs (date, source, currency, "
                 "instances), or drop budget",
+            )
+        if team.budget is not None and spec.prometheus != "operator":
+            # The budget alerts read the cost recording rules, which the platform creates only as a
+            # PrometheusRule: under ARMS or without Prometheus nothing would ever alert.
+            raise field_error(
+                f"teams[{i}].budget",
+                f"a budget alert reads the cost recording rules, which run only with monitoring.prometheus: "
+                f"operator (here {spec.prometheus!r}): set it, or drop budget and read spend with ack-jobs cost",
             )
     pool = spec.gpu_pool
     if costs is None or pool is None:

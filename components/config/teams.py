@@ -64,7 +64,8 @@ class TeamSpec(Spec):
     like every other: eRDMA pods are unprivileged, on the pod network."""
     budget: BudgetSpec | None = None
     """What the team's jobs may cost per period (``costs`` prices them); over it, ``TeamBudgetExceeded`` fires
-    (docs/monitoring.md, "Cost"). Unset: no budget alert."""
+    (docs/monitoring.md, "Cost"). Needs ``monitoring.prometheus: operator``, where the cost rules run. Unset: no
+    budget alert."""
 
     @property
     def group_id(self) -> int:
