@@ -195,8 +195,9 @@ RUNNING_UNTIL = {"bert-master-0": 120, "bert-worker-0": 90}
 ON_NODE = {"bert-master-0": "spot-0", "bert-worker-0": "od-0"}
 
 
-def recorded_run() -> dict[str, str]:
-    """The run above as input series, one sample a minute for 3 h."""
+def recorded_run(exporter_labels: bool = False) -> dict[str, str]:
+    """The run above as input series, one sample a minute for 3 h; the GPU exporter's pod labels as
+    NVIDIA's chart gives them (renamed ``exported_``), or with ``exporter_labels`` as ACK's exporter does."""
     series = {
         f'kube_node_labels{{node="spot-0",{c.INSTANCE_TYPE_SERIES}="{KIND}",{c.POOL_SERIES}="gpu-spot"}}': f"1x{MINUTES}",
         f'kube_node_labels{{node="od-0",{c.INSTANCE_TYPE_SERIES}="{KIND}",{c.POOL_SERIES}="gpu"}}': f"1x{MINUTES}",
@@ -220,7 +221,12 @@ def recorded_run() -> dict[str, str]:
     # kernel for its first 30 minutes: 0.5 idle GPU-hours.
     for gpu in range(8):
         labels = f'exported_namespace="{NS}",exported_pod="bert-master-0",gpu="{gpu}",namespace="gpu-operator"'
+        if exporter_labels:
+            labels = f'namespace="{NS}",pod="bert-master-0",gpu="{gpu}"'
         series[f"DCGM_FI_DEV_GPU_UTIL{{{labels}}}"] = "0x29 90x89 stale" if gpu == 0 else "90x119 stale"
+    # A GPU of od-0 that no pod holds carries no pod labels (dcgm-exporter labels only the GPUs it maps to
+    # a pod): idle, but nobody's.
+    series['DCGM_FI_DEV_GPU_UTIL{gpu="7",Hostname="od-0"}'] = f"0x{MINUTES}"
     return series
 
 
@@ -294,6 +300,25 @@ def test_the_recording_rules_price_the_recorded_run_as_by_hand(tmp_path: Path) -
                     "expr": c.JOB_COST,
                     "eval_time": "60m",
                     "exp_samples": [{"labels": f"{c.JOB_COST}{job}", "value": 52}],
+                },
+            ],
+        }
+    ]
+    promtool_test(tmp_path, stack_rules(), tests)
+
+
+def test_idle_gpus_are_read_under_the_ack_exporters_own_labels(tmp_path: Path) -> None:
+    # The same run with the GPU exporter's pod labels kept as served: GPU 0 of the master idle for 30 minutes.
+    job = f'{{namespace="{NS}",training_job="bert"}}'
+    tests = [
+        {
+            "interval": "1m",
+            "input_series": [{"series": s, "values": v} for s, v in recorded_run(exporter_labels=True).items()],
+            "promql_expr_test": [
+                {
+                    "expr": c.over(f"{c.JOB_IDLE_GPUS}{job}", "1d"),
+                    "eval_time": f"{MINUTES}m",
+                    "exp_samples": [{"labels": job, "value": 0.5}],
                 },
             ],
         }
