@@ -16,6 +16,7 @@ By hand: GPU-hours 8 x 2 + 8 x 1.5 = 28; cost 2 h x 12 + 1.5 h x 40 = 24 + 60 = 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,15 @@ def test_a_budget_needs_the_cost_rules_to_alert() -> None:
     ) in str(raised.value)
     raw[cfg("monitoring")] = {**raw[cfg("monitoring")], "prometheus": "operator"}
     assert load_spec(raw, credentials=False).monitoring_scope().budgets[0][1].amount == 1000
+
+
+def test_the_docs_price_table_and_budget_load_on_the_dev_stack() -> None:
+    doc = (Path(__file__).parent.parent / "docs" / "monitoring.md").read_text()
+    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", doc, re.S) if "ack-training-platform:costs:" in b]
+    # The dev stack without its jobs, which would have to name a team once the stack declares teams.
+    raw = {k: v for k, v in stack_config("dev").items() if k != cfg("jobs")} | yaml.safe_load(block)
+    scope = load_spec(raw, credentials=False).monitoring_scope()
+    assert [(team, budget.amount, budget.period) for team, budget in scope.budgets] == [("nlp", 2000, "month")]
 
 
 def test_the_stack_exports_its_prices_with_the_spot_pools() -> None:
