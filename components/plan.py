@@ -142,7 +142,9 @@ def write_dashboard(spec: PlatformSpec, out: Path) -> Path | None:
 
     path = out / "dashboards" / DASHBOARD_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(training_dashboard(spec.monitoring_scope().namespaces), indent=2, sort_keys=True) + "\n")
+    scope = spec.monitoring_scope()
+    board = training_dashboard(scope.namespaces, cost_currency=scope.cost_currency)
+    path.write_text(json.dumps(board, indent=2, sort_keys=True) + "\n")
     return path
 
 

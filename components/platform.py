@@ -404,4 +404,5 @@ def _dashboard(spec: PlatformSpec) -> str | None:
     if not spec.monitoring.dashboard:
         return None
 
-    return json.dumps(training_dashboard(spec.monitoring_scope().namespaces), sort_keys=True)
+    scope = spec.monitoring_scope()
+    return json.dumps(training_dashboard(scope.namespaces, cost_currency=scope.cost_currency), sort_keys=True)

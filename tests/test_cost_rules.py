@@ -33,6 +33,8 @@ from components.config.costs import BudgetSpec, price_table
 from components.manifests import cost_rules as c
 from components.manifests import gpu_metrics, kube_metrics
 from components.manifests.monitoring import operator_objects
+from components.plan import write_dashboard
+from components.platform import _dashboard as platform_dashboard
 
 KIND = "ecs.gn7e-c16g1.32xlarge"
 COSTS = {
@@ -440,6 +442,18 @@ def test_the_cost_panels_read_only_recorded_series_and_the_rules_only_served_one
     )
     assert c.COST_RULE_NAME not in {o["metadata"]["name"] for o in plain}
     assert "Cost" not in next(o for o in plain if o["kind"] == "ConfigMap")["data"]["training.json"]
+
+
+def test_every_copy_of_the_dashboard_has_the_cost_row_where_the_rules_run(tmp_path: Path) -> None:
+    # The ConfigMap, the plan's file for Grafana's import and the package's `dashboard` output are one board.
+    spec = load_spec(config(), credentials=False)
+    board = next(o for o in operator_objects(spec.monitoring_scope()) if o["kind"] == "ConfigMap")
+    shipped = json.loads(next(iter(board["data"].values())))
+    assert json.loads(write_dashboard(spec, tmp_path).read_text()) == shipped
+    assert json.loads(platform_dashboard(spec)) == shipped
+    # Under ARMS the rules do not run: no copy has the row.
+    arms = load_spec(config(monitoring={"prometheus": "arms"}), credentials=False)
+    assert "Cost" not in [p["title"] for p in json.loads(platform_dashboard(arms))["panels"]]
 
 
 def test_the_cost_panel_shows_the_recorded_runs_cost_as_by_hand(tmp_path: Path) -> None:

@@ -145,6 +145,12 @@ class MonitoringScope:
         return self.monitoring.tensorboard.enabled and self.tensorboard_image != (None, None)
 
     @property
+    def cost_currency(self) -> str | None:
+        """The prices' currency where the cost recording rules run (``operator`` with ``costs``): the
+        dashboard's Cost row reads them; ``None`` elsewhere."""
+        return self.costs.currency if self.costs is not None and self.prometheus == "operator" else None
+
+    @property
     def home(self) -> str:
         """The namespace the monitoring objects, TensorBoard and the dashboard live in."""
         return self.namespaces[0]

@@ -36,6 +36,6 @@ def operator_objects(scope: MonitoringScope) -> list[Manifest]:
     if (costs := cost_rule(scope)) is not None:
         objects.append(costs)
     if scope.monitoring.dashboard:
-        currency = scope.costs.currency if scope.costs is not None else None
-        objects.append(dashboard_configmap(training_dashboard(scope.namespaces, cost_currency=currency), scope.home))
+        board = training_dashboard(scope.namespaces, cost_currency=scope.cost_currency)
+        objects.append(dashboard_configmap(board, scope.home))
     return _labelled(objects, scope)
