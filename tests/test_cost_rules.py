@@ -292,6 +292,21 @@ def test_the_recording_rules_price_the_recorded_run_as_by_hand(tmp_path: Path) -
         c.JOB_ON_DEMAND_COST: BY_HAND["on_demand"],
         c.JOB_IDLE_GPUS: 0.5,
     }
+    team = {c.TEAM_COST: BY_HAND["cost"], c.TEAM_CPU: 56, c.TEAM_MEMORY: 224 * 2**30}
+    # Pool gpu-spot holds spot-0, the master's node: 2 h x 8 GPUs = 16 GPU-hours, 2 h x 12 = 24, 2 h x 16 = 32
+    # core-hours, 2 h x 64 = 128 GiB-hours. Pool gpu holds od-0, the worker's: 1.5 h x 8 = 12 GPU-hours,
+    # 1.5 h x 40 = 60, 1.5 h x 16 = 24 core-hours, 1.5 h x 64 = 96 GiB-hours. Together the job's 28, 84, 56, 224.
+    pools = {
+        (c.POOL_GPUS, "gpu-spot"): 16,
+        (c.POOL_COST, "gpu-spot"): 24,
+        (c.POOL_CPU, "gpu-spot"): 32,
+        (c.POOL_MEMORY, "gpu-spot"): 128 * 2**30,
+        (c.POOL_GPUS, "gpu"): 12,
+        (c.POOL_COST, "gpu"): 60,
+        (c.POOL_CPU, "gpu"): 24,
+        (c.POOL_MEMORY, "gpu"): 96 * 2**30,
+    }
+    assert sum(v for (s, _), v in pools.items() if s == c.POOL_COST) == BY_HAND["cost"]
     tests = [
         {
             "interval": "1m",
@@ -301,12 +316,24 @@ def test_the_recording_rules_price_the_recorded_run_as_by_hand(tmp_path: Path) -
                     {"expr": total(series), "eval_time": at, "exp_samples": [{"labels": job, "value": value}]}
                     for series, value in expected.items()
                 ),
-                # The team's (namespace's) spend is the job's, its only one.
-                {
-                    "expr": c.over(f'{c.TEAM_COST}{{namespace="{NS}"}}', "1d"),
-                    "eval_time": at,
-                    "exp_samples": [{"labels": f'{{namespace="{NS}"}}', "value": BY_HAND["cost"]}],
-                },
+                # The team's (namespace's) totals are the job's, its only one.
+                *(
+                    {
+                        "expr": c.over(f'{series}{{namespace="{NS}"}}', "1d"),
+                        "eval_time": at,
+                        "exp_samples": [{"labels": f'{{namespace="{NS}"}}', "value": value}],
+                    }
+                    for series, value in team.items()
+                ),
+                # Each pool's totals: its node's pod alone.
+                *(
+                    {
+                        "expr": c.over(f'{series}{{pool="{pool}"}}', "1d"),
+                        "eval_time": at,
+                        "exp_samples": [{"labels": f'{{pool="{pool}"}}', "value": value}],
+                    }
+                    for (series, pool), value in pools.items()
+                ),
                 # At minute 60 both pods run: 52 an hour.
                 {
                     "expr": c.JOB_COST,
@@ -425,12 +452,14 @@ def test_the_cost_panels_read_only_recorded_series_and_the_rules_only_served_one
         "Cost per hour by job (USD)",
         "Cost per job over the time range (USD)",
         "GPU-hours and idle GPU-hours over the time range",
+        "Cost per pool over the time range (USD)",
     ]
     for panel in panels:
         for target in panel["targets"]:
             read = metric_names_in(target["expr"])
             assert read and read <= recorded, target["expr"]
-            assert 'namespace="$namespace"' in target["expr"]
+            # A pool serves every namespace: its panel is the only one not narrowed to the chosen one.
+            assert ('namespace="$namespace"' in target["expr"]) == ("pool" not in panel["title"])
     for group in stack_rules():
         for rule in group["rules"]:
             assert metric_names_in(rule["expr"]) <= served | recorded, rule["expr"]
@@ -469,6 +498,30 @@ def test_the_cost_panel_shows_the_recorded_runs_cost_as_by_hand(tmp_path: Path) 
                 {"expr": queries[0], "eval_time": f"{MINUTES}m", "exp_samples": [{"labels": bert, "value": 84}]},
                 # Spot savings: 140 - 84.
                 {"expr": queries[1], "eval_time": f"{MINUTES}m", "exp_samples": [{"labels": bert, "value": 56}]},
+            ],
+        }
+    ]
+    promtool_test(tmp_path, stack_rules(), tests)
+
+
+def test_the_pool_panel_shows_each_pools_cost_as_by_hand(tmp_path: Path) -> None:
+    # The master's pool gpu-spot: 2 h x 12 = 24 and 16 GPU-hours; the worker's pool gpu: 1.5 h x 40 = 60 and 12.
+    (pools,) = [p for p in cost_row() if p["title"].startswith("Cost per pool")]
+    cost, gpu_hours = [t["expr"].replace("$__range", "1d") for t in pools["targets"]]
+    tests = [
+        {
+            "interval": "1m",
+            "input_series": [{"series": s, "values": v} for s, v in recorded_run().items()],
+            "promql_expr_test": [
+                {
+                    "expr": query,
+                    "eval_time": f"{MINUTES}m",
+                    "exp_samples": [
+                        {"labels": '{pool="gpu-spot"}', "value": spot},
+                        {"labels": '{pool="gpu"}', "value": on_demand},
+                    ],
+                }
+                for query, spot, on_demand in ((cost, 24, 60), (gpu_hours, 16, 12))
             ],
         }
     ]

@@ -1,5 +1,5 @@
 """The training dashboard's Cost row: what the jobs of the chosen namespace cost, per hour and over the
-dashboard's time range, their GPU-hours and idle GPU-hours. Every query reads the cost recording rules
+dashboard's time range, their GPU-hours and idle GPU-hours, and what each pool's GPU time costs. Every query reads the cost recording rules
 (:mod:`.cost_rules`), so the row is there only where those rules are evaluated."""
 
 from __future__ import annotations
@@ -77,4 +77,13 @@ def cost_panels(namespace: str, currency: str, datasource: DataSourceRef) -> lis
         (c.over(_series(c.JOB_GPUS, namespace), RANGE), f"{job} GPU-hours"),
         (c.over(_series(c.JOB_IDLE_GPUS, namespace), RANGE), f"{job} idle GPU-hours"),
     )
-    return [hourly, spent, gpu_hours]
+    pool = f"{{{{{c.POOL_LABEL_NAME}}}}}"
+    pools = totals(
+        f"Cost per pool over the time range ({currency})",
+        "short",
+        "What the GPUs of each pool's nodes cost within the dashboard's time range, and their GPU-hours, over "
+        "the jobs of every namespace: a pool serves them all.",
+        (c.over(c.POOL_COST, RANGE), f"{pool} cost"),
+        (c.over(c.POOL_GPUS, RANGE), f"{pool} GPU-hours"),
+    )
+    return [hourly, spent, gpu_hours, pools]

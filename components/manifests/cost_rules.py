@@ -1,6 +1,7 @@
 """What GPU time costs, as Prometheus series: recording rules that price each running pod's GPUs from
-the stack's price table (``costs``), sum them per job and per team (a team's namespace), count the
-GPUs that sit idle, and the per-team budget alerts over them.
+the stack's price table (``costs``), sum them with the GPUs, CPU cores and memory the pods requested per
+job, per team (a team's namespace) and per pool, count the GPUs that sit idle, and the per-team budget
+alerts over them.
 
 Series they read, from kubernetes/kube-state-metrics v2.20.0:
 
@@ -49,7 +50,10 @@ NODE_LABELS_ALLOWLIST = f"nodes=[{INSTANCE_TYPE_LABEL},{POOL_LABEL}]"
 
 PREFIX = "ack_training_platform"
 POD_GPUS = f"{PREFIX}:pod_gpus:running"
+POD_CPU = f"{PREFIX}:pod_cpu_cores:running"
+POD_MEMORY = f"{PREFIX}:pod_memory_bytes:running"
 POD_JOB = f"{PREFIX}:pod_job:info"
+NODE_POOL = f"{PREFIX}:node_pool:info"
 NODE_GPU_PRICE = f"{PREFIX}:node_gpu_price:hourly"
 NODE_GPU_ON_DEMAND_PRICE = f"{PREFIX}:node_gpu_on_demand_price:hourly"
 POD_COST = f"{PREFIX}:pod_cost:hourly"
@@ -63,6 +67,13 @@ JOB_CPU = f"{PREFIX}:job_cpu_cores:requested"
 JOB_MEMORY = f"{PREFIX}:job_memory_bytes:requested"
 TEAM_GPUS = f"{PREFIX}:namespace_gpus:allocated"
 TEAM_COST = f"{PREFIX}:namespace_cost:hourly"
+TEAM_CPU = f"{PREFIX}:namespace_cpu_cores:requested"
+TEAM_MEMORY = f"{PREFIX}:namespace_memory_bytes:requested"
+POOL_LABEL_NAME = "pool"
+POOL_GPUS = f"{PREFIX}:pool_gpus:allocated"
+POOL_COST = f"{PREFIX}:pool_cost:hourly"
+POOL_CPU = f"{PREFIX}:pool_cpu_cores:requested"
+POOL_MEMORY = f"{PREFIX}:pool_memory_bytes:requested"
 
 RESAMPLE = "1m"
 STEPS_PER_HOUR = 60
@@ -138,9 +149,15 @@ def cost_rules(costs: CostsSpec, spot_pools: tuple[str, ...], namespaces: tuple[
         return f"sum by (namespace, pod, node) ({asked} * on (namespace, pod, uid) group_left () ({running}))"
 
     by_job = f"on (namespace, pod) group_left ({JOB_LABEL}) {POD_JOB}"
+    by_pool = f"on (node) group_left ({POOL_LABEL_NAME}) {NODE_POOL}"
+    pool_of = f'label_replace({NODE_LABELS}{{{POOL_SERIES}!=""}}, "{POOL_LABEL_NAME}", "$1", "{POOL_SERIES}", "(.+)")'
     return [
         _record(POD_GPUS, requested(GPU_RESOURCE)),
+        # CPU and memory are not priced (a pod pays its GPUs' share of the node), only counted.
+        _record(POD_CPU, requested("cpu")),
+        _record(POD_MEMORY, requested("memory")),
         _record(POD_JOB, _pod_jobs(namespaces)),
+        _record(NODE_POOL, f"max by (node, {POOL_LABEL_NAME}) ({pool_of})"),
         *_node_prices(costs, spot_pools),
         _record(POD_COST, f"{POD_GPUS} * on (node) group_left () {NODE_GPU_PRICE}"),
         _record(POD_ON_DEMAND_COST, f"{POD_GPUS} * on (node) group_left () {NODE_GPU_ON_DEMAND_PRICE}"),
@@ -149,11 +166,17 @@ def cost_rules(costs: CostsSpec, spot_pools: tuple[str, ...], namespaces: tuple[
         _record(JOB_COST, f"sum by (namespace, {JOB_LABEL}) ({POD_COST} * {by_job})"),
         _record(JOB_ON_DEMAND_COST, f"sum by (namespace, {JOB_LABEL}) ({POD_ON_DEMAND_COST} * {by_job})"),
         _record(JOB_IDLE_GPUS, f"sum by (namespace, {JOB_LABEL}) ({POD_IDLE_GPUS} * {by_job})"),
-        # CPU and memory are not priced (a pod pays its GPUs' share of the node), only counted.
-        _record(JOB_CPU, f"sum by (namespace, {JOB_LABEL}) ({requested('cpu')} * {by_job})"),
-        _record(JOB_MEMORY, f"sum by (namespace, {JOB_LABEL}) ({requested('memory')} * {by_job})"),
+        _record(JOB_CPU, f"sum by (namespace, {JOB_LABEL}) ({POD_CPU} * {by_job})"),
+        _record(JOB_MEMORY, f"sum by (namespace, {JOB_LABEL}) ({POD_MEMORY} * {by_job})"),
         _record(TEAM_GPUS, f"sum by (namespace) ({POD_GPUS})"),
         _record(TEAM_COST, f"sum by (namespace) ({POD_COST})"),
+        _record(TEAM_CPU, f"sum by (namespace) ({POD_CPU})"),
+        _record(TEAM_MEMORY, f"sum by (namespace) ({POD_MEMORY})"),
+        # A pool's totals over the jobs' namespaces; a node without the pool label is in no pool.
+        _record(POOL_GPUS, f"sum by ({POOL_LABEL_NAME}) ({POD_GPUS} * {by_pool})"),
+        _record(POOL_COST, f"sum by ({POOL_LABEL_NAME}) ({POD_COST} * {by_pool})"),
+        _record(POOL_CPU, f"sum by ({POOL_LABEL_NAME}) ({POD_CPU} * {by_pool})"),
+        _record(POOL_MEMORY, f"sum by ({POOL_LABEL_NAME}) ({POD_MEMORY} * {by_pool})"),
     ]
 
 
