@@ -150,15 +150,20 @@ def write_dashboard(spec: PlatformSpec, out: Path) -> Path | None:
 
 def write_job_state_metrics(spec: PlatformSpec, out: Path) -> Path | None:
     """Write what kube-state-metrics needs for the alerts on jobs' conditions to
-    ``out/kube-state-metrics/``, when the stack has alerts; return its path."""
+    ``out/kube-state-metrics/``, when the stack has alerts, with the flags the cost rules need where they
+    run (``args``); return its path."""
     scope = spec.monitoring_scope()
     if scope.prometheus == "none":
         return None
     from .manifests.alerts import job_state_metrics
+    from .manifests.cost_rules import NODE_LABELS_ALLOWLIST
 
+    needs = job_state_metrics(scope)
+    if scope.cost_currency is not None:
+        needs["args"] = [f"--metric-labels-allowlist={NODE_LABELS_ALLOWLIST}"]
     path = out / "kube-state-metrics" / "training-jobs.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(job_state_metrics(scope), sort_keys=False))
+    path.write_text(yaml.safe_dump(needs, sort_keys=False))
     return path
 
 
@@ -233,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     if dashboard:
         print(f"wrote the Grafana dashboard to {dashboard}")
     if state_metrics:
-        print(f"wrote kube-state-metrics' configuration for the job alerts to {state_metrics}")
+        print(f"wrote kube-state-metrics' configuration for the job alerts and cost rules to {state_metrics}")
     print(f"\nplanned in {time.perf_counter() - started:.2f}s")
     return 0
 

@@ -33,7 +33,7 @@ from components.config.costs import BudgetSpec, price_table
 from components.manifests import cost_rules as c
 from components.manifests import gpu_metrics, kube_metrics
 from components.manifests.monitoring import operator_objects
-from components.plan import write_dashboard
+from components.plan import write_dashboard, write_job_state_metrics
 from components.platform import _dashboard as platform_dashboard
 
 KIND = "ecs.gn7e-c16g1.32xlarge"
@@ -429,6 +429,34 @@ def test_a_team_over_its_budget_is_alerted_and_nearly_over_it_warned(tmp_path: P
     promtool_test(tmp_path, groups, tests)
 
 
+def test_gpu_pods_on_nodes_without_their_labels_served_are_alerted(tmp_path: Path) -> None:
+    # The recorded run with kube-state-metrics' default kube_node_labels: the node label alone. The pods run
+    # until minute 119 (the worker until 89); the alert waits 15 minutes.
+    plain = {s: v for s, v in recorded_run().items() if not s.startswith(c.NODE_LABELS)} | {
+        f'{c.NODE_LABELS}{{node="{node}"}}': f"1x{MINUTES}" for node in ON_NODE.values()
+    }
+    fired = [{"exp_labels": {"severity": "warning"}}]
+    tests = [
+        {
+            "interval": "1m",
+            "input_series": [{"series": s, "values": v} for s, v in run.items()],
+            "alert_rule_test": [
+                {"eval_time": at, "alertname": "CostRulesMissingNodeLabels", "exp_alerts": alerts}
+                for at, alerts in expected
+            ],
+        }
+        for run, expected in (
+            # Without the labels: firing while the GPU pods run, quiet once they stopped.
+            (plain, [("10m", []), ("30m", fired), ("150m", [])]),
+            # With them, as the plan's flag serves them: never.
+            (recorded_run(), [("10m", []), ("30m", []), ("150m", [])]),
+        )
+    ]
+    promtool_test(tmp_path, without_annotations(stack_rules()), tests)
+    (alert,) = [r for g in stack_rules() for r in g["rules"] if r.get("alert") == "CostRulesMissingNodeLabels"]
+    assert f"--metric-labels-allowlist={c.NODE_LABELS_ALLOWLIST}" in alert["annotations"]["description"]
+
+
 # --- the dashboard's Cost row ------------------------------------------------------------------
 
 
@@ -536,6 +564,19 @@ def test_the_stack_deploys_the_cost_rules_and_exports_its_prices(run_stack) -> N
     assert plan.outputs["prices"] == price_table(load_spec(config(), credentials=False))
     # A stack without prices exports none, and ack-jobs cost then asks for --prices.
     assert "prices" not in run_stack(stack_config("dev"), "dev").outputs
+
+
+def test_the_plan_writes_the_exporter_flag_the_rules_need_where_they_run(tmp_path: Path) -> None:
+    written = yaml.safe_load(write_job_state_metrics(load_spec(config(), credentials=False), tmp_path).read_text())
+    assert written["args"] == [f"--metric-labels-allowlist={c.NODE_LABELS_ALLOWLIST}"]
+    assert c.NODE_LABELS_ALLOWLIST == "nodes=[node.kubernetes.io/instance-type,ack-training-platform/pool]"
+    # Without prices, or under ARMS, no cost rules run: no flag.
+    for raw in (
+        stack_config("dev") | {cfg("monitoring"): {"prometheus": "operator"}},
+        config(monitoring={"prometheus": "arms"}),
+    ):
+        written = yaml.safe_load(write_job_state_metrics(load_spec(raw, credentials=False), tmp_path).read_text())
+        assert "args" not in written
 
 
 def test_the_docs_give_the_exporter_flag_the_rules_need() -> None:

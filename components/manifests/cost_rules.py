@@ -180,6 +180,25 @@ def cost_rules(costs: CostsSpec, spot_pools: tuple[str, ...], namespaces: tuple[
     ]
 
 
+def node_labels_alert() -> Alert:
+    """``CostRulesMissingNodeLabels``: GPU pods run, yet no node's instance type is served, so no node has a
+    price and every cost series is empty (kube-state-metrics without :data:`NODE_LABELS_ALLOWLIST`)."""
+    typed = f'{NODE_LABELS}{{{INSTANCE_TYPE_SERIES}!=""}}'
+    return Alert(
+        "CostRulesMissingNodeLabels",
+        # Read after the rules that record POD_GPUS, in the same group: the pods running now.
+        f"count({POD_GPUS}) unless on () count({typed})",
+        15,
+        "warning",
+        "GPU pods are running, but no node's instance type is served: the cost series are empty.",
+        f"The cost rules price a node by its {INSTANCE_TYPE_LABEL} and {POOL_LABEL} labels, which "
+        "kube-state-metrics serves in kube_node_labels only when allowed to, and no kube_node_labels series "
+        f"carries them. Start kube-state-metrics with --metric-labels-allowlist={NODE_LABELS_ALLOWLIST} (the "
+        "offline plan writes it to kube-state-metrics/training-jobs.yaml, args); until then no job, team or "
+        "pool is priced and the budget alerts cannot fire.",
+    )
+
+
 def budget_alerts(scope: MonitoringScope) -> list[Alert]:
     """``TeamBudgetExceeded`` for the teams whose spend over their period passed their budget, and
     ``TeamBudgetNearlySpent`` at its ``warnAt`` share; none without budgets."""
@@ -227,10 +246,12 @@ def budget_alerts(scope: MonitoringScope) -> list[Alert]:
 
 
 def cost_rule(scope: MonitoringScope) -> Manifest | None:
-    """The PrometheusRule with the cost recording rules and the budget alerts, or ``None`` without ``costs``."""
+    """The PrometheusRule with the cost recording rules, the alert on their missing node labels and the budget
+    alerts, or ``None`` without ``costs``."""
     if scope.costs is None:
         return None
-    groups = [{"name": COST_GROUP, "rules": cost_rules(scope.costs, scope.spot_pools, scope.namespaces)}]
+    rules = [*cost_rules(scope.costs, scope.spot_pools, scope.namespaces), *rule_group([node_labels_alert()])["rules"]]
+    groups = [{"name": COST_GROUP, "rules": rules}]
     budgets = budget_alerts(scope)
     if budgets:
         groups.append({**rule_group(budgets), "name": BUDGET_GROUP})
