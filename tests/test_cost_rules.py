@@ -579,6 +579,25 @@ def test_the_plan_writes_the_exporter_flag_the_rules_need_where_they_run(tmp_pat
         assert "args" not in written
 
 
+def test_the_docs_say_what_each_rule_aggregates_by() -> None:
+    """Every recording rule that aggregates (a job's, a team's, a pool's, a pod's or a node's) is in the docs'
+    table of cost series with the labels it keeps."""
+    docs = (Path(__file__).parent.parent / "docs" / "monitoring.md").read_text()
+    documented = {}
+    for row in re.findall(r"^\| (`ack_training_platform:.*)$", docs, re.M):
+        names, labels = row.split(" | ")[:2]
+        for name in re.findall(r"`([^`]+)`", names):
+            documented[name if name.startswith(c.PREFIX) else c.PREFIX + name] = re.findall(r"`([^`]+)`", labels)
+    kept = {
+        rule["record"]: [label.strip() for label in by.group(1).split(",")]
+        for group in stack_rules()
+        for rule in group["rules"]
+        if "record" in rule and (by := re.match(r"(?:sum|max) by \(([^)]*)\)", rule["expr"]))
+    }
+    assert {c.JOB_CPU, c.TEAM_CPU, c.TEAM_MEMORY, c.POOL_COST, c.POOL_GPUS, c.POOL_CPU, c.POOL_MEMORY} <= set(kept)
+    assert {name: documented.get(name) for name in kept} == kept
+
+
 def test_the_docs_give_the_exporter_flag_the_rules_need() -> None:
     docs = (Path(__file__).parent.parent / "docs" / "monitoring.md").read_text()
     assert f"`--metric-labels-allowlist={c.NODE_LABELS_ALLOWLIST}`" in docs
