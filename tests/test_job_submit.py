@@ -637,6 +637,8 @@ def test_data_mounts_another_claim_in_every_pod_as_arenas_does(outputs: Path, ba
         ("imagenet:/mnt/data/imagenet", "--data: '/mnt/data/imagenet' would cover or sit inside /mnt/data"),
         ("imagenet:/mnt", "--data: '/mnt' would cover or sit inside /mnt/data, which the platform mounts"),
         ("imagenet:/dev/shm/x", "--data: '/dev/shm/x' would cover or sit inside /dev"),
+        ("imagenet:/etc/mpi", "--data: '/etc/mpi' would cover or sit inside /etc/mpi"),
+        ("imagenet:/home/mpiuser", "--data: '/home/mpiuser' would cover or sit inside /home/mpiuser/.ssh"),
         ("ImageNet:/mnt/imagenet", "--data: 'ImageNet' is not a valid Kubernetes name"),
     ],
 )
@@ -679,3 +681,10 @@ def test_a_stack_jobs_read_only_volume_is_mounted_read_only(backend: str) -> Non
         } in pod["volumes"]
         for container in pod["containers"]:
             assert {"name": "volume-0", "mountPath": "/mnt/imagenet", "readOnly": True} in container["volumeMounts"]
+
+
+def test_the_mpi_runtimes_ssh_key_path_is_kept_clear_of_job_volumes() -> None:
+    from components.config.job_settings import PLATFORM_MOUNTS
+    from components.manifests.mpi_runtime import SSH_AUTH_MOUNT
+
+    assert SSH_AUTH_MOUNT in PLATFORM_MOUNTS

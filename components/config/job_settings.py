@@ -180,10 +180,17 @@ class TrainerArgs(Spec):
         return flags
 
 
-PLATFORM_MOUNTS = ("/dev", DATA_MOUNT, OUTPUT_MOUNT, CODE_MOUNT, "/var/run/secrets", "/proc", "/sys")
+MPI_MOUNTS = ("/etc/mpi", "/home/mpiuser/.ssh")
+"""Where the operators mount an MPI job's own files: the hostfile on both backends (Training Operator
+v1.9.4 ``pkg/controller.v1/mpi/mpijob.go`` ``configMountPath``, Trainer v2.3.0 ``pkg/constants``
+``MPIHostfileDir``) and the SSH key at the runtime's ``sshAuthMountPath`` on backend v2
+(:data:`components.manifests.mpi_runtime.SSH_AUTH_MOUNT`). A second volume at the same path is
+refused by the API server when the pod is created."""
+
+PLATFORM_MOUNTS = ("/dev", DATA_MOUNT, OUTPUT_MOUNT, CODE_MOUNT, "/var/run/secrets", "/proc", "/sys", *MPI_MOUNTS)
 """Where a job's containers hold the platform's own mounts (``/dev/shm``, the data and output volumes,
-the code, the checkpoint key and the ServiceAccount token under ``/var/run/secrets``) or the
-kernel's, none of which another volume may cover or be mounted inside."""
+the code, the checkpoint key and the ServiceAccount token under ``/var/run/secrets``, an MPI job's
+hostfile and SSH key) or the kernel's, none of which another volume may cover or be mounted inside."""
 
 
 class JobVolume(Spec):
