@@ -667,6 +667,16 @@ def test_data_in_a_teams_namespace_mounts_only_the_claims_its_policy_admits(tmp_
 
 
 @pytest.mark.parametrize("backend", ["v1", "v2"])
+def test_the_data_claim_mounted_again_stays_read_only(outputs: Path, backend: str) -> None:
+    manifest = dry_run(outputs, "bert", "--backend", backend, "--data", f"{DEFAULTS['dataClaim']}:/mnt/more")
+    pods = pod_specs(manifest)
+    assert pods
+    for pod in pods:
+        claim = {"claimName": DEFAULTS["dataClaim"], "readOnly": True}
+        assert {"name": "volume-0", "persistentVolumeClaim": claim} in pod["volumes"]
+
+
+@pytest.mark.parametrize("backend", ["v1", "v2"])
 def test_a_stack_jobs_read_only_volume_is_mounted_read_only(backend: str) -> None:
     spec = TrainingJobSpec.model_validate(
         {**SPEC, "name": "bert", "volumes": [{"claim": "imagenet", "mountPath": "/mnt/imagenet", "readOnly": True}]}

@@ -175,7 +175,9 @@ def job_volumes(job: TrainingJobSpec, ctx: JobContext) -> list[Manifest]:
             {"name": "checkpoint-key", "secret": {"secretName": secret, "items": items, "defaultMode": 0o444}}
         )
     for i, v in enumerate(job.volumes):
-        claim = {"claimName": v.claim, **({"readOnly": True} if v.read_only else {})}
+        # The data claim stays read-only wherever a job mounts it: datasets change through imports only.
+        read_only = v.read_only or v.claim == ctx.data_claim
+        claim = {"claimName": v.claim, **({"readOnly": True} if read_only else {})}
         volumes.append({"name": f"volume-{i}", "persistentVolumeClaim": claim})
     return volumes
 
