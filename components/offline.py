@@ -208,6 +208,12 @@ def run_program(
 
         def Invoke(self, request: Any) -> Any:  # noqa: N802 (gRPC method names)
             lookups[request.tok] = None
+            if request.tok == "pulumi:pulumi:getResource":
+                # A resource reference among a registration's inputs is read by asking for the
+                # resource; one answered as sent left the mock engine no state of it.
+                urn = rpc.deserialize_properties(request.args)["urn"]
+                if urn not in self.resources and urn in recorded:
+                    self.resources[urn] = mocks.MockMonitor.ResourceRegistration(urn, "", recorded[urn].state)
             response = super().Invoke(request)
             remember_loop()
             return response
@@ -245,8 +251,8 @@ def run_program(
             """The answer :class:`EchoMocks` gives, made from the request as it was sent rather
             than read into Python and written again: the operator's CRDs are 3.7 MB, and each
             pass over them costs about a tenth of a second. The mock engine keeps no state of
-            the resource for a later ``getResource``, which only a resource reference among
-            another resource's inputs would ask for, and such a request takes the mocks' path."""
+            the resource: a later ``getResource``, which a resource reference among another
+            resource's inputs asks for, is answered from the record (:meth:`Invoke`)."""
             urn = self.make_urn(request.parent, request.type, request.name)
             answer = struct_pb2.Struct()
             answer.CopyFrom(request.object)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -159,3 +160,18 @@ def test_objects_answered_as_sent_get_what_the_mocks_would_answer(run_stack, fix
         assert (r.inputs, r.state) == (by_urn[r.urn].inputs, by_urn[r.urn].state), r.urn
     assert sent.outputs == read.outputs
     assert any(crd.state["metadata"]["uid"] == "(known after deploy)" for crd in crds)
+
+
+def test_a_reference_to_a_resource_answered_as_sent_is_read(tmp_path: Path) -> None:
+    """A resource given as another's input travels as a reference, which the mock engine reads
+    by asking for the resource it names: one that was answered as sent."""
+    (tmp_path / "Pulumi.yaml").write_text("name: holder\nruntime: python\n")
+    (tmp_path / "__main__.py").write_text(
+        "import pulumi\nimport pulumi_kubernetes as k8s\n"
+        'held = k8s.core.v1.ConfigMap("held", metadata={"name": "held"}, data={"k": "v"})\n'
+        'pulumi.CustomResource("test:index:Holder", "holder", {"held": held})\n'
+    )
+    plan = run_program({}, stack="dev", project_dir=tmp_path)
+    held = plan.one("kubernetes:core/v1:ConfigMap")
+    assert held.state["data"] == {"k": "v"}
+    assert type(plan.one("test:index:Holder").inputs["held"]).__name__ == "ConfigMap"
