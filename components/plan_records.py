@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 SECRET = "[secret]"
@@ -26,7 +27,6 @@ class Recorded:
     name: str
     parent: str
     custom: bool
-    inputs: dict[str, Any]
     protect: bool
     retain_on_delete: bool
     dependencies: list[str]
@@ -36,8 +36,22 @@ class Recorded:
     ignore_changes: list[str] = field(default_factory=list)
     aliases: list[dict[str, Any]] = field(default_factory=list)
     """The aliases the program gave, as :func:`components.urns.alias_spec` writes them."""
-    state: dict[str, Any] = field(default_factory=dict)
-    """What the engine answered: the inputs, or the read-back state ``run_program`` was given."""
+    sent: Any = field(default=None, repr=False, compare=False)
+    """The inputs as the program sent them (a protobuf ``Struct``)."""
+    answer: Any = field(default=None, repr=False, compare=False)
+    """What the engine answered, as it was sent (a protobuf ``Struct``)."""
+
+    # Both are read only when asked for: the plan's tree reads neither, and reading the
+    # operator's CRDs (3.7 MB) costs as much as the SDK's own serialising of them.
+    @cached_property
+    def inputs(self) -> dict[str, Any]:
+        """What the engine would be asked to create, as the program gave it."""
+        return _read(self.sent)
+
+    @cached_property
+    def state(self) -> dict[str, Any]:
+        """What the engine answered: the inputs, or the read-back state ``run_program`` was given."""
+        return _read(self.answer)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -179,6 +193,12 @@ def redacted(value: Any) -> Any:
         except ValueError:
             pass
     return SECRET
+
+
+def _read(sent: Any) -> dict[str, Any]:
+    from pulumi.runtime import rpc
+
+    return clean(rpc.deserialize_properties(sent, keep_unknowns=True)) if sent is not None else {}
 
 
 def clean(value: Any) -> Any:

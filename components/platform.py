@@ -355,7 +355,11 @@ class TrainingPlatform(pulumi.ComponentResource):
         self.dataset_imports = {imp.job_name: imp.namespace for imp in imports}
         self.jobs = {job.job_name: {"namespace": job.namespace, "commands": job.commands} for job in jobs}
         self.job_defaults = self._defaults_in(self.training, self.volumes)
-        self.team_job_defaults = {team.name: self._defaults_in(*self._where(team.name)) for team in spec.teams}
+        # A team's namespace admits pods that mount its own claims only: submit checks --data against them.
+        self.team_job_defaults = {
+            team.name: {**self._defaults_in(*self._where(team.name)), "claims": list(team_boundary(spec, team).claims)}
+            for team in spec.teams
+        }
         self.dashboard = _dashboard(spec)
 
     def _defaults_in(self, where: TrainingNamespace, storage: SharedVolumes) -> dict[str, Any]:

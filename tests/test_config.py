@@ -203,6 +203,18 @@ INVALID = [
         "ack-training-platform:jobs[0].scheduling: queues and gang scheduling need Volcano: set operator.volcano.enabled: true",
     ),
     (
+        "job volume over the data volume",
+        {"jobs.0.volumes": [{"claim": "imagenet", "mountPath": "/mnt/data/imagenet"}]},
+        "ack-training-platform:jobs[0].volumes[0].mountPath: '/mnt/data/imagenet' would cover or sit inside "
+        "/mnt/data, which the platform mounts: give another path, such as /mnt/imagenet",
+    ),
+    (
+        "job volumes that overlap",
+        {"jobs.0.volumes": [{"claim": "a", "mountPath": "/srv/a"}, {"claim": "b", "mountPath": "/srv/a/b"}]},
+        "ack-training-platform:jobs[0].volumes[1].mountPath: /srv/a/b and /srv/a overlap: mount each claim at a "
+        "path of its own",
+    ),
+    (
         "shm larger than memory",
         {"jobs.0.shmSize": "32Gi"},
         "ack-training-platform:jobs[0].shmSize: shmSize 32Gi must be smaller than memory 24Gi: /dev/shm is memory",

@@ -562,7 +562,7 @@ def outputs_with_queue(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--data", "pvc-a:/data"], "--data: jobs mount the stack's data volume read-only at /mnt/data"),
+        (["--data-dir", "/data"], "--data-dir: jobs mount the stack's data volume read-only at /mnt/data"),
         (["--logdir", "/logs"], "--logdir: the trainer writes TensorBoard events to /mnt/output/<job>/tensorboard"),
         (["--sync-mode", "git"], "--sync-mode: code comes from a git commit with --git-url and --commit"),
         (["--tensorboard"], "--tensorboard: the stack runs TensorBoard over every job's"),
@@ -589,3 +589,112 @@ def test_dry_run_takes_the_offline_plans_outputs(tmp_path: Path, capsys) -> None
     # A real job needs a deployed stack's values.
     assert run(["--outputs", str(planned), "submit", "bert", "--image-tag", "v1.4.0"]) == 2
     assert capsys.readouterr().err.startswith("ack-jobs submit: --outputs: an offline plan's outputs hold placeholders")
+
+
+def pod_specs(manifest: dict) -> list[dict]:
+    """Every pod spec (or runtime patch of one) in a job manifest: the dicts that hold containers."""
+    found = []
+
+    def walk(value: object) -> None:
+        if isinstance(value, dict):
+            if "containers" in value:
+                found.append(value)
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(manifest)
+    return found
+
+
+@pytest.mark.parametrize("backend", ["v1", "v2"])
+def test_data_mounts_another_claim_in_every_pod_as_arenas_does(outputs: Path, backend: str) -> None:
+    manifest = dry_run(
+        outputs, "bert", "--backend", backend, "--data", "imagenet:/mnt/imagenet", "-d", "scratch:/scratch/"
+    )
+    pods = pod_specs(manifest)
+    assert pods
+    for pod in pods:
+        assert {"name": "volume-0", "persistentVolumeClaim": {"claimName": "imagenet"}} in pod["volumes"]
+        assert {"name": "volume-1", "persistentVolumeClaim": {"claimName": "scratch"}} in pod["volumes"]
+        for container in pod["containers"]:
+            mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+            assert (mounts["volume-0"], mounts["volume-1"], mounts["data"]) == (
+                "/mnt/imagenet",
+                "/scratch/",
+                "/mnt/data",
+            )
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ("imagenet", "--data 'imagenet': give CLAIM:PATH, e.g. --data imagenet:/mnt/imagenet"),
+        ("imagenet:mnt/imagenet", "--data: 'mnt/imagenet' is not a plain absolute path"),
+        ("imagenet:/mnt/../etc", "--data: '/mnt/../etc' is not a plain absolute path"),
+        ("imagenet:/mnt/data/imagenet", "--data: '/mnt/data/imagenet' would cover or sit inside /mnt/data"),
+        ("imagenet:/mnt", "--data: '/mnt' would cover or sit inside /mnt/data, which the platform mounts"),
+        ("imagenet:/dev/shm/x", "--data: '/dev/shm/x' would cover or sit inside /dev"),
+        ("imagenet:/etc/mpi", "--data: '/etc/mpi' would cover or sit inside /etc/mpi"),
+        ("imagenet:/home/mpiuser", "--data: '/home/mpiuser' would cover or sit inside /home/mpiuser/.ssh"),
+        ("ImageNet:/mnt/imagenet", "--data: 'ImageNet' is not a valid Kubernetes name"),
+    ],
+)
+def test_data_that_cannot_be_mounted_is_refused_naming_data(outputs: Path, capsys, data: str, message: str) -> None:
+    assert run(["--outputs", str(outputs), "submit", "a", "--data", data, "--image-tag", "v1", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ack-jobs submit: {message}") and "Traceback" not in err
+
+
+def test_data_paths_of_one_job_must_not_overlap(outputs: Path, capsys) -> None:
+    argv = ["--outputs", str(outputs), "submit", "a", "--image-tag", "v1", "--dry-run"]
+    assert run([*argv, "--data", "a:/srv/a", "--data", "b:/srv/a/b"]) == 2
+    assert capsys.readouterr().err.startswith("ack-jobs submit: --data: /srv/a/b and /srv/a overlap")
+
+
+def test_data_in_a_teams_namespace_mounts_only_the_claims_its_policy_admits(tmp_path: Path, capsys) -> None:
+    # A team's admission policy admits pods that mount its own claims only (manifests/admission.py).
+    team = tmp_path / "outputs.json"
+    team.write_text(json.dumps({"namespace": NS, "jobDefaults": {**DEFAULTS, "claims": ["datasets", "checkpoints"]}}))
+    argv = ["--outputs", str(team), "submit", "a", "--image-tag", "v1.4.0", "--dry-run"]
+    assert run([*argv, "--data", "mine:/mnt/mine"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "ack-jobs submit: --data: mine: the namespace admits pods that mount only its own claims (datasets, checkpoints)"
+    )
+    assert run([*argv, "--data", "checkpoints:/mnt/earlier"], out=lambda _: None) == 0
+
+
+@pytest.mark.parametrize("backend", ["v1", "v2"])
+def test_the_data_claim_mounted_again_stays_read_only(outputs: Path, backend: str) -> None:
+    manifest = dry_run(outputs, "bert", "--backend", backend, "--data", f"{DEFAULTS['dataClaim']}:/mnt/more")
+    pods = pod_specs(manifest)
+    assert pods
+    for pod in pods:
+        claim = {"claimName": DEFAULTS["dataClaim"], "readOnly": True}
+        assert {"name": "volume-0", "persistentVolumeClaim": claim} in pod["volumes"]
+
+
+@pytest.mark.parametrize("backend", ["v1", "v2"])
+def test_a_stack_jobs_read_only_volume_is_mounted_read_only(backend: str) -> None:
+    spec = TrainingJobSpec.model_validate(
+        {**SPEC, "name": "bert", "volumes": [{"claim": "imagenet", "mountPath": "/mnt/imagenet", "readOnly": True}]}
+    )
+    build = train_job if backend == "v2" else pytorch_job
+    pods = pod_specs(build(spec, gpu_context(backend)))
+    assert pods
+    for pod in pods:
+        assert {
+            "name": "volume-0",
+            "persistentVolumeClaim": {"claimName": "imagenet", "readOnly": True},
+        } in pod["volumes"]
+        for container in pod["containers"]:
+            assert {"name": "volume-0", "mountPath": "/mnt/imagenet", "readOnly": True} in container["volumeMounts"]
+
+
+def test_the_mpi_runtimes_ssh_key_path_is_kept_clear_of_job_volumes() -> None:
+    from components.config.job_settings import PLATFORM_MOUNTS
+    from components.manifests.mpi_runtime import SSH_AUTH_MOUNT
+
+    assert SSH_AUTH_MOUNT in PLATFORM_MOUNTS

@@ -25,6 +25,7 @@ from .base import (
     Spec,
     field_error,
 )
+from .kinds import CODE_MOUNT
 from .teams import check_priority_class
 
 
@@ -177,6 +178,48 @@ class TrainerArgs(Spec):
             flag = TRAINER_FLAGS.get(name, "--" + name.replace("_", "-"))
             flags += [flag] if value is True else [flag, str(value)]
         return flags
+
+
+MPI_MOUNTS = ("/etc/mpi", "/home/mpiuser/.ssh")
+"""Where the operators mount an MPI job's own files: the hostfile on both backends (Training Operator
+v1.9.4 ``pkg/controller.v1/mpi/mpijob.go`` ``configMountPath``, Trainer v2.3.0 ``pkg/constants``
+``MPIHostfileDir``) and the SSH key at the runtime's ``sshAuthMountPath`` on backend v2
+(:data:`components.manifests.mpi_runtime.SSH_AUTH_MOUNT`). A second volume at the same path is
+refused by the API server when the pod is created."""
+
+PLATFORM_MOUNTS = ("/dev", DATA_MOUNT, OUTPUT_MOUNT, CODE_MOUNT, "/var/run/secrets", "/proc", "/sys", *MPI_MOUNTS)
+"""Where a job's containers hold the platform's own mounts (``/dev/shm``, the data and output volumes,
+the code, the checkpoint key and the ServiceAccount token under ``/var/run/secrets``, an MPI job's
+hostfile and SSH key) or the kernel's, none of which another volume may cover or be mounted inside."""
+
+
+class JobVolume(Spec):
+    """A PersistentVolumeClaim of the job's namespace mounted in every pod of the job, as arena's
+    ``--data <claim>:<path>`` does."""
+
+    claim: DnsLabel
+    """The claim's name, in the job's namespace."""
+    mount_path: str
+    """Where the pods see it: an absolute path outside the platform's mounts."""
+    read_only: bool = False
+    """Mount it read-only."""
+
+    @model_validator(mode="after")
+    def _check(self) -> JobVolume:
+        path = self.mount_path
+        if not path.startswith("/") or posixpath.normpath(path) != path.rstrip("/") or path == "/":
+            raise field_error(
+                "mountPath",
+                f"{path!r} is not a plain absolute path (no '..', '.' or '//'): give one like /mnt/{self.claim}",
+            )
+        clash = next((m for m in PLATFORM_MOUNTS if path == m or _below(path, m) or _below(m, path)), None)
+        if clash is not None:
+            raise field_error(
+                "mountPath",
+                f"{path!r} would cover or sit inside {clash}, which the platform mounts: give another path, "
+                f"such as /mnt/{self.claim}",
+            )
+        return self
 
 
 class TopologySpec(Spec):

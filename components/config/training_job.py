@@ -26,6 +26,7 @@ from .job_settings import (
     CheckpointKeySpec,
     ElasticSpec,
     EnvEntry,
+    JobVolume,
     RunPolicySpec,
     SchedulingSpec,
     TolerationSpec,
@@ -60,6 +61,10 @@ XGBoost plugin its ``DMLC_*`` ones and the MPI plugin OpenMPI's hostfile, slots 
 arguments, whose webhooks refuse a TrainJob that sets them (``plugins/xgboost/xgboost.go``,
 ``plugins/mpi/mpi.go`` ``Validate``; ``pkg/constants`` ``XGBoostReservedEnvNames``,
 ``MPIReservedEnvNames``)."""
+
+
+def _nested(a: str, b: str) -> bool:
+    return a.startswith(b + "/") or b.startswith(a + "/")
 
 
 def _job_name(value: str) -> str:
@@ -104,6 +109,9 @@ class TrainingJobSpec(Spec):
     env: dict[EnvName, EnvEntry] = Field(default_factory=dict)
     """Extra environment variables; numbers are written as text. ``{secretKeyRef: {name, key}}`` reads one
     from a Secret in the job's namespace instead."""
+    volumes: list[JobVolume] = Field(default_factory=list)
+    """Other claims of the job's namespace to mount in every pod, ``{claim, mountPath, readOnly}``; a
+    team's namespace admits only its own claims (the data and output volumes, its datasets' sources)."""
     checkpoint_key: CheckpointKeySpec | None = None
     """Sign checkpoints and load only signed ones: ``{}`` for a generated key, ``{secretKeyRef: {name, key}}``
     for a Secret of yours. Unset: checkpoints are not signed."""
@@ -174,6 +182,13 @@ class TrainingJobSpec(Spec):
             raise field_error(
                 "shmSize", f"shmSize {self.shm_size} must be smaller than memory {self.memory}: /dev/shm is memory"
             )
+        paths = [v.mount_path.rstrip("/") for v in self.volumes]
+        for i, path in enumerate(paths):
+            other = next((p for p in paths[:i] if p == path or _nested(p, path)), None)
+            if other is not None:
+                raise field_error(
+                    f"volumes[{i}].mountPath", f"{path} and {other} overlap: mount each claim at a path of its own"
+                )
         if self.scheduling.min_available is not None and (problem := gang_problem(self)) is not None:
             raise field_error("scheduling.minAvailable", problem)
         # Without them the pool's GPUs per node set the processes (capacity.pool_problem checks then).

@@ -4,7 +4,11 @@ a clear refusal naming the platform's way where it has not, and the command afte
 People coming from kubeflow/arena bring its ``submit`` flags (its user guide,
 ``docs.archived/userguide/``, submits with ``--gpus``, ``--workers``, ``--image``, ``--selector``,
 ``--working-dir``, ``--data-dir``, ``--sync-mode``/``--sync-source``, ``--tensorboard``) and its habit
-of giving the command itself after the flags. Pure.
+of giving the command itself after the flags. Its ``--data``/``-d <claim>:<path>`` (arena v0.15.5
+``pkg/argsbuilder/submit.go``, "specify the datasource to mount to the job, like
+<name_of_datasource>:<mount_point_on_job>", ``setDataSet``; the user guide's
+``docs/training/pytorchjob/distributed-data.md`` submits with ``--data pvc_name:container_path``)
+is the platform's ``--data`` too. Pure.
 """
 
 from __future__ import annotations
@@ -15,12 +19,11 @@ ALIASES = {
     "--retry": "--backoff-limit",
     "--selector": "--node-selector",
     "--working-dir": "--code-path",
+    "-d": "--data",
 }
 """arena's name → the platform's flag that sets the same thing."""
 
 REFUSED = {
-    "--data": "jobs mount the stack's data volume read-only at /mnt/data (and write to /mnt/output); bring a "
-    "dataset there with `ack-jobs data import` or the stack's datasets, and read it under /mnt/data",
     "--data-dir": "jobs mount the stack's data volume read-only at /mnt/data; read your data under it",
     "--logdir": "the trainer writes TensorBoard events to /mnt/output/<job>/tensorboard, which the stack's "
     "TensorBoard shows (its output tensorboard): drop --logdir, and write your own code's events there",

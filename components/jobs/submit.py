@@ -50,6 +50,7 @@ FLAGS: dict[str, tuple[str, ...]] = {
     "--ttl": ("runPolicy", "ttlSecondsAfterFinished"),
     "--priority-class": ("scheduling", "priorityClass"),
     "--backoff-limit": ("runPolicy", "backoffLimit"),
+    "--data": ("volumes",),
 }
 """Each flag and the spec key it sets (camelCase, as in a stack's ``jobs`` entry); but for the
 ``REPEATED`` ones, the field's type, choices, default and docstring make the flag."""
@@ -80,6 +81,16 @@ def _tolerations(flag: str, items: list[str]) -> list[dict[str, str]]:
     return tolerations
 
 
+def _volumes(flag: str, items: list[str]) -> list[dict[str, str]]:
+    volumes = []
+    for item in items:
+        claim, sep, path = item.partition(":")
+        if not sep or not claim or not path:
+            raise FlagError(f"{flag} {item!r}: give CLAIM:PATH, e.g. {flag} imagenet:/mnt/imagenet")
+        volumes.append({"claim": claim, "mountPath": path})
+    return volumes
+
+
 REPEATED: dict[str, tuple[Callable[[str, list[str]], Any], str, str]] = {
     "--env": (_pairs, "NAME=VALUE", "environment variable (repeatable)"),
     "--label": (_pairs, "KEY=VALUE", "label on the job and its pods (repeatable)"),
@@ -89,6 +100,7 @@ REPEATED: dict[str, tuple[Callable[[str, list[str]], Any], str, str]] = {
         "KEY[=VALUE]:EFFECT",
         "taint the pods tolerate, e.g. spot=true:NoSchedule; any value without =VALUE (repeatable)",
     ),
+    "--data": (_volumes, "CLAIM:PATH", "another claim of the namespace, mounted at PATH in every pod (repeatable)"),
 }
 """Flags given once per entry of a mapping or list, in a syntax of the command line's own: the
 parser that makes their values one spec value, the metavar and the help."""
@@ -216,6 +228,13 @@ def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str
     if extra:
         raw["command" if own_code else "args"] = extra
     spec = _validated(raw, given)
+    admitted = defaults.get("claims")
+    refused = [v.claim for v in spec.volumes if admitted is not None and v.claim not in admitted]
+    if refused:
+        raise FlagError(
+            f"--data: {', '.join(refused)}: the namespace admits pods that mount only its own claims "
+            f"({', '.join(admitted)}): mount one of them, or add the claim as a dataset of the team in the stack"
+        )
     if spec.backend == "v2" and spec.scheduling.priority_class is not None and not defaults.get("queue"):
         # The TrainJob builder carries a priority only as Kueue's label, on a queued job.
         raise FlagError(
@@ -289,7 +308,8 @@ def _describe(error: dict[str, Any], given: list[str]) -> str:
     loc = [str(part) for part in error["loc"]]
     key = (error.get("ctx") or {}).get("key")
     if key:
-        loc += key.split(".")
+        # A key into a list (``volumes[1].mountPath``) belongs to the flag that fills the list.
+        loc += [part.split("[", 1)[0] for part in key.split(".")]
     flag = next((f for f, path in FLAGS.items() if tuple(loc[: len(path)]) == path), None)
     if flag is None and loc:
         # A whole section refused (``trainer`` for a non-PyTorch job): the flag that filled it.

@@ -148,13 +148,19 @@ def claim_volumes(ctx: JobContext) -> list[Manifest]:
 
 
 def shared_volume_mounts(job: TrainingJobSpec) -> list[Manifest]:
-    """The data volume (read-only), the output volume, and the checkpoint key (read-only) when the job has one."""
+    """The data volume (read-only), the output volume, the checkpoint key (read-only) when the job has
+    one, and the job's own ``volumes``."""
     key = [{"name": "checkpoint-key", "mountPath": CHECKPOINT_KEY_DIR, "readOnly": True}]
-    return [*claim_mounts(), *(key if job.checkpoint_key is not None else [])]
+    own = [
+        {"name": f"volume-{i}", "mountPath": v.mount_path, **({"readOnly": True} if v.read_only else {})}
+        for i, v in enumerate(job.volumes)
+    ]
+    return [*claim_mounts(), *(key if job.checkpoint_key is not None else []), *own]
 
 
 def job_volumes(job: TrainingJobSpec, ctx: JobContext) -> list[Manifest]:
-    """``/dev/shm`` sized for the job, the shared data and output claims, and the checkpoint key's Secret."""
+    """``/dev/shm`` sized for the job, the shared data and output claims, the checkpoint key's Secret and
+    the job's own ``volumes``."""
     volumes = [
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": job_shm_size(job, ctx.gpus)}},
         *claim_volumes(ctx),
@@ -168,6 +174,11 @@ def job_volumes(job: TrainingJobSpec, ctx: JobContext) -> list[Manifest]:
         volumes.append(
             {"name": "checkpoint-key", "secret": {"secretName": secret, "items": items, "defaultMode": 0o444}}
         )
+    for i, v in enumerate(job.volumes):
+        # The data claim stays read-only wherever a job mounts it: datasets change through imports only.
+        read_only = v.read_only or v.claim == ctx.data_claim
+        claim = {"claimName": v.claim, **({"readOnly": True} if read_only else {})}
+        volumes.append({"name": f"volume-{i}", "persistentVolumeClaim": claim})
     return volumes
 
 
