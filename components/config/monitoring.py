@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 
 from .base import Cpu, DnsLabel, Labels, Quantity, Spec, field_error
 from .job_settings import check_pinned, check_pinned_tag
+from .node_health import NodeHealthSpec, check_node_health
 
 if TYPE_CHECKING:
     from .platform import PlatformSpec
@@ -108,6 +109,7 @@ class MonitoringSpec(Spec):
     """The namespace of the Prometheus that scrapes the trainers: on a Terway cluster only its pods may
     reach a team's metrics port. Default: ``arms-prom`` with ``arms``; with ``operator`` name your
     Prometheus's namespace, or no pod may scrape the teams' jobs."""
+    node_health: NodeHealthSpec = Field(default_factory=NodeHealthSpec)
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,9 @@ class MonitoringScope:
         v1_operator: the stack installs the Training Operator (its PodMonitor, its counters).
         trainer_v2: jobs run on Trainer v2 (the TrainJob alerts).
         tensorboard_image: TensorBoard's image as ``(full reference, tag in the registry)``.
+        gpu_pool: the GPU pool's name, whose nodes the node health controller watches.
+        training_image: the first job's image as ``(full reference, tag in the registry)``: the node health
+            controller runs from it.
     """
 
     monitoring: MonitoringSpec
@@ -131,6 +136,8 @@ class MonitoringScope:
     v1_operator: bool
     trainer_v2: bool
     tensorboard_image: tuple[str | None, str | None] = (None, None)
+    gpu_pool: str | None = None
+    training_image: tuple[str | None, str | None] = (None, None)
 
     @property
     def runs_tensorboard(self) -> bool:
@@ -150,6 +157,7 @@ def check_monitoring(spec: PlatformSpec) -> None:
         PydanticCustomError: a rule is broken; the message names the stack key.
     """
     monitoring = spec.monitoring
+    check_node_health(spec)
     if spec.is_local and monitoring.prometheus == "arms":
         raise field_error(
             "monitoring.prometheus",

@@ -116,6 +116,8 @@ class PlatformSpec(Spec):
             v1_operator=self.operator.install,
             trainer_v2=self.uses_trainer_v2,
             tensorboard_image=self.tensorboard_image(),
+            gpu_pool=self.gpu_pool.name if self.gpu_pool is not None else None,
+            training_image=(self.jobs[0].image, self.jobs[0].image_tag) if self.jobs else (None, None),
         )
 
     def job_backend(self, job: TrainingJobSpec) -> Backend:

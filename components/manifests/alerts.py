@@ -18,6 +18,7 @@ from . import alert_queries as q
 from . import kube_metrics as kube
 from .base import MANAGED_BY, Manifest
 from .kinds import KINDS
+from .node_health import SIGNAL_LABEL, health_rules, unhealthy_gpus
 from .scraping import JOB_LABEL, MONITORING_API, NETWORK_SERIES_LABEL, NODES_SERIES_LABEL, POOL_SERIES_LABEL
 
 RULE_GROUP = "ack-training-platform.training"
@@ -282,7 +283,29 @@ def alerts(scope: MonitoringScope) -> list[Alert]:
                 "monitoring.alerts.minMfu",
             )
         )
+    if scope.monitoring.node_health.enabled:
+        rules.append(_gpu_node_alert(scope))
     return rules
+
+
+def _gpu_node_alert(scope: MonitoringScope) -> Alert:
+    """A GPU whose DCGM series take its node out, as the node health controller decides
+    (:mod:`.node_health`): the controller cordons the node, the alert calls a person to repair it."""
+    node, gpu = "{{ $labels.Hostname }}", "{{ $labels.gpu }}"
+    return Alert(
+        "GPUNodeUnhealthy",
+        unhealthy_gpus(health_rules(scope.monitoring.node_health)),
+        # The XID gauge holds the last XID until the next one or a reboot: two scrapes are enough.
+        1,
+        "critical",
+        f"GPU {gpu} of node {node} is failing ({{{{ $labels.{SIGNAL_LABEL} }}}} {{{{ $value }}}}).",
+        f"DCGM reports a fault after which the GPU needs a reset, the node a reboot or the board service (for an XID, "
+        f"the value is the XID: NVIDIA's Xid catalogue says which). The node health controller cordons {node} and "
+        f"labels it gpu-health=failed unless its share of the pool is spent. Drain it (`kubectl drain {node} "
+        "--ignore-daemonsets`), reboot or repair it (ACK's node auto-repair, or a ticket for the instance), then "
+        f"`kubectl uncordon {node}` and `kubectl label node {node} ack-training-platform/gpu-health-`.",
+        "monitoring.nodeHealth.cordonXids",
+    )
 
 
 def job_state_metrics(scope: MonitoringScope) -> dict[str, object]:

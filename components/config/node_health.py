@@ -1,0 +1,86 @@
+"""GPU node health: the controller that cordons GPU nodes whose DCGM series show a fault, and
+its alert (``monitoring.nodeHealth``; docs/node-health.md)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import Field, model_validator
+
+from trainer.gpu_health import APPLICATION_XIDS, NODE_XIDS
+
+from .base import Spec, field_error
+
+if TYPE_CHECKING:
+    from .platform import PlatformSpec
+
+DEFAULT_MAX_CORDONED_SHARE = 0.1
+"""A tenth of the pool (at least one node) out at once: enough for the faults hardware has, too
+few to empty the pool when a fault shows everywhere at once (a bad driver, an exporter bug)."""
+DEFAULT_INTERVAL_S = 60
+"""A pass a minute: about two scrapes of the exporter at its default 30-second interval."""
+
+
+class NodeHealthSpec(Spec):
+    """The GPU node health controller and the ``GPUNodeUnhealthy`` alert. Off unless enabled."""
+
+    enabled: bool = False
+    """Deploy the controller (a Deployment of ``python -m trainer.node_guard`` from the training image, on the
+    system nodes) and add the alert."""
+    prometheus_url: str | None = None
+    """Base URL of a Prometheus that scrapes the DCGM exporter, as the controller reaches it from the cluster, such
+    as ``http://prometheus-operated.monitoring:9090`` (its ``/api/v1/query`` must answer without a login). Required
+    when enabled."""
+    max_cordoned_share: float = Field(default=DEFAULT_MAX_CORDONED_SHARE, gt=0, le=1)
+    """Share of the GPU pool's nodes that may be cordoned at once (at least one node); failing nodes past it are
+    left to the alert."""
+    interval_seconds: int = Field(default=DEFAULT_INTERVAL_S, ge=10, le=3600)
+    """Seconds between two passes of the controller."""
+    cordon_xids: list[int] = Field(default_factory=lambda: sorted(NODE_XIDS))
+    """XIDs (``DCGM_FI_DEV_XID_ERRORS``) that take a node out; default: those after which NVIDIA's Xid catalogue
+    asks for a GPU reset, a reboot or service (48, 63, 64, 74, 79, 92, 94, 95, 119, 120)."""
+    max_nvlink_errors: float | None = Field(default=None, ge=0)
+    """NVLink errors a GPU may add in 10 minutes before its node is taken out (the exporter must collect the NVLink
+    error counters). Unset: NVLink errors alone take no node out."""
+
+    @model_validator(mode="after")
+    def _check(self) -> NodeHealthSpec:
+        application = sorted(set(self.cordon_xids) & APPLICATION_XIDS)
+        if application:
+            raise field_error(
+                "cordonXids",
+                f"XID {', '.join(map(str, application))} is raised by a job's own fault (NVIDIA's action: restart "
+                "the application), so a node is not to blame: drop it",
+            )
+        if self.prometheus_url is not None and not self.prometheus_url.startswith(("http://", "https://")):
+            raise field_error(
+                "prometheusUrl", f"{self.prometheus_url!r} is not a URL: write http://host:port or https://host:port"
+            )
+        return self
+
+
+def check_node_health(spec: PlatformSpec) -> None:
+    """The rules between ``monitoring.nodeHealth`` and the rest of the platform.
+
+    Raises:
+        PydanticCustomError: a rule is broken; the message names the stack key.
+    """
+    health = spec.monitoring.node_health
+    if not health.enabled:
+        return
+    if health.prometheus_url is None:
+        raise field_error(
+            "monitoring.nodeHealth.prometheusUrl",
+            "the controller reads the DCGM exporter's series from Prometheus: give its base URL, such as "
+            "http://prometheus-operated.monitoring:9090, or set enabled: false",
+        )
+    if spec.gpu_pool is None:
+        raise field_error(
+            "monitoring.nodeHealth.enabled",
+            "there is no gpuPool whose nodes it could watch: add a gpuPool, or set enabled: false",
+        )
+    if not spec.jobs:
+        raise field_error(
+            "monitoring.nodeHealth.enabled",
+            "the controller runs from the training image, and the stack has no job to take it from: add a job",
+        )
