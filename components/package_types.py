@@ -325,6 +325,17 @@ class CheckpointKeySpec(TypedDict):
     stack's state it is a Pulumi secret."""
 
 
+class NodeCheckSpec(TypedDict):
+    """An all-reduce across each pod's GPUs before training starts (an init container running
+    `python -m trainer.nodecheck`); a node below the baseline fails its pod before any step."""
+
+    baseline_gbps: pulumi.Input[float]
+    """The pool's all-reduce bus bandwidth across one node's GPUs, GB/s (10^9 bytes per second): the
+    `intra-node` `all_reduce` figure of a `netbench` job on the same pool (its `netbench.json`)."""
+    min_share: NotRequired[pulumi.Input[float]]
+    """Share of the baseline a node must reach."""
+
+
 class ElasticSpec(TypedDict):
     min_nodes: pulumi.Input[int]
     max_nodes: pulumi.Input[int]
@@ -486,6 +497,8 @@ class TrainingJobSpec(TypedDict):
     checkpoint_key: NotRequired[pulumi.Input[CheckpointKeySpec]]
     """Sign checkpoints and load only signed ones: `{}` for a generated key, `{secretKeyRef: {name, key}}`
     for a Secret of yours. Unset: checkpoints are not signed."""
+    node_check: NotRequired[pulumi.Input[NodeCheckSpec]]
+    """Check each pod's node before training: an all-reduce across its GPUs against the pool's baseline. Unset: no check."""
     nodes: NotRequired[pulumi.Input[int]]
     """Pods, one per node: on v1 one Master plus `nodes - 1` Workers, on v2 the TrainJob's `numNodes`."""
     elastic: NotRequired[pulumi.Input[ElasticSpec]]
@@ -932,6 +945,29 @@ class TensorBoardSpec(TypedDict):
     """Memory requested (and the limit): it holds the loaded scalars of every run in memory."""
 
 
+class NodeHealthSpec(TypedDict):
+    """The GPU node health controller and the `GPUNodeUnhealthy` alert. Off unless enabled."""
+
+    enabled: NotRequired[pulumi.Input[bool]]
+    """Deploy the controller (a Deployment of `python -m trainer.node_guard` from the training image, on the
+    system nodes) and add the alert."""
+    prometheus_url: NotRequired[pulumi.Input[str]]
+    """Base URL of a Prometheus that scrapes the DCGM exporter, as the controller reaches it from the cluster, such
+    as `http://prometheus-operated.monitoring:9090` (its `/api/v1/query` must answer without a login). Required
+    when enabled."""
+    max_cordoned_share: NotRequired[pulumi.Input[float]]
+    """Share of the GPU pool's nodes that may be cordoned at once (at least one node); failing nodes past it are
+    left to the alert."""
+    interval_seconds: NotRequired[pulumi.Input[int]]
+    """Seconds between two passes of the controller."""
+    cordon_xids: NotRequired[pulumi.Input[list[pulumi.Input[int]]]]
+    """XIDs (`DCGM_FI_DEV_XID_ERRORS`) that take a node out; default: those after which NVIDIA's Xid catalogue
+    asks for a GPU reset, a reboot or service (48, 63, 64, 74, 79, 92, 94, 95, 119, 120)."""
+    max_nvlink_errors: NotRequired[pulumi.Input[float]]
+    """NVLink errors a GPU may add in 10 minutes before its node is taken out (the exporter must collect the NVLink
+    error counters). Unset: NVLink errors alone take no node out."""
+
+
 class MonitoringSpec(TypedDict):
     """How the platform watches its jobs."""
 
@@ -953,6 +989,7 @@ class MonitoringSpec(TypedDict):
     """The namespace of the Prometheus that scrapes the trainers: on a Terway cluster only its pods may
     reach a team's metrics port. Default: `arms-prom` with `arms`; with `operator` name your
     Prometheus's namespace, or no pod may scrape the teams' jobs."""
+    node_health: NotRequired[pulumi.Input[NodeHealthSpec]]
 
 
 class PlatformSpec(TypedDict):

@@ -18,6 +18,7 @@ from .capacity import job_gpus, pool_problem, quota_problem
 from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
 from .datasets import DatasetImportSpec, check_datasets
 from .monitoring import ARMS_AGENT_NAMESPACE, MonitoringScope, MonitoringSpec, PrometheusMode, check_monitoring
+from .node_check import node_check_problem
 from .operator import OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, check_kueue_topology
 from .pools import GpuPoolSpec
 from .registry import RegistrySpec, check_mirror
@@ -389,6 +390,8 @@ class PlatformSpec(Spec):
                     f"{key}.gpus_per_node",
                     f"the job asks for {gpus} GPUs per node but the stack has no gpuPool; set gpusPerNode: 0 for a CPU job",
                 )
+            if job.node_check is not None and (problem := node_check_problem(gpus, self.job_backend(job))):
+                raise field_error(f"{key}.nodeCheck", problem)
             if job.framework == "xgboost" and gpus > 1 and self.job_backend(job) == "v2":
                 raise field_error(f"{key}.gpusPerNode", xgboost_gpus_problem(gpus))
             problem = pool_problem(job, pool) if pool is not None else None

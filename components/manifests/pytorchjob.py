@@ -26,6 +26,7 @@ from .job_env import (
     runtime_env,
 )
 from .launchers import code_fields, counts_restarts, launcher_command, torchrun_command
+from .node_check import node_check_container
 from .placement import GPU_RESOURCE, FabricProfile, Placement
 from .run_policy import run_policy
 from .scraping import JOB_NAME_POD_LABEL
@@ -319,6 +320,8 @@ def pod_template(
         "volumeMounts": [dict(SHM_MOUNT), *shared_volume_mounts(job), *code_container.pop("volumeMounts", [])],
         **code_container,
     }
+    check = node_check_container(job, ctx.image, ctx.gpus, copy.deepcopy(container["resources"]), SHM_MOUNT)
+    init_containers = [check, *init_containers] if check else init_containers
     pod_spec: Manifest = {
         **({"initContainers": init_containers} if init_containers else {}),
         "containers": [container],

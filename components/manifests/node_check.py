@@ -1,0 +1,53 @@
+"""The init container of the pre-job node check (``jobs[].nodeCheck``): an all-reduce across the
+pod's GPUs (``python -m trainer.nodecheck``) that fails the pod on a node below the pool's baseline
+before the training container starts."""
+
+from __future__ import annotations
+
+from trainer.nodecheck import NODE_NAME_ENV
+
+from ..config import TrainingJobSpec
+from .base import Manifest
+
+NODE_CHECK = "nodecheck"
+NODE_NAME_FROM_SPEC: Manifest = {"name": NODE_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+"""The node's name through the downward API, for the check's one line."""
+
+
+def node_check_container(job: TrainingJobSpec, image: str, gpus: int, resources: Manifest, shm: Manifest) -> Manifest:
+    """The check's init container, or an empty dict when the job sets no ``nodeCheck``.
+
+    It asks for the training container's resources: the pod's GPUs are the ones it measures (the
+    kubelet hands an init container's devices on to the containers that follow), and a pod's
+    request is the larger of its init and its app containers', so nothing more is reserved.
+
+    Args:
+        job: the validated job spec.
+        image: the training image (it carries ``trainer.nodecheck`` and torch).
+        gpus: GPUs per pod.
+        resources: the training container's ``resources``.
+        shm: the ``/dev/shm`` mount NCCL's intra-node transport needs.
+    """
+    check = job.node_check
+    if check is None:
+        return {}
+    return {
+        "name": NODE_CHECK,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        # The image's entrypoint is the platform launcher, which keeps the worker's exit status.
+        "command": ["python", "-m", "trainer.launch"],
+        "args": [
+            "--standalone",
+            f"--nproc-per-node={gpus}",
+            "-m",
+            "trainer.nodecheck",
+            f"--baseline-gbps={check.baseline_gbps:g}",
+            f"--min-share={check.min_share:g}",
+        ],
+        "env": [dict(NODE_NAME_FROM_SPEC)],
+        "resources": resources,
+        "volumeMounts": [dict(shm)],
+        # Its one failing line becomes the container's termination message, which ack-jobs why reads.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }

@@ -1,0 +1,91 @@
+"""The pre-job node check, run for real: two processes under the platform's launcher, gloo on CPU,
+against a baseline it cannot reach (fails fast with its exit status and one line) and one it can."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from conftest import ROOT, cfg, stack_config
+from test_jobs import IMAGE, POOL_8_ERDMA, context
+from test_trainer import ENV, run, torchrun
+
+from components.config import TrainingJobSpec, load_spec
+from components.config.loading import ConfigError
+from components.manifests import pytorch_job
+from trainer.exit_codes import NODE_BELOW_BASELINE
+from trainer.nodecheck import verdict
+
+CHECK = "trainer.nodecheck"
+
+
+def test_a_node_below_the_baseline_fails_fast_with_its_status_and_one_line() -> None:
+    cmd = torchrun(CHECK, "--baseline-gbps", "100000", launcher="trainer.launch")
+    env = {**ENV, "NODE_NAME": "gpu-node-7"}
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == NODE_BELOW_BASELINE, done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("nodecheck:")]
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("nodecheck: node gpu-node-7 FAILED: all-reduce bus bandwidth ")
+    assert lines[0].endswith("across 2 processes, below 80% of the pool's baseline 100000 GB/s (80000.00 GB/s)")
+
+
+def test_a_node_at_the_baseline_passes() -> None:
+    done = run(torchrun(CHECK, "--baseline-gbps", "0.000001", "--min-share", "0.5", launcher="trainer.launch"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "nodecheck: node " in done.stdout and " ok: all-reduce bus bandwidth " in done.stdout
+
+
+def test_the_verdict_compares_with_the_share_of_the_baseline() -> None:
+    assert verdict("n", 8, 300.0, 360.0, 0.8)[0] == 0
+    status, line = verdict("n", 8, 250.0, 360.0, 0.8)
+    assert status == NODE_BELOW_BASELINE
+    assert line == (
+        "nodecheck: node n FAILED: all-reduce bus bandwidth 250.00 GB/s across 8 processes, below 80% of the "
+        "pool's baseline 360 GB/s (288.00 GB/s)"
+    )
+
+
+# --- the init container the builders add ------------------------------------------------------
+
+
+def eight_gpu_job(**more: object) -> TrainingJobSpec:
+    return TrainingJobSpec(name="gpt", image=IMAGE, nodes=2, **more)
+
+
+def test_a_job_with_node_check_gets_it_as_the_first_init_container_of_every_pod() -> None:
+    job = eight_gpu_job(node_check={"baselineGbps": 360})
+    manifest = pytorch_job(job, context(POOL_8_ERDMA, 8))
+    for replica in manifest["spec"]["pytorchReplicaSpecs"].values():
+        pod = replica["template"]["spec"]
+        check = pod["initContainers"][0]
+        assert check["name"] == "nodecheck" and check["image"] == IMAGE
+        assert check["command"] == ["python", "-m", "trainer.launch"]
+        assert check["args"] == [
+            "--standalone",
+            "--nproc-per-node=8",
+            "-m",
+            "trainer.nodecheck",
+            "--baseline-gbps=360",
+            "--min-share=0.8",
+        ]
+        # The GPUs it measures are the pod's own: the same resources as the training container.
+        assert check["resources"] == pod["containers"][0]["resources"]
+        assert check["env"] == [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+        assert {"name": "dshm", "mountPath": "/dev/shm"} in check["volumeMounts"]
+        assert check["terminationMessagePolicy"] == "FallbackToLogsOnError"
+
+
+def test_a_job_without_node_check_has_no_init_container() -> None:
+    manifest = pytorch_job(eight_gpu_job(), context(POOL_8_ERDMA, 8))
+    assert all("initContainers" not in r["template"]["spec"] for r in manifest["spec"]["pytorchReplicaSpecs"].values())
+
+
+def test_node_check_on_a_one_gpu_pool_names_the_key() -> None:
+    config = stack_config("dev")
+    config[cfg("jobs")][0]["nodeCheck"] = {"baselineGbps": 20}
+    with pytest.raises(ConfigError) as err:
+        load_spec(config, credentials=False)
+    assert "jobs[0].nodeCheck: the check all-reduces across a node's GPUs, and this job has 1 per node" in str(
+        err.value
+    )
