@@ -9,17 +9,25 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import cfg, stack_config
 from fixtures.dcgm_series import RECORDED, gpu, instant_vectors, samples_at
 from loopback_health import NOW, Backends, merge_patch, node, serving, vector
-from test_monitoring import operator_config, run_promtool_cases
+from test_monitoring import operator_config, promtool, run_promtool_cases
 
 from components.config import NodeHealthSpec, load_spec
 from components.config.loading import ConfigError
 from components.manifests.alerts import alerts
 from components.manifests.node_health import NODE_RULES, health_rules
 from trainer.gpu_health import XID, HealthRules, Sample, node_verdicts
-from trainer.node_guard import FAILED, HEALTH_LABEL, REASON_ANNOTATION, SINCE_ANNOTATION, cordon_budget
+from trainer.node_guard import (
+    FAILED,
+    HEALTH_LABEL,
+    NODE_CHECK_FAILURES,
+    REASON_ANNOTATION,
+    SINCE_ANNOTATION,
+    cordon_budget,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMETHEUS = "http://prometheus-operated.monitoring:9090"
@@ -287,3 +295,46 @@ def test_the_recorded_series_are_labelled_as_the_exporter_labels_them() -> None:
         'gpu="3",UUID="GPU-gpu-a-3",pci_bus_id="00000000:13:00.0",device="nvidia3",'
         'modelName="NVIDIA H100 80GB HBM3",Hostname="gpu-a"'
     )
+
+
+def test_a_node_whose_pre_job_check_failed_is_cordoned_from_kube_state_metrics() -> None:
+    # kube-state-metrics' series, joined as NODE_CHECK_FAILURES joins them, name the node.
+    queries = instant_vectors(3)
+    queries[NODE_CHECK_FAILURES] = [({"node": "gpu-c"}, 69)]
+    backends = Backends(queries=queries, nodes=pool("gpu-a", "gpu-b", "gpu-c", "gpu-d"))
+    with serving(backends) as base:
+        done = run_guard(base, "--max-cordoned-share=0.5")
+    assert done.returncode == 0, done.stderr
+    assert [name for name, _, _ in backends.patches] == ["gpu-c"]
+    assert backends.nodes["gpu-c"]["metadata"]["annotations"][REASON_ANNOTATION] == (
+        "node: the pre-job node check measured its all-reduce below the pool's baseline"
+    )
+
+
+def test_the_node_check_query_names_the_node_of_the_failed_pod(tmp_path) -> None:
+    pod = 'namespace="training",pod="gpt-worker-0",uid="u1"'
+    series = [
+        {
+            "series": f'kube_pod_init_container_status_last_terminated_exitcode{{{pod},container="nodecheck"}}',
+            "values": "69x5",
+        },
+        {"series": f'kube_pod_info{{{pod},node="gpu-c",host_ip="10.0.0.3"}}', "values": "1x5"},
+        # Another pod whose check passed, on another node.
+        {
+            "series": 'kube_pod_init_container_status_last_terminated_exitcode{namespace="training",pod="gpt-master-0",'
+            'uid="u2",container="nodecheck"}',
+            "values": "0x5",
+        },
+        {"series": 'kube_pod_info{namespace="training",pod="gpt-master-0",uid="u2",node="gpu-a"}', "values": "1x5"},
+    ]
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": []}))
+    test = {
+        "interval": "1m",
+        "input_series": series,
+        "promql_expr_test": [
+            {"expr": NODE_CHECK_FAILURES, "eval_time": "4m", "exp_samples": [{"labels": '{node="gpu-c"}', "value": 69}]}
+        ],
+    }
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump({"rule_files": ["rules.yaml"], "tests": [test]}))
+    result = subprocess.run([promtool(), "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -38,7 +38,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .gpu_health import COUNTERS, ROW_REMAP_FAILURE, XID, HealthRules, Sample, Verdict, node_verdicts
+from .exit_codes import NODE_BELOW_BASELINE
+from .gpu_health import (
+    COUNTERS,
+    NODE_CHECK,
+    NODE_LABEL,
+    ROW_REMAP_FAILURE,
+    XID,
+    HealthRules,
+    Sample,
+    Verdict,
+    node_verdicts,
+)
 
 HEALTH_LABEL = "ack-training-platform/gpu-health"
 FAILED = "failed"
@@ -47,6 +58,14 @@ SINCE_ANNOTATION = "ack-training-platform/gpu-health-since"
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 IN_CLUSTER_API = "https://kubernetes.default.svc"
 GAUGES = (XID, ROW_REMAP_FAILURE)
+NODE_CHECK_FAILURES = (
+    f'max by (node) ((kube_pod_init_container_status_last_terminated_exitcode{{container="{NODE_CHECK}"}} == '
+    f"{NODE_BELOW_BASELINE}) * on (namespace, pod, uid) group_left (node) kube_pod_info)"
+)
+"""Nodes where a pod's pre-job node check last exited below the baseline, from kube-state-metrics
+(v2.20.0 ``docs/metrics/workload/pod-metrics.md``: the init container's last exit code by
+``namespace``, ``pod``, ``uid`` and ``container``; ``kube_pod_info`` carries the pod's ``node``). Read
+from Prometheus, so the controller needs no access to pods."""
 DEFAULT_WINDOW = "10m"
 """How far back a counter's growth counts: a few scrapes, short enough that an error fixed by a
 reboot stops counting soon after."""
@@ -89,8 +108,8 @@ def query(prometheus: str, promql: str) -> list[dict[str, Any]]:
 
 
 def dcgm_samples(prometheus: str, window: str = DEFAULT_WINDOW) -> list[Sample]:
-    """The series the decision reads: the gauges now, the counters' increase over ``window``.
-    A series the exporter does not collect is simply absent."""
+    """The series the decision reads: the gauges now, the counters' increase over ``window``, and
+    the nodes whose pre-job node check failed. A series the exporter does not collect is simply absent."""
     samples: list[Sample] = []
     queries = [(name, name) for name in GAUGES] + [(name, f"increase({name}[{window}])") for name in COUNTERS]
     for name, promql in queries:
@@ -98,6 +117,10 @@ def dcgm_samples(prometheus: str, window: str = DEFAULT_WINDOW) -> list[Sample]:
             value = float(row["value"][1])
             if not math.isnan(value):
                 samples.append(Sample(name, dict(row.get("metric") or {}), value))
+    for row in query(prometheus, NODE_CHECK_FAILURES):
+        node = (row.get("metric") or {}).get("node")
+        if node:
+            samples.append(Sample(NODE_CHECK, {NODE_LABEL: node}, 1))
     return samples
 
 

@@ -4,12 +4,12 @@ before the training container starts."""
 
 from __future__ import annotations
 
+from trainer.gpu_health import NODE_CHECK
 from trainer.nodecheck import NODE_NAME_ENV
 
 from ..config import TrainingJobSpec
 from .base import Manifest
 
-NODE_CHECK = "nodecheck"
 NODE_NAME_FROM_SPEC: Manifest = {"name": NODE_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
 """The node's name through the downward API, for the check's one line."""
 
