@@ -67,6 +67,7 @@ class Backends:
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     patches: list[tuple[str, str, Any]] = field(default_factory=list)
     asked: list[str] = field(default_factory=list)
+    tokens: list[str | None] = field(default_factory=list)
 
 
 def _handler(backends: Backends) -> type[BaseHTTPRequestHandler]:
@@ -90,6 +91,7 @@ def _handler(backends: Backends) -> type[BaseHTTPRequestHandler]:
                 backends.asked.append(promql)
                 return self._send(200, vector(backends.queries.get(promql, [])))
             if url.path == "/api/v1/nodes":
+                backends.tokens.append(self.headers.get("Authorization"))
                 key, _, value = params.get("labelSelector", ["="])[0].partition("=")
                 items = [n for n in backends.nodes.values() if n["metadata"]["labels"].get(key) == value]
                 return self._send(200, {"apiVersion": "v1", "kind": "NodeList", "items": items})

@@ -26,6 +26,7 @@ from trainer.node_guard import (
     NODE_CHECK_FAILURES,
     REASON_ANNOTATION,
     SINCE_ANNOTATION,
+    KubeApi,
     cordon_budget,
 )
 
@@ -338,3 +339,16 @@ def test_the_node_check_query_names_the_node_of_the_failed_pod(tmp_path) -> None
     (tmp_path / "tests.yaml").write_text(yaml.safe_dump({"rule_files": ["rules.yaml"], "tests": [test]}))
     result = subprocess.run([promtool(), "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_service_account_token_is_read_at_each_request(tmp_path) -> None:
+    # The kubelet rotates a projected token in its file; the loop must send the current one.
+    token = tmp_path / "token"
+    token.write_text("first\n")
+    backends = Backends(nodes=pool("gpu-a"))
+    with serving(backends) as base:
+        api = KubeApi(base, token)
+        api.nodes("ack-training-platform/pool=gpu")
+        token.write_text("second\n")
+        api.nodes("ack-training-platform/pool=gpu")
+    assert backends.tokens == ["Bearer first", "Bearer second"]

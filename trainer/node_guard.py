@@ -126,22 +126,29 @@ def dcgm_samples(prometheus: str, window: str = DEFAULT_WINDOW) -> list[Sample]:
 
 @dataclass(frozen=True)
 class KubeApi:
-    """The Kubernetes API as the controller's ServiceAccount reaches it."""
+    """The Kubernetes API as the controller's ServiceAccount reaches it.
+
+    Args:
+        base: the API server's base URL.
+        token_file: the ServiceAccount token, read at each request: the kubelet rotates a
+            projected token in place, so a token read once would expire under a long-running loop.
+        context: TLS context trusting the cluster's CA.
+    """
 
     base: str
-    token: str | None = None
+    token_file: Path | None = None
     context: ssl.SSLContext | None = None
 
     @classmethod
     def in_cluster(cls) -> KubeApi:
         """The API server from inside a pod: the ServiceAccount's token and CA."""
         context = ssl.create_default_context(cafile=str(SERVICE_ACCOUNT / "ca.crt"))
-        return cls(IN_CLUSTER_API, (SERVICE_ACCOUNT / "token").read_text().strip(), context)
+        return cls(IN_CLUSTER_API, SERVICE_ACCOUNT / "token", context)
 
     def _headers(self, content_type: str | None = None) -> dict[str, str]:
         headers = {"Accept": "application/json"}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
+        if self.token_file is not None:
+            headers["Authorization"] = f"Bearer {self.token_file.read_text().strip()}"
         if content_type:
             headers["Content-Type"] = content_type
         return headers

@@ -121,7 +121,12 @@ def node_guard_objects(
     }
     pod: Manifest = {
         "serviceAccountName": NODE_GUARD,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": TRAINER_UID, "runAsGroup": TRAINER_UID},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": TRAINER_UID,
+            "runAsGroup": TRAINER_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
         "containers": [
             {
                 "name": NODE_GUARD,
