@@ -39,6 +39,8 @@ COUNTERS = (ECC_DBE_VOLATILE, RETIRED_PENDING, *NVLINK_ERRORS)
 NODE_CHECK = "nodecheck"
 """The pre-job node check's init container (:mod:`trainer.nodecheck`), and the signal name of a node
 whose last check failed: the controller reads it from kube-state-metrics, not from DCGM."""
+NODE_NAME_ENV = "NODE_NAME"
+"""The node check's node name, from the pod's ``spec.nodeName`` (the builders set it)."""
 NODE_LABEL = "Hostname"
 GPU_LABEL = "gpu"
 

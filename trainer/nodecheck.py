@@ -25,14 +25,13 @@ import torch.distributed as dist
 
 from .exit_codes import NODE_BELOW_BASELINE
 from .fabric import bus_factor, slowest, time_collective
+from .gpu_health import NODE_NAME_ENV
 
 SIZES = (1 << 24, 1 << 26)
 """16 MiB and 64 MiB: large enough to measure bandwidth rather than latency, small enough for a
 few seconds in all on NVLink."""
 ITERS = 5
 WARMUP = 2
-NODE_NAME_ENV = "NODE_NAME"
-"""The node's name, from the pod's ``spec.nodeName`` (the builders set it); the host name otherwise."""
 
 
 def best_bus_bandwidth(device: torch.device, sizes: Sequence[int] = SIZES, iters: int = ITERS) -> float:

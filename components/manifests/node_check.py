@@ -4,8 +4,7 @@ before the training container starts."""
 
 from __future__ import annotations
 
-from trainer.gpu_health import NODE_CHECK
-from trainer.nodecheck import NODE_NAME_ENV
+from trainer.gpu_health import NODE_CHECK, NODE_NAME_ENV
 
 from ..config import TrainingJobSpec
 from .base import Manifest
