@@ -235,6 +235,14 @@ def test_the_cordon_budget_is_a_share_of_the_pool_and_at_least_one_node(size: in
 # --- the stack key ------------------------------------------------------------------------
 
 
+def test_node_health_without_a_gpu_pool_names_the_key() -> None:
+    config = stack_config("local")
+    config[cfg("monitoring")] = {"prometheus": "operator", "nodeHealth": {"enabled": True, "prometheusUrl": PROMETHEUS}}
+    with pytest.raises(ConfigError) as err:
+        load_spec(config, credentials=False)
+    assert "monitoring.nodeHealth.enabled: there is no gpuPool whose nodes it could watch" in str(err.value)
+
+
 @pytest.mark.parametrize(
     ("health", "message"),
     [

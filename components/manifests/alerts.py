@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from trainer import metric_names as trainer
+from trainer.node_guard import HEALTH_LABEL
 
 from ..config import MonitoringScope
 from . import alert_queries as q
@@ -303,7 +304,7 @@ def _gpu_node_alert(scope: MonitoringScope) -> Alert:
         f"the value is the XID: NVIDIA's Xid catalogue says which). The node health controller cordons {node} and "
         f"labels it gpu-health=failed unless its share of the pool is spent. Drain it (`kubectl drain {node} "
         "--ignore-daemonsets`), reboot or repair it (ACK's node auto-repair, or a ticket for the instance), then "
-        f"`kubectl uncordon {node}` and `kubectl label node {node} ack-training-platform/gpu-health-`.",
+        f"`kubectl uncordon {node}` and `kubectl label node {node} {HEALTH_LABEL}-`.",
         "monitoring.nodeHealth.cordonXids",
     )
 
