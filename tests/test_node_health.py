@@ -360,3 +360,20 @@ def test_the_service_account_token_is_read_at_each_request(tmp_path) -> None:
         token.write_text("second\n")
         api.nodes("ack-training-platform/pool=gpu")
     assert backends.tokens == ["Bearer first", "Bearer second"]
+
+
+def test_the_deployed_command_line_runs_the_controller(run_stack) -> None:
+    # The Deployment's own command and arguments, with Prometheus and the API served by the stand-ins.
+    plan = run_stack(health_config(cordonXids=[79]))
+    container = plan.one("kubernetes:apps/v1:Deployment", "gpu-node-guard-deployment").inputs["spec"]["template"][
+        "spec"
+    ]["containers"][0]
+    backends = Backends(queries=instant_vectors(14), nodes=pool(*(f"gpu-{x}" for x in "abcdefghij")))
+    with serving(backends) as base:
+        args = [a.replace(PROMETHEUS, base) for a in container["args"] if not a.startswith("--interval")]
+        cmd = [sys.executable, *container["command"][1:], *args, f"--api={base}", "--once"]
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    # XID 79 is listed; gpu-d's ECC error cordons too; gpu-b's XID 13 does not. Ten nodes at a tenth: one.
+    assert [name for name, _, _ in backends.patches] == ["gpu-a"]
+    assert "not cordoning gpu-d (pool budget of 10% spent)" in done.stdout

@@ -4,6 +4,7 @@ against a baseline it cannot reach (fails fast with its exit status and one line
 from __future__ import annotations
 
 import subprocess
+import sys
 
 import pytest
 from conftest import ROOT, cfg, stack_config
@@ -89,3 +90,16 @@ def test_node_check_on_a_one_gpu_pool_names_the_key() -> None:
     assert "jobs[0].nodeCheck: the check all-reduces across a node's GPUs, and this job has 1 per node" in str(
         err.value
     )
+
+
+def test_the_init_container_the_builder_emits_fails_fast_below_the_baseline() -> None:
+    # The emitted command and arguments, run as they are with two CPU processes instead of eight GPUs.
+    pod = pytorch_job(eight_gpu_job(node_check={"baselineGbps": 100000}), context(POOL_8_ERDMA, 8))
+    check = pod["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["initContainers"][0]
+    args = [a.replace("--nproc-per-node=8", "--nproc-per-node=2") for a in check["args"]]
+    cmd = [sys.executable, *check["command"][1:], *args]
+    done = subprocess.run(
+        cmd, cwd=ROOT, env={**ENV, "NODE_NAME": "gpu-node-3"}, capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == NODE_BELOW_BASELINE, done.stdout + done.stderr
+    assert "nodecheck: node gpu-node-3 FAILED: all-reduce bus bandwidth " in done.stderr
