@@ -7,10 +7,13 @@
   (``promql/value.go`` ``Sample.MarshalJSON`` and ``FPoint.MarshalJSON``). A query the table does
   not hold is an empty vector, as a series that is not scraped is.
 - The Kubernetes API's nodes: ``GET /api/v1/nodes?labelSelector=k=v`` (a ``NodeList``) and
-  ``PATCH /api/v1/nodes/{name}`` with ``Content-Type: application/merge-patch+json``, applied as
-  RFC 7386 section 2 defines a JSON merge patch (what Kubernetes' ``pkg/util/merge`` ``MergePatch``
-  implements): objects merge key by key, ``null`` removes a key, anything else (a list included)
-  replaces. Other patch types answer 415, as the API server does for a type it does not accept.
+  ``PATCH /api/v1/nodes/{name}`` with ``Content-Type: application/merge-patch+json``. kubernetes
+  ``staging/src/k8s.io/apiserver/pkg/endpoints/handlers/patch.go``: ``jsonPatcher.applyJSPatch``
+  applies a ``MergePatchType`` body with evanphx/json-patch's ``MergePatch``, RFC 7386's JSON merge
+  patch (section 2: objects merge key by key, ``null`` removes a key, anything else, a list
+  included, replaces), and ``PatchResource`` answers a Content-Type it does not list with an
+  unsupported-media-type error (415). Only the merge patch the controller sends is modelled: any
+  other type answers 415 here, so a change in what the controller sends shows in the tests.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -40,9 +44,16 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
+def go_float(value: float) -> str:
+    """A value as ``strconv.FormatFloat(f, 'f', -1, 64)`` writes it (``FPoint.MarshalJSON``):
+    the fewest digits that read back exactly, no exponent."""
+    text = format(Decimal(repr(float(value))), "f")
+    return text.removesuffix(".0")
+
+
 def vector(series: list[tuple[dict[str, str], float]]) -> dict[str, Any]:
     """An instant-query answer holding ``series``."""
-    result = [{"metric": dict(labels), "value": [NOW, repr(float(value))]} for labels, value in series]
+    result = [{"metric": dict(labels), "value": [NOW, go_float(value)]} for labels, value in series]
     return {"status": "success", "data": {"resultType": "vector", "result": result}}
 
 

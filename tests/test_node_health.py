@@ -139,11 +139,19 @@ def test_the_alert_and_the_controller_use_the_same_xids() -> None:
 
 def test_the_prometheus_stand_in_answers_in_the_shape_of_web_api_v1() -> None:
     # web/api/v1/api.go: Response{Status "status", Data "data"}; QueryData{ResultType "resultType",
-    # Result "result"}; promql/value.go: a Sample marshals as {"metric": ..., "value": [t, "v"]}.
-    answer = vector([({"Hostname": "n1"}, 79)])
+    # Result "result"}; promql/value.go: a Sample marshals as {"metric": ..., "value": [t, "v"]}, the
+    # value by strconv.FormatFloat(f, 'f', -1, 64): "79", "0.5", "1e-07" written out.
+    answer = vector([({"Hostname": "n1"}, 79), ({"Hostname": "n2"}, 0.5), ({"Hostname": "n3"}, 1e-7)])
     assert answer == {
         "status": "success",
-        "data": {"resultType": "vector", "result": [{"metric": {"Hostname": "n1"}, "value": [NOW, "79.0"]}]},
+        "data": {
+            "resultType": "vector",
+            "result": [
+                {"metric": {"Hostname": "n1"}, "value": [NOW, "79"]},
+                {"metric": {"Hostname": "n2"}, "value": [NOW, "0.5"]},
+                {"metric": {"Hostname": "n3"}, "value": [NOW, "0.0000001"]},
+            ],
+        },
     }
 
 
