@@ -14,6 +14,7 @@ from test_trainer import ENV, run, torchrun
 from components.config import TrainingJobSpec, load_spec
 from components.config.loading import ConfigError
 from components.manifests import pytorch_job
+from components.manifests.kinds import kubeflow_job
 from trainer.exit_codes import NODE_BELOW_BASELINE
 from trainer.nodecheck import verdict
 
@@ -103,3 +104,20 @@ def test_the_init_container_the_builder_emits_fails_fast_below_the_baseline() ->
     )
     assert done.returncode == NODE_BELOW_BASELINE, done.stdout + done.stderr
     assert "nodecheck: node gpu-node-3 FAILED: all-reduce bus bandwidth " in done.stderr
+
+
+@pytest.mark.parametrize(("framework", "gpu_less"), [("mpi", "Launcher"), ("tensorflow", "PS")])
+def test_the_gpu_less_pods_of_a_job_get_no_node_check(framework: str, gpu_less: str) -> None:
+    # The MPI Launcher and TensorFlow's parameter servers run without GPUs: a check there would ask
+    # torchrun for zero processes, fail, and keep the job from starting.
+    job = eight_gpu_job(framework=framework, command=["python", "train.py"], node_check={"baselineGbps": 360})
+    if framework == "tensorflow":
+        job = job.model_copy(update={"parameter_servers": 1})
+    manifest = kubeflow_job(job, context(POOL_8_ERDMA, 8))
+    replicas = next(v for k, v in manifest["spec"].items() if k.endswith("ReplicaSpecs"))
+    checks = {
+        role: [c["name"] for c in r["template"]["spec"].get("initContainers", []) if c["name"] == "nodecheck"]
+        for role, r in replicas.items()
+    }
+    assert checks.pop(gpu_less) == []
+    assert checks and all(names == ["nodecheck"] for names in checks.values())

@@ -14,7 +14,8 @@ NODE_NAME_FROM_SPEC: Manifest = {"name": NODE_NAME_ENV, "valueFrom": {"fieldRef"
 
 
 def node_check_container(job: TrainingJobSpec, image: str, gpus: int, resources: Manifest, shm: Manifest) -> Manifest:
-    """The check's init container, or an empty dict when the job sets no ``nodeCheck``.
+    """The check's init container, or an empty dict when the job sets no ``nodeCheck`` or the pod
+    has fewer than two GPUs.
 
     It asks for the training container's resources: the pod's GPUs are the ones it measures (the
     kubelet hands an init container's devices on to the containers that follow), and a pod's
@@ -28,7 +29,9 @@ def node_check_container(job: TrainingJobSpec, image: str, gpus: int, resources:
         shm: the ``/dev/shm`` mount NCCL's intra-node transport needs.
     """
     check = job.node_check
-    if check is None:
+    # A job's GPU-less pods (the MPI Launcher, TensorFlow's parameter servers) have nothing to
+    # measure: torchrun refuses --nproc-per-node=0, which would fail them before they start.
+    if check is None or gpus < 2:
         return {}
     return {
         "name": NODE_CHECK,
