@@ -4,8 +4,9 @@
   (PromQL -> series) in the shape prometheus v3.14.0 ``web/api/v1/api.go`` writes: a
   ``Response`` (``status``, ``data``) holding a ``QueryData`` (``resultType``, ``result``), each
   sample a ``{"metric": {...}, "value": [<unix seconds>, "<value as text>"]}``
-  (``promql/value.go`` ``Sample.MarshalJSON`` and ``FPoint.MarshalJSON``). A query the table does
-  not hold is an empty vector, as a series that is not scraped is.
+  (``promql/value.go`` ``Sample.MarshalJSON`` and ``FPoint.MarshalJSON``); a range selector's answer
+  is a ``matrix``, each series' samples under ``values`` (``web/api/v1/json_codec.go``). A query the
+  tables do not hold is an empty vector, as a series that is not scraped is.
 - The Kubernetes API's nodes: ``GET /api/v1/nodes?labelSelector=k=v`` (a ``NodeList``) and
   ``PATCH /api/v1/nodes/{name}`` with ``Content-Type: application/merge-patch+json``. kubernetes
   ``staging/src/k8s.io/apiserver/pkg/endpoints/handlers/patch.go``: ``jsonPatcher.applyJSPatch``
@@ -57,6 +58,19 @@ def vector(series: list[tuple[dict[str, str], float]]) -> dict[str, Any]:
     return {"status": "success", "data": {"resultType": "vector", "result": result}}
 
 
+def matrix(series: list[tuple[dict[str, str], list[float]]]) -> dict[str, Any]:
+    """An instant query's answer to a range selector: each series with its samples, one a minute
+    up to :data:`NOW` (``web/api/v1/json_codec.go`` ``marshalSeriesJSON``: ``values``)."""
+    result = [
+        {
+            "metric": dict(labels),
+            "values": [[NOW - 60 * (len(points) - 1 - i), go_float(v)] for i, v in enumerate(points)],
+        }
+        for labels, points in series
+    ]
+    return {"status": "success", "data": {"resultType": "matrix", "result": result}}
+
+
 def node(name: str, pool: str = "gpu", unschedulable: bool = False) -> dict[str, Any]:
     """A node of the GPU pool, as the pool labels its nodes."""
     obj: dict[str, Any] = {
@@ -75,6 +89,7 @@ class Backends:
     """What both stand-ins hold, and the requests they were sent."""
 
     queries: dict[str, list[tuple[dict[str, str], float]]] = field(default_factory=dict)
+    ranges: dict[str, list[tuple[dict[str, str], list[float]]]] = field(default_factory=dict)
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     patches: list[tuple[str, str, Any]] = field(default_factory=list)
     asked: list[str] = field(default_factory=list)
@@ -100,6 +115,8 @@ def _handler(backends: Backends) -> type[BaseHTTPRequestHandler]:
             if url.path == "/api/v1/query":
                 promql = params["query"][0]
                 backends.asked.append(promql)
+                if promql in backends.ranges:
+                    return self._send(200, matrix(backends.ranges[promql]))
                 return self._send(200, vector(backends.queries.get(promql, [])))
             if url.path == "/api/v1/nodes":
                 backends.tokens.append(self.headers.get("Authorization"))

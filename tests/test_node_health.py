@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import cfg, stack_config
-from fixtures.dcgm_series import RECORDED, gpu, instant_vectors, samples_at
+from fixtures.dcgm_series import RECORDED, gpu, instant_vectors, samples_at, xid_ranges
 from loopback_health import NOW, Backends, merge_patch, node, serving, vector
 from test_monitoring import operator_config, promtool, run_promtool_cases
 
@@ -44,9 +44,12 @@ def test_a_node_whose_gpu_reports_xid_79_is_cordoned_and_an_application_xid_is_n
         "gpu-b": False,
         "gpu-c": False,
         "gpu-d": True,
+        "gpu-e": True,
     }
     assert verdicts["gpu-a"].reason == "gpu 3 (GPU-gpu-a-3): XID 79 (GPU has fallen off the bus)"
     assert verdicts["gpu-d"].reason == "gpu 1 (GPU-gpu-d-1): 1 double-bit ECC errors"
+    # XID 74 counts though the gauge has read 45 since: the window holds both.
+    assert verdicts["gpu-e"].reason == "gpu 2 (GPU-gpu-e-2): XID 74 (NVLink error)"
     # Before the XID was reported, the same node is healthy.
     assert not node_verdicts(samples_at(3))["gpu-a"].cordon
 
@@ -111,6 +114,8 @@ def test_the_alert_fires_on_the_recorded_xid_79_and_ecc_error_and_not_on_the_app
         ("GPUNodeUnhealthy", "14m", only("gpu-b"), None),
         ("GPUNodeUnhealthy", "14m", only("gpu-c"), None),
         ("GPUNodeUnhealthy", "14m", only("gpu-d"), labels("gpu-d", 1, "ecc-dbe")),
+        # XID 74 was followed by XID 45 a minute later: the alert still names the NVLink fault.
+        ("GPUNodeUnhealthy", "14m", only("gpu-e"), labels("gpu-e", 2, "xid")),
         ("GPUNodeUnhealthy", "3m", only("gpu-a"), None),
     ]
     run_promtool_cases(tmp_path, unhealthy, {}, more)
@@ -189,7 +194,9 @@ def pool(*names: str, cordoned: tuple[str, ...] = ()) -> dict[str, dict]:
 
 
 def test_the_controller_cordons_labels_and_annotates_the_failing_node_only() -> None:
-    backends = Backends(queries=instant_vectors(14), nodes=pool("gpu-a", "gpu-b", "gpu-c", "gpu-d"))
+    backends = Backends(
+        queries=instant_vectors(14), ranges=xid_ranges(14), nodes=pool("gpu-a", "gpu-b", "gpu-c", "gpu-d")
+    )
     backends.nodes["cpu-1"] = node("cpu-1", pool="system")
     with serving(backends) as base:
         done = run_guard(base, "--max-cordoned-share=0.5")
@@ -203,13 +210,27 @@ def test_the_controller_cordons_labels_and_annotates_the_failing_node_only() -> 
     assert {kind for _, kind, _ in backends.patches} == {"application/merge-patch+json"}
     assert "cordoned gpu-a: gpu 3" in done.stdout
     # It asked for every signal, the counters as their growth over the window.
-    assert XID in backends.asked and "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m])" in backends.asked
+    assert f"{XID}[10m]" in backends.asked and "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m])" in backends.asked
+
+
+def test_the_controller_cordons_for_a_node_xid_the_gauge_no_longer_shows() -> None:
+    # gpu-e's gauge has read XID 45 for eight minutes; the XID 74 before it is within the window.
+    assert [v for labels, v in instant_vectors(14)[XID] if labels["Hostname"] == "gpu-e" and v] == [45]
+    backends = Backends(queries=instant_vectors(14), ranges=xid_ranges(14), nodes=pool("gpu-b", "gpu-e"))
+    with serving(backends) as base:
+        done = run_guard(base, "--max-cordoned-share=1")
+    assert done.returncode == 0, done.stderr
+    assert [name for name, _, _ in backends.patches] == ["gpu-e"]
+    reason = backends.nodes["gpu-e"]["metadata"]["annotations"][REASON_ANNOTATION]
+    assert reason == "gpu 2 (GPU-gpu-e-2): XID 74 (NVLink error)"
 
 
 def test_the_controller_never_cordons_more_than_its_share_of_the_pool() -> None:
     # Four nodes at a quarter: one may be out, and one already is (cordoned by someone else).
     backends = Backends(
-        queries=instant_vectors(14), nodes=pool("gpu-a", "gpu-b", "gpu-c", "gpu-d", cordoned=("gpu-c",))
+        queries=instant_vectors(14),
+        ranges=xid_ranges(14),
+        nodes=pool("gpu-a", "gpu-b", "gpu-c", "gpu-d", cordoned=("gpu-c",)),
     )
     with serving(backends) as base:
         done = run_guard(base, "--max-cordoned-share=0.25")
@@ -221,7 +242,9 @@ def test_the_controller_never_cordons_more_than_its_share_of_the_pool() -> None:
 
 
 def test_the_controller_leaves_a_healthy_pool_alone() -> None:
-    backends = Backends(queries=instant_vectors(3), nodes=pool("gpu-a", "gpu-b", cordoned=("gpu-b",)))
+    backends = Backends(
+        queries=instant_vectors(3), ranges=xid_ranges(3), nodes=pool("gpu-a", "gpu-b", cordoned=("gpu-b",))
+    )
     with serving(backends) as base:
         done = run_guard(base)
     assert done.returncode == 0, done.stderr
@@ -318,7 +341,7 @@ def test_a_node_whose_pre_job_check_failed_is_cordoned_from_kube_state_metrics()
     # kube-state-metrics' series, joined as NODE_CHECK_FAILURES joins them, name the node.
     queries = instant_vectors(3)
     queries[NODE_CHECK_FAILURES] = [({"node": "gpu-c"}, 69)]
-    backends = Backends(queries=queries, nodes=pool("gpu-a", "gpu-b", "gpu-c", "gpu-d"))
+    backends = Backends(queries=queries, ranges=xid_ranges(3), nodes=pool("gpu-a", "gpu-b", "gpu-c", "gpu-d"))
     with serving(backends) as base:
         done = run_guard(base, "--max-cordoned-share=0.5")
     assert done.returncode == 0, done.stderr
@@ -376,7 +399,9 @@ def test_the_deployed_command_line_runs_the_controller(run_stack) -> None:
     container = plan.one("kubernetes:apps/v1:Deployment", "gpu-node-guard-deployment").inputs["spec"]["template"][
         "spec"
     ]["containers"][0]
-    backends = Backends(queries=instant_vectors(14), nodes=pool(*(f"gpu-{x}" for x in "abcdefghij")))
+    backends = Backends(
+        queries=instant_vectors(14), ranges=xid_ranges(14), nodes=pool(*(f"gpu-{x}" for x in "abcdefghij"))
+    )
     with serving(backends) as base:
         args = [a.replace(PROMETHEUS, base) for a in container["args"] if not a.startswith("--interval")]
         cmd = [sys.executable, *container["command"][1:], *args, f"--api={base}", "--once"]

@@ -84,7 +84,7 @@ class HealthRules:
     """When a node is taken out; every threshold is data, so a stack can tune them.
 
     Args:
-        cordon_xids: XID -> what it means; a GPU whose last XID is one of them cordons its node.
+        cordon_xids: XID -> what it means; a GPU that reported one of them in the window cordons its node.
         max_dbe_errors: double-bit ECC errors a GPU may add in the window (0: any cordons).
         max_retired_pending: pages pending retirement a GPU may add in the window.
         max_nvlink_errors: NVLink errors (any of :data:`NVLINK_ERRORS`) a GPU may add in the

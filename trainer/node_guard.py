@@ -19,7 +19,9 @@ Two safety rules, as operators of large GPU fleets run such controllers:
 
 Prometheus's instant-query API returns ``{"status": "success", "data": {"resultType": "vector",
 "result": [{"metric": {...}, "value": [<unix seconds>, "<value>"]}]}}`` (prometheus v3.14.0
-``web/api/v1/api.go`` ``Response`` and ``QueryData``; ``promql/value.go`` ``Sample.MarshalJSON``).
+``web/api/v1/api.go`` ``Response`` and ``QueryData``; ``promql/value.go`` ``Sample.MarshalJSON``); for a
+range selector the ``resultType`` is ``matrix`` and each series holds ``"values": [[<unix seconds>,
+"<value>"], ...]`` (``web/api/v1/json_codec.go`` ``marshalSeriesJSON``).
 """
 
 from __future__ import annotations
@@ -57,7 +59,10 @@ REASON_ANNOTATION = "ack-training-platform/gpu-health-reason"
 SINCE_ANNOTATION = "ack-training-platform/gpu-health-since"
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 IN_CLUSTER_API = "https://kubernetes.default.svc"
-GAUGES = (XID, ROW_REMAP_FAILURE)
+GAUGES = (ROW_REMAP_FAILURE,)
+"""Read as they are now. The XID gauge is read over the window instead: it holds only the last
+XID, and an application's XID raised after a node's (XID 45's preemptive cleanup after XID 74, say)
+would hide the node's from a pass that read it once."""
 NODE_CHECK_FAILURES = (
     f'max by (node) ((kube_pod_init_container_status_last_terminated_exitcode{{container="{NODE_CHECK}"}} == '
     f"{NODE_BELOW_BASELINE}) * on (namespace, pod, uid) group_left (node) kube_pod_info)"
@@ -95,22 +100,28 @@ def _request(
         raise GuardError(f"{method} {url}: {err}") from err
 
 
-def query(prometheus: str, promql: str) -> list[dict[str, Any]]:
-    """The instant vector ``promql`` evaluates to now, as Prometheus's API returns it."""
+def query(prometheus: str, promql: str, result_type: str = "vector") -> list[dict[str, Any]]:
+    """What ``promql`` evaluates to now, as Prometheus's API returns it: an instant vector, or for a
+    range selector a ``matrix`` (each series' samples under ``values``)."""
     url = f"{prometheus.rstrip('/')}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
     answer = _request(url)
     if not isinstance(answer, dict) or answer.get("status") != "success":
         raise GuardError(f"query {promql!r}: {answer}")
     data = answer.get("data") or {}
-    if data.get("resultType") != "vector":
-        raise GuardError(f"query {promql!r}: a {data.get('resultType')}, not a vector")
+    if data.get("resultType") != result_type:
+        raise GuardError(f"query {promql!r}: a {data.get('resultType')}, not a {result_type}")
     return list(data.get("result") or [])
 
 
 def dcgm_samples(prometheus: str, window: str = DEFAULT_WINDOW) -> list[Sample]:
-    """The series the decision reads: the gauges now, the counters' increase over ``window``, and
-    the nodes whose pre-job node check failed. A series the exporter does not collect is simply absent."""
+    """The series the decision reads: the gauges now, every XID the window holds, the counters'
+    increase over ``window``, and the nodes whose pre-job node check failed. A series the exporter
+    does not collect is simply absent."""
     samples: list[Sample] = []
+    for row in query(prometheus, f"{XID}[{window}]", "matrix"):
+        labels = dict(row.get("metric") or {})
+        for value in sorted({float(v) for _, v in row.get("values") or []}):
+            samples.append(Sample(XID, labels, value))
     queries = [(name, name) for name in GAUGES] + [(name, f"increase({name}[{window}])") for name in COUNTERS]
     for name, promql in queries:
         for row in query(prometheus, promql):

@@ -41,7 +41,9 @@ def unhealthy_gpus(rules: dcgm.HealthRules, window: str = DEFAULT_WINDOW) -> str
     terms = []
     if rules.cordon_xids:
         xids = " or ".join(f"{dcgm.XID} == {x}" for x in sorted(rules.cordon_xids))
-        terms.append(_signal(f"({xids})", "xid"))
+        # Over the window, as the controller reads it: the gauge holds the last XID only, and an
+        # application's XID after a node's would hide the node's from an instant reading.
+        terms.append(_signal(f"max_over_time(({xids})[{window}:])", "xid"))
     if rules.row_remap_failure:
         terms.append(_signal(f"{dcgm.ROW_REMAP_FAILURE} >= 1", "row-remap-failure"))
 
