@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -115,8 +116,9 @@ def _handler(backends: Backends) -> type[BaseHTTPRequestHandler]:
             if url.path == "/api/v1/query":
                 promql = params["query"][0]
                 backends.asked.append(promql)
-                if promql in backends.ranges:
-                    return self._send(200, matrix(backends.ranges[promql]))
+                if re.fullmatch(r"\w+\[\w+\]", promql):
+                    # A bare range selector evaluates to a matrix, with or without series.
+                    return self._send(200, matrix(backends.ranges.get(promql, [])))
                 return self._send(200, vector(backends.queries.get(promql, [])))
             if url.path == "/api/v1/nodes":
                 backends.tokens.append(self.headers.get("Authorization"))

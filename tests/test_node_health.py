@@ -252,6 +252,21 @@ def test_the_controller_leaves_a_healthy_pool_alone() -> None:
     assert backends.nodes["gpu-b"]["spec"] == {"unschedulable": True}
 
 
+def test_the_controller_says_so_when_the_series_name_no_node_of_the_pool() -> None:
+    # An exporter without NODE_NAME labels its series with the machine's hostname, which on ACK is
+    # not the node's name: no node could ever be judged, and the log says why.
+    backends = Backends(
+        queries={"DCGM_FI_DEV_ROW_REMAP_FAILURE": [({"Hostname": "iZbp1abc", "gpu": "0"}, 0)]},
+        nodes=pool("cn-hangzhou.10.0.0.1"),
+    )
+    with serving(backends) as base:
+        done = run_guard(base)
+    assert done.returncode == 0, done.stderr
+    assert "no DCGM series names a node of the pool (they name iZbp1abc)" in done.stdout
+    with serving(Backends(queries=instant_vectors(3), ranges=xid_ranges(3), nodes=pool("gpu-a"))) as base:
+        assert "no DCGM series names" not in run_guard(base).stdout
+
+
 def test_the_controller_fails_the_pass_when_prometheus_is_unreachable() -> None:
     done = run_guard("http://127.0.0.1:9")
     assert done.returncode == 1

@@ -201,11 +201,14 @@ class Step:
         cordoned: nodes it cordoned now.
         held_back: failing nodes it left alone because the pool's budget is spent.
         failing: every failing node of the pool, with its reason.
+        strangers: the names the series give when none of them is a node of the pool: the
+            exporter's ``Hostname`` is then not the node's name, and no node can be judged.
     """
 
     cordoned: tuple[str, ...]
     held_back: tuple[str, ...]
     failing: dict[str, str]
+    strangers: tuple[str, ...] = ()
 
 
 def step(
@@ -223,11 +226,9 @@ def step(
     pool = api.nodes(pool_selector)
     cordoned = {n["metadata"]["name"] for n in pool if (n.get("spec") or {}).get("unschedulable")}
     budget = cordon_budget(len(pool), max_share)
-    failing = {
-        name: verdicts[name].reason
-        for name in sorted(n["metadata"]["name"] for n in pool)
-        if name in verdicts and verdicts[name].cordon
-    }
+    names = sorted(n["metadata"]["name"] for n in pool)
+    failing = {name: verdicts[name].reason for name in names if name in verdicts and verdicts[name].cordon}
+    strangers = tuple(sorted(verdicts)) if names and not set(verdicts) & set(names) else ()
     done: list[str] = []
     held: list[str] = []
     for name in failing:
@@ -239,7 +240,7 @@ def step(
         api.patch_node(name, cordon_patch(verdicts[name], now()))
         cordoned.add(name)
         done.append(name)
-    return Step(tuple(done), tuple(held), failing)
+    return Step(tuple(done), tuple(held), failing, strangers)
 
 
 def _log(message: str) -> None:
@@ -292,6 +293,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.once:
                 return 1
         else:
+            if result.strangers:
+                _log(
+                    f"no DCGM series names a node of the pool (they name {', '.join(result.strangers[:3])}): the "
+                    "exporter's Hostname label must be the node's name (its NODE_NAME from spec.nodeName)"
+                )
             for name in result.cordoned:
                 _log(f"cordoned {name}: {result.failing[name]}")
             for name in result.held_back:
