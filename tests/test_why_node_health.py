@@ -59,6 +59,14 @@ def test_a_check_that_passed_is_not_the_cause() -> None:
     assert why(seen(v1("bert"), pods=pods)).cause == c.STARTING
 
 
+def test_a_check_that_passed_on_its_retry_is_not_the_cause() -> None:
+    # Under OnFailure the kubelet ran the check again; it passed, and the pods train.
+    pods = v1_pods("bert", phase="Running", node="gpu-node-2")
+    failed_check(pods[1], in_place=True)
+    pods[1]["status"]["initContainerStatuses"][0]["state"] = {"terminated": {"exitCode": 0, "reason": "Completed"}}
+    assert why(seen(v1("bert"), pods=pods)).cause == c.RUNNING
+
+
 def cordoned(name: str) -> dict[str, Any]:
     obj = node(name)
     obj["metadata"]["labels"] = {**obj["metadata"]["labels"], HEALTH_LABEL: FAILED}

@@ -22,11 +22,15 @@ NODE_CORDONED = "gpu-node-cordoned"
 
 
 def _check_failure(pod: dict[str, Any]) -> dict[str, Any] | None:
-    """The node check's terminated state with the below-baseline status, now or last time."""
+    """The node check's terminated state with the below-baseline status, now or last time; not once
+    a later run passed (``OnFailure`` restarts the check, and the pod then trains)."""
     for status in (pod.get("status") or {}).get("initContainerStatuses") or []:
         if status.get("name") != NODE_CHECK:
             continue
-        for state in (status.get("state") or {}, status.get("lastState") or {}):
+        now = status.get("state") or {}
+        if (now.get("terminated") or {}).get("exitCode") == 0:
+            continue
+        for state in (now, status.get("lastState") or {}):
             ended = state.get("terminated") or {}
             if ended.get("exitCode") == NODE_BELOW_BASELINE:
                 return ended
