@@ -9,21 +9,19 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 from conftest import cfg, stack_config
 from fixtures.dcgm_series import RECORDED, gpu, instant_vectors, samples_at, xid_ranges
 from loopback_health import NOW, Backends, merge_patch, node, serving, vector
-from test_monitoring import operator_config, promtool, run_promtool_cases
+from test_monitoring import operator_config, run_promtool_cases
 
 from components.config import NodeHealthSpec, load_spec
 from components.config.loading import ConfigError
 from components.manifests.alerts import alerts
-from components.manifests.node_health import NODE_RULES, health_rules
-from trainer.gpu_health import XID, HealthRules, Sample, node_verdicts
+from components.manifests.node_health import FAILED_NODE_CHECKS, NODE_RULES, health_rules
+from trainer.gpu_health import NODE_CHECK, NODE_LABEL, XID, HealthRules, Sample, node_verdicts
 from trainer.node_guard import (
     FAILED,
     HEALTH_LABEL,
-    NODE_CHECK_FAILURES,
     REASON_ANNOTATION,
     SINCE_ANNOTATION,
     KubeApi,
@@ -352,47 +350,45 @@ def test_the_recorded_series_are_labelled_as_the_exporter_labels_them() -> None:
     )
 
 
-def test_a_node_whose_pre_job_check_failed_is_cordoned_from_kube_state_metrics() -> None:
-    # kube-state-metrics' series, joined as NODE_CHECK_FAILURES joins them, name the node.
+def test_a_failed_node_check_alone_never_cordons() -> None:
+    # Any team's job can add an init container named nodecheck that exits 69: a pod's report is no verdict.
+    verdicts = node_verdicts([Sample(NODE_CHECK, {NODE_LABEL: "gpu-c"}, 1), *samples_at(3)])
+    assert not verdicts["gpu-c"].cordon
+
+
+def test_a_node_with_a_failed_node_check_and_clean_dcgm_series_is_not_cordoned() -> None:
+    # kube-state-metrics says gpu-c's check failed; its DCGM series are clean.
     queries = instant_vectors(3)
-    queries[NODE_CHECK_FAILURES] = [({"node": "gpu-c"}, 69)]
+    queries[FAILED_NODE_CHECKS] = [({"node": "gpu-c", "namespace": "team-a", "pod": "fake-worker-0"}, 69)]
     backends = Backends(queries=queries, ranges=xid_ranges(3), nodes=pool("gpu-a", "gpu-b", "gpu-c", "gpu-d"))
     with serving(backends) as base:
         done = run_guard(base, "--max-cordoned-share=0.5")
     assert done.returncode == 0, done.stderr
-    assert [name for name, _, _ in backends.patches] == ["gpu-c"]
-    assert backends.nodes["gpu-c"]["metadata"]["annotations"][REASON_ANNOTATION] == (
-        "node: the pre-job node check measured its all-reduce below the pool's baseline"
-    )
+    assert backends.patches == []
+    # The controller reads the platform's exporter only, never a pod's status.
+    assert backends.asked and not [q for q in backends.asked if "kube_pod" in q]
 
 
-def test_the_node_check_query_names_the_node_of_the_failed_pod(tmp_path) -> None:
-    pod = 'namespace="training",pod="gpt-worker-0",uid="u1"'
-    series = [
-        {
-            "series": f'kube_pod_init_container_status_last_terminated_exitcode{{{pod},container="nodecheck"}}',
-            "values": "69x5",
-        },
-        {"series": f'kube_pod_info{{{pod},node="gpu-c",host_ip="10.0.0.3"}}', "values": "1x5"},
-        # Another pod whose check passed, on another node.
-        {
-            "series": 'kube_pod_init_container_status_last_terminated_exitcode{namespace="training",pod="gpt-master-0",'
-            'uid="u2",container="nodecheck"}',
-            "values": "0x5",
-        },
-        {"series": 'kube_pod_info{namespace="training",pod="gpt-master-0",uid="u2",node="gpu-a"}', "values": "1x5"},
+def test_the_node_check_alert_names_the_node_and_the_pod(tmp_path) -> None:
+    (alert,) = [
+        a
+        for a in alerts(load_spec(health_config(), credentials=False).monitoring_scope())
+        if a.name == "GPUNodeCheckFailed"
     ]
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": []}))
-    test = {
-        "interval": "1m",
-        "input_series": series,
-        "promql_expr_test": [
-            {"expr": NODE_CHECK_FAILURES, "eval_time": "4m", "exp_samples": [{"labels": '{node="gpu-c"}', "value": 69}]}
-        ],
+    assert alert.severity == "warning"
+    failed = 'namespace="training",pod="gpt-worker-0",uid="u1"'
+    passed = 'namespace="training",pod="gpt-master-0",uid="u2"'
+    exitcode = "kube_pod_init_container_status_last_terminated_exitcode"
+    series = {
+        f'{exitcode}{{{failed},container="nodecheck"}}': "69x5",
+        f'kube_pod_info{{{failed},node="gpu-c",host_ip="10.0.0.3"}}': "1x5",
+        # Another pod whose check passed, on another node.
+        f'{exitcode}{{{passed},container="nodecheck"}}': "0x5",
+        f'kube_pod_info{{{passed},node="gpu-a"}}': "1x5",
     }
-    (tmp_path / "tests.yaml").write_text(yaml.safe_dump({"rule_files": ["rules.yaml"], "tests": [test]}))
-    result = subprocess.run([promtool(), "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
+    quiet = {s: v for s, v in series.items() if "gpt-master-0" in s}
+    labels = {"node": "gpu-c", "namespace": "training", "pod": "gpt-worker-0", "severity": "warning"}
+    run_promtool_cases(tmp_path, [alert], {}, [(alert.name, "4m", series, labels), (alert.name, "4m", quiet, None)])
 
 
 def test_the_service_account_token_is_read_at_each_request(tmp_path) -> None:

@@ -47,7 +47,9 @@ def test_a_pod_whose_node_check_failed_names_the_node_and_the_figures() -> None:
             c.NODE_CHECK_FAILED,
             "Pod bert-worker-0 failed its pre-job node check on gpu-node-2 (node gpu-node-2 FAILED: all-reduce bus "
             "bandwidth 61.30 GB/s across 8 processes, below 80% of the pool's baseline 360 GB/s (288.00 GB/s)): "
-            "cordon the node (kubectl cordon gpu-node-2) and delete the pod so that it is placed on another.",
+            "the report is the pod's own, so the node stays schedulable; if other jobs' checks fail there too or its "
+            "DCGM series show a fault, cordon it (kubectl cordon gpu-node-2), then delete the pod so that it is "
+            "placed on another.",
         )
 
 

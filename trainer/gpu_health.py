@@ -37,8 +37,9 @@ NVLINK_ERRORS = (
 COUNTERS = (ECC_DBE_VOLATILE, RETIRED_PENDING, *NVLINK_ERRORS)
 """Counters: what counts is how much they grew in the window (``increase``), not their total since boot."""
 NODE_CHECK = "nodecheck"
-"""The pre-job node check's init container (:mod:`trainer.nodecheck`), and the signal name of a node
-whose last check failed: the controller reads it from kube-state-metrics, not from DCGM."""
+"""The pre-job node check's init container (:mod:`trainer.nodecheck`). Its failure is not a signal
+here: a team's job chooses its pods' init containers and can report any status under this name, so
+only the platform's own exporter series take a node out; a failed check is alerted on instead."""
 NODE_NAME_ENV = "NODE_NAME"
 """The node check's node name, from the pod's ``spec.nodeName`` (the builders set it)."""
 NODE_LABEL = "Hostname"
@@ -140,8 +141,6 @@ def _failure(sample: Sample, rules: HealthRules) -> str | None:
         return f"{value:g} double-bit ECC errors" if value > rules.max_dbe_errors else None
     if sample.metric == RETIRED_PENDING:
         return f"{value:g} pages pending retirement" if value > rules.max_retired_pending else None
-    if sample.metric == NODE_CHECK:
-        return "the pre-job node check measured its all-reduce below the pool's baseline" if value else None
     if sample.metric in NVLINK_ERRORS and rules.max_nvlink_errors is not None:
         if value > rules.max_nvlink_errors:
             return f"{value:g} NVLink errors ({sample.metric})"

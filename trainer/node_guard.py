@@ -40,11 +40,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .exit_codes import NODE_BELOW_BASELINE
 from .gpu_health import (
     COUNTERS,
-    NODE_CHECK,
-    NODE_LABEL,
     ROW_REMAP_FAILURE,
     XID,
     HealthRules,
@@ -63,14 +60,6 @@ GAUGES = (ROW_REMAP_FAILURE,)
 """Read as they are now. The XID gauge is read over the window instead: it holds only the last
 XID, and an application's XID raised after a node's (XID 45's preemptive cleanup after XID 74, say)
 would hide the node's from a pass that read it once."""
-NODE_CHECK_FAILURES = (
-    f'max by (node) ((kube_pod_init_container_status_last_terminated_exitcode{{container="{NODE_CHECK}"}} == '
-    f"{NODE_BELOW_BASELINE}) * on (namespace, pod, uid) group_left (node) kube_pod_info)"
-)
-"""Nodes where a pod's pre-job node check last exited below the baseline, from kube-state-metrics
-(v2.20.0 ``docs/metrics/workload/pod-metrics.md``: the init container's last exit code by
-``namespace``, ``pod``, ``uid`` and ``container``; ``kube_pod_info`` carries the pod's ``node``). Read
-from Prometheus, so the controller needs no access to pods."""
 DEFAULT_WINDOW = "10m"
 """How far back a counter's growth counts: a few scrapes, short enough that an error fixed by a
 reboot stops counting soon after."""
@@ -114,9 +103,10 @@ def query(prometheus: str, promql: str, result_type: str = "vector") -> list[dic
 
 
 def dcgm_samples(prometheus: str, window: str = DEFAULT_WINDOW) -> list[Sample]:
-    """The series the decision reads: the gauges now, every XID the window holds, the counters'
-    increase over ``window``, and the nodes whose pre-job node check failed. A series the exporter
-    does not collect is simply absent."""
+    """The series the decision reads: the gauges now, every XID the window holds and the counters'
+    increase over ``window``, all from the platform's DCGM exporter. A pod's own report (a failed
+    pre-job node check) is not read: a team's job could forge it. A series the exporter does not
+    collect is simply absent."""
     samples: list[Sample] = []
     for row in query(prometheus, f"{XID}[{window}]", "matrix"):
         labels = dict(row.get("metric") or {})
@@ -128,10 +118,6 @@ def dcgm_samples(prometheus: str, window: str = DEFAULT_WINDOW) -> list[Sample]:
             value = float(row["value"][1])
             if not math.isnan(value):
                 samples.append(Sample(name, dict(row.get("metric") or {}), value))
-    for row in query(prometheus, NODE_CHECK_FAILURES):
-        node = (row.get("metric") or {}).get("node")
-        if node:
-            samples.append(Sample(NODE_CHECK, {NODE_LABEL: node}, 1))
     return samples
 
 

@@ -19,7 +19,7 @@ from . import alert_queries as q
 from . import kube_metrics as kube
 from .base import MANAGED_BY, Manifest
 from .kinds import KINDS
-from .node_health import SIGNAL_LABEL, health_rules, unhealthy_gpus
+from .node_health import FAILED_NODE_CHECKS, SIGNAL_LABEL, health_rules, unhealthy_gpus
 from .scraping import JOB_LABEL, MONITORING_API, NETWORK_SERIES_LABEL, NODES_SERIES_LABEL, POOL_SERIES_LABEL
 
 RULE_GROUP = "ack-training-platform.training"
@@ -286,6 +286,7 @@ def alerts(scope: MonitoringScope) -> list[Alert]:
         )
     if scope.monitoring.node_health.enabled:
         rules.append(_gpu_node_alert(scope))
+        rules.append(_node_check_alert())
     return rules
 
 
@@ -306,6 +307,24 @@ def _gpu_node_alert(scope: MonitoringScope) -> Alert:
         "--ignore-daemonsets`), reboot or repair it (ACK's node auto-repair, or a ticket for the instance), then "
         f"`kubectl uncordon {node}` and `kubectl label node {node} {HEALTH_LABEL}-`.",
         "monitoring.nodeHealth.cordonXids",
+    )
+
+
+def _node_check_alert() -> Alert:
+    """A pod whose pre-job node check failed. Never a cordon by itself: any team's job can name an init
+    container ``nodecheck`` and exit 69, so a person (or a DCGM signal) decides whether the node is bad."""
+    node, pod = "{{ $labels.node }}", "{{ $labels.namespace }}/{{ $labels.pod }}"
+    return Alert(
+        "GPUNodeCheckFailed",
+        FAILED_NODE_CHECKS,
+        1,
+        "warning",
+        f"Pod {pod} failed its pre-job node check on node {node}.",
+        f"The pod's nodecheck init container measured its GPUs' all-reduce below its job's baseline (exit 69); "
+        f"`ack-jobs why` gives the figures. The report is the pod's own, so the node is not cordoned for it: "
+        f"if other jobs' checks fail on {node} too, or its DCGM series show a fault, `kubectl cordon {node}` "
+        f"and delete the pod so that it is placed on another node; if only this job's fail, check its "
+        "`jobs[].nodeCheck.baselineGbps`.",
     )
 
 

@@ -1,4 +1,4 @@
-"""GPU node health: the ``GPUNodeUnhealthy`` alert's query and the objects of the controller that
+"""GPU node health: the ``GPUNodeUnhealthy`` and ``GPUNodeCheckFailed`` alerts' queries and the objects of the controller that
 cordons failing GPU nodes (``python -m trainer.node_guard``), from ``monitoring.nodeHealth``.
 
 The alert and the controller classify alike: both are built from one
@@ -8,6 +8,7 @@ The alert and the controller classify alike: both are built from one
 from __future__ import annotations
 
 from trainer import gpu_health as dcgm
+from trainer.exit_codes import NODE_BELOW_BASELINE
 from trainer.node_guard import DEFAULT_WINDOW
 
 from ..config import POOL_LABEL, NodeHealthSpec
@@ -56,6 +57,17 @@ def unhealthy_gpus(rules: dcgm.HealthRules, window: str = DEFAULT_WINDOW) -> str
         for metric in dcgm.NVLINK_ERRORS:
             terms.append(_signal(f"{grew(metric)} > {rules.max_nvlink_errors:g}", "nvlink-errors"))
     return f"max by ({keep}) ({' or '.join(terms)})"
+
+
+FAILED_NODE_CHECKS = (
+    f"max by (node, namespace, pod) ("
+    f'(kube_pod_init_container_status_last_terminated_exitcode{{container="{dcgm.NODE_CHECK}"}} == '
+    f"{NODE_BELOW_BASELINE}) * on (namespace, pod, uid) group_left (node) kube_pod_info)"
+)
+"""PromQL: pods whose pre-job node check last exited below the baseline, with their node, from
+kube-state-metrics (v2.20.0 ``docs/metrics/workload/pod-metrics.md``: the init container's last exit
+code by ``namespace``, ``pod``, ``uid`` and ``container``; ``kube_pod_info`` carries the pod's
+``node``). Only alerted on: the pod's template is its team's, so the status is the team's to report."""
 
 
 def guard_args(spec: NodeHealthSpec, prometheus_url: str, pool: str) -> list[str]:

@@ -47,8 +47,9 @@ def node_check_failed(pods: list[dict[str, Any]]) -> str | None:
         said = [line for line in (ended.get("message") or "").splitlines() if line.startswith(f"{NODE_CHECK}:")]
         detail = f" ({said[-1].removeprefix(f'{NODE_CHECK}: ')})" if said else ""
         return (
-            f"Pod {pod['metadata']['name']} failed its pre-job node check on {node}{detail}: cordon the node "
-            f"(kubectl cordon {node}) and delete the pod so that it is placed on another."
+            f"Pod {pod['metadata']['name']} failed its pre-job node check on {node}{detail}: the report is the "
+            f"pod's own, so the node stays schedulable; if other jobs' checks fail there too or its DCGM series "
+            f"show a fault, cordon it (kubectl cordon {node}), then delete the pod so that it is placed on another."
         )
     return None
 
