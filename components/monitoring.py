@@ -148,7 +148,7 @@ class Monitoring(pulumi.ComponentResource):
     ) -> None:
         """The GPU node health controller, once the training image it runs from is in the registry."""
         health = spec.monitoring.node_health
-        image_ref, tag = spec.training_image
+        image_ref, tag = spec.trainer_image
         owner = "the GPU node health controller"
         if not health.enabled or spec.gpu_pool is None or not image_pushed(registry, tag, owner):
             return

@@ -946,11 +946,18 @@ class TensorBoardSpec(TypedDict):
 
 
 class NodeHealthSpec(TypedDict):
-    """The GPU node health controller and the `GPUNodeUnhealthy` alert. Off unless enabled."""
+    """The GPU node health controller and the `GPUNodeUnhealthy` and `GPUNodeCheckFailed` alerts. Off unless
+    enabled."""
 
     enabled: NotRequired[pulumi.Input[bool]]
-    """Deploy the controller (a Deployment of `python -m trainer.node_guard` from the training image, on the
-    system nodes) and add the alert."""
+    """Deploy the controller (a Deployment of `python -m trainer.node_guard` from `image`, on the system
+    nodes) and add the alerts."""
+    image: NotRequired[pulumi.Input[str]]
+    """Full reference of an image carrying the platform's `trainer` package, pinned by
+    tag (not `latest`) or digest: the controller and every job's pre-job node check run from it. Default: the
+    image of the first job that runs the bundled trainer (one without a `command` of its own)."""
+    image_tag: NotRequired[pulumi.Input[str]]
+    """Tag of that image in the platform's registry (instead of `image`), pinned (not `latest`)."""
     prometheus_url: NotRequired[pulumi.Input[str]]
     """Base URL of a Prometheus that scrapes the DCGM exporter, as the controller reaches it from the cluster, such
     as `http://prometheus-operated.monitoring:9090` (its `/api/v1/query` must answer without a login). Required

@@ -300,6 +300,8 @@ def test_node_health_without_a_gpu_pool_names_the_key() -> None:
         ),
         ({"prometheusUrl": "prometheus:9090"}, "'prometheus:9090' is not a URL"),
         ({"maxCordonedShare": 0}, "monitoring.nodeHealth.maxCordonedShare"),
+        ({"image": "registry.example.com/platform/trainer:latest"}, "monitoring.nodeHealth.image"),
+        ({"image": "registry.example.com/platform/trainer:v1", "imageTag": "v1"}, "give image or imageTag, not both"),
     ],
 )
 def test_bad_node_health_settings_name_the_key(health: dict, message: str) -> None:
@@ -335,6 +337,30 @@ def test_the_controller_is_deployed_with_nodes_get_list_patch_only(run_stack) ->
     assert container["image"] == "<registry host, known after deploy>/ml/trainer:v0.1.0"
     rule = plan.one("kubernetes:monitoring.coreos.com/v1:PrometheusRule").inputs
     assert "GPUNodeUnhealthy" in [r["alert"] for r in rule["spec"]["groups"][0]["rules"]]
+
+
+def test_the_controller_runs_the_image_its_key_names(run_stack) -> None:
+    own = "registry.example.com/platform/trainer:v0.2.0"
+    plan = run_stack(health_config(image=own))
+    pod = plan.one("kubernetes:apps/v1:Deployment", "gpu-node-guard-deployment").inputs["spec"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == own
+
+
+def test_without_a_job_of_the_bundled_trainer_the_controller_needs_its_image() -> None:
+    config = health_config()
+    for job in config[cfg("jobs")]:
+        job.pop("imageTag", None)
+        job.update(image="registry.example.com/team/own:v1", command=["python", "train.py"])
+    with pytest.raises(ConfigError) as err:
+        load_spec(config, credentials=False)
+    assert "monitoring.nodeHealth.image: it runs the platform's trainer package, and no job of the stack runs" in str(
+        err.value
+    )
+    config[cfg("monitoring")]["nodeHealth"]["image"] = "registry.example.com/platform/trainer:v0.2.0"
+    assert load_spec(config, credentials=False).monitoring_scope().trainer_image == (
+        "registry.example.com/platform/trainer:v0.2.0",
+        None,
+    )
 
 
 def test_no_controller_unless_enabled(run_stack) -> None:

@@ -3,6 +3,7 @@ against a baseline it cannot reach (fails fast with its exit status and one line
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -113,7 +114,7 @@ def test_the_gpu_less_pods_of_a_job_get_no_node_check(framework: str, gpu_less: 
     job = eight_gpu_job(framework=framework, command=["python", "train.py"], node_check={"baselineGbps": 360})
     if framework == "tensorflow":
         job = job.model_copy(update={"parameter_servers": 1})
-    manifest = kubeflow_job(job, context(POOL_8_ERDMA, 8))
+    manifest = kubeflow_job(job, context(POOL_8_ERDMA, 8, trainer_image=IMAGE))
     replicas = next(v for k, v in manifest["spec"].items() if k.endswith("ReplicaSpecs"))
     checks = {
         role: [c["name"] for c in r["template"]["spec"].get("initContainers", []) if c["name"] == "nodecheck"]
@@ -121,3 +122,61 @@ def test_the_gpu_less_pods_of_a_job_get_no_node_check(framework: str, gpu_less: 
     }
     assert checks.pop(gpu_less) == []
     assert checks and all(names == ["nodecheck"] for names in checks.values())
+
+
+# --- the image the check runs from ------------------------------------------------------------
+
+OWN_IMAGE = "registry.example.com/vision/own-code:v2"
+"""A team's image with its own code: it need not carry the trainer package."""
+
+
+def test_a_job_with_its_own_command_runs_the_check_from_the_platforms_trainer_image() -> None:
+    job = TrainingJobSpec(
+        name="gpt", image=OWN_IMAGE, command=["python", "train.py"], nodes=2, node_check={"baselineGbps": 360}
+    )
+    ctx = dataclasses.replace(context(POOL_8_ERDMA, 8, trainer_image=IMAGE), image=OWN_IMAGE)
+    manifest = pytorch_job(job, ctx)
+    for replica in manifest["spec"]["pytorchReplicaSpecs"].values():
+        pod = replica["template"]["spec"]
+        assert pod["initContainers"][0]["image"] == IMAGE
+        assert pod["containers"][0]["image"] == OWN_IMAGE
+
+
+def test_a_job_with_its_own_command_and_no_trainer_image_is_refused_by_the_builder() -> None:
+    job = eight_gpu_job(command=["python", "train.py"], node_check={"baselineGbps": 360})
+    with pytest.raises(ValueError, match=r"jobs\[\].nodeCheck of job 'gpt': the check runs the platform's trainer"):
+        pytorch_job(job, context(POOL_8_ERDMA, 8))
+
+
+def own_code_checked() -> dict:
+    """The prod stack whose vision job runs its own image and command, with the node check."""
+    config = stack_config("prod")
+    job = next(j for j in config[cfg("jobs")] if j["name"] == "vit-finetune")
+    job.pop("imageTag")
+    job.update(image=OWN_IMAGE, command=["python", "train.py"], nodeCheck={"baselineGbps": 150})
+    return config
+
+
+def test_the_planned_check_of_a_job_with_its_own_image_runs_the_bundled_trainers_image(run_stack) -> None:
+    plan = run_stack(own_code_checked(), "prod")
+    job = next(j for j in plan.of_type("kubernetes:kubeflow.org/v1:PyTorchJob") if j.name == "vit-finetune")
+    for replica in job.inputs["spec"]["pytorchReplicaSpecs"].values():
+        pod = replica["template"]["spec"]
+        # gpt-pretrain runs the bundled trainer: its image, the registry's v0.1.0, carries the check.
+        assert pod["initContainers"][0]["image"].endswith("/ml/trainer:v0.1.0")
+        assert pod["containers"][0]["image"] == OWN_IMAGE
+
+
+def test_node_check_without_any_trainer_image_names_the_keys() -> None:
+    config = own_code_checked()
+    for job in config[cfg("jobs")]:
+        job.update(image=OWN_IMAGE, command=["python", "train.py"])
+        job.pop("imageTag", None)
+    with pytest.raises(ConfigError) as err:
+        load_spec(config, credentials=False)
+    assert "nodeCheck: it runs the platform's trainer package, and no job of the stack runs the bundled trainer" in str(
+        err.value
+    )
+    assert "give monitoring.nodeHealth.image (or imageTag)" in str(err.value)
+    config[cfg("monitoring")] = {"nodeHealth": {"image": IMAGE}}
+    assert load_spec(config, credentials=False).jobs[2].node_check is not None

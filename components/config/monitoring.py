@@ -126,8 +126,8 @@ class MonitoringScope:
         trainer_v2: jobs run on Trainer v2 (the TrainJob alerts).
         tensorboard_image: TensorBoard's image as ``(full reference, tag in the registry)``.
         gpu_pool: the GPU pool's name, whose nodes the node health controller watches.
-        training_image: the first job's image as ``(full reference, tag in the registry)``: the node health
-            controller runs from it.
+        trainer_image: the image carrying the platform's ``trainer`` package, as ``(full reference, tag in the
+            registry)``: the node health controller runs from it (``monitoring.nodeHealth.image``).
     """
 
     monitoring: MonitoringSpec
@@ -137,7 +137,7 @@ class MonitoringScope:
     trainer_v2: bool
     tensorboard_image: tuple[str | None, str | None] = (None, None)
     gpu_pool: str | None = None
-    training_image: tuple[str | None, str | None] = (None, None)
+    trainer_image: tuple[str | None, str | None] = (None, None)
 
     @property
     def runs_tensorboard(self) -> bool:

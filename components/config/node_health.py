@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 from trainer.gpu_health import APPLICATION_XIDS, NODE_XIDS
 
 from .base import Spec, field_error
+from .job_settings import check_pinned, check_pinned_tag
 
 if TYPE_CHECKING:
     from .platform import PlatformSpec
@@ -22,11 +23,18 @@ DEFAULT_INTERVAL_S = 60
 
 
 class NodeHealthSpec(Spec):
-    """The GPU node health controller and the ``GPUNodeUnhealthy`` alert. Off unless enabled."""
+    """The GPU node health controller and the ``GPUNodeUnhealthy`` and ``GPUNodeCheckFailed`` alerts. Off unless
+    enabled."""
 
     enabled: bool = False
-    """Deploy the controller (a Deployment of ``python -m trainer.node_guard`` from the training image, on the
-    system nodes) and add the alert."""
+    """Deploy the controller (a Deployment of ``python -m trainer.node_guard`` from ``image``, on the system
+    nodes) and add the alerts."""
+    image: str | None = None
+    """Full reference of an image carrying the platform's ``trainer`` package (``trainer/Dockerfile``), pinned by
+    tag (not ``latest``) or digest: the controller and every job's pre-job node check run from it. Default: the
+    image of the first job that runs the bundled trainer (one without a ``command`` of its own)."""
+    image_tag: str | None = None
+    """Tag of that image in the platform's registry (instead of ``image``), pinned (not ``latest``)."""
     prometheus_url: str | None = None
     """Base URL of a Prometheus that scrapes the DCGM exporter, as the controller reaches it from the cluster, such
     as ``http://prometheus-operated.monitoring:9090`` (its ``/api/v1/query`` must answer without a login). Required
@@ -52,11 +60,43 @@ class NodeHealthSpec(Spec):
                 f"XID {', '.join(map(str, application))} is raised by a job's own fault (NVIDIA's action: restart "
                 "the application), so a node is not to blame: drop it",
             )
+        if self.image is not None:
+            check_pinned(self.image, "image")
+        if self.image_tag is not None:
+            check_pinned_tag(self.image_tag, "imageTag")
         if self.prometheus_url is not None and not self.prometheus_url.startswith(("http://", "https://")):
             raise field_error(
                 "prometheusUrl", f"{self.prometheus_url!r} is not a URL: write http://host:port or https://host:port"
             )
         return self
+
+
+def trainer_image(spec: PlatformSpec) -> tuple[str | None, str | None]:
+    """The image the platform's own ``trainer`` code runs from (the node health controller, the pre-job node
+    check), as ``(full reference, tag in the registry)``: ``monitoring.nodeHealth``'s, else the first job's that
+    runs the bundled trainer; neither when no job does. A job with its own ``command`` may run an image without
+    the ``trainer`` package, so its image is never taken."""
+    health = spec.monitoring.node_health
+    if health.image is not None or health.image_tag is not None:
+        return health.image, health.image_tag
+    bundled = next((job for job in spec.jobs if job.command is None), None)
+    return (bundled.image, bundled.image_tag) if bundled is not None else (None, None)
+
+
+NO_TRAINER_IMAGE = (
+    "no job of the stack runs the bundled trainer (each has a command of its own, whose image may lack the "
+    "trainer package): give monitoring.nodeHealth.image (or imageTag), an image built from trainer/Dockerfile"
+)
+
+
+def check_trainer_image(spec: PlatformSpec, key: str) -> None:
+    """``key`` (what needs the image) has an image carrying the ``trainer`` package to run from.
+
+    Raises:
+        PydanticCustomError: there is none.
+    """
+    if trainer_image(spec) == (None, None):
+        raise field_error(key, f"it runs the platform's trainer package, and {NO_TRAINER_IMAGE}")
 
 
 def check_node_health(spec: PlatformSpec) -> None:
@@ -66,8 +106,16 @@ def check_node_health(spec: PlatformSpec) -> None:
         PydanticCustomError: a rule is broken; the message names the stack key.
     """
     health = spec.monitoring.node_health
+    if health.image is not None and health.image_tag is not None:
+        raise field_error("monitoring.nodeHealth.image", "give image or imageTag, not both: drop one of them")
+    if health.image_tag is not None and spec.registry is None:
+        raise field_error(
+            "monitoring.nodeHealth.imageTag",
+            "imageTag needs a registry; without one give a full image reference in image",
+        )
     if not health.enabled:
         return
+    check_trainer_image(spec, "monitoring.nodeHealth.image")
     if health.prometheus_url is None:
         raise field_error(
             "monitoring.nodeHealth.prometheusUrl",
@@ -78,9 +126,4 @@ def check_node_health(spec: PlatformSpec) -> None:
         raise field_error(
             "monitoring.nodeHealth.enabled",
             "there is no gpuPool whose nodes it could watch: add a gpuPool, or set enabled: false",
-        )
-    if not spec.jobs:
-        raise field_error(
-            "monitoring.nodeHealth.enabled",
-            "the controller runs from the training image, and the stack has no job to take it from: add a job",
         )

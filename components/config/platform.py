@@ -19,6 +19,7 @@ from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
 from .datasets import DatasetImportSpec, check_datasets
 from .monitoring import ARMS_AGENT_NAMESPACE, MonitoringScope, MonitoringSpec, PrometheusMode, check_monitoring
 from .node_check import node_check_problem
+from .node_health import check_trainer_image, trainer_image
 from .operator import OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, check_kueue_topology
 from .pools import GpuPoolSpec
 from .registry import RegistrySpec, check_mirror
@@ -118,7 +119,7 @@ class PlatformSpec(Spec):
             trainer_v2=self.uses_trainer_v2,
             tensorboard_image=self.tensorboard_image(),
             gpu_pool=self.gpu_pool.name if self.gpu_pool is not None else None,
-            training_image=(self.jobs[0].image, self.jobs[0].image_tag) if self.jobs else (None, None),
+            trainer_image=trainer_image(self),
         )
 
     def job_backend(self, job: TrainingJobSpec) -> Backend:
@@ -390,8 +391,10 @@ class PlatformSpec(Spec):
                     f"{key}.gpus_per_node",
                     f"the job asks for {gpus} GPUs per node but the stack has no gpuPool; set gpusPerNode: 0 for a CPU job",
                 )
-            if job.node_check is not None and (problem := node_check_problem(gpus, self.job_backend(job))):
-                raise field_error(f"{key}.nodeCheck", problem)
+            if job.node_check is not None:
+                if problem := node_check_problem(gpus, self.job_backend(job)):
+                    raise field_error(f"{key}.nodeCheck", problem)
+                check_trainer_image(self, f"{key}.nodeCheck")
             if job.framework == "xgboost" and gpus > 1 and self.job_backend(job) == "v2":
                 raise field_error(f"{key}.gpusPerNode", xgboost_gpus_problem(gpus))
             problem = pool_problem(job, pool) if pool is not None else None

@@ -13,7 +13,9 @@ NODE_NAME_FROM_SPEC: Manifest = {"name": NODE_NAME_ENV, "valueFrom": {"fieldRef"
 """The node's name through the downward API, for the check's one line."""
 
 
-def node_check_container(job: TrainingJobSpec, image: str, gpus: int, resources: Manifest, shm: Manifest) -> Manifest:
+def node_check_container(
+    job: TrainingJobSpec, image: str | None, gpus: int, resources: Manifest, shm: Manifest
+) -> Manifest:
     """The check's init container, or an empty dict when the job sets no ``nodeCheck`` or the pod
     has fewer than two GPUs.
 
@@ -23,16 +25,25 @@ def node_check_container(job: TrainingJobSpec, image: str, gpus: int, resources:
 
     Args:
         job: the validated job spec.
-        image: the training image (it carries ``trainer.nodecheck`` and torch).
+        image: the platform's trainer image (it carries ``trainer.nodecheck`` and torch), never the job's
+            own, which may be a team's code without the ``trainer`` package.
         gpus: GPUs per pod.
         resources: the training container's ``resources``.
         shm: the ``/dev/shm`` mount NCCL's intra-node transport needs.
+
+    Raises:
+        ValueError: the job sets ``nodeCheck`` and there is no trainer image.
     """
     check = job.node_check
     # A job's GPU-less pods (the MPI Launcher, TensorFlow's parameter servers) have nothing to
     # measure: torchrun refuses --nproc-per-node=0, which would fail them before they start.
     if check is None or gpus < 2:
         return {}
+    if image is None:
+        raise ValueError(
+            f"jobs[].nodeCheck of job {job.name!r}: the check runs the platform's trainer image, and none was given "
+            "(monitoring.nodeHealth.image), and the job's own command may run an image without the trainer package"
+        )
     return {
         "name": NODE_CHECK,
         "image": image,
