@@ -60,6 +60,13 @@ def test_a_node_whose_gpu_reports_xid_79_is_cordoned_and_an_application_xid_is_n
         (Sample(XID, {}, 31), HealthRules(), None),
         (Sample(XID, {}, 43), HealthRules(), None),
         (Sample(XID, {}, 79), HealthRules(cordon_xids={48: "x"}), None),
+        # A pending row remapping, a contained ECC error and a high corrected-error rate leave the GPU
+        # taking new work: no cordon unless a stack lists them.
+        (Sample(XID, {}, 63), HealthRules(), None),
+        (Sample(XID, {}, 92), HealthRules(), None),
+        (Sample(XID, {}, 94), HealthRules(), None),
+        (Sample(XID, {}, 95), HealthRules(), "XID 95 (uncontained ECC error)"),
+        (Sample(XID, {}, 64), HealthRules(), "XID 64 (ECC page retirement or row remapping failed)"),
         (Sample("DCGM_FI_DEV_ROW_REMAP_FAILURE", {}, 1), HealthRules(), "row remapping failed"),
         (Sample("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", {}, 500), HealthRules(), None),
         (
@@ -123,6 +130,18 @@ def test_the_alert_is_there_only_when_node_health_is_enabled() -> None:
     assert "GPUNodeUnhealthy" not in {
         a.name for a in alerts(load_spec(operator_config(), credentials=False).monitoring_scope())
     }
+
+
+def test_the_default_cordon_xids_need_a_reset_or_service_and_the_others_can_be_listed() -> None:
+    assert NodeHealthSpec().cordon_xids == [48, 64, 74, 79, 95, 119, 120]
+    spec = load_spec(health_config(cordonXids=[63, 94, 79]), credentials=False).monitoring.node_health
+    assert health_rules(spec).cordon_xids == {
+        63: "ECC page retirement or row remapping pending a GPU reset",
+        79: "GPU has fallen off the bus",
+        94: "contained ECC error",
+    }
+    verdict = node_verdicts([Sample(XID, {"Hostname": "n1", "gpu": "0"}, 94)], health_rules(spec))["n1"]
+    assert verdict.reason == "gpu 0: XID 94 (contained ECC error)"
 
 
 def test_the_alert_and_the_controller_use_the_same_xids() -> None:

@@ -11,11 +11,10 @@ count as unmeasured otherwise. Each series carries ``gpu``, ``UUID``, ``modelNam
 name: the chart sets ``NODE_NAME`` from ``spec.nodeName`` (``deployment/templates/daemonset.yaml``)
 and the exporter takes it first (``internal/pkg/hostname/hostname.go``).
 
-The XIDs that take a node out are NVIDIA's: the Xid catalogue
-(https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html) gives each XID an
-immediate action; those whose action is a GPU reset, a node reboot or service cordon the node,
-and those an application causes (13, 31, 43, 45: the job's own fault, fixed by restarting it) do
-not. Nothing here reads a clock, a socket or the environment; the controller
+The XIDs that take a node out by default are those after which the GPU cannot take new work until
+it is reset, the node rebooted or the board replaced (:data:`NODE_XIDS`); memory errors the GPU
+contains or corrects, after which new work runs, only where a stack lists them (:data:`XID_MEANINGS`);
+those an application causes (13, 31, 43, 45: the job's own fault, fixed by restarting it) never. Nothing here reads a clock, a socket or the environment; the controller
 (:mod:`trainer.node_guard`) and the alert (``components/manifests/node_health.py``) share it.
 """
 
@@ -45,7 +44,7 @@ NODE_NAME_ENV = "NODE_NAME"
 NODE_LABEL = "Hostname"
 GPU_LABEL = "gpu"
 
-NODE_XIDS: Mapping[int, str] = {
+XID_MEANINGS: Mapping[int, str] = {
     48: "double-bit ECC error",
     63: "ECC page retirement or row remapping pending a GPU reset",
     64: "ECC page retirement or row remapping failed",
@@ -57,8 +56,23 @@ NODE_XIDS: Mapping[int, str] = {
     119: "GSP RPC timeout",
     120: "GSP error",
 }
-"""XIDs after which the GPU needs a reset, the node a reboot or the board a replacement (the Xid
-catalogue's immediate actions RESET_GPU, RESTART_BM and CONTACT_SUPPORT for these codes)."""
+"""What the hardware XIDs a stack may list in ``cordonXids`` mean (NVIDIA's Xid catalogue for Ampere
+and newer, https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html)."""
+NODE_XIDS: Mapping[int, str] = {x: XID_MEANINGS[x] for x in (48, 64, 74, 79, 95, 119, 120)}
+"""The XIDs that cordon by default: a GPU that raised one takes no new work until it is reset, its
+node rebooted or its board serviced (48, 95: an uncorrectable, uncontained memory error; 64: a row
+could not be remapped; 74: an NVLink fault; 79: the GPU left the PCIe bus; 119, 120: its GSP
+firmware stopped answering). Not by default:
+
+- 63, a row remapping pending: it happens at the next GPU reset, and meanwhile unaffected
+  applications keep running and new work can be launched (NVIDIA, "Error Recovery and Response
+  Flags", https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/error-recovery-and-response-flags.html;
+  NVML ``nvmlDeviceGetRemappedRows``: a pending remapping does not affect future work, error
+  containment and dynamic page blacklisting take care of it). The node wants a reset when idle.
+- 94, a contained ECC error: the error is contained to the processes that hit it, and new work
+  runs without a reset (the same page's "None" recovery action: start a new GPU process).
+- 92, a high rate of corrected single-bit errors: corrected, so no work is lost.
+"""
 APPLICATION_XIDS = frozenset({13, 31, 43, 45})
 """XIDs a job's own fault raises (graphics engine exception, memory page fault, a channel reset
 after an application error, preemptive cleanup): the catalogue's action is to restart the

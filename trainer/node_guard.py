@@ -44,6 +44,7 @@ from .gpu_health import (
     COUNTERS,
     ROW_REMAP_FAILURE,
     XID,
+    XID_MEANINGS,
     HealthRules,
     Sample,
     Verdict,
@@ -237,7 +238,7 @@ def _rules(args: argparse.Namespace) -> HealthRules:
     defaults = HealthRules()
     xids = defaults.cordon_xids
     if args.xids is not None:
-        xids = {x: defaults.cordon_xids.get(x, "cordoned by the stack's list") for x in args.xids}
+        xids = {x: XID_MEANINGS.get(x, "cordoned by the stack's list") for x in args.xids}
     return HealthRules(cordon_xids=xids, max_nvlink_errors=args.max_nvlink_errors)
 
 

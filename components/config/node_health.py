@@ -45,8 +45,9 @@ class NodeHealthSpec(Spec):
     interval_seconds: int = Field(default=DEFAULT_INTERVAL_S, ge=10, le=3600)
     """Seconds between two passes of the controller."""
     cordon_xids: list[int] = Field(default_factory=lambda: sorted(NODE_XIDS))
-    """XIDs (``DCGM_FI_DEV_XID_ERRORS``) that take a node out; default: those after which NVIDIA's Xid catalogue
-    asks for a GPU reset, a reboot or service (48, 63, 64, 74, 79, 92, 94, 95, 119, 120)."""
+    """XIDs (``DCGM_FI_DEV_XID_ERRORS``) that take a node out; default: those after which the GPU takes no new work
+    until it is reset, the node rebooted or the board serviced (48, 64, 74, 79, 95, 119, 120). Add 63 (row remapping
+    pending), 92 (high corrected error rate) or 94 (contained ECC error) to take nodes out for those too."""
     max_nvlink_errors: float | None = Field(default=None, ge=0)
     """NVLink errors a GPU may add in 10 minutes before its node is taken out (the exporter must collect the NVLink
     error counters). Unset: NVLink errors alone take no node out."""

@@ -26,7 +26,7 @@ RESOURCES = {"cpu": "100m", "memory": "128Mi"}
 
 def health_rules(spec: NodeHealthSpec) -> dcgm.HealthRules:
     """The thresholds ``monitoring.nodeHealth`` sets, for the alert and the controller alike."""
-    xids = {x: dcgm.NODE_XIDS.get(x, "listed in monitoring.nodeHealth.cordonXids") for x in spec.cordon_xids}
+    xids = {x: dcgm.XID_MEANINGS.get(x, "listed in monitoring.nodeHealth.cordonXids") for x in spec.cordon_xids}
     return dcgm.HealthRules(cordon_xids=xids, max_nvlink_errors=spec.max_nvlink_errors)
 
 
