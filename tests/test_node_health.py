@@ -393,6 +393,14 @@ def test_the_recorded_series_are_labelled_as_the_exporter_labels_them() -> None:
         'gpu="3",UUID="GPU-gpu-a-3",pci_bus_id="00000000:13:00.0",device="nvidia3",'
         'modelName="NVIDIA H100 80GB HBM3",Hostname="gpu-a"'
     )
+    # The XID gauge's err_code and err_msg make each XID a series of its own, stale once another is read.
+    xids = {k: v for k, v in RECORDED.items() if k.startswith(f"{XID}{{{gpu('gpu-e', 2)},")}
+    assert xids == {
+        f'{XID}{{{gpu("gpu-e", 2)},err_code="0",err_msg="No Error"}}': "0 0 0 0 0 stale" + " _" * 11,
+        f'{XID}{{{gpu("gpu-e", 2)},err_code="45",err_msg="Preemptive cleanup, due to previous errors -- Most likely '
+        f'to see when running multiple cuda"}}': "_ _ _ _ _ _" + " 45" * 11,
+        f'{XID}{{{gpu("gpu-e", 2)},err_code="74",err_msg="NVLINK Error"}}': "_ _ _ _ _ 74 stale" + " _" * 10,
+    }
 
 
 def test_a_failed_node_check_alone_never_cordons() -> None:
