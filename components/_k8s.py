@@ -16,6 +16,9 @@ TOKEN = "ack-training-platform:components"
 IMAGE_PLACEHOLDER = "<image>"
 """Stands for an image in a builder's manifest (builders are pure, and an image in the
 stack's registry is known only after deployment) until :func:`with_image` sets it."""
+TRAINER_IMAGE_PLACEHOLDER = "<trainer image>"
+"""Stands for the platform's image with the ``trainer`` package (the pre-job node check's) in a job's
+manifest, which may run another image, until :func:`with_values` sets it."""
 
 
 def with_image(manifest: Any, image: pulumi.Input[str]) -> Any:

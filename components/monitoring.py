@@ -15,6 +15,7 @@ from .config import MonitoringScope, TeamSpec
 from .manifests import Manifest
 from .manifests.alerts import alerts, arms_alert_rule
 from .manifests.monitoring import operator_objects, pod_monitors
+from .manifests.node_health import node_guard_objects
 from .manifests.tensorboard import TRAINER_UID, port_forward_command, tensorboard_objects
 from .namespace import TrainingNamespace
 from .registry import ContainerRegistry, image_pushed, pinned_image
@@ -23,6 +24,12 @@ from .storage import SharedVolumes
 ARMS_MONITORING_TYPE = "podMonitor"
 """``alicloud.arms.PrometheusMonitoring`` takes a PodMonitor's YAML with this type (pulumi-alicloud
 4.0.0 ``arms/prometheus_monitoring.py``)."""
+PLAIN_KINDS = {
+    "ServiceAccount": k8s.core.v1.ServiceAccount,
+    "ClusterRole": k8s.rbac.v1.ClusterRole,
+    "ClusterRoleBinding": k8s.rbac.v1.ClusterRoleBinding,
+    "Deployment": k8s.apps.v1.Deployment,
+}
 
 
 class TeamWorkspace(NamedTuple):
@@ -97,6 +104,7 @@ class Monitoring(pulumi.ComponentResource):
                 )
             for rule in alerts(spec):
                 alicloud.arms.PrometheusAlertRule(rule.name, cluster_id=cluster_id, **arms_alert_rule(rule), opts=arms)
+        self._node_guard(spec, namespace, provider, node_selector, registry)
         self.tensorboard_command: str | None = None
         self.team_tensorboard_commands: dict[str, str] = {}
         image_ref, tag = spec.tensorboard_image
@@ -130,6 +138,34 @@ class Monitoring(pulumi.ComponentResource):
             {"tensorboard": self.tensorboard_command, "teamTensorboards": self.team_tensorboard_commands}
         )
 
+    def _node_guard(
+        self,
+        spec: MonitoringScope,
+        namespace: TrainingNamespace,
+        provider: k8s.Provider,
+        node_selector: dict[str, str] | None,
+        registry: ContainerRegistry | None,
+    ) -> None:
+        """The GPU node health controller, once the training image it runs from is in the registry."""
+        health = spec.monitoring.node_health
+        image_ref, tag = spec.trainer_image
+        owner = "the GPU node health controller"
+        if not health.enabled or spec.gpu_pool is None or not image_pushed(registry, tag, owner):
+            return
+        objects = node_guard_objects(
+            health,
+            namespace=namespace.name,
+            pool=spec.gpu_pool,
+            image=IMAGE_PLACEHOLDER,
+            node_selector=node_selector,
+            image_pull_secret=registry.pull_secret if registry is not None else None,
+        )
+        opts = pulumi.ResourceOptions(
+            parent=self, provider=provider, depends_on=[namespace.namespace, *(registry.ready if registry else [])]
+        )
+        for obj in with_image(objects, pinned_image(image_ref, tag, registry, owner)):
+            self._object(obj, opts)
+
     def _object(self, obj: Manifest, opts: pulumi.ResourceOptions, prefix: str | None = None) -> pulumi.Resource:
         kind, name = obj["kind"], obj["metadata"]["name"]
         # Teams' objects share names with the training namespace's; their resource names carry the team.
@@ -140,4 +176,6 @@ class Monitoring(pulumi.ComponentResource):
             return k8s.core.v1.Service(f"{name}-{kind.lower()}", **resource_args(obj), opts=opts)
         if kind == "ConfigMap":
             return k8s.core.v1.ConfigMap(name, **resource_args(obj), opts=opts)
+        if kind in PLAIN_KINDS:
+            return PLAIN_KINDS[kind](f"{name}-{kind.lower()}", **resource_args(obj), opts=opts)
         return k8s.apiextensions.CustomResource(name, **resource_args(obj), opts=opts)

@@ -307,6 +307,18 @@ class TrainerArgs(TypedDict):
     processes, the rest being FSDP replicas. 1 when unset; `parallel: auto` chooses it."""
 
 
+class JobVolume(TypedDict):
+    """A PersistentVolumeClaim of the job's namespace mounted in every pod of the job, as arena's
+    `--data <claim>:<path>` does."""
+
+    claim: pulumi.Input[str]
+    """The claim's name, in the job's namespace."""
+    mount_path: pulumi.Input[str]
+    """Where the pods see it: an absolute path outside the platform's mounts."""
+    read_only: NotRequired[pulumi.Input[bool]]
+    """Mount it read-only."""
+
+
 class SecretKeySelector(TypedDict):
     name: pulumi.Input[str]
     """Secret in the job's namespace."""
@@ -323,6 +335,17 @@ class CheckpointKeySpec(TypedDict):
     """An existing Secret in the job's namespace and its key. Unset: a random key of 64 characters,
     generated once for the job (pulumi-random) and kept in the Secret `<job>-checkpoint-key`; in the
     stack's state it is a Pulumi secret."""
+
+
+class NodeCheckSpec(TypedDict):
+    """An all-reduce across each pod's GPUs before training starts (an init container running
+    `python -m trainer.nodecheck`); a node below the baseline fails its pod before any step."""
+
+    baseline_gbps: pulumi.Input[float]
+    """The pool's all-reduce bus bandwidth across one node's GPUs, GB/s (10^9 bytes per second): the
+    `intra-node` `all_reduce` figure of a `netbench` job on the same pool (its `netbench.json`)."""
+    min_share: NotRequired[pulumi.Input[float]]
+    """Share of the baseline a node must reach."""
 
 
 class ElasticSpec(TypedDict):
@@ -483,9 +506,14 @@ class TrainingJobSpec(TypedDict):
     env: NotRequired[pulumi.Input[dict[str, pulumi.Input[Any]]]]
     """Extra environment variables; numbers are written as text. `{secretKeyRef: {name, key}}` reads one
     from a Secret in the job's namespace instead."""
+    volumes: NotRequired[pulumi.Input[list[pulumi.Input[JobVolume]]]]
+    """Other claims of the job's namespace to mount in every pod, `{claim, mountPath, readOnly}`; a
+    team's namespace admits only its own claims (the data and output volumes, its datasets' sources)."""
     checkpoint_key: NotRequired[pulumi.Input[CheckpointKeySpec]]
     """Sign checkpoints and load only signed ones: `{}` for a generated key, `{secretKeyRef: {name, key}}`
     for a Secret of yours. Unset: checkpoints are not signed."""
+    node_check: NotRequired[pulumi.Input[NodeCheckSpec]]
+    """Check each pod's node before training: an all-reduce across its GPUs against the pool's baseline. Unset: no check."""
     nodes: NotRequired[pulumi.Input[int]]
     """Pods, one per node: on v1 one Master plus `nodes - 1` Workers, on v2 the TrainJob's `numNodes`."""
     elastic: NotRequired[pulumi.Input[ElasticSpec]]
@@ -955,6 +983,37 @@ class TensorBoardSpec(TypedDict):
     """Memory requested (and the limit): it holds the loaded scalars of every run in memory."""
 
 
+class NodeHealthSpec(TypedDict):
+    """The GPU node health controller and the `GPUNodeUnhealthy` and `GPUNodeCheckFailed` alerts. Off unless
+    enabled."""
+
+    enabled: NotRequired[pulumi.Input[bool]]
+    """Deploy the controller (a Deployment of `python -m trainer.node_guard` from `image`, on the system
+    nodes) and add the alerts."""
+    image: NotRequired[pulumi.Input[str]]
+    """Full reference of an image carrying the platform's `trainer` package, pinned by
+    tag (not `latest`) or digest: the controller and every job's pre-job node check run from it. Default: the
+    image of the first job that runs the bundled trainer (one without a `command` of its own)."""
+    image_tag: NotRequired[pulumi.Input[str]]
+    """Tag of that image in the platform's registry (instead of `image`), pinned (not `latest`)."""
+    prometheus_url: NotRequired[pulumi.Input[str]]
+    """Base URL of a Prometheus that scrapes the DCGM exporter, as the controller reaches it from the cluster, such
+    as `http://prometheus-operated.monitoring:9090` (its `/api/v1/query` must answer without a login). Required
+    when enabled."""
+    max_cordoned_share: NotRequired[pulumi.Input[float]]
+    """Share of the GPU pool's nodes that may be cordoned at once (at least one node); failing nodes past it are
+    left to the alert."""
+    interval_seconds: NotRequired[pulumi.Input[int]]
+    """Seconds between two passes of the controller."""
+    cordon_xids: NotRequired[pulumi.Input[list[pulumi.Input[int]]]]
+    """XIDs (`DCGM_FI_DEV_XID_ERRORS`) that take a node out; default: those after which the GPU takes no new work
+    until it is reset, the node rebooted or the board serviced (48, 64, 74, 79, 95, 119, 120). Add 63 (row remapping
+    pending), 92 (high corrected error rate) or 94 (contained ECC error) to take nodes out for those too."""
+    max_nvlink_errors: NotRequired[pulumi.Input[float]]
+    """NVLink errors a GPU may add in 10 minutes before its node is taken out (the exporter must collect the NVLink
+    error counters). Unset: NVLink errors alone take no node out."""
+
+
 class MonitoringSpec(TypedDict):
     """How the platform watches its jobs."""
 
@@ -976,6 +1035,7 @@ class MonitoringSpec(TypedDict):
     """The namespace of the Prometheus that scrapes the trainers: on a Terway cluster only its pods may
     reach a team's metrics port. Default: `arms-prom` with `arms`; with `operator` name your
     Prometheus's namespace, or no pod may scrape the teams' jobs."""
+    node_health: NotRequired[pulumi.Input[NodeHealthSpec]]
 
 
 class InstancePriceSpec(TypedDict):

@@ -15,6 +15,7 @@ from ._k8s import TOKEN
 from .cluster import AckCluster, local_providers
 from .config import PlatformSpec
 from .config.costs import price_table
+from .config.node_health import trainer_image
 from .dataset_import import DatasetImport
 from .gpu_pool import GpuNodePool
 from .identity import node_role_name, oss_reader
@@ -292,9 +293,14 @@ class TrainingPlatform(pulumi.ComponentResource):
     def _workloads(self, secret_jobs: bool) -> None:
         spec, registry = self._spec, self.registry
         jobs = []
+        checker, checker_tag = trainer_image(spec)
         for job in spec.jobs:
             if not image_pushed(registry, job.image_tag if job.image is None else None, f"job {job.name!r}"):
                 continue
+            check = f"job {job.name!r}'s node check"
+            if job.node_check is not None and not image_pushed(registry, None if checker else checker_tag, check):
+                continue
+            check_image = pinned_image(checker, checker_tag, registry, check) if job.node_check is not None else None
             namespace, storage = self._where(job.team)
             jobs.append(
                 TrainingJob(
@@ -311,6 +317,7 @@ class TrainingPlatform(pulumi.ComponentResource):
                     network_policy=spec.network_policies,
                     secret=secret_jobs,
                     deferred=self._deferred,
+                    trainer_image=check_image,
                     opts=self._part,
                 )
             )

@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 from pydantic.alias_generators import to_camel
 
-from ._k8s import IMAGE_PLACEHOLDER, TOKEN, resource_args, with_image, with_values
+from ._k8s import IMAGE_PLACEHOLDER, TOKEN, TRAINER_IMAGE_PLACEHOLDER, resource_args, with_image, with_values
 from .config import Backend, TrainingJobSpec, job_gpus
 from .config.capacity import pool_problem, quota_problem
 from .config.teams import team_quota_owner
@@ -48,7 +48,11 @@ class JobArgumentError(pulumi.RunError, ValueError):
 
 
 def check_job(
-    name: str, spec: TrainingJobSpec, namespace: TrainingNamespace, pool: GpuNodePool | Placement | None
+    name: str,
+    spec: TrainingJobSpec,
+    namespace: TrainingNamespace,
+    pool: GpuNodePool | Placement | None,
+    trainer_image: pulumi.Input[str] | None = None,
 ) -> None:
     """The stack file's cross-object rules for one job built through the component: its
     namespace holds its claims, it fits the pool's nodes, and the namespace's quota admits it.
@@ -65,6 +69,12 @@ def check_job(
             "spec.namespace",
             f"{spec.namespace!r}, but its volumes and pull secret are in namespace {namespace.name!r} "
             "(the namespace argument): drop spec.namespace or give that namespace",
+        )
+    if spec.node_check is not None and spec.command is not None and trainer_image is None:
+        raise refuse(
+            "spec.nodeCheck",
+            "the check runs the platform's trainer package, and the job's own command may run an image without it: "
+            "pass trainer_image= (an image built from trainer/Dockerfile), or drop nodeCheck",
         )
     placement = pool if isinstance(pool, Placement) or pool is None else pool.placement
     gpus = job_gpus(spec, placement.gpus_per_node if placement is not None else 0)
@@ -190,6 +200,9 @@ class TrainingJob(pulumi.ComponentResource):
             command, env, ...) is a Pulumi secret; its metadata is not.
         deferred: texts in ``spec`` that stand for outputs of other resources, each with
             its output, which replaces it in what is applied (:mod:`components.package_outputs`).
+        trainer_image: the platform's image with the ``trainer`` package, pinned, that the pre-job node
+            check (``nodeCheck``) runs from; ``None``: the job's own image, which must then run the
+            bundled trainer (no ``command``).
 
     Attributes:
         manifest: the emitted PyTorchJob or TrainJob; its image is an output, which may be
@@ -222,15 +235,20 @@ class TrainingJob(pulumi.ComponentResource):
         network_policy: bool = False,
         secret: bool = False,
         deferred: Mapping[str, pulumi.Input[Any]] | None = None,
+        trainer_image: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ):
         # Everything is checked before anything is registered.
-        check_job(name, spec, namespace, pool)
+        check_job(name, spec, namespace, pool, trainer_image)
         backend = backend or spec.backend or "v1"
         ctx = platform_context(
             namespace=namespace, storage=storage, pool=pool, registry=registry, trainer_v2=trainer_v2
         )
-        ctx = dataclasses.replace(ctx, gpus=job_gpus(spec, ctx.placement.gpus_per_node))
+        ctx = dataclasses.replace(
+            ctx,
+            gpus=job_gpus(spec, ctx.placement.gpus_per_node),
+            trainer_image=TRAINER_IMAGE_PLACEHOLDER if trainer_image is not None else None,
+        )
         built = train_job(spec, ctx) if backend == "v2" else kubeflow_job(spec, ctx)
         if backend == "v1" and operator is not None:
             try:
@@ -241,7 +259,8 @@ class TrainingJob(pulumi.ComponentResource):
         # The registry's URL may be known only after deployment; everything else is known now.
         deferred = deferred or {}
         image = deferred.get(spec.image) or pinned_image(spec.image, spec.image_tag, registry, f"job {spec.name!r}")
-        self.manifest = with_values(with_image(built, image), deferred)
+        trainer = {TRAINER_IMAGE_PLACEHOLDER: trainer_image} if trainer_image is not None else {}
+        self.manifest = with_values(with_image(built, image), {**deferred, **trainer})
         if backend == "v2":
             controller: pulumi.Input[list[pulumi.Resource]] = trainer_v2.ready if trainer_v2 else []
             replaced_on_change = REPLACED_ON_CHANGE_V2

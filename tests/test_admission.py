@@ -189,10 +189,20 @@ def _local_team() -> dict[str, Any]:
     return config
 
 
+def _node_checks() -> dict[str, Any]:
+    """The prod stack with the pre-job node check on both teams' training jobs."""
+    config = stack_config("prod")
+    for job in config[cfg("jobs")]:
+        if job["name"] != "nccl-check":
+            job["nodeCheck"] = {"baselineGbps": 300}
+    return config
+
+
 VARIANTS: dict[str, Callable[[], tuple[dict[str, Any], str]]] = {
     "prod": lambda: (stack_config("prod"), "prod"),
     "prod with keys and a pull secret": lambda: (_with_keys(), "prod"),
     "prod with a v2 eRDMA job": lambda: (_v2_erdma(), "prod"),
+    "prod with pre-job node checks": lambda: (_node_checks(), "prod"),
     "prod handing directories to the teams": lambda: (_owners(), "prod"),
     "two teams on v2 with Kueue": lambda: (_v2_teams(), "dev"),
     "an MPI job on v2": lambda: (_v2_mpi(), "dev"),

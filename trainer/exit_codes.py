@@ -39,3 +39,8 @@ def exit_status(worker_codes: list[int]) -> int:
     signalled = [status for status in statuses if 128 < status < TRANSIENT_STATUS]
     retryable = [status for status in statuses if status >= 128]
     return (signalled or retryable or statuses)[0]
+
+
+NODE_BELOW_BASELINE = 69
+"""Exit status of the pre-job node check (:mod:`trainer.nodecheck`) on a node whose GPUs all-reduce
+below the pool's baseline: EX_UNAVAILABLE, below 128 so that no policy reads it as a retry."""

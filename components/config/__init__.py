@@ -61,6 +61,7 @@ from .job_settings import (
 )
 from .loading import ConfigError, load_spec, missing_credentials, stack_schema
 from .monitoring import AlertThresholds, MonitoringScope, MonitoringSpec, PrometheusMode, TensorBoardSpec
+from .node_health import NodeHealthSpec
 from .operator import KueueSpec, KueueTopologySpec, OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, VolcanoSpec
 from .platform import PlatformSpec
 from .pools import ERDMA_INSTANCE_FAMILIES, SYSTEM_POOL_NAME, Fabric, GpuPoolSpec, TaintSpec
@@ -106,6 +107,7 @@ __all__ = [
     "KueueTopologySpec",
     "LocalClusterSpec",
     "MonitoringSpec",
+    "NodeHealthSpec",
     "NasSpec",
     "NetworkSpec",
     "OperatorSpec",

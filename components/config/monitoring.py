@@ -11,6 +11,7 @@ from pydantic import Field, model_validator
 from .base import Cpu, DnsLabel, Labels, Quantity, Spec, field_error
 from .costs import BudgetSpec, CostsSpec
 from .job_settings import check_pinned, check_pinned_tag
+from .node_health import NodeHealthSpec, check_node_health
 
 if TYPE_CHECKING:
     from .platform import PlatformSpec
@@ -109,6 +110,7 @@ class MonitoringSpec(Spec):
     """The namespace of the Prometheus that scrapes the trainers: on a Terway cluster only its pods may
     reach a team's metrics port. Default: ``arms-prom`` with ``arms``; with ``operator`` name your
     Prometheus's namespace, or no pod may scrape the teams' jobs."""
+    node_health: NodeHealthSpec = Field(default_factory=NodeHealthSpec)
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,9 @@ class MonitoringScope:
         costs: the stack's prices (``costs``), or ``None``.
         spot_pools: the pools whose nodes are spot instances.
         budgets: each team's budget, as ``(team namespace, budget)``.
+        gpu_pool: the GPU pool's name, whose nodes the node health controller watches.
+        trainer_image: the image carrying the platform's ``trainer`` package, as ``(full reference, tag in the
+            registry)``: the node health controller runs from it (``monitoring.nodeHealth.image``).
     """
 
     monitoring: MonitoringSpec
@@ -138,6 +143,8 @@ class MonitoringScope:
     costs: CostsSpec | None = None
     spot_pools: tuple[str, ...] = ()
     budgets: tuple[tuple[str, BudgetSpec], ...] = ()
+    gpu_pool: str | None = None
+    trainer_image: tuple[str | None, str | None] = (None, None)
 
     @property
     def runs_tensorboard(self) -> bool:
@@ -163,6 +170,7 @@ def check_monitoring(spec: PlatformSpec) -> None:
         PydanticCustomError: a rule is broken; the message names the stack key.
     """
     monitoring = spec.monitoring
+    check_node_health(spec)
     if spec.is_local and monitoring.prometheus == "arms":
         raise field_error(
             "monitoring.prometheus",

@@ -19,6 +19,8 @@ from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
 from .costs import CostsSpec, check_costs, spot_pools
 from .datasets import DatasetImportSpec, check_datasets
 from .monitoring import ARMS_AGENT_NAMESPACE, MonitoringScope, MonitoringSpec, PrometheusMode, check_monitoring
+from .node_check import node_check_problem
+from .node_health import check_trainer_image, trainer_image
 from .operator import OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, check_kueue_topology
 from .pools import GpuPoolSpec
 from .registry import RegistrySpec, check_mirror
@@ -123,6 +125,8 @@ class PlatformSpec(Spec):
             costs=self.costs,
             spot_pools=spot_pools(self),
             budgets=tuple((team.name, team.budget) for team in self.teams if team.budget is not None),
+            gpu_pool=self.gpu_pool.name if self.gpu_pool is not None else None,
+            trainer_image=trainer_image(self),
         )
 
     def job_backend(self, job: TrainingJobSpec) -> Backend:
@@ -395,6 +399,10 @@ class PlatformSpec(Spec):
                     f"{key}.gpus_per_node",
                     f"the job asks for {gpus} GPUs per node but the stack has no gpuPool; set gpusPerNode: 0 for a CPU job",
                 )
+            if job.node_check is not None:
+                if problem := node_check_problem(gpus, self.job_backend(job)):
+                    raise field_error(f"{key}.nodeCheck", problem)
+                check_trainer_image(self, f"{key}.nodeCheck")
             if job.framework == "xgboost" and gpus > 1 and self.job_backend(job) == "v2":
                 raise field_error(f"{key}.gpusPerNode", xgboost_gpus_problem(gpus))
             problem = pool_problem(job, pool) if pool is not None else None

@@ -36,6 +36,7 @@ from .job_settings import (
     check_pinned,
 )
 from .kinds import V2_REFUSED, CodeSource, Framework, Launcher, framework_conflict
+from .node_check import NodeCheckSpec
 
 Backend = Literal["v1", "v2"]
 TORCHRUN_ENV_PREFIX = "PET_"
@@ -115,6 +116,9 @@ class TrainingJobSpec(Spec):
     checkpoint_key: CheckpointKeySpec | None = None
     """Sign checkpoints and load only signed ones: ``{}`` for a generated key, ``{secretKeyRef: {name, key}}``
     for a Secret of yours. Unset: checkpoints are not signed."""
+    node_check: NodeCheckSpec | None = None
+    """Check each pod's node before training: an all-reduce across its GPUs against the pool's baseline
+    (docs/node-health.md). Unset: no check."""
     nodes: int = Field(default=1, ge=1, le=512)
     """Pods, one per node: on v1 one Master plus ``nodes - 1`` Workers, on v2 the TrainJob's ``numNodes``."""
     elastic: ElasticSpec | None = None

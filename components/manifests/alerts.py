@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 from trainer import metric_names as trainer
+from trainer.node_guard import HEALTH_LABEL
 
 from ..config import MonitoringScope
 from . import alert_queries as q
 from . import kube_metrics as kube
 from .base import MANAGED_BY, Manifest
 from .kinds import KINDS
+from .node_health import FAILED_NODE_CHECKS, SIGNAL_LABEL, health_rules, unhealthy_gpus
 from .scraping import JOB_LABEL, MONITORING_API, NETWORK_SERIES_LABEL, NODES_SERIES_LABEL, POOL_SERIES_LABEL
 
 RULE_GROUP = "ack-training-platform.training"
@@ -282,7 +284,48 @@ def alerts(scope: MonitoringScope) -> list[Alert]:
                 "monitoring.alerts.minMfu",
             )
         )
+    if scope.monitoring.node_health.enabled:
+        rules.append(_gpu_node_alert(scope))
+        rules.append(_node_check_alert())
     return rules
+
+
+def _gpu_node_alert(scope: MonitoringScope) -> Alert:
+    """A GPU whose DCGM series take its node out, as the node health controller decides
+    (:mod:`.node_health`): the controller cordons the node, the alert calls a person to repair it."""
+    node, gpu = "{{ $labels.Hostname }}", "{{ $labels.gpu }}"
+    return Alert(
+        "GPUNodeUnhealthy",
+        unhealthy_gpus(health_rules(scope.monitoring.node_health)),
+        # The XID gauge holds the last XID until the next one or a reboot: two scrapes are enough.
+        1,
+        "critical",
+        f"GPU {gpu} of node {node} is failing ({{{{ $labels.{SIGNAL_LABEL} }}}} {{{{ $value }}}}).",
+        f"DCGM reports a fault after which the GPU needs a reset, the node a reboot or the board service (for an XID, "
+        f"the value is the XID: NVIDIA's Xid catalogue says which). The node health controller cordons {node} and "
+        f"labels it gpu-health=failed unless its share of the pool is spent. Drain it (`kubectl drain {node} "
+        "--ignore-daemonsets`), reboot or repair it (ACK's node auto-repair, or a ticket for the instance), then "
+        f"`kubectl uncordon {node}` and `kubectl label node {node} {HEALTH_LABEL}-`.",
+        "monitoring.nodeHealth.cordonXids",
+    )
+
+
+def _node_check_alert() -> Alert:
+    """A pod whose pre-job node check failed. Never a cordon by itself: any team's job can name an init
+    container ``nodecheck`` and exit 69, so a person (or a DCGM signal) decides whether the node is bad."""
+    node, pod = "{{ $labels.node }}", "{{ $labels.namespace }}/{{ $labels.pod }}"
+    return Alert(
+        "GPUNodeCheckFailed",
+        FAILED_NODE_CHECKS,
+        1,
+        "warning",
+        f"Pod {pod} failed its pre-job node check on node {node}.",
+        f"The pod's nodecheck init container measured its GPUs' all-reduce below its job's baseline (exit 69); "
+        f"`ack-jobs why` gives the figures. The report is the pod's own, so the node is not cordoned for it: "
+        f"if other jobs' checks fail on {node} too, or its DCGM series show a fault, `kubectl cordon {node}` "
+        f"and delete the pod so that it is placed on another node; if only this job's fail, check its "
+        "`jobs[].nodeCheck.baselineGbps`.",
+    )
 
 
 def job_state_metrics(scope: MonitoringScope) -> dict[str, object]:

@@ -26,6 +26,7 @@ from .job_env import (
     runtime_env,
 )
 from .launchers import code_fields, counts_restarts, launcher_command, torchrun_command
+from .node_check import node_check_container
 from .placement import GPU_RESOURCE, FabricProfile, Placement
 from .run_policy import run_policy
 from .scraping import JOB_NAME_POD_LABEL
@@ -63,6 +64,8 @@ class JobContext:
         topology_levels: levels of the Topology over which Kueue places the queue's GPU jobs
             (``trainerV2.kueue.topology``); empty when it does not.
         security_context: the pods' security context (a team's uid and gid), or ``None`` for the image's user.
+        trainer_image: the platform's image with the ``trainer`` package, pinned, that the pre-job node
+            check runs from (``monitoring.nodeHealth.image``); ``None`` without one.
     """
 
     namespace: str
@@ -76,6 +79,7 @@ class JobContext:
     queue: str | None = None
     security_context: Manifest | None = None
     topology_levels: tuple[str, ...] = ()
+    trainer_image: str | None = None
 
 
 METRICS_CONTAINER_PORT = {"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"}
@@ -330,6 +334,10 @@ def pod_template(
         "volumeMounts": [dict(SHM_MOUNT), *shared_volume_mounts(job), *code_container.pop("volumeMounts", [])],
         **code_container,
     }
+    # A job of the bundled trainer carries the check in its own image; one with its own command may not.
+    trainer_image = ctx.trainer_image or (ctx.image if job.command is None else None)
+    check = node_check_container(job, trainer_image, ctx.gpus, copy.deepcopy(container["resources"]), SHM_MOUNT)
+    init_containers = [check, *init_containers] if check else init_containers
     pod_spec: Manifest = {
         **({"initContainers": init_containers} if init_containers else {}),
         "containers": [container],

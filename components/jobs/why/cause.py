@@ -15,6 +15,7 @@ from typing import Any
 from ..queues import workload_job
 from ..status import KUEUE_QUEUE_LABEL, job_phase
 from . import messages as msg
+from .node_health import NODE_CHECK_FAILED, NODE_CORDONED, cordoned_for_health, node_check_failed
 from .resources import (
     TERMINAL,
     expected_pods,
@@ -99,7 +100,7 @@ def why(seen: Observed) -> Why:
     phase, _ = job_phase(seen.job)
     if phase in TERMINAL:
         return Why(FINISHED, f"It has finished: {phase.lower()}.")
-    for check in (_kueue, _suspended, _image_pull, _running, _quota, _volcano_enqueue, _gang, _unschedulable):
+    for check in (_kueue, _suspended, _image_pull, _node_check, _running, _quota, _volcano_enqueue, _gang, _unplaced):
         found = check(seen, phase)
         if found is not None:
             return found
@@ -288,6 +289,21 @@ def _gang(seen: Observed, _: str) -> Why | None:
         f"Volcano cannot start the gang: it needs {minimum} pods placed at once and only {facts.schedulable} "
         f"fit on {nodes} now" + (f"; {origin}" if origin else "") + ".",
     )
+
+
+def _node_check(seen: Observed, _: str) -> Why | None:
+    sentence = node_check_failed(_live(seen.pods))
+    return Why(NODE_CHECK_FAILED, sentence) if sentence else None
+
+
+def _unplaced(seen: Observed, phase: str) -> Why | None:
+    """Why pods have no node; nodes cordoned for GPU health come first when the pool has any."""
+    found = _unschedulable(seen, phase)
+    waiting = any(not (p.get("spec") or {}).get("nodeName") for p in _live(seen.pods))
+    cordoned = cordoned_for_health(seen.nodes, seen.placement) if waiting else None
+    if cordoned is None:
+        return found
+    return Why(NODE_CORDONED, cordoned + (f" {found.sentence}" if found else ""))
 
 
 def _events(seen: Observed) -> list[dict[str, Any]]:

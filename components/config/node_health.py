@@ -1,0 +1,130 @@
+"""GPU node health: the controller that cordons GPU nodes whose DCGM series show a fault, and
+its alert (``monitoring.nodeHealth``; docs/node-health.md)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import Field, model_validator
+
+from trainer.gpu_health import APPLICATION_XIDS, NODE_XIDS
+
+from .base import Spec, field_error
+from .job_settings import check_pinned, check_pinned_tag
+
+if TYPE_CHECKING:
+    from .platform import PlatformSpec
+
+DEFAULT_MAX_CORDONED_SHARE = 0.1
+"""A tenth of the pool (at least one node) out at once: enough for the faults hardware has, too
+few to empty the pool when a fault shows everywhere at once (a bad driver, an exporter bug)."""
+DEFAULT_INTERVAL_S = 60
+"""A pass a minute: about two scrapes of the exporter at its default 30-second interval."""
+
+
+class NodeHealthSpec(Spec):
+    """The GPU node health controller and the ``GPUNodeUnhealthy`` and ``GPUNodeCheckFailed`` alerts. Off unless
+    enabled."""
+
+    enabled: bool = False
+    """Deploy the controller (a Deployment of ``python -m trainer.node_guard`` from ``image``, on the system
+    nodes) and add the alerts."""
+    image: str | None = None
+    """Full reference of an image carrying the platform's ``trainer`` package (``trainer/Dockerfile``), pinned by
+    tag (not ``latest``) or digest: the controller and every job's pre-job node check run from it. Default: the
+    image of the first job that runs the bundled trainer (one without a ``command`` of its own)."""
+    image_tag: str | None = None
+    """Tag of that image in the platform's registry (instead of ``image``), pinned (not ``latest``)."""
+    prometheus_url: str | None = None
+    """Base URL of a Prometheus that scrapes the DCGM exporter, as the controller reaches it from the cluster, such
+    as ``http://prometheus-operated.monitoring:9090`` (its ``/api/v1/query`` must answer without a login). Required
+    when enabled."""
+    max_cordoned_share: float = Field(default=DEFAULT_MAX_CORDONED_SHARE, gt=0, le=1)
+    """Share of the GPU pool's nodes that may be cordoned at once (at least one node); failing nodes past it are
+    left to the alert."""
+    interval_seconds: int = Field(default=DEFAULT_INTERVAL_S, ge=10, le=3600)
+    """Seconds between two passes of the controller."""
+    cordon_xids: list[int] = Field(default_factory=lambda: sorted(NODE_XIDS))
+    """XIDs (``DCGM_FI_DEV_XID_ERRORS``) that take a node out; default: those after which the GPU takes no new work
+    until it is reset, the node rebooted or the board serviced (48, 64, 74, 79, 95, 119, 120). Add 63 (row remapping
+    pending), 92 (high corrected error rate) or 94 (contained ECC error) to take nodes out for those too."""
+    max_nvlink_errors: float | None = Field(default=None, ge=0)
+    """NVLink errors a GPU may add in 10 minutes before its node is taken out (the exporter must collect the NVLink
+    error counters). Unset: NVLink errors alone take no node out."""
+
+    @model_validator(mode="after")
+    def _check(self) -> NodeHealthSpec:
+        application = sorted(set(self.cordon_xids) & APPLICATION_XIDS)
+        if application:
+            raise field_error(
+                "cordonXids",
+                f"XID {', '.join(map(str, application))} is raised by a job's own fault (NVIDIA's action: restart "
+                "the application), so a node is not to blame: drop it",
+            )
+        if self.image is not None:
+            check_pinned(self.image, "image")
+        if self.image_tag is not None:
+            check_pinned_tag(self.image_tag, "imageTag")
+        if self.prometheus_url is not None and not self.prometheus_url.startswith(("http://", "https://")):
+            raise field_error(
+                "prometheusUrl", f"{self.prometheus_url!r} is not a URL: write http://host:port or https://host:port"
+            )
+        return self
+
+
+def trainer_image(spec: PlatformSpec) -> tuple[str | None, str | None]:
+    """The image the platform's own ``trainer`` code runs from (the node health controller, the pre-job node
+    check), as ``(full reference, tag in the registry)``: ``monitoring.nodeHealth``'s, else the first job's that
+    runs the bundled trainer; neither when no job does. A job with its own ``command`` may run an image without
+    the ``trainer`` package, so its image is never taken."""
+    health = spec.monitoring.node_health
+    if health.image is not None or health.image_tag is not None:
+        return health.image, health.image_tag
+    bundled = next((job for job in spec.jobs if job.command is None), None)
+    return (bundled.image, bundled.image_tag) if bundled is not None else (None, None)
+
+
+NO_TRAINER_IMAGE = (
+    "no job of the stack runs the bundled trainer (each has a command of its own, whose image may lack the "
+    "trainer package): give monitoring.nodeHealth.image (or imageTag), an image built from trainer/Dockerfile"
+)
+
+
+def check_trainer_image(spec: PlatformSpec, key: str) -> None:
+    """``key`` (what needs the image) has an image carrying the ``trainer`` package to run from.
+
+    Raises:
+        PydanticCustomError: there is none.
+    """
+    if trainer_image(spec) == (None, None):
+        raise field_error(key, f"it runs the platform's trainer package, and {NO_TRAINER_IMAGE}")
+
+
+def check_node_health(spec: PlatformSpec) -> None:
+    """The rules between ``monitoring.nodeHealth`` and the rest of the platform.
+
+    Raises:
+        PydanticCustomError: a rule is broken; the message names the stack key.
+    """
+    health = spec.monitoring.node_health
+    if health.image is not None and health.image_tag is not None:
+        raise field_error("monitoring.nodeHealth.image", "give image or imageTag, not both: drop one of them")
+    if health.image_tag is not None and spec.registry is None:
+        raise field_error(
+            "monitoring.nodeHealth.imageTag",
+            "imageTag needs a registry; without one give a full image reference in image",
+        )
+    if not health.enabled:
+        return
+    check_trainer_image(spec, "monitoring.nodeHealth.image")
+    if health.prometheus_url is None:
+        raise field_error(
+            "monitoring.nodeHealth.prometheusUrl",
+            "the controller reads the DCGM exporter's series from Prometheus: give its base URL, such as "
+            "http://prometheus-operated.monitoring:9090, or set enabled: false",
+        )
+    if spec.gpu_pool is None:
+        raise field_error(
+            "monitoring.nodeHealth.enabled",
+            "there is no gpuPool whose nodes it could watch: add a gpuPool, or set enabled: false",
+        )
