@@ -14,10 +14,11 @@ import pulumi_kubernetes as k8s
 from ._k8s import TOKEN
 from .cluster import AckCluster, local_providers
 from .config import PlatformSpec
-from .dataset_import import DatasetImport
+from .datasets import DatasetImport
 from .gpu_pool import GpuNodePool
 from .identity import node_role_name, oss_reader
-from .local_sources import LocalSources
+from .images.mirror import mirrored_images
+from .images.mirror_fill import filled_copies
 from .manifests import (
     cluster_addons,
     job_defaults,
@@ -27,9 +28,7 @@ from .manifests import (
     team_boundary,
     v2_fabrics,
 )
-from .manifests.dashboard import training_dashboard
-from .mirror import mirrored_images
-from .mirror_fill import filled_copies
+from .manifests.monitoring.dashboard import training_dashboard
 from .monitoring import Monitoring, TeamWorkspace
 from .namespace import TrainingNamespace
 from .network import Network
@@ -39,6 +38,7 @@ from .registry import ContainerRegistry, image_pushed, pinned_image
 from .storage import NasStorage, SharedVolumes
 from .trainer_v2 import TrainerV2
 from .training_job import TrainingJob, platform_context
+from .upstream.local_sources import LocalSources
 
 
 class TrainingPlatform(pulumi.ComponentResource):

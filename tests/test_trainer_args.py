@@ -15,9 +15,9 @@ from test_jobs import CPU_PLACEMENT, IMAGE, context
 
 from components.config import TrainerArgs, TrainingJobSpec
 from components.config.job_settings import TRAINER_FLAGS
-from components.manifests.job_env import job_env
-from components.manifests.pytorchjob import job_command, pytorch_job
-from components.manifests.trainjob import train_job
+from components.manifests.jobs.env import job_env
+from components.manifests.jobs.pod import job_command, pytorch_job
+from components.manifests.jobs.trainjob import train_job
 from trainer.flags import parse_args, parser
 
 TRAINER_ENV = (

@@ -59,7 +59,7 @@ def test_it_coexists_with_the_consumers_own_packages(installed_package: Path, tm
         "team:",
         "trainer",
         "ack_training_platform.components.training_job",
-        "ack_training_platform.trainer.metric_names",
+        "ack_training_platform.trainer.telemetry.metric_names",
     ]
 
 

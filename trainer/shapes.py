@@ -29,7 +29,7 @@ GPT_SIZES = {
 
 @dataclass(frozen=True)
 class LlamaConfig:
-    """A Llama-family decoder (:class:`trainer.llama.Llama`). ``LLAMA_SIZES`` names the presets.
+    """A Llama-family decoder (:class:`trainer.models.llama.Llama`). ``LLAMA_SIZES`` names the presets.
 
     ``ffn_dim`` is SwiGLU's hidden width, which Meta's reference code derives from ``dim``,
     ``ffn_dim_multiplier`` and ``multiple_of``; here it is given as the result.

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 from pydantic import Discriminator, Field, Tag, model_validator
 
 from trainer.config import LLAMA_SIZES, PARALLEL_CHOICES, Config, model_problem
-from trainer.mesh import flag_problem
+from trainer.parallelism.mesh import flag_problem
 
 from .base import (
     DATA_MOUNT,
@@ -269,7 +269,7 @@ class SecretEnv(Spec):
 
 
 class CheckpointKeySpec(Spec):
-    """The key each checkpoint is signed and checked with (HMAC-SHA256, ``trainer/integrity.py``):
+    """The key each checkpoint is signed and checked with (HMAC-SHA256, ``trainer/checkpoints/integrity.py``):
     mounted read-only as a file, named by ``$CHECKPOINT_KEY_FILE``. A checkpoint that is not signed
     with it is never loaded, so only pods holding the key can write what a resume trusts."""
 

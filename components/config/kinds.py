@@ -27,7 +27,7 @@ ML_POLICIES = {"pytorch": "torch", "jax": "jax", "xgboost": "xgboost"}
 those Trainer v2.3.0 has a policy for (``pkg/apis/trainer/v1alpha1/trainingruntime_types.go``
 ``MLPolicySource``: torch, mpi, flux, jax, xgboost), MPI aside: an MPI job's node pods run the
 image written in the runtime, so each MPI job gets a TrainingRuntime of its own
-(``components/manifests/mpi_runtime.py``)."""
+(``components/manifests/jobs/mpi_runtime.py``)."""
 V2_FRAMEWORKS = tuple(ML_POLICIES)
 _NO_POLICY = (
     "Trainer v2.3.0 has no {} ML policy (MLPolicySource: torch, mpi, flux, jax, xgboost), so nothing would set {}"

@@ -88,7 +88,7 @@ class TensorBoardSpec(Spec):
 
 
 class MonitoringSpec(Spec):
-    """How the platform watches its jobs (metric names: ``trainer/metric_names.py``)."""
+    """How the platform watches its jobs (metric names: ``trainer/telemetry/metric_names.py``)."""
 
     prometheus: PrometheusMode | None = None
     """``arms``: ACK's managed Prometheus (the ``arms-prometheus`` add-on), scraping configured and alert

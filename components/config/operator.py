@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field, model_validator
 
-from ..pins import KUEUE_CHARTS, OPERATOR_OVERLAYS, TRAINER_V2_CHARTS, VOLCANO_MANIFESTS
 from .base import (
     _VERSION_TAG,
     DEFAULT_KUEUE_VERSION,
@@ -25,6 +24,7 @@ from .base import (
     field_error,
 )
 from .job_settings import check_pinned, check_pinned_tag, topology_problem
+from .pins import KUEUE_CHARTS, OPERATOR_OVERLAYS, TRAINER_V2_CHARTS, VOLCANO_MANIFESTS
 from .training_job import Backend
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ timeout and Kueue's backoff, about four hours."""
 def _unpinned(what: str, version: str, pinned: dict) -> str:
     return (
         f"{what} {version!r} has no pinned local copy: this platform installs {', '.join(sorted(pinned))} "
-        "(add a release to components/pins.py)"
+        "(add a release to components/config/pins.py)"
     )
 
 
