@@ -31,11 +31,11 @@ from ..config.base import model_of
 
 SPECS = (GpuPoolSpec, TrainingNamespaceSpec, StorageSpec, TrainingJobSpec, DatasetImportSpec, PlatformSpec)
 """The specs whose input types the package's components take."""
-TYPES_MODULE = Path(__file__).with_name("package_types.py")
+TYPES_MODULE = Path(__file__).with_name("input_types.py")
 
 
 class _InputTypes:
-    """Writes the source of ``package_types``: one TypedDict per spec model reachable from
+    """Writes the source of ``input_types``: one TypedDict per spec model reachable from
     :data:`SPECS`, one enum per ``Literal`` field, each field's docstring its spec field's."""
 
     def __init__(self) -> None:
@@ -178,7 +178,7 @@ def with_defaults(package: dict[str, Any]) -> dict[str, Any]:
 
 
 def input_types_source() -> str:
-    """The source ``package_types.py`` must hold."""
+    """The source ``input_types.py`` must hold."""
     return _InputTypes().render()
 
 

@@ -45,7 +45,7 @@ from .outputs import DeferredOutputs
 
 PACKAGE = "ack-training-platform"
 VERSION = "0.1.0"
-PROJECT_DIR = Path(__file__).resolve().parents[1]
+PROJECT_DIR = Path(__file__).resolve().parents[2]
 """Where the package's upstream copies (``.upstream/``) and image locks (``stacks/``) are read: the
 checkout or installed package the plugin runs from."""
 

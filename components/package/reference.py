@@ -26,7 +26,7 @@ START = "<!-- config-reference:start -->"
 END = "<!-- config-reference:end -->"
 TYPES_START = "<!-- gpu-instance-types:start -->"
 TYPES_END = "<!-- gpu-instance-types:end -->"
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 
 def _type_name(annotation: Any) -> str:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-REQUIREMENTS = Path(__file__).resolve().parent.parent / "requirements.txt"
+REQUIREMENTS = Path(__file__).resolve().parents[2] / "requirements.txt"
 DEFAULT_SERVER = "https://get.pulumi.com/releases/plugins"
 """Where the CLI downloads a plugin whose package names no server (pulumi/pulumi
 ``sdk/go/common/workspace/plugins.go``, ``getPulumiSource``)."""

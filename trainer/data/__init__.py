@@ -300,8 +300,3 @@ def agree_on_data(read: Callable[[], T], rank: int, group: dist.ProcessGroup | N
     dist.broadcast_object_list(message, group_src=int(first), group=group)
     raise DataError(f"rank {int(first)}: {message[0]}")
 
-
-if __name__ == "__main__":
-    from .prepare import main
-
-    raise SystemExit(main())
