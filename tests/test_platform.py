@@ -662,7 +662,7 @@ def test_plan_cli_prints_schema() -> None:
 def test_neither_components_nor_the_program_import_torch() -> None:
     code = (
         "import sys, components\n"
-        "from components.plan import plan_stack, read_stack_file, stack_path, find_project_dir\n"
+        "from components.plan.command import plan_stack, read_stack_file, stack_path, find_project_dir\n"
         "root = find_project_dir()\n"
         "plan_stack(read_stack_file(stack_path(root, 'prod')), stack='prod', project_dir=root)\n"
         "print('torch' in sys.modules)"
