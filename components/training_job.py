@@ -14,7 +14,7 @@ from pydantic.alias_generators import to_camel
 
 from ._k8s import IMAGE_PLACEHOLDER, TOKEN, resource_args, with_image, with_values
 from .config import Backend, TrainingJobSpec, job_gpus
-from .config.capacity import pool_problem, quota_problem
+from .config.fit import pool_problem, quota_problem
 from .config.teams import team_quota_owner
 from .gpu_pool import GpuNodePool
 from .manifests import (

@@ -37,7 +37,6 @@ from .base import (
     field_error,
     quantity_bytes,
 )
-from .capacity import job_gpus, job_shm_size, nodes_needed
 from .cluster import (
     ApiServerSpec,
     AutoscalerSpec,
@@ -48,7 +47,9 @@ from .cluster import (
     VSwitchSpec,
 )
 from .datasets import DatasetImportSpec, oss_location
+from .fit import job_gpus, job_shm_size, nodes_needed
 from .job_settings import (
+    RESERVED_PRIORITY_PREFIX,
     CheckpointKeySpec,
     ElasticSpec,
     RunPolicySpec,
@@ -65,7 +66,7 @@ from .platform import PlatformSpec
 from .pools import ERDMA_INSTANCE_FAMILIES, SYSTEM_POOL_NAME, Fabric, GpuPoolSpec, TaintSpec
 from .registry import RegistrySpec
 from .storage import EXTREME_ROOT, NasSpec, OssSpec, StorageSpec, VolumeSpec
-from .teams import RESERVED_PRIORITY_PREFIX, TeamMemberSpec, TeamQuotaSpec, TeamSpec
+from .teams import TeamMemberSpec, TeamQuotaSpec, TeamSpec
 from .training_job import Backend, TrainingJobSpec, v2_conflict
 
 __all__ = [

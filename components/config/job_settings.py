@@ -25,7 +25,21 @@ from .base import (
     Spec,
     field_error,
 )
-from .teams import check_priority_class
+
+RESERVED_PRIORITY_PREFIX = "system-"
+"""Kubernetes reserves PriorityClass names starting with ``system-`` for itself
+(``system-node-critical``, ``system-cluster-critical``): pods with them preempt and outlive
+the cluster's own components."""
+
+
+def check_priority_class(name: str | None, key: str) -> None:
+    """Refuse a system-reserved priority class for a training job."""
+    if name is not None and name.startswith(RESERVED_PRIORITY_PREFIX):
+        raise field_error(
+            key,
+            f"{name!r} is reserved for the cluster's own components (PriorityClasses named {RESERVED_PRIORITY_PREFIX}*): "
+            "a training job with it could preempt and outlive them; give a PriorityClass of your own",
+        )
 
 
 class ElasticSpec(Spec):

@@ -14,9 +14,9 @@ from .base import (
     Spec,
     field_error,
 )
-from .capacity import job_gpus, pool_problem, quota_problem
 from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
 from .datasets import DatasetImportSpec, check_datasets
+from .fit import job_gpus, pool_problem, quota_problem
 from .monitoring import ARMS_AGENT_NAMESPACE, MonitoringScope, MonitoringSpec, PrometheusMode, check_monitoring
 from .operator import OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, check_kueue_topology
 from .pools import GpuPoolSpec
@@ -202,11 +202,36 @@ class PlatformSpec(Spec):
         else:
             self._check_cloud()
         self._check_trainer_v2()
-        check_teams(self)
+        check_teams(
+            self.teams,
+            namespace=self.training.namespace,
+            storage=self.storage,
+            cluster=self.cluster,
+            jobs=self.jobs,
+            job_gpus=self.job_gpus,
+        )
         self._check_jobs()
-        check_datasets(self)
-        check_kueue_topology(self)
-        check_monitoring(self)
+        check_datasets(
+            self.datasets,
+            teams=[team.name for team in self.teams],
+            storage=self.storage,
+            registry=self.registry is not None,
+            local=self.is_local,
+        )
+        check_kueue_topology(
+            self.trainer_v2.kueue,
+            pool=self.gpu_pool,
+            jobs=self.jobs,
+            job_backend=self.job_backend,
+            job_gpus=self.job_gpus,
+        )
+        check_monitoring(
+            self.monitoring,
+            local=self.is_local,
+            prometheus=self.prometheus,
+            tensorboard_image=self.tensorboard_image,
+            registry=self.registry is not None,
+        )
         return self
 
     def _check_trainer_v2(self) -> None:
