@@ -20,6 +20,7 @@ import pulumi
 import pulumi_alicloud as alicloud
 
 from ..config import PlatformSpec
+from ..upstream.digests import image_copies
 
 PUBLIC = "PUBLIC"
 """A repository's ``repo_type`` when anyone may pull from it (pulumi-alicloud 4.0.0
@@ -33,8 +34,6 @@ class MirrorNotReady(pulumi.RunError):
 def mirrored_images(spec: PlatformSpec) -> list[str]:
     """Where the stack's third-party images are pulled from in ``imageMirror`` (none without
     one), as ``python -m components.upstream images`` lists them for copying."""
-    from ..upstream.command import image_copies
-
     if spec.image_mirror is None:
         return []
     try:

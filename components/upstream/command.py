@@ -36,7 +36,7 @@ from ..manifests import (
     trainer_v2_values,
 )
 from ..plan.command import PlanError, find_project_dir, read_stack_file, stack_path
-from .digests import DigestError, changed, lock_path, read_lock, resolve, stack_images, write_lock
+from .digests import DigestError, changed, image_copies, lock_path, read_lock, resolve, stack_images, write_lock
 from .fetch import GITHUB, pack, prepare
 from .local_sources import UPSTREAM_DIR, LocalSources, SourceError
 
@@ -84,18 +84,6 @@ def volcano_objects(spec: PlatformSpec, root: Path, digests: dict[str, str] | No
         node_selector=system_node_selector(spec.cluster),
         digests=digests,
     )
-
-
-def image_copies(spec: PlatformSpec) -> list[tuple[str, str]]:
-    """(upstream image, mirrored image) for every third-party image the stack pulls.
-
-    Raises:
-        ValueError: the stack sets no ``imageMirror``, or names an operator release whose
-            image is not known here.
-    """
-    if spec.image_mirror is None:
-        raise ValueError("the stack sets no imageMirror: its images are pulled from their own registries")
-    return stack_images(spec)
 
 
 NOT_COPIED_YET = (401, 403, 404)

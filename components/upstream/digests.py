@@ -81,6 +81,18 @@ def stack_images(spec: PlatformSpec) -> list[tuple[str, str]]:
     return [(image, mirrored(image, mirror) if mirror is not None else image) for image in images]
 
 
+def image_copies(spec: PlatformSpec) -> list[tuple[str, str]]:
+    """(upstream image, mirrored image) for every third-party image the stack pulls.
+
+    Raises:
+        ValueError: the stack sets no ``imageMirror``, or names an operator release whose
+            image is not known here.
+    """
+    if spec.image_mirror is None:
+        raise ValueError("the stack sets no imageMirror: its images are pulled from their own registries")
+    return stack_images(spec)
+
+
 def lock_path(project_dir: Path, stack: str) -> Path:
     return project_dir / "stacks" / f"images.{stack}.lock.json"
 
