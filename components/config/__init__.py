@@ -27,6 +27,7 @@ from .base import (
     PROJECT,
     REGION_KEY,
     SECRET_KEYS,
+    SYSTEM_POOL_NAME,
     TRAINER_V2_MIN_KUBERNETES,
     Cidr,
     Cpu,
@@ -63,7 +64,7 @@ from .loading import ConfigError, load_spec, missing_credentials, stack_schema
 from .monitoring import AlertThresholds, MonitoringScope, MonitoringSpec, PrometheusMode, TensorBoardSpec
 from .operator import KueueSpec, KueueTopologySpec, OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, VolcanoSpec
 from .platform import PlatformSpec
-from .pools import ERDMA_INSTANCE_FAMILIES, SYSTEM_POOL_NAME, Fabric, GpuPoolSpec, TaintSpec
+from .pools import ERDMA_INSTANCE_FAMILIES, Fabric, GpuPoolSpec, TaintSpec
 from .registry import RegistrySpec
 from .storage import EXTREME_ROOT, NasSpec, OssSpec, StorageSpec, VolumeSpec
 from .teams import TeamMemberSpec, TeamQuotaSpec, TeamSpec

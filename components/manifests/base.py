@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import POOL_LABEL as POOL_LABEL
-from ..config import PROJECT, SYSTEM_POOL_NAME
+from ..config.base import POOL_LABEL as POOL_LABEL
+from ..config.base import PROJECT, SYSTEM_POOL_NAME
 
 Manifest = dict[str, Any]
 

@@ -8,8 +8,8 @@ dir is ``/mnt/output/<job>`` on the output claim (``job_env`` in ``jobs.py``), s
 from __future__ import annotations
 
 from ...config import TensorBoardSpec
+from ...config.base import OUTPUT_MOUNT
 from ..base import MANAGED_BY, Manifest
-from ..jobs.env import OUTPUT_MOUNT
 
 TENSORBOARD = "tensorboard"
 TENSORBOARD_POD = f"{TENSORBOARD}-0"
