@@ -33,8 +33,8 @@ import yaml
 
 from ..config import PROJECT, ConfigError, PlatformSpec, load_spec, missing_credentials, stack_schema
 from ..config.cluster import ALLOWED_CIDRS_KEY, set_allowed_cidr
-from ..config.yamlio import DuplicateKey, load_yaml
 from ..manifests.platform.deploy_policy import MissingApis
+from ..upstream.yamlio import DuplicateKey, load_yaml
 from .records import SECRET, Plan, apply_rank
 from .runner import ProgramError, holds_secure, redacted_config, run_program
 

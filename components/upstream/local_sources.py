@@ -21,8 +21,8 @@ import yaml
 
 from ..config import PROJECT, PlatformSpec
 from ..config.pins import KUEUE_CHARTS, OPERATOR_OVERLAYS, TRAINER_V2_CHARTS, VOLCANO_MANIFESTS
-from ..config.yamlio import LOADER
 from .treehash import blob_id, tree_id
+from .yamlio import LOADER
 
 UPSTREAM_DIR = ".upstream"
 PREPARE_COMMAND = "python -m components.upstream prepare"
