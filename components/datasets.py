@@ -5,13 +5,12 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ._k8s import TOKEN, resource_args
+from ._k8s import IMAGE_PLACEHOLDER, TOKEN, resource_args
 from .config import DatasetImportSpec
 from .manifests import Manifest, import_job, oss_source_objects
 from .namespace import TrainingNamespace
 from .registry import ContainerRegistry, pinned_image
 from .storage import SharedVolumes
-from .training_job import IMAGE_PLACEHOLDER
 
 
 class DatasetImport(pulumi.ComponentResource):

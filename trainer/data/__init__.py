@@ -299,4 +299,3 @@ def agree_on_data(read: Callable[[], T], rank: int, group: dist.ProcessGroup | N
     message = [str(error)]
     dist.broadcast_object_list(message, group_src=int(first), group=group)
     raise DataError(f"rank {int(first)}: {message[0]}")
-
