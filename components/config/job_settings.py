@@ -58,9 +58,6 @@ class ElasticSpec(Spec):
 AbsolutePath = Annotated[str, Field(pattern=r"^/")]
 
 
-TRAINER_FLAGS = {"synthetic_data": "--synthetic"}
-"""The trainer's flag for each :class:`TrainerArgs` field whose flag is not the field's name in
-kebab case (``trainer/flags.py``)."""
 TRAINER_ENV_FIELDS = ("init_from", "final_model_path")
 """Fields a job passes not as flags but as the variables their flags default to, ``MODEL_PATH`` and
 ``FINAL_MODEL_PATH`` (``manifests/job_env.py`` sets them beside the job's other paths)."""
@@ -181,14 +178,14 @@ class TrainerArgs(Spec):
         return None
 
     def to_flags(self) -> list[str]:
-        """The trainer's flags for these settings, in field order: ``--<field-name>`` (or
-        ``TRAINER_FLAGS``'s) and the value, a true switch alone; unset and false ones left out, and
+        """The trainer's flags for these settings, in field order: ``--<field-name>`` (the
+        trainer's flag of the same name, ``trainer/flags.py``) and the value, a true switch alone; unset and false ones left out, and
         those in ``TRAINER_ENV_FIELDS``, which travel as variables."""
         flags: list[str] = []
         for name, value in self:
             if name in TRAINER_ENV_FIELDS or value is None or value is False:
                 continue
-            flag = TRAINER_FLAGS.get(name, "--" + name.replace("_", "-"))
+            flag = "--" + name.replace("_", "-")
             flags += [flag] if value is True else [flag, str(value)]
         return flags
 
