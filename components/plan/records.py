@@ -1,7 +1,7 @@
 """What one offline run of the program registered: each resource with its inputs and options
 (:class:`Recorded`), the whole run (:class:`Plan`), secrets redacted to ``[secret]`` and
-values known only after deployment shown as ``(known after deploy)``. :mod:`.offline` runs the
-program and fills these; the offline plan (:mod:`.plan`) and the tests read them.
+values known only after deployment shown as ``(known after deploy)``. :mod:`.runner` runs the
+program and fills these; the offline plan (:mod:`.command`) and the tests read them.
 """
 
 from __future__ import annotations

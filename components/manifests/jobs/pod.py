@@ -1,6 +1,6 @@
 """The PyTorchJob (``kubeflow.org/v1``) a training job becomes on backend v1, and the pieces
 of a pod that every backend shares: command, resources, volumes, placement (the container's
-environment is :mod:`.job_env`'s)."""
+environment is :mod:`.env`'s)."""
 
 from __future__ import annotations
 
