@@ -101,7 +101,7 @@ def test_the_generated_part_lists_every_module() -> None:
 
 def _map() -> str:
     page = arch.PAGE.read_text()
-    return page[page.index("## Where a change goes") : page.index(arch.BEGIN)]
+    return page[page.index("## Where a change goes") : page.index("## Commands that moved")]
 
 
 def test_the_contributor_map_names_ten_changes_each_with_a_test() -> None:
@@ -129,3 +129,11 @@ def test_a_module_takes_the_layer_of_its_most_specific_pattern() -> None:
     assert arch.layer_of("components.config.platform").name == "specs"
     assert arch.layer_of("components.registry").name == "components"
     assert arch.rank("components.config.platform") < arch.rank("components.registry") < arch.rank("components.jobs.cli")
+
+
+def test_the_moved_commands_run_under_their_new_paths() -> None:
+    page = arch.PAGE.read_text()
+    moved = page[page.index("## Commands that moved") : page.index(arch.BEGIN)]
+    new = re.findall(r"\| `python -m [\w.]+[^`]*` \| `python -m ([\w.]+)", moved)
+    assert len(new) == 3
+    assert [module for module in new if module not in arch.modules()] == []
