@@ -137,3 +137,9 @@ def test_the_moved_commands_run_under_their_new_paths() -> None:
     new = re.findall(r"\| `python -m [\w.]+[^`]*` \| `python -m ([\w.]+)", moved)
     assert len(new) == 3
     assert [module for module in new if module not in arch.modules()] == []
+
+
+def test_the_wheel_lists_every_package() -> None:
+    listed = set(re.findall(r'"ack_training_platform\.([\w.]+)"', (ROOT / "pyproject.toml").read_text()))
+    packages = {module for module, path in arch.modules().items() if path.name == "__init__.py"}
+    assert sorted(packages - listed) == []
