@@ -30,10 +30,10 @@ from trainer.checkpoints.sharded import read_commit
 from trainer.config import Config
 from trainer.models.llama import Llama
 from trainer.parallelism.auto import memory_inputs, split_choices
-from trainer.parallelism.mesh import MeshShape, check_split, mesh_shape, stage_layers
+from trainer.parallelism.mesh import MeshShape, mesh_shape, stage_layers
 from trainer.parallelism.strategy import DecisionError, Inputs, decide
 from trainer.parallelism.topology import Topology
-from trainer.shapes import LLAMA_SIZES
+from trainer.shapes import LLAMA_SIZES, check_split
 from trainer.telemetry.metric_names import MESH_LABELS, PARALLEL_MESH, SHARD_GROUP
 
 GIB = 2**30

@@ -9,8 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .parallelism.mesh import flag_problem
-from .shapes import GPT_SIZES, LLAMA_SIZES, GPTConfig, LlamaConfig
+from .shapes import GPT_SIZES, LLAMA_SIZES, GPTConfig, LlamaConfig, flag_problem
 from .spikes import SPIKE_DEFAULTS
 
 MODELS = ("cnn", "gpt", "llama")

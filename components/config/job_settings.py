@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 from pydantic import Discriminator, Field, Tag, model_validator
 
 from trainer.config import LLAMA_SIZES, PARALLEL_CHOICES, Config, model_problem
-from trainer.parallelism.mesh import flag_problem
+from trainer.shapes import flag_problem
 
 from .base import (
     DATA_MOUNT,
