@@ -40,7 +40,8 @@ from .jobs.trainjob import (
     training_runtime,
     trainjob_kubectl_commands,
 )
-from .jobs.v1_kinds import KINDS, JobKind, kubeflow_job, v1_replaced_on_change
+from .jobs.v1_kinds import kubeflow_job, v1_replaced_on_change
+from .jobs.v1_names import KINDS, JobKind
 from .placement import (
     CPU_PLACEMENT,
     ERDMA,

@@ -1,16 +1,13 @@
 """The Training Operator v1 object for each framework: PyTorchJob, TFJob, XGBoostJob, MPIJob,
 JAXJob, PaddleJob, with the same pod (``pod_template``), run policy and restart policy.
 
-Container names, port names and default ports are those the operator reads to inject each
-framework's settings (kubeflow/trainer v1.9.4 ``pkg/apis/kubeflow.org/v1/<kind>_types.go``,
-``*DefaultContainerName``, ``*DefaultPortName``, ``*DefaultPort``); the replica types are
-the ones each kind's types declare there.
+The kinds' names and ports are in :mod:`.v1_names`; the replica types are the ones each kind's
+types declare (kubeflow/trainer v1.9.4 ``pkg/apis/kubeflow.org/v1/<kind>_types.go``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 from ...config import TrainingJobSpec
 from ..base import Manifest
@@ -27,37 +24,8 @@ from .pod import (
     replica_spec,
 )
 from .run_policy import run_policy
+from .v1_names import KINDS
 
-
-@dataclass(frozen=True)
-class JobKind:
-    """What the operator expects of one kind.
-
-    Args:
-        kind: the object's kind.
-        plural: its resource name (``kubectl get <plural>``).
-        specs_key: the field under ``spec`` holding the replica specs.
-        container: the container the operator injects its settings into.
-        port_name: the port the operator reads for the addresses it injects.
-        port: that port's default number.
-    """
-
-    kind: str
-    plural: str
-    specs_key: str
-    container: str
-    port_name: str
-    port: int
-
-
-KINDS = {
-    "pytorch": JobKind("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", "pytorch", "pytorchjob-port", 23456),
-    "tensorflow": JobKind("TFJob", "tfjobs", "tfReplicaSpecs", "tensorflow", "tfjob-port", 2222),
-    "xgboost": JobKind("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs", "xgboost", "xgboostjob-port", 9999),
-    "mpi": JobKind("MPIJob", "mpijobs", "mpiReplicaSpecs", "mpi", "mpi-port", 9999),
-    "jax": JobKind("JAXJob", "jaxjobs", "jaxReplicaSpecs", "jax", "jaxjob-port", 6666),
-    "paddle": JobKind("PaddleJob", "paddlejobs", "paddleReplicaSpecs", "paddle", "master", 36543),
-}
 MPI_LAUNCHER_ACCOUNT = "-launcher"
 """The v1 MPI Launcher's own ServiceAccount, ``<job>-launcher``. The operator creates the account
 its template names, and binds it, alone, to the Role ``<job>-launcher`` that may exec into the

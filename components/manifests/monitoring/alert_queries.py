@@ -9,7 +9,7 @@ from __future__ import annotations
 from trainer.telemetry import metric_names as trainer
 
 from ..jobs.trainjob import TRAINER_NODE
-from ..jobs.v1_kinds import KINDS
+from ..jobs.v1_names import KINDS
 from . import kube_metrics as kube
 from .scraping import JOB_LABEL
 

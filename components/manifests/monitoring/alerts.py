@@ -15,7 +15,7 @@ from trainer.telemetry import metric_names as trainer
 
 from ...config import MonitoringScope
 from ..base import MANAGED_BY, Manifest
-from ..jobs.v1_kinds import KINDS
+from ..jobs.v1_names import KINDS
 from . import alert_queries as q
 from . import kube_metrics as kube
 from .scraping import JOB_LABEL, MONITORING_API, NETWORK_SERIES_LABEL, NODES_SERIES_LABEL, POOL_SERIES_LABEL

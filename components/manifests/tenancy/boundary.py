@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ...config import PlatformSpec, SecretEnv, TeamSpec
 from ..jobs.datasets import source_claim_name
 from ..jobs.env import checkpoint_key_ref, generated_key_secret
-from ..jobs.v1_kinds import KINDS
+from ..jobs.v1_names import KINDS
 from ..placement import FABRICS, FabricProfile
 
 DEFAULT_SCHEDULER = "default-scheduler"
