@@ -14,6 +14,7 @@ from .config import TrainerV2Spec
 from .config.kinds import V2_FRAMEWORKS
 from .config.pins import KUEUE_CHARTS, TRAINER_V2_CHARTS
 from .manifests import BASELINE, FabricProfile, JobContext, Manifest, Placement, training_runtime
+from .manifests.base import pod_security_labels
 from .manifests.jobs.namespace_runtime import namespace_runtime
 from .manifests.jobs.pool_runtime import gpu_runtime_name, placed_runtime
 from .manifests.platform.trainer_v2 import (
@@ -23,7 +24,6 @@ from .manifests.platform.trainer_v2 import (
     trainer_v2_chart_version,
     trainer_v2_values,
 )
-from .manifests.tenancy.teams import pod_security_labels
 from .upstream.local_sources import LocalSources
 
 RELEASE_TIMEOUT_S = 900

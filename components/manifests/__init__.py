@@ -5,7 +5,7 @@ where an input is only known after deployment), and the offline plan and the gol
 tests read the very same dicts.
 """
 
-from .base import MANAGED_BY, POOL_LABEL, SYSTEM_POOL, Manifest
+from .base import BASELINE, MANAGED_BY, POOL_LABEL, SYSTEM_POOL, Manifest
 from .jobs.datasets import (
     DATASET_LABEL,
     IMPORT_CONTAINER,
@@ -107,7 +107,6 @@ from .tenancy.admission import team_admission
 from .tenancy.boundary import TeamBoundary, team_boundary
 from .tenancy.namespace import docker_config_json, training_namespace
 from .tenancy.teams import (
-    BASELINE,
     directory_owner_job,
     job_network_policy,
     run_as,

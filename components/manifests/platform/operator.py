@@ -13,8 +13,7 @@ import copy
 from collections.abc import Callable, Mapping
 
 from ...config import DEFAULT_OPERATOR_VERSION, ClusterSpec, OperatorSpec
-from ..base import POOL_LABEL, SYSTEM_POOL, Manifest
-from ..tenancy.teams import BASELINE, pod_security_labels
+from ..base import BASELINE, POOL_LABEL, SYSTEM_POOL, Manifest, pod_security_labels
 
 OPERATOR_NAMESPACE = "kubeflow"
 OPERATOR_DEPLOYMENT = "training-operator"

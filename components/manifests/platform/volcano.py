@@ -13,8 +13,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 
-from ..base import Manifest
-from ..tenancy.teams import BASELINE, pod_security_labels
+from ..base import BASELINE, Manifest, pod_security_labels
 from .operator import pod_spec, pulled
 
 VOLCANO_NAMESPACE = "volcano-system"

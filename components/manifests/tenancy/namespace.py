@@ -6,9 +6,8 @@ import base64
 import json
 
 from ...config import TrainingNamespaceSpec
-from ..base import MANAGED_BY, Manifest
+from ..base import BASELINE, MANAGED_BY, Manifest, pod_security_labels
 from ..placement import GPU_RESOURCE
-from .teams import BASELINE, pod_security_labels
 
 
 def training_namespace(spec: TrainingNamespaceSpec) -> list[Manifest]:

@@ -7,16 +7,14 @@ from __future__ import annotations
 from trainer.telemetry.metric_names import METRICS_PORT
 
 from ...config import PROJECT, TeamSpec
-from ..base import MANAGED_BY, Manifest
+from ..base import BASELINE, MANAGED_BY, Manifest, pod_security_labels
 from ..monitoring.tensorboard import TENSORBOARD_POD
 from ..placement import GPU_RESOURCE
 
 TEAM_LABEL = f"{PROJECT}/team"
 JOB_LABEL = "app.kubernetes.io/name"
 """Every pod of a platform job carries its job's name here (``job_labels``)."""
-POD_SECURITY = "pod-security.kubernetes.io"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-BASELINE, RESTRICTED = "baseline", "restricted"
 TEAM_QUOTA = "team-quota"
 TEAM_ROLE = "job-user"
 JOB_USER_RULES: tuple[Manifest, ...] = (
@@ -56,13 +54,6 @@ JOB_USER_RULES: tuple[Manifest, ...] = (
 """What a team's members may do in its namespace, and nowhere else: no Secrets, no pod
 creation or exec (a pod they wrote themselves could mount any claim of the namespace with
 any identity), no RBAC."""
-
-
-def pod_security_labels(enforce: str) -> dict[str, str]:
-    """Pod Security Admission labels: refuse pods below ``enforce``, and warn about and audit
-    pods that would not pass ``restricted`` (Kubernetes docs, "Enforce Pod Security
-    Standards with namespace labels")."""
-    return {f"{POD_SECURITY}/enforce": enforce, f"{POD_SECURITY}/warn": RESTRICTED, f"{POD_SECURITY}/audit": RESTRICTED}
 
 
 def team_namespace(team: TeamSpec, *, service_account: str) -> list[Manifest]:
