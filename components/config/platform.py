@@ -209,6 +209,7 @@ class PlatformSpec(Spec):
             cluster=self.cluster,
             jobs=self.jobs,
             job_gpus=self.job_gpus,
+            quota_problem=quota_problem,
         )
         self._check_jobs()
         check_datasets(

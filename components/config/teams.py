@@ -8,10 +8,9 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field
 
 from .base import Cpu, DnsLabel, Quantity, Spec, field_error
-from .fit import quota_problem
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from .cluster import ClusterSpec
     from .storage import StorageSpec
@@ -75,6 +74,7 @@ def check_teams(
     cluster: ClusterSpec,
     jobs: Sequence[TrainingJobSpec],
     job_gpus: Callable[[TrainingJobSpec], int],
+    quota_problem: Callable[[TrainingJobSpec, int, Mapping[str, str | int], str], str | None],
 ) -> None:
     """The rules between ``teams``, the jobs and the rest of the platform.
 
@@ -85,6 +85,8 @@ def check_teams(
         cluster: the stack's cluster.
         jobs: the stack's jobs.
         job_gpus: GPUs per pod of a job on this platform.
+        quota_problem: why a job could never start within a quota (:func:`.fit.quota_problem`), taken
+            as an argument like ``job_gpus`` so that the teams' rules stay below the fit rules.
 
     Raises:
         PydanticCustomError: a rule is broken; the message names the stack key.
