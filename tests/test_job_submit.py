@@ -21,7 +21,8 @@ from components.jobs import submit
 from components.jobs.cli import run
 from components.jobs.commands.flags import parser
 from components.manifests import JobContext, pytorch_job, train_job
-from components.manifests.placement import ERDMA, Placement
+from components.manifests.fabrics import ERDMA
+from components.manifests.placement import Placement
 
 REGISTRY = "registry-vpc.cn-hangzhou.aliyuncs.com/ml/trainer"
 GPU_PLACEMENT = {

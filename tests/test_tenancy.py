@@ -15,8 +15,8 @@ from test_teams import with_teams
 from components.config.kinds import V2_FRAMEWORKS
 from components.manifests import runtime_name
 from components.manifests.base import POD_SECURITY
+from components.manifests.fabrics import ERDMA
 from components.manifests.monitoring.tensorboard import TENSORBOARD_POD
-from components.manifests.placement import ERDMA
 from components.manifests.tenancy.teams import DNS_PEER, JOB_LABEL, JOB_USER_RULES, TEAM_LABEL
 from components.plan.command import with_unset_credentials
 from components.plan.runner import run_program

@@ -6,6 +6,7 @@ tests read the very same dicts.
 """
 
 from .base import BASELINE, MANAGED_BY, POOL_LABEL, SYSTEM_POOL, Manifest
+from .fabrics import ERDMA, FABRICS, FabricProfile
 from .jobs.datasets import (
     DATASET_LABEL,
     IMPORT_CONTAINER,
@@ -44,10 +45,7 @@ from .jobs.v1_kinds import kubeflow_job, v1_replaced_on_change
 from .jobs.v1_names import KINDS, JobKind
 from .placement import (
     CPU_PLACEMENT,
-    ERDMA,
-    FABRICS,
     GPU_RESOURCE,
-    FabricProfile,
     Placement,
     pool_node_labels,
     pool_placement,

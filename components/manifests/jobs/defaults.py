@@ -13,7 +13,8 @@ from typing import Any
 
 from ...config import Backend
 from ...config.capacity import NodeShare
-from ..placement import FABRICS, Placement
+from ..fabrics import FABRICS
+from ..placement import Placement
 from .pod import JobContext
 
 

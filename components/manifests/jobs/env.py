@@ -11,7 +11,7 @@ from trainer.telemetry.metric_names import METRICS_PORT
 from ...config import SecretEnv, TrainingJobSpec
 from ...config.base import DATA_MOUNT, OUTPUT_MOUNT
 from ..base import Manifest
-from ..placement import FabricProfile
+from ..fabrics import FabricProfile
 
 CHECKPOINT_KEY_DIR = "/var/run/secrets/checkpoint-key"
 CHECKPOINT_KEY_FILE = f"{CHECKPOINT_KEY_DIR}/key"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ...config import TrainingJobSpec
 from ..base import Manifest
-from ..placement import FabricProfile
+from ..fabrics import FabricProfile
 from .pod import JobContext, job_labels, job_resources
 from .trainjob import FAILURE_POLICY, MPI_LAUNCHER, TRAINER_API, TRAINER_NODE, mpi_procs, replicated_job, runtime_pod
 

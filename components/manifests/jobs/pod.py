@@ -11,8 +11,9 @@ from trainer.telemetry.metric_names import METRICS_PORT, METRICS_PORT_NAME
 
 from ...config import Backend, TrainingJobSpec, job_shm_size, nodes_needed
 from ..base import MANAGED_BY, NETWORK_LABEL, NODES_LABEL, POOL_LABEL, Manifest
+from ..fabrics import FabricProfile
 from ..monitoring.scraping import JOB_NAME_POD_LABEL
-from ..placement import GPU_RESOURCE, FabricProfile, Placement
+from ..placement import GPU_RESOURCE, Placement
 from .env import (
     CHECKPOINT_KEY_DIR,
     CHECKPOINT_KEY_FILE,

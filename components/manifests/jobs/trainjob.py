@@ -36,7 +36,7 @@ from ...config import PROJECT, RunPolicySpec, TrainingJobSpec, topology_problem,
 from ...config.kinds import ML_POLICIES
 from ...config.training_job import xgboost_gpus_problem
 from ..base import MANAGED_BY, Manifest
-from ..placement import FabricProfile
+from ..fabrics import FabricProfile
 from .env import TERMINATION_GRACE_S, container_env, flight_recorder_env, job_env, nccl_env, runtime_pod_env
 from .pod import (
     METRICS_CONTAINER_PORT,

@@ -21,7 +21,8 @@ import yaml
 
 from ...config import GpuPoolSpec, KueueSpec, KueueTopologySpec, PlatformSpec, TrainerV2Spec
 from ..base import MANAGED_BY, POOL_LABEL, Manifest
-from ..placement import FABRICS, GPU_RESOURCE, FabricProfile
+from ..fabrics import FABRICS, FabricProfile
+from ..placement import GPU_RESOURCE
 from .operator import pulled, repository_and_tag
 
 TRAINER_V2_NAMESPACE = "kubeflow-system"

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from ...config import PROJECT
 from ..base import Manifest
+from ..fabrics import FABRICS
 from ..jobs.env import CHECKPOINT_KEY_SUFFIX, JOBSET_NAME_LABEL
 from ..jobs.v1_kinds import MPI_LAUNCHER_ACCOUNT
-from ..placement import FABRICS
 from .admission_policy import admission_policy
 from .boundary import TeamBoundary
 from .job_guard import job_guard

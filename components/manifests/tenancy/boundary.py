@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...config import PlatformSpec, SecretEnv, TeamSpec
+from ..fabrics import FABRICS, FabricProfile
 from ..jobs.datasets import source_claim_name
 from ..jobs.env import checkpoint_key_ref, generated_key_secret
 from ..jobs.v1_names import KINDS
-from ..placement import FABRICS, FabricProfile
 
 DEFAULT_SCHEDULER = "default-scheduler"
 VOLCANO_SCHEDULER = "volcano"
