@@ -77,9 +77,9 @@ def checkpoint_overhead(repeats: int) -> dict[str, Any]:
         "import json, statistics, tempfile, time, torch\n"
         "from trainer.data import synthetic_images\n"
         "from trainer.config import Config\n"
-        "from trainer.topology import topology\n"
+        "from trainer.parallelism.topology import topology\n"
         "from trainer.loop import Trainer\n"
-        "from trainer.model_spec import model_spec\n"
+        "from trainer.models.spec import model_spec\n"
         "torch.set_num_threads(2)\n"
         "cfg = Config(output_dir=tempfile.mkdtemp(), max_steps=10**6)\n"
         "t = Trainer(cfg, topology(), synthetic_images(8192, 1), model_spec(cfg))\n"
@@ -175,7 +175,7 @@ def kill_to_resume(repeats: int) -> dict[str, Any]:
 def gpt_run(size: str, steps: int, extra: list[str]) -> dict[str, float]:
     """Median tokens/s (and MFU where the trainer reports it) of one trainer run of the gpt
     model, leaving out the first log window, which holds warm-up and compilation."""
-    from trainer.metrics import MFU_KEYS  # torch: only for the benchmarks that train
+    from trainer.telemetry.metrics import MFU_KEYS  # torch: only for the benchmarks that train
 
     out = tempfile.mkdtemp(prefix="bench-gpt-")
     log_every = max(1, steps // 6)
@@ -192,7 +192,7 @@ def gpt_run(size: str, steps: int, extra: list[str]) -> dict[str, float]:
 
 def gpt_compile(size: str, batch: int, steps: int, repeats: int) -> dict[str, Any]:
     """The trainer's gpt model eager against ``--compile``, alternated."""
-    from trainer.metrics import MFU_KEYS
+    from trainer.telemetry.metrics import MFU_KEYS
 
     sides = {"eager": ["--batch-size", str(batch)], "compile": ["--batch-size", str(batch), "--compile"]}
     runs: dict[str, list[dict[str, float]]] = {side: [] for side in sides}

@@ -2,8 +2,8 @@
 
 - ``every-rank``: the state handed to DCP whole on every rank, as the trainer did before:
   each rank copies all of it to host memory, and DCP drops the duplicates only afterwards;
-- ``share``: the trainer's :class:`trainer.checkpoint.Checkpointer`, which hands each rank
-  only its share (:mod:`trainer.replicas`).
+- ``share``: the trainer's :class:`trainer.checkpoints.sharded.Checkpointer`, which hands each rank
+  only its share (:mod:`trainer.checkpoints.save_plan`).
 
     torchrun --standalone --nproc-per-node=2 -m bench.async_memory --side share --dir /tmp/ckpt
 
@@ -28,9 +28,9 @@ from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_op
 from torch.nn.parallel import DistributedDataParallel
 
 from bench.checkpoints import peak_rss_mib
-from trainer.checkpoint import Checkpointer
+from trainer.checkpoints.save_plan import leaves, nbytes, share
+from trainer.checkpoints.sharded import Checkpointer
 from trainer.models import GPT, GPTConfig
-from trainer.replicas import leaves, nbytes, share
 
 
 def main() -> int:

@@ -32,7 +32,7 @@ import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
 from torch.distributed.fsdp import fully_shard
 
-from trainer.checkpoint import Checkpointer, write_atomic
+from trainer.checkpoints.sharded import Checkpointer, write_atomic
 from trainer.config import GPT_SIZES
 from trainer.models import GPT
 from trainer.state import FULL_STATE

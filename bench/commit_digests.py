@@ -3,7 +3,7 @@ sha256s computed two ways, alternated in one run:
 
 - ``rank0``: the way the trainer committed before: every rank writes its shards, then rank 0
   reads the whole checkpoint back and hashes it before it can write ``commit.json``;
-- ``per-rank``: the trainer's checkpoints now (``trainer/digest_writer.py``): each rank
+- ``per-rank``: the trainer's checkpoints now (``trainer/checkpoints/digest_writer.py``): each rank
   hashes its files as it writes them and rank 0 gathers the digests with DCP's write results.
 
     torchrun --standalone --nproc-per-node=2 -m bench.commit_digests --dir /tmp/ckpt --gib 1 --rounds 3
@@ -27,8 +27,8 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemWriter
 
-from trainer.digest_writer import DigestingWriter
-from trainer.integrity import file_digests
+from trainer.checkpoints.digest_writer import DigestingWriter
+from trainer.checkpoints.integrity import file_digests
 
 TENSOR_MIB = 64
 

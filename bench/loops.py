@@ -31,9 +31,9 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from trainer.config import Config
 from trainer.data import ImageDataset, synthetic_images
 from trainer.loop import Trainer
-from trainer.model_spec import model_spec
 from trainer.models import MnistCNN
-from trainer.topology import topology
+from trainer.models.spec import model_spec
+from trainer.parallelism.topology import topology
 
 SAMPLES = 60_000
 SEED = 1234

@@ -2,7 +2,7 @@
 
 - ``fresh``: the state staged into new host memory at every save, as the trainer did before
   (a new ``FileSystemWriter`` per save stages it, ``cache_staged_state_dict=False``);
-- ``reused``: the trainer's :func:`trainer.checkpoint.host_stager`, one for the run, which
+- ``reused``: the trainer's :func:`trainer.checkpoints.sharded.host_stager`, one for the run, which
   copies into the host memory of its first save.
 
     python -m bench.staging --side reused --saves 5 --dir /tmp/ckpt
@@ -23,9 +23,9 @@ import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemWriter
 
-from trainer.checkpoint import host_stager
+from trainer.checkpoints.save_plan import leaves, nbytes
+from trainer.checkpoints.sharded import host_stager
 from trainer.models import GPT, GPTConfig
-from trainer.replicas import leaves, nbytes
 
 
 def main() -> int:

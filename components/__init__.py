@@ -17,7 +17,7 @@ _HOMES = {
     "AckCluster": "cluster",
     "local_providers": "cluster",
     "ConfigError": "config",
-    "DatasetImport": "dataset_import",
+    "DatasetImport": "datasets",
     "PlatformSpec": "config",
     "TrainingJobSpec": "config",
     "load_spec": "config",
@@ -75,7 +75,7 @@ def __getattr__(name: str) -> Any:
 if TYPE_CHECKING:
     from .cluster import AckCluster, local_providers
     from .config import ConfigError, PlatformSpec, TrainingJobSpec, load_spec
-    from .dataset_import import DatasetImport
+    from .datasets import DatasetImport
     from .gpu_pool import GpuNodePool
     from .identity import node_role_name, oss_reader
     from .manifests import Placement

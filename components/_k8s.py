@@ -34,7 +34,7 @@ def with_image(manifest: Any, image: pulumi.Input[str]) -> Any:
 
 def with_values(manifest: Any, values: Mapping[str, pulumi.Input[Any]]) -> Any:
     """``manifest`` with each text that is a key of ``values`` replaced by its value (an output
-    of another resource a package component was given, see :mod:`components.package_outputs`)."""
+    of another resource a package component was given, see :mod:`components.package.outputs`)."""
     if not values:
         return manifest
     if isinstance(manifest, str):

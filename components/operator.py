@@ -10,8 +10,7 @@ import pulumi_kubernetes as k8s
 
 from ._k8s import TOKEN, typed_resource
 from .config import OperatorSpec
-from .crd_schema import crd_schemas
-from .local_sources import LocalSources
+from .config.pins import OPERATOR_OVERLAYS, VOLCANO_MANIFESTS
 from .manifests import (
     customized_operator_objects,
     customized_volcano_objects,
@@ -19,7 +18,8 @@ from .manifests import (
     pod_spec,
     waits_for_admission,
 )
-from .pins import OPERATOR_OVERLAYS, VOLCANO_MANIFESTS
+from .upstream.crd_schema import crd_schemas
+from .upstream.local_sources import LocalSources
 
 WORKLOAD_TIMEOUT = "15m"
 """How long a workload may take to become ready (the provider's default is 10 minutes): its pods
@@ -55,7 +55,7 @@ class TrainingOperator(pulumi.ComponentResource):
     the other workloads (a Job resource is ready once it has completed, pulumi-kubernetes
     4.34.2 ``batch/v1/Job.py``). Volcano's scheduler and controllers also wait for its
     admission Deployment, ready once its webhooks serve
-    (:func:`~components.manifests.volcano.waits_for_admission`; a Deployment resource is
+    (:func:`~components.manifests.platform.volcano.waits_for_admission`; a Deployment resource is
     ready once it is Available, ``apps/v1/Deployment.py``).
 
     Args:

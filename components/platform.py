@@ -16,10 +16,11 @@ from .cluster import AckCluster, local_providers
 from .config import PlatformSpec
 from .config.costs import price_table
 from .config.node_health import trainer_image
-from .dataset_import import DatasetImport
+from .datasets import DatasetImport
 from .gpu_pool import GpuNodePool
 from .identity import node_role_name, oss_reader
-from .local_sources import LocalSources
+from .images.mirror import mirrored_images
+from .images.mirror_fill import filled_copies
 from .manifests import (
     cluster_addons,
     job_defaults,
@@ -29,9 +30,7 @@ from .manifests import (
     team_boundary,
     v2_fabrics,
 )
-from .manifests.dashboard import training_dashboard
-from .mirror import mirrored_images
-from .mirror_fill import filled_copies
+from .manifests.monitoring.dashboard import training_dashboard
 from .monitoring import Monitoring, TeamWorkspace
 from .namespace import TrainingNamespace
 from .network import Network
@@ -41,6 +40,7 @@ from .registry import ContainerRegistry, image_pushed, pinned_image
 from .storage import NasStorage, SharedVolumes
 from .trainer_v2 import TrainerV2
 from .training_job import TrainingJob, platform_context
+from .upstream.local_sources import LocalSources
 
 
 class TrainingPlatform(pulumi.ComponentResource):
@@ -293,7 +293,7 @@ class TrainingPlatform(pulumi.ComponentResource):
     def _workloads(self, secret_jobs: bool) -> None:
         spec, registry = self._spec, self.registry
         jobs = []
-        checker, checker_tag = trainer_image(spec)
+        checker, checker_tag = trainer_image(spec.monitoring.node_health, spec.jobs)
         for job in spec.jobs:
             if not image_pushed(registry, job.image_tag if job.image is None else None, f"job {job.name!r}"):
                 continue
@@ -407,7 +407,7 @@ class TrainingPlatform(pulumi.ComponentResource):
             "jobDefaults": self.job_defaults,
             "teamJobDefaults": self.team_job_defaults,
             # The stack's prices, which `ack-jobs cost` reads; a stack without them exports none.
-            **({"prices": prices} if (prices := price_table(self._spec)) is not None else {}),
+            **({"prices": prices} if (prices := price_table(self._spec.costs, self._spec.gpu_pool)) is not None else {}),
         }
 
 

@@ -12,9 +12,9 @@ from pulumi.output import UNKNOWN
 
 from ._k8s import TOKEN
 from .config import RegistrySpec
+from .images.mirror import check_enterprise_mirror, enterprise_namespace_exists, exact_name
+from .images.mirror_fill import MirrorFill, mirror_namespace
 from .manifests import ACR_HELPER_ADDON, MANAGED_BY, acr_helper_config, docker_config_json
-from .mirror import check_enterprise_mirror, enterprise_namespace_exists, exact_name
-from .mirror_fill import MirrorFill, mirror_namespace
 from .namespace import TrainingNamespace
 from .preflight import warn_only
 
@@ -56,7 +56,7 @@ class ContainerRegistry(pulumi.ComponentResource):
     - Enterprise edition: the instance's VPC endpoint is linked to the cluster's VPC, and
       the password-free credential helper add-on is configured for the instance and the
       training namespace. Third-party images mirrored into it are pulled without
-      credentials (:mod:`components.mirror`).
+      credentials (:mod:`components.images.mirror`).
     - Personal edition: the repository's domains come from ACR itself (instances created
       after 2024-09-08 have ``crpi-...`` hosts), and pulls use a pull secret.
     - Namespaces and repositories the spec says exist are used as they are; those the stack
@@ -74,7 +74,7 @@ class ContainerRegistry(pulumi.ComponentResource):
         mirrored_images: the third-party images copied into ``imageMirror``; checked before
             anything is created when the mirror is in this stack's (adopted) instance.
         mirror_fill: the (upstream, mirrored) images copied into the mirror in this update
-            (:mod:`components.mirror_fill`); when there are any, nothing is checked as copied beforehand.
+            (:mod:`components.images.mirror_fill`); when there are any, nothing is checked as copied beforehand.
         mirror_mode: ``mirrorFill`` (``subscription`` or ``copy``), for ``mirror_fill``.
         image_digests: the image lock, digests by image as pulled: what ``mirror_fill`` copies.
         secret_namespaces: more namespaces whose jobs pull the training image (the teams'): they

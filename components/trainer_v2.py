@@ -12,19 +12,19 @@ import pulumi_kubernetes as k8s
 from ._k8s import IMAGE_PLACEHOLDER, TOKEN, resource_args, typed_resource, with_image
 from .config import TrainerV2Spec
 from .config.kinds import V2_FRAMEWORKS
-from .local_sources import LocalSources
+from .config.pins import KUEUE_CHARTS, TRAINER_V2_CHARTS
 from .manifests import BASELINE, FabricProfile, JobContext, Manifest, Placement, training_runtime
-from .manifests.namespace_runtime import namespace_runtime
-from .manifests.pool_runtime import gpu_runtime_name, placed_runtime
-from .manifests.tenancy import pod_security_labels
-from .manifests.trainer_v2 import (
+from .manifests.base import pod_security_labels
+from .manifests.jobs.namespace_runtime import namespace_runtime
+from .manifests.jobs.pool_runtime import gpu_runtime_name, placed_runtime
+from .manifests.platform.trainer_v2 import (
     KUEUE_NAMESPACE,
     TRAINER_V2_NAMESPACE,
     kueue_values,
     trainer_v2_chart_version,
     trainer_v2_values,
 )
-from .pins import KUEUE_CHARTS, TRAINER_V2_CHARTS
+from .upstream.local_sources import LocalSources
 
 RELEASE_TIMEOUT_S = 900
 """The controllers may wait for a system node and for their images."""

@@ -14,9 +14,8 @@ from pydantic.alias_generators import to_camel
 
 from ._k8s import IMAGE_PLACEHOLDER, TOKEN, TRAINER_IMAGE_PLACEHOLDER, resource_args, with_image, with_values
 from .config import Backend, TrainingJobSpec, job_gpus
-from .config.capacity import pool_problem, quota_problem
+from .config.fit import pool_problem, quota_problem
 from .config.teams import team_quota_owner
-from .crd_schema import CrdMismatch, check_against_crd
 from .gpu_pool import GpuNodePool
 from .manifests import (
     CPU_PLACEMENT,
@@ -33,12 +32,13 @@ from .manifests import (
     trainjob_kubectl_commands,
     v1_replaced_on_change,
 )
-from .manifests.pytorchjob import job_fabric
+from .manifests.jobs.pod import job_fabric
 from .namespace import TrainingNamespace
 from .operator import TrainingOperator
 from .registry import ContainerRegistry, pinned_image
 from .storage import SharedVolumes
 from .trainer_v2 import TrainerV2
+from .upstream.crd_schema import CrdMismatch, check_against_crd
 
 
 class JobArgumentError(pulumi.RunError, ValueError):
@@ -199,7 +199,7 @@ class TrainingJob(pulumi.ComponentResource):
         secret: the spec comes from an encrypted stack key: the job object's spec (image,
             command, env, ...) is a Pulumi secret; its metadata is not.
         deferred: texts in ``spec`` that stand for outputs of other resources, each with
-            its output, which replaces it in what is applied (:mod:`components.package_outputs`).
+            its output, which replaces it in what is applied (:mod:`components.package.outputs`).
         trainer_image: the platform's image with the ``trainer`` package, pinned, that the pre-job node
             check (``nodeCheck``) runs from; ``None``: the job's own image, which must then run the
             bundled trainer (no ``command``).
@@ -216,7 +216,7 @@ class TrainingJob(pulumi.ComponentResource):
             ``namespace``, whose claims and pull secret its pods need; it does not fit the
             pool's nodes or ``maxSize``; it could never start within the namespace's quota; or
             (backend v1) it does not fit its kind's CRD in the operator's verified rendering,
-            named by JSON path (:func:`~components.crd_schema.check_against_crd`).
+            named by JSON path (:func:`~components.upstream.crd_schema.check_against_crd`).
     """
 
     def __init__(

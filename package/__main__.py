@@ -7,7 +7,7 @@ from pathlib import Path
 # The components live beside this directory, in the same checkout.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from components.package import serve  # noqa: E402
+from components.package.provider import serve  # noqa: E402
 
 if __name__ == "__main__":
     serve()

@@ -17,13 +17,13 @@ import yaml
 from fixtures.upstream import CHARTS, fixture_mirror, git_tree_of, write_tree
 from loopback_api import FakeApi, loopback
 
-from components import pins
-from components.local_sources import CACHE_ENV, objects_sha256
-from components.offline import run_program
-from components.plan import with_unset_credentials
-from components.plan_records import Plan
-from components.prepare import prepare
+from components.config import pins
+from components.plan.command import with_unset_credentials
+from components.plan.records import Plan
+from components.plan.runner import run_program
 from components.stack import IMAGE_LOCK_ENV, UPSTREAM_ENV
+from components.upstream.fetch import prepare
+from components.upstream.local_sources import CACHE_ENV, objects_sha256
 
 ROOT = Path(__file__).resolve().parents[1]
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))

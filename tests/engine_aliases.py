@@ -14,8 +14,8 @@ plan.
 
 from __future__ import annotations
 
-from components.plan_records import Plan, Recorded
-from components.urns import ROOT_STACK_TYPE, qualified_type, urn_name, urn_type
+from components.plan.records import Plan, Recorded
+from components.plan.urns import ROOT_STACK_TYPE, qualified_type, urn_name, urn_type
 
 
 def _urn(stack: str, project: str, parent_type: str, type_: str, name: str) -> str:

@@ -47,8 +47,8 @@ from loopback_api import (  # noqa: E402
 from test_job_submit import DEFAULTS  # noqa: E402
 
 from components.jobs.cli import run  # noqa: E402
-from components.manifests.gpu_metrics import GPU_UTIL, POD_LABEL  # noqa: E402
-from trainer.metric_names import METRICS_PORT  # noqa: E402
+from components.manifests.monitoring.gpu_metrics import GPU_UTIL, POD_LABEL  # noqa: E402
+from trainer.telemetry.metric_names import METRICS_PORT  # noqa: E402
 
 MANIFEST_LINES = 40
 """Lines of a ``submit --dry-run`` manifest shown."""

@@ -31,7 +31,7 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from components.config import TrainingJobSpec
 from components.jobs.cli import run
 from components.manifests import CPU_PLACEMENT, JobContext, kubeflow_job, pytorch_job, train_job, training_runtime
-from trainer.metric_names import LOSS, MFU, SAMPLES_PER_SECOND, STEP
+from trainer.telemetry.metric_names import LOSS, MFU, SAMPLES_PER_SECOND, STEP
 
 NS = "training"
 V1 = f"/apis/kubeflow.org/v1/namespaces/{NS}/pytorchjobs"

@@ -1,4 +1,4 @@
-"""A stand-in OCI registry on 127.0.0.1, for the image copy (:mod:`components.image_copy`).
+"""A stand-in OCI registry on 127.0.0.1, for the image copy (:mod:`components.images.image_copy`).
 
 It models the OCI distribution spec v1.1.0 ``spec.md`` (github.com/opencontainers/distribution-spec):
 

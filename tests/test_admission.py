@@ -26,10 +26,10 @@ from pod_security import BASELINE_CAPABILITIES, SAFE_SYSCTLS, SELINUX_TYPES, bas
 from test_teams import with_teams
 from test_tenancy import BAD_CONTAINERS, BAD_PODS
 
-from components.manifests import admission, pod_rules
-from components.manifests.tenancy import POD_SECURITY
-from components.offline import run_program
-from components.plan import with_unset_credentials
+from components.manifests.base import POD_SECURITY
+from components.manifests.tenancy import admission, pod_rules
+from components.plan.command import with_unset_credentials
+from components.plan.runner import run_program
 
 VAP = "ValidatingAdmissionPolicy"
 BINDING = "ValidatingAdmissionPolicyBinding"

@@ -17,12 +17,12 @@ from test_monitoring import operator_config, run_promtool_cases
 
 from components.config import TrainingJobSpec, load_spec
 from components.manifests import KINDS, kubeflow_job, train_job
-from components.manifests import kube_metrics as kube
-from components.manifests.alerts import alerts, job_state_metrics
-from components.manifests.pytorchjob import pod_labels
-from components.manifests.scraping import trainer_pod_monitor
-from components.plan import write_job_state_metrics
-from trainer import metric_names
+from components.manifests.jobs.pod import pod_labels
+from components.manifests.monitoring import kube_metrics as kube
+from components.manifests.monitoring.alerts import alerts, job_state_metrics
+from components.manifests.monitoring.scraping import trainer_pod_monitor
+from components.plan.command import write_job_state_metrics
+from trainer.telemetry import metric_names
 
 NS = "training"
 SPEC = load_spec(operator_config(), credentials=False)

@@ -23,7 +23,7 @@ from loopback_cloud import BUSY, LOAD_BALANCER, PORT, REGION, CloudApi, Fault, c
 from pulumi.dynamic.dynamic import serialize_provider
 
 from components.listener_acl import ListenerAclProvider
-from components.plan_records import SECRET
+from components.plan.records import SECRET
 
 ACCESS_KEY_ID = "LTAI-test-key-id"
 ACCESS_KEY_SECRET = "test-secret-never-stored"
@@ -246,7 +246,7 @@ def test_a_private_api_server_has_no_whitelist_to_bind(run_stack) -> None:
 
 def test_the_dev_stack_deploys_only_once_its_deployer_lists_their_ranges(capsys) -> None:
     from components.config import ConfigError, load_spec
-    from components.plan import main
+    from components.plan.command import main
 
     config = {**stack_config("dev"), cfg("registryPassword"): {"secure": "v1:AAAA"}}
     with pytest.raises(ConfigError) as raised:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from test_trainer import SMALL, run, torchrun
 
-from trainer.checkpoint import list_checkpoints, prune, read_commit, read_metadata
+from trainer.checkpoints.sharded import list_checkpoints, prune, read_commit, read_metadata
 
 TWO = ["trainer", *SMALL, "--checkpoint-every", "2"]
 

@@ -10,8 +10,8 @@ import pytest
 from swap_watcher import IN_CLOSE_NOWRITE, IN_NONBLOCK, read_events, watch
 from test_trainer import SMALL, run, torchrun
 
-from trainer.checkpoint import list_checkpoints, read_commit
-from trainer.integrity import file_digests
+from trainer.checkpoints.integrity import file_digests
+from trainer.checkpoints.sharded import list_checkpoints, read_commit
 
 
 @pytest.mark.parametrize("save", ["sync", "async"])

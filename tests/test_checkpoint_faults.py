@@ -14,9 +14,9 @@ import pytest
 from conftest import ROOT
 from test_trainer import ENV, SMALL, run, torchrun
 
-from trainer import checkpoint
-from trainer.checkpoint import CheckpointError, list_checkpoints, prune, read_commit, verify
-from trainer.diskfull import DISK_FULL
+from trainer.checkpoints import sharded as checkpoint
+from trainer.checkpoints.diskfull import DISK_FULL
+from trainer.checkpoints.sharded import CheckpointError, list_checkpoints, prune, read_commit, verify
 
 CNN = ["trainer", *SMALL, "--checkpoint-every", "10", "--keep-checkpoints", "2"]
 

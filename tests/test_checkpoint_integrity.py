@@ -25,10 +25,10 @@ from test_trainer import SMALL, final_weights, run, torchrun
 from torch.distributed.checkpoint.filesystem import _StorageInfo
 from torch.distributed.checkpoint.metadata import _MEM_FORMAT_ENCODING
 
-from trainer import checkpoint as checkpoints
-from trainer.checkpoint import CheckpointError, list_checkpoints, read_commit, read_metadata
-from trainer.integrity import TAMPERED, TamperedCheckpoint
-from trainer.resume import Agreement
+from trainer.checkpoints import sharded as checkpoints
+from trainer.checkpoints.integrity import TAMPERED, TamperedCheckpoint
+from trainer.checkpoints.resume import Agreement
+from trainer.checkpoints.sharded import CheckpointError, list_checkpoints, read_commit, read_metadata
 
 ONE = [sys.executable, "-m", "trainer", *SMALL]
 TWO = ["trainer", *SMALL, "--checkpoint-every", "2"]

@@ -13,7 +13,7 @@ from test_jobs import CPU_PLACEMENT, IMAGE, context
 
 from components.config import ConfigError, TrainingJobSpec, load_spec
 from components.manifests import CHECKPOINT_KEY_FILE, pytorch_job, train_job
-from components.plan_records import SECRET
+from components.plan.records import SECRET
 from trainer.flags import parse_args
 
 OWN_KEY = {"secretKeyRef": {"name": "ckpt-key", "key": "hmac"}}
@@ -77,8 +77,8 @@ def test_a_bad_secret_reference_names_its_key() -> None:
 def test_a_generated_key_is_a_secret_the_job_waits_for_and_never_plain(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, backend: str
 ) -> None:
-    from components import offline
-    from components import plan as plan_module
+    from components.plan import command as plan_module
+    from components.plan import runner as offline
 
     # As the provider would answer after creating the password: a plaintext value.
     plaintext = "ck-4d2e9f-plaintext"

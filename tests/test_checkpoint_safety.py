@@ -31,9 +31,16 @@ from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.filesystem import _StorageInfo
 from torch.distributed.checkpoint.metadata import BytesStorageMetadata, Metadata, MetadataIndex
 
-from trainer.checkpoint import Checkpointer, CheckpointError, list_checkpoints, read_commit, read_metadata, verify
-from trainer.integrity import TAMPERED, file_digests, sign
-from trainer.verified_read import TensorOnlyLoadPlanner
+from trainer.checkpoints.integrity import TAMPERED, file_digests, sign
+from trainer.checkpoints.sharded import (
+    Checkpointer,
+    CheckpointError,
+    list_checkpoints,
+    read_commit,
+    read_metadata,
+    verify,
+)
+from trainer.checkpoints.verified_read import TensorOnlyLoadPlanner
 
 
 def one_process(out: Path, steps: int) -> list[str]:

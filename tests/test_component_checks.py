@@ -9,8 +9,8 @@ from pathlib import Path
 import pulumi
 import pytest
 
-from components.offline import run_program
-from components.plan_records import Plan
+from components.plan.records import Plan
+from components.plan.runner import run_program
 from components.training_job import JobArgumentError
 
 PROGRAM = """

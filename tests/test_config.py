@@ -8,7 +8,7 @@ import pytest
 from conftest import ROOT, STACKS, cfg, stack_config
 
 from components.config import ConfigError, PlatformSpec, load_spec, missing_credentials
-from components.reference import END, START, reference
+from components.package.reference import END, START, reference
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -1050,7 +1050,7 @@ def test_several_problems_are_reported_together() -> None:
 def test_docs_reference_is_generated_from_the_models() -> None:
     page = (ROOT / "docs" / "configuration.md").read_text()
     block = page.split(START, 1)[1].split(END, 1)[0].strip()
-    assert block == reference(), "docs/configuration.md is stale: run python -m components.reference --write"
+    assert block == reference(), "docs/configuration.md is stale: run python -m components.package.reference --write"
 
 
 def test_numbers_kubernetes_users_write_are_accepted() -> None:

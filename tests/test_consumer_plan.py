@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from components import plan as plan_module
+from components.plan import command as plan_module
 
 # The program imports the components as installed, under their namespace.
 pytestmark = pytest.mark.usefixtures("with_installed_package")

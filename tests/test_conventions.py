@@ -38,7 +38,7 @@ def test_specs_builders_and_the_job_commands_load_no_pulumi_sdk() -> None:
         [
             sys.executable,
             "-c",
-            "import sys, components.config, components.manifests, components.crd_schema, components.jobs.cli\n"
+            "import sys, components.config, components.manifests, components.upstream.crd_schema, components.jobs.cli\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pulumi', 'pulumi_alicloud', 'pulumi_kubernetes', 'torch')))",
         ],
         cwd=ROOT,

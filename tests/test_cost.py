@@ -161,7 +161,7 @@ def test_idle_time_of_a_job_longer_than_one_range_query_allows(cluster, tmp_path
 
 
 def test_cost_read_by_someone_who_may_not_list_nodes(cluster, tmp_path: Path) -> None:
-    # A team's Role is namespaced (components/manifests/tenancy.py): the nodes answer 403.
+    # A team's Role is namespaced (components/manifests/tenancy/teams.py): the nodes answer 403.
     api, kubeconfig = cluster
     job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "bert", "namespace": NS}}
     api.routes[("GET", f"{V1}/bert")] = job

@@ -47,6 +47,11 @@ BY_HAND = {"gpu_hours": 8 * 2 + 8 * 1.5, "cost": 2 * 12.0 + 1.5 * 40.0, "on_dema
 assert BY_HAND == {"gpu_hours": 28.0, "cost": 84.0, "on_demand": 140.0}
 
 
+
+def _prices_of(spec):
+    """What the price table is built from: the stack's prices and its GPU pool."""
+    return spec.costs, spec.gpu_pool
+
 def config(**changes: Any) -> dict[str, Any]:
     """The dev stack with a spot pool of 8-GPU nodes, its prices and a prometheus-operator."""
     config = stack_config("dev")
@@ -132,9 +137,9 @@ def test_the_docs_price_table_and_budget_load_on_the_dev_stack() -> None:
 
 
 def test_the_stack_exports_its_prices_with_the_spot_pools() -> None:
-    table = price_table(load_spec(config(), credentials=False))
+    table = price_table(*_prices_of(load_spec(config(), credentials=False)))
     assert table == {**COSTS, "instances": {KIND: {**COSTS["instances"][KIND]}}, "spotPools": ["gpu-spot"]}
-    assert price_table(load_spec(stack_config("dev"), credentials=False)) is None
+    assert price_table(*_prices_of(load_spec(stack_config("dev"), credentials=False))) is None
 
 
 # --- ack-jobs cost with the stack's prices ---------------------------------------------------
@@ -142,7 +147,7 @@ def test_the_stack_exports_its_prices_with_the_spot_pools() -> None:
 
 def outputs_file(tmp_path: Path) -> Path:
     path = tmp_path / "outputs.json"
-    path.write_text(json.dumps({"prices": price_table(load_spec(config(), credentials=False))}))
+    path.write_text(json.dumps({"prices": price_table(*_prices_of(load_spec(config(), credentials=False)))}))
     return path
 
 
@@ -561,7 +566,7 @@ def test_the_stack_deploys_the_cost_rules_and_exports_its_prices(run_stack) -> N
     rules = {r.name: r.inputs for r in plan.of_type("kubernetes:monitoring.coreos.com/v1:PrometheusRule")}
     assert rules[c.COST_RULE_NAME]["spec"]["groups"][0]["name"] == c.COST_GROUP
     assert rules[c.COST_RULE_NAME]["metadata"]["namespace"] == NS
-    assert plan.outputs["prices"] == price_table(load_spec(config(), credentials=False))
+    assert plan.outputs["prices"] == price_table(*_prices_of(load_spec(config(), credentials=False)))
     # A stack without prices exports none, and ack-jobs cost then asks for --prices.
     assert "prices" not in run_stack(stack_config("dev"), "dev").outputs
 

@@ -15,10 +15,10 @@ import yaml
 from conftest import stack_config
 from fixtures.crds import INT, STRING, all_crds
 
-from components import pins
-from components.crd_schema import CrdMismatch, check_against_crd, crd_schemas, schema_problems
-from components.local_sources import objects_sha256, read_objects
+from components.config import pins
 from components.training_job import JobArgumentError
+from components.upstream.crd_schema import CrdMismatch, check_against_crd, crd_schemas, schema_problems
+from components.upstream.local_sources import objects_sha256, read_objects
 
 GOLDEN = Path(__file__).parent / "golden"
 GOLDEN_JOBS = sorted([*GOLDEN.glob("*.yaml"), *(GOLDEN / "kinds").glob("*.yaml")])

@@ -14,7 +14,7 @@ import pulumi_alicloud as alicloud
 import pytest
 from conftest import ROOT, cfg, stack_config
 
-from components.manifests.deploy_policy import LOOKUP_SERVICES, RESOURCE_APIS, MissingApis, deploy_policy
+from components.manifests.platform.deploy_policy import LOOKUP_SERVICES, RESOURCE_APIS, MissingApis, deploy_policy
 
 DEPLOYMENT_SET = "alicloud:ecs/ecsDeploymentSet:EcsDeploymentSet"
 
@@ -93,7 +93,7 @@ def test_a_type_without_actions_is_named() -> None:
         deploy_policy(["alicloud:ecs/instance:Instance", "kubernetes:core/v1:Namespace"], ["alicloud:oss/getBuckets"])
     assert str(raised.value) == (
         "no RAM actions known for alicloud:ecs/instance:Instance, alicloud:oss/getBuckets: add the API calls of its "
-        "create, read, update and delete (components/manifests/deploy_policy.py)"
+        "create, read, update and delete (components/manifests/platform/deploy_policy.py)"
     )
 
 
@@ -105,7 +105,7 @@ def test_the_deploying_docs_show_prods_generated_policy(run_stack) -> None:
 
 
 def test_the_plan_prints_the_policy(capsys, monkeypatch) -> None:
-    from components.plan import main
+    from components.plan.command import main
 
     monkeypatch.chdir(Path(ROOT))
     assert main(["--stack", "dev", "--ram-policy"]) == 0

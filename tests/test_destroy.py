@@ -6,7 +6,7 @@ from __future__ import annotations
 from conftest import stack_config
 from test_platform import bought_instance
 
-from components.plan_records import Plan, Recorded
+from components.plan.records import Plan, Recorded
 
 BINDING = "pulumi-python:dynamic/slb:ListenerAcl"
 CLUSTER = "alicloud:cs/managedKubernetes:ManagedKubernetes"

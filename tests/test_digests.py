@@ -17,11 +17,11 @@ from conftest import cfg, stack_config
 from fixtures.charts import KUEUE, TRAINER
 
 from components.config import load_spec
-from components.digests import DIGEST_HEADER, MANIFEST_TYPES, DigestError, read_lock, resolve, stack_images
 from components.manifests import OPERATOR_NAMESPACE
-from components.manifests import operator as operator_manifests
-from components.plan_records import HELM_RELEASE
-from components.upstream import main
+from components.manifests.platform import operator as operator_manifests
+from components.plan.records import HELM_RELEASE
+from components.upstream.command import main
+from components.upstream.digests import DIGEST_HEADER, MANIFEST_TYPES, DigestError, read_lock, resolve, stack_images
 
 INDEX, MANIFEST = MANIFEST_TYPES[0], MANIFEST_TYPES[2]
 TOKEN = "loopback-token"
@@ -391,7 +391,7 @@ def test_require_upstream_makes_an_unreachable_upstream_an_error(
 def test_an_image_the_update_copies_next_is_locked_at_upstreams_digest(
     registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    from components.upstream import awaiting_fill, lock_images
+    from components.upstream.command import awaiting_fill, lock_images
 
     project, pulled, upstream = _one_upstream(registry, tmp_path, monkeypatch)
     original = registry.push(upstream, "the upstream bytes")

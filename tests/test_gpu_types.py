@@ -13,7 +13,7 @@ from components.config.capacity import GIB
 from components.config.gpu_instance_data import FAMILIES, READ_ON, SOURCE_URL
 from components.config.gpu_types import GPU_INSTANCE_TYPES, family_of_name, instance_type_table
 from components.config.pools import ERDMA_INSTANCE_FAMILIES
-from components.reference import TYPES_END, TYPES_START
+from components.package.reference import TYPES_END, TYPES_START
 
 ASKED_FOR = ("gn6i", "gn6v", "gn6e", "gn7", "gn7e", "ebmgn7e", "gn7i", "gn8is", "ebmgn8is", "gn8v", "ebmgn8v")
 """The families the platform's users train on, each of which the page lists."""
@@ -143,6 +143,8 @@ def test_erdma_takes_every_size_of_the_families_ack_lists() -> None:
 def test_the_docs_table_is_generated_from_the_data_and_names_its_source() -> None:
     page = (ROOT / "docs" / "configuration.md").read_text()
     block = page.split(TYPES_START, 1)[1].split(TYPES_END, 1)[0].strip()
-    assert block == instance_type_table(), "docs/configuration.md is stale: run python -m components.reference --write"
+    assert block == instance_type_table(), (
+        "docs/configuration.md is stale: run python -m components.package.reference --write"
+    )
     assert f"<{SOURCE_URL}>, read {READ_ON}" in block
     assert block.count("\n| `ecs.") == len(GPU_INSTANCE_TYPES)

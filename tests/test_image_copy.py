@@ -1,4 +1,4 @@
-"""The image copy (:mod:`components.image_copy`) against two stand-in OCI registries
+"""The image copy (:mod:`components.images.image_copy`) against two stand-in OCI registries
 (``loopback_oci.py``): an anonymous source serving a two-platform index, and a target that
 asks for the registry user's password."""
 
@@ -14,7 +14,7 @@ import pytest
 from loopback_oci import INDEX, SIGNATURE, Registry, digest_of, oci_registry, two_platform_image
 from pulumi.dynamic.dynamic import serialize_provider
 
-from components.image_copy import ImageCopyProvider
+from components.images.image_copy import ImageCopyProvider
 
 SOURCE = "kubeflow/training-v1/training-operator"
 TARGET = "mirror/training-operator"

@@ -47,11 +47,11 @@ from test_job_submit import DEFAULTS
 from components.config import TrainingJobSpec
 from components.jobs.cli import run
 from components.manifests import pytorch_job
-from components.manifests.gpu_metrics import GPU_MEMORY_USED, GPU_UTIL, POD_LABEL, per_pod
-from components.offline import run_program
-from components.plan import with_unset_credentials
-from trainer.exporter import PrometheusExporter
-from trainer.metric_names import (
+from components.manifests.monitoring.gpu_metrics import GPU_MEMORY_USED, GPU_UTIL, POD_LABEL, per_pod
+from components.plan.command import with_unset_credentials
+from components.plan.runner import run_program
+from trainer.telemetry.exporter import PrometheusExporter
+from trainer.telemetry.metric_names import (
     FABRIC_BUS_BANDWIDTH,
     METRICS_PORT,
     PARALLEL_MESH,

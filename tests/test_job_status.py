@@ -13,7 +13,7 @@ from components.jobs.queues import cluster_queue_row, podgroup_wait, volcano_que
 from components.jobs.replicas import ReplicaError, rank_replica
 from components.jobs.status import format_age, last_metrics, summarize
 from components.jobs.usage import NodeGpus, node_gpus, pod_gpus
-from trainer.metric_names import LOSS, MFU, NONFINITE_STEPS, SAMPLES_PER_SECOND, STEP, STEP_TIME
+from trainer.telemetry.metric_names import LOSS, MFU, NONFINITE_STEPS, SAMPLES_PER_SECOND, STEP, STEP_TIME
 
 NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
 

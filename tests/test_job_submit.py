@@ -21,7 +21,8 @@ from components.jobs import submit
 from components.jobs.cli import run
 from components.jobs.commands.flags import parser
 from components.manifests import JobContext, pytorch_job, train_job
-from components.manifests.placement import ERDMA, Placement
+from components.manifests.fabrics import ERDMA
+from components.manifests.placement import Placement
 
 REGISTRY = "registry-vpc.cn-hangzhou.aliyuncs.com/ml/trainer"
 GPU_PLACEMENT = {
@@ -575,7 +576,7 @@ def test_arenas_flags_without_an_equivalent_are_refused_naming_ours(outputs: Pat
 
 def test_dry_run_takes_the_offline_plans_outputs(tmp_path: Path, capsys) -> None:
     # No deployed stack: the dev stack's offline plan gives the job defaults, its pool's node included.
-    from components import plan
+    from components.plan import command as plan
 
     assert plan.main(["--stack", "dev", "--json"]) == 0
     planned = tmp_path / "plan.json"

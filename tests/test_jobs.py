@@ -17,7 +17,7 @@ from kubeflow.training.api_client import ApiClient
 
 from components.config import GpuPoolSpec, TrainingJobSpec
 from components.manifests import CPU_PLACEMENT, JobContext, Placement, pool_placement, pytorch_job
-from trainer.metric_names import METRICS_PORT, METRICS_PORT_NAME
+from trainer.telemetry.metric_names import METRICS_PORT, METRICS_PORT_NAME
 
 GOLDEN = Path(__file__).parent / "golden"
 POOL_1 = pool_placement(GpuPoolSpec(instance_types=["ecs.gn7i-c8g1.2xlarge"], gpus_per_node=1, max_size=4))

@@ -20,10 +20,10 @@ from pulumi.dynamic.dynamic import serialize_provider
 from test_platform import ENTERPRISE_NAMESPACES, mirror_repos
 
 from components.config import ConfigError, load_spec
-from components.digests import stack_images
-from components.manifests.mirror_fill import split_by_fill
-from components.plan_records import HELM_RELEASE, SECRET
-from components.subscription_task import SubscriptionTaskProvider
+from components.images.subscription_task import SubscriptionTaskProvider
+from components.manifests.platform.mirror_fill import split_by_fill
+from components.plan.records import HELM_RELEASE, SECRET
+from components.upstream.digests import stack_images
 
 RULE_TYPE = "alicloud:cr/artifactSubscriptionRule:ArtifactSubscriptionRule"
 TASK_TYPE = "pulumi-python:dynamic/cr:SubscriptionTask"
@@ -102,7 +102,7 @@ def test_prod_subscribes_to_each_docker_hub_image_at_its_pinned_tag(prod_plan) -
 
 def locked(tmp_path, images) -> dict[str, str]:
     """A lock (where ``run_stack`` points the program) with a digest for each of ``images``."""
-    from components.digests import write_lock
+    from components.upstream.digests import write_lock
 
     digests = {image: f"sha256:{n:064x}" for n, image in enumerate(images, 1)}
     write_lock(tmp_path / "images.lock.json", digests)

@@ -15,12 +15,12 @@ import yaml
 from conftest import cfg, missing, stack_config
 
 from components.config import load_spec
-from components.manifests import gpu_metrics, kube_metrics
-from components.manifests.alerts import alerts, prometheus_rule, rule_group
-from components.manifests.dashboard import dashboard_queries, training_dashboard
-from components.manifests.scraping import operator_pod_monitor, trainer_pod_monitor
-from components.plan_records import SECRET
-from trainer import metric_names
+from components.manifests.monitoring import gpu_metrics, kube_metrics
+from components.manifests.monitoring.alerts import alerts, prometheus_rule, rule_group
+from components.manifests.monitoring.dashboard import dashboard_queries, training_dashboard
+from components.manifests.monitoring.scraping import operator_pod_monitor, trainer_pod_monitor
+from components.plan.records import SECRET
+from trainer.telemetry import metric_names
 
 MONITORING = "alicloud:arms/prometheusMonitoring:PrometheusMonitoring"
 ALERT_RULE = "alicloud:arms/prometheusAlertRule:PrometheusAlertRule"

@@ -15,10 +15,10 @@ import torch
 from conftest import ROOT
 from test_trainer import ENV, children, start, wait_for
 
-from trainer.checkpoint import list_checkpoints, read_commit
 from trainer.checkpointing import open_run
+from trainer.checkpoints.integrity import TAMPERED
+from trainer.checkpoints.sharded import list_checkpoints, read_commit
 from trainer.config import UsageError
-from trainer.integrity import TAMPERED
 
 EXAMPLE = str(ROOT / "examples" / "own-loop" / "train.py")
 SCRIPT_ENV = {**ENV, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), ENV.get("PYTHONPATH")]))}

@@ -19,9 +19,10 @@ from conftest import ROOT, stack_config
 from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 from pydantic import BaseModel
 
-from components import package, package_codegen
 from components.config.base import model_of
-from components.offline import run_program
+from components.package import codegen as package_codegen
+from components.package import provider as package
+from components.plan.runner import run_program
 
 YAML_STACK = ROOT / "examples" / "yaml-stack"
 CONFIG = {
@@ -37,7 +38,7 @@ def yaml_stack() -> dict:
 
 def test_the_input_types_are_generated_from_the_specs() -> None:
     assert package_codegen.TYPES_MODULE.read_text() == package_codegen.input_types_source(), (
-        "components/package_types.py is stale: run python -m components.package_codegen --write"
+        "components/package/input_types.py is stale: run python -m components.package.codegen --write"
     )
 
 
@@ -344,7 +345,7 @@ def test_a_jobs_image_and_env_may_be_outputs_of_other_resources(tmp_path, monkey
 PLAIN_OUTPUTS = """
 import pulumi
 import yaml
-from components.package import PackageProvider
+from components.package.provider import PackageProvider
 
 team = yaml.safe_load(open({program!r}))["resources"]["team"]["properties"]
 team["provider"] = None

@@ -17,7 +17,7 @@ import yaml
 from conftest import ROOT, STACKS, cfg, stack_config, with_pull_secret
 
 from components.manifests import KINDS
-from components.plan_records import SECRET, UNKNOWN, Plan
+from components.plan.records import SECRET, UNKNOWN, Plan
 
 FS = "alicloud:nas/fileSystem:FileSystem"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
@@ -114,7 +114,7 @@ def test_registry_password_plaintext_never_reaches_a_plain_output(run_stack, mon
     # Run with a real plaintext secret value and search everything the plan exposes.
     import pulumi
 
-    from components import plan as plan_module
+    from components.plan import command as plan_module
 
     config = stack_config("dev")
     config[cfg("cluster")]["apiServer"]["allowedCidrs"] = ["61.10.20.0/24"]
@@ -143,7 +143,7 @@ def test_a_secret_in_a_jobs_env_never_reaches_a_plain_output(monkeypatch, tmp_pa
     # holds the ciphertext at that path, the program gets the plaintext and the whole key as secret.
     import pulumi
 
-    from components import plan as plan_module
+    from components.plan import command as plan_module
 
     token = "hf-5e1b0d-plaintext"
     config = stack_config("dev")
@@ -181,7 +181,7 @@ def _leaves(value):
 
 def test_only_credentials_and_jobs_may_be_encrypted() -> None:
     from components.config import ConfigError
-    from components.plan import offline_spec
+    from components.plan.command import offline_spec
 
     config = stack_config("dev")
     config[cfg("storage")]["data"] = {"claimName": "training-data", "size": {"secure": "v1:AAAA"}}
@@ -565,7 +565,7 @@ def test_plan_cli_writes_applyable_yaml(tmp_path) -> None:
 def test_written_objects_are_valid_kubernetes(run_stack, stack: str, tmp_path) -> None:
     import kubernetes_validate
 
-    from components.plan import write_manifests
+    from components.plan.command import write_manifests
 
     v1_kinds = {kind.kind for kind in KINDS.values()}
     custom = {
@@ -662,7 +662,7 @@ def test_plan_cli_prints_schema() -> None:
 def test_neither_components_nor_the_program_import_torch() -> None:
     code = (
         "import sys, components\n"
-        "from components.plan import plan_stack, read_stack_file, stack_path, find_project_dir\n"
+        "from components.plan.command import plan_stack, read_stack_file, stack_path, find_project_dir\n"
         "root = find_project_dir()\n"
         "plan_stack(read_stack_file(stack_path(root, 'prod')), stack='prod', project_dir=root)\n"
         "print('torch' in sys.modules)"
@@ -778,7 +778,7 @@ def test_oss_access_keys_are_no_longer_read() -> None:
 def test_pulumi_up_reports_invalid_config_without_traceback() -> None:
     import pulumi
 
-    from components.offline import run_program
+    from components.plan.runner import run_program
 
     config = stack_config("dev")
     config[cfg("gpuPool")]["minSize"] = 5
@@ -791,7 +791,7 @@ def test_pulumi_up_reports_invalid_config_without_traceback() -> None:
 
 
 def test_components_compose_in_another_stack(run_stack, with_installed_package) -> None:
-    from components.offline import run_program
+    from components.plan.runner import run_program
 
     plan = run_program({}, stack="dev", project_dir=ROOT / "examples" / "own-stack")
     job = plan.one(JOB).inputs
@@ -942,7 +942,7 @@ def test_exported_secrets_keep_their_shape_and_images_their_tag(tmp_path) -> Non
 
 
 def test_a_secret_is_redacted_value_by_value() -> None:
-    from components.plan_records import redacted
+    from components.plan.records import redacted
 
     assert redacted({"akId": "id", "akSecret": "key"}) == {"akId": SECRET, "akSecret": SECRET}
     assert redacted(["a", {"b": 1}]) == [SECRET, {"b": SECRET}]
@@ -962,7 +962,7 @@ def mirror_repos(
     mirror holding every image the stack mirrors (``copied``), public or not; of these
     namespaces, those in ``existing`` exist."""
     from components.config import load_spec
-    from components.upstream import image_copies
+    from components.upstream.digests import image_copies
 
     spec = load_spec(stack_config("prod"), credentials=False)
     mirrored = [target.rsplit("/", 1)[-1].split(":") for _, target in image_copies(spec)]
@@ -1028,7 +1028,7 @@ def test_operator_and_volcano_pull_from_a_public_mirror_once_it_is_reachable(run
     ids=["private", "no mirror namespace", "not copied"],
 )
 def test_a_mirror_that_needs_credentials_or_lacks_an_image_stops_the_run(run_stack, repos, problem) -> None:
-    from components.mirror import MirrorNotReady
+    from components.images.mirror import MirrorNotReady
 
     # Copied by hand (mirrorFill: none): checked before anything is created.
     config = stack_config("prod")

@@ -16,7 +16,7 @@ import pytest
 from conftest import ROOT, stack_config
 from engine_aliases import DuplicateAlias, aliases_of, match
 
-from components.offline import run_program
+from components.plan.runner import run_program
 
 GOLDEN = ROOT / "tests" / "golden" / "urns"
 

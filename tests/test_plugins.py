@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from components.plugins import DEFAULT_SERVER, main, plugins
+from components.upstream.plugins import DEFAULT_SERVER, main, plugins
 
 
 def provider_pins() -> set[tuple[str, str]]:

@@ -16,9 +16,9 @@ from conftest import ROOT, cfg, stack_config
 from fixtures.readback import READ_BACK, ReadBack
 from test_platform import bought_instance
 
-from components.offline import run_program
-from components.plan import with_unset_credentials
-from components.plan_records import HELM_RELEASE, Plan
+from components.plan.command import with_unset_credentials
+from components.plan.records import HELM_RELEASE, Plan
+from components.plan.runner import run_program
 
 ELEMENTS = "[*]"
 POOL = "alicloud:cs/nodePool:NodePool"

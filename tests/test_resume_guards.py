@@ -19,8 +19,8 @@ from conftest import ROOT
 from test_trainer import ENV, SMALL, run, start, wait_for
 from test_trainer import torchrun as plain_torchrun
 
-from trainer.checkpoint import list_checkpoints, read_commit
-from trainer.diskfull import NOT_WRITABLE
+from trainer.checkpoints.diskfull import NOT_WRITABLE
+from trainer.checkpoints.sharded import list_checkpoints, read_commit
 
 CNN = ["trainer", "--batch-size", "16", "--log-every", "10", "--checkpoint-every", "10"]
 

@@ -33,8 +33,8 @@ from test_teams import with_teams
 from test_trainjob import RUNTIME, runtime_problems, trainjob_problems
 
 from components.manifests import Placement, pool_placement
-from components.manifests.tenancy import JOB_USER_RULES
-from components.manifests.trainjob import UNCONSTRAINED_TOPOLOGY
+from components.manifests.jobs.trainjob import UNCONSTRAINED_TOPOLOGY
+from components.manifests.tenancy.teams import JOB_USER_RULES
 
 NS = "training"
 RUNTIME_IMAGE = "registry.example.com/ml/trainer:v1.4.0@sha256:" + "4" * 64

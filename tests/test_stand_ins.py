@@ -34,8 +34,8 @@ from test_jobs import IMAGE, POOL_1, context
 
 from components.config import TrainingJobSpec
 from components.manifests import Placement, kubeflow_job, training_runtime
-from components.manifests.operator import operator_flags
-from components.manifests.pool_runtime import placed_runtime
+from components.manifests.jobs.pool_runtime import placed_runtime
+from components.manifests.platform.operator import operator_flags
 
 STAND_INS = [
     "fixtures.operator_pods",

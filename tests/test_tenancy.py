@@ -14,11 +14,12 @@ from test_teams import with_teams
 
 from components.config.kinds import V2_FRAMEWORKS
 from components.manifests import runtime_name
-from components.manifests.placement import ERDMA
-from components.manifests.tenancy import DNS_PEER, JOB_LABEL, JOB_USER_RULES, POD_SECURITY, TEAM_LABEL
-from components.manifests.tensorboard import TENSORBOARD_POD
-from components.offline import run_program
-from components.plan import with_unset_credentials
+from components.manifests.base import POD_SECURITY
+from components.manifests.fabrics import ERDMA
+from components.manifests.monitoring.tensorboard import TENSORBOARD_POD
+from components.manifests.tenancy.teams import DNS_PEER, JOB_LABEL, JOB_USER_RULES, TEAM_LABEL
+from components.plan.command import with_unset_credentials
+from components.plan.runner import run_program
 
 NS = "kubernetes:core/v1:Namespace"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
@@ -378,7 +379,7 @@ def test_directories_are_handed_to_each_team_while_nas_trusts_root(run_stack) ->
 
 
 def test_offline_plan_writes_every_teams_objects(prod, tmp_path) -> None:
-    from components.plan import write_manifests
+    from components.plan.command import write_manifests
 
     written = {p.name for p in write_manifests(prod, tmp_path)}
     assert len(written) == len(prod.kubernetes_objects())

@@ -15,7 +15,7 @@ import pytest
 import torch
 from conftest import ROOT, free_port
 
-from trainer.checkpoint import list_checkpoints, read_commit
+from trainer.checkpoints.sharded import list_checkpoints, read_commit
 from trainer.data import GlobalOrder
 from trainer.models import MnistCNN
 
@@ -396,9 +396,9 @@ def test_a_resumed_run_follows_its_own_schedule_from_the_first_step(tmp_path: Pa
     from trainer.config import Config
     from trainer.data import synthetic_images
     from trainer.loop import Trainer
-    from trainer.model_spec import model_spec
+    from trainer.models.spec import model_spec
+    from trainer.parallelism.topology import topology
     from trainer.schedule import lr_factor
-    from trainer.topology import topology
 
     data = synthetic_images(256, 3)
     cfg = Config(output_dir=str(tmp_path), batch_size=8, max_steps=25)
@@ -462,7 +462,7 @@ def test_compiled_ddp_matches_eager_resumes_and_reports_mfu(tmp_path: Path) -> N
     ],
 )
 def test_mfu_peak_is_looked_up_by_the_most_specific_name(name: str, peak: float | None) -> None:
-    from trainer.metrics import peak_tflops
+    from trainer.telemetry.metrics import peak_tflops
 
     assert peak_tflops(name) == peak
 
@@ -614,8 +614,8 @@ def test_accumulated_and_uneven_batches_give_the_mean_gradient(tmp_path: Path) -
     from trainer.config import Config
     from trainer.data import synthetic_images
     from trainer.loop import Trainer
-    from trainer.model_spec import model_spec
-    from trainer.topology import topology
+    from trainer.models.spec import model_spec
+    from trainer.parallelism.topology import topology
 
     data = synthetic_images(40, 7)  # 40 samples, batch 32: the epoch's second step holds 8
 

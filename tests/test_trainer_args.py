@@ -14,10 +14,9 @@ from pydantic import ValidationError
 from test_jobs import CPU_PLACEMENT, IMAGE, context
 
 from components.config import TrainerArgs, TrainingJobSpec
-from components.config.job_settings import TRAINER_FLAGS
-from components.manifests.job_env import job_env
-from components.manifests.pytorchjob import job_command, pytorch_job
-from components.manifests.trainjob import train_job
+from components.manifests.jobs.env import job_env
+from components.manifests.jobs.pod import job_command, pytorch_job
+from components.manifests.jobs.trainjob import train_job
 from trainer.flags import parse_args, parser
 
 TRAINER_ENV = (
@@ -70,8 +69,8 @@ def test_every_setting_reaches_the_trainer_as_given(monkeypatch) -> None:
 def test_each_settings_default_is_the_trainers_own() -> None:
     trainer = parser()
     for name, field in TrainerArgs.model_fields.items():
-        flag = TRAINER_FLAGS.get(name, "--" + name.replace("_", "-"))
-        assert trainer.get_default(flag[2:].replace("-", "_")) == field.default, name
+        assert trainer.get_default(name) == field.default, name
+        assert f"--{name.replace('_', '-')}" in trainer._option_string_actions, name
 
 
 def test_a_default_job_runs_the_trainer_as_it_runs_without_flags() -> None:
@@ -96,7 +95,7 @@ def test_a_default_job_runs_the_trainer_as_it_runs_without_flags() -> None:
             },
             [
                 "--model", "gpt", "--batch-size", "64", "--checkpoint-every", "200", "--max-steps", "2000",
-                "--epochs", "3", "--lr", "0.0003", "--synthetic", "--parallel", "hsdp", "--fabric-probe",
+                "--epochs", "3", "--lr", "0.0003", "--synthetic-data", "--parallel", "hsdp", "--fabric-probe",
             ],
         ),
     ],
@@ -152,3 +151,10 @@ def test_a_llama_job_reaches_the_trainer_with_its_size() -> None:
 def test_a_llama_size_the_trainer_would_refuse_is_refused_in_the_spec(settings: dict, message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         TrainerArgs.model_validate(settings)
+
+
+@pytest.mark.parametrize("flag", ["--synthetic-data", "--synthetic"])
+def test_synthetic_data_is_one_flag_under_its_name_and_its_former_spelling(flag: str, monkeypatch) -> None:
+    monkeypatch.setenv("TRAIN_DATA_PATH", "/mnt/data/corpus")
+    assert parse_args([]).data_dir == "/mnt/data/corpus"
+    assert parse_args([flag]).data_dir is None

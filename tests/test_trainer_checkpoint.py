@@ -15,7 +15,7 @@ from conftest import ROOT, free_port
 from test_checkpoint_safety import redigest
 from test_trainer import ENV, SMALL, final_weights, run, torchrun
 
-from trainer.checkpoint import (
+from trainer.checkpoints.sharded import (
     Checkpointer,
     CheckpointError,
     list_checkpoints,

@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT
 from test_trainer import ENV, metrics, run
 
-from trainer.tokens import DataError, header, open_tokens, write_tokens
+from trainer.data.tokens import DataError, header, open_tokens, write_tokens
 
 GPT = [sys.executable, "-m", "trainer", "--model", "gpt", "--batch-size", "4", "--log-every", "1"]
 

@@ -18,9 +18,9 @@ from conftest import free_port
 from prometheus_client.parser import text_string_to_metric_families
 from test_trainer import ENV, SMALL, metrics, run, start, torchrun, wait_for
 
-from trainer.checkpoint import MARKER, read_commit, step_dir
+from trainer.checkpoints.sharded import MARKER, read_commit, step_dir
 from trainer.flags import parse_args
-from trainer.metric_names import (
+from trainer.telemetry.metric_names import (
     ALLREDUCE_BUS_BANDWIDTH,
     CHECKPOINT_EVERY,
     CHECKPOINT_STEP,

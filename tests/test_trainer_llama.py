@@ -16,13 +16,13 @@ import torch
 import torch.nn.functional as F
 from test_trainer import children, final_weights, metrics, run, start, torchrun, wait_for
 
-from trainer.autoparallel import memory_inputs
-from trainer.checkpoint import read_commit
+from trainer.checkpoints.sharded import read_commit
 from trainer.config import Config
-from trainer.llama import Llama, rope_tables, rotate
-from trainer.model_spec import summed_cross_entropy
+from trainer.models.llama import Llama, rope_tables, rotate
+from trainer.models.spec import summed_cross_entropy
+from trainer.parallelism.auto import memory_inputs
+from trainer.parallelism.strategy import DecisionError, Inputs, decide
 from trainer.shapes import LLAMA_SIZES
-from trainer.strategy import DecisionError, Inputs, decide
 
 GIB = 2**30
 

@@ -26,15 +26,15 @@ from conftest import free_port
 from test_trainer import children, final_weights, metrics, run, start, torchrun, wait_for
 from test_trainer_exporter import by_label, scrape_when
 
-from trainer.autoparallel import memory_inputs, split_choices
-from trainer.checkpoint import read_commit
+from trainer.checkpoints.sharded import read_commit
 from trainer.config import Config
-from trainer.llama import Llama
-from trainer.mesh import MeshShape, check_split, mesh_shape, stage_layers
-from trainer.metric_names import MESH_LABELS, PARALLEL_MESH, SHARD_GROUP
-from trainer.shapes import LLAMA_SIZES
-from trainer.strategy import DecisionError, Inputs, decide
-from trainer.topology import Topology
+from trainer.models.llama import Llama
+from trainer.parallelism.auto import memory_inputs, split_choices
+from trainer.parallelism.mesh import MeshShape, mesh_shape, stage_layers
+from trainer.parallelism.strategy import DecisionError, Inputs, decide
+from trainer.parallelism.topology import Topology
+from trainer.shapes import LLAMA_SIZES, check_split
+from trainer.telemetry.metric_names import MESH_LABELS, PARALLEL_MESH, SHARD_GROUP
 
 GIB = 2**30
 

@@ -13,8 +13,8 @@ from conftest import free_port
 from test_trainer import final_weights, metrics, one_process_pods, run, start, torchrun
 from test_trainer_exporter import OFF_ENV, by_label, scrape_when
 
-from trainer.fabric import FORMAT, PROBE_SIZES
-from trainer.metric_names import (
+from trainer.parallelism.fabric import FORMAT, PROBE_SIZES
+from trainer.telemetry.metric_names import (
     FABRIC_BUS_BANDWIDTH,
     OP_LABEL,
     PARALLEL_MESH,

@@ -13,7 +13,7 @@ import torch
 from conftest import ROOT
 from test_trainer import ENV, SMALL, final_weights, metrics, run, torchrun
 
-from trainer.checkpoint import list_checkpoints
+from trainer.checkpoints.sharded import list_checkpoints
 
 
 def test_an_injected_nonfinite_loss_is_skipped_and_counted_on_every_rank(tmp_path: Path) -> None:

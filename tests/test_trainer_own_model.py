@@ -19,7 +19,7 @@ import torch
 from conftest import ROOT
 from test_trainer import ENV, children, final_weights, metrics, start, torchrun, wait_for
 
-from trainer.checkpoint import read_commit
+from trainer.checkpoints.sharded import read_commit
 
 JOB_CODE = ROOT / "tests" / "job_code"
 CODE_ENV = {**ENV, "PYTHONPATH": os.pathsep.join(filter(None, [str(JOB_CODE), ENV.get("PYTHONPATH")]))}
@@ -59,7 +59,7 @@ def test_a_factory_of_the_jobs_code_trains_sharded_and_resumes_bit_identical_aft
     assert all(torch.equal(resumed[k], expected[k]) for k in expected)
 
 
-FACTORY = "a function that takes the trainer's Config and returns a trainer.model_spec.ModelSpec (docs/trainer.md)"
+FACTORY = "a function that takes the trainer's Config and returns a trainer.models.spec.ModelSpec (docs/trainer.md)"
 
 
 @pytest.mark.parametrize(
@@ -83,7 +83,7 @@ FACTORY = "a function that takes the trainer's Config and returns a trainer.mode
         (
             "own_models.broken:returns_a_module",
             "--model own_models.broken:returns_a_module: the factory returned a Linear, not a "
-            "trainer.model_spec.ModelSpec (docs/trainer.md)",
+            "trainer.models.spec.ModelSpec (docs/trainer.md)",
         ),
         (
             "own_models.broken:builds_a_string",

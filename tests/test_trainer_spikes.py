@@ -19,7 +19,7 @@ import torch
 from conftest import ROOT
 from test_trainer import ENV, children, final_weights, metrics, run, start, torchrun, wait_for
 
-from trainer.checkpoint import read_commit, step_dir
+from trainer.checkpoints.sharded import read_commit, step_dir
 from trainer.data import GlobalOrder, synthetic_images
 from trainer.exit_codes import LOSS_SPIKES
 from trainer.flags import parse_args

@@ -1,10 +1,10 @@
-"""The ``--parallel auto`` rule (trainer/strategy.py) over tables of models, memories and fabrics."""
+"""The ``--parallel auto`` rule (trainer/parallelism/strategy.py) over tables of models, memories and fabrics."""
 
 from __future__ import annotations
 
 import pytest
 
-from trainer.strategy import Decision, DecisionError, Inputs, decide
+from trainer.parallelism.strategy import Decision, DecisionError, Inputs, decide
 
 GIB = 2**30
 B7 = 7_000_000_000

@@ -11,9 +11,9 @@ import torch
 from trainer.config import Config
 from trainer.data import load_dataset
 from trainer.loop import Trainer
-from trainer.metrics import Window, device_sync
-from trainer.model_spec import model_spec
-from trainer.topology import topology
+from trainer.models.spec import model_spec
+from trainer.parallelism.topology import topology
+from trainer.telemetry.metrics import Window, device_sync
 
 
 def test_the_window_reads_the_clock_only_after_the_device_has_finished() -> None:

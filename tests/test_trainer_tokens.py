@@ -14,7 +14,7 @@ from test_trainer import final_weights, run
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from trainer.data import load_tokens
-from trainer.tokens import (
+from trainer.data.tokens import (
     HEADER_BYTES,
     MANIFEST,
     TOKEN_MAGIC,

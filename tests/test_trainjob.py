@@ -40,8 +40,8 @@ from components.manifests import (
     trainer_v2_values,
     training_runtime,
 )
-from components.manifests.trainjob import TRAINER_NODE
-from components.upstream import image_copies
+from components.manifests.jobs.trainjob import TRAINER_NODE
+from components.upstream.digests import image_copies
 
 GOLDEN = Path(__file__).parent / "golden" / "v2"
 
@@ -708,7 +708,7 @@ def test_trainer_v2_images_are_listed_for_the_mirror_as_the_chart_pulls_them() -
 
 
 def test_local_stack_runs_the_same_job_on_both_backends(run_stack, tmp_path: Path) -> None:
-    from components.plan import write_manifests
+    from components.plan.command import write_manifests
 
     plan = run_stack(stack_config("local"), "local")
     v1 = plan.one("kubernetes:kubeflow.org/v1:PyTorchJob").inputs

@@ -20,12 +20,12 @@ from conftest import ROOT, cfg, stack_config
 from fixtures.upstream import OPERATOR_IMAGE, VOLCANO_MANIFEST, git_tree_of, write_tree
 from pod_security import baseline_violations, pod_specs
 
-from components import pins
-from components.local_sources import CACHE_ENV, LocalSources, SourceError, objects_sha256, read_objects
+from components.config import pins
 from components.manifests import VOLCANO_SCHEDULER_CONF, customize_operator_object, customized_volcano_objects, mirrored
-from components.prepare import pack, prepare
-from components.treehash import blob_id, tree_id
-from components.upstream import main
+from components.upstream.command import main
+from components.upstream.fetch import pack, prepare
+from components.upstream.local_sources import CACHE_ENV, LocalSources, SourceError, objects_sha256, read_objects
+from components.upstream.treehash import blob_id, tree_id
 
 MIRROR = "registry-vpc.cn-hangzhou.aliyuncs.com/mirror"
 RENDERED = "training-operator-v1.9.4.yaml"
@@ -520,7 +520,7 @@ def test_prepare_command_fills_a_folder_from_a_mirror(tmp_path: Path, fixture_pi
 )
 def test_each_stack_checks_the_copies_it_installs(stack: str, copies: list[str]) -> None:
     from components.config import load_spec
-    from components.local_sources import required_copies
+    from components.upstream.local_sources import required_copies
 
     assert required_copies(load_spec(stack_config(stack), credentials=False)) == copies
 
@@ -604,7 +604,7 @@ def fake_tool(folder: Path, name: str, script: str) -> None:
 def test_another_kustomize_is_named_when_its_rendering_differs(
     tmp_path: Path, fixture_pins: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from components.prepare import render_overlay
+    from components.upstream.fetch import render_overlay
 
     # A kubectl whose kustomize drops the Service: what a kustomize of another version
     # rendering the same overlay differently looks like to the pin.
@@ -631,7 +631,7 @@ def test_another_kustomize_is_named_when_its_rendering_differs(
 def test_a_standalone_kustomize_renders_the_overlay(
     tmp_path: Path, fixture_pins: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from components.prepare import render_overlay
+    from components.upstream.fetch import render_overlay
 
     # Stands in for kustomize v5.5.0's own binary: `kustomize build DIR` renders as kubectl 1.32's does.
     ran = tmp_path / "ran"

@@ -48,8 +48,8 @@ def test_it_coexists_with_the_consumers_own_packages(installed_package: Path, tm
         installed_package,
         "import components, trainer\n"
         "from ack_training_platform.components import TrainingJob, GpuNodePool\n"
-        "from ack_training_platform.components.manifests import alerts\n"
-        "from ack_training_platform.trainer import metric_names\n"
+        "from ack_training_platform.components.manifests.monitoring import alerts\n"
+        "from ack_training_platform.trainer.telemetry import metric_names\n"
         "print(components.OWNER, trainer.OWNER, TrainingJob.__module__, alerts.trainer.__name__)\n",
     )
     assert result.returncode == 0, result.stderr
@@ -59,7 +59,7 @@ def test_it_coexists_with_the_consumers_own_packages(installed_package: Path, tm
         "team:",
         "trainer",
         "ack_training_platform.components.training_job",
-        "ack_training_platform.trainer.metric_names",
+        "ack_training_platform.trainer.telemetry.metric_names",
     ]
 
 

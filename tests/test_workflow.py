@@ -12,7 +12,7 @@ import pytest
 import yaml
 from conftest import ROOT
 
-from components import pins
+from components.config import pins
 
 WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
 
@@ -82,9 +82,9 @@ def test_a_self_hosted_runner_downloads_nothing_from_outside_china() -> None:
     assert workflow["env"]["GOPROXY"].startswith("${{ vars.GOPROXY ||")
     prepares = [step["run"] for _, step in steps() if "components.upstream prepare" in step.get("run", "")]
     assert len(prepares) == 2 and all('${UPSTREAM_MIRROR:+--from "$UPSTREAM_MIRROR"}' in run for run in prepares)
-    plugins = [step for _, step in steps() if "components.plugins" in step.get("run", "")]
+    plugins = [step for _, step in steps() if "components.upstream.plugins" in step.get("run", "")]
     assert [p["run"] for p in plugins] == [
-        '.venv/bin/python -m components.plugins --commands --server "$PULUMI_PLUGIN_SERVER" | sh -e'
+        '.venv/bin/python -m components.upstream.plugins --commands --server "$PULUMI_PLUGIN_SERVER" | sh -e'
     ]
 
 

@@ -13,7 +13,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from components.package import PACKAGE, PackageProvider, schema
+from components.package.provider import PACKAGE, PackageProvider, schema
 
 PROGRAM_ENV = "YAML_PROGRAM"
 

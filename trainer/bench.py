@@ -3,7 +3,7 @@
     torchrun --standalone --nproc-per-node=2 -m trainer.bench --max-size 64MiB
     torchrun --nnodes=4 --nproc-per-node=8 ... -m trainer.bench        # NCCL over TCP or RDMA
 
-First takes the fabric probe (:mod:`trainer.fabric`: all-reduce and all-gather inside and
+First takes the fabric probe (:mod:`trainer.parallelism.fabric`: all-reduce and all-gather inside and
 across nodes), then prints one JSON line per message size of an all-reduce over the whole job
 (powers of two from --min-size to --max-size): size in bytes, median time of the slowest
 process, algorithm bandwidth (size/time) and bus bandwidth (algbw × 2(n−1)/n, comparable
@@ -31,14 +31,14 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from .autoparallel import dumps
-from .checkpoint import write_atomic
+from .checkpoints.sharded import write_atomic
 from .console import error, log
-from .exporter import serve
-from .fabric import WORLD, probe, sample, slowest, time_collective
 from .flags import add_metrics_port
-from .metric_names import ALLREDUCE_BUS_BANDWIDTH, BENCHMARK, SIZE_LABEL
-from .topology import topology
+from .parallelism.auto import dumps
+from .parallelism.fabric import WORLD, probe, sample, slowest, time_collective
+from .parallelism.topology import topology
+from .telemetry.exporter import serve
+from .telemetry.metric_names import ALLREDUCE_BUS_BANDWIDTH, BENCHMARK, SIZE_LABEL
 
 SERVE_AFTER_S = 75.0
 """Long enough for two scrapes at Prometheus' usual 30 s interval."""

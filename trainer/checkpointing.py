@@ -23,7 +23,7 @@ platform's restart policy acts on, in a few calls::
 
 ``examples/own-loop/train.py`` is a whole script; ``docs/checkpoints.md`` ("A loop of your own")
 says what each call does. The checkpoints are the trainer's (``<output>/checkpoints/step-<N>/``,
-:mod:`trainer.checkpoint`, :mod:`trainer.resume`), so pruning, damage handling and the
+:mod:`trainer.checkpoints.sharded`, :mod:`trainer.checkpoints.resume`), so pruning, damage handling and the
 ``ack-jobs`` views apply unchanged.
 """
 
@@ -39,17 +39,17 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from . import checkpoint
+from .checkpoints import sharded as checkpoint
+from .checkpoints.diskfull import DISK_FULL, NOT_WRITABLE, DiskFull, NotWritable
+from .checkpoints.integrity import TAMPERED, IntegrityError, TamperedCheckpoint, read_key
+from .checkpoints.ownership import check_output_dir, claim
+from .checkpoints.resume import Agreement, UnloadableCheckpoints
+from .checkpoints.save_plan import leaves
 from .config import UsageError
 from .console import error, log
-from .diskfull import DISK_FULL, NOT_WRITABLE, DiskFull, NotWritable
 from .exit_codes import TRANSIENT_STATUS
-from .integrity import TAMPERED, IntegrityError, TamperedCheckpoint, read_key
-from .ownership import check_output_dir, claim
-from .replicas import leaves
-from .resume import Agreement, UnloadableCheckpoints
+from .parallelism.topology import lost_peer
 from .state import JOB
-from .topology import lost_peer
 
 DONE = 0
 """Training finished."""
@@ -266,7 +266,7 @@ def open_run(
     """Open ``output_dir`` for a run's checkpoints, after the script's process group (if any) is up.
 
     Checks that it is writable, claims it for ``job_id`` (a run of another job is refused there,
-    :mod:`trainer.ownership`), reads the key and takes SIGTERM, which :meth:`Run.stop_requested` reports.
+    :mod:`trainer.checkpoints.ownership`), reads the key and takes SIGTERM, which :meth:`Run.stop_requested` reports.
 
     Args:
         output_dir: the run directory; checkpoints go to its ``checkpoints/``.

@@ -9,14 +9,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .mesh import flag_problem
-from .shapes import GPT_SIZES, LLAMA_SIZES, GPTConfig, LlamaConfig
+from .shapes import GPT_SIZES, LLAMA_SIZES, GPTConfig, LlamaConfig, flag_problem
 from .spikes import SPIKE_DEFAULTS
 
 MODELS = ("cnn", "gpt", "llama")
 """``cnn``: the MNIST convnet; ``gpt``: a small decoder (:mod:`trainer.models`); ``llama``: a
-Llama-family decoder (:mod:`trainer.llama`). ``--model`` takes these or a factory of the job's
-code, ``package.module:factory`` (:mod:`trainer.model_spec`)."""
+Llama-family decoder (:mod:`trainer.models.llama`). ``--model`` takes these or a factory of the job's
+code, ``package.module:factory`` (:mod:`trainer.models.spec`)."""
 FACTORY_REFERENCE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*\Z")
 """``package.module:factory``: a dotted module path and a name in it."""
 DEFAULT_LR = {"cnn": 1e-3, "gpt": 6e-4, "llama": 3e-4}
@@ -133,13 +132,13 @@ class Config:
     ``--parallel`` fsdp or hsdp (``--fsdp`` is ``--parallel hsdp``); checkpoints record it."""
     parallel: str = "ddp"
     """``ddp``; ``fsdp`` (shard over every process); ``hsdp`` (shard within each node, replicate
-    across nodes; plain FSDP on one node); ``auto`` (:mod:`trainer.strategy` chooses at start,
+    across nodes; plain FSDP on one node); ``auto`` (:mod:`trainer.parallelism.strategy` chooses at start,
     after the fabric probe)."""
     tp: int = 1
-    """Tensor-parallel ranks per sample (:mod:`trainer.tensor_parallel`); llama only."""
+    """Tensor-parallel ranks per sample (:mod:`trainer.parallelism.tensor_parallel`); llama only."""
     pp: int = 1
-    """Pipeline stages (:mod:`trainer.pipeline`); llama only. Beside either, the data-parallel
-    replicas are FSDP shards (:mod:`trainer.mesh`)."""
+    """Pipeline stages (:mod:`trainer.parallelism.pipeline`); llama only. Beside either, the data-parallel
+    replicas are FSDP shards (:mod:`trainer.parallelism.mesh`)."""
     microbatches: int | None = None
     """Micro-batches a pipeline cuts each rank's batch into; None: ``pp``."""
     bucket_mb: float = 25.0
@@ -148,13 +147,13 @@ class Config:
     """FSDP frees the gathered parameters after the forward pass and gathers them again in the
     backward pass (FSDP2's default); False keeps them, one all-gather fewer for more memory."""
     fabric_probe: bool = False
-    """Time the collectives inside and across nodes at start (:mod:`trainer.fabric`); implied by
+    """Time the collectives inside and across nodes at start (:mod:`trainer.parallelism.fabric`); implied by
     ``--parallel auto`` without ``--fabric-record``."""
     fabric_record: str | None = None
     """A fabric probe's JSON (a netbench job's ``netbench.json``) whose bandwidths ``--parallel
     auto`` uses instead of probing."""
     metrics_port: int | None = None
-    """TCP port on which rank 0 serves Prometheus metrics (:mod:`trainer.exporter`); None: off."""
+    """TCP port on which rank 0 serves Prometheus metrics (:mod:`trainer.telemetry.exporter`); None: off."""
 
     @property
     def epoch_limit(self) -> int | None:
@@ -218,7 +217,7 @@ class Config:
         ):
             if value is not None and not value > 0:
                 raise UsageError(f"{flag} must be positive, got {value}")
-        # A factory's model is checked for blocks once it is built (trainer.model_spec.build).
+        # A factory's model is checked for blocks once it is built (trainer.models.spec.build).
         if self.activation_checkpointing and self.model == "cnn":
             raise UsageError("--activation-checkpointing applies to the gpt and llama models' blocks")
         if self.fsdp and self.model == "cnn":

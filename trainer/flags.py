@@ -54,7 +54,14 @@ def parser() -> argparse.ArgumentParser:
         default=env.get("TRAIN_DATA_PATH"),
         help="train.npz (cnn), or train.bin or token shards with manifest.json (gpt, llama); default $TRAIN_DATA_PATH",
     )
-    p.add_argument("--synthetic", action="store_true", help="use synthetic data even if $TRAIN_DATA_PATH is set")
+    # --synthetic: the former spelling, accepted for one more release.
+    p.add_argument(
+        "--synthetic-data",
+        "--synthetic",
+        dest="synthetic_data",
+        action="store_true",
+        help="use synthetic data even if $TRAIN_DATA_PATH is set (syntheticData in a job's trainer settings)",
+    )
     p.add_argument(
         "--output-dir",
         default=env.get("OUTPUT_PATH", Config.output_dir),
@@ -200,7 +207,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
         args["fault_nonfinite_steps"] = tuple(int(step) for step in faults.split(",") if step.strip())
     except ValueError:
         raise UsageError(f"$TRAINER_FAULT_NONFINITE_STEPS {faults!r}: give comma-separated step numbers") from None
-    if args.pop("synthetic"):
+    if args.pop("synthetic_data"):
         args["data_dir"] = None
     cfg = Config(**args)
     cfg.validate()

@@ -19,21 +19,21 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .autoparallel import resolve
 from .config import Config
 from .console import log
 from .data import GlobalOrder, agree_on_data
-from .exporter import serve
-from .metric_names import CHECKPOINT_EVERY, CHECKPOINT_STEP, POD, RESTARTS, TRAINING, TRAINING_LOOP
-from .metrics import MFU_KEYS, Metrics, Window, device_sync, peak_memory_mb, peak_tflops
-from .model_spec import IGNORE_INDEX, IMAGES, TOKENS, ModelSpec, build, summed_cross_entropy
+from .models.spec import IGNORE_INDEX, IMAGES, TOKENS, ModelSpec, build, summed_cross_entropy
 from .numerics import StepGuard
-from .parallel import parallelize
-from .pipeline import Pipeline
+from .parallelism.auto import resolve
+from .parallelism.pipeline import Pipeline
+from .parallelism.topology import Topology, gather
+from .parallelism.wrap import parallelize
 from .schedule import STOP_CHECK_MAX_STEPS, Progress, lr_factor, planned_steps, stop_check_interval
 from .spikes import LossSpikeError, Skip, Spike, SpikeGuard, rollback_skips
 from .state import Checkpoints
-from .topology import Topology, gather
+from .telemetry.exporter import serve
+from .telemetry.metric_names import CHECKPOINT_EVERY, CHECKPOINT_STEP, POD, RESTARTS, TRAINING, TRAINING_LOOP
+from .telemetry.metrics import MFU_KEYS, Metrics, Window, device_sync, peak_memory_mb, peak_tflops
 
 
 class Trainer:
@@ -46,7 +46,7 @@ class Trainer:
         topo: rank, world size and device.
         dataset: a dataset with ``__len__``, ``batch(index)`` and ``fingerprint``
             (:class:`trainer.data.ImageDataset`, :class:`trainer.data.TokenDataset`).
-        spec: what ``--model``'s factory returned (:func:`trainer.model_spec.model_spec`).
+        spec: what ``--model``'s factory returned (:func:`trainer.models.spec.model_spec`).
     """
 
     def __init__(self, cfg: Config, topo: Topology, dataset: Any, spec: ModelSpec):

@@ -24,7 +24,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from .checkpoint import PREFIX, list_checkpoints, read_commit, write_atomic
+from .checkpoints.sharded import PREFIX, list_checkpoints, read_commit, write_atomic
 from .console import error, warn
 
 EXHAUSTED_STATUS = 75

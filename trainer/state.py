@@ -23,22 +23,22 @@ from torch.distributed.checkpoint.state_dict import (
     set_state_dict,
 )
 
-from . import checkpoint
+from .checkpoints import sharded as checkpoint
+from .checkpoints.integrity import read_key
+from .checkpoints.resume import Agreement
+from .checkpoints.resume_guards import DATA, GRAD_CLIP, clip_changed, data_changed
+from .checkpoints.weights import WeightsError, export
+from .checkpoints.weights import load as load_weights
 from .config import Config, UsageError
 from .console import log, warn
 from .data import GlobalOrder
-from .exporter import Exporter
-from .integrity import read_key
-from .mesh import MeshShape
 from .numerics import NONFINITE, StepGuard
-from .pipeline import gather_stages
-from .resume import Agreement
-from .resume_guards import DATA, GRAD_CLIP, clip_changed, data_changed
+from .parallelism.mesh import MeshShape
+from .parallelism.pipeline import gather_stages
+from .parallelism.topology import Topology, gather
 from .schedule import Progress
 from .spikes import SPIKES, SpikeGuard
-from .topology import Topology, gather
-from .weights import WeightsError, export
-from .weights import load as load_weights
+from .telemetry.exporter import Exporter
 
 FULL_STATE = StateDictOptions(full_state_dict=True, cpu_offload=True)
 """The final model holds whole tensors, gathered to rank 0 from the shards under FSDP."""
@@ -50,7 +50,7 @@ class Checkpoints:
     """Checkpointing, resuming and plain weights for one run.
 
     Args:
-        cfg: the run's config (as :func:`trainer.autoparallel.resolve` settled it).
+        cfg: the run's config (as :func:`trainer.parallelism.auto.resolve` settled it).
         topo: rank, world size and device.
         model: the model, wrapped or sharded as it trains.
         optimizer: its optimizer.
@@ -62,7 +62,7 @@ class Checkpoints:
         sharded: whether the model is sharded (FSDP, HSDP, TP or PP), so that gathering its
             weights is a collective.
         data_fingerprint: what identifies the run's dataset, recorded and checked on a resume.
-        mesh: the job as ``dp × pp × tp`` (:mod:`trainer.mesh`); None: every process a
+        mesh: the job as ``dp × pp × tp`` (:mod:`trainer.parallelism.mesh`); None: every process a
             data-parallel replica.
     """
 

@@ -21,14 +21,14 @@ NCCL on CUDA, gloo on CPU. Checkpoints every ``--checkpoint-every`` steps and on
 (then exit status 143, which ``python -m trainer.launch``, the pods' torchrun, passes on
 so ``restartPolicy: ExitCode`` retries); on start the ranks agree on the newest committed
 checkpoint in ``<output-dir>/checkpoints`` that every one of them can read and resume it
-(:mod:`trainer.checkpoint`). On CPU a resumed run ends with weights bit-identical to an
+(:mod:`trainer.checkpoints.sharded`). On CPU a resumed run ends with weights bit-identical to an
 uninterrupted one (same world size and thread count); on GPU cuDNN/NCCL kernels are not
 bit-deterministic, so a resumed run matches statistically.
 
 This module holds ``main``; :mod:`trainer.loop` the training loop, :mod:`trainer.config`
-the flags, :mod:`trainer.parallel` DDP/FSDP and the TP/PP mesh, :mod:`trainer.state` checkpoint and weights I/O,
+the flags, :mod:`trainer.parallelism.wrap` DDP/FSDP and the TP/PP mesh, :mod:`trainer.state` checkpoint and weights I/O,
 :mod:`trainer.numerics` the non-finite guard, :mod:`trainer.spikes` the loss-spike guard,
-:mod:`trainer.metrics` what is logged, :mod:`trainer.exporter` what rank 0 serves to Prometheus (``--metrics-port``).
+:mod:`trainer.telemetry.metrics` what is logged, :mod:`trainer.telemetry.exporter` what rank 0 serves to Prometheus (``--metrics-port``).
 """
 
 from __future__ import annotations
@@ -41,19 +41,19 @@ import torch
 import torch.distributed as dist
 
 from .checkpointing import report
+from .checkpoints.integrity import read_key
+from .checkpoints.ownership import check_output_dir, claim
+from .checkpoints.weights import WeightsError
 from .config import UsageError
 from .console import error, log
 from .data import DataError, load_dataset
 from .exit_codes import LOSS_SPIKES
 from .flags import parse_args
-from .integrity import read_key
 from .loop import Trainer
-from .model_spec import model_spec
+from .models.spec import model_spec
 from .numerics import NonFiniteError
-from .ownership import check_output_dir, claim
+from .parallelism.topology import default_threads, prepare_flight_recorder, topology
 from .spikes import LossSpikeError
-from .topology import default_threads, prepare_flight_recorder, topology
-from .weights import WeightsError
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,6 +27,7 @@ from .base import (
     PROJECT,
     REGION_KEY,
     SECRET_KEYS,
+    SYSTEM_POOL_NAME,
     TRAINER_V2_MIN_KUBERNETES,
     Cidr,
     Cpu,
@@ -37,7 +38,6 @@ from .base import (
     field_error,
     quantity_bytes,
 )
-from .capacity import job_gpus, job_shm_size, nodes_needed
 from .cluster import (
     ApiServerSpec,
     AutoscalerSpec,
@@ -49,7 +49,9 @@ from .cluster import (
 )
 from .costs import BudgetSpec, CostsSpec, InstancePriceSpec
 from .datasets import DatasetImportSpec, oss_location
+from .fit import job_gpus, job_shm_size, nodes_needed
 from .job_settings import (
+    RESERVED_PRIORITY_PREFIX,
     CheckpointKeySpec,
     ElasticSpec,
     RunPolicySpec,
@@ -64,10 +66,10 @@ from .monitoring import AlertThresholds, MonitoringScope, MonitoringSpec, Promet
 from .node_health import NodeHealthSpec
 from .operator import KueueSpec, KueueTopologySpec, OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, VolcanoSpec
 from .platform import PlatformSpec
-from .pools import ERDMA_INSTANCE_FAMILIES, SYSTEM_POOL_NAME, Fabric, GpuPoolSpec, TaintSpec
+from .pools import ERDMA_INSTANCE_FAMILIES, Fabric, GpuPoolSpec, TaintSpec
 from .registry import RegistrySpec
 from .storage import EXTREME_ROOT, NasSpec, OssSpec, StorageSpec, VolumeSpec
-from .teams import RESERVED_PRIORITY_PREFIX, TeamMemberSpec, TeamQuotaSpec, TeamSpec
+from .teams import TeamMemberSpec, TeamQuotaSpec, TeamSpec
 from .training_job import Backend, TrainingJobSpec, v2_conflict
 
 __all__ = [

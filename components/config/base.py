@@ -21,6 +21,8 @@ from pydantic_core import PydanticCustomError
 
 PROJECT = "ack-training-platform"
 POOL_LABEL = f"{PROJECT}/pool"
+SYSTEM_POOL_NAME = "system"
+"""The untainted pool for the cluster's own workloads (``cluster.systemPool``)."""
 """The node label naming a node's pool."""
 ZONE_LABEL = "topology.kubernetes.io/zone"
 HOSTNAME_LABEL = "kubernetes.io/hostname"

@@ -16,7 +16,10 @@ from pydantic import Field
 from .base import Spec, field_error
 
 if TYPE_CHECKING:
-    from .platform import PlatformSpec
+    from collections.abc import Sequence
+
+    from .pools import GpuPoolSpec
+    from .teams import TeamSpec
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 """A node's ECS instance type, the key of its price (Kubernetes well-known labels)."""
@@ -77,15 +80,14 @@ class BudgetSpec(Spec):
     """Share of ``amount`` at which a warning fires first; unset (``null``) for none."""
 
 
-def spot_pools(spec: PlatformSpec) -> tuple[str, ...]:
+def spot_pools(pool: GpuPoolSpec | None) -> tuple[str, ...]:
     """The pools whose nodes are spot instances: the GPU pool when its ``spotStrategy`` is not ``NoSpot``."""
-    pool = spec.gpu_pool
     return (pool.name,) if pool is not None and pool.spot_strategy != "NoSpot" else ()
 
 
-def price_table(spec: PlatformSpec) -> dict[str, object] | None:
-    """The stack's price table as ``ack-jobs cost`` reads it (the stack output ``prices``), or ``None``."""
-    costs = spec.costs
+def price_table(costs: CostsSpec | None, pool: GpuPoolSpec | None) -> dict[str, object] | None:
+    """The stack's price table (``costs``) as ``ack-jobs cost`` reads it (the stack output ``prices``), or
+    ``None``; ``pool`` is the stack's GPU pool."""
     if costs is None:
         return None
     return {
@@ -93,33 +95,39 @@ def price_table(spec: PlatformSpec) -> dict[str, object] | None:
         "source": costs.source,
         "currency": costs.currency,
         "instances": {kind: price.model_dump(by_alias=True) for kind, price in costs.instances.items()},
-        "spotPools": list(spot_pools(spec)),
+        "spotPools": list(spot_pools(pool)),
     }
 
 
-def check_costs(spec: PlatformSpec) -> None:
+def check_costs(
+    costs: CostsSpec | None, *, pool: GpuPoolSpec | None, teams: Sequence[TeamSpec], prometheus: str
+) -> None:
     """The rules between ``costs``, the GPU pool and the teams' budgets.
+
+    Args:
+        costs: the stack's ``costs``.
+        pool: the stack's GPU pool.
+        teams: the stack's teams.
+        prometheus: the Prometheus that watches the jobs, defaults applied.
 
     Raises:
         PydanticCustomError: a rule is broken; the message names the stack key.
     """
-    costs = spec.costs
-    for i, team in enumerate(spec.teams):
+    for i, team in enumerate(teams):
         if team.budget is not None and costs is None:
             raise field_error(
                 f"teams[{i}].budget",
                 "a budget is counted in the stack's prices, and it has none: add costs (date, source, currency, "
                 "instances), or drop budget",
             )
-        if team.budget is not None and spec.prometheus != "operator":
+        if team.budget is not None and prometheus != "operator":
             # The budget alerts read the cost recording rules, which the platform creates only as a
             # PrometheusRule: under ARMS or without Prometheus nothing would ever alert.
             raise field_error(
                 f"teams[{i}].budget",
                 f"a budget alert reads the cost recording rules, which run only with monitoring.prometheus: "
-                f"operator (here {spec.prometheus!r}): set it, or drop budget and read spend with ack-jobs cost",
+                f"operator (here {prometheus!r}): set it, or drop budget and read spend with ack-jobs cost",
             )
-    pool = spec.gpu_pool
     if costs is None or pool is None:
         return
     missing = [kind for kind in pool.instance_types if kind not in costs.instances]
@@ -137,7 +145,7 @@ def check_costs(spec: PlatformSpec) -> None:
                 f"{kind}: gpus is {price.gpus}, but gpuPool.gpusPerNode is {pool.gpus_per_node}: a pod pays its "
                 "GPUs' share of the node, so give the instance's GPU count",
             )
-        if pool.name in spot_pools(spec) and price.spot is None:
+        if pool.name in spot_pools(pool) and price.spot is None:
             raise field_error(
                 "costs.instances",
                 f"{kind}: no spot price, and gpuPool {pool.name!r} runs spot instances ({pool.spot_strategy}): give "

@@ -12,7 +12,7 @@ from .job_settings import check_image_choice
 from .storage import OssSpec, StorageSpec
 
 if TYPE_CHECKING:
-    from .platform import PlatformSpec
+    from collections.abc import Sequence
 
 IMPORT_NAME_MAX = 50
 """The Job is ``import-<name>``; its pods add a suffix of their own, within 63 characters."""
@@ -86,12 +86,14 @@ class DatasetImportSpec(Spec):
         return location.model_copy(update={"endpoint": self.oss_endpoint, "role_name": self.oss_role_name})
 
 
-def check_datasets(spec: PlatformSpec) -> None:
-    """The rules between ``datasets`` and the rest of the platform: unique names, a declared team,
-    and :func:`check_dataset`'s."""
-    names = [dataset.name for dataset in spec.datasets]
-    teams = [team.name for team in spec.teams]
-    for i, dataset in enumerate(spec.datasets):
+def check_datasets(
+    datasets: Sequence[DatasetImportSpec], *, teams: Sequence[str], storage: StorageSpec, registry: bool, local: bool
+) -> None:
+    """The rules between ``datasets`` and the rest of the platform: unique names, a declared team
+    (one of ``teams``' names), and :func:`check_dataset`'s."""
+    names = [dataset.name for dataset in datasets]
+    teams = list(teams)
+    for i, dataset in enumerate(datasets):
         key = f"datasets[{i}]"
         if dataset.name in names[:i]:
             raise field_error(f"{key}.name", f"dataset name {dataset.name!r} is used twice")
@@ -101,7 +103,7 @@ def check_datasets(spec: PlatformSpec) -> None:
                 f"{dataset.team!r} is not a team of this stack: use one of {teams or 'none declared (teams)'}, "
                 "or drop team for training.namespace's data volume",
             )
-        check_dataset(dataset, key, storage=spec.storage, registry=spec.registry is not None, local=spec.is_local)
+        check_dataset(dataset, key, storage=storage, registry=registry, local=local)
 
 
 def check_dataset(dataset: DatasetImportSpec, key: str, *, storage: StorageSpec, registry: bool, local: bool) -> None:

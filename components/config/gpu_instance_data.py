@@ -1,6 +1,6 @@
 """The ECS GPU instance types as Alibaba Cloud's family page lists them: plain data, read by
 :mod:`components.config.gpu_types` and printed as the table in docs/configuration.md
-(``python -m components.reference --write``).
+(``python -m components.package.reference --write``).
 
 Source: Alibaba Cloud documentation, Elastic GPU Service, "GPU-accelerated compute-optimized
 instance families" (gn series and ECS Bare Metal Instance families),

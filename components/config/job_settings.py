@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 from pydantic import Discriminator, Field, Tag, model_validator
 
 from trainer.config import LLAMA_SIZES, PARALLEL_CHOICES, Config, model_problem
-from trainer.mesh import flag_problem
+from trainer.shapes import flag_problem
 
 from .base import (
     DATA_MOUNT,
@@ -26,7 +26,21 @@ from .base import (
     field_error,
 )
 from .kinds import CODE_MOUNT
-from .teams import check_priority_class
+
+RESERVED_PRIORITY_PREFIX = "system-"
+"""Kubernetes reserves PriorityClass names starting with ``system-`` for itself
+(``system-node-critical``, ``system-cluster-critical``): pods with them preempt and outlive
+the cluster's own components."""
+
+
+def check_priority_class(name: str | None, key: str) -> None:
+    """Refuse a system-reserved priority class for a training job."""
+    if name is not None and name.startswith(RESERVED_PRIORITY_PREFIX):
+        raise field_error(
+            key,
+            f"{name!r} is reserved for the cluster's own components (PriorityClasses named {RESERVED_PRIORITY_PREFIX}*): "
+            "a training job with it could preempt and outlive them; give a PriorityClass of your own",
+        )
 
 
 class ElasticSpec(Spec):
@@ -45,9 +59,6 @@ class ElasticSpec(Spec):
 AbsolutePath = Annotated[str, Field(pattern=r"^/")]
 
 
-TRAINER_FLAGS = {"synthetic_data": "--synthetic"}
-"""The trainer's flag for each :class:`TrainerArgs` field whose flag is not the field's name in
-kebab case (``trainer/flags.py``)."""
 TRAINER_ENV_FIELDS = ("init_from", "final_model_path")
 """Fields a job passes not as flags but as the variables their flags default to, ``MODEL_PATH`` and
 ``FINAL_MODEL_PATH`` (``manifests/job_env.py`` sets them beside the job's other paths)."""
@@ -168,14 +179,14 @@ class TrainerArgs(Spec):
         return None
 
     def to_flags(self) -> list[str]:
-        """The trainer's flags for these settings, in field order: ``--<field-name>`` (or
-        ``TRAINER_FLAGS``'s) and the value, a true switch alone; unset and false ones left out, and
+        """The trainer's flags for these settings, in field order: ``--<field-name>`` (the
+        trainer's flag of the same name, ``trainer/flags.py``) and the value, a true switch alone; unset and false ones left out, and
         those in ``TRAINER_ENV_FIELDS``, which travel as variables."""
         flags: list[str] = []
         for name, value in self:
             if name in TRAINER_ENV_FIELDS or value is None or value is False:
                 continue
-            flag = TRAINER_FLAGS.get(name, "--" + name.replace("_", "-"))
+            flag = "--" + name.replace("_", "-")
             flags += [flag] if value is True else [flag, str(value)]
         return flags
 
@@ -312,7 +323,7 @@ class SecretEnv(Spec):
 
 
 class CheckpointKeySpec(Spec):
-    """The key each checkpoint is signed and checked with (HMAC-SHA256, ``trainer/integrity.py``):
+    """The key each checkpoint is signed and checked with (HMAC-SHA256, ``trainer/checkpoints/integrity.py``):
     mounted read-only as a file, named by ``$CHECKPOINT_KEY_FILE``. A checkpoint that is not signed
     with it is never loaded, so only pods holding the key can write what a resume trusts."""
 

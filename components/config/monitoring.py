@@ -11,10 +11,10 @@ from pydantic import Field, model_validator
 from .base import Cpu, DnsLabel, Labels, Quantity, Spec, field_error
 from .costs import BudgetSpec, CostsSpec
 from .job_settings import check_pinned, check_pinned_tag
-from .node_health import NodeHealthSpec, check_node_health
+from .node_health import NodeHealthSpec
 
 if TYPE_CHECKING:
-    from .platform import PlatformSpec
+    from collections.abc import Callable
 
 PrometheusMode = Literal["arms", "operator", "none"]
 ARMS_AGENT_NAMESPACE = "arms-prom"
@@ -90,7 +90,7 @@ class TensorBoardSpec(Spec):
 
 
 class MonitoringSpec(Spec):
-    """How the platform watches its jobs (metric names: ``trainer/metric_names.py``)."""
+    """How the platform watches its jobs (metric names: ``trainer/telemetry/metric_names.py``)."""
 
     prometheus: PrometheusMode | None = None
     """``arms``: ACK's managed Prometheus (the ``arms-prometheus`` add-on), scraping configured and alert
@@ -163,25 +163,37 @@ class MonitoringScope:
         return self.namespaces[0]
 
 
-def check_monitoring(spec: PlatformSpec) -> None:
+def check_monitoring(
+    monitoring: MonitoringSpec,
+    *,
+    local: bool,
+    prometheus: PrometheusMode,
+    tensorboard_image: Callable[[], tuple[str | None, str | None]],
+    registry: bool,
+) -> None:
     """The rules between ``monitoring`` and the rest of the platform.
+
+    Args:
+        monitoring: the stack's ``monitoring``.
+        local: the cluster is a local one.
+        prometheus: the Prometheus that watches the jobs, defaults applied.
+        tensorboard_image: TensorBoard's image as (full reference, tag in the registry).
+        registry: the stack has a registry.
 
     Raises:
         PydanticCustomError: a rule is broken; the message names the stack key.
     """
-    monitoring = spec.monitoring
-    check_node_health(spec)
-    if spec.is_local and monitoring.prometheus == "arms":
+    if local and monitoring.prometheus == "arms":
         raise field_error(
             "monitoring.prometheus",
             "ARMS is ACK's managed Prometheus and a local cluster has none: use operator (a prometheus-operator "
             "running in the cluster) or none",
         )
-    if monitoring.labels and spec.prometheus != "operator":
+    if monitoring.labels and prometheus != "operator":
         raise field_error(
             "monitoring.labels",
             f"labels select the PodMonitors, PrometheusRule and dashboard ConfigMap for a prometheus-operator, "
-            f"and with prometheus: {spec.prometheus} there are none to carry them: drop labels, or set "
+            f"and with prometheus: {prometheus} there are none to carry them: drop labels, or set "
             "prometheus: operator",
         )
     board = monitoring.tensorboard
@@ -189,14 +201,14 @@ def check_monitoring(spec: PlatformSpec) -> None:
         return
     if board.image is not None and board.image_tag is not None:
         raise field_error("monitoring.tensorboard.image", "give image or imageTag, not both: drop one of them")
-    image, tag = spec.tensorboard_image()
+    image, tag = tensorboard_image()
     if image is None and tag is None and "enabled" in board.model_fields_set:
         raise field_error(
             "monitoring.tensorboard.image",
             "TensorBoard runs from the training image, and the stack has no job to take it from: give "
             "image (or imageTag), or set enabled: false",
         )
-    if tag is not None and spec.registry is None:
+    if tag is not None and not registry:
         raise field_error(
             "monitoring.tensorboard.imageTag",
             "imageTag needs a registry; without one give a full image reference in image",

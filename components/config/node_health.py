@@ -13,7 +13,9 @@ from .base import Spec, field_error
 from .job_settings import check_pinned, check_pinned_tag
 
 if TYPE_CHECKING:
-    from .platform import PlatformSpec
+    from collections.abc import Sequence
+
+    from .training_job import TrainingJobSpec
 
 DEFAULT_MAX_CORDONED_SHARE = 0.1
 """A tenth of the pool (at least one node) out at once: enough for the faults hardware has, too
@@ -72,15 +74,14 @@ class NodeHealthSpec(Spec):
         return self
 
 
-def trainer_image(spec: PlatformSpec) -> tuple[str | None, str | None]:
+def trainer_image(health: NodeHealthSpec, jobs: Sequence[TrainingJobSpec]) -> tuple[str | None, str | None]:
     """The image the platform's own ``trainer`` code runs from (the node health controller, the pre-job node
     check), as ``(full reference, tag in the registry)``: ``monitoring.nodeHealth``'s, else the first job's that
     runs the bundled trainer; neither when no job does. A job with its own ``command`` may run an image without
     the ``trainer`` package, so its image is never taken."""
-    health = spec.monitoring.node_health
     if health.image is not None or health.image_tag is not None:
         return health.image, health.image_tag
-    bundled = next((job for job in spec.jobs if job.command is None), None)
+    bundled = next((job for job in jobs if job.command is None), None)
     return (bundled.image, bundled.image_tag) if bundled is not None else (None, None)
 
 
@@ -90,40 +91,47 @@ NO_TRAINER_IMAGE = (
 )
 
 
-def check_trainer_image(spec: PlatformSpec, key: str) -> None:
+def check_trainer_image(health: NodeHealthSpec, jobs: Sequence[TrainingJobSpec], key: str) -> None:
     """``key`` (what needs the image) has an image carrying the ``trainer`` package to run from.
 
     Raises:
         PydanticCustomError: there is none.
     """
-    if trainer_image(spec) == (None, None):
+    if trainer_image(health, jobs) == (None, None):
         raise field_error(key, f"it runs the platform's trainer package, and {NO_TRAINER_IMAGE}")
 
 
-def check_node_health(spec: PlatformSpec) -> None:
+def check_node_health(
+    health: NodeHealthSpec, *, jobs: Sequence[TrainingJobSpec], registry: bool, gpu_pool: bool
+) -> None:
     """The rules between ``monitoring.nodeHealth`` and the rest of the platform.
+
+    Args:
+        health: the stack's ``monitoring.nodeHealth``.
+        jobs: the stack's jobs.
+        registry: the stack has a registry.
+        gpu_pool: the stack has a GPU pool.
 
     Raises:
         PydanticCustomError: a rule is broken; the message names the stack key.
     """
-    health = spec.monitoring.node_health
     if health.image is not None and health.image_tag is not None:
         raise field_error("monitoring.nodeHealth.image", "give image or imageTag, not both: drop one of them")
-    if health.image_tag is not None and spec.registry is None:
+    if health.image_tag is not None and not registry:
         raise field_error(
             "monitoring.nodeHealth.imageTag",
             "imageTag needs a registry; without one give a full image reference in image",
         )
     if not health.enabled:
         return
-    check_trainer_image(spec, "monitoring.nodeHealth.image")
+    check_trainer_image(health, jobs, "monitoring.nodeHealth.image")
     if health.prometheus_url is None:
         raise field_error(
             "monitoring.nodeHealth.prometheusUrl",
             "the controller reads the DCGM exporter's series from Prometheus: give its base URL, such as "
             "http://prometheus-operated.monitoring:9090, or set enabled: false",
         )
-    if spec.gpu_pool is None:
+    if not gpu_pool:
         raise field_error(
             "monitoring.nodeHealth.enabled",
             "there is no gpuPool whose nodes it could watch: add a gpuPool, or set enabled: false",

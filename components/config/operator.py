@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field, model_validator
 
-from ..pins import KUEUE_CHARTS, OPERATOR_OVERLAYS, TRAINER_V2_CHARTS, VOLCANO_MANIFESTS
 from .base import (
     _VERSION_TAG,
     DEFAULT_KUEUE_VERSION,
@@ -25,10 +24,14 @@ from .base import (
     field_error,
 )
 from .job_settings import check_pinned, check_pinned_tag, topology_problem
+from .pins import KUEUE_CHARTS, OPERATOR_OVERLAYS, TRAINER_V2_CHARTS, VOLCANO_MANIFESTS
 from .training_job import Backend
 
 if TYPE_CHECKING:
-    from .platform import PlatformSpec
+    from collections.abc import Callable, Sequence
+
+    from .pools import GpuPoolSpec
+    from .training_job import TrainingJobSpec
 
 DEFAULT_MAX_REQUEUES = 5
 """Requeues before Kueue gives up on a job whose nodes never arrive: with the 30-minute default
@@ -38,7 +41,7 @@ timeout and Kueue's backoff, about four hours."""
 def _unpinned(what: str, version: str, pinned: dict) -> str:
     return (
         f"{what} {version!r} has no pinned local copy: this platform installs {', '.join(sorted(pinned))} "
-        "(add a release to components/pins.py)"
+        "(add a release to components/config/pins.py)"
     )
 
 
@@ -166,19 +169,31 @@ class KueueSpec(Spec):
         return self.topology.node_levels if self.enabled and self.topology is not None else ()
 
 
-def check_kueue_topology(spec: PlatformSpec) -> None:
+def check_kueue_topology(
+    kueue: KueueSpec,
+    *,
+    pool: GpuPoolSpec | None,
+    jobs: Sequence[TrainingJobSpec],
+    job_backend: Callable[[TrainingJobSpec], Backend],
+    job_gpus: Callable[[TrainingJobSpec], int],
+) -> None:
     """The rules between ``trainerV2.kueue.topology``, the GPU pool and the v2 jobs.
+
+    Args:
+        kueue: the stack's ``trainerV2.kueue``.
+        pool: the stack's GPU pool.
+        jobs: the stack's jobs.
+        job_backend: the API that runs a job on this platform.
+        job_gpus: GPUs per pod of a job on this platform.
 
     Raises:
         PydanticCustomError: a rule is broken; the message names the stack key.
     """
-    kueue = spec.trainer_v2.kueue
     if kueue.topology is None:
         return
     key = "trainerV2.kueue.topology"
     if not kueue.enabled:
         raise field_error(key, "topology-aware scheduling is Kueue's: set trainerV2.kueue.enabled: true, or drop it")
-    pool = spec.gpu_pool
     if pool is None:
         raise field_error(key, "it places GPU jobs on the GPU pool's nodes and the stack has no gpuPool: drop it")
     if pool.min_size == 0:
@@ -188,8 +203,8 @@ def check_kueue_topology(spec: PlatformSpec) -> None:
             "autoscaler is never asked for the first one; give minSize the nodes of the largest v2 GPU job, or "
             f"drop {key}",
         )
-    for i, job in enumerate(spec.jobs):
-        if spec.job_backend(job) != "v2" or not spec.job_gpus(job):
+    for i, job in enumerate(jobs):
+        if job_backend(job) != "v2" or not job_gpus(job):
             continue
         if job.nodes > pool.min_size:
             raise field_error(

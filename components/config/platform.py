@@ -14,10 +14,10 @@ from .base import (
     Spec,
     field_error,
 )
-from .capacity import job_gpus, pool_problem, quota_problem
 from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
 from .costs import CostsSpec, check_costs, spot_pools
 from .datasets import DatasetImportSpec, check_datasets
+from .fit import job_gpus, pool_problem, quota_problem
 from .monitoring import ARMS_AGENT_NAMESPACE, MonitoringScope, MonitoringSpec, PrometheusMode, check_monitoring
 from .node_check import node_check_problem
 from .node_health import check_trainer_image, trainer_image
@@ -123,10 +123,10 @@ class PlatformSpec(Spec):
             trainer_v2=self.uses_trainer_v2,
             tensorboard_image=self.tensorboard_image(),
             costs=self.costs,
-            spot_pools=spot_pools(self),
+            spot_pools=spot_pools(self.gpu_pool),
             budgets=tuple((team.name, team.budget) for team in self.teams if team.budget is not None),
             gpu_pool=self.gpu_pool.name if self.gpu_pool is not None else None,
-            trainer_image=trainer_image(self),
+            trainer_image=trainer_image(self.monitoring.node_health, self.jobs),
         )
 
     def job_backend(self, job: TrainingJobSpec) -> Backend:
@@ -213,12 +213,39 @@ class PlatformSpec(Spec):
         else:
             self._check_cloud()
         self._check_trainer_v2()
-        check_teams(self)
+        check_teams(
+            self.teams,
+            namespace=self.training.namespace,
+            storage=self.storage,
+            cluster=self.cluster,
+            jobs=self.jobs,
+            job_gpus=self.job_gpus,
+            quota_problem=quota_problem,
+        )
         self._check_jobs()
-        check_datasets(self)
-        check_kueue_topology(self)
-        check_monitoring(self)
-        check_costs(self)
+        check_datasets(
+            self.datasets,
+            teams=[team.name for team in self.teams],
+            storage=self.storage,
+            registry=self.registry is not None,
+            local=self.is_local,
+        )
+        check_kueue_topology(
+            self.trainer_v2.kueue,
+            pool=self.gpu_pool,
+            jobs=self.jobs,
+            job_backend=self.job_backend,
+            job_gpus=self.job_gpus,
+        )
+        check_monitoring(
+            self.monitoring,
+            local=self.is_local,
+            prometheus=self.prometheus,
+            tensorboard_image=self.tensorboard_image,
+            registry=self.registry is not None,
+        )
+        check_node_health(self.monitoring.node_health, jobs=self.jobs, registry=self.registry is not None, gpu_pool=self.gpu_pool is not None)
+        check_costs(self.costs, pool=self.gpu_pool, teams=self.teams, prometheus=self.prometheus)
         return self
 
     def _check_trainer_v2(self) -> None:
@@ -402,7 +429,7 @@ class PlatformSpec(Spec):
             if job.node_check is not None:
                 if problem := node_check_problem(gpus, self.job_backend(job)):
                     raise field_error(f"{key}.nodeCheck", problem)
-                check_trainer_image(self, f"{key}.nodeCheck")
+                check_trainer_image(self.monitoring.node_health, self.jobs, f"{key}.nodeCheck")
             if job.framework == "xgboost" and gpus > 1 and self.job_backend(job) == "v2":
                 raise field_error(f"{key}.gpusPerNode", xgboost_gpus_problem(gpus))
             problem = pool_problem(job, pool) if pool is not None else None

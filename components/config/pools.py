@@ -7,7 +7,18 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from .base import DEFAULT_GPU_TAINT_KEY, Cpu, DnsLabel, LabelKey, Labels, LabelValue, Quantity, Spec, field_error
+from .base import (
+    DEFAULT_GPU_TAINT_KEY,
+    SYSTEM_POOL_NAME,
+    Cpu,
+    DnsLabel,
+    LabelKey,
+    Labels,
+    LabelValue,
+    Quantity,
+    Spec,
+    field_error,
+)
 from .capacity import NodeShare, allocatable_share, capacity_excess, smallest_node
 from .gpu_types import GPU_INSTANCE_TYPES, instance_family
 
@@ -16,9 +27,6 @@ Fabric = Literal["none", "erdma", "rdma"]
 _DRIVER_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
 """NVIDIA driver versions are ``<major>.<minor>[.<patch>]`` (``550.127.08``): a word such as ``latest``
 is no version a node label can pin."""
-
-SYSTEM_POOL_NAME = "system"
-"""The untainted pool for the cluster's own workloads (``cluster.systemPool``)."""
 
 ERDMA_INSTANCE_FAMILIES = ("gn8is", "ebmgn8is", "gn8v", "ebmgn8v")
 """The GPU families ACK lists for eRDMA (ACK: "Submit a PyTorch distributed training job

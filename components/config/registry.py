@@ -100,7 +100,7 @@ def check_mirror(mirror_fill: str, image_mirror: str | None, registry: RegistryS
     (ACR: "Sync images from sources outside China using artifact subscription", available only
     for Enterprise Edition instances, https://www.alibabacloud.com/help/en/acr/user-guide/subscribe-to-image-tags)
     and where the stack makes the copies' repositories, or without the user the runner pushes
-    the copies as (:mod:`components.image_copy`)."""
+    the copies as (:mod:`components.images.image_copy`)."""
     if mirror_fill == "none":
         if (
             image_mirror is not None

@@ -8,16 +8,15 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field
 
 from .base import Cpu, DnsLabel, Quantity, Spec, field_error
-from .capacity import quota_problem
 from .costs import BudgetSpec
 
 if TYPE_CHECKING:
-    from .platform import PlatformSpec
+    from collections.abc import Callable, Mapping, Sequence
 
-RESERVED_PRIORITY_PREFIX = "system-"
-"""Kubernetes reserves PriorityClass names starting with ``system-`` for itself
-(``system-node-critical``, ``system-cluster-critical``): pods with them preempt and outlive
-the cluster's own components."""
+    from .cluster import ClusterSpec
+    from .storage import StorageSpec
+    from .training_job import TrainingJobSpec
+
 MIN_TEAM_ID = 1000
 """Below this, uids and gids belong to system accounts of typical images."""
 
@@ -72,23 +71,31 @@ class TeamSpec(Spec):
         return self.gid if self.gid is not None else self.uid
 
 
-def check_priority_class(name: str | None, key: str) -> None:
-    """Refuse a system-reserved priority class for a training job."""
-    if name is not None and name.startswith(RESERVED_PRIORITY_PREFIX):
-        raise field_error(
-            key,
-            f"{name!r} is reserved for the cluster's own components (PriorityClasses named {RESERVED_PRIORITY_PREFIX}*): "
-            "a training job with it could preempt and outlive them; give a PriorityClass of your own",
-        )
-
-
-def check_teams(spec: PlatformSpec) -> None:
+def check_teams(
+    teams: Sequence[TeamSpec],
+    *,
+    namespace: str,
+    storage: StorageSpec,
+    cluster: ClusterSpec,
+    jobs: Sequence[TrainingJobSpec],
+    job_gpus: Callable[[TrainingJobSpec], int],
+    quota_problem: Callable[[TrainingJobSpec, int, Mapping[str, str | int], str], str | None],
+) -> None:
     """The rules between ``teams``, the jobs and the rest of the platform.
+
+    Args:
+        teams: the stack's teams.
+        namespace: the platform's own namespace (``training.namespace``).
+        storage: the stack's storage.
+        cluster: the stack's cluster.
+        jobs: the stack's jobs.
+        job_gpus: GPUs per pod of a job on this platform.
+        quota_problem: why a job could never start within a quota (:func:`.fit.quota_problem`), taken
+            as an argument like ``job_gpus`` so that the teams' rules stay below the fit rules.
 
     Raises:
         PydanticCustomError: a rule is broken; the message names the stack key.
     """
-    teams = spec.teams
     names = [team.name for team in teams]
     uids = [team.uid for team in teams]
     gids = [team.group_id for team in teams]
@@ -107,16 +114,15 @@ def check_teams(spec: PlatformSpec) -> None:
                 f"gid {team.group_id} is also {names[gids.index(team.group_id)]!r}'s: a team's NAS directories are "
                 "open to its group (output 0770, data 0750), so each team needs a gid of its own",
             )
-        if team.name == spec.training.namespace:
+        if team.name == namespace:
             raise field_error(
                 f"teams[{i}].name",
                 f"{team.name!r} is the platform's own namespace (training.namespace): name the team otherwise",
             )
-    if teams and spec.storage.oss is not None:
+    if teams and storage.oss is not None:
         raise field_error(
             "storage.oss", "an OSS dataset is one bucket mounted for every job, which teams would share: drop oss"
         )
-    cluster = spec.cluster
     if len(teams) > 1 and not cluster.is_local and cluster.network == "flannel" and not cluster.shared_network:
         raise field_error(
             "cluster.network",
@@ -124,7 +130,7 @@ def check_teams(spec: PlatformSpec) -> None:
             "cluster with network: terway, or keep one team, or accept an open pod network with sharedNetwork: true",
         )
     by_name = {team.name: team for team in teams}
-    for i, job in enumerate(spec.jobs):
+    for i, job in enumerate(jobs):
         key = f"jobs[{i}]"
         if job.team is None:
             if teams:
@@ -146,15 +152,10 @@ def check_teams(spec: PlatformSpec) -> None:
                 f"team {team.name!r} may not use the eRDMA devices, which its admission policy refuses: "
                 f"set teams[{names.index(team.name)}].rdma: true to allow it, or use network: tcp",
             )
-        _check_fits(spec, i, names.index(team.name))
-
-
-def _check_fits(spec: PlatformSpec, job_index: int, team_index: int) -> None:
-    """Refuse a job that could never start within its team's quota, all its pods at once."""
-    job, team = spec.jobs[job_index], spec.teams[team_index]
-    problem = quota_problem(job, spec.job_gpus(job), team.quota.model_dump(), team_quota_owner(team, team_index))
-    if problem is not None:
-        raise field_error(f"jobs[{job_index}].nodes", problem)
+        index = names.index(team.name)
+        problem = quota_problem(job, job_gpus(job), team.quota.model_dump(), team_quota_owner(team, index))
+        if problem is not None:
+            raise field_error(f"{key}.nodes", problem)
 
 
 def team_quota_owner(team: TeamSpec, index: int | None = None) -> str:

@@ -35,7 +35,7 @@ from .job_settings import (
     check_image_choice,
     check_pinned,
 )
-from .kinds import V2_REFUSED, CodeSource, Framework, Launcher, framework_conflict
+from .kinds import PYTHON_LAUNCHER_ONE_PROCESS, TORCH_LAUNCHERS, V2_REFUSED, CodeSource, Framework, Launcher
 from .node_check import NodeCheckSpec
 
 Backend = Literal["v1", "v2"]
@@ -353,3 +353,40 @@ def xgboost_gpus_problem(gpus: int) -> str:
         "plugins/xgboost/xgboost.go) but gives each pod one DMLC_TASK_ID, and the pod runs one process: give "
         "gpusPerNode 0 or 1, or keep the job on backend v1"
     )
+
+
+def framework_conflict(job: TrainingJobSpec) -> tuple[str, str] | None:
+    """The first setting of ``job`` that means nothing for its framework or launcher, as (key
+    below the job, why); ``None`` when every setting applies."""
+    kind = job.framework
+    if job.launcher in ("accelerate", "deepspeed") and job.elastic is not None:
+        return ("elastic", f"{job.launcher} needs a fixed world: give nodes instead of elastic")
+    if job.backend == "v2" and job.code is not None:
+        return ("code", "the platform's Trainer v2 runtimes take code from the image: run this job on backend v1")
+    if job.launcher is not None and job.command is None:
+        return ("command", f"launcher {job.launcher} starts your command: give command (the script and its arguments)")
+    if kind == "pytorch":
+        if job.launcher == "python" and job.procs_per_node not in (None, 1):
+            return ("procsPerNode", PYTHON_LAUNCHER_ONE_PROCESS)
+        if job.parameter_servers or job.evaluator:
+            key = "parameterServers" if job.parameter_servers else "evaluator"
+            return (key, "parameter servers and an evaluator are TFJob roles: set framework: tensorflow or drop it")
+        return None
+    bundled = {
+        "trainer": "trainer flags are the bundled PyTorch trainer's",
+        "preset": "presets run the bundled PyTorch trainer",
+        "elastic": "only a PyTorchJob has an elastic policy in the Training Operator v1.9.4",
+    }
+    for attr, key in (("trainer", "trainer"), ("preset", "preset"), ("elastic", "elastic")):
+        if attr in job.model_fields_set:
+            return (key, f"{bundled[attr]}: a {kind} job runs your command; drop {key}")
+    if job.command is None:
+        return ("command", f"a {kind} job runs your own code: give command (the program and its arguments)")
+    if job.launcher in TORCH_LAUNCHERS:
+        return ("launcher", f"{job.launcher} starts torch processes; a {kind} job uses launcher python or none")
+    if kind != "mpi" and job.procs_per_node not in (None, 1):
+        return ("procsPerNode", f"a {kind} job runs one process per pod; only mpi runs several (slots per worker)")
+    if kind != "tensorflow" and (job.parameter_servers or job.evaluator):
+        key = "parameterServers" if job.parameter_servers else "evaluator"
+        return (key, f"parameter servers and an evaluator are TFJob roles, not {kind} ones: drop {key}")
+    return None

@@ -32,10 +32,10 @@ from kubernetes import watch
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError as TransportError
 
-from trainer.metric_names import METRICS_PORT
+from trainer.telemetry.metric_names import METRICS_PORT
 
-from ..manifests.trainer_v2 import KUEUE_API
-from ..manifests.trainjob import TRAINER_API
+from ..manifests.jobs.trainjob import TRAINER_API
+from ..manifests.platform.trainer_v2 import KUEUE_API
 from .replicas import job_selector
 from .status import PYTORCHJOB, TRAINJOB, V1_KINDS, is_v1, job_phase, true_condition
 

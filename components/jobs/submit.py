@@ -20,7 +20,8 @@ from pydantic.fields import FieldInfo
 
 from ..config import TrainerArgs, TrainingJobSpec, job_gpus
 from ..config.base import POOL_LABEL, model_of
-from ..config.capacity import NodeShare, pod_share, pods_per_node, pool_problem
+from ..config.capacity import NodeShare, pod_share
+from ..config.fit import pods_per_node, pool_problem
 from ..manifests import context_from_defaults, kubeflow_job, train_job
 from .arena import ALIASES, REFUSED, TailError, tail_command
 

@@ -5,18 +5,9 @@ where an input is only known after deployment), and the offline plan and the gol
 tests read the very same dicts.
 """
 
-from .admission import team_admission
-from .base import MANAGED_BY, POOL_LABEL, SYSTEM_POOL, Manifest
-from .boundary import TeamBoundary, team_boundary
-from .cluster import (
-    ACR_HELPER_ADDON,
-    CREATION_ADDONS,
-    NODE_REPAIR_ADDON,
-    acr_helper_config,
-    cluster_addons,
-    creation_addons,
-)
-from .datasets import (
+from .base import BASELINE, MANAGED_BY, POOL_LABEL, SYSTEM_POOL, Manifest
+from .fabrics import ERDMA, FABRICS, FabricProfile
+from .jobs.datasets import (
     DATASET_LABEL,
     IMPORT_CONTAINER,
     SOURCE_MOUNT,
@@ -25,8 +16,8 @@ from .datasets import (
     oss_source_objects,
     source_claim_name,
 )
-from .job_defaults import context_from_defaults, job_defaults
-from .job_env import (
+from .jobs.defaults import context_from_defaults, job_defaults
+from .jobs.env import (
     CHECKPOINT_KEY_FILE,
     DATA_MOUNT,
     GENERATED_KEY,
@@ -34,10 +25,41 @@ from .job_env import (
     TERMINATION_GRACE_S,
     generated_key_secret,
 )
-from .kinds import KINDS, JobKind, kubeflow_job, v1_replaced_on_change
-from .mpi_runtime import mpi_training_runtime
-from .namespace import docker_config_json, training_namespace
-from .operator import (
+from .jobs.mpi_runtime import mpi_training_runtime
+from .jobs.pod import (
+    MASTER_PORT,
+    REPLACED_ON_CHANGE,
+    JobContext,
+    job_command,
+    kubectl_commands,
+    pytorch_job,
+)
+from .jobs.trainjob import (
+    REPLACED_ON_CHANGE_V2,
+    runtime_name,
+    train_job,
+    training_runtime,
+    trainjob_kubectl_commands,
+)
+from .jobs.v1_kinds import kubeflow_job, v1_replaced_on_change
+from .jobs.v1_names import KINDS, JobKind
+from .placement import (
+    CPU_PLACEMENT,
+    GPU_RESOURCE,
+    Placement,
+    pool_node_labels,
+    pool_placement,
+    pool_tags,
+)
+from .platform.cluster import (
+    ACR_HELPER_ADDON,
+    CREATION_ADDONS,
+    NODE_REPAIR_ADDON,
+    acr_helper_config,
+    cluster_addons,
+    creation_addons,
+)
+from .platform.operator import (
     OPERATOR_NAMESPACE,
     customize_operator_object,
     customized_operator_objects,
@@ -49,27 +71,8 @@ from .operator import (
     repository_and_tag,
     system_node_selector,
 )
-from .placement import (
-    CPU_PLACEMENT,
-    ERDMA,
-    FABRICS,
-    GPU_RESOURCE,
-    FabricProfile,
-    Placement,
-    pool_node_labels,
-    pool_placement,
-    pool_tags,
-)
-from .pytorchjob import (
-    MASTER_PORT,
-    REPLACED_ON_CHANGE,
-    JobContext,
-    job_command,
-    kubectl_commands,
-    pytorch_job,
-)
-from .ram import ecs_trust_policy, node_policy, oss_read_policy, service_account_trust_policy
-from .storage import (
+from .platform.ram import ecs_trust_policy, node_policy, oss_read_policy, service_account_trust_policy
+from .platform.storage import (
     NAS_PROVISIONER,
     NFS_MOUNT_OPTIONS,
     OSS_RRSA_SERVICE_ACCOUNT,
@@ -80,16 +83,7 @@ from .storage import (
     persistent_volume_claim,
     shared_volume_path,
 )
-from .tenancy import (
-    BASELINE,
-    directory_owner_job,
-    job_network_policy,
-    run_as,
-    team_access,
-    team_namespace,
-    team_network_policies,
-)
-from .trainer_v2 import (
+from .platform.trainer_v2 import (
     KUEUE_NAMESPACE,
     TRAINER_V2_NAMESPACE,
     kueue_objects,
@@ -99,20 +93,24 @@ from .trainer_v2 import (
     trainer_v2_values,
     v2_fabrics,
 )
-from .trainjob import (
-    REPLACED_ON_CHANGE_V2,
-    runtime_name,
-    train_job,
-    training_runtime,
-    trainjob_kubectl_commands,
-)
-from .volcano import (
+from .platform.volcano import (
     VOLCANO_NAMESPACE,
     VOLCANO_SCHEDULER_CONF,
     customized_volcano_objects,
     is_admission,
     volcano_images,
     waits_for_admission,
+)
+from .tenancy.admission import team_admission
+from .tenancy.boundary import TeamBoundary, team_boundary
+from .tenancy.namespace import docker_config_json, training_namespace
+from .tenancy.teams import (
+    directory_owner_job,
+    job_network_policy,
+    run_as,
+    team_access,
+    team_namespace,
+    team_network_policies,
 )
 
 __all__ = [

@@ -1,11 +1,11 @@
-"""Names every builder shares."""
+"""Names every builder shares, and the Pod Security labels of the namespaces the platform makes."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..config import POOL_LABEL as POOL_LABEL
-from ..config import PROJECT, SYSTEM_POOL_NAME
+from ..config.base import POOL_LABEL as POOL_LABEL
+from ..config.base import PROJECT, SYSTEM_POOL_NAME
 
 Manifest = dict[str, Any]
 
@@ -16,3 +16,12 @@ NETWORK_LABEL = f"{PROJECT}/network"
 runs of the same shape."""
 SYSTEM_POOL = SYSTEM_POOL_NAME
 """Name and ``POOL_LABEL`` value of the untainted pool for the cluster's own workloads."""
+POD_SECURITY = "pod-security.kubernetes.io"
+BASELINE, RESTRICTED = "baseline", "restricted"
+
+
+def pod_security_labels(enforce: str) -> dict[str, str]:
+    """Pod Security Admission labels: refuse pods below ``enforce``, and warn about and audit
+    pods that would not pass ``restricted`` (Kubernetes docs, "Enforce Pod Security
+    Standards with namespace labels")."""
+    return {f"{POD_SECURITY}/enforce": enforce, f"{POD_SECURITY}/warn": RESTRICTED, f"{POD_SECURITY}/audit": RESTRICTED}

@@ -19,7 +19,7 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from ...manifests.gpu_metrics import EXPORTED_PREFIX, GPU_UTIL, NAMESPACE_LABEL, POD_LABEL
+from ...manifests.monitoring.gpu_metrics import EXPORTED_PREFIX, GPU_UTIL, NAMESPACE_LABEL, POD_LABEL
 from ..client import JobsClient
 from ..cost import PodRun, PriceError, PriceTable, cost, idle_gpu_hours, load_table, parse_table, pod_runs
 from .base import Failure, Out, UsageError, table

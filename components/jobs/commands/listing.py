@@ -9,7 +9,7 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 
 from ..client import JobsClient, explain
-from ..network import network_summary
+from ..network_report import network_summary
 from ..replicas import NODE_INDEX_LABEL
 from ..status import format_age, job_priority, job_queue, last_metrics, pod_nodes, summarize
 from .base import Out, as_list, dump, resource_name, table
@@ -114,7 +114,7 @@ def _show_metrics(jobs: JobsClient, pods: list[dict[str, Any]], out: Out) -> Non
 def _rank0_candidates(pods: list[dict[str, Any]]) -> list[str]:
     """The pods that may serve rank 0's metrics, to ask in turn: the Master (v1) or node 0
     (v2); else, for an elastic PyTorchJob, whose rendezvous may put rank 0 on any worker,
-    every pod (the others serve only their restarts, ``trainer.metric_names.POD``)."""
+    every pod (the others serve only their restarts, ``trainer.telemetry.metric_names.POD``)."""
     names = [pod["metadata"]["name"] for pod in pods]
     labelled = [
         pod["metadata"]["name"]

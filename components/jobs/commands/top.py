@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from components.manifests.gpu_metrics import GPU_MEMORY_USED, GPU_UTIL, POD_LABEL, per_pod
+from components.manifests.monitoring.gpu_metrics import GPU_MEMORY_USED, GPU_UTIL, POD_LABEL, per_pod
 
 from ..client import JobsClient, prometheus_query
 from ..usage import node_gpus

@@ -1,11 +1,11 @@
-"""Factories that break the contract of ``trainer.model_spec``, one way each, for the trainer's
+"""Factories that break the contract of ``trainer.models.spec``, one way each, for the trainer's
 errors about them."""
 
 from __future__ import annotations
 
 from torch import nn
 
-from trainer.model_spec import IMAGES, ModelSpec
+from trainer.models.spec import IMAGES, ModelSpec
 
 not_a_function = 42
 """Not callable."""

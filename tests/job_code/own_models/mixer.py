@@ -9,8 +9,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from trainer.config import Config
-from trainer.model_spec import TOKENS, ModelSpec
 from trainer.models import draw_parameters
+from trainer.models.spec import TOKENS, ModelSpec
 
 SEQ_LEN = 32
 VOCAB = 512

@@ -1,0 +1,42 @@
+"""What the Training Operator (v1) expects of each kind: its names and its port, a table that
+the job commands read without the builders.
+
+Container names, port names and default ports are those the operator reads to inject each
+framework's settings (kubeflow/trainer v1.9.4 ``pkg/apis/kubeflow.org/v1/<kind>_types.go``,
+``*DefaultContainerName``, ``*DefaultPortName``, ``*DefaultPort``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """What the operator expects of one kind.
+
+    Args:
+        kind: the object's kind.
+        plural: its resource name (``kubectl get <plural>``).
+        specs_key: the field under ``spec`` holding the replica specs.
+        container: the container the operator injects its settings into.
+        port_name: the port the operator reads for the addresses it injects.
+        port: that port's default number.
+    """
+
+    kind: str
+    plural: str
+    specs_key: str
+    container: str
+    port_name: str
+    port: int
+
+
+KINDS = {
+    "pytorch": JobKind("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", "pytorch", "pytorchjob-port", 23456),
+    "tensorflow": JobKind("TFJob", "tfjobs", "tfReplicaSpecs", "tensorflow", "tfjob-port", 2222),
+    "xgboost": JobKind("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs", "xgboost", "xgboostjob-port", 9999),
+    "mpi": JobKind("MPIJob", "mpijobs", "mpiReplicaSpecs", "mpi", "mpi-port", 9999),
+    "jax": JobKind("JAXJob", "jaxjobs", "jaxReplicaSpecs", "jax", "jaxjob-port", 6666),
+    "paddle": JobKind("PaddleJob", "paddlejobs", "paddleReplicaSpecs", "paddle", "master", 36543),
+}

@@ -1,0 +1,5 @@
+"""``python -m trainer.data``."""
+
+from .prepare import main
+
+raise SystemExit(main())

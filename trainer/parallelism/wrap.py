@@ -1,0 +1,175 @@
+"""How the model is spread over the job's processes: DDP, FSDP2, or HSDP across nodes.
+
+- **DDP** (the default, ``--parallel ddp``): every rank holds the model; gradients are
+  all-reduced in buckets of ``--bucket-mb``, as views into those buckets.
+- **FSDP2** (``--parallel fsdp``): parameters, gradients and optimizer state are sharded over
+  every rank, block by block. On CUDA the blocks compute in bf16 and reduce gradients in fp32
+  (``MixedPrecisionPolicy``), the way large runs keep both speed and stable sums.
+- **HSDP** (``--parallel hsdp``, or ``--fsdp``): a job on several nodes shards within each node
+  and replicates across nodes (a 2-D device mesh), so the all-gathers of every layer stay on
+  the fast intra-node links and only one gradient all-reduce per step crosses the network; on
+  one node it is plain FSDP.
+- **TP and PP** (``--tp N``, ``--pp N``, llama only): a ``dp × pp × tp`` device mesh
+  (:mod:`trainer.parallelism.mesh`): each sample's layers split over ``tp`` ranks
+  (:mod:`trainer.parallelism.tensor_parallel`), the layer stack over ``pp`` stages
+  (:mod:`trainer.parallelism.pipeline`), and the ``dp`` replicas FSDP shards of that.
+- ``--parallel auto``: one of these, chosen at start by :mod:`trainer.parallelism.strategy`.
+
+A token model (GPT or Llama) is built on the meta device, with no storage: DDP materialises
+it whole on every rank, FSDP only after sharding, so no rank ever holds the whole model, and
+both draw the same initial weights (:func:`trainer.models.draw_parameters`).
+
+``--activation-checkpointing`` recomputes each block's activations in the backward pass;
+``--compile`` compiles each block on its own under FSDP, leaving the per-block
+all-gathers and reduce-scatters to FSDP's hooks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.nn.parallel import DistributedDataParallel
+
+from ..config import Config, UsageError
+from .mesh import MESH_DIMS, MeshShape, mesh_shape
+from .pipeline import split_stage
+from .tensor_parallel import apply_tensor_parallel
+from .topology import Topology
+
+
+@dataclass
+class Parallel:
+    """The model as the training loop calls it.
+
+    Args:
+        forward: what the loop calls: the DDP wrapper, or the model itself (FSDP, or one
+            process).
+        ddp: the DDP wrapper, for ``no_sync`` during gradient accumulation; None otherwise.
+        sharded: whether the parameters are FSDP shards (DTensors).
+    """
+
+    forward: torch.nn.Module
+    ddp: DistributedDataParallel | None
+    sharded: bool
+    kind: str
+    """For the start-up log line: DDP, FSDP, HSDP (with its mesh), the TP/PP mesh, or one process."""
+    mesh: MeshShape
+    """The job as ``dp × pp × tp``; ``dp`` is the world without ``--tp`` or ``--pp``."""
+    dp_rank: int
+    """Which data-parallel replica this rank belongs to: what share of each batch it reads."""
+    fsdp: bool = False
+    """Whether the model is wrapped by ``fully_shard`` (its gradient sync can be deferred)."""
+    stage: int = 0
+    """This rank's pipeline stage."""
+    pipeline_group: dist.ProcessGroup | None = None
+    """This rank's pipeline, one rank per stage; None without ``--pp``."""
+
+
+def fsdp_mesh(topo: Topology) -> DeviceMesh | None:
+    """The HSDP mesh (replicate across nodes, shard within a node) for a job on several
+    nodes with the same number of processes each; None (plain FSDP over every rank) on
+    one node."""
+    nodes = topo.world // topo.local_world
+    if nodes < 2 or topo.world % topo.local_world:
+        return None
+    return init_device_mesh(topo.device.type, (nodes, topo.local_world), mesh_dim_names=("replicate", "shard"))
+
+
+def shard_blocks(model: torch.nn.Module, cfg: Config, topo: Topology, mesh: DeviceMesh | None, reshard: bool) -> None:
+    """``fully_shard`` each block (compiled first under ``--compile``), then the model, over
+    ``mesh`` (every rank when None)."""
+    # bf16 compute, fp32 gradient reduction on GPUs; CPUs here have no fast bf16 and
+    # keep fp32, which also keeps CPU runs bit-reproducible.
+    cuda = topo.device.type == "cuda"
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if cuda else None
+    kwargs = {"mesh": mesh, "reshard_after_forward": reshard, **({"mp_policy": policy} if policy else {})}
+    for block in model.blocks:
+        if cfg.compile:
+            block.compile()
+        fully_shard(block, **kwargs)
+    fully_shard(model, **kwargs)
+
+
+def materialize(model: torch.nn.Module, cfg: Config, topo: Topology) -> None:
+    """Give a model built on the meta device its storage on this rank's device and its
+    initial weights, drawn from ``--seed``; a model with storage is left as it is."""
+    if not any(p.is_meta for p in model.parameters()):
+        return
+    # Swapping the tensors into the existing Parameter objects, rather than making new
+    # ones module by module, keeps a parameter that two modules share (the GPT's tied
+    # embedding) one parameter. FSDP's DTensors are always swapped.
+    swapping = torch.__future__.get_swap_module_params_on_conversion()
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    try:
+        model.to_empty(device=topo.device)
+    finally:
+        torch.__future__.set_swap_module_params_on_conversion(swapping)
+    model.init_weights(torch.Generator(topo.device).manual_seed(cfg.seed))
+
+
+def parallelize(model: torch.nn.Module, cfg: Config, topo: Topology) -> Parallel:
+    """Wrap ``model`` (on its device, or on the meta device) for data parallelism over the
+    job, giving a meta-device model its storage and initial weights.
+
+    Returns:
+        How the loop calls the model; ``model`` itself keeps its parameter names.
+    """
+    if getattr(model, "blocks", None) is not None:
+        model.checkpoint_activations = cfg.activation_checkpointing
+    if cfg.tp * cfg.pp > 1:
+        return split_parallelize(model, cfg, topo)
+    flat = MeshShape(topo.world, 1, 1)
+    if cfg.fsdp and topo.world > 1:
+        mesh = fsdp_mesh(topo) if cfg.parallel == "hsdp" else None
+        shard_blocks(model, cfg, topo, mesh, cfg.reshard_after_forward)
+        materialize(model, cfg, topo)
+        kind = f"HSDP, {mesh.shape[0]} replicas × {mesh.shape[1]} shards" if mesh is not None else "FSDP"
+        return Parallel(model, None, True, kind, flat, topo.rank, fsdp=True)
+    materialize(model, cfg, topo)
+    forward: torch.nn.Module = model
+    ddp = None
+    if topo.world > 1:
+        # Gradients as views into the all-reduce buckets: one copy fewer per step.
+        ddp = DistributedDataParallel(
+            model,
+            device_ids=[topo.device.index] if topo.device.type == "cuda" else None,
+            gradient_as_bucket_view=True,
+            bucket_cap_mb=cfg.bucket_mb,
+        )
+        forward = ddp
+    if cfg.compile:
+        # Compiling the DDP wrapper is the supported way to keep its bucketed all-reduce
+        # overlapping the backward pass.
+        forward = torch.compile(forward)
+    return Parallel(forward, ddp, False, "DDP" if ddp is not None else "one process", flat, topo.rank)
+
+
+def split_parallelize(model: torch.nn.Module, cfg: Config, topo: Topology) -> Parallel:
+    """Place ``model`` (a Llama on the meta device) on the ``dp × pp × tp`` mesh: keep this rank's
+    pipeline stage, split its layers over the tensor-parallel group, shard that over the
+    data-parallel replicas, and give it storage and its initial weights.
+
+    Raises:
+        UsageError: ``--tp × --pp`` does not divide the world size.
+    """
+    try:
+        shape = mesh_shape(topo.world, cfg.tp, cfg.pp)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    mesh = init_device_mesh(topo.device.type, (shape.pp, shape.dp, shape.tp), mesh_dim_names=MESH_DIMS)
+    replica, stage, _ = shape.coordinates(topo.rank)
+    if shape.pp > 1:
+        split_stage(model, stage, shape.pp)
+    if shape.tp > 1:
+        apply_tensor_parallel(model, mesh["tp"])
+    if shape.dp > 1:
+        # Under a pipeline every micro-batch runs forward and backward apart: regathering each
+        # block's parameters for every one of them would multiply the all-gathers.
+        shard_blocks(model, cfg, topo, mesh["dp"], cfg.reshard_after_forward and shape.pp == 1)
+    materialize(model, cfg, topo)
+    group = mesh["pp"].get_group() if shape.pp > 1 else None
+    return Parallel(model, None, True, f"mesh {shape.describe()}", shape, replica, shape.dp > 1, stage, group)
