@@ -407,7 +407,9 @@ class TrainingPlatform(pulumi.ComponentResource):
             "jobDefaults": self.job_defaults,
             "teamJobDefaults": self.team_job_defaults,
             # The stack's prices, which `ack-jobs cost` reads; a stack without them exports none.
-            **({"prices": prices} if (prices := price_table(self._spec.costs, self._spec.gpu_pool)) is not None else {}),
+            **(
+                {"prices": prices} if (prices := price_table(self._spec.costs, self._spec.gpu_pool)) is not None else {}
+            ),
         }
 
 

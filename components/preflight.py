@@ -22,7 +22,7 @@ import pulumi
 import pulumi_alicloud as alicloud
 
 from .config import PROJECT, ConfigError, PlatformSpec
-from .config.capacity import GIB, NodeShare, capacity_excess, misfit
+from .config.gpus.capacity import GIB, NodeShare, capacity_excess, misfit
 
 VERSIONS = "alicloud:cs/getKubernetesVersion:getKubernetesVersion"
 CLUSTERS = "alicloud:cs/getClusters:getClusters"
@@ -201,7 +201,7 @@ def _fit_problems(spec: PlatformSpec, reported: list[Any]) -> list[str]:
     """What ECS's own figures for the pool's instance types refuse: a ``gpusPerNode`` other
     than the GPUs ECS lists, a ``nodeCapacity`` above the smallest type's vCPUs or memory, and,
     without ``nodeCapacity``, jobs that do not fit that smallest type. The load-time checks used
-    the platform's table (components/config/gpu_types.py) and have already refused anything
+    the platform's table (components/config/gpus/types.py) and have already refused anything
     above it; here ECS's answer refuses what the table let through."""
     pool = spec.gpu_pool
     if pool is None:

@@ -3,7 +3,7 @@ stack's prices, and the cost recording rules and budget alerts under ``promtool 
 one recorded run whose cost is worked out by hand.
 
 The recorded run (series in the shapes kube-state-metrics v2.20.0 serves them, see
-``components/manifests/cost_rules.py``): job ``bert`` in namespace ``training`` has two pods, each
+``components/manifests/monitoring/cost_rules.py``): job ``bert`` in namespace ``training`` has two pods, each
 holding all 8 GPUs of an ``ecs.gn7e-c16g1.32xlarge`` (a test price of 40 an hour on demand, 12 spot):
 
 - ``bert-master-0`` on ``spot-0``, a node of the stack's spot pool ``gpu-spot``, runs 2 h (minutes 0-119);
@@ -30,10 +30,10 @@ from test_monitoring import metric_names_in, promtool
 
 from components.config import ConfigError, MonitoringScope, load_spec
 from components.config.costs import BudgetSpec, price_table
-from components.manifests import cost_rules as c
-from components.manifests import gpu_metrics, kube_metrics
-from components.manifests.monitoring import operator_objects
-from components.plan import write_dashboard, write_job_state_metrics
+from components.manifests.monitoring import cost_rules as c
+from components.manifests.monitoring import gpu_metrics, kube_metrics
+from components.manifests.monitoring.objects import operator_objects
+from components.plan.command import write_dashboard, write_job_state_metrics
 from components.platform import _dashboard as platform_dashboard
 
 KIND = "ecs.gn7e-c16g1.32xlarge"
@@ -47,10 +47,10 @@ BY_HAND = {"gpu_hours": 8 * 2 + 8 * 1.5, "cost": 2 * 12.0 + 1.5 * 40.0, "on_dema
 assert BY_HAND == {"gpu_hours": 28.0, "cost": 84.0, "on_demand": 140.0}
 
 
-
 def _prices_of(spec):
     """What the price table is built from: the stack's prices and its GPU pool."""
     return spec.costs, spec.gpu_pool
+
 
 def config(**changes: Any) -> dict[str, Any]:
     """The dev stack with a spot pool of 8-GPU nodes, its prices and a prometheus-operator."""

@@ -1,6 +1,6 @@
-"""The ECS GPU instance types the platform knows (components/config/gpu_types.py), as ECS's
+"""The ECS GPU instance types the platform knows (components/config/gpus/types.py), as ECS's
 "GPU-accelerated compute-optimized instance families" page lists them
-(components/config/gpu_instance_data.py): every pool of them sizes its jobs without
+(components/config/gpus/instance_data.py): every pool of them sizes its jobs without
 ``gpuPool.nodeCapacity``, and a type outside the table still needs it."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 from conftest import ROOT, cfg, stack_config
 
 from components.config import ConfigError, GpuPoolSpec, SpecError, load_spec
-from components.config.capacity import GIB
-from components.config.gpu_instance_data import FAMILIES, READ_ON, SOURCE_URL
-from components.config.gpu_types import GPU_INSTANCE_TYPES, family_of_name, instance_type_table
+from components.config.gpus.capacity import GIB
+from components.config.gpus.instance_data import FAMILIES, READ_ON, SOURCE_URL
+from components.config.gpus.types import GPU_INSTANCE_TYPES, family_of_name, instance_type_table
 from components.config.pools import ERDMA_INSTANCE_FAMILIES
 from components.package.reference import TYPES_END, TYPES_START
 

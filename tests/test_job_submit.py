@@ -696,6 +696,6 @@ def test_a_stack_jobs_read_only_volume_is_mounted_read_only(backend: str) -> Non
 
 def test_the_mpi_runtimes_ssh_key_path_is_kept_clear_of_job_volumes() -> None:
     from components.config.job_settings import PLATFORM_MOUNTS
-    from components.manifests.mpi_runtime import SSH_AUTH_MOUNT
+    from components.manifests.jobs.mpi_runtime import SSH_AUTH_MOUNT
 
     assert SSH_AUTH_MOUNT in PLATFORM_MOUNTS

@@ -16,10 +16,9 @@ from test_monitoring import operator_config, run_promtool_cases
 
 from components.config import NodeHealthSpec, load_spec
 from components.config.loading import ConfigError
-from components.manifests.alerts import alerts
-from components.manifests.node_health import FAILED_NODE_CHECKS, NODE_RULES, health_rules
-from trainer.gpu_health import NODE_CHECK, NODE_LABEL, XID, HealthRules, Sample, node_verdicts
-from trainer.node_guard import (
+from components.manifests.monitoring.alerts import alerts
+from components.manifests.monitoring.node_health import FAILED_NODE_CHECKS, NODE_RULES, health_rules
+from trainer.health.guard import (
     FAILED,
     HEALTH_LABEL,
     REASON_ANNOTATION,
@@ -27,6 +26,7 @@ from trainer.node_guard import (
     KubeApi,
     cordon_budget,
 )
+from trainer.health.signals import NODE_CHECK, NODE_LABEL, XID, HealthRules, Sample, node_verdicts
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMETHEUS = "http://prometheus-operated.monitoring:9090"
@@ -196,7 +196,7 @@ def run_guard(base: str, *extra: str) -> subprocess.CompletedProcess[str]:
     cmd = [
         sys.executable,
         "-m",
-        "trainer.node_guard",
+        "trainer.health.guard",
         "--once",
         f"--prometheus={base}",
         f"--api={base}",
@@ -348,7 +348,7 @@ def test_the_controller_is_deployed_with_nodes_get_list_patch_only(run_stack) ->
     assert pod["serviceAccountName"] == "gpu-node-guard"
     assert pod["nodeSelector"] == {"ack-training-platform/pool": "system"}
     container = pod["containers"][0]
-    assert container["command"] == ["python", "-m", "trainer.node_guard"]
+    assert container["command"] == ["python", "-m", "trainer.health.guard"]
     assert f"--prometheus={PROMETHEUS}" in container["args"]
     assert "--pool-selector=ack-training-platform/pool=gpu" in container["args"]
     assert "--max-cordoned-share=0.1" in container["args"]

@@ -15,11 +15,11 @@ from test_trainer import ENV, run, torchrun
 from components.config import TrainingJobSpec, load_spec
 from components.config.loading import ConfigError
 from components.manifests import pytorch_job
-from components.manifests.kinds import kubeflow_job
+from components.manifests.jobs.v1_kinds import kubeflow_job
 from trainer.exit_codes import NODE_BELOW_BASELINE
-from trainer.nodecheck import verdict
+from trainer.health.check import verdict
 
-CHECK = "trainer.nodecheck"
+CHECK = "trainer.health.check"
 
 
 def test_a_node_below_the_baseline_fails_fast_with_its_status_and_one_line() -> None:
@@ -68,7 +68,7 @@ def test_a_job_with_node_check_gets_it_as_the_first_init_container_of_every_pod(
             "--standalone",
             "--nproc-per-node=8",
             "-m",
-            "trainer.nodecheck",
+            "trainer.health.check",
             "--baseline-gbps=360",
             "--min-share=0.8",
         ]

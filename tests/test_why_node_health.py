@@ -4,7 +4,7 @@ its node, and pods waiting while nodes of the pool are cordoned by the node heal
 Pod statuses are shaped as the kubelet reports an init container that failed under
 ``restartPolicy: OnFailure`` (restarted in place: waiting in CrashLoopBackOff, the failed run in
 ``lastState.terminated``) and under ``Never`` (the pod failed, the init container terminated);
-nodes as :mod:`trainer.node_guard` patches them (tested in ``tests/test_node_health.py``).
+nodes as :mod:`trainer.health.guard` patches them (tested in ``tests/test_node_health.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from test_why import NODES, node, seen, v1, v1_pods
 
 from components.jobs.why import cause as c
 from components.jobs.why import why
-from trainer.node_guard import FAILED, HEALTH_LABEL, REASON_ANNOTATION, SINCE_ANNOTATION
+from trainer.health.guard import FAILED, HEALTH_LABEL, REASON_ANNOTATION, SINCE_ANNOTATION
 
 LINE = (
     "nodecheck: node gpu-node-2 FAILED: all-reduce bus bandwidth 61.30 GB/s across 8 processes, below 80% of the "

@@ -42,5 +42,5 @@ def exit_status(worker_codes: list[int]) -> int:
 
 
 NODE_BELOW_BASELINE = 69
-"""Exit status of the pre-job node check (:mod:`trainer.nodecheck`) on a node whose GPUs all-reduce
+"""Exit status of the pre-job node check (:mod:`trainer.health.check`) on a node whose GPUs all-reduce
 below the pool's baseline: EX_UNAVAILABLE, below 128 so that no policy reads it as a retry."""

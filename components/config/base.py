@@ -306,3 +306,26 @@ def set_but_unused(model: BaseModel, fields: Iterable[str], where: str, *, under
         if name in model.model_fields_set:
             key = model.__class__.model_fields[name].alias or name
             raise field_error(f"{under}{key}", f"{key} has no effect {where}: drop it")
+
+
+def check_pinned_tag(image_tag: str, key: str) -> None:
+    """Refuse a tag that is no pinned version (``latest``) or no tag at all."""
+    if image_tag == "latest" or not re.match(r"^[\w][\w.-]{0,127}$", image_tag):
+        raise field_error(
+            key,
+            f"{image_tag!r} is not a pinned tag: use a version such as 'v1.2.0' or a commit id, not 'latest'",
+        )
+
+
+def check_pinned(image: str, key: str) -> None:
+    name, _, digest = image.partition("@")
+    last = name.rsplit("/", 1)[-1]
+    tag = last.partition(":")[2]
+    if digest:
+        if not re.match(r"^sha256:[0-9a-f]{64}$", digest):
+            raise field_error(key, f"{image!r} has a malformed digest: expected '@sha256:' and 64 hex digits")
+    elif not tag or tag == "latest":
+        raise field_error(
+            key,
+            f"{image!r} is not pinned: add a version tag other than 'latest' (e.g. ':v1.2.0') or a digest (@sha256:...)",
+        )

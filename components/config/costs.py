@@ -9,7 +9,7 @@ read, so a figure is never shown without its source.
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import Field
 
@@ -18,8 +18,16 @@ from .base import Spec, field_error
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .pools import GpuPoolSpec
-    from .teams import TeamSpec
+
+class PricedPool(Protocol):
+    """What the prices read of a GPU pool (:class:`.pools.GpuPoolSpec`); a protocol, so that the prices,
+    which the monitoring scope carries, stay below the pools' specs."""
+
+    name: str
+    spot_strategy: str
+    instance_types: list[str]
+    gpus_per_node: int
+
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 """A node's ECS instance type, the key of its price (Kubernetes well-known labels)."""
@@ -80,12 +88,12 @@ class BudgetSpec(Spec):
     """Share of ``amount`` at which a warning fires first; unset (``null``) for none."""
 
 
-def spot_pools(pool: GpuPoolSpec | None) -> tuple[str, ...]:
+def spot_pools(pool: PricedPool | None) -> tuple[str, ...]:
     """The pools whose nodes are spot instances: the GPU pool when its ``spotStrategy`` is not ``NoSpot``."""
     return (pool.name,) if pool is not None and pool.spot_strategy != "NoSpot" else ()
 
 
-def price_table(costs: CostsSpec | None, pool: GpuPoolSpec | None) -> dict[str, object] | None:
+def price_table(costs: CostsSpec | None, pool: PricedPool | None) -> dict[str, object] | None:
     """The stack's price table (``costs``) as ``ack-jobs cost`` reads it (the stack output ``prices``), or
     ``None``; ``pool`` is the stack's GPU pool."""
     if costs is None:
@@ -100,27 +108,27 @@ def price_table(costs: CostsSpec | None, pool: GpuPoolSpec | None) -> dict[str, 
 
 
 def check_costs(
-    costs: CostsSpec | None, *, pool: GpuPoolSpec | None, teams: Sequence[TeamSpec], prometheus: str
+    costs: CostsSpec | None, *, pool: PricedPool | None, budgets: Sequence[BudgetSpec | None], prometheus: str
 ) -> None:
     """The rules between ``costs``, the GPU pool and the teams' budgets.
 
     Args:
         costs: the stack's ``costs``.
         pool: the stack's GPU pool.
-        teams: the stack's teams.
+        budgets: each team's ``budget``, in the order of ``teams``.
         prometheus: the Prometheus that watches the jobs, defaults applied.
 
     Raises:
         PydanticCustomError: a rule is broken; the message names the stack key.
     """
-    for i, team in enumerate(teams):
-        if team.budget is not None and costs is None:
+    for i, budget in enumerate(budgets):
+        if budget is not None and costs is None:
             raise field_error(
                 f"teams[{i}].budget",
                 "a budget is counted in the stack's prices, and it has none: add costs (date, source, currency, "
                 "instances), or drop budget",
             )
-        if team.budget is not None and prometheus != "operator":
+        if budget is not None and prometheus != "operator":
             # The budget alerts read the cost recording rules, which the platform creates only as a
             # PrometheusRule: under ARMS or without Prometheus nothing would ever alert.
             raise field_error(

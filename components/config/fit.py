@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from .base import DEFAULT_CPU_SHM_GIB, DEFAULT_SHM_PER_GPU_GIB, quantity_bytes
-from .capacity import misfit, shared_misfit
+from .gpus.capacity import misfit, shared_misfit
 
 if TYPE_CHECKING:
     from .pools import GpuPoolSpec

@@ -5,7 +5,6 @@ image a job names follows."""
 from __future__ import annotations
 
 import posixpath
-import re
 from typing import Annotated, Literal
 
 from pydantic import Discriminator, Field, Tag, model_validator
@@ -23,6 +22,8 @@ from .base import (
     LabelKey,
     LabelValue,
     Spec,
+    check_pinned,
+    check_pinned_tag,
     field_error,
 )
 from .kinds import CODE_MOUNT
@@ -195,7 +196,7 @@ MPI_MOUNTS = ("/etc/mpi", "/home/mpiuser/.ssh")
 """Where the operators mount an MPI job's own files: the hostfile on both backends (Training Operator
 v1.9.4 ``pkg/controller.v1/mpi/mpijob.go`` ``configMountPath``, Trainer v2.3.0 ``pkg/constants``
 ``MPIHostfileDir``) and the SSH key at the runtime's ``sshAuthMountPath`` on backend v2
-(:data:`components.manifests.mpi_runtime.SSH_AUTH_MOUNT`). A second volume at the same path is
+(:data:`components.manifests.jobs.mpi_runtime.SSH_AUTH_MOUNT`). A second volume at the same path is
 refused by the API server when the pod is created."""
 
 PLATFORM_MOUNTS = ("/dev", DATA_MOUNT, OUTPUT_MOUNT, CODE_MOUNT, "/var/run/secrets", "/proc", "/sys", *MPI_MOUNTS)
@@ -352,26 +353,3 @@ def check_image_choice(image: str | None, image_tag: str | None) -> None:
         check_pinned(image, "image")
     if image_tag is not None:
         check_pinned_tag(image_tag, "imageTag")
-
-
-def check_pinned_tag(image_tag: str, key: str) -> None:
-    """Refuse a tag that is no pinned version (``latest``) or no tag at all."""
-    if image_tag == "latest" or not re.match(r"^[\w][\w.-]{0,127}$", image_tag):
-        raise field_error(
-            key,
-            f"{image_tag!r} is not a pinned tag: use a version such as 'v1.2.0' or a commit id, not 'latest'",
-        )
-
-
-def check_pinned(image: str, key: str) -> None:
-    name, _, digest = image.partition("@")
-    last = name.rsplit("/", 1)[-1]
-    tag = last.partition(":")[2]
-    if digest:
-        if not re.match(r"^sha256:[0-9a-f]{64}$", digest):
-            raise field_error(key, f"{image!r} has a malformed digest: expected '@sha256:' and 64 hex digits")
-    elif not tag or tag == "latest":
-        raise field_error(
-            key,
-            f"{image!r} is not pinned: add a version tag other than 'latest' (e.g. ':v1.2.0') or a digest (@sha256:...)",
-        )

@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
-from .base import Cpu, DnsLabel, Labels, Quantity, Spec, field_error
+from .base import Cpu, DnsLabel, Labels, Quantity, Spec, check_pinned, check_pinned_tag, field_error
 from .costs import BudgetSpec, CostsSpec
-from .job_settings import check_pinned, check_pinned_tag
 from .node_health import NodeHealthSpec
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ as ``monitoring.alerts.minBusBandwidthOfBaseline``); a fifth lost is a degraded 
 
 class NodeCheckSpec(Spec):
     """An all-reduce across each pod's GPUs before training starts (an init container running
-    ``python -m trainer.nodecheck``); a node below the baseline fails its pod before any step."""
+    ``python -m trainer.health.check``); a node below the baseline fails its pod before any step."""
 
     baseline_gbps: float = Field(gt=0)
     """The pool's all-reduce bus bandwidth across one node's GPUs, GB/s (10^9 bytes per second): the

@@ -3,19 +3,26 @@ its alert (``monitoring.nodeHealth``; docs/node-health.md)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import Field, model_validator
 
-from trainer.gpu_health import APPLICATION_XIDS, NODE_XIDS
+from trainer.health.signals import APPLICATION_XIDS, NODE_XIDS
 
-from .base import Spec, field_error
-from .job_settings import check_pinned, check_pinned_tag
+from .base import Spec, check_pinned, check_pinned_tag, field_error
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .training_job import TrainingJobSpec
+
+class JobImage(Protocol):
+    """What the trainer image is chosen from, of a job (:class:`.training_job.TrainingJobSpec`); a
+    protocol, so that the monitoring settings stay below the jobs' specs."""
+
+    command: list[str] | None
+    image: str | None
+    image_tag: str | None
+
 
 DEFAULT_MAX_CORDONED_SHARE = 0.1
 """A tenth of the pool (at least one node) out at once: enough for the faults hardware has, too
@@ -29,7 +36,7 @@ class NodeHealthSpec(Spec):
     enabled."""
 
     enabled: bool = False
-    """Deploy the controller (a Deployment of ``python -m trainer.node_guard`` from ``image``, on the system
+    """Deploy the controller (a Deployment of ``python -m trainer.health.guard`` from ``image``, on the system
     nodes) and add the alerts."""
     image: str | None = None
     """Full reference of an image carrying the platform's ``trainer`` package (``trainer/Dockerfile``), pinned by
@@ -74,7 +81,7 @@ class NodeHealthSpec(Spec):
         return self
 
 
-def trainer_image(health: NodeHealthSpec, jobs: Sequence[TrainingJobSpec]) -> tuple[str | None, str | None]:
+def trainer_image(health: NodeHealthSpec, jobs: Sequence[JobImage]) -> tuple[str | None, str | None]:
     """The image the platform's own ``trainer`` code runs from (the node health controller, the pre-job node
     check), as ``(full reference, tag in the registry)``: ``monitoring.nodeHealth``'s, else the first job's that
     runs the bundled trainer; neither when no job does. A job with its own ``command`` may run an image without
@@ -91,7 +98,7 @@ NO_TRAINER_IMAGE = (
 )
 
 
-def check_trainer_image(health: NodeHealthSpec, jobs: Sequence[TrainingJobSpec], key: str) -> None:
+def check_trainer_image(health: NodeHealthSpec, jobs: Sequence[JobImage], key: str) -> None:
     """``key`` (what needs the image) has an image carrying the ``trainer`` package to run from.
 
     Raises:
@@ -101,9 +108,7 @@ def check_trainer_image(health: NodeHealthSpec, jobs: Sequence[TrainingJobSpec],
         raise field_error(key, f"it runs the platform's trainer package, and {NO_TRAINER_IMAGE}")
 
 
-def check_node_health(
-    health: NodeHealthSpec, *, jobs: Sequence[TrainingJobSpec], registry: bool, gpu_pool: bool
-) -> None:
+def check_node_health(health: NodeHealthSpec, *, jobs: Sequence[JobImage], registry: bool, gpu_pool: bool) -> None:
     """The rules between ``monitoring.nodeHealth`` and the rest of the platform.
 
     Args:

@@ -21,9 +21,11 @@ from .base import (
     LabelKey,
     Quantity,
     Spec,
+    check_pinned,
+    check_pinned_tag,
     field_error,
 )
-from .job_settings import check_pinned, check_pinned_tag, topology_problem
+from .job_settings import topology_problem
 from .pins import KUEUE_CHARTS, OPERATOR_OVERLAYS, TRAINER_V2_CHARTS, VOLCANO_MANIFESTS
 from .training_job import Backend
 

@@ -20,7 +20,7 @@ from .datasets import DatasetImportSpec, check_datasets
 from .fit import job_gpus, pool_problem, quota_problem
 from .monitoring import ARMS_AGENT_NAMESPACE, MonitoringScope, MonitoringSpec, PrometheusMode, check_monitoring
 from .node_check import node_check_problem
-from .node_health import check_trainer_image, trainer_image
+from .node_health import check_node_health, check_trainer_image, trainer_image
 from .operator import OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, check_kueue_topology
 from .pools import GpuPoolSpec
 from .registry import RegistrySpec, check_mirror
@@ -244,8 +244,15 @@ class PlatformSpec(Spec):
             tensorboard_image=self.tensorboard_image,
             registry=self.registry is not None,
         )
-        check_node_health(self.monitoring.node_health, jobs=self.jobs, registry=self.registry is not None, gpu_pool=self.gpu_pool is not None)
-        check_costs(self.costs, pool=self.gpu_pool, teams=self.teams, prometheus=self.prometheus)
+        check_node_health(
+            self.monitoring.node_health,
+            jobs=self.jobs,
+            registry=self.registry is not None,
+            gpu_pool=self.gpu_pool is not None,
+        )
+        check_costs(
+            self.costs, pool=self.gpu_pool, budgets=[team.budget for team in self.teams], prometheus=self.prometheus
+        )
         return self
 
     def _check_trainer_v2(self) -> None:

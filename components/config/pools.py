@@ -19,8 +19,8 @@ from .base import (
     Spec,
     field_error,
 )
-from .capacity import NodeShare, allocatable_share, capacity_excess, smallest_node
-from .gpu_types import GPU_INSTANCE_TYPES, instance_family
+from .gpus.capacity import NodeShare, allocatable_share, capacity_excess, smallest_node
+from .gpus.types import GPU_INSTANCE_TYPES, instance_family
 
 Fabric = Literal["none", "erdma", "rdma"]
 

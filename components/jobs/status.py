@@ -33,7 +33,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from trainer.telemetry.metric_names import LOSS, MFU, SAMPLES_PER_SECOND, STEP
 
-from ..manifests.jobs.v1_names import KINDS
+from ..manifests.jobs.names import KINDS
 
 PYTORCHJOB = "PyTorchJob"
 V1_KINDS = {kind.kind: kind for kind in KINDS.values()}

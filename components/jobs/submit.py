@@ -20,8 +20,8 @@ from pydantic.fields import FieldInfo
 
 from ..config import TrainerArgs, TrainingJobSpec, job_gpus
 from ..config.base import POOL_LABEL, model_of
-from ..config.capacity import NodeShare, pod_share
 from ..config.fit import pods_per_node, pool_problem
+from ..config.gpus.capacity import NodeShare, pod_share
 from ..manifests import context_from_defaults, kubeflow_job, train_job
 from .arena import ALIASES, REFUSED, TailError, tail_command
 
@@ -267,13 +267,13 @@ def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str
 
 
 POOL_FLAGS = {"gpus_per_node": "--gpus", "procsPerNode": "--procs-per-node", "gpusPerNode": "--gpus"}
-"""The flag for each job key :func:`~components.config.capacity.pool_problem` names that is not
+"""The flag for each job key :func:`~components.config.gpus.capacity.pool_problem` names that is not
 ``--`` and the key itself."""
 
 
 class PoolFacts(NamedTuple):
     """The GPU pool as the stack's ``jobDefaults`` describe it: what
-    :func:`~components.config.capacity.pool_problem` checks a job against, as a stack's jobs are."""
+    :func:`~components.config.gpus.capacity.pool_problem` checks a job against, as a stack's jobs are."""
 
     name: str
     gpus_per_node: int

@@ -26,6 +26,7 @@ from .jobs.env import (
     generated_key_secret,
 )
 from .jobs.mpi_runtime import mpi_training_runtime
+from .jobs.names import KINDS, JobKind
 from .jobs.pod import (
     MASTER_PORT,
     REPLACED_ON_CHANGE,
@@ -42,7 +43,6 @@ from .jobs.trainjob import (
     trainjob_kubectl_commands,
 )
 from .jobs.v1_kinds import kubeflow_job, v1_replaced_on_change
-from .jobs.v1_names import KINDS, JobKind
 from .placement import (
     CPU_PLACEMENT,
     GPU_RESOURCE,

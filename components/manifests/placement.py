@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..config import GpuPoolSpec
-from ..config.capacity import NodeShare
+from ..config.gpus.capacity import NodeShare
 from .base import POOL_LABEL
 from .fabrics import FABRICS, FabricProfile
 

@@ -339,7 +339,7 @@ class CheckpointKeySpec(TypedDict):
 
 class NodeCheckSpec(TypedDict):
     """An all-reduce across each pod's GPUs before training starts (an init container running
-    `python -m trainer.nodecheck`); a node below the baseline fails its pod before any step."""
+    `python -m trainer.health.check`); a node below the baseline fails its pod before any step."""
 
     baseline_gbps: pulumi.Input[float]
     """The pool's all-reduce bus bandwidth across one node's GPUs, GB/s (10^9 bytes per second): the
@@ -988,7 +988,7 @@ class NodeHealthSpec(TypedDict):
     enabled."""
 
     enabled: NotRequired[pulumi.Input[bool]]
-    """Deploy the controller (a Deployment of `python -m trainer.node_guard` from `image`, on the system
+    """Deploy the controller (a Deployment of `python -m trainer.health.guard` from `image`, on the system
     nodes) and add the alerts."""
     image: NotRequired[pulumi.Input[str]]
     """Full reference of an image carrying the platform's `trainer` package, pinned by

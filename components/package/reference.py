@@ -1,6 +1,6 @@
 """The docs' stack-config reference (docs/configuration.md), generated from the config models,
 and the table of GPU instance types the platform knows, generated from its data
-(components/config/gpu_instance_data.py).
+(components/config/gpus/instance_data.py).
 
 python -m components.package.reference            # print the reference
 python -m components.package.reference --write    # update docs/configuration.md between its markers
@@ -20,7 +20,7 @@ from pydantic_core import PydanticUndefined
 
 from ..config import PROJECT, REGION_KEY, PlatformSpec
 from ..config.base import model_of
-from ..config.gpu_types import instance_type_table
+from ..config.gpus.types import instance_type_table
 
 START = "<!-- config-reference:start -->"
 END = "<!-- config-reference:end -->"

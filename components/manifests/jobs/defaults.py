@@ -12,7 +12,7 @@ from dataclasses import asdict
 from typing import Any
 
 from ...config import Backend
-from ...config.capacity import NodeShare
+from ...config.gpus.capacity import NodeShare
 from ..fabrics import FABRICS
 from ..placement import Placement
 from .pod import JobContext

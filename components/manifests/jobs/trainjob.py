@@ -38,6 +38,7 @@ from ...config.training_job import xgboost_gpus_problem
 from ..base import MANAGED_BY, Manifest
 from ..fabrics import FabricProfile
 from .env import TERMINATION_GRACE_S, container_env, flight_recorder_env, job_env, nccl_env, runtime_pod_env
+from .names import TRAINER_NODE
 from .pod import (
     METRICS_CONTAINER_PORT,
     SHM_MOUNT,
@@ -54,10 +55,6 @@ from .pod import (
 )
 
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
-TRAINER_NODE = "node"
-"""The trainer's replicated job and container: Trainer v2 injects each framework's variables into the
-container of this name in the job labelled as the trainer ancestor (``pkg/constants``: ``Node``,
-``LabelTrainJobAncestor``), and the runtime webhook requires it (``validateReplicatedJobs``)."""
 MPI_LAUNCHER = "launcher"
 """An MPI job's launcher, its trainer ancestor (v2.3.0 ``pkg/constants``: ``Launcher``)."""
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"

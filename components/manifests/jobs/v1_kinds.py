@@ -1,7 +1,7 @@
 """The Training Operator v1 object for each framework: PyTorchJob, TFJob, XGBoostJob, MPIJob,
 JAXJob, PaddleJob, with the same pod (``pod_template``), run policy and restart policy.
 
-The kinds' names and ports are in :mod:`.v1_names`; the replica types are the ones each kind's
+The kinds' names and ports are in :mod:`.names`; the replica types are the ones each kind's
 types declare (kubeflow/trainer v1.9.4 ``pkg/apis/kubeflow.org/v1/<kind>_types.go``).
 """
 
@@ -11,6 +11,7 @@ import dataclasses
 
 from ...config import TrainingJobSpec
 from ..base import Manifest
+from .names import KINDS
 from .pod import (
     REPLACED_ON_CHANGE,
     JobContext,
@@ -24,7 +25,6 @@ from .pod import (
     replica_spec,
 )
 from .run_policy import run_policy
-from .v1_names import KINDS
 
 MPI_LAUNCHER_ACCOUNT = "-launcher"
 """The v1 MPI Launcher's own ServiceAccount, ``<job>-launcher``. The operator creates the account

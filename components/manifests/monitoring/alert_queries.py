@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from trainer.telemetry import metric_names as trainer
 
-from ..jobs.trainjob import TRAINER_NODE
-from ..jobs.v1_names import KINDS
+from ..jobs.names import KINDS, TRAINER_NODE
 from . import kube_metrics as kube
 from .scraping import JOB_LABEL
 

@@ -16,7 +16,7 @@ from trainer.telemetry import metric_names as trainer
 
 from ...config import MonitoringScope
 from ..base import MANAGED_BY, Manifest
-from ..jobs.v1_names import KINDS
+from ..jobs.names import KINDS
 from . import alert_queries as q
 from . import kube_metrics as kube
 from .node_health import FAILED_NODE_CHECKS, SIGNAL_LABEL, health_rules, unhealthy_gpus

@@ -9,7 +9,7 @@ from ...config import PlatformSpec, SecretEnv, TeamSpec
 from ..fabrics import FABRICS, FabricProfile
 from ..jobs.datasets import source_claim_name
 from ..jobs.env import checkpoint_key_ref, generated_key_secret
-from ..jobs.v1_names import KINDS
+from ..jobs.names import KINDS
 
 DEFAULT_SCHEDULER = "default-scheduler"
 VOLCANO_SCHEDULER = "volcano"

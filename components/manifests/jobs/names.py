@@ -1,5 +1,6 @@
-"""What the Training Operator (v1) expects of each kind: its names and its port, a table that
-the job commands read without the builders.
+"""What the controllers expect of a job's objects: the Training Operator (v1)'s names and port of
+each kind, and Trainer v2's trainer job, a table that the job commands and the alerts read without
+the builders.
 
 Container names, port names and default ports are those the operator reads to inject each
 framework's settings (kubeflow/trainer v1.9.4 ``pkg/apis/kubeflow.org/v1/<kind>_types.go``,
@@ -40,3 +41,9 @@ KINDS = {
     "jax": JobKind("JAXJob", "jaxjobs", "jaxReplicaSpecs", "jax", "jaxjob-port", 6666),
     "paddle": JobKind("PaddleJob", "paddlejobs", "paddleReplicaSpecs", "paddle", "master", 36543),
 }
+
+
+TRAINER_NODE = "node"
+"""The trainer's replicated job and container: Trainer v2 injects each framework's variables into the
+container of this name in the job labelled as the trainer ancestor (``pkg/constants``: ``Node``,
+``LabelTrainJobAncestor``), and the runtime webhook requires it (``validateReplicatedJobs``)."""

@@ -1,8 +1,8 @@
 """The GPU node health controller: every interval, read the DCGM exporter's series from
-Prometheus, decide per node (:func:`trainer.gpu_health.node_verdicts`), and cordon and label the
+Prometheus, decide per node (:func:`trainer.health.signals.node_verdicts`), and cordon and label the
 nodes of the GPU pool that fail. Standard library only: it runs from the training image.
 
-    python -m trainer.node_guard --prometheus http://prometheus.monitoring:9090 \\
+    python -m trainer.health.guard --prometheus http://prometheus.monitoring:9090 \\
         --pool-selector ack-training-platform/pool=gpu --max-cordoned-share 0.1
 
 A failing node gets ``spec.unschedulable: true`` (what ``kubectl cordon`` sets), the label
@@ -40,7 +40,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .gpu_health import (
+from .signals import (
     COUNTERS,
     ROW_REMAP_FAILURE,
     XID,
@@ -250,7 +250,7 @@ def _xids(text: str) -> list[int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainer.node_guard", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m trainer.health.guard", description=__doc__.split("\n\n")[0])
     parser.add_argument("--prometheus", required=True, help="Prometheus's base URL (its /api/v1/query answers)")
     parser.add_argument("--pool-selector", required=True, help="label selector of the GPU pool's nodes")
     parser.add_argument("--api", help="Kubernetes API base URL; default: in-cluster, with the ServiceAccount")

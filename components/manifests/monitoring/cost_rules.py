@@ -27,13 +27,13 @@ priced here (``ack-jobs cost`` prices them by CPU share).
 
 from __future__ import annotations
 
-from ..config import POOL_LABEL, MonitoringScope
-from ..config.costs import IDLE_BELOW, INSTANCE_TYPE_LABEL, PERIOD_WINDOWS, CostsSpec
+from ...config import POOL_LABEL, MonitoringScope
+from ...config.costs import IDLE_BELOW, INSTANCE_TYPE_LABEL, PERIOD_WINDOWS, CostsSpec
+from ..base import MANAGED_BY, Manifest
 from . import alert_queries as q
 from . import gpu_metrics as gpu
 from . import kube_metrics as kube
 from .alerts import Alert, rule_group
-from .base import MANAGED_BY, Manifest
 from .scraping import JOB_LABEL, MONITORING_API
 
 COST_RULE_NAME = "ack-training-platform-cost"

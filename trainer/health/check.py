@@ -2,11 +2,11 @@
 the pool's baseline, before the training container starts. It runs as an init container of each
 pod of a job that sets ``nodeCheck`` (docs/node-health.md):
 
-    python -m trainer.launch --standalone --nproc-per-node=gpu -m trainer.nodecheck \\
+    python -m trainer.launch --standalone --nproc-per-node=gpu -m trainer.health.check \\
         --baseline-gbps 360 --min-share 0.8
 
 On GPUs it uses NCCL, on CPUs gloo (the tests' path). Every process times all-reduces of
-:data:`SIZES` (the slowest process's time counts, as in :mod:`trainer.fabric`) and takes the best
+:data:`SIZES` (the slowest process's time counts, as in :mod:`trainer.parallelism.fabric`) and takes the best
 bus bandwidth (nccl-tests' definition, ``size/time x 2(n-1)/n``). Below ``baseline x min-share``
 it prints one line naming the node and both figures and exits :data:`NODE_BELOW_BASELINE`, which
 fails the pod before any training starts; otherwise one line with the figure, and 0.
@@ -23,9 +23,9 @@ from collections.abc import Sequence
 import torch
 import torch.distributed as dist
 
-from .exit_codes import NODE_BELOW_BASELINE
-from .fabric import bus_factor, slowest, time_collective
-from .gpu_health import NODE_NAME_ENV
+from ..exit_codes import NODE_BELOW_BASELINE
+from ..parallelism.fabric import bus_factor, slowest, time_collective
+from .signals import NODE_NAME_ENV
 
 SIZES = (1 << 24, 1 << 26)
 """16 MiB and 64 MiB: large enough to measure bandwidth rather than latency, small enough for a
@@ -57,7 +57,7 @@ def verdict(node: str, gpus: int, measured: float, baseline: float, min_share: f
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainer.nodecheck", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m trainer.health.check", description=__doc__.split("\n\n")[0])
     parser.add_argument("--baseline-gbps", type=float, required=True, help="the pool's all-reduce bus bandwidth, GB/s")
     parser.add_argument("--min-share", type=float, default=0.8, help="share of the baseline a node must reach")
     args = parser.parse_args(argv)

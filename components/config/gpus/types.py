@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .gpu_instance_data import FAMILIES, READ_ON, SOURCE_TITLE, SOURCE_URL
+from .instance_data import FAMILIES, READ_ON, SOURCE_TITLE, SOURCE_URL
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ The XIDs that take a node out by default are those after which the GPU cannot ta
 it is reset, the node rebooted or the board replaced (:data:`NODE_XIDS`); memory errors the GPU
 contains or corrects, after which new work runs, only where a stack lists them (:data:`XID_MEANINGS`);
 those an application causes (13, 31, 43, 45: the job's own fault, fixed by restarting it) never. Nothing here reads a clock, a socket or the environment; the controller
-(:mod:`trainer.node_guard`) and the alert (``components/manifests/node_health.py``) share it.
+(:mod:`trainer.health.guard`) and the alert (``components/manifests/monitoring/node_health.py``) share it.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ NVLINK_ERRORS = (
 COUNTERS = (ECC_DBE_VOLATILE, RETIRED_PENDING, *NVLINK_ERRORS)
 """Counters: what counts is how much they grew in the window (``increase``), not their total since boot."""
 NODE_CHECK = "nodecheck"
-"""The pre-job node check's init container (:mod:`trainer.nodecheck`). Its failure is not a signal
+"""The pre-job node check's init container (:mod:`trainer.health.check`). Its failure is not a signal
 here: a team's job chooses its pods' init containers and can report any status under this name, so
 only the platform's own exporter series take a node out; a failed check is alerted on instead."""
 NODE_NAME_ENV = "NODE_NAME"

@@ -1,13 +1,13 @@
 """The init container of the pre-job node check (``jobs[].nodeCheck``): an all-reduce across the
-pod's GPUs (``python -m trainer.nodecheck``) that fails the pod on a node below the pool's baseline
+pod's GPUs (``python -m trainer.health.check``) that fails the pod on a node below the pool's baseline
 before the training container starts."""
 
 from __future__ import annotations
 
-from trainer.gpu_health import NODE_CHECK, NODE_NAME_ENV
+from trainer.health.signals import NODE_CHECK, NODE_NAME_ENV
 
-from ..config import TrainingJobSpec
-from .base import Manifest
+from ...config import TrainingJobSpec
+from ..base import Manifest
 
 NODE_NAME_FROM_SPEC: Manifest = {"name": NODE_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
 """The node's name through the downward API, for the check's one line."""
@@ -25,7 +25,7 @@ def node_check_container(
 
     Args:
         job: the validated job spec.
-        image: the platform's trainer image (it carries ``trainer.nodecheck`` and torch), never the job's
+        image: the platform's trainer image (it carries ``trainer.health.check`` and torch), never the job's
             own, which may be a team's code without the ``trainer`` package.
         gpus: GPUs per pod.
         resources: the training container's ``resources``.
@@ -54,7 +54,7 @@ def node_check_container(
             "--standalone",
             f"--nproc-per-node={gpus}",
             "-m",
-            "trainer.nodecheck",
+            "trainer.health.check",
             f"--baseline-gbps={check.baseline_gbps:g}",
             f"--min-share={check.min_share:g}",
         ],

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import quantity_bytes
-from .gpu_types import GPU_INSTANCE_TYPES
+from ..base import quantity_bytes
+from .types import GPU_INSTANCE_TYPES
 
 GIB = 2**30
 

@@ -1,5 +1,5 @@
 """The ECS GPU instance types as Alibaba Cloud's family page lists them: plain data, read by
-:mod:`components.config.gpu_types` and printed as the table in docs/configuration.md
+:mod:`components.config.gpus.types` and printed as the table in docs/configuration.md
 (``python -m components.package.reference --write``).
 
 Source: Alibaba Cloud documentation, Elastic GPU Service, "GPU-accelerated compute-optimized

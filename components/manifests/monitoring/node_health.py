@@ -1,18 +1,18 @@
 """GPU node health: the ``GPUNodeUnhealthy`` and ``GPUNodeCheckFailed`` alerts' queries and the objects of the controller that
-cordons failing GPU nodes (``python -m trainer.node_guard``), from ``monitoring.nodeHealth``.
+cordons failing GPU nodes (``python -m trainer.health.guard``), from ``monitoring.nodeHealth``.
 
 The alert and the controller classify alike: both are built from one
-:class:`trainer.gpu_health.HealthRules`, made here from the stack key.
+:class:`trainer.health.signals.HealthRules`, made here from the stack key.
 """
 
 from __future__ import annotations
 
-from trainer import gpu_health as dcgm
 from trainer.exit_codes import NODE_BELOW_BASELINE
-from trainer.node_guard import DEFAULT_WINDOW
+from trainer.health import signals as dcgm
+from trainer.health.guard import DEFAULT_WINDOW
 
-from ..config import POOL_LABEL, NodeHealthSpec
-from .base import MANAGED_BY, Manifest
+from ...config import POOL_LABEL, NodeHealthSpec
+from ..base import MANAGED_BY, Manifest
 from .tensorboard import TRAINER_UID
 
 NODE_GUARD = "gpu-node-guard"
@@ -37,7 +37,7 @@ def _signal(expr: str, signal: str) -> str:
 def unhealthy_gpus(rules: dcgm.HealthRules, window: str = DEFAULT_WINDOW) -> str:
     """PromQL: the GPUs whose series take their node out under ``rules``, by ``Hostname``,
     ``gpu``, ``UUID`` and :data:`SIGNAL_LABEL`; the value is the XID, or the count that crossed
-    its threshold. The same decision as :func:`trainer.gpu_health.node_verdicts`."""
+    its threshold. The same decision as :func:`trainer.health.signals.node_verdicts`."""
     keep = f"{dcgm.NODE_LABEL}, {dcgm.GPU_LABEL}, UUID, {SIGNAL_LABEL}"
     terms = []
     if rules.cordon_xids:
@@ -105,7 +105,7 @@ def node_guard_objects(
         spec: ``monitoring.nodeHealth`` (enabled, with ``prometheusUrl``).
         namespace: where it runs (the training namespace).
         pool: the GPU pool's name; it watches the nodes labelled with it.
-        image: the training image, pinned: it carries ``trainer.node_guard``.
+        image: the training image, pinned: it carries ``trainer.health.guard``.
         node_selector: the system pool's labels, or ``None``: it never runs on the nodes it may cordon.
         image_pull_secret: pull secret for the image, or ``None``.
 
@@ -147,7 +147,7 @@ def node_guard_objects(
                 "image": image,
                 "imagePullPolicy": "IfNotPresent",
                 # The image's entrypoint is the trainer's launcher.
-                "command": ["python", "-m", "trainer.node_guard"],
+                "command": ["python", "-m", "trainer.health.guard"],
                 "args": guard_args(spec, spec.prometheus_url, pool),
                 "resources": {"requests": dict(RESOURCES), "limits": dict(RESOURCES)},
                 "securityContext": {
