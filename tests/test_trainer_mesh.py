@@ -247,6 +247,8 @@ def tensor_parallel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     done = run(torchrun("trainer", *LLAMA, *STEPS, "--tp", "2", "--output-dir", str(out)))
     assert done.returncode == 0, done.stderr
     assert "training llama on 2 process(es) (mesh dp 1 × pp 1 × tp 2)" in done.stdout
+    # The per-dimension NCCL options are decided and shown, and applied only on NCCL.
+    assert "mesh dp 1 × pp 1 × tp 2, NCCL options (not on gloo) per dimension: tp: high-priority stream" in done.stdout
     return out
 
 

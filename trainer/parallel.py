@@ -27,6 +27,8 @@ all-gathers and reduce-scatters to FSDP's hooks.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -35,7 +37,8 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from .config import Config, UsageError
-from .mesh import MESH_DIMS, MeshShape, mesh_shape
+from .console import log
+from .mesh import MESH_DIMS, CommSettings, MeshShape, comm_settings, mesh_shape
 from .pipeline import split_stage
 from .tensor_parallel import apply_tensor_parallel
 from .topology import Topology
@@ -67,6 +70,44 @@ class Parallel:
     """This rank's pipeline stage."""
     pipeline_group: dist.ProcessGroup | None = None
     """This rank's pipeline, one rank per stage; None without ``--pp``."""
+
+
+OPTIONS_TYPES: dict[str, Any] = {"nccl": dist.ProcessGroupNCCL.Options} if dist.is_nccl_available() else {}
+"""The backends whose process groups take per-group options, and the options' type: NCCL's alone
+(gloo's groups are built from the timeout only, ``_new_process_group_helper`` in torch 2.13
+``torch/distributed/distributed_c10d.py``)."""
+
+
+def nccl_options(setting: CommSettings, options: Any, timeout: timedelta) -> Any:
+    """``options`` (a fresh ``ProcessGroupNCCL.Options``) filled in from ``setting``, with the
+    run's collective ``timeout``: ``DeviceMesh`` hands each dimension's options to ``new_group``
+    with ``timeout=options._timeout``, and a group created without one would fall back to torch's
+    default rather than ``--timeout-s`` (torch 2.13 ``torch/distributed/device_mesh.py``,
+    ``_init_one_process_group``)."""
+    options.is_high_priority_stream = setting.high_priority
+    if setting.max_ctas is not None:
+        options.config.max_ctas = setting.max_ctas
+    options._timeout = timeout
+    return options
+
+
+def mesh_overrides(
+    settings: tuple[CommSettings, ...], backend: str, timeout: timedelta
+) -> dict[str, tuple[str, Any]] | None:
+    """``init_device_mesh``'s ``backend_override``: each dimension's options, by name, on
+    ``backend`` (the default group's); None on a backend that takes no options."""
+    options_type = OPTIONS_TYPES.get(backend)
+    if options_type is None or not settings:
+        return None
+    return {s.dim: (backend, nccl_options(s, options_type(), timeout)) for s in settings}
+
+
+def split_mesh(shape: MeshShape, topo: Topology, settings: tuple[CommSettings, ...], timeout: timedelta) -> DeviceMesh:
+    """The ``pp × dp × tp`` device mesh, each dimension's groups created with its options."""
+    overrides = mesh_overrides(settings, dist.get_backend(), timeout)
+    return init_device_mesh(
+        topo.device.type, (shape.pp, shape.dp, shape.tp), mesh_dim_names=MESH_DIMS, backend_override=overrides
+    )
 
 
 def fsdp_mesh(topo: Topology) -> DeviceMesh | None:
@@ -111,9 +152,15 @@ def materialize(model: torch.nn.Module, cfg: Config, topo: Topology) -> None:
     model.init_weights(torch.Generator(topo.device).manual_seed(cfg.seed))
 
 
-def parallelize(model: torch.nn.Module, cfg: Config, topo: Topology) -> Parallel:
+def parallelize(
+    model: torch.nn.Module, cfg: Config, topo: Topology, bandwidth: tuple[float | None, float | None] = (None, None)
+) -> Parallel:
     """Wrap ``model`` (on its device, or on the meta device) for data parallelism over the
     job, giving a meta-device model its storage and initial weights.
+
+    Args:
+        bandwidth: the fabric probe's intra-node and inter-node all-reduce bus bandwidth, GB/s
+            (None: not measured), which the mesh's NCCL options follow.
 
     Returns:
         How the loop calls the model; ``model`` itself keeps its parameter names.
@@ -121,7 +168,7 @@ def parallelize(model: torch.nn.Module, cfg: Config, topo: Topology) -> Parallel
     if getattr(model, "blocks", None) is not None:
         model.checkpoint_activations = cfg.activation_checkpointing
     if cfg.tp * cfg.pp > 1:
-        return split_parallelize(model, cfg, topo)
+        return split_parallelize(model, cfg, topo, bandwidth)
     flat = MeshShape(topo.world, 1, 1)
     if cfg.fsdp and topo.world > 1:
         mesh = fsdp_mesh(topo) if cfg.parallel == "hsdp" else None
@@ -148,7 +195,9 @@ def parallelize(model: torch.nn.Module, cfg: Config, topo: Topology) -> Parallel
     return Parallel(forward, ddp, False, "DDP" if ddp is not None else "one process", flat, topo.rank)
 
 
-def split_parallelize(model: torch.nn.Module, cfg: Config, topo: Topology) -> Parallel:
+def split_parallelize(
+    model: torch.nn.Module, cfg: Config, topo: Topology, bandwidth: tuple[float | None, float | None]
+) -> Parallel:
     """Place ``model`` (a Llama on the meta device) on the ``dp × pp × tp`` mesh: keep this rank's
     pipeline stage, split its layers over the tensor-parallel group, shard that over the
     data-parallel replicas, and give it storage and its initial weights.
@@ -160,7 +209,13 @@ def split_parallelize(model: torch.nn.Module, cfg: Config, topo: Topology) -> Pa
         shape = mesh_shape(topo.world, cfg.tp, cfg.pp)
     except ValueError as err:
         raise UsageError(str(err)) from None
-    mesh = init_device_mesh(topo.device.type, (shape.pp, shape.dp, shape.tp), mesh_dim_names=MESH_DIMS)
+    settings = comm_settings(shape, topo.local_world, *bandwidth)
+    if topo.is_main and settings:
+        applied = (
+            "NCCL options" if dist.get_backend() in OPTIONS_TYPES else f"NCCL options (not on {dist.get_backend()})"
+        )
+        log(f"mesh {shape.describe()}, {applied} per dimension: " + "; ".join(s.describe() for s in settings))
+    mesh = split_mesh(shape, topo, settings, timedelta(seconds=cfg.timeout_s))
     replica, stage, _ = shape.coordinates(topo.rank)
     if shape.pp > 1:
         split_stage(model, stage, shape.pp)
