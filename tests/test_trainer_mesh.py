@@ -32,6 +32,7 @@ from trainer.config import Config
 from trainer.llama import Llama
 from trainer.mesh import MeshShape, check_split, mesh_shape, stage_layers
 from trainer.metric_names import MESH_LABELS, PARALLEL_MESH, SHARD_GROUP
+from trainer.parallel import AUTOCAST, FP32, FSDP_POLICY, compute_precision, precision_context
 from trainer.shapes import LLAMA_SIZES
 from trainer.strategy import DecisionError, Inputs, decide
 from trainer.topology import Topology
@@ -190,6 +191,27 @@ def test_bad_mesh_flags_are_refused_in_one_line(tmp_path: Path, flags: list[str]
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines()[-1] == error
     assert "Traceback" not in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("device", "fsdp", "precision"),
+    [
+        ("cuda", True, FSDP_POLICY),  # flat FSDP or HSDP, or a mesh with dp > 1
+        ("cuda", False, AUTOCAST),  # DDP, one process, or a --tp/--pp mesh with dp = 1
+        ("cpu", True, FP32),
+        ("cpu", False, FP32),
+    ],
+)
+def test_every_gpu_mesh_computes_in_bf16_and_cpus_in_fp32(device: str, fsdp: bool, precision: str) -> None:
+    assert compute_precision(device, fsdp) == precision
+
+
+def test_only_autocast_opens_a_bf16_context() -> None:
+    context = precision_context(AUTOCAST, "cpu")
+    assert isinstance(context, torch.autocast) and context.fast_dtype == torch.bfloat16
+    for precision in (FSDP_POLICY, FP32):
+        with precision_context(precision, "cpu"):
+            assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.float32
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ from .metric_names import CHECKPOINT_EVERY, CHECKPOINT_STEP, POD, RESTARTS, TRAI
 from .metrics import MFU_KEYS, Metrics, Window, device_sync, peak_memory_mb, peak_tflops
 from .model_spec import IGNORE_INDEX, IMAGES, TOKENS, ModelSpec, build, summed_cross_entropy
 from .numerics import StepGuard
-from .parallel import parallelize
+from .parallel import compute_precision, parallelize, precision_context
 from .pipeline import Pipeline
 from .schedule import STOP_CHECK_MAX_STEPS, Progress, lr_factor, planned_steps, stop_check_interval
 from .spikes import LossSpikeError, Skip, Spike, SpikeGuard, rollback_skips
@@ -146,12 +146,8 @@ class Trainer:
         self.prefetched: tuple[tuple[int, int], Future] | None = None
         self.stop_signal: int | None = None
         self.stop_check_every = STOP_CHECK_MAX_STEPS
-        # bf16 on GPUs: autocast under DDP; FSDP casts by its mixed-precision policy instead.
-        self.autocast = (
-            torch.autocast("cuda", dtype=torch.bfloat16)
-            if topo.device.type == "cuda" and not self.sharded
-            else contextlib.nullcontext()
-        )
+        self.precision = compute_precision(topo.device.type, parallel.fsdp)
+        self.autocast = precision_context(self.precision, topo.device.type)
         # Waited on before a log window's clock is read (metrics.Window).
         self.sync = device_sync(topo.device)
         self.seq_len = spec.seq_len  # None: images
@@ -220,7 +216,8 @@ class Trainer:
             if self.parallel.fsdp:
                 self.model.set_requires_gradient_sync(last)
             if self.pipeline is not None:
-                loss_share += self.pipeline.step(x, y, self.dp_world / total)
+                with self.autocast:
+                    loss_share += self.pipeline.step(x, y, self.dp_world / total)
                 continue
             sync = contextlib.nullcontext() if self.ddp is None or last else self.ddp.no_sync()
             with sync:

@@ -26,6 +26,7 @@ all-gathers and reduce-scatters to FSDP's hooks.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -133,6 +134,34 @@ def shard_blocks(model: torch.nn.Module, cfg: Config, topo: Topology, mesh: Devi
             block.compile()
         fully_shard(block, **kwargs)
     fully_shard(model, **kwargs)
+
+
+FSDP_POLICY, AUTOCAST, FP32 = "FSDP mixed precision", "autocast", "fp32"
+
+
+def compute_precision(device_type: str, fsdp: bool) -> str:
+    """How the blocks come to compute in bf16 on GPUs, so that every mesh computes as the flat runs do.
+
+    A model under ``fully_shard`` is cast by its ``MixedPrecisionPolicy`` (:func:`shard_blocks`);
+    anything else on CUDA (DDP, one process, and a ``--tp``/``--pp`` mesh with ``dp = 1``, which
+    has no FSDP) runs under autocast. torchtitan's ``maybe_enable_amp``
+    (``torchtitan/distributed/utils.py``) leaves such a mesh in fp32; here it would then compute
+    in another precision than the run it is compared with, and need twice the activation memory
+    ``--parallel auto`` counted for it. CPUs keep fp32 (no fast bf16; bit-reproducible runs).
+
+    Returns:
+        :data:`FSDP_POLICY`, :data:`AUTOCAST` or :data:`FP32`.
+    """
+    if device_type != "cuda":
+        return FP32
+    return FSDP_POLICY if fsdp else AUTOCAST
+
+
+def precision_context(precision: str, device_type: str) -> contextlib.AbstractContextManager:
+    """What the forward pass and the loss run under for ``precision``."""
+    if precision == AUTOCAST:
+        return torch.autocast(device_type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 def materialize(model: torch.nn.Module, cfg: Config, topo: Topology) -> None:
