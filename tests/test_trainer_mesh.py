@@ -1,6 +1,6 @@
 """Tensor and pipeline parallelism for the Llama model: the mesh's rules as tables, and real
-two-process torchrun runs (gloo, CPU) that train as one process does, resume bit-identically
-across a killed worker, and resume a tensor-parallel checkpoint under FSDP.
+two- and four-process torchrun runs (gloo, CPU) that train as one process does, resume
+bit-identically across a killed worker, and resume a tensor-parallel checkpoint under FSDP.
 
 Tolerance against the one-process run: losses to a relative 1e-5 and final weights to an
 absolute 1e-5 (they are about 0.02 in size). Tensor parallelism adds each row-parallel
@@ -236,11 +236,13 @@ def matches_one_process(out: Path, one_process: Path) -> None:
     assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-5
 
 
-def kill_after_first_checkpoint(args: list[str], out: Path, restarts: int, port: int | None = None) -> str:
-    """``args`` under torchrun, one worker killed once step 12's checkpoint is committed; with
-    ``port``, the mesh rank 0 serves there is checked first."""
+def kill_after_first_checkpoint(
+    args: list[str], out: Path, restarts: int, port: int | None = None, procs: int = 2
+) -> str:
+    """``args`` under torchrun on ``procs`` processes, one worker killed once step 12's checkpoint
+    is committed; with ``port``, the mesh rank 0 serves there is checked first."""
     metrics_port = ["--metrics-port", str(port)] if port else []
-    launcher = start(torchrun(*args, *metrics_port, "--output-dir", str(out), restarts=restarts))
+    launcher = start(torchrun(*args, *metrics_port, "--output-dir", str(out), restarts=restarts, procs=procs))
     try:
         if port:
             served = scrape_when(port, lambda samples: PARALLEL_MESH.name in samples)
@@ -249,7 +251,7 @@ def kill_after_first_checkpoint(args: list[str], out: Path, restarts: int, port:
             assert served[SHARD_GROUP.name] == {(): 1.0}
         wait_for(lambda: read_commit(out / "checkpoints" / "step-000000012") is not None, timeout=200)
         workers = children(launcher.pid)
-        assert len(workers) == 2
+        assert len(workers) == procs
         os.kill(max(workers), signal.SIGKILL)
         log, _ = launcher.communicate(timeout=240)
     finally:
@@ -344,3 +346,56 @@ def test_a_pipeline_runs_the_epochs_last_smaller_step_as_one_process_does(tmp_pa
     for row, ref in zip(rows, reference, strict=True):
         assert row["loss"] == pytest.approx(ref["loss"], rel=1e-5)
         assert row["grad_norm"] == pytest.approx(ref["grad_norm"], rel=1e-4)
+
+
+# Four processes: tensor parallelism inside each pipeline stage, and FSDP replicas of a pipeline.
+TP_PP = ["trainer", *LLAMA, *STEPS, "--tp", "2", "--pp", "2"]
+# Two replicas of --batch-size 2 read the one-process run's global batch of 4.
+PP_DP = ["trainer", *[a if a != "4" else "2" for a in LLAMA], *STEPS, "--pp", "2"]
+
+
+@pytest.fixture(scope="module")
+def tensor_parallel_stages(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("tp-pp")
+    done = run(torchrun(*TP_PP, "--output-dir", str(out), procs=4))
+    assert done.returncode == 0, done.stderr
+    assert "training llama on 4 process(es) (mesh dp 1 × pp 2 × tp 2)" in done.stdout
+    assert "NCCL options (not on gloo) per dimension: tp: high-priority stream" in done.stdout
+    return out
+
+
+def test_tensor_parallel_stages_train_as_one_process_does(tensor_parallel_stages: Path, one_process: Path) -> None:
+    matches_one_process(tensor_parallel_stages, one_process)
+
+
+def test_tensor_parallel_stages_resume_bit_identical_after_a_kill(tensor_parallel_stages: Path, tmp_path: Path) -> None:
+    log = kill_after_first_checkpoint(TP_PP, tmp_path, restarts=1, procs=4)
+    assert "resumed from step-000000012" in log
+    assert same_weights(tmp_path, tensor_parallel_stages)
+
+
+@pytest.fixture(scope="module")
+def sharded_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("pp-dp")
+    done = run(torchrun(*PP_DP, "--output-dir", str(out), procs=4))
+    assert done.returncode == 0, done.stderr
+    assert "training llama on 4 process(es) (mesh dp 2 × pp 2 × tp 1)" in done.stdout
+    return out
+
+
+def test_fsdp_replicas_of_a_pipeline_train_as_one_process_does(sharded_pipeline: Path, one_process: Path) -> None:
+    matches_one_process(sharded_pipeline, one_process)
+
+
+def test_fsdp_replicas_of_a_pipeline_resume_bit_identical_after_a_kill(sharded_pipeline: Path, tmp_path: Path) -> None:
+    log = kill_after_first_checkpoint(PP_DP, tmp_path, restarts=1, procs=4)
+    assert "resumed from step-000000012" in log
+    assert same_weights(tmp_path, sharded_pipeline)
+
+
+def test_fsdp_replicas_of_tensor_parallel_groups_train_as_one_process_does(one_process: Path, tmp_path: Path) -> None:
+    args = ["trainer", *[a if a != "4" else "2" for a in LLAMA], *STEPS, "--tp", "2"]
+    done = run(torchrun(*args, "--output-dir", str(tmp_path), procs=4))
+    assert done.returncode == 0, done.stderr
+    assert "training llama on 4 process(es) (mesh dp 2 × pp 1 × tp 2)" in done.stdout
+    matches_one_process(tmp_path, one_process)
