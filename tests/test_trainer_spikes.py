@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -313,3 +314,38 @@ def test_a_run_stopped_by_a_spike_commits_the_save_still_being_written(tmp_path:
     assert stopped.returncode == LOSS_SPIKES, stopped.stderr
     assert f"error: loss spike at step {SPIKE_STEP}: loss " in stopped.stderr
     assert read_commit(step_dir(tmp_path / "o" / "checkpoints", 89)) is not None
+
+
+def test_a_rollback_after_start_fresh_goes_back_only_to_the_run_s_own_checkpoints(tmp_path: Path) -> None:
+    # An earlier run (lineage A) of the same model and data left step 100, damaged, and step 110,
+    # whose commit.json this run's start does not see (as a lagging NFS view, or storage that
+    # could not be read, hides it). With --start-fresh the new run moves 100 aside and trains
+    # from step 0; once step 110's marker shows up, the spike at step 90 must still take the
+    # run back to its own step 80, not to the other run's step 110, which also loads.
+    data = poisoned(tmp_path / "data", SPIKE_STEP)
+    out = tmp_path / "o"
+    single = [sys.executable, "-m", *ARGS, "--batch-size", "32", "--data-dir", str(data), "--output-dir", str(out)]
+    earlier = run([*single, "--max-steps", "110", "--checkpoint-every", "10"])
+    assert earlier.returncode == 0, earlier.stderr
+    root = out / "checkpoints"
+    for older in (p for p in root.glob("step-*") if p.name not in ("step-000000100", "step-000000110")):
+        shutil.rmtree(older)
+    shard = next((root / "step-000000100").glob("*.distcp"))
+    shard.write_bytes(b"\0" + shard.read_bytes()[1:])
+    marker, hidden = root / "step-000000110" / "commit.json", tmp_path / "commit-110.json"
+    marker.rename(hidden)
+    (out / "metrics.jsonl").unlink()
+    # 100 steps end in epoch 1: the wrong labels skipped at step 90 come round again in epoch 2.
+    launcher = start([*single, *GUARD, "--start-fresh", "--max-steps", "100", "--checkpoint-every", "20"])
+    try:
+        wait_for(lambda: read_commit(step_dir(root, 20)) is not None)
+        hidden.rename(marker)
+        log, _ = launcher.communicate(timeout=240)
+    finally:
+        launcher.kill()
+    assert launcher.returncode == 0, log
+    assert f"rolled back to step 80 and skipping samples {SKIPPED}" in log, log
+    assert read_commit(step_dir(root, 100))["lineage"] != read_commit(step_dir(root, 110))["lineage"]
+    # Its own checkpoints stay its own: a run carried into the other lineage would keep them as another run's.
+    others = [line for line in log.splitlines() if "a checkpoint of another run" in line]
+    assert others and all("step-000000110" in line for line in others), log
