@@ -15,19 +15,17 @@ must match its uninterrupted twin bit for bit.
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 from conftest import free_port
-from test_trainer import children, final_weights, metrics, run, start, torchrun, wait_for
+from test_trainer import final_weights, metrics, run, torchrun
 from test_trainer_exporter import by_label, scrape_when
+from worker_kill import kill_a_worker
 
 from trainer.autoparallel import memory_inputs, split_choices
-from trainer.checkpoint import read_commit
 from trainer.config import Config
 from trainer.llama import Llama
 from trainer.mesh import MeshShape, check_split, mesh_shape, stage_layers
@@ -242,21 +240,17 @@ def kill_after_first_checkpoint(
     """``args`` under torchrun on ``procs`` processes, one worker killed once step 12's checkpoint
     is committed; with ``port``, the mesh rank 0 serves there is checked first."""
     metrics_port = ["--metrics-port", str(port)] if port else []
-    launcher = start(torchrun(*args, *metrics_port, "--output-dir", str(out), restarts=restarts, procs=procs))
-    try:
-        if port:
-            served = scrape_when(port, lambda samples: PARALLEL_MESH.name in samples)
-            mesh = [by_label(served, PARALLEL_MESH.name, label) for label in MESH_LABELS]
-            assert mesh == [{"1": 1}, {"1": 1}, {"2": 1}]
-            assert served[SHARD_GROUP.name] == {(): 1.0}
-        wait_for(lambda: read_commit(out / "checkpoints" / "step-000000012") is not None, timeout=200)
-        workers = children(launcher.pid)
-        assert len(workers) == procs
-        os.kill(max(workers), signal.SIGKILL)
-        log, _ = launcher.communicate(timeout=240)
-    finally:
-        launcher.kill()
-    assert (launcher.returncode == 0) == (restarts > 0), log
+
+    def served_mesh() -> None:
+        served = scrape_when(port, lambda samples: PARALLEL_MESH.name in samples)
+        mesh = [by_label(served, PARALLEL_MESH.name, label) for label in MESH_LABELS]
+        assert mesh == [{"1": 1}, {"1": 1}, {"2": 1}]
+        assert served[SHARD_GROUP.name] == {(): 1.0}
+
+    cmd = torchrun(*args, *metrics_port, "--output-dir", str(out), restarts=restarts, procs=procs)
+    checkpoint = out / "checkpoints" / "step-000000012"
+    status, log = kill_a_worker(cmd, checkpoint, workers=procs, wait_s=200, before=served_mesh if port else None)
+    assert (status == 0) == (restarts > 0), log
     return log
 
 

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +16,8 @@ import numpy as np
 import pytest
 import torch
 from conftest import ROOT
-from test_trainer import ENV, children, final_weights, metrics, run, start, torchrun, wait_for
+from test_trainer import ENV, final_weights, metrics, run, start, torchrun, wait_for
+from worker_kill import kill_a_worker
 
 from trainer.checkpoint import read_commit, step_dir
 from trainer.data import GlobalOrder, synthetic_images
@@ -110,17 +109,10 @@ def test_a_spike_in_one_rank_s_data_rolls_back_every_rank(tmp_path: Path) -> Non
 def test_a_run_killed_after_a_rollback_resumes_bit_identical(tmp_path: Path, skipped_from_the_start: Path) -> None:
     data = poisoned(tmp_path / "data", SPIKE_STEP)
     out = tmp_path / "killed"
-    launcher = start(torchrun(*ARGS, *GUARD, "--data-dir", str(data), "--output-dir", str(out), restarts=1))
-    try:
-        # Step 100's checkpoint is written only after the rollback from step 90.
-        wait_for(lambda: read_commit(step_dir(out / "checkpoints", 100)) is not None)
-        workers = children(launcher.pid)
-        assert len(workers) == 2
-        os.kill(max(workers), signal.SIGKILL)
-        log, _ = launcher.communicate(timeout=240)
-    finally:
-        launcher.kill()
-    assert launcher.returncode == 0, log
+    # Step 100's checkpoint is written only after the rollback from step 90.
+    cmd = torchrun(*ARGS, *GUARD, "--data-dir", str(data), "--output-dir", str(out), restarts=1)
+    status, log = kill_a_worker(cmd, step_dir(out / "checkpoints", 100))
+    assert status == 0, log
     assert log.count("rolled back to step 80") == 1 and "resumed from step-000000100" in log
     assert read_commit(step_dir(out / "checkpoints", 120))["loss_spikes"]["skipped"] == [SKIPPED]
     assert same(final_weights(out), final_weights(skipped_from_the_start))
