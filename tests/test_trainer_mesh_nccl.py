@@ -18,7 +18,7 @@ import torch.distributed as dist
 from torch.testing._internal.distributed.fake_pg import FakeStore, _create_fake_pg
 
 from trainer import parallel
-from trainer.mesh import NETWORK_BOUND_MAX_CTAS, CommSettings, MeshShape, comm_settings
+from trainer.mesh import CommSettings, MeshShape, comm_settings
 from trainer.topology import Topology
 
 TP_REASON = "sequence-parallel all-gathers and reduce-scatters between every block's matmuls, {}: latency-bound and on the critical path"
@@ -28,87 +28,44 @@ INSIDE, ACROSS = "inside a node", "across nodes"
 
 
 @pytest.mark.parametrize(
-    ("shape", "local_world", "intra", "inter", "expected"),
+    ("shape", "local_world", "expected"),
     [
         # One process, or a flat mesh of one rank per dimension: nothing to tune.
-        (MeshShape(1, 1, 1), 1, None, None, ()),
+        (MeshShape(1, 1, 1), 1, ()),
         # TP 8 on one node.
-        (MeshShape(1, 1, 8), 8, None, None, (CommSettings("tp", True, None, TP_REASON.format(INSIDE)),)),
+        (MeshShape(1, 1, 8), 8, (CommSettings("tp", True, TP_REASON.format(INSIDE)),)),
         # TP 16 over two nodes of 8: the group crosses the network.
-        (MeshShape(1, 1, 16), 8, None, None, (CommSettings("tp", True, None, TP_REASON.format(ACROSS)),)),
+        (MeshShape(1, 1, 16), 8, (CommSettings("tp", True, TP_REASON.format(ACROSS)),)),
         # A stage per node of 8, FSDP 8 inside each: the sends cross nodes, FSDP stays in one.
         (
             MeshShape(8, 4, 1),
             8,
-            300.0,
-            10.0,
-            (
-                CommSettings("pp", True, None, PP_REASON.format(ACROSS)),
-                CommSettings("dp", False, None, DP_REASON.format(INSIDE)),
-            ),
+            (CommSettings("pp", True, PP_REASON.format(ACROSS)), CommSettings("dp", False, DP_REASON.format(INSIDE))),
         ),
         # Two stages on one node of 8.
         (
             MeshShape(1, 2, 4),
             8,
-            None,
-            None,
-            (
-                CommSettings("tp", True, None, TP_REASON.format(INSIDE)),
-                CommSettings("pp", True, None, PP_REASON.format(INSIDE)),
-            ),
+            (CommSettings("tp", True, TP_REASON.format(INSIDE)), CommSettings("pp", True, PP_REASON.format(INSIDE))),
         ),
-        # TP 8 in each of two nodes, FSDP across them over a network measured 15× slower.
+        # TP 8 in each of two nodes, FSDP across them.
         (
             MeshShape(2, 1, 8),
             8,
-            300.0,
-            20.0,
-            (
-                CommSettings("tp", True, None, TP_REASON.format(INSIDE)),
-                CommSettings(
-                    "dp",
-                    False,
-                    NETWORK_BOUND_MAX_CTAS,
-                    "FSDP all-gathers and reduce-scatters across nodes, overlapping compute and bound by the "
-                    "network (20 GB/s against 300 GB/s inside a node), not by the SMs",
-                ),
-            ),
-        ),
-        # The same across a network at a third of the intra-node rate: not network-bound enough.
-        (
-            MeshShape(2, 1, 8),
-            8,
-            300.0,
-            100.0,
-            (
-                CommSettings("tp", True, None, TP_REASON.format(INSIDE)),
-                CommSettings("dp", False, None, DP_REASON.format(ACROSS)),
-            ),
-        ),
-        # Not measured: NCCL's own CTA count.
-        (
-            MeshShape(2, 1, 8),
-            8,
-            None,
-            None,
-            (
-                CommSettings("tp", True, None, TP_REASON.format(INSIDE)),
-                CommSettings("dp", False, None, DP_REASON.format(ACROSS)),
-            ),
+            (CommSettings("tp", True, TP_REASON.format(INSIDE)), CommSettings("dp", False, DP_REASON.format(ACROSS))),
         ),
     ],
 )
 def test_each_dimension_gets_the_options_of_its_role_and_link(
-    shape: MeshShape, local_world: int, intra: float | None, inter: float | None, expected: tuple
+    shape: MeshShape, local_world: int, expected: tuple
 ) -> None:
-    assert comm_settings(shape, local_world, intra, inter) == expected
+    assert comm_settings(shape, local_world) == expected
 
 
 def test_the_log_line_names_each_option_and_its_reason() -> None:
-    tp, dp = comm_settings(MeshShape(2, 1, 8), 8, 300.0, 20.0)
+    tp, dp = comm_settings(MeshShape(2, 1, 8), 8)
     assert tp.describe() == "tp: high-priority stream (" + TP_REASON.format(INSIDE) + ")"
-    assert dp.describe().startswith("dp: normal-priority stream, at most 8 CTAs (FSDP all-gathers")
+    assert dp.describe() == "dp: normal-priority stream (" + DP_REASON.format(ACROSS) + ")"
 
 
 class StandInConfig:
@@ -130,12 +87,12 @@ class StandInOptions:
         self.is_high_priority_stream = False
 
 
-CREATED: list[tuple[list[int], object]] = []
+CREATED: list[tuple[list[int], object, timedelta]] = []
 
 
 def standin_backend(common: object, options: object) -> object:
-    """Record the ranks and options each group is created with; run on torch's fake group."""
-    CREATED.append((list(common.global_ranks_in_group), options))
+    """Record the ranks, options and timeout each group is created with; run on torch's fake group."""
+    CREATED.append((list(common.global_ranks_in_group), options, common.timeout))
     return _create_fake_pg(common, None)
 
 
@@ -156,10 +113,10 @@ def fake_world(monkeypatch: pytest.MonkeyPatch):
 def test_each_dimension_s_group_is_created_with_its_decided_options(fake_world: Topology) -> None:
     # Two nodes of 4: tp 2 inside a node, dp 2 inside a node, pp 2 across; rank 5 is (dp 0, pp 1, tp 1).
     shape = MeshShape(2, 2, 2)
-    settings = comm_settings(shape, fake_world.local_world, None, None)
+    settings = comm_settings(shape, fake_world.local_world)
     assert [s.dim for s in settings] == ["tp", "pp", "dp"]
     mesh = parallel.split_mesh(shape, fake_world, settings, timedelta(seconds=123))
-    created = {tuple(ranks): options for ranks, options in CREATED}
+    created = {tuple(ranks): options for ranks, options, _ in CREATED}
     assert set(created) == {(4, 5), (1, 5), (5, 7)}
     for ranks, dim in (((4, 5), "tp"), ((1, 5), "pp"), ((5, 7), "dp")):
         options = created[ranks]
@@ -168,17 +125,10 @@ def test_each_dimension_s_group_is_created_with_its_decided_options(fake_world: 
         assert options.is_high_priority_stream is decided.high_priority
         assert options._timeout == timedelta(seconds=123)
         assert dist.get_process_group_ranks(mesh[dim].get_group()) == list(ranks)
-
-
-def test_network_bound_fsdp_groups_are_held_to_fewer_ctas(fake_world: Topology) -> None:
-    shape = MeshShape(2, 1, 4)  # tp 4 in each node of 4, dp 2 across the two
-    settings = comm_settings(shape, fake_world.local_world, 300.0, 20.0)
-    parallel.split_mesh(shape, fake_world, settings, timedelta(seconds=60))
-    created = {tuple(ranks): options for ranks, options in CREATED}
-    assert created[(1, 5)].config.max_ctas == NETWORK_BOUND_MAX_CTAS
-    assert not hasattr(created[(4, 5, 6, 7)].config, "max_ctas")  # left at NCCL's default
+    # Each group is created with --timeout-s, which a group made without options would not get.
+    assert {timeout for _, _, timeout in CREATED} == {timedelta(seconds=123)}
 
 
 def test_gloo_groups_get_no_options() -> None:
-    settings = comm_settings(MeshShape(1, 1, 2), 2, None, None)
+    settings = comm_settings(MeshShape(1, 1, 2), 2)
     assert parallel.mesh_overrides(settings, "gloo", timedelta(seconds=60)) is None

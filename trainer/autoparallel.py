@@ -42,15 +42,6 @@ class Network:
     decision: Decision | None
     fabric: FabricReport | dict | None
 
-    def bandwidth(self) -> tuple[float | None, float | None]:
-        """The probe's best all-reduce bus bandwidth inside a node and across nodes, GB/s; None
-        where not measured."""
-        if isinstance(self.fabric, FabricReport):
-            summary = self.fabric.summary()
-        else:
-            summary = (self.fabric or {}).get("summary_busbw_GBps", {})
-        return summary.get(f"{INTRA}/all_reduce"), summary.get(f"{INTER}/all_reduce")
-
     def export(self, exporter: Exporter, topo: Topology, mesh: MeshShape) -> None:
         """Serve the strategy, its shard group, the device mesh and the probe's figures."""
         strategy = self.cfg.parallel if topo.world > 1 else "single"

@@ -73,7 +73,7 @@ class Trainer:
         torch.manual_seed(cfg.seed + topo.rank)  # distinct dropout per rank
         self.network = resolve(cfg, topo, model)
         self.cfg = cfg = self.network.cfg
-        self.parallel = parallel = parallelize(self.model, cfg, topo, self.network.bandwidth())
+        self.parallel = parallel = parallelize(self.model, cfg, topo)
         self.forward, self.ddp, self.sharded = parallel.forward, parallel.ddp, parallel.sharded
         self.parallel_kind = parallel.kind
         # The ranks of a tensor-parallel group or a pipeline read the same samples: the data is

@@ -146,31 +146,16 @@ class CommSettings:
         dim: the mesh dimension (``tp``, ``pp``, ``dp``).
         high_priority: ``ProcessGroupNCCL.Options.is_high_priority_stream``: the group's
             collectives run on a high-priority CUDA stream, scheduled ahead of queued compute.
-        max_ctas: ``NCCLConfig.max_ctas`` (``ncclConfig_t.maxCTAs``, ``NCCL_MAX_CTAS``): the most
-            thread blocks, each an SM, one collective of the group takes.
         reason: why, in one line, for the log.
     """
 
     dim: str
     high_priority: bool
-    max_ctas: int | None
     reason: str
 
     def describe(self) -> str:
-        options = ["high-priority stream" if self.high_priority else "normal-priority stream"]
-        if self.max_ctas is not None:
-            options.append(f"at most {self.max_ctas} CTAs")
-        return f"{self.dim}: {', '.join(options)} ({self.reason})"
-
-
-SLOW_NETWORK_RATIO = 4
-"""An inter-node all-reduce this many times slower than an intra-node one is network-bound."""
-NETWORK_BOUND_MAX_CTAS = 8
-"""The CTAs left to a network-bound FSDP collective. NCCL runs a channel per CTA; an all-reduce
-held to eight CTAs on eight H200s still reached about 230 GB/s bus bandwidth over NVLink
-(jiajun-c/AI-infra-LearningNote ``comm/CCL/NCCL/config/README.md``), far above a network the
-probe measured at a quarter of the intra-node rate or less, so the other SMs stay with the
-compute the all-gathers and reduce-scatters overlap."""
+        priority = "high-priority stream" if self.high_priority else "normal-priority stream"
+        return f"{self.dim}: {priority} ({self.reason})"
 
 
 def link(shape: MeshShape, dim: str, local_world: int) -> str:
@@ -182,9 +167,7 @@ def link(shape: MeshShape, dim: str, local_world: int) -> str:
     return "inside a node" if local_world % inner == 0 else "across nodes"
 
 
-def comm_settings(
-    shape: MeshShape, local_world: int, intra_GBps: float | None, inter_GBps: float | None
-) -> tuple[CommSettings, ...]:
+def comm_settings(shape: MeshShape, local_world: int) -> tuple[CommSettings, ...]:
     """Each mesh dimension's NCCL options, from its role and its link: the decision, as data.
 
     A dimension of one rank has no collectives and no entry. The tensor-parallel group's
@@ -193,15 +176,13 @@ def comm_settings(
     a stage that idles until they land; both get a high-priority stream, as torch's
     ``new_group(pg_options=...)`` offers for collectives that must not queue behind compute. The
     data-parallel (FSDP) group's all-gathers and reduce-scatters are bandwidth-bound and
-    overlap the compute, which keeps the priority; across nodes whose network the probe measured
-    as slow, it is the network and not the SMs that bounds them, so they are held to
-    :data:`NETWORK_BOUND_MAX_CTAS` thread blocks.
+    overlap the compute, which keeps the priority. Every group keeps NCCL's own count of thread
+    blocks (CTAs): NCCL's documentation gives ``maxCTAs``/``NCCL_MAX_CTAS`` no figure to cap a
+    network-bound collective at, and a cap chosen without one could slow FSDP's reduce-scatters.
 
     Args:
         shape: the mesh.
         local_world: processes per node.
-        intra_GBps, inter_GBps: the fabric probe's best all-reduce bus bandwidth inside a node
-            and across nodes; None when not measured.
     """
     settings = []
     if shape.tp > 1:
@@ -210,7 +191,6 @@ def comm_settings(
             CommSettings(
                 "tp",
                 True,
-                None,
                 f"sequence-parallel all-gathers and reduce-scatters between every block's matmuls, {where}: "
                 "latency-bound and on the critical path",
             )
@@ -218,24 +198,10 @@ def comm_settings(
     if shape.pp > 1:
         where = link(shape, "pp", local_world)
         settings.append(
-            CommSettings(
-                "pp", True, None, f"1F1B's activation sends {where}: the next stage waits on each micro-batch's"
-            )
+            CommSettings("pp", True, f"1F1B's activation sends {where}: the next stage waits on each micro-batch's")
         )
     if shape.dp > 1:
         where = link(shape, "dp", local_world)
-        slow = (
-            where == "across nodes"
-            and intra_GBps is not None
-            and inter_GBps is not None
-            and inter_GBps * SLOW_NETWORK_RATIO <= intra_GBps
-        )
-        if slow:
-            reason = (
-                f"FSDP all-gathers and reduce-scatters {where}, overlapping compute and bound by the network "
-                f"({inter_GBps:g} GB/s against {intra_GBps:g} GB/s inside a node), not by the SMs"
-            )
-        else:
-            reason = f"FSDP all-gathers and reduce-scatters {where}, bandwidth-bound and overlapping compute"
-        settings.append(CommSettings("dp", False, NETWORK_BOUND_MAX_CTAS if slow else None, reason))
+        reason = f"FSDP all-gathers and reduce-scatters {where}, bandwidth-bound and overlapping compute"
+        settings.append(CommSettings("dp", False, reason))
     return tuple(settings)

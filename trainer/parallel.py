@@ -86,8 +86,6 @@ def nccl_options(setting: CommSettings, options: Any, timeout: timedelta) -> Any
     default rather than ``--timeout-s`` (torch 2.13 ``torch/distributed/device_mesh.py``,
     ``_init_one_process_group``)."""
     options.is_high_priority_stream = setting.high_priority
-    if setting.max_ctas is not None:
-        options.config.max_ctas = setting.max_ctas
     options._timeout = timeout
     return options
 
@@ -181,15 +179,9 @@ def materialize(model: torch.nn.Module, cfg: Config, topo: Topology) -> None:
     model.init_weights(torch.Generator(topo.device).manual_seed(cfg.seed))
 
 
-def parallelize(
-    model: torch.nn.Module, cfg: Config, topo: Topology, bandwidth: tuple[float | None, float | None] = (None, None)
-) -> Parallel:
+def parallelize(model: torch.nn.Module, cfg: Config, topo: Topology) -> Parallel:
     """Wrap ``model`` (on its device, or on the meta device) for data parallelism over the
     job, giving a meta-device model its storage and initial weights.
-
-    Args:
-        bandwidth: the fabric probe's intra-node and inter-node all-reduce bus bandwidth, GB/s
-            (None: not measured), which the mesh's NCCL options follow.
 
     Returns:
         How the loop calls the model; ``model`` itself keeps its parameter names.
@@ -197,7 +189,7 @@ def parallelize(
     if getattr(model, "blocks", None) is not None:
         model.checkpoint_activations = cfg.activation_checkpointing
     if cfg.tp * cfg.pp > 1:
-        return split_parallelize(model, cfg, topo, bandwidth)
+        return split_parallelize(model, cfg, topo)
     flat = MeshShape(topo.world, 1, 1)
     if cfg.fsdp and topo.world > 1:
         mesh = fsdp_mesh(topo) if cfg.parallel == "hsdp" else None
@@ -224,9 +216,7 @@ def parallelize(
     return Parallel(forward, ddp, False, "DDP" if ddp is not None else "one process", flat, topo.rank)
 
 
-def split_parallelize(
-    model: torch.nn.Module, cfg: Config, topo: Topology, bandwidth: tuple[float | None, float | None]
-) -> Parallel:
+def split_parallelize(model: torch.nn.Module, cfg: Config, topo: Topology) -> Parallel:
     """Place ``model`` (a Llama on the meta device) on the ``dp × pp × tp`` mesh: keep this rank's
     pipeline stage, split its layers over the tensor-parallel group, shard that over the
     data-parallel replicas, and give it storage and its initial weights.
@@ -238,7 +228,7 @@ def split_parallelize(
         shape = mesh_shape(topo.world, cfg.tp, cfg.pp)
     except ValueError as err:
         raise UsageError(str(err)) from None
-    settings = comm_settings(shape, topo.local_world, *bandwidth)
+    settings = comm_settings(shape, topo.local_world)
     if topo.is_main and settings:
         applied = (
             "NCCL options" if dist.get_backend() in OPTIONS_TYPES else f"NCCL options (not on {dist.get_backend()})"
