@@ -387,9 +387,28 @@ def test_fsdp_replicas_of_a_pipeline_resume_bit_identical_after_a_kill(sharded_p
     assert same_weights(tmp_path, sharded_pipeline)
 
 
-def test_fsdp_replicas_of_tensor_parallel_groups_train_as_one_process_does(one_process: Path, tmp_path: Path) -> None:
-    args = ["trainer", *[a if a != "4" else "2" for a in LLAMA], *STEPS, "--tp", "2"]
-    done = run(torchrun(*args, "--output-dir", str(tmp_path), procs=4))
+# Two replicas of --batch-size 2, each a tensor-parallel group of two.
+TP_DP = ["trainer", *[a if a != "4" else "2" for a in LLAMA], *STEPS, "--tp", "2"]
+
+
+@pytest.fixture(scope="module")
+def sharded_tensor_parallel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("tp-dp")
+    done = run(torchrun(*TP_DP, "--output-dir", str(out), procs=4))
     assert done.returncode == 0, done.stderr
     assert "training llama on 4 process(es) (mesh dp 2 × pp 1 × tp 2)" in done.stdout
-    matches_one_process(tmp_path, one_process)
+    return out
+
+
+def test_fsdp_replicas_of_tensor_parallel_groups_train_as_one_process_does(
+    sharded_tensor_parallel: Path, one_process: Path
+) -> None:
+    matches_one_process(sharded_tensor_parallel, one_process)
+
+
+def test_fsdp_replicas_of_tensor_parallel_groups_resume_bit_identical_after_a_kill(
+    sharded_tensor_parallel: Path, tmp_path: Path
+) -> None:
+    log = kill_after_first_checkpoint(TP_DP, tmp_path, restarts=1, procs=4)
+    assert "resumed from step-000000012" in log
+    assert same_weights(tmp_path, sharded_tensor_parallel)
