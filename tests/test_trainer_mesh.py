@@ -30,7 +30,7 @@ from trainer.config import Config
 from trainer.llama import Llama
 from trainer.mesh import MeshShape, check_split, mesh_shape, stage_layers
 from trainer.metric_names import MESH_LABELS, PARALLEL_MESH, SHARD_GROUP
-from trainer.parallel import AUTOCAST, FP32, FSDP_POLICY, compute_precision, precision_context
+from trainer.parallel import AUTOCAST, FP32, FSDP_POLICY, compute_precision, fully_shards, precision_context
 from trainer.shapes import LLAMA_SIZES
 from trainer.strategy import DecisionError, Inputs, decide
 from trainer.topology import Topology
@@ -192,16 +192,23 @@ def test_bad_mesh_flags_are_refused_in_one_line(tmp_path: Path, flags: list[str]
 
 
 @pytest.mark.parametrize(
-    ("device", "fsdp", "precision"),
+    ("device", "shape", "fsdp", "precision"),
     [
-        ("cuda", True, FSDP_POLICY),  # flat FSDP or HSDP, or a mesh with dp > 1
-        ("cuda", False, AUTOCAST),  # DDP, one process, or a --tp/--pp mesh with dp = 1
-        ("cpu", True, FP32),
-        ("cpu", False, FP32),
+        ("cuda", MeshShape(8, 1, 1), True, FSDP_POLICY),  # flat FSDP or HSDP
+        ("cuda", MeshShape(8, 1, 1), False, AUTOCAST),  # DDP
+        ("cuda", MeshShape(1, 1, 1), True, AUTOCAST),  # one process, whatever --parallel says
+        ("cuda", MeshShape(1, 1, 8), True, FSDP_POLICY),  # --tp 8 on one node: FSDP over a dp of 1
+        ("cuda", MeshShape(1, 4, 1), True, FSDP_POLICY),  # --pp 4: no autocast around the pipeline
+        ("cuda", MeshShape(2, 2, 2), True, FSDP_POLICY),
+        ("cpu", MeshShape(1, 1, 8), True, FP32),
+        ("cpu", MeshShape(8, 1, 1), False, FP32),
+        ("cpu", MeshShape(8, 1, 1), True, FP32),
     ],
 )
-def test_every_gpu_mesh_computes_in_bf16_and_cpus_in_fp32(device: str, fsdp: bool, precision: str) -> None:
-    assert compute_precision(device, fsdp) == precision
+def test_every_gpu_mesh_computes_in_bf16_by_fsdp_and_cpus_in_fp32(
+    device: str, shape: MeshShape, fsdp: bool, precision: str
+) -> None:
+    assert compute_precision(device, fully_shards(shape, fsdp)) == precision
 
 
 def test_only_autocast_opens_a_bf16_context() -> None:
@@ -264,7 +271,7 @@ def tensor_parallel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("tp")
     done = run(torchrun("trainer", *LLAMA, *STEPS, "--tp", "2", "--output-dir", str(out)))
     assert done.returncode == 0, done.stderr
-    assert "training llama on 2 process(es) (mesh dp 1 × pp 1 × tp 2)" in done.stdout
+    assert "training llama on 2 process(es) (mesh dp 1 × pp 1 × tp 2, FSDP over dp 1)" in done.stdout
     # The per-dimension NCCL options are decided and shown, and applied only on NCCL.
     assert "mesh dp 1 × pp 1 × tp 2, NCCL options (not on gloo) per dimension: tp: high-priority stream" in done.stdout
     return out
@@ -302,7 +309,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("pp")
     done = run(torchrun("trainer", *LLAMA, *STEPS, "--pp", "2", "--output-dir", str(out)))
     assert done.returncode == 0, done.stderr
-    assert "training llama on 2 process(es) (mesh dp 1 × pp 2 × tp 1)" in done.stdout
+    assert "training llama on 2 process(es) (mesh dp 1 × pp 2 × tp 1, FSDP over dp 1)" in done.stdout
     return out
 
 
@@ -353,7 +360,7 @@ def tensor_parallel_stages(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("tp-pp")
     done = run(torchrun(*TP_PP, "--output-dir", str(out), procs=4))
     assert done.returncode == 0, done.stderr
-    assert "training llama on 4 process(es) (mesh dp 1 × pp 2 × tp 2)" in done.stdout
+    assert "training llama on 4 process(es) (mesh dp 1 × pp 2 × tp 2, FSDP over dp 1)" in done.stdout
     assert "NCCL options (not on gloo) per dimension: tp: high-priority stream" in done.stdout
     return out
 
@@ -373,7 +380,7 @@ def sharded_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("pp-dp")
     done = run(torchrun(*PP_DP, "--output-dir", str(out), procs=4))
     assert done.returncode == 0, done.stderr
-    assert "training llama on 4 process(es) (mesh dp 2 × pp 2 × tp 1)" in done.stdout
+    assert "training llama on 4 process(es) (mesh dp 2 × pp 2 × tp 1, FSDP over dp 2)" in done.stdout
     return out
 
 
@@ -396,7 +403,7 @@ def sharded_tensor_parallel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("tp-dp")
     done = run(torchrun(*TP_DP, "--output-dir", str(out), procs=4))
     assert done.returncode == 0, done.stderr
-    assert "training llama on 4 process(es) (mesh dp 2 × pp 1 × tp 2)" in done.stdout
+    assert "training llama on 4 process(es) (mesh dp 2 × pp 1 × tp 2, FSDP over dp 2)" in done.stdout
     return out
 
 

@@ -216,8 +216,7 @@ class Trainer:
             if self.parallel.fsdp:
                 self.model.set_requires_gradient_sync(last)
             if self.pipeline is not None:
-                with self.autocast:
-                    loss_share += self.pipeline.step(x, y, self.dp_world / total)
+                loss_share += self.pipeline.step(x, y, self.dp_world / total)
                 continue
             sync = contextlib.nullcontext() if self.ddp is None or last else self.ddp.no_sync()
             with sync:

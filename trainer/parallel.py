@@ -12,7 +12,8 @@
 - **TP and PP** (``--tp N``, ``--pp N``, llama only): a ``dp × pp × tp`` device mesh
   (:mod:`trainer.mesh`): each sample's layers split over ``tp`` ranks
   (:mod:`trainer.tensor_parallel`), the layer stack over ``pp`` stages
-  (:mod:`trainer.pipeline`), and the ``dp`` replicas FSDP shards of that.
+  (:mod:`trainer.pipeline`), and FSDP shards that over the ``dp`` replicas (over a ``dp`` of 1
+  too, so that its mixed-precision policy casts a TP or PP mesh on GPUs).
 - ``--parallel auto``: one of these, chosen at start by :mod:`trainer.strategy`.
 
 A token model (GPT or Llama) is built on the meta device, with no storage: DDP materialises
@@ -137,15 +138,28 @@ def shard_blocks(model: torch.nn.Module, cfg: Config, topo: Topology, mesh: Devi
 FSDP_POLICY, AUTOCAST, FP32 = "FSDP mixed precision", "autocast", "fp32"
 
 
+def fully_shards(shape: MeshShape, fsdp: bool) -> bool:
+    """Whether the model goes under ``fully_shard``: a ``--tp``/``--pp`` mesh always, over its
+    ``dp`` dimension even when that has one rank, so that its bf16 comes from FSDP's
+    ``MixedPrecisionPolicy`` as in every other sharded run, never from autocast wrapped around a
+    pipeline's forward and backward; a flat run under ``--parallel fsdp``/``hsdp`` on more than
+    one process.
+
+    torchtitan shards over its ``fsdp`` mesh dimension even at size 1 for the same reason (commit 00b7f56,
+    ``_mesh_exist`` in ``torchtitan/distributed/parallel_dims.py``), having found autocast
+    wrapped around a pipeline's forward and backward to hang and around TP to lose throughput
+    (commit 0b44d4c, ``maybe_enable_amp`` in ``torchtitan/distributed/utils.py``).
+    """
+    return shape.tp * shape.pp > 1 or (fsdp and shape.dp > 1)
+
+
 def compute_precision(device_type: str, fsdp: bool) -> str:
     """How the blocks come to compute in bf16 on GPUs, so that every mesh computes as the flat runs do.
 
-    A model under ``fully_shard`` is cast by its ``MixedPrecisionPolicy`` (:func:`shard_blocks`);
-    anything else on CUDA (DDP, one process, and a ``--tp``/``--pp`` mesh with ``dp = 1``, which
-    has no FSDP) runs under autocast. torchtitan's ``maybe_enable_amp``
-    (``torchtitan/distributed/utils.py``) leaves such a mesh in fp32; here it would then compute
-    in another precision than the run it is compared with, and need twice the activation memory
-    ``--parallel auto`` counted for it. CPUs keep fp32 (no fast bf16; bit-reproducible runs).
+    A model under ``fully_shard`` (:func:`fully_shards`; every ``--tp``/``--pp`` mesh) is cast by
+    its ``MixedPrecisionPolicy`` (:func:`shard_blocks`); DDP and one process run their forward
+    pass and loss, not the backward, under autocast. CPUs keep fp32 (no fast bf16;
+    bit-reproducible runs).
 
     Returns:
         :data:`FSDP_POLICY`, :data:`AUTOCAST` or :data:`FP32`.
@@ -191,7 +205,7 @@ def parallelize(model: torch.nn.Module, cfg: Config, topo: Topology) -> Parallel
     if cfg.tp * cfg.pp > 1:
         return split_parallelize(model, cfg, topo)
     flat = MeshShape(topo.world, 1, 1)
-    if cfg.fsdp and topo.world > 1:
+    if fully_shards(flat, cfg.fsdp):
         mesh = fsdp_mesh(topo) if cfg.parallel == "hsdp" else None
         shard_blocks(model, cfg, topo, mesh, cfg.reshard_after_forward)
         materialize(model, cfg, topo)
@@ -240,10 +254,12 @@ def split_parallelize(model: torch.nn.Module, cfg: Config, topo: Topology) -> Pa
         split_stage(model, stage, shape.pp)
     if shape.tp > 1:
         apply_tensor_parallel(model, mesh["tp"])
-    if shape.dp > 1:
+    fsdp = fully_shards(shape, cfg.fsdp)
+    if fsdp:
         # Under a pipeline every micro-batch runs forward and backward apart: regathering each
         # block's parameters for every one of them would multiply the all-gathers.
         shard_blocks(model, cfg, topo, mesh["dp"], cfg.reshard_after_forward and shape.pp == 1)
     materialize(model, cfg, topo)
     group = mesh["pp"].get_group() if shape.pp > 1 else None
-    return Parallel(model, None, True, f"mesh {shape.describe()}", shape, replica, shape.dp > 1, stage, group)
+    kind = f"mesh {shape.describe()}" + (f", FSDP over dp {shape.dp}" if fsdp else "")
+    return Parallel(model, None, True, kind, shape, replica, fsdp, stage, group)
