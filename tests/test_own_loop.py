@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import ROOT
-from test_trainer import ENV, children, start, wait_for
+from test_trainer import ENV, start, wait_for
+from worker_kill import kill_a_worker
 
 from trainer.checkpointing import open_run
 from trainer.checkpoints.integrity import TAMPERED
@@ -45,16 +46,9 @@ def test_the_examples_run_resumes_bit_identical_after_a_worker_is_sigkilled(tmp_
     assert reference.returncode == 0, reference.stderr
 
     out = tmp_path / "killed"
-    launcher = start(torchrun(*args, "--output-dir", str(out), restarts=1), env=SCRIPT_ENV)
-    try:
-        wait_for(lambda: read_commit(out / "checkpoints" / "step-000000060") is not None)
-        workers = children(launcher.pid)
-        assert len(workers) == 2
-        os.kill(max(workers), signal.SIGKILL)
-        log, _ = launcher.communicate(timeout=240)
-    finally:
-        launcher.kill()
-    assert launcher.returncode == 0, log
+    cmd = torchrun(*args, "--output-dir", str(out), restarts=1)
+    status, log = kill_a_worker(cmd, out / "checkpoints" / "step-000000060", env=SCRIPT_ENV)
+    assert status == 0, log
     assert "resumed from step-0000000" in log
     resumed, expected = weights(out), weights(tmp_path / "reference")
     assert resumed.keys() == expected.keys() == {"0.weight", "0.bias", "3.weight", "3.bias"}

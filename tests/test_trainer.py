@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 import torch
 from conftest import ROOT, free_port
+from worker_kill import ENV, children, kill_a_worker, start, wait_for
 
 from trainer.checkpoints.sharded import list_checkpoints, read_commit
 from trainer.data import GlobalOrder
 from trainer.models import MnistCNN
 
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "PYTHONUNBUFFERED": "1"}
 SMALL = ["--synthetic-size", "2048", "--batch-size", "16", "--log-every", "10"]
 
 
@@ -38,11 +38,6 @@ def torchrun(*args: str, procs: int = 2, restarts: int = 0, launcher: str = "tor
 
 def run(cmd: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=timeout)
-
-
-def start(cmd: list[str], env: dict[str, str] = ENV) -> subprocess.Popen:
-    """A launcher in the background, its output (stdout and stderr) read at the end."""
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def one_process_pods(cmd: list[str], pods: int = 2) -> list[subprocess.Popen]:
@@ -64,26 +59,6 @@ def metrics(out: Path) -> list[dict]:
 
 def final_weights(out: Path) -> dict[str, torch.Tensor]:
     return torch.load(out / "final_model.pt", weights_only=True)
-
-
-def wait_for(predicate, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not reached")
-        time.sleep(0.02)
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
-    return found
 
 
 def test_global_order_covers_every_sample_once_per_epoch() -> None:
@@ -119,16 +94,10 @@ def test_sigkilled_worker_resumes_bit_identical(tmp_path: Path) -> None:
     assert reference.returncode == 0, reference.stderr
 
     out = tmp_path / "killed"
-    launcher = start(torchrun(*args, "--output-dir", str(out), restarts=1))
-    try:
-        wait_for(lambda: read_commit(out / "checkpoints" / "step-000000030") is not None)
-        workers = children(launcher.pid)
-        assert len(workers) == 2
-        os.kill(max(workers), signal.SIGKILL)
-        log, _ = launcher.communicate(timeout=240)
-    finally:
-        launcher.kill()
-    assert launcher.returncode == 0, log
+    status, log = kill_a_worker(
+        torchrun(*args, "--output-dir", str(out), restarts=1), out / "checkpoints" / "step-000000030"
+    )
+    assert status == 0, log
     assert "resumed from step-000000030" in log
     resumed, expected = final_weights(out), final_weights(tmp_path / "reference")
     assert resumed.keys() == expected.keys()

@@ -5,8 +5,6 @@ FSDP runs that train and resume bit-identically across a killed worker."""
 from __future__ import annotations
 
 import math
-import os
-import signal
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -14,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from test_trainer import children, final_weights, metrics, run, start, torchrun, wait_for
+from test_trainer import final_weights, metrics, run, torchrun
+from worker_kill import kill_a_worker
 
-from trainer.checkpoints.sharded import read_commit
 from trainer.config import Config
 from trainer.models.llama import Llama, rope_tables, rotate
 from trainer.models.spec import summed_cross_entropy
@@ -177,16 +175,10 @@ def test_fsdp_llama_learns_and_resumes_bit_identical_after_a_kill(tmp_path: Path
         )
     # A worker killed once the first sharded checkpoint is committed; torchrun restarts both.
     out = tmp_path / "killed"
-    launcher = start(torchrun(*args, "--output-dir", str(out), restarts=1))
-    try:
-        wait_for(lambda: read_commit(out / "checkpoints" / "step-000000012") is not None)
-        workers = children(launcher.pid)
-        assert len(workers) == 2
-        os.kill(max(workers), signal.SIGKILL)
-        log, _ = launcher.communicate(timeout=240)
-    finally:
-        launcher.kill()
-    assert launcher.returncode == 0, log
+    status, log = kill_a_worker(
+        torchrun(*args, "--output-dir", str(out), restarts=1), out / "checkpoints" / "step-000000012"
+    )
+    assert status == 0, log
     assert "resumed from step-000000012" in log
     a, b = final_weights(tmp_path / "reference"), final_weights(out)
     assert "blocks.0.attention.wk.weight" in a and a["blocks.0.attention.wk.weight"].shape == (64, 128)

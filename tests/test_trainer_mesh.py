@@ -1,6 +1,6 @@
 """Tensor and pipeline parallelism for the Llama model: the mesh's rules as tables, and real
-two-process torchrun runs (gloo, CPU) that train as one process does, resume bit-identically
-across a killed worker, and resume a tensor-parallel checkpoint under FSDP.
+two- and four-process torchrun runs (gloo, CPU) that train as one process does, resume
+bit-identically across a killed worker, and resume a tensor-parallel checkpoint under FSDP.
 
 Tolerance against the one-process run: losses to a relative 1e-5 and final weights to an
 absolute 1e-5 (they are about 0.02 in size). Tensor parallelism adds each row-parallel
@@ -15,24 +15,23 @@ must match its uninterrupted twin bit for bit.
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 from conftest import free_port
-from test_trainer import children, final_weights, metrics, run, start, torchrun, wait_for
+from test_trainer import final_weights, metrics, run, torchrun
 from test_trainer_exporter import by_label, scrape_when
+from worker_kill import kill_a_worker
 
-from trainer.checkpoints.sharded import read_commit
 from trainer.config import Config
 from trainer.models.llama import Llama
 from trainer.parallelism.auto import memory_inputs, split_choices
 from trainer.parallelism.mesh import MeshShape, mesh_shape, stage_layers
 from trainer.parallelism.strategy import DecisionError, Inputs, decide
 from trainer.parallelism.topology import Topology
+from trainer.parallelism.wrap import AUTOCAST, FP32, FSDP_POLICY, compute_precision, fully_shards, precision_context
 from trainer.shapes import LLAMA_SIZES, check_split
 from trainer.telemetry.metric_names import MESH_LABELS, PARALLEL_MESH, SHARD_GROUP
 
@@ -192,6 +191,34 @@ def test_bad_mesh_flags_are_refused_in_one_line(tmp_path: Path, flags: list[str]
     assert "Traceback" not in refused.stderr
 
 
+@pytest.mark.parametrize(
+    ("device", "shape", "fsdp", "precision"),
+    [
+        ("cuda", MeshShape(8, 1, 1), True, FSDP_POLICY),  # flat FSDP or HSDP
+        ("cuda", MeshShape(8, 1, 1), False, AUTOCAST),  # DDP
+        ("cuda", MeshShape(1, 1, 1), True, AUTOCAST),  # one process, whatever --parallel says
+        ("cuda", MeshShape(1, 1, 8), True, FSDP_POLICY),  # --tp 8 on one node: FSDP over a dp of 1
+        ("cuda", MeshShape(1, 4, 1), True, FSDP_POLICY),  # --pp 4: no autocast around the pipeline
+        ("cuda", MeshShape(2, 2, 2), True, FSDP_POLICY),
+        ("cpu", MeshShape(1, 1, 8), True, FP32),
+        ("cpu", MeshShape(8, 1, 1), False, FP32),
+        ("cpu", MeshShape(8, 1, 1), True, FP32),
+    ],
+)
+def test_every_gpu_mesh_computes_in_bf16_by_fsdp_and_cpus_in_fp32(
+    device: str, shape: MeshShape, fsdp: bool, precision: str
+) -> None:
+    assert compute_precision(device, fully_shards(shape, fsdp)) == precision
+
+
+def test_only_autocast_opens_a_bf16_context() -> None:
+    context = precision_context(AUTOCAST, "cpu")
+    assert isinstance(context, torch.autocast) and context.fast_dtype == torch.bfloat16
+    for precision in (FSDP_POLICY, FP32):
+        with precision_context(precision, "cpu"):
+            assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.float32
+
+
 @pytest.fixture(scope="module")
 def one_process(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The unsharded run every mesh is compared with: one process, the same global batch."""
@@ -214,25 +241,23 @@ def matches_one_process(out: Path, one_process: Path) -> None:
     assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-5
 
 
-def kill_after_first_checkpoint(args: list[str], out: Path, restarts: int, port: int | None = None) -> str:
-    """``args`` under torchrun, one worker killed once step 12's checkpoint is committed; with
-    ``port``, the mesh rank 0 serves there is checked first."""
+def kill_after_first_checkpoint(
+    args: list[str], out: Path, restarts: int, port: int | None = None, procs: int = 2
+) -> str:
+    """``args`` under torchrun on ``procs`` processes, one worker killed once step 12's checkpoint
+    is committed; with ``port``, the mesh rank 0 serves there is checked first."""
     metrics_port = ["--metrics-port", str(port)] if port else []
-    launcher = start(torchrun(*args, *metrics_port, "--output-dir", str(out), restarts=restarts))
-    try:
-        if port:
-            served = scrape_when(port, lambda samples: PARALLEL_MESH.name in samples)
-            mesh = [by_label(served, PARALLEL_MESH.name, label) for label in MESH_LABELS]
-            assert mesh == [{"1": 1}, {"1": 1}, {"2": 1}]
-            assert served[SHARD_GROUP.name] == {(): 1.0}
-        wait_for(lambda: read_commit(out / "checkpoints" / "step-000000012") is not None, timeout=200)
-        workers = children(launcher.pid)
-        assert len(workers) == 2
-        os.kill(max(workers), signal.SIGKILL)
-        log, _ = launcher.communicate(timeout=240)
-    finally:
-        launcher.kill()
-    assert (launcher.returncode == 0) == (restarts > 0), log
+
+    def served_mesh() -> None:
+        served = scrape_when(port, lambda samples: PARALLEL_MESH.name in samples)
+        mesh = [by_label(served, PARALLEL_MESH.name, label) for label in MESH_LABELS]
+        assert mesh == [{"1": 1}, {"1": 1}, {"2": 1}]
+        assert served[SHARD_GROUP.name] == {(): 1.0}
+
+    cmd = torchrun(*args, *metrics_port, "--output-dir", str(out), restarts=restarts, procs=procs)
+    checkpoint = out / "checkpoints" / "step-000000012"
+    status, log = kill_a_worker(cmd, checkpoint, workers=procs, wait_s=200, before=served_mesh if port else None)
+    assert (status == 0) == (restarts > 0), log
     return log
 
 
@@ -246,7 +271,9 @@ def tensor_parallel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("tp")
     done = run(torchrun("trainer", *LLAMA, *STEPS, "--tp", "2", "--output-dir", str(out)))
     assert done.returncode == 0, done.stderr
-    assert "training llama on 2 process(es) (mesh dp 1 × pp 1 × tp 2)" in done.stdout
+    assert "training llama on 2 process(es) (mesh dp 1 × pp 1 × tp 2, FSDP over dp 1)" in done.stdout
+    # The per-dimension NCCL options are decided and shown, and applied only on NCCL.
+    assert "mesh dp 1 × pp 1 × tp 2, NCCL options (not on gloo) per dimension: tp: high-priority stream" in done.stdout
     return out
 
 
@@ -282,7 +309,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("pp")
     done = run(torchrun("trainer", *LLAMA, *STEPS, "--pp", "2", "--output-dir", str(out)))
     assert done.returncode == 0, done.stderr
-    assert "training llama on 2 process(es) (mesh dp 1 × pp 2 × tp 1)" in done.stdout
+    assert "training llama on 2 process(es) (mesh dp 1 × pp 2 × tp 1, FSDP over dp 1)" in done.stdout
     return out
 
 
@@ -320,3 +347,75 @@ def test_a_pipeline_runs_the_epochs_last_smaller_step_as_one_process_does(tmp_pa
     for row, ref in zip(rows, reference, strict=True):
         assert row["loss"] == pytest.approx(ref["loss"], rel=1e-5)
         assert row["grad_norm"] == pytest.approx(ref["grad_norm"], rel=1e-4)
+
+
+# Four processes: tensor parallelism inside each pipeline stage, and FSDP replicas of a pipeline.
+TP_PP = ["trainer", *LLAMA, *STEPS, "--tp", "2", "--pp", "2"]
+# Two replicas of --batch-size 2 read the one-process run's global batch of 4.
+PP_DP = ["trainer", *[a if a != "4" else "2" for a in LLAMA], *STEPS, "--pp", "2"]
+
+
+@pytest.fixture(scope="module")
+def tensor_parallel_stages(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("tp-pp")
+    done = run(torchrun(*TP_PP, "--output-dir", str(out), procs=4))
+    assert done.returncode == 0, done.stderr
+    assert "training llama on 4 process(es) (mesh dp 1 × pp 2 × tp 2, FSDP over dp 1)" in done.stdout
+    assert "NCCL options (not on gloo) per dimension: tp: high-priority stream" in done.stdout
+    return out
+
+
+def test_tensor_parallel_stages_train_as_one_process_does(tensor_parallel_stages: Path, one_process: Path) -> None:
+    matches_one_process(tensor_parallel_stages, one_process)
+
+
+def test_tensor_parallel_stages_resume_bit_identical_after_a_kill(tensor_parallel_stages: Path, tmp_path: Path) -> None:
+    log = kill_after_first_checkpoint(TP_PP, tmp_path, restarts=1, procs=4)
+    assert "resumed from step-000000012" in log
+    assert same_weights(tmp_path, tensor_parallel_stages)
+
+
+@pytest.fixture(scope="module")
+def sharded_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("pp-dp")
+    done = run(torchrun(*PP_DP, "--output-dir", str(out), procs=4))
+    assert done.returncode == 0, done.stderr
+    assert "training llama on 4 process(es) (mesh dp 2 × pp 2 × tp 1, FSDP over dp 2)" in done.stdout
+    return out
+
+
+def test_fsdp_replicas_of_a_pipeline_train_as_one_process_does(sharded_pipeline: Path, one_process: Path) -> None:
+    matches_one_process(sharded_pipeline, one_process)
+
+
+def test_fsdp_replicas_of_a_pipeline_resume_bit_identical_after_a_kill(sharded_pipeline: Path, tmp_path: Path) -> None:
+    log = kill_after_first_checkpoint(PP_DP, tmp_path, restarts=1, procs=4)
+    assert "resumed from step-000000012" in log
+    assert same_weights(tmp_path, sharded_pipeline)
+
+
+# Two replicas of --batch-size 2, each a tensor-parallel group of two.
+TP_DP = ["trainer", *[a if a != "4" else "2" for a in LLAMA], *STEPS, "--tp", "2"]
+
+
+@pytest.fixture(scope="module")
+def sharded_tensor_parallel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("tp-dp")
+    done = run(torchrun(*TP_DP, "--output-dir", str(out), procs=4))
+    assert done.returncode == 0, done.stderr
+    assert "training llama on 4 process(es) (mesh dp 2 × pp 1 × tp 2, FSDP over dp 2)" in done.stdout
+    return out
+
+
+def test_fsdp_replicas_of_tensor_parallel_groups_train_as_one_process_does(
+    sharded_tensor_parallel: Path, one_process: Path
+) -> None:
+    matches_one_process(sharded_tensor_parallel, one_process)
+
+
+def test_fsdp_replicas_of_tensor_parallel_groups_resume_bit_identical_after_a_kill(
+    sharded_tensor_parallel: Path, tmp_path: Path
+) -> None:
+    log = kill_after_first_checkpoint(TP_DP, tmp_path, restarts=1, procs=4)
+    assert "resumed from step-000000012" in log
+    assert same_weights(tmp_path, sharded_tensor_parallel)

@@ -9,7 +9,6 @@ as a job's ``code`` volume or checkout is.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,9 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import ROOT
-from test_trainer import ENV, children, final_weights, metrics, start, torchrun, wait_for
-
-from trainer.checkpoints.sharded import read_commit
+from test_trainer import ENV, final_weights, metrics, torchrun
+from worker_kill import kill_a_worker
 
 JOB_CODE = ROOT / "tests" / "job_code"
 CODE_ENV = {**ENV, "PYTHONPATH": os.pathsep.join(filter(None, [str(JOB_CODE), ENV.get("PYTHONPATH")]))}
@@ -43,16 +41,9 @@ def test_a_factory_of_the_jobs_code_trains_sharded_and_resumes_bit_identical_aft
     assert rows[-1]["mfu"] > 0, "the factory's flops_per_token gives MFU"
 
     out = tmp_path / "killed"
-    launcher = start(torchrun("trainer", *MIXER, "--output-dir", str(out), restarts=1), env=CODE_ENV)
-    try:
-        wait_for(lambda: read_commit(out / "checkpoints" / "step-000000008") is not None)
-        workers = children(launcher.pid)
-        assert len(workers) == 2
-        os.kill(max(workers), signal.SIGKILL)
-        log, _ = launcher.communicate(timeout=240)
-    finally:
-        launcher.kill()
-    assert launcher.returncode == 0, log
+    cmd = torchrun("trainer", *MIXER, "--output-dir", str(out), restarts=1)
+    status, log = kill_a_worker(cmd, out / "checkpoints" / "step-000000008", env=CODE_ENV)
+    assert status == 0, log
     assert "resumed from step-0000000" in log
     resumed, expected = final_weights(out), final_weights(tmp_path / "reference")
     assert resumed.keys() == expected.keys() and {"embed.weight", "blocks.1.mix.weight"} <= set(expected)

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import signal
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,20 +16,20 @@ import numpy as np
 import pytest
 import torch
 from conftest import ROOT
-from test_trainer import ENV, children, final_weights, metrics, run, start, torchrun, wait_for
+from test_trainer import ENV, final_weights, metrics, run, start, torchrun, wait_for
+from worker_kill import kill_a_worker
 
 from trainer.checkpoints.sharded import read_commit, step_dir
 from trainer.data import GlobalOrder, synthetic_images
 from trainer.exit_codes import LOSS_SPIKES
 from trainer.flags import parse_args
-from trainer.spikes import Skip, Spike, SpikeGuard, rollback_skips
+from trainer.spikes import SPIKE_DEFAULTS, Skip, Spike, SpikeGuard, rollback_skips
 
 SAMPLES, GLOBAL_BATCH, SEED = 2048, 32, 1234
 STEPS_PER_EPOCH = SAMPLES // GLOBAL_BATCH
-# The guard judges from step 20 on; the clean run's loss never rises above its running mean
-# there (its largest z-score is below 0), while the wrong labels of a trained model's batch
-# lie more than 6 standard deviations above it.
-GUARD = ["--spike-guard", "--spike-warmup", "20", "--spike-threshold", "3"]
+# At the guard's defaults (judging from step 20 on, a spike beyond 6 deviations): the wrong
+# labels of a trained model's batch lie far above the loss's recent level.
+GUARD = ["--spike-guard"]
 ARGS = ["trainer", "--max-steps", "120", "--checkpoint-every", "20", "--batch-size", "16", "--log-every", "10"]
 SPIKE_STEP = 90
 """Epoch 1, samples 800-832 of its order: after the checkpoint of step 80, at sample 512."""
@@ -60,7 +59,7 @@ def same_statistics(a: Path, b: Path) -> bool:
     """Whether the final checkpoints of two runs hold the same running statistics of the loss:
     the rolled-back run's, taken from its checkpoint, are those of a run that never saw the spike."""
     stats = [read_commit(step_dir(out / "checkpoints", 120))["loss_spikes"] for out in (a, b)]
-    return all(stats[0][key] == stats[1][key] for key in ("mean", "var", "seen"))
+    return all(stats[0][key] == stats[1][key] for key in ("level", "deviation", "first", "seen"))
 
 
 @pytest.fixture(scope="module")
@@ -95,12 +94,11 @@ def test_a_spike_rolls_back_skips_its_data_and_ends_as_a_run_told_to_skip_it(
 
 
 def test_a_spike_in_one_rank_s_data_rolls_back_every_rank(tmp_path: Path) -> None:
-    # Only rank 1's half of the step's batch is wrong: rank 0's own loss is ordinary (its
-    # z-score below 0), rank 1's alone is above 3, the mean's about 2 (hence the threshold);
-    # only judging the mean over the ranks lets both decide alike, else they part ways in
-    # the collectives.
+    # Only rank 1's half of the step's batch is wrong: rank 0's own loss is ordinary, rank 1's
+    # alone is a spike; only judging the mean over the ranks (half the spike's rise, still far
+    # beyond the threshold) lets both decide alike, else they part ways in the collectives.
     data = poisoned(tmp_path / "data", SPIKE_STEP, share=slice(GLOBAL_BATCH // 2, None))
-    cmd = torchrun(*ARGS, *GUARD, "--spike-threshold", "1.5", "--timeout-s", "60", "--data-dir", str(data))
+    cmd = torchrun(*ARGS, *GUARD, "--timeout-s", "60", "--data-dir", str(data))
     cmd += ["--output-dir", str(tmp_path / "o")]
     guarded = run(cmd)
     assert guarded.returncode == 0, guarded.stderr
@@ -111,17 +109,10 @@ def test_a_spike_in_one_rank_s_data_rolls_back_every_rank(tmp_path: Path) -> Non
 def test_a_run_killed_after_a_rollback_resumes_bit_identical(tmp_path: Path, skipped_from_the_start: Path) -> None:
     data = poisoned(tmp_path / "data", SPIKE_STEP)
     out = tmp_path / "killed"
-    launcher = start(torchrun(*ARGS, *GUARD, "--data-dir", str(data), "--output-dir", str(out), restarts=1))
-    try:
-        # Step 100's checkpoint is written only after the rollback from step 90.
-        wait_for(lambda: read_commit(step_dir(out / "checkpoints", 100)) is not None)
-        workers = children(launcher.pid)
-        assert len(workers) == 2
-        os.kill(max(workers), signal.SIGKILL)
-        log, _ = launcher.communicate(timeout=240)
-    finally:
-        launcher.kill()
-    assert launcher.returncode == 0, log
+    # Step 100's checkpoint is written only after the rollback from step 90.
+    cmd = torchrun(*ARGS, *GUARD, "--data-dir", str(data), "--output-dir", str(out), restarts=1)
+    status, log = kill_a_worker(cmd, step_dir(out / "checkpoints", 100))
+    assert status == 0, log
     assert log.count("rolled back to step 80") == 1 and "resumed from step-000000100" in log
     assert read_commit(step_dir(out / "checkpoints", 120))["loss_spikes"]["skipped"] == [SKIPPED]
     assert same(final_weights(out), final_weights(skipped_from_the_start))
@@ -157,9 +148,53 @@ def test_a_nonfinite_loss_neither_trips_the_guard_nor_blinds_it() -> None:
     for step, loss in enumerate(losses, 1):
         assert spikes.observe(step, 0, step * 32, loss) is None
     assert spikes.observe(7, 0, 224, math.nan) is None and spikes.observe(8, 0, 256, math.inf) is None
-    assert math.isfinite(spikes.mean) and spikes.seen == len(losses)
+    assert math.isfinite(spikes.level) and spikes.seen == len(losses)
     spike = spikes.observe(9, 0, 288, 4.0)
     assert isinstance(spike, Spike) and spike.z > 3 and spike.stop == 288
+
+
+CURVES = json.loads((Path(__file__).parent / "fixtures" / "loss_curves.json").read_text())
+MODELS = ("gpt", "llama", "cnn")
+
+
+def at_defaults() -> SpikeGuard:
+    return SpikeGuard(True, SPIKE_DEFAULTS["threshold"], SPIKE_DEFAULTS["warmup"], SPIKE_DEFAULTS["max_rollbacks"])
+
+
+def first_spike(losses: list[float]) -> Spike | None:
+    guard = at_defaults()
+    return next((s for step, loss in enumerate(losses, 1) if (s := guard.observe(step, 0, step, loss))), None)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_a_normal_descending_curve_never_trips_the_guard_at_its_defaults(model: str) -> None:
+    assert first_spike(CURVES[model]) is None
+
+
+@pytest.mark.parametrize("model", ["gpt", "llama"])
+@pytest.mark.parametrize("step", [21, 30, 60, 150, 250])
+@pytest.mark.parametrize("jump", [2.0, 3.0])
+def test_a_loss_that_jumps_to_twice_its_level_trips_the_guard_from_the_end_of_the_warm_up(
+    model: str, step: int, jump: float
+) -> None:
+    # The token models' curves fall from about 8.3 to 3.4 (gpt) and 4.3 (llama) over 300 steps;
+    # at step 21 they are still falling fastest.
+    losses = list(CURVES[model])
+    losses[step - 1] *= jump
+    spike = first_spike(losses)
+    assert spike is not None and spike.step == step and spike.loss == losses[step - 1]
+
+
+@pytest.mark.parametrize("step", [25, 100, 150, 250])
+def test_a_convnet_s_spike_is_measured_against_its_first_loss_near_zero(step: int) -> None:
+    # The cnn's loss falls from 2.3 towards 0.005: late in the run a fivefold jump is a wobble of
+    # a few hundredths, below the floor's 6 × 1% of 2.3, while a rise by its first loss is a spike.
+    # (Between steps 30 and 55 it falls by 0.1 to 0.3 a step, and the deviation with it.)
+    losses = CURVES["cnn"]
+    assert first_spike([*losses[:249], losses[249] * 5, *losses[250:]]) is None
+    risen = [*losses[: step - 1], losses[step - 1] + losses[0], *losses[step:]]
+    spike = first_spike(risen)
+    assert spike is not None and spike.step == step
 
 
 def test_warmup_and_the_floor_keep_a_flat_loss_from_tripping_on_a_wobble() -> None:
@@ -169,7 +204,7 @@ def test_warmup_and_the_floor_keep_a_flat_loss_from_tripping_on_a_wobble() -> No
     flat = guard()
     for step in range(1, 10):
         flat.observe(step, 0, step * 32, 2.0)
-    # The variance is 0; within 3 floors (1% of the mean each) is no spike, beyond is.
+    # The deviation is 0; within 3 floors (1% of the first loss each) is no spike, beyond is.
     assert flat.observe(10, 0, 320, 2.05) is None
     assert flat.observe(11, 0, 352, 2.07) is not None
 
@@ -187,7 +222,7 @@ def test_warmup_and_the_floor_keep_a_flat_loss_from_tripping_on_a_wobble() -> No
     ],
 )
 def test_a_rollback_skips_from_the_checkpoint_through_the_spike(epoch, position, spike, extra, expected) -> None:
-    found = Spike(step=0, epoch=spike[0], stop=spike[1], loss=9.0, mean=1.0, z=8.0)
+    found = Spike(step=0, epoch=spike[0], stop=spike[1], loss=9.0, level=1.0, z=8.0)
     assert rollback_skips(epoch, position, found, SAMPLES, GLOBAL_BATCH, extra) == expected
 
 
@@ -271,3 +306,38 @@ def test_a_run_stopped_by_a_spike_commits_the_save_still_being_written(tmp_path:
     assert stopped.returncode == LOSS_SPIKES, stopped.stderr
     assert f"error: loss spike at step {SPIKE_STEP}: loss " in stopped.stderr
     assert read_commit(step_dir(tmp_path / "o" / "checkpoints", 89)) is not None
+
+
+def test_a_rollback_after_start_fresh_goes_back_only_to_the_run_s_own_checkpoints(tmp_path: Path) -> None:
+    # An earlier run (lineage A) of the same model and data left step 100, damaged, and step 110,
+    # whose commit.json this run's start does not see (as a lagging NFS view, or storage that
+    # could not be read, hides it). With --start-fresh the new run moves 100 aside and trains
+    # from step 0; once step 110's marker shows up, the spike at step 90 must still take the
+    # run back to its own step 80, not to the other run's step 110, which also loads.
+    data = poisoned(tmp_path / "data", SPIKE_STEP)
+    out = tmp_path / "o"
+    single = [sys.executable, "-m", *ARGS, "--batch-size", "32", "--data-dir", str(data), "--output-dir", str(out)]
+    earlier = run([*single, "--max-steps", "110", "--checkpoint-every", "10"])
+    assert earlier.returncode == 0, earlier.stderr
+    root = out / "checkpoints"
+    for older in (p for p in root.glob("step-*") if p.name not in ("step-000000100", "step-000000110")):
+        shutil.rmtree(older)
+    shard = next((root / "step-000000100").glob("*.distcp"))
+    shard.write_bytes(b"\0" + shard.read_bytes()[1:])
+    marker, hidden = root / "step-000000110" / "commit.json", tmp_path / "commit-110.json"
+    marker.rename(hidden)
+    (out / "metrics.jsonl").unlink()
+    # 100 steps end in epoch 1: the wrong labels skipped at step 90 come round again in epoch 2.
+    launcher = start([*single, *GUARD, "--start-fresh", "--max-steps", "100", "--checkpoint-every", "20"])
+    try:
+        wait_for(lambda: read_commit(step_dir(root, 20)) is not None)
+        hidden.rename(marker)
+        log, _ = launcher.communicate(timeout=240)
+    finally:
+        launcher.kill()
+    assert launcher.returncode == 0, log
+    assert f"rolled back to step 80 and skipping samples {SKIPPED}" in log, log
+    assert read_commit(step_dir(root, 100))["lineage"] != read_commit(step_dir(root, 110))["lineage"]
+    # Its own checkpoints stay its own: a run carried into the other lineage would keep them as another run's.
+    others = [line for line in log.splitlines() if "a checkpoint of another run" in line]
+    assert others and all("step-000000110" in line for line in others), log

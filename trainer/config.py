@@ -98,9 +98,9 @@ class Config:
     spike_guard: bool = False
     """On a loss spike, go back to the newest checkpoint and skip the data from there through it."""
     spike_threshold: float = SPIKE_DEFAULTS["threshold"]
-    """Standard deviations above its running mean at which a loss is a spike."""
+    """Mean absolute deviations above the loss's recent level at which a loss is a spike."""
     spike_warmup: int = SPIKE_DEFAULTS["warmup"]
-    """Steps whose losses feed the running mean and variance before any is judged."""
+    """Steps whose losses feed the recent level and deviation before any is judged."""
     spike_max_rollbacks: int = SPIKE_DEFAULTS["max_rollbacks"]
     """Rollbacks a run may make; the next spike stops it (exit 65)."""
     spike_skip_extra: int = SPIKE_DEFAULTS["skip_extra"]

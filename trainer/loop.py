@@ -27,7 +27,7 @@ from .numerics import StepGuard
 from .parallelism.auto import resolve
 from .parallelism.pipeline import Pipeline
 from .parallelism.topology import Topology, gather
-from .parallelism.wrap import parallelize
+from .parallelism.wrap import compute_precision, parallelize, precision_context
 from .schedule import STOP_CHECK_MAX_STEPS, Progress, lr_factor, planned_steps, stop_check_interval
 from .spikes import LossSpikeError, Skip, Spike, SpikeGuard, rollback_skips
 from .state import Checkpoints
@@ -146,12 +146,8 @@ class Trainer:
         self.prefetched: tuple[tuple[int, int], Future] | None = None
         self.stop_signal: int | None = None
         self.stop_check_every = STOP_CHECK_MAX_STEPS
-        # bf16 on GPUs: autocast under DDP; FSDP casts by its mixed-precision policy instead.
-        self.autocast = (
-            torch.autocast("cuda", dtype=torch.bfloat16)
-            if topo.device.type == "cuda" and not self.sharded
-            else contextlib.nullcontext()
-        )
+        self.precision = compute_precision(topo.device.type, parallel.fsdp)
+        self.autocast = precision_context(self.precision, topo.device.type)
         # Waited on before a log window's clock is read (metrics.Window).
         self.sync = device_sync(topo.device)
         self.seq_len = spec.seq_len  # None: images

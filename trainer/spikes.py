@@ -5,10 +5,17 @@ restart about 100 steps before the spike and skip 200-500 batches; the OPT-175B 
 roll back to the last checkpoint and skip data).
 
 The statistic is the step's loss averaged over every rank (one all-reduce per step), so
-every rank reads the same number and takes the same decision. Its running mean and
-variance are exponential moving averages; a step is a spike when its loss lies more than
-``--spike-threshold`` standard deviations above the mean, once ``--spike-warmup`` steps
-have fed the averages. A non-finite loss is not a spike: the non-finite guard
+every rank reads the same number and takes the same decision. It is judged against the loss's
+recent *level*, an exponential moving average that follows about the last 10 steps, and a
+robust *scale*, the same kind of average of the loss's absolute deviations from that level: a
+step is a spike when its loss lies more than ``--spike-threshold`` such deviations above the
+level, once ``--spike-warmup`` steps have fed them. Following only the recent past keeps the
+level close behind a loss in its normal descent, which sits below the level and never looks
+like a spike, and keeps the early descent out of the scale, so a loss that jumps to twice its
+recent level is caught from the first steps after the warm-up (a variance over the last 100
+steps, as this guard kept before, is inflated by the descent for hundreds of steps). The scale
+counts as at least :data:`SCALE_FLOOR` of the run's first loss, so a loss near zero does not
+trip on a wobble. A non-finite loss is not a spike: the non-finite guard
 (:mod:`trainer.numerics`) skips that step, and it feeds no average.
 
 Skipped data is named by sample positions in an epoch's order (:class:`trainer.data.GlobalOrder`),
@@ -25,14 +32,15 @@ from typing import Any
 
 SPIKES = "loss_spikes"
 """The commit record's key for the guard's state, so a resumed run decides as the one it continues."""
-EMA_DECAY = 0.99
-"""Weight of the running averages' past: they follow about the last 100 steps."""
-STD_FLOOR = 0.01
-"""The standard deviation a z-score divides by is at least this fraction of the mean: a loss
-on a flat stretch, whose variance is next to nothing, does not trip the guard on a wobble."""
+EMA_DECAY = 0.9
+"""Weight of the level's and the scale's past: they follow about the last 10 steps."""
+SCALE_FLOOR = 0.01
+"""The scale a loss's rise is measured in is at least this fraction of the run's first loss:
+on a flat stretch, or near a loss of zero, whose deviations are next to nothing, a wobble is
+not a spike."""
 
 
-SPIKE_DEFAULTS: dict[str, Any] = {"threshold": 6.0, "warmup": 100, "max_rollbacks": 3, "skip_extra": 0}
+SPIKE_DEFAULTS: dict[str, Any] = {"threshold": 6.0, "warmup": 20, "max_rollbacks": 3, "skip_extra": 0}
 """The guard's flags' defaults (:class:`trainer.config.Config` holds what each means)."""
 
 
@@ -47,13 +55,13 @@ def add_spike_flags(p: argparse.ArgumentParser) -> None:
         "--spike-threshold",
         type=float,
         default=SPIKE_DEFAULTS["threshold"],
-        help="standard deviations above the loss's running mean that make a spike",
+        help="mean absolute deviations above the loss's recent level that make a spike",
     )
     p.add_argument(
         "--spike-warmup",
         type=int,
         default=SPIKE_DEFAULTS["warmup"],
-        help="steps that feed the loss's running statistics before the guard judges any",
+        help="steps that feed the loss's recent level and deviation before the guard judges any",
     )
     p.add_argument(
         "--spike-max-rollbacks",
@@ -125,31 +133,32 @@ def skip_samples(text: str) -> tuple[tuple[int, int, int], ...]:
 
 @dataclass
 class Spike:
-    """A step the guard refused: its number, where its data lay, its loss and z-score."""
+    """A step the guard refused: its number, where its data lay, its loss, the level it rose
+    from and by how many deviations."""
 
     step: int
     epoch: int
     stop: int
     """The position just after the step's samples."""
     loss: float
-    mean: float
+    level: float
     z: float
 
     def __str__(self) -> str:
         return (
-            f"loss spike at step {self.step}: loss {self.loss:.4g}, {self.z:.1f} standard deviations above "
-            f"its running mean {self.mean:.4g}"
+            f"loss spike at step {self.step}: loss {self.loss:.4g}, {self.z:.1f} mean absolute deviations above "
+            f"its recent level {self.level:.4g}"
         )
 
 
 @dataclass
 class SpikeGuard:
-    """The running statistics of the loss and what the guard has done about spikes.
+    """The loss's recent level and deviation, and what the guard has done about spikes.
 
     Args:
         enabled: whether spikes are looked for (``--spike-guard``); ranges to skip are
             honoured either way.
-        threshold: z-score above which a loss is a spike.
+        threshold: mean absolute deviations above the level beyond which a loss is a spike.
         warmup: steps whose losses feed the averages before any is judged.
         max_rollbacks: rollbacks a run may make; the next spike stops it.
         given: ranges ``--skip-samples`` names.
@@ -160,8 +169,10 @@ class SpikeGuard:
     warmup: int
     max_rollbacks: int
     given: tuple[Skip, ...] = ()
-    mean: float = 0.0
-    var: float = 0.0
+    level: float = 0.0
+    deviation: float = 0.0
+    first: float = 0.0
+    """The run's first loss, which the scale's floor is a fraction of."""
     seen: int = 0
     rollbacks: int = 0
     skipped: list[Skip] = field(default_factory=list)
@@ -174,15 +185,19 @@ class SpikeGuard:
         if not self.enabled or not math.isfinite(loss):
             return None
         if self.seen >= self.warmup:
-            z = (loss - self.mean) / max(math.sqrt(self.var), STD_FLOOR * abs(self.mean))
+            z = (loss - self.level) / max(self.deviation, SCALE_FLOOR * abs(self.first))
             if z > self.threshold:
-                return Spike(step, epoch, stop, loss, self.mean, z)
+                return Spike(step, epoch, stop, loss, self.level, z)
         if self.seen == 0:
-            self.mean = loss
+            self.level = self.first = loss
         else:
-            delta = loss - self.mean
-            self.mean += (1 - EMA_DECAY) * delta
-            self.var = EMA_DECAY * (self.var + (1 - EMA_DECAY) * delta * delta)
+            delta = loss - self.level
+            # The first deviation starts the average, which would otherwise begin at zero and
+            # take its first steps to grow.
+            self.deviation = (
+                abs(delta) if self.seen == 1 else self.deviation + (1 - EMA_DECAY) * (abs(delta) - self.deviation)
+            )
+            self.level += (1 - EMA_DECAY) * delta
         self.seen += 1
         return None
 
@@ -210,17 +225,23 @@ class SpikeGuard:
     def state(self) -> dict[str, Any]:
         """What a checkpoint records (floats round-trip exactly through JSON)."""
         return {
-            "mean": self.mean,
-            "var": self.var,
+            "level": self.level,
+            "deviation": self.deviation,
+            "first": self.first,
             "seen": self.seen,
             "rollbacks": self.rollbacks,
             "skipped": [str(s) for s in self.skipped],
         }
 
     def restore(self, state: dict[str, Any]) -> None:
-        """Go on from :meth:`state`; a checkpoint of an earlier trainer or of a run without the
-        guard has none, and the averages start over, warm-up included."""
-        self.mean, self.var, self.seen = state.get("mean", 0.0), state.get("var", 0.0), state.get("seen", 0)
+        """Go on from :meth:`state`; a checkpoint of a run without the guard has none, and one of
+        an earlier trainer kept another statistic (a mean and variance): the level and deviation
+        then start over, warm-up included."""
+        if "level" in state:
+            self.level, self.deviation, self.first = state["level"], state["deviation"], state["first"]
+            self.seen = state["seen"]
+        else:
+            self.level, self.deviation, self.first, self.seen = 0.0, 0.0, 0.0, 0
         self.rollbacks = state.get("rollbacks", 0)
         self.skipped = list(parse_skips(",".join(state.get("skipped", []))))
 

@@ -302,8 +302,9 @@ class Checkpoints:
         """Commit a background save that has finished; cheap enough to call every step."""
         self.checkpointer.poll()
 
-    def resume(self) -> bool:
-        """Resume the newest checkpoint every rank can read. A collective.
+    def resume(self, lineage: str | None = None) -> bool:
+        """Resume the newest checkpoint every rank can read (of ``lineage`` alone, unless None).
+        A collective.
 
         Returns:
             Whether a checkpoint was resumed.
@@ -312,7 +313,7 @@ class Checkpoints:
         agreement = Agreement(
             self.group, self.topo.is_main, self.cfg.storage_wait_s, self.checkpointer.key, self.cfg.start_fresh
         )
-        path = agreement.resume(root, self.load)
+        path = agreement.resume(root, self.load, lineage)
         if self.topo.is_main and path is not None:
             progress = self.progress
             log(f"resumed from {path.name}: step {progress.step}, epoch {progress.epoch}, sample {progress.position}")
@@ -321,14 +322,19 @@ class Checkpoints:
         return path is not None
 
     def roll_back(self) -> bool:
-        """Go back to the newest committed checkpoint, once a background save has committed
-        (it is of a step before the one rolled back from). A collective.
+        """Go back to the newest committed checkpoint of this run's lineage, once a background
+        save has committed (it is of a step before the one rolled back from). A collective.
+
+        Checkpoints of another lineage, which a ``--start-fresh`` run leaves beside its own,
+        are not candidates: one of them that loads (its marker hidden at start by a lagging
+        view of shared storage, or storage that could not be read then) would carry the run
+        into another run's state, and its lineage with it.
 
         Returns:
             Whether there was one to go back to.
         """
         self.checkpointer.wait()
-        return self.resume()
+        return self.resume(self.checkpointer.lineage)
 
     def close(self) -> None:
         """Release the async saves' staging memory."""

@@ -33,7 +33,7 @@ ERDMA_INSTANCE_FAMILIES = ("gn8is", "ebmgn8is", "gn8v", "ebmgn8v")
 through Arena and enable eRDMA acceleration"), every size of them (``ecs.gn8is-2x.8xlarge``
 too); their NICs reach NCCL through the ``ack-erdma-controller`` add-on as the ``aliyun/erdma``
 resource. ECS's family page says more families support elastic RDMA interfaces
-(:data:`~.gpu_types.GPU_INSTANCE_TYPES`, ``eri``); ACK's guide does not list those for GPU training."""
+(:data:`~.gpus.types.GPU_INSTANCE_TYPES`, ``eri``); ACK's guide does not list those for GPU training."""
 
 LOW_LATENCY_MAX_NODES = 20
 """An ECS deployment set with the LowLatency strategy holds at most 20 instances, all in one zone,

@@ -31,7 +31,7 @@ import torch.distributed as dist
 from torch.distributed.checkpoint.api import CheckpointException
 
 from ..console import warn
-from .dirs import list_checkpoints, move_into, read_commit, step_dir, step_of, verify
+from .dirs import LINEAGE, list_checkpoints, move_into, read_commit, step_dir, step_of, verify
 from .integrity import DIGESTS, CheckpointError, IntegrityError, TamperedCheckpoint
 
 TAMPERED_CANDIDATE = -2
@@ -152,13 +152,15 @@ class Agreement:
         passed_over[path] = f"a file does not match its digest (moved to {target})"
         return False
 
-    def _next_candidate(self, root: Path, below: float, passed_over: dict[Path, str]) -> int:
-        """Rank 0: the newest checkpoint under ``below`` that checks out, or -1, or
-        :data:`TAMPERED_CANDIDATE`; each committed one that does not is added to
-        ``passed_over`` with the reason."""
+    def _next_candidate(self, root: Path, below: float, passed_over: dict[Path, str], lineage: str | None) -> int:
+        """Rank 0: the newest checkpoint under ``below`` (of ``lineage`` alone, unless None) that
+        checks out, or -1, or :data:`TAMPERED_CANDIDATE`; each committed one that does not is
+        added to ``passed_over`` with the reason."""
         for path in reversed(list_checkpoints(root)):
             step = step_of(path)
             if step >= below:
+                continue
+            if lineage is not None and (read_commit(path) or {}).get(LINEAGE, "") != lineage:
                 continue
             try:
                 verify(path, self.key)
@@ -189,12 +191,17 @@ class Agreement:
                     return None
             time.sleep(min(1.0, self.wait_s))
 
-    def resume(self, root: Path, load: Callable[[Path, dict[str, Any]], None]) -> Path | None:
+    def resume(
+        self, root: Path, load: Callable[[Path, dict[str, Any]], None], lineage: str | None = None
+    ) -> Path | None:
         """Load the newest checkpoint every rank can read, on every rank. A collective.
 
         Args:
             root: the checkpoints directory.
             load: loads one checkpoint given its path and commit marker (a collective).
+            lineage: consider only checkpoints of this lineage (a running run going back to
+                one of its own); None: any, as at start, when the run's lineage is the one it
+                resumes.
 
         Returns:
             The checkpoint loaded, or None when there is none (or, with ``start_fresh``, none
@@ -210,7 +217,7 @@ class Agreement:
         below = math.inf
         passed_over: dict[Path, str] = {}
         while True:
-            step = self._broadcast(self._next_candidate(root, below, passed_over) if self.is_main else 0)
+            step = self._broadcast(self._next_candidate(root, below, passed_over, lineage) if self.is_main else 0)
             if step == TAMPERED_CANDIDATE:
                 raise self._tampered()
             if step < 0:

@@ -12,7 +12,8 @@
 - **TP and PP** (``--tp N``, ``--pp N``, llama only): a ``dp × pp × tp`` device mesh
   (:mod:`trainer.parallelism.mesh`): each sample's layers split over ``tp`` ranks
   (:mod:`trainer.parallelism.tensor_parallel`), the layer stack over ``pp`` stages
-  (:mod:`trainer.parallelism.pipeline`), and the ``dp`` replicas FSDP shards of that.
+  (:mod:`trainer.parallelism.pipeline`), and FSDP shards that over the ``dp`` replicas (over a ``dp`` of 1
+  too, so that its mixed-precision policy casts a TP or PP mesh on GPUs).
 - ``--parallel auto``: one of these, chosen at start by :mod:`trainer.parallelism.strategy`.
 
 A token model (GPT or Llama) is built on the meta device, with no storage: DDP materialises
@@ -26,7 +27,10 @@ all-gathers and reduce-scatters to FSDP's hooks.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -35,7 +39,8 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from ..config import Config, UsageError
-from .mesh import MESH_DIMS, MeshShape, mesh_shape
+from ..console import log
+from .mesh import MESH_DIMS, CommSettings, MeshShape, comm_settings, mesh_shape
 from .pipeline import split_stage
 from .tensor_parallel import apply_tensor_parallel
 from .topology import Topology
@@ -69,6 +74,42 @@ class Parallel:
     """This rank's pipeline, one rank per stage; None without ``--pp``."""
 
 
+OPTIONS_TYPES: dict[str, Any] = {"nccl": dist.ProcessGroupNCCL.Options} if dist.is_nccl_available() else {}
+"""The backends whose process groups take per-group options, and the options' type: NCCL's alone
+(gloo's groups are built from the timeout only, ``_new_process_group_helper`` in torch 2.13
+``torch/distributed/distributed_c10d.py``)."""
+
+
+def nccl_options(setting: CommSettings, options: Any, timeout: timedelta) -> Any:
+    """``options`` (a fresh ``ProcessGroupNCCL.Options``) filled in from ``setting``, with the
+    run's collective ``timeout``: ``DeviceMesh`` hands each dimension's options to ``new_group``
+    with ``timeout=options._timeout``, and a group created without one would fall back to torch's
+    default rather than ``--timeout-s`` (torch 2.13 ``torch/distributed/device_mesh.py``,
+    ``_init_one_process_group``)."""
+    options.is_high_priority_stream = setting.high_priority
+    options._timeout = timeout
+    return options
+
+
+def mesh_overrides(
+    settings: tuple[CommSettings, ...], backend: str, timeout: timedelta
+) -> dict[str, tuple[str, Any]] | None:
+    """``init_device_mesh``'s ``backend_override``: each dimension's options, by name, on
+    ``backend`` (the default group's); None on a backend that takes no options."""
+    options_type = OPTIONS_TYPES.get(backend)
+    if options_type is None or not settings:
+        return None
+    return {s.dim: (backend, nccl_options(s, options_type(), timeout)) for s in settings}
+
+
+def split_mesh(shape: MeshShape, topo: Topology, settings: tuple[CommSettings, ...], timeout: timedelta) -> DeviceMesh:
+    """The ``pp × dp × tp`` device mesh, each dimension's groups created with its options."""
+    overrides = mesh_overrides(settings, dist.get_backend(), timeout)
+    return init_device_mesh(
+        topo.device.type, (shape.pp, shape.dp, shape.tp), mesh_dim_names=MESH_DIMS, backend_override=overrides
+    )
+
+
 def fsdp_mesh(topo: Topology) -> DeviceMesh | None:
     """The HSDP mesh (replicate across nodes, shard within a node) for a job on several
     nodes with the same number of processes each; None (plain FSDP over every rank) on
@@ -92,6 +133,47 @@ def shard_blocks(model: torch.nn.Module, cfg: Config, topo: Topology, mesh: Devi
             block.compile()
         fully_shard(block, **kwargs)
     fully_shard(model, **kwargs)
+
+
+FSDP_POLICY, AUTOCAST, FP32 = "FSDP mixed precision", "autocast", "fp32"
+
+
+def fully_shards(shape: MeshShape, fsdp: bool) -> bool:
+    """Whether the model goes under ``fully_shard``: a ``--tp``/``--pp`` mesh always, over its
+    ``dp`` dimension even when that has one rank, so that its bf16 comes from FSDP's
+    ``MixedPrecisionPolicy`` as in every other sharded run, never from autocast wrapped around a
+    pipeline's forward and backward; a flat run under ``--parallel fsdp``/``hsdp`` on more than
+    one process.
+
+    torchtitan shards over its ``fsdp`` mesh dimension even at size 1 for the same reason (commit 00b7f56,
+    ``_mesh_exist`` in ``torchtitan/distributed/parallel_dims.py``), having found autocast
+    wrapped around a pipeline's forward and backward to hang and around TP to lose throughput
+    (commit 0b44d4c, ``maybe_enable_amp`` in ``torchtitan/distributed/utils.py``).
+    """
+    return shape.tp * shape.pp > 1 or (fsdp and shape.dp > 1)
+
+
+def compute_precision(device_type: str, fsdp: bool) -> str:
+    """How the blocks come to compute in bf16 on GPUs, so that every mesh computes as the flat runs do.
+
+    A model under ``fully_shard`` (:func:`fully_shards`; every ``--tp``/``--pp`` mesh) is cast by
+    its ``MixedPrecisionPolicy`` (:func:`shard_blocks`); DDP and one process run their forward
+    pass and loss, not the backward, under autocast. CPUs keep fp32 (no fast bf16;
+    bit-reproducible runs).
+
+    Returns:
+        :data:`FSDP_POLICY`, :data:`AUTOCAST` or :data:`FP32`.
+    """
+    if device_type != "cuda":
+        return FP32
+    return FSDP_POLICY if fsdp else AUTOCAST
+
+
+def precision_context(precision: str, device_type: str) -> contextlib.AbstractContextManager:
+    """What the forward pass and the loss run under for ``precision``."""
+    if precision == AUTOCAST:
+        return torch.autocast(device_type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 def materialize(model: torch.nn.Module, cfg: Config, topo: Topology) -> None:
@@ -123,7 +205,7 @@ def parallelize(model: torch.nn.Module, cfg: Config, topo: Topology) -> Parallel
     if cfg.tp * cfg.pp > 1:
         return split_parallelize(model, cfg, topo)
     flat = MeshShape(topo.world, 1, 1)
-    if cfg.fsdp and topo.world > 1:
+    if fully_shards(flat, cfg.fsdp):
         mesh = fsdp_mesh(topo) if cfg.parallel == "hsdp" else None
         shard_blocks(model, cfg, topo, mesh, cfg.reshard_after_forward)
         materialize(model, cfg, topo)
@@ -160,16 +242,24 @@ def split_parallelize(model: torch.nn.Module, cfg: Config, topo: Topology) -> Pa
         shape = mesh_shape(topo.world, cfg.tp, cfg.pp)
     except ValueError as err:
         raise UsageError(str(err)) from None
-    mesh = init_device_mesh(topo.device.type, (shape.pp, shape.dp, shape.tp), mesh_dim_names=MESH_DIMS)
+    settings = comm_settings(shape, topo.local_world)
+    if topo.is_main and settings:
+        applied = (
+            "NCCL options" if dist.get_backend() in OPTIONS_TYPES else f"NCCL options (not on {dist.get_backend()})"
+        )
+        log(f"mesh {shape.describe()}, {applied} per dimension: " + "; ".join(s.describe() for s in settings))
+    mesh = split_mesh(shape, topo, settings, timedelta(seconds=cfg.timeout_s))
     replica, stage, _ = shape.coordinates(topo.rank)
     if shape.pp > 1:
         split_stage(model, stage, shape.pp)
     if shape.tp > 1:
         apply_tensor_parallel(model, mesh["tp"])
-    if shape.dp > 1:
+    fsdp = fully_shards(shape, cfg.fsdp)
+    if fsdp:
         # Under a pipeline every micro-batch runs forward and backward apart: regathering each
         # block's parameters for every one of them would multiply the all-gathers.
         shard_blocks(model, cfg, topo, mesh["dp"], cfg.reshard_after_forward and shape.pp == 1)
     materialize(model, cfg, topo)
     group = mesh["pp"].get_group() if shape.pp > 1 else None
-    return Parallel(model, None, True, f"mesh {shape.describe()}", shape, replica, shape.dp > 1, stage, group)
+    kind = f"mesh {shape.describe()}" + (f", FSDP over dp {shape.dp}" if fsdp else "")
+    return Parallel(model, None, True, kind, shape, replica, fsdp, stage, group)

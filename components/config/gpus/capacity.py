@@ -1,6 +1,6 @@
 """What one node of a GPU pool can give to pods (from the ECS instance types the platform
-knows, :mod:`.gpu_types`, or the per-pool figure a stack gives for any other type), and how a
-job's pods take it up (:mod:`.fit` applies it to a job)."""
+knows, :mod:`.types`, or the per-pool figure a stack gives for any other type), and how a
+job's pods take it up (:mod:`..fit` applies it to a job)."""
 
 from __future__ import annotations
 
