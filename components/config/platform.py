@@ -18,15 +18,15 @@ from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
 from .costs import CostsSpec, check_costs, spot_pools
 from .datasets import DatasetImportSpec, check_datasets
 from .fit import job_gpus, pool_problem, quota_problem
+from .job_rules import check_jobs
 from .monitoring import ARMS_AGENT_NAMESPACE, MonitoringScope, MonitoringSpec, PrometheusMode, check_monitoring
-from .node_check import node_check_problem
-from .node_health import check_node_health, check_trainer_image, trainer_image
+from .node_health import check_node_health, trainer_image
 from .operator import OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, check_kueue_topology
 from .pools import GpuPoolSpec
 from .registry import RegistrySpec, check_mirror
 from .storage import StorageSpec
 from .teams import TeamSpec, check_teams
-from .training_job import Backend, TrainingJobSpec, v2_conflict, xgboost_gpus_problem
+from .training_job import Backend, TrainingJobSpec
 
 # --- the platform --------------------------------------------------------------------
 
@@ -222,7 +222,21 @@ class PlatformSpec(Spec):
             job_gpus=self.job_gpus,
             quota_problem=quota_problem,
         )
-        self._check_jobs()
+        check_jobs(
+            self.jobs,
+            job_backend=self.job_backend,
+            job_gpus=self.job_gpus,
+            pool=self.gpu_pool,
+            namespace=self.training.namespace,
+            gpu_quota=self.training.gpu_quota,
+            registry=self.registry is not None,
+            kueue=self.trainer_v2.kueue.enabled,
+            kueue_priorities=self.trainer_v2.kueue.priorities,
+            volcano=self.operator.volcano.enabled,
+            node_health=self.monitoring.node_health,
+            pool_problem=pool_problem,
+            quota_problem=quota_problem,
+        )
         check_datasets(
             self.datasets,
             teams=[team.name for team in self.teams],
@@ -379,81 +393,6 @@ class PlatformSpec(Spec):
                 raise field_error(
                     key,
                     f"{zone!r} is not a zone of {region} (alicloud:region): use one such as '{region}{sep}a'",
-                )
-
-    def _check_jobs(self) -> None:
-        names = [job.name for job in self.jobs]
-        pool = self.gpu_pool
-        for i, job in enumerate(self.jobs):
-            key = f"jobs[{i}]"
-            if job.name in names[:i]:
-                raise field_error(f"{key}.name", f"job name {job.name!r} is used twice")
-            if job.run_policy.ttl_seconds_after_finished is not None:
-                # Allowed for jobs ack-jobs submits, which no stack recreates.
-                raise field_error(
-                    f"{key}.runPolicy.ttlSecondsAfterFinished",
-                    "a job the operator deletes after it finishes would be created and trained again by the next "
-                    "pulumi up --refresh: drop the TTL and remove the job from the stack when you are done with it "
-                    "(cleanPodPolicy frees its pods)",
-                )
-            if self.job_backend(job) == "v2":
-                conflict = v2_conflict(job) if job.backend is None else None
-                if conflict is not None:
-                    raise field_error(f"{key}.{conflict[0]}", conflict[1] + " (training.backend is v2)")
-                priority = job.scheduling.priority_class
-                kueue = self.trainer_v2.kueue
-                if priority is not None and (not kueue.enabled or priority not in kueue.priorities):
-                    raise field_error(
-                        f"{key}.scheduling.priorityClass",
-                        f"{priority!r}: a TrainJob's priority is a Kueue WorkloadPriorityClass (its runtime patches "
-                        "cannot set a pod priority class): declare it in trainerV2.kueue.priorities "
-                        f"({sorted(kueue.priorities) or 'none declared'}) with trainerV2.kueue.enabled: true",
-                    )
-                if self.trainer_v2.kueue.enabled and job.run_policy.suspend:
-                    raise field_error(
-                        f"{key}.runPolicy.suspend",
-                        "Kueue suspends and resumes queued TrainJobs itself (trainerV2.kueue.enabled): drop suspend, "
-                        "and stop a queued job by deactivating its Kueue Workload (spec.active: false)",
-                    )
-            if job.team is None and job.namespace not in (None, self.training.namespace):
-                raise field_error(
-                    f"{key}.namespace",
-                    f"the data and output claims and the pull secret live in training.namespace "
-                    f"({self.training.namespace!r}), so pods in {job.namespace!r} could not start: drop namespace, "
-                    "or set training.namespace",
-                )
-            if job.image_tag is not None and self.registry is None:
-                raise field_error(
-                    f"{key}.image_tag",
-                    "imageTag needs a registry; without one give a full image reference in image",
-                )
-            gpus = self.job_gpus(job)
-            if gpus and pool is None:
-                raise field_error(
-                    f"{key}.gpus_per_node",
-                    f"the job asks for {gpus} GPUs per node but the stack has no gpuPool; set gpusPerNode: 0 for a CPU job",
-                )
-            if job.node_check is not None:
-                if problem := node_check_problem(gpus, self.job_backend(job)):
-                    raise field_error(f"{key}.nodeCheck", problem)
-                check_trainer_image(self.monitoring.node_health, self.jobs, f"{key}.nodeCheck")
-            if job.framework == "xgboost" and gpus > 1 and self.job_backend(job) == "v2":
-                raise field_error(f"{key}.gpusPerNode", xgboost_gpus_problem(gpus))
-            problem = pool_problem(job, pool) if pool is not None else None
-            if problem is not None:
-                raise field_error(f"{key}.{problem[0]}", problem[1])
-            quota = self.training.gpu_quota
-            too_big = quota_problem(job, gpus, {"gpus": quota}, "training.gpuQuota") if quota is not None else None
-            if job.team is None and too_big is not None:
-                raise field_error(f"{key}.nodes", too_big)
-            if job.network == "rdma" and (pool is None or pool.fabric == "none"):
-                raise field_error(
-                    f"{key}.network", "rdma networking needs a gpuPool with an RDMA fabric (fabric: erdma)"
-                )
-            if (job.scheduling.queue or job.scheduling.min_available) and not self.operator.volcano.enabled:
-                raise field_error(
-                    f"{key}.scheduling",
-                    "queues and gang scheduling need Volcano: set operator.volcano.enabled: true",
                 )
 
     def job_gpus(self, job: TrainingJobSpec) -> int:

@@ -36,7 +36,7 @@ from .job_settings import (
     check_pinned,
 )
 from .kinds import PYTHON_LAUNCHER_ONE_PROCESS, TORCH_LAUNCHERS, V2_REFUSED, CodeSource, Framework, Launcher
-from .node_check import NodeCheckSpec
+from .node_health import NodeCheckSpec
 
 Backend = Literal["v1", "v2"]
 TORCHRUN_ENV_PREFIX = "PET_"
