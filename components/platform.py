@@ -9,20 +9,15 @@ from collections.abc import Mapping
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
 
 from ._k8s import TOKEN
-from .cluster import AckCluster, local_providers
 from .config import PlatformSpec
 from .config.costs import price_table
 from .config.node_health import trainer_image
 from .datasets import DatasetImport
-from .gpu_pool import GpuNodePool
-from .identity import node_role_name, oss_reader
-from .images.mirror import mirrored_images
+from .foundation import cloud_foundation, hand_team_directories, local_foundation
 from .images.mirror_fill import filled_copies
 from .manifests import (
-    cluster_addons,
     job_defaults,
     kueue_objects,
     kueue_queue_name,
@@ -33,11 +28,10 @@ from .manifests import (
 from .manifests.monitoring.dashboard import training_dashboard
 from .monitoring import Monitoring, TeamWorkspace
 from .namespace import TrainingNamespace
-from .network import Network
 from .operator import TrainingOperator
 from .preflight import check_cloud
-from .registry import ContainerRegistry, image_pushed, pinned_image
-from .storage import NasStorage, SharedVolumes
+from .registry import image_pushed, pinned_image
+from .storage import SharedVolumes
 from .trainer_v2 import TrainerV2
 from .training_job import TrainingJob, platform_context
 from .upstream.local_sources import LocalSources
@@ -103,147 +97,25 @@ class TrainingPlatform(pulumi.ComponentResource):
         self._deferred = dict(deferred or {})
         moved = [pulumi.Alias(parent=pulumi.ROOT_STACK_RESOURCE)] if moved_from_stack else None
         self._part = pulumi.ResourceOptions(parent=self, aliases=moved)
-        self.pool: GpuNodePool | None = None
-        self.registry: ContainerRegistry | None = None
-        self.cluster: AckCluster | None = None
         if spec.cluster.local is not None:
-            self._local()
+            base = local_foundation(spec, self._part)
         else:
-            self._cloud(registry_password, mirror_fill)
-        self._team_directories()
+            base = cloud_foundation(
+                spec,
+                registry_password=registry_password,
+                mirror_fill=mirror_fill,
+                image_digests=self._digests,
+                opts=self._part,
+            )
+        self.provider, self.cluster, self.pool, self.registry = base.provider, base.cluster, base.pool, base.registry
+        self.training, self.volumes = base.training, base.volumes
+        self.teams, self.team_volumes = base.teams, base.team_volumes
+        self.cluster_id, self.nas_server = base.cluster_id, base.nas_server
+        self.api_server_access = base.api_server_access
+        hand_team_directories(spec, base)
         self._operators(sources)
         self._workloads(secret_jobs)
         self.register_outputs(self.stack_outputs())
-
-    def _teams(self, provider: k8s.Provider) -> dict[str, TrainingNamespace]:
-        spec = self._spec
-        return {
-            team.name: TrainingNamespace(
-                team.name,
-                spec.training,
-                provider=provider,
-                team=team,
-                network_policies=spec.network_policies,
-                scraper_namespace=spec.scraper_namespace,
-                admission=team_boundary(spec, team),
-                opts=self._part,
-            )
-            for team in spec.teams
-        }
-
-    def _local(self) -> None:
-        spec = self._spec
-        self.provider, kept = local_providers(spec.cluster.local, opts=self._part)
-        self.training = TrainingNamespace("training", spec.training, provider=self.provider, opts=self._part)
-        self.volumes = SharedVolumes("shared", spec.storage, namespace=self.training, provider=kept, opts=self._part)
-        self.teams = self._teams(self.provider)
-        self.team_volumes = {
-            name: SharedVolumes(name, spec.storage, namespace=ns, provider=kept, opts=self._part)
-            for name, ns in self.teams.items()
-        }
-        self.cluster_id = self.api_server_access = self.nas_server = None
-
-    def _cloud(self, registry_password: pulumi.Input[str] | None, mirror_fill: list[tuple[str, str]]) -> None:
-        spec = self._spec
-        network = Network(spec.cluster.name, spec.network, opts=self._part)
-        cluster = self.cluster = AckCluster(
-            spec.cluster.name,
-            spec.cluster,
-            network=network,
-            network_spec=spec.network,
-            region=spec.region,
-            addons=cluster_addons(spec),
-            autoscaler=spec.cluster.autoscaler if spec.autoscaler_enabled else None,
-            opts=self._part,
-        )
-        self.provider = cluster.provider
-        if spec.gpu_pool is not None:
-            self.pool = GpuNodePool(
-                spec.gpu_pool.name,
-                spec.gpu_pool,
-                cluster_id=cluster.cluster_id,
-                vswitch_ids=network.vswitch_ids,
-                depends_on=[*([cluster.autoscaler] if cluster.autoscaler else []), *cluster.addons],
-                keep_addons=cluster.adopted,
-                worker_role=node_role_name(spec.cluster.name, spec.gpu_pool.name),
-                opts=self._part,
-            )
-        self.training = TrainingNamespace("training", spec.training, provider=self.provider, opts=self._part)
-        self.teams = self._teams(self.provider)
-        storage = NasStorage(
-            "nas",
-            spec.storage,
-            network=network,
-            provider=self.provider,
-            zone_id=spec.nas_zone,
-            mount_vswitch_index=spec.nas_vswitch,
-            access_cidrs=spec.nas_access_cidrs,
-            opts=self._part,
-        )
-        self.volumes = SharedVolumes(
-            "shared",
-            spec.storage,
-            namespace=self.training,
-            provider=cluster.kept_provider,
-            nas_server=storage.server,
-            depends_on=storage.ready,
-            region=spec.region,
-            oss_role=oss_reader(spec.cluster.name, spec.storage.oss, cluster.rrsa, parent=cluster)
-            if spec.storage.oss
-            else None,
-            opts=self._part,
-        )
-        self.team_volumes = {
-            name: SharedVolumes(
-                name,
-                spec.storage,
-                namespace=ns,
-                provider=cluster.kept_provider,
-                nas_server=storage.server,
-                depends_on=storage.ready,
-                opts=self._part,
-            )
-            for name, ns in self.teams.items()
-        }
-        if spec.registry is not None:
-            self.registry = ContainerRegistry(
-                "registry",
-                spec.registry,
-                region=spec.region,
-                namespace=self.training,
-                provider=self.provider,
-                cluster_id=cluster.cluster_id,
-                vpc_id=network.vpc_id,
-                vswitch_id=network.first_vswitch_id,
-                mirrored_images=mirrored_images(spec),
-                mirror_fill=mirror_fill,
-                mirror_mode=spec.mirror_fill,
-                image_digests=self._digests,
-                secret_namespaces=list(self.teams.values()),
-                keep_addons=cluster.adopted,
-                password=registry_password,
-                opts=self._part,
-            )
-        self.cluster_id = cluster.cluster_id
-        access = cluster.api_server_access
-        self.api_server_access = {"aclId": access.acl_id, "aclStatus": access.acl_status} if access else None
-        self.nas_server = storage.server
-
-    def _team_directories(self) -> None:
-        spec, registry = self._spec, self.registry
-        if spec.storage.nas is None or spec.storage.nas.user_access != "no_squash":
-            return
-        # While NAS trusts root, each team's directories are handed to its uid, with its first job's image.
-        for team in spec.teams:
-            first = next((job for job in spec.jobs if job.team == team.name), None)
-            if first is not None:
-                self.team_volumes[team.name].hand_to(
-                    team,
-                    image=pinned_image(first.image, first.image_tag, registry, f"team {team.name!r}'s directories"),
-                    node_selector=system_node_selector(spec.cluster),
-                    image_pull_secret=registry.pull_secret if registry is not None else None,
-                    depends_on=registry.ready if registry is not None else None,
-                )
 
     def _operators(self, sources: LocalSources) -> None:
         spec, registry = self._spec, self.registry
