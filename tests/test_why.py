@@ -16,8 +16,8 @@ from test_job_submit import gpu_context
 
 from components.config import TrainingJobSpec
 from components.jobs.why import Observed, why
-from components.jobs.why import cause as c
 from components.jobs.why import messages as m
+from components.jobs.why import observed as c
 from components.jobs.why.resources import pod_requests, quantity
 from components.manifests import pytorch_job, train_job
 

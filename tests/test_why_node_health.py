@@ -14,7 +14,8 @@ from typing import Any
 from fixtures import waiting as w
 from test_why import NODES, node, seen, v1, v1_pods
 
-from components.jobs.why import cause as c
+from components.jobs.why import node_health as h
+from components.jobs.why import observed as c
 from components.jobs.why import why
 from trainer.health.guard import FAILED, HEALTH_LABEL, REASON_ANNOTATION, SINCE_ANNOTATION
 
@@ -44,7 +45,7 @@ def test_a_pod_whose_node_check_failed_names_the_node_and_the_figures() -> None:
         failed_check(pods[1], in_place=in_place)
         found = why(seen(v1("bert"), pods=pods))
         assert found == c.Why(
-            c.NODE_CHECK_FAILED,
+            h.NODE_CHECK_FAILED,
             "Pod bert-worker-0 failed its pre-job node check on gpu-node-2 (node gpu-node-2 FAILED: all-reduce bus "
             "bandwidth 61.30 GB/s across 8 processes, below 80% of the pool's baseline 360 GB/s (288.00 GB/s)): "
             "the report is the pod's own, so the node stays schedulable; if other jobs' checks fail there too or its "
@@ -85,7 +86,7 @@ def test_pending_pods_name_the_node_cordoned_for_gpu_health() -> None:
     events = [w.event("Pod", "bert-master-0", "FailedScheduling", w.scheduler_fit_error(3, reasons))]
     nodes = [*NODES[:2], cordoned("gpu-node-2")]
     found = why(seen(v1("bert"), pods=v1_pods("bert"), events=events, nodes=nodes))
-    assert found.cause == c.NODE_CORDONED
+    assert found.cause == h.NODE_CORDONED
     assert found.sentence.startswith(
         "GPU node health cordoned 1 node(s) of the pool, which its pods cannot use: gpu-node-2 (gpu 3 (GPU-abc): "
         "XID 79 (GPU has fallen off the bus), since 2026-11-28T09:12:00Z). No node fits its pods: 2 of 3 nodes lack "
