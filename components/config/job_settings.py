@@ -187,9 +187,15 @@ class TrainerArgs(Spec):
         for name, value in self:
             if name in TRAINER_ENV_FIELDS or value is None or value is False:
                 continue
-            flag = "--" + name.replace("_", "-")
+            flag = FORMER_SPELLINGS.get(name) or "--" + name.replace("_", "-")
             flags += [flag] if value is True else [flag, str(value)]
         return flags
+
+
+FORMER_SPELLINGS = {"synthetic_data": "--synthetic"}
+"""Flags the pods still get in their former spelling, for one release: an image built before a
+flag's rename knows only that one, and today's trainer accepts both (``trainer/flags.py``), so a
+platform upgraded ahead of its images keeps starting their jobs."""
 
 
 MPI_MOUNTS = ("/etc/mpi", "/home/mpiuser/.ssh")

@@ -59,7 +59,7 @@ LAYERS = (
     ),
     Layer(
         "sources",
-        "`components/upstream/` (all but its command)",
+        "`components/upstream/` (all but `command.py` and `plugins.py`)",
         ("components.upstream", "components.upstream.*"),
         "The pinned upstream sources: their local copies, image digests and lock, CRD schemas.",
     ),
@@ -77,7 +77,7 @@ LAYERS = (
     ),
     Layer(
         "commands",
-        "`components/jobs/`, `components/package/`, the `command` modules of `plan/` and `upstream/`",
+        "`components/jobs/`, `components/package/`, the `command` modules of `plan/` and `upstream/`, `upstream/plugins.py`",
         (
             "components.__main__",
             "components.jobs",

@@ -42,7 +42,12 @@ from typing import Any
 
 from .signals import (
     COUNTERS,
+    DEFAULT_WINDOW,
+    FAILED,
+    HEALTH_LABEL,
+    REASON_ANNOTATION,
     ROW_REMAP_FAILURE,
+    SINCE_ANNOTATION,
     XID,
     XID_MEANINGS,
     HealthRules,
@@ -51,19 +56,12 @@ from .signals import (
     node_verdicts,
 )
 
-HEALTH_LABEL = "ack-training-platform/gpu-health"
-FAILED = "failed"
-REASON_ANNOTATION = "ack-training-platform/gpu-health-reason"
-SINCE_ANNOTATION = "ack-training-platform/gpu-health-since"
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 IN_CLUSTER_API = "https://kubernetes.default.svc"
 GAUGES = (ROW_REMAP_FAILURE,)
 """Read as they are now. The XID gauge is read over the window instead: it holds only the last
 XID, and an application's XID raised after a node's (XID 45's preemptive cleanup after XID 74, say)
 would hide the node's from a pass that read it once."""
-DEFAULT_WINDOW = "10m"
-"""How far back a counter's growth counts: a few scrapes, short enough that an error fixed by a
-reboot stops counting soon after."""
 
 
 class GuardError(RuntimeError):

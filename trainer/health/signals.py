@@ -39,6 +39,15 @@ NODE_CHECK = "nodecheck"
 """The pre-job node check's init container (:mod:`trainer.health.check`). Its failure is not a signal
 here: a team's job chooses its pods' init containers and can report any status under this name, so
 only the platform's own exporter series take a node out; a failed check is alerted on instead."""
+HEALTH_LABEL = "ack-training-platform/gpu-health"
+FAILED = "failed"
+REASON_ANNOTATION = "ack-training-platform/gpu-health-reason"
+SINCE_ANNOTATION = "ack-training-platform/gpu-health-since"
+"""The guard's cordon label and notes on a node (:mod:`trainer.health.guard` writes them; the alerts and
+``ack-jobs why`` read them)."""
+DEFAULT_WINDOW = "10m"
+"""How far back a counter's growth counts: a few scrapes, short enough that an error fixed by a
+reboot stops counting soon after."""
 NODE_NAME_ENV = "NODE_NAME"
 """The node check's node name, from the pod's ``spec.nodeName`` (the builders set it)."""
 NODE_LABEL = "Hostname"

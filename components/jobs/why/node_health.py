@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainer.exit_codes import NODE_BELOW_BASELINE
-from trainer.health.guard import FAILED, HEALTH_LABEL, REASON_ANNOTATION, SINCE_ANNOTATION
-from trainer.health.signals import NODE_CHECK
+from trainer.health.signals import FAILED, HEALTH_LABEL, NODE_CHECK, REASON_ANNOTATION, SINCE_ANNOTATION
 
 from .resources import pool_nodes
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from trainer.health.guard import HEALTH_LABEL
+from trainer.health.signals import HEALTH_LABEL
 from trainer.telemetry import metric_names as trainer
 
 from ...config import MonitoringScope

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from trainer.exit_codes import NODE_BELOW_BASELINE
 from trainer.health import signals as dcgm
-from trainer.health.guard import DEFAULT_WINDOW
 
 from ...config import POOL_LABEL, NodeHealthSpec
 from ..base import MANAGED_BY, Manifest
@@ -34,7 +33,7 @@ def _signal(expr: str, signal: str) -> str:
     return f'label_replace({expr}, "{SIGNAL_LABEL}", "{signal}", "", "")'
 
 
-def unhealthy_gpus(rules: dcgm.HealthRules, window: str = DEFAULT_WINDOW) -> str:
+def unhealthy_gpus(rules: dcgm.HealthRules, window: str = dcgm.DEFAULT_WINDOW) -> str:
     """PromQL: the GPUs whose series take their node out under ``rules``, by ``Hostname``,
     ``gpu``, ``UUID`` and :data:`SIGNAL_LABEL`; the value is the XID, or the count that crossed
     its threshold. The same decision as :func:`trainer.health.signals.node_verdicts`."""
@@ -77,7 +76,7 @@ def guard_args(spec: NodeHealthSpec, prometheus_url: str, pool: str) -> list[str
         f"--pool-selector={POOL_LABEL}={pool}",
         f"--max-cordoned-share={spec.max_cordoned_share:g}",
         f"--interval={spec.interval_seconds}",
-        f"--window={DEFAULT_WINDOW}",
+        f"--window={dcgm.DEFAULT_WINDOW}",
         f"--xids={','.join(str(x) for x in spec.cordon_xids)}",
     ]
     if spec.max_nvlink_errors is not None:
