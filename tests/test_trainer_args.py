@@ -95,7 +95,7 @@ def test_a_default_job_runs_the_trainer_as_it_runs_without_flags() -> None:
             },
             [
                 "--model", "gpt", "--batch-size", "64", "--checkpoint-every", "200", "--max-steps", "2000",
-                "--epochs", "3", "--lr", "0.0003", "--synthetic-data", "--parallel", "hsdp", "--fabric-probe",
+                "--epochs", "3", "--lr", "0.0003", "--synthetic", "--parallel", "hsdp", "--fabric-probe",
             ],
         ),
     ],

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import torch
 import torch.distributed as dist
 
+from .. import console
 from ..exit_codes import NODE_BELOW_BASELINE
 from ..parallelism.fabric import bus_factor, slowest, time_collective
 from .signals import NODE_NAME_ENV
@@ -74,11 +75,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         gpus = dist.get_world_size()
         if gpus < 2:
             if dist.get_rank() == 0:
-                print(f"nodecheck: node {node}: one process, no all-reduce to measure", flush=True)
+                console.log(f"nodecheck: node {node}: one process, no all-reduce to measure")
             return 0
         status, line = verdict(node, gpus, best_bus_bandwidth(device), args.baseline_gbps, args.min_share)
         if dist.get_rank() == 0:
-            print(line, file=sys.stderr if status else sys.stdout, flush=True)
+            console.line(line, sys.stderr if status else sys.stdout)
         return status
     finally:
         dist.destroy_process_group()

@@ -40,6 +40,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .. import console
 from .signals import (
     COUNTERS,
     DEFAULT_WINDOW,
@@ -229,7 +230,7 @@ def step(
 
 
 def _log(message: str) -> None:
-    print(f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ} {message}", flush=True)
+    console.log(f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ} {message}")
 
 
 def _rules(args: argparse.Namespace) -> HealthRules:
