@@ -6,7 +6,12 @@
   sample a ``{"metric": {...}, "value": [<unix seconds>, "<value as text>"]}``
   (``promql/value.go`` ``Sample.MarshalJSON`` and ``FPoint.MarshalJSON``); a range selector's answer
   is a ``matrix``, each series' samples under ``values`` (``web/api/v1/json_codec.go``). A query the
-  tables do not hold is an empty vector, as a series that is not scraped is.
+  tables do not hold is an empty vector, as a series that is not scraped is. The tables are keyed by
+  the query without label matchers; of matchers, only the equality ``{namespace="..."}`` is modelled
+  (a series matches when its ``namespace`` label equals the value; one without the label reads as
+  an empty value, https://prometheus.io/docs/concepts/data_model/, so never matches a namespace); any other
+  matcher (another label, ``!=``, ``=~``, ``!~``, several in one selector) is answered with an error,
+  HTTP 400, so a query the stand-in cannot evaluate fails a test instead of reading as no series.
 - The Kubernetes API's nodes: ``GET /api/v1/nodes?labelSelector=k=v`` (a ``NodeList``) and
   ``PATCH /api/v1/nodes/{name}`` with ``Content-Type: application/merge-patch+json``. kubernetes
   ``staging/src/k8s.io/apiserver/pkg/endpoints/handlers/patch.go``: ``jsonPatcher.applyJSPatch``
@@ -97,6 +102,28 @@ class Backends:
     tokens: list[str | None] = field(default_factory=list)
 
 
+MATCHERS = re.compile(r"\{([^}]*)\}")
+NAMESPACE_MATCHER = re.compile(r'namespace="([^"]*)"')
+
+
+def namespace_matcher(promql: str) -> tuple[str, str | None]:
+    """``promql`` without its label matchers, and the namespace they require (``None``: no matcher).
+
+    Raises:
+        ValueError: a matcher other than one ``namespace="..."`` equality, or two selectors requiring
+            different namespaces: not modelled.
+    """
+    required = set()
+    for matcher in MATCHERS.findall(promql):
+        found = NAMESPACE_MATCHER.fullmatch(matcher)
+        if found is None:
+            raise ValueError(f'matcher {{{matcher}}} is not modelled: only namespace="..." is')
+        required.add(found.group(1))
+    if len(required) > 1:
+        raise ValueError(f"selectors requiring namespaces {sorted(required)} are not modelled")
+    return MATCHERS.sub("", promql), next(iter(required), None)
+
+
 def _handler(backends: Backends) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *_: Any) -> None:
@@ -116,10 +143,18 @@ def _handler(backends: Backends) -> type[BaseHTTPRequestHandler]:
             if url.path == "/api/v1/query":
                 promql = params["query"][0]
                 backends.asked.append(promql)
-                if re.fullmatch(r"\w+\[\w+\]", promql):
+                try:
+                    bare, namespace = namespace_matcher(promql)
+                except ValueError as err:
+                    return self._send(400, {"status": "error", "errorType": "bad_data", "error": str(err)})
+
+                def matching(series: list[Any]) -> list[Any]:
+                    return [s for s in series if namespace is None or s[0].get("namespace") == namespace]
+
+                if re.fullmatch(r"\w+\[\w+\]", bare):
                     # A bare range selector evaluates to a matrix, with or without series.
-                    return self._send(200, matrix(backends.ranges.get(promql, [])))
-                return self._send(200, vector(backends.queries.get(promql, [])))
+                    return self._send(200, matrix(matching(backends.ranges.get(bare, []))))
+                return self._send(200, vector(matching(backends.queries.get(bare, []))))
             if url.path == "/api/v1/nodes":
                 backends.tokens.append(self.headers.get("Authorization"))
                 key, _, value = params.get("labelSelector", ["="])[0].partition("=")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import cfg, stack_config
-from fixtures.dcgm_series import RECORDED, gpu, instant_vectors, samples_at, xid_ranges
+from fixtures.dcgm_series import EXPORTER_NAMESPACE, RECORDED, gpu, instant_vectors, samples_at, xid_ranges
 from loopback_health import NOW, Backends, merge_patch, node, serving, vector
 from test_monitoring import operator_config, run_promtool_cases
 
@@ -23,8 +23,10 @@ from trainer.health.guard import (
     HEALTH_LABEL,
     REASON_ANNOTATION,
     SINCE_ANNOTATION,
+    GuardError,
     KubeApi,
     cordon_budget,
+    query,
 )
 from trainer.health.signals import NODE_CHECK, NODE_LABEL, XID, HealthRules, Sample, node_verdicts
 
@@ -93,8 +95,22 @@ def test_series_without_a_node_name_are_skipped() -> None:
 
 def health_config(**health: object) -> dict:
     config = operator_config()
-    config[cfg("monitoring")]["nodeHealth"] = {"enabled": True, "prometheusUrl": PROMETHEUS, **health}
+    config[cfg("monitoring")]["nodeHealth"] = {
+        "enabled": True,
+        "prometheusUrl": PROMETHEUS,
+        "exporterNamespace": EXPORTER_NAMESPACE,
+        **health,
+    }
     return config
+
+
+TEAM = "team-a"
+FORGED = (
+    'DCGM_FI_DEV_XID_ERRORS{gpu="0",UUID="GPU-forged",Hostname="gpu-c",err_code="79",exported_namespace="gpu-operator"'
+)
+"""A team's pod serving the XID gauge on its metrics port, naming gpu-c (healthy) and claiming the
+exporter's namespace: under honorLabels false its ``namespace`` label is kept as
+``exported_namespace`` and the target's, the pod's own namespace, is set."""
 
 
 def test_the_alert_fires_on_the_recorded_xid_79_and_ecc_error_and_not_on_the_application_xid(tmp_path) -> None:
@@ -126,6 +142,30 @@ def test_the_alert_fires_on_the_recorded_xid_79_and_ecc_error_and_not_on_the_app
     run_promtool_cases(tmp_path, unhealthy, {}, more)
 
 
+def test_the_alert_ignores_a_team_pods_series_of_the_exporters_names(tmp_path) -> None:
+    (unhealthy,) = [
+        a
+        for a in alerts(load_spec(health_config(), credentials=False).monitoring_scope())
+        if a.name == "GPUNodeUnhealthy"
+    ]
+    forged = {
+        **{s: v for s, v in RECORDED.items() if 'Hostname="gpu-c"' in s},
+        f'{FORGED},namespace="{TEAM}"}}': "79x14",
+        f"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{{gpu('gpu-c', 1, TEAM)}}}": "0x7 5x7",
+    }
+    # The same series from the exporter's namespace fire: only the namespace keeps the forgery out.
+    genuine = {
+        f'{FORGED},namespace="{EXPORTER_NAMESPACE}"}}': "79x14",
+    }
+    labels = {"Hostname": "gpu-c", "gpu": "0", "UUID": "GPU-forged", "signal": "xid", "severity": "critical"}
+    run_promtool_cases(
+        tmp_path,
+        [unhealthy],
+        {},
+        [("GPUNodeUnhealthy", "14m", forged, None), ("GPUNodeUnhealthy", "14m", genuine, labels)],
+    )
+
+
 def test_the_alert_is_there_only_when_node_health_is_enabled() -> None:
     assert "GPUNodeUnhealthy" not in {
         a.name for a in alerts(load_spec(operator_config(), credentials=False).monitoring_scope())
@@ -153,7 +193,8 @@ def test_the_alert_and_the_controller_use_the_same_xids() -> None:
         for a in alerts(load_spec(health_config(cordonXids=[79, 48]), credentials=False).monitoring_scope())
         if a.name == "GPUNodeUnhealthy"
     )
-    assert f"{XID} == 48 or {XID} == 79)" in expr and f"{XID} == 94" not in expr
+    xid = f'{XID}{{namespace="{EXPORTER_NAMESPACE}"}}'
+    assert f"{xid} == 48 or {xid} == 79)" in expr and f"{xid} == 94" not in expr
 
 
 # --- the stand-ins against the facts they model -------------------------------------------
@@ -201,6 +242,7 @@ def run_guard(base: str, *extra: str) -> subprocess.CompletedProcess[str]:
         f"--prometheus={base}",
         f"--api={base}",
         "--pool-selector=ack-training-platform/pool=gpu",
+        f"--exporter-namespace={EXPORTER_NAMESPACE}",
         *extra,
     ]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -227,7 +269,43 @@ def test_the_controller_cordons_labels_and_annotates_the_failing_node_only() -> 
     assert {kind for _, kind, _ in backends.patches} == {"application/merge-patch+json"}
     assert "cordoned gpu-a: gpu 3" in done.stdout
     # It asked for every signal, the counters as their growth over the window.
-    assert f"{XID}[10m]" in backends.asked and "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m])" in backends.asked
+    selector = f'{{namespace="{EXPORTER_NAMESPACE}"}}'
+    assert f"{XID}{selector}[10m]" in backends.asked
+    assert f"increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{selector}[10m])" in backends.asked
+
+
+def test_the_controller_never_cordons_for_a_team_pods_series_of_the_exporters_names() -> None:
+    # A team's pod serves XID 79 and a double-bit ECC error naming gpu-c, which is healthy; gpu-a's
+    # XID 79 and gpu-d's ECC error come from the exporter's namespace.
+    queries, ranges = instant_vectors(14), xid_ranges(14)
+    team = {"gpu": "0", "UUID": "GPU-gpu-c-0", "Hostname": "gpu-c", "namespace": TEAM}
+    ranges[f"{XID}[10m]"].append(({**team, "err_code": "79", "exported_namespace": EXPORTER_NAMESPACE}, [79.0] * 10))
+    queries["increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m])"].append((team, 5))
+    queries["DCGM_FI_DEV_ROW_REMAP_FAILURE"].append((team, 1))
+    backends = Backends(queries=queries, ranges=ranges, nodes=pool("gpu-a", "gpu-b", "gpu-c", "gpu-d"))
+    with serving(backends) as base:
+        done = run_guard(base, "--max-cordoned-share=1")
+    assert done.returncode == 0, done.stderr
+    assert sorted(name for name, _, _ in backends.patches) == ["gpu-a", "gpu-d"]
+    assert not backends.nodes["gpu-c"]["spec"].get("unschedulable")
+    # Every query names the exporter's namespace.
+    assert backends.asked and all(f'namespace="{EXPORTER_NAMESPACE}"' in q for q in backends.asked)
+
+
+def test_the_prometheus_stand_in_honours_a_namespace_equality_matcher_only() -> None:
+    backends = Backends(queries={"up": [({"namespace": "a"}, 1), ({"namespace": "b"}, 2), ({}, 3)]})
+    with serving(backends) as base:
+        assert [r["value"][1] for r in query(base, 'up{namespace="a"}')] == ["1"]
+        assert [r["value"][1] for r in query(base, "up")] == ["1", "2", "3"]
+        for unmodelled in ('up{namespace!="a"}', 'up{namespace=~"a"}', 'up{job="a"}', 'up{namespace="a",job="b"}'):
+            with pytest.raises(GuardError, match="HTTP 400"):
+                query(base, unmodelled)
+
+
+def test_the_controller_needs_the_exporters_namespace_as_a_dns_label() -> None:
+    done = run_guard("http://127.0.0.1:9", '--exporter-namespace=team-a"} or vector(79) #')
+    assert done.returncode == 2
+    assert "--exporter-namespace must be a namespace's name (a DNS label)" in done.stderr
 
 
 def test_the_controller_cordons_for_a_node_xid_the_gauge_no_longer_shows() -> None:
@@ -273,7 +351,11 @@ def test_the_controller_says_so_when_the_series_name_no_node_of_the_pool() -> No
     # An exporter without NODE_NAME labels its series with the machine's hostname, which on ACK is
     # not the node's name: no node could ever be judged, and the log says why.
     backends = Backends(
-        queries={"DCGM_FI_DEV_ROW_REMAP_FAILURE": [({"Hostname": "iZbp1abc", "gpu": "0"}, 0)]},
+        queries={
+            "DCGM_FI_DEV_ROW_REMAP_FAILURE": [
+                ({"Hostname": "iZbp1abc", "gpu": "0", "namespace": EXPORTER_NAMESPACE}, 0)
+            ]
+        },
         nodes=pool("cn-hangzhou.10.0.0.1"),
     )
     with serving(backends) as base:
@@ -300,7 +382,10 @@ def test_the_cordon_budget_is_a_share_of_the_pool_and_at_least_one_node(size: in
 
 def test_node_health_without_a_gpu_pool_names_the_key() -> None:
     config = stack_config("local")
-    config[cfg("monitoring")] = {"prometheus": "operator", "nodeHealth": {"enabled": True, "prometheusUrl": PROMETHEUS}}
+    config[cfg("monitoring")] = {
+        "prometheus": "operator",
+        "nodeHealth": {"enabled": True, "prometheusUrl": PROMETHEUS, "exporterNamespace": EXPORTER_NAMESPACE},
+    }
     with pytest.raises(ConfigError) as err:
         load_spec(config, credentials=False)
     assert "monitoring.nodeHealth.enabled: there is no gpuPool whose nodes it could watch" in str(err.value)
@@ -318,6 +403,16 @@ def test_node_health_without_a_gpu_pool_names_the_key() -> None:
             "monitoring.nodeHealth.cordonXids: XID 13 is raised by a job's own fault",
         ),
         ({"prometheusUrl": "prometheus:9090"}, "'prometheus:9090' is not a URL"),
+        (
+            {"enabled": True, "prometheusUrl": PROMETHEUS},
+            "monitoring.nodeHealth.exporterNamespace: give the namespace the DCGM exporter's pods run in (such as "
+            "gpu-operator): Prometheus also scrapes the teams' training pods, and a team's pod could serve series of "
+            "the same names",
+        ),
+        (
+            {"enabled": True, "prometheusUrl": PROMETHEUS, "exporterNamespace": "GPU_Operator"},
+            "monitoring.nodeHealth.exporterNamespace",
+        ),
         ({"maxCordonedShare": 0}, "monitoring.nodeHealth.maxCordonedShare"),
         ({"image": "registry.example.com/platform/trainer:latest"}, "monitoring.nodeHealth.image"),
         ({"image": "registry.example.com/platform/trainer:v1", "imageTag": "v1"}, "give image or imageTag, not both"),
@@ -391,7 +486,7 @@ def test_no_controller_unless_enabled(run_stack) -> None:
 def test_the_recorded_series_are_labelled_as_the_exporter_labels_them() -> None:
     assert gpu("gpu-a", 3) == (
         'gpu="3",UUID="GPU-gpu-a-3",pci_bus_id="00000000:13:00.0",device="nvidia3",'
-        'modelName="NVIDIA H100 80GB HBM3",Hostname="gpu-a"'
+        'modelName="NVIDIA H100 80GB HBM3",Hostname="gpu-a",namespace="gpu-operator"'
     )
     # The XID gauge's err_code and err_msg make each XID a series of its own, stale once another is read.
     xids = {k: v for k, v in RECORDED.items() if k.startswith(f"{XID}{{{gpu('gpu-e', 2)},")}

@@ -10,7 +10,7 @@ from pydantic import Field, model_validator
 
 from trainer.health.signals import APPLICATION_XIDS, NODE_XIDS
 
-from .base import Spec, check_pinned, check_pinned_tag, field_error
+from .base import DnsLabel, Spec, check_pinned, check_pinned_tag, field_error
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -76,6 +76,10 @@ class NodeHealthSpec(Spec):
     """Base URL of a Prometheus that scrapes the DCGM exporter, as the controller reaches it from the cluster, such
     as ``http://prometheus-operated.monitoring:9090`` (its ``/api/v1/query`` must answer without a login). Required
     when enabled."""
+    exporter_namespace: DnsLabel | None = None
+    """The namespace the DCGM exporter's pods run in, such as ``gpu-operator``. The controller and the alert read
+    only the series Prometheus scraped from pods of that namespace: Prometheus also scrapes the teams' training pods,
+    and a team's pod could serve series of the same names naming any node. Required when enabled."""
     max_cordoned_share: float = Field(default=DEFAULT_MAX_CORDONED_SHARE, gt=0, le=1)
     """Share of the GPU pool's nodes that may be cordoned at once (at least one node); failing nodes past it are
     left to the alert."""
@@ -163,6 +167,13 @@ def check_node_health(health: NodeHealthSpec, *, jobs: Sequence[JobImage], regis
             "monitoring.nodeHealth.prometheusUrl",
             "the controller reads the DCGM exporter's series from Prometheus: give its base URL, such as "
             "http://prometheus-operated.monitoring:9090, or set enabled: false",
+        )
+    if health.exporter_namespace is None:
+        raise field_error(
+            "monitoring.nodeHealth.exporterNamespace",
+            "give the namespace the DCGM exporter's pods run in (such as gpu-operator): Prometheus also scrapes the "
+            "teams' training pods, and a team's pod could serve series of the same names that name any node, so only "
+            "the series scraped from that namespace may cordon a node or fire the alert",
         )
     if not gpu_pool:
         raise field_error(

@@ -1000,6 +1000,10 @@ class NodeHealthSpec(TypedDict):
     """Base URL of a Prometheus that scrapes the DCGM exporter, as the controller reaches it from the cluster, such
     as `http://prometheus-operated.monitoring:9090` (its `/api/v1/query` must answer without a login). Required
     when enabled."""
+    exporter_namespace: NotRequired[pulumi.Input[str]]
+    """The namespace the DCGM exporter's pods run in, such as `gpu-operator`. The controller and the alert read
+    only the series Prometheus scraped from pods of that namespace: Prometheus also scrapes the teams' training pods,
+    and a team's pod could serve series of the same names naming any node. Required when enabled."""
     max_cordoned_share: NotRequired[pulumi.Input[float]]
     """Share of the GPU pool's nodes that may be cordoned at once (at least one node); failing nodes past it are
     left to the alert."""

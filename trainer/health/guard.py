@@ -3,7 +3,8 @@ Prometheus, decide per node (:func:`trainer.health.signals.node_verdicts`), and 
 nodes of the GPU pool that fail. Standard library only: it runs from the training image.
 
     python -m trainer.health.guard --prometheus http://prometheus.monitoring:9090 \\
-        --pool-selector ack-training-platform/pool=gpu --max-cordoned-share 0.1
+        --pool-selector ack-training-platform/pool=gpu --exporter-namespace gpu-operator \\
+        --max-cordoned-share 0.1
 
 A failing node gets ``spec.unschedulable: true`` (what ``kubectl cordon`` sets), the label
 :data:`HEALTH_LABEL` ``=failed`` and the annotations :data:`REASON_ANNOTATION` and
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import ssl
 import sys
 import time
@@ -54,6 +56,7 @@ from .signals import (
     HealthRules,
     Sample,
     Verdict,
+    exporter_series,
     node_verdicts,
 )
 
@@ -102,17 +105,20 @@ def query(prometheus: str, promql: str, result_type: str = "vector") -> list[dic
     return list(data.get("result") or [])
 
 
-def dcgm_samples(prometheus: str, window: str = DEFAULT_WINDOW) -> list[Sample]:
+def dcgm_samples(prometheus: str, namespace: str, window: str = DEFAULT_WINDOW) -> list[Sample]:
     """The series the decision reads: the gauges now, every XID the window holds and the counters'
-    increase over ``window``, all from the platform's DCGM exporter. A pod's own report (a failed
-    pre-job node check) is not read: a team's job could forge it. A series the exporter does not
-    collect is simply absent."""
+    increase over ``window``, all from the platform's DCGM exporter, whose pods run in
+    ``namespace``. A series of the same name from a team's pod (any pod Prometheus scrapes may serve
+    one) and a pod's own report (a failed pre-job node check) are not read: a team's job could forge
+    them. A series the exporter does not collect is simply absent."""
     samples: list[Sample] = []
-    for row in query(prometheus, f"{XID}[{window}]", "matrix"):
+    for row in query(prometheus, f"{exporter_series(XID, namespace)}[{window}]", "matrix"):
         labels = dict(row.get("metric") or {})
         for value in sorted({float(v) for _, v in row.get("values") or []}):
             samples.append(Sample(XID, labels, value))
-    queries = [(name, name) for name in GAUGES] + [(name, f"increase({name}[{window}])") for name in COUNTERS]
+    queries = [(name, exporter_series(name, namespace)) for name in GAUGES] + [
+        (name, f"increase({exporter_series(name, namespace)}[{window}])") for name in COUNTERS
+    ]
     for name, promql in queries:
         for row in query(prometheus, promql):
             value = float(row["value"][1])
@@ -202,13 +208,14 @@ def step(
     api: KubeApi,
     pool_selector: str,
     *,
+    exporter_namespace: str,
     rules: HealthRules | None = None,
     max_share: float = 0.1,
     window: str = DEFAULT_WINDOW,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> Step:
     """One pass: read, decide, cordon within the budget."""
-    verdicts = node_verdicts(dcgm_samples(prometheus, window), rules)
+    verdicts = node_verdicts(dcgm_samples(prometheus, exporter_namespace, window), rules)
     pool = api.nodes(pool_selector)
     cordoned = {n["metadata"]["name"] for n in pool if (n.get("spec") or {}).get("unschedulable")}
     budget = cordon_budget(len(pool), max_share)
@@ -252,6 +259,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainer.health.guard", description=__doc__.split("\n\n")[0])
     parser.add_argument("--prometheus", required=True, help="Prometheus's base URL (its /api/v1/query answers)")
     parser.add_argument("--pool-selector", required=True, help="label selector of the GPU pool's nodes")
+    parser.add_argument(
+        "--exporter-namespace",
+        required=True,
+        help="namespace of the DCGM exporter's pods: only its series are read, never a team pod's of the same name",
+    )
     parser.add_argument("--api", help="Kubernetes API base URL; default: in-cluster, with the ServiceAccount")
     parser.add_argument("--max-cordoned-share", type=float, default=0.1, help="share of the pool cordoned at most")
     parser.add_argument("--window", default=DEFAULT_WINDOW, help="how far back counters' growth counts")
@@ -260,6 +272,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-nvlink-errors", type=float, help="NVLink errors per window that cordon; default: none")
     parser.add_argument("--once", action="store_true", help="one pass, then exit")
     args = parser.parse_args(argv)
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", args.exporter_namespace):
+        parser.error(f"--exporter-namespace must be a namespace's name (a DNS label), got {args.exporter_namespace!r}")
     if not 0 < args.max_cordoned_share <= 1:
         parser.error(f"--max-cordoned-share must be in (0, 1], got {args.max_cordoned_share}")
     api = KubeApi(args.api) if args.api else KubeApi.in_cluster()
@@ -270,6 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.prometheus,
                 api,
                 args.pool_selector,
+                exporter_namespace=args.exporter_namespace,
                 rules=rules,
                 max_share=args.max_cordoned_share,
                 window=args.window,

@@ -52,6 +52,21 @@ NODE_NAME_ENV = "NODE_NAME"
 """The node check's node name, from the pod's ``spec.nodeName`` (the builders set it)."""
 NODE_LABEL = "Hostname"
 GPU_LABEL = "gpu"
+NAMESPACE_LABEL = "namespace"
+"""The namespace of the pod Prometheus scraped a series from: prometheus-operator relabels it from
+``__meta_kubernetes_namespace`` on every PodMonitor and ServiceMonitor target, and passes the
+endpoint's ``honorLabels`` (default false) as ``honor_labels`` (v0.79.0 ``pkg/prometheus/promcfg.go``
+``generatePodMonitorConfig``, ``generateServiceMonitorConfig``), under which Prometheus keeps a
+scraped label that clashes with a target label as ``exported_namespace``. A team's pod can serve
+series of any name on its metrics port, but only pods in the exporter's namespace give them that
+namespace."""
+
+
+def exporter_series(metric: str, namespace: str) -> str:
+    """PromQL selector of ``metric`` as the DCGM exporter running in ``namespace`` serves it, never
+    as a team's pod that serves a series of the same name does."""
+    return f'{metric}{{{NAMESPACE_LABEL}="{namespace}"}}'
+
 
 XID_MEANINGS: Mapping[int, str] = {
     48: "double-bit ECC error",

@@ -294,9 +294,12 @@ def _gpu_node_alert(scope: MonitoringScope) -> Alert:
     """A GPU whose DCGM series take its node out, as the node health controller decides
     (:mod:`.node_health`): the controller cordons the node, the alert calls a person to repair it."""
     node, gpu = "{{ $labels.Hostname }}", "{{ $labels.gpu }}"
+    health = scope.monitoring.node_health
+    if health.exporter_namespace is None:
+        raise ValueError("monitoring.nodeHealth.exporterNamespace is required for the GPUNodeUnhealthy alert")
     return Alert(
         "GPUNodeUnhealthy",
-        unhealthy_gpus(health_rules(scope.monitoring.node_health)),
+        unhealthy_gpus(health_rules(health), health.exporter_namespace),
         # The XID gauge holds the last XID until the next one or a reboot: two scrapes are enough.
         1,
         "critical",

@@ -33,22 +33,27 @@ def _signal(expr: str, signal: str) -> str:
     return f'label_replace({expr}, "{SIGNAL_LABEL}", "{signal}", "", "")'
 
 
-def unhealthy_gpus(rules: dcgm.HealthRules, window: str = dcgm.DEFAULT_WINDOW) -> str:
-    """PromQL: the GPUs whose series take their node out under ``rules``, by ``Hostname``,
-    ``gpu``, ``UUID`` and :data:`SIGNAL_LABEL`; the value is the XID, or the count that crossed
-    its threshold. The same decision as :func:`trainer.health.signals.node_verdicts`."""
+def unhealthy_gpus(rules: dcgm.HealthRules, namespace: str, window: str = dcgm.DEFAULT_WINDOW) -> str:
+    """PromQL: the GPUs whose series, as the DCGM exporter running in ``namespace`` serves them, take
+    their node out under ``rules``, by ``Hostname``, ``gpu``, ``UUID`` and :data:`SIGNAL_LABEL`; the
+    value is the XID, or the count that crossed its threshold. The same decision as
+    :func:`trainer.health.signals.node_verdicts`; a team pod's series of the same names are not read."""
     keep = f"{dcgm.NODE_LABEL}, {dcgm.GPU_LABEL}, UUID, {SIGNAL_LABEL}"
+
+    def series(metric: str) -> str:
+        return dcgm.exporter_series(metric, namespace)
+
     terms = []
     if rules.cordon_xids:
-        xids = " or ".join(f"{dcgm.XID} == {x}" for x in sorted(rules.cordon_xids))
+        xids = " or ".join(f"{series(dcgm.XID)} == {x}" for x in sorted(rules.cordon_xids))
         # Over the window, as the controller reads it: the gauge holds the last XID only, and an
         # application's XID after a node's would hide the node's from an instant reading.
         terms.append(_signal(f"max_over_time(({xids})[{window}:])", "xid"))
     if rules.row_remap_failure:
-        terms.append(_signal(f"{dcgm.ROW_REMAP_FAILURE} >= 1", "row-remap-failure"))
+        terms.append(_signal(f"{series(dcgm.ROW_REMAP_FAILURE)} >= 1", "row-remap-failure"))
 
     def grew(metric: str) -> str:
-        return f"increase({metric}[{window}])"
+        return f"increase({series(metric)}[{window}])"
 
     terms.append(_signal(f"{grew(dcgm.ECC_DBE_VOLATILE)} > {rules.max_dbe_errors:g}", "ecc-dbe"))
     terms.append(_signal(f"{grew(dcgm.RETIRED_PENDING)} > {rules.max_retired_pending:g}", "retired-pages-pending"))
@@ -69,11 +74,12 @@ code by ``namespace``, ``pod``, ``uid`` and ``container``; ``kube_pod_info`` car
 ``node``). Only alerted on: the pod's template is its team's, so the status is the team's to report."""
 
 
-def guard_args(spec: NodeHealthSpec, prometheus_url: str, pool: str) -> list[str]:
+def guard_args(spec: NodeHealthSpec, prometheus_url: str, exporter_namespace: str, pool: str) -> list[str]:
     """The controller's command line for ``spec``, watching the nodes of GPU pool ``pool``."""
     args = [
         f"--prometheus={prometheus_url}",
         f"--pool-selector={POOL_LABEL}={pool}",
+        f"--exporter-namespace={exporter_namespace}",
         f"--max-cordoned-share={spec.max_cordoned_share:g}",
         f"--interval={spec.interval_seconds}",
         f"--window={dcgm.DEFAULT_WINDOW}",
@@ -101,7 +107,7 @@ def node_guard_objects(
     """The controller's ServiceAccount, ClusterRole, ClusterRoleBinding and Deployment.
 
     Args:
-        spec: ``monitoring.nodeHealth`` (enabled, with ``prometheusUrl``).
+        spec: ``monitoring.nodeHealth`` (enabled, with ``prometheusUrl`` and ``exporterNamespace``).
         namespace: where it runs (the training namespace).
         pool: the GPU pool's name; it watches the nodes labelled with it.
         image: the training image, pinned: it carries ``trainer.health.guard``.
@@ -112,10 +118,12 @@ def node_guard_objects(
         ``[ServiceAccount, ClusterRole, ClusterRoleBinding, Deployment]``.
 
     Raises:
-        ValueError: ``spec`` has no ``prometheusUrl``.
+        ValueError: ``spec`` has no ``prometheusUrl`` or no ``exporterNamespace``.
     """
     if spec.prometheus_url is None:
         raise ValueError("monitoring.nodeHealth.prometheusUrl is required for the node health controller")
+    if spec.exporter_namespace is None:
+        raise ValueError("monitoring.nodeHealth.exporterNamespace is required for the node health controller")
     metadata = {"name": NODE_GUARD, "namespace": namespace, "labels": dict(LABELS)}
     cluster_metadata = {"name": f"{namespace}-{NODE_GUARD}", "labels": dict(LABELS)}
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": dict(metadata)}
@@ -147,7 +155,7 @@ def node_guard_objects(
                 "imagePullPolicy": "IfNotPresent",
                 # The image's entrypoint is the trainer's launcher.
                 "command": ["python", "-m", "trainer.health.guard"],
-                "args": guard_args(spec, spec.prometheus_url, pool),
+                "args": guard_args(spec, spec.prometheus_url, spec.exporter_namespace, pool),
                 "resources": {"requests": dict(RESOURCES), "limits": dict(RESOURCES)},
                 "securityContext": {
                     "allowPrivilegeEscalation": False,
