@@ -282,3 +282,9 @@ FAMILIES: dict[str, dict] = {
     },
 }
 """Family name (without ``ecs.``) to what the page says of it and its instance types."""
+
+LEFT_OUT = ("gn8ia", "gu8tf", "gu8tef")
+"""GPU families that no Alibaba Cloud page read gives vCPUs, memory and GPUs for (ECI's GPU page,
+https://help.aliyun.com/en/eci/user-guide/create-an-instance-by-specifying-the-gpu-type, read
+2026-11-28, names gn8ia without them; docs/known-limits.md says what was searched): a pool of
+them needs ``gpuPool.nodeCapacity``."""

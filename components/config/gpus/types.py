@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .instance_data import FAMILIES, READ_ON, SOURCE_TITLE, SOURCE_URL
+from .instance_data import FAMILIES, LEFT_OUT, READ_ON, SOURCE_TITLE, SOURCE_URL
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,9 @@ def instance_type_table() -> str:
         "`gpuPool.nodeCapacity`: jobs are checked against the vCPUs and memory below, and "
         "`pulumi preview` checks them again against what ECS itself lists (`DescribeInstanceTypes`). "
         "GPU model `—`: the page gives only the GPU's memory. eRDMA: the page says the family supports "
-        "elastic RDMA interfaces; `gpuPool.fabric: erdma` takes the families ACK lists for eRDMA training.",
+        "elastic RDMA interfaces; `gpuPool.fabric: erdma` takes the families ACK lists for eRDMA training. "
+        f"A family missing here, such as {', '.join(LEFT_OUT)}, has no figures in the pages read "
+        "([known limits](known-limits.md)): a pool of it needs `gpuPool.nodeCapacity`.",
         "",
         "| instance type | vCPUs | memory (GiB) | GPUs | GPU model | GPU memory (GB each) | eRDMA |",
         "|---|---|---|---|---|---|---|",
