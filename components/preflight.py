@@ -22,7 +22,8 @@ import pulumi
 import pulumi_alicloud as alicloud
 
 from .config import PROJECT, ConfigError, PlatformSpec
-from .config.gpus.capacity import GIB, NodeShare, capacity_excess, misfit
+from .config.fit import pods_per_node
+from .config.gpus.capacity import GIB, NodeShare, capacity_excess, misfit, shared_misfit
 
 VERSIONS = "alicloud:cs/getKubernetesVersion:getKubernetesVersion"
 CLUSTERS = "alicloud:cs/getClusters:getClusters"
@@ -202,13 +203,22 @@ def _fit_problems(spec: PlatformSpec, reported: list[Any]) -> list[str]:
     than the GPUs ECS lists, a ``nodeCapacity`` above the smallest type's vCPUs or memory, and,
     without ``nodeCapacity``, jobs that do not fit that smallest type. The load-time checks used
     the platform's table (components/config/gpus/types.py) and have already refused anything
-    above it; here ECS's answer refuses what the table let through."""
+    above it; here ECS's answer refuses what the table let through, and is the only check of
+    the jobs on a pool of types outside the table."""
     pool = spec.gpu_pool
     if pool is None:
         return []
     problems = _gpu_count_problems(spec, reported)
     sizes = [(t.cpu_core_count, t.memory_size) for t in reported if t.get("cpu_core_count") and t.get("memory_size")]
     if not sizes:
+        if pool.node_share is None:
+            # Offline, where nothing answers for ECS: say once that these jobs went unchecked.
+            pulumi.log.warn(
+                f"{_key('gpuPool.instanceTypes')}: the platform's table does not list "
+                f"{', '.join(pool.unlisted_types)}, so the cpu and memory of the jobs on pool {pool.name!r} are "
+                "checked against what ECS lists for the types only at pulumi preview, not here: give "
+                "gpuPool.nodeCapacity to check them offline"
+            )
         return problems
     node = NodeShare(
         millicpu=min(cpu for cpu, _ in sizes) * 1000,
@@ -223,7 +233,13 @@ def _fit_problems(spec: PlatformSpec, reported: list[Any]) -> list[str]:
             problems.append(f"{_key(f'gpuPool.nodeCapacity.{excess[0]}')}: {excess[1]}")
         return problems
     for i, job in enumerate(spec.jobs):
-        problem = misfit(job.cpu, job.memory, node, pool.name) if spec.job_gpus(job) else None
+        gpus = spec.job_gpus(job)
+        if not gpus:
+            continue
+        sharing = pods_per_node(job, gpus, pool.gpus_per_node) if gpus <= pool.gpus_per_node else 1
+        problem = misfit(job.cpu, job.memory, node, pool.name) or (
+            shared_misfit(job.cpu, job.memory, sharing, node, pool.name) if sharing > 1 else None
+        )
         if problem is not None:
             problems.append(f"{_key(f'jobs[{i}].{problem[0]}')}: {problem[1]}")
     return problems

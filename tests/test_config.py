@@ -891,13 +891,12 @@ INVALID = [
         "give each pod a whole node's GPUs",
     ),
     (
-        "instance type the platform cannot size",
-        {"gpuPool.instanceTypes": ["ecs.gn7i-c8g1.4xlarge"]},
-        "ack-training-platform:gpuPool.nodeCapacity: the platform does not know what ecs.gn7i-c8g1.4xlarge can give "
-        "pods, so jobs cannot be checked against it: give nodeCapacity {cpu, memory}, the Allocatable of such a "
-        "node (kubectl describe node), or its vCPUs and memory from the ECS instance family page less a margin for "
-        "the system; or, if it is meant to be a type of that page, correct gpuPool.instanceTypes "
-        "(docs/configuration.md lists the types the platform knows)",
+        "job leaving memory to the default on an instance type the platform cannot size",
+        {"gpuPool.instanceTypes": ["ecs.gn7i-c8g1.4xlarge"], "jobs.0.memory": DELETE},
+        "ack-training-platform:jobs[0].memory: the GPU job leaves memory to the default, and no default can follow "
+        "a node of pool 'gpu', whose instance types the platform's table does not list: give the job's cpu and "
+        "memory per pod, which pulumi preview checks against what ECS lists for the types, or give "
+        "gpuPool.nodeCapacity (a node's Allocatable, kubectl describe node)",
     ),
     (
         "instance type with other GPUs than the pool says",

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import pulumi
 import pytest
 from conftest import ROOT, cfg, stack_config
 
@@ -168,15 +169,55 @@ def test_the_families_left_out_are_the_ones_known_limits_names() -> None:
         assert f"{family}," in page or f"{family} " in page, family
 
 
-@pytest.mark.parametrize("name", [example_of(family) for family in LEFT_OUT])
-def test_a_pool_of_a_family_left_out_asks_for_node_capacity(name: str) -> None:
+def left_out_pool(name: str, **job: object) -> dict:
+    """The dev stack with a 2-GPU pool of ``name`` alone, without nodeCapacity, its job as ``job`` says."""
     config = dev_pool(instanceTypes=[name], gpusPerNode=2)
     config[cfg("training")]["gpuQuota"] = 2
-    [problem] = problems_of(config)
-    assert problem.startswith(
-        f"ack-training-platform:gpuPool.nodeCapacity: the platform does not know what {name} can give pods, so "
-        "jobs cannot be checked against it: give nodeCapacity {cpu, memory}"
-    )
+    config[cfg("jobs")][0].pop("cpu")
+    config[cfg("jobs")][0].pop("memory")
+    config[cfg("jobs")][0].update(job)
+    return config
+
+
+@pytest.mark.parametrize("name", [example_of(family) for family in LEFT_OUT])
+def test_a_pool_of_a_family_left_out_plans_without_node_capacity(run_stack, monkeypatch, name: str) -> None:
+    warned: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: warned.append(message))
+    plan = run_stack(left_out_pool(name, cpu="8", memory="64Gi"), "dev")
+    assert plan.one("alicloud:cs/nodePool:NodePool", "gpu").inputs["instanceTypes"] == [name]
+    job = plan.one("kubernetes:kubeflow.org/v1:PyTorchJob")
+    container = job.inputs["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"] == {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "2"}
+    # Nothing describes the node: ack-jobs submit gets no figure to size its defaults from.
+    assert plan.outputs["jobDefaults"]["placement"]["node"] is None
+    assert plan.outputs["jobDefaults"]["placement"]["gpusPerNode"] == 2
+    # Offline nothing answers for ECS: the plan says once what it could not check.
+    assert [w for w in warned if "gpuPool" in w] == [
+        f"ack-training-platform:gpuPool.instanceTypes: the platform's table does not list {name}, so the cpu and "
+        "memory of the jobs on pool 'gpu' are checked against what ECS lists for the types only at pulumi preview, "
+        "not here: give gpuPool.nodeCapacity to check them offline"
+    ]
+
+
+@pytest.mark.parametrize("name", [example_of(family) for family in LEFT_OUT])
+@pytest.mark.parametrize(
+    ("job", "key", "unset"),
+    [({}, "cpu", "cpu and memory"), ({"cpu": "8"}, "memory", "memory"), ({"memory": "64Gi"}, "cpu", "cpu")],
+)
+def test_a_job_on_a_family_left_out_must_give_cpu_and_memory(name: str, job: dict, key: str, unset: str) -> None:
+    assert problems_of(left_out_pool(name, **job)) == [
+        f"ack-training-platform:jobs[0].{key}: the GPU job leaves {unset} to the default, and no default can "
+        "follow a node of pool 'gpu', whose instance types the platform's table does not list: give the job's cpu "
+        "and memory per pod, which pulumi preview checks against what ECS lists for the types, or give "
+        "gpuPool.nodeCapacity (a node's Allocatable, kubectl describe node)"
+    ]
+
+
+def test_a_pool_mixing_a_listed_and_an_unlisted_type_is_sized_by_neither() -> None:
+    # The smallest node cannot be known while one type's figures are missing.
+    pool = GpuPoolSpec(instance_types=["ecs.gn7i-c8g1.2xlarge", example_of("gn8ia")], gpus_per_node=1)
+    assert pool.node_share is None
+    assert pool.unlisted_types == [example_of("gn8ia")]
 
 
 @pytest.mark.parametrize("name", [example_of(family) for family in LEFT_OUT])

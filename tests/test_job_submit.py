@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import ROOT
 from loopback_api import NS, V1, V2
 
 from components.config import TrainerArgs, TrainingJobSpec
@@ -699,3 +700,53 @@ def test_the_mpi_runtimes_ssh_key_path_is_kept_clear_of_job_volumes() -> None:
     from components.manifests.jobs.mpi_runtime import SSH_AUTH_MOUNT
 
     assert SSH_AUTH_MOUNT in PLATFORM_MOUNTS
+
+
+@pytest.fixture
+def unsized_outputs(tmp_path: Path) -> Path:
+    """The outputs of a stack whose GPU pool's types the platform's table does not list, without
+    gpuPool.nodeCapacity: its jobDefaults say so with ``node: null``."""
+    placement = {**GPU_PLACEMENT, "gpusPerNode": 2, "fabric": None, "maxNodes": 2, "node": None}
+    path = tmp_path / "outputs.json"
+    path.write_text(json.dumps({"namespace": NS, "jobDefaults": {**DEFAULTS, "placement": placement}}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("flags", "unset"),
+    [([], "--cpu, --memory"), (["--cpu", "8"], "--memory"), (["--memory", "64Gi"], "--cpu")],
+)
+def test_submit_on_a_pool_nothing_describes_needs_cpu_and_memory(unsized_outputs: Path, capsys, flags, unset) -> None:
+    argv = ["--outputs", str(unsized_outputs), "submit", "bert", *flags, "--image-tag", "v1.4.0", "--dry-run"]
+    assert run(argv) == 2
+    assert capsys.readouterr().err == (
+        f"ack-jobs submit: {unset}: the stack does not say what a node of GPU pool 'gpu' offers (its instance "
+        "types are not in the platform's table and it gives no gpuPool.nodeCapacity), so no default can follow "
+        "one: give --cpu and --memory per pod, which nothing checks before the scheduler, or give "
+        "gpuPool.nodeCapacity in the stack\n"
+    )
+
+
+def test_submit_on_a_pool_nothing_describes_takes_what_is_given(unsized_outputs: Path, capsys) -> None:
+    requests = resources(dry_run(unsized_outputs, "bert", "--nodes", "2", "--cpu", "30", "--memory", "180Gi"))
+    assert {(r["cpu"], r["memory"]) for r in requests} == {("30", "180Gi")}
+    # The pool's other limits still hold.
+    argv = ["--outputs", str(unsized_outputs), "submit", "bert", "--nodes", "3", "--cpu", "8", "--memory", "64Gi"]
+    assert run([*argv, "--image-tag", "v1.4.0", "--dry-run"]) == 2
+    assert "--nodes: the job's 3 pods need 3 GPU nodes but gpuPool.maxSize is 2" in capsys.readouterr().err
+
+
+def test_submit_on_a_planned_pool_of_a_type_outside_the_table(tmp_path: Path, capsys) -> None:
+    # The offline plan of a stack whose pool is of a family the table leaves out exports node: null.
+    from components.plan import command as plan
+
+    stack = yaml.safe_load((ROOT / "stacks" / "Pulumi.dev.yaml").read_text())
+    stack["config"]["ack-training-platform:gpuPool"].update(instanceTypes=["ecs.gu8tf.8xlarge"], gpusPerNode=2)
+    stack["config"]["ack-training-platform:training"]["gpuQuota"] = 2
+    stack_file = tmp_path / "Pulumi.unsized.yaml"
+    stack_file.write_text(yaml.safe_dump(stack))
+    assert plan.main(["--stack-file", str(stack_file), "--json"]) == 0
+    planned = tmp_path / "plan.json"
+    planned.write_text(capsys.readouterr().out)
+    assert run(["--outputs", str(planned), "submit", "bert", "--image-tag", "v1.4.0", "--dry-run"]) == 2
+    assert capsys.readouterr().err.startswith("ack-jobs submit: --cpu, --memory: the stack does not say what a node")

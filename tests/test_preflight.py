@@ -6,7 +6,10 @@ from __future__ import annotations
 import pulumi
 import pytest
 from conftest import cfg, stack_config
+from fixtures.ecs_instance_types import QUOTED, listed_type
+from pulumi_alicloud.ecs import outputs as ecs_outputs
 
+from components.config.gpus.instance_data import LEFT_OUT
 from components.preflight import CLUSTERS, INSTANCE_TYPES, NAS_ZONES, SWITCHES, VERSIONS
 
 PROD_VSWITCH = "vsw-0jlp3zgdgalsyjm8g73ex"
@@ -29,24 +32,44 @@ def nas_zone(zone: str, *storage_types: str) -> dict:
     return {"zoneId": zone, "instanceTypes": [{"storageType": t, "protocolType": "NFS"} for t in storage_types]}
 
 
-A10 = {
-    "id": "ecs.gn7i-c16g1.4xlarge",
-    "family": "ecs.gn7i",
-    "cpuCoreCount": 16,
-    "memorySize": 60.0,
-    "gpus": [{"amount": "1", "category": "NVIDIA A10"}],
-    "availabilityZones": ["cn-hangzhou-k", "cn-hangzhou-j"],
-}
+A10 = listed_type(
+    "ecs.gn7i-c16g1.4xlarge",
+    family="ecs.gn7i",
+    cpus=16,
+    memory_gb=60,
+    gpus=1,
+    gpu_spec="NVIDIA A10",
+    zones=["cn-hangzhou-k", "cn-hangzhou-j"],
+)
 
 
-EBMGN8V = {
-    "id": "ecs.ebmgn8v.48xlarge",
-    "family": "ecs.ebmgn8v",
-    "cpuCoreCount": 192,
-    "memorySize": 1024.0,
-    "gpus": [{"amount": "8", "category": "NVIDIA GPU"}],
-    "availabilityZones": ["cn-wulanchabu-c"],
-}
+EBMGN8V = listed_type(
+    "ecs.ebmgn8v.48xlarge",
+    family="ecs.ebmgn8v",
+    cpus=192,
+    memory_gb=1024,
+    gpus=8,
+    gpu_spec="NVIDIA GPU",
+    zones=["cn-wulanchabu-c"],
+)
+
+
+def test_the_stand_in_answers_in_the_providers_shape() -> None:
+    # Every name is one the SDK reads back from the wire (pulumi.getter names), with the type
+    # data_source_alicloud_instance_types.go gives it (QUOTED): an int, a float, the GPUs as text.
+    wire = {
+        getattr(member.fget, "_pulumi_name", None)
+        for member in vars(ecs_outputs.GetInstanceTypesInstanceTypeResult).values()
+        if isinstance(member, property)
+    }
+    for listed in (A10, EBMGN8V, *unlisted_pool(LEFT_OUT[0])[1][INSTANCE_TYPES]["instanceTypes"]):
+        assert set(listed) <= wire, set(listed) - wire
+        assert set(QUOTED) <= set(listed)
+        assert type(listed["cpuCoreCount"]) is int and type(listed["memorySize"]) is float
+        assert listed["family"].startswith("ecs.")
+        [gpu] = listed["gpus"]
+        assert set(gpu) == {"amount", "category"} and gpu["amount"].isdigit()
+    assert "strconv.Itoa" in QUOTED["gpus"] and "formatFloat64" in QUOTED["memorySize"]
 
 
 def refused(run_stack, config: dict, stack: str, invokes: dict) -> list[str]:
@@ -77,6 +100,11 @@ def test_jobs_must_fit_the_instance_type_as_ecs_lists_it(run_stack) -> None:
         "autoscaler adds no node for a pod that cannot fit; ask for less, or give gpuPool.nodeCapacity (a node's "
         "Allocatable, kubectl describe node)"
         for i in (0, 1)
+    ] + [
+        # Two 4-GPU pods of one job share an 8-GPU node, and ECS's node holds less than both ask for.
+        "ack-training-platform:jobs[2].memory: 2 pods of the job share a node of pool 'gpu-erdma' by their GPUs, "
+        "but together ask for 960Gi memory and ecs.ebmgn8v.48xlarge, as ECS lists it, has 768Gi: ask for less than "
+        "384Gi per pod, or give each pod a whole node's GPUs"
     ]
 
 
@@ -255,4 +283,65 @@ def test_a_teardown_goes_ahead_with_warnings_when_asked(run_stack, monkeypatch) 
     assert plan.of_type("alicloud:cs/nodePool:NodePool")
     assert [w.split(": ", 1)[0] for w in warned if w.startswith("ack-training-platform:")] == [
         "ack-training-platform:gpuPool.instanceTypes[0]"
+    ]
+
+
+def unlisted_pool(family: str, **job: object) -> tuple[dict, dict]:
+    """The dev stack with a 2-GPU pool of a family the platform's table leaves out, without
+    nodeCapacity, and ECS's answer for its type: figures of the stand-in's own, no claim that
+    ECS sells a type of this name."""
+    name = f"ecs.{family}.8xlarge"
+    config = stack_config("dev")
+    config[cfg("gpuPool")].update(instanceTypes=[name], gpusPerNode=2)
+    config[cfg("training")]["gpuQuota"] = 2
+    config[cfg("jobs")][0].update(job)
+    listed = listed_type(
+        name, family=f"ecs.{family}", cpus=32, memory_gb=188, gpus=2, gpu_spec="NVIDIA GPU", zones=["cn-hangzhou-k"]
+    )
+    return config, {INSTANCE_TYPES: {"instanceTypes": [listed]}}
+
+
+@pytest.mark.parametrize("family", LEFT_OUT)
+def test_a_job_on_an_unlisted_type_that_fits_what_ecs_lists_passes(run_stack, monkeypatch, family: str) -> None:
+    warned: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: warned.append(message))
+    config, invokes = unlisted_pool(family, cpu="30", memory="180Gi")
+    assert run_stack(config, "dev", invokes=invokes).one("kubernetes:kubeflow.org/v1:PyTorchJob")
+    # ECS answered: nothing was left unchecked.
+    assert not [w for w in warned if "gpuPool" in w]
+
+
+@pytest.mark.parametrize("family", LEFT_OUT)
+@pytest.mark.parametrize(
+    ("job", "problem"),
+    [
+        (
+            {"cpu": "32", "memory": "64Gi"},
+            "jobs[0].cpu: cpu 32 per pod does not fit a node of pool 'gpu': {name}, as ECS lists it, has 32",
+        ),
+        (
+            {"cpu": "8", "memory": "190Gi"},
+            "jobs[0].memory: memory 190Gi per pod does not fit a node of pool 'gpu': {name}, as ECS lists it, "
+            "has 188Gi",
+        ),
+    ],
+)
+def test_a_job_on_an_unlisted_type_above_what_ecs_lists_is_refused(run_stack, family: str, job, problem) -> None:
+    config, invokes = unlisted_pool(family, **job)
+    assert refused(run_stack, config, "dev", invokes) == [
+        "ack-training-platform:"
+        + problem.format(name=f"ecs.{family}.8xlarge")
+        + ", of which ACK keeps a part for the system, and the autoscaler adds no node for a pod that cannot fit; "
+        "ask for less, or give gpuPool.nodeCapacity (a node's Allocatable, kubectl describe node)"
+    ]
+
+
+@pytest.mark.parametrize("family", LEFT_OUT)
+def test_gpus_per_node_on_an_unlisted_type_must_be_what_ecs_lists(run_stack, family: str) -> None:
+    config, invokes = unlisted_pool(family, cpu="8", memory="64Gi")
+    config[cfg("gpuPool")]["gpusPerNode"] = 4
+    config[cfg("training")]["gpuQuota"] = 4
+    assert refused(run_stack, config, "dev", invokes) == [
+        f"ack-training-platform:gpuPool.gpusPerNode: gpusPerNode is 4 but, as ECS lists them, ecs.{family}.8xlarge "
+        "has 2: every instance type of the pool must have gpusPerNode GPUs"
     ]

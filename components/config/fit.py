@@ -58,9 +58,13 @@ def pool_problem(job: TrainingJobSpec, pool: GpuPoolSpec) -> tuple[str, str] | N
             f"{gpus} GPUs per pod do not fit on a {pool.gpus_per_node}-GPU node of pool {pool.name!r}",
         )
     sharing = pods_per_node(job, gpus, pool.gpus_per_node)
-    problem = misfit(job.cpu, job.memory, pool.node_share, pool.name) or (
-        shared_misfit(job.cpu, job.memory, sharing, pool.node_share, pool.name) if sharing > 1 else None
-    )
+    node = pool.node_share
+    if node is None:
+        problem = unsized_problem(job, pool.name)
+    else:
+        problem = misfit(job.cpu, job.memory, node, pool.name) or (
+            shared_misfit(job.cpu, job.memory, sharing, node, pool.name) if sharing > 1 else None
+        )
     if problem is not None:
         return problem
     needed = nodes_needed(job, gpus, pool.gpus_per_node)
@@ -76,6 +80,27 @@ def pool_problem(job: TrainingJobSpec, pool: GpuPoolSpec) -> tuple[str, str] | N
     if job.gpus_per_node is None and (mesh := job.trainer.mesh_problem(gpus, job.pod_counts)) is not None:
         return f"trainer.{mesh[0]}", mesh[1]
     return None
+
+
+def unset_sizes(job: TrainingJobSpec) -> list[str]:
+    """Which of ``cpu`` and ``memory`` ``job`` leaves to the spec's defaults."""
+    return [key for key in ("cpu", "memory") if key not in job.model_fields_set]
+
+
+def unsized_problem(job: TrainingJobSpec, pool: str) -> tuple[str, str] | None:
+    """On a pool whose nodes the platform cannot size (an instance type outside its table, no
+    ``gpuPool.nodeCapacity``), the first of ``cpu`` and ``memory`` that ``job`` leaves to a default,
+    which no figure of the node backs, as (job key, message); ``None`` when it gives both, which
+    ``pulumi preview`` checks against what ECS lists for the types (components/preflight.py)."""
+    unset = unset_sizes(job)
+    if not unset:
+        return None
+    return unset[0], (
+        f"the GPU job leaves {' and '.join(unset)} to the default, and no default can follow a node of pool "
+        f"{pool!r}, whose instance types the platform's table does not list: give the job's cpu and memory per "
+        "pod, which pulumi preview checks against what ECS lists for the types, or give gpuPool.nodeCapacity "
+        "(a node's Allocatable, kubectl describe node)"
+    )
 
 
 def quota_problem(job: TrainingJobSpec, gpus: int, quota: Mapping[str, str | int], owner: str) -> str | None:

@@ -103,10 +103,11 @@ class GpuPoolSpec(Spec):
     topology range of one zone, for the shortest paths between them. Only the first vSwitch is used (one zone);
     at most 20 nodes; on-demand only."""
     node_capacity: NodeCapacitySpec | None = Field(default=None)
-    """What one node gives pods, against which jobs are checked; required for instance types the platform
-    does not know (it knows every type of ECS's GPU-accelerated compute-optimized family page, listed in
-    docs/configuration.md under "GPU instance types"); checked against what ECS lists for the type at
-    ``pulumi preview``."""
+    """What one node gives pods, against which jobs are checked and their ``cpu`` and ``memory`` defaults are
+    sized; checked against what ECS lists for the type at ``pulumi preview``. Without it, a pool of an instance
+    type the platform does not know (it knows every type of ECS's GPU-accelerated compute-optimized family page,
+    listed in docs/configuration.md under "GPU instance types") has GPU jobs that must give their own ``cpu``
+    and ``memory``, which only ``pulumi preview`` checks, against ECS's figures for the type."""
 
     @model_validator(mode="after")
     def _check(self) -> GpuPoolSpec:
@@ -166,18 +167,8 @@ class GpuPoolSpec(Spec):
                 f"{self.driver_version!r} is not an NVIDIA driver version: pin one ACK offers, e.g. '550.127.08', "
                 "or drop driverVersion for ACK's default",
             )
-        unknown = [t for t in self.instance_types if t not in GPU_INSTANCE_TYPES]
-        if self.node_capacity is not None and not unknown:
+        if self.node_capacity is not None and not self.unlisted_types:
             self._check_capacity_within(smallest_node(self.instance_types))
-        if unknown and self.node_capacity is None:
-            raise field_error(
-                "nodeCapacity",
-                f"the platform does not know what {', '.join(unknown)} can give pods, so jobs cannot be checked "
-                "against it: give nodeCapacity {cpu, memory}, the Allocatable of such a node "
-                "(kubectl describe node), or its vCPUs and memory from the ECS instance family page less a margin "
-                "for the system; or, if it is meant to be a type of that page, correct gpuPool.instanceTypes "
-                "(docs/configuration.md lists the types the platform knows)",
-            )
         other_gpus = [
             f"{t} has {GPU_INSTANCE_TYPES[t].gpus}"
             for t in self.instance_types
@@ -203,13 +194,19 @@ class GpuPoolSpec(Spec):
             raise field_error(f"nodeCapacity.{problem[0]}", problem[1])
 
     @property
-    def node_share(self) -> NodeShare:
+    def unlisted_types(self) -> list[str]:
+        """The pool's instance types the platform's table (:data:`~.gpus.types.GPU_INSTANCE_TYPES`) does not list."""
+        return [t for t in self.instance_types if t not in GPU_INSTANCE_TYPES]
+
+    @property
+    def node_share(self) -> NodeShare | None:
         """What one node offers pods' CPU and memory: ``nodeCapacity`` when given, else what the
-        smallest of the instance types has (a pool may start any of them). Its GPUs are
+        smallest of the instance types has (a pool may start any of them); ``None`` when a type
+        is not in the table, whose figures only ECS gives, at ``pulumi preview``. Its GPUs are
         ``gpusPerNode``, which every instance type must have."""
         if self.node_capacity is not None:
             return allocatable_share(self.node_capacity.cpu, self.node_capacity.memory)
-        return smallest_node(self.instance_types)
+        return None if self.unlisted_types else smallest_node(self.instance_types)
 
     @property
     def autoscaling(self) -> bool:

@@ -20,7 +20,7 @@ from pydantic.fields import FieldInfo
 
 from ..config import TrainerArgs, TrainingJobSpec, job_gpus
 from ..config.base import POOL_LABEL, model_of
-from ..config.fit import pods_per_node, pool_problem
+from ..config.fit import pods_per_node, pool_problem, unset_sizes
 from ..config.gpus.capacity import NodeShare, pod_share
 from ..manifests import context_from_defaults, kubeflow_job, train_job
 from .arena import ALIASES, REFUSED, TailError, tail_command
@@ -251,13 +251,20 @@ def job_spec(args: argparse.Namespace, defaults: dict[str, Any], extra: list[str
         raise FlagError(f"--{mesh[0]}: {mesh[1]}")
     if pool is None or not gpus:
         return spec
-    unset = {
-        key: value
-        for key, value in zip(("cpu", "memory"), pod_share(pool.node_share, _sharing(spec, pool, gpus)), strict=True)
-        if key not in raw
-    }
-    if unset:
-        spec = _validated({**raw, **unset}, given)
+    if pool.node_share is None:
+        unset = unset_sizes(spec)
+        if unset:
+            raise FlagError(
+                f"{', '.join('--' + key for key in unset)}: the stack does not say what a node of GPU pool "
+                f"{pool.name!r} offers (its instance types are not in the platform's table and it gives no "
+                "gpuPool.nodeCapacity), so no default can follow one: give --cpu and --memory per pod, which "
+                "nothing checks before the scheduler, or give gpuPool.nodeCapacity in the stack"
+            )
+    else:
+        share = pod_share(pool.node_share, _sharing(spec, pool, gpus))
+        unset = {key: value for key, value in zip(("cpu", "memory"), share, strict=True) if key not in raw}
+        if unset:
+            spec = _validated({**raw, **unset}, given)
     problem = pool_problem(spec, pool)
     if problem is not None:
         key, message = problem
@@ -277,19 +284,22 @@ class PoolFacts(NamedTuple):
 
     name: str
     gpus_per_node: int
-    node_share: NodeShare
+    node_share: NodeShare | None
     max_size: int
 
 
 def _pool(defaults: dict[str, Any]) -> PoolFacts | None:
-    """The pool a submitted GPU job lands on, when the stack says what its nodes offer."""
+    """The GPU pool a submitted GPU job lands on; its ``node_share`` is ``None`` when the stack
+    says nothing describes its nodes (``node: null``: instance types outside the platform's
+    table, no ``gpuPool.nodeCapacity``). ``None`` for ``jobDefaults`` exported before they had a
+    ``node``, which give nothing to check against."""
     placement = defaults["placement"]
-    if not placement.get("node") or not placement["gpusPerNode"]:
+    if not placement["gpusPerNode"] or "node" not in placement:
         return None
     return PoolFacts(
         name=placement["nodeSelector"].get(POOL_LABEL, "gpu"),
         gpus_per_node=placement["gpusPerNode"],
-        node_share=NodeShare(**placement["node"]),
+        node_share=NodeShare(**placement["node"]) if placement.get("node") else None,
         max_size=placement["maxNodes"] if placement["maxNodes"] is not None else 2**31,
     )
 

@@ -97,9 +97,10 @@ class GpuPoolSpec(TypedDict):
     topology range of one zone, for the shortest paths between them. Only the first vSwitch is used (one zone);
     at most 20 nodes; on-demand only."""
     node_capacity: NotRequired[pulumi.Input[NodeCapacitySpec]]
-    """What one node gives pods, against which jobs are checked; required for instance types the platform
-    does not know; checked against what ECS lists for the type at
-    `pulumi preview`."""
+    """What one node gives pods, against which jobs are checked and their `cpu` and `memory` defaults are
+    sized; checked against what ECS lists for the type at `pulumi preview`. Without it, a pool of an instance
+    type the platform does not know has GPU jobs that must give their own `cpu`
+    and `memory`, which only `pulumi preview` checks, against ECS's figures for the type."""
 
 
 class TrainingNamespaceBackend(enum.StrEnum):

@@ -286,5 +286,6 @@ FAMILIES: dict[str, dict] = {
 LEFT_OUT = ("gn8ia", "gu8tf", "gu8tef")
 """GPU families that no Alibaba Cloud page read gives vCPUs, memory and GPUs for (ECI's GPU page,
 https://help.aliyun.com/en/eci/user-guide/create-an-instance-by-specifying-the-gpu-type, read
-2026-11-28, names gn8ia without them; docs/known-limits.md says what was searched): a pool of
-them needs ``gpuPool.nodeCapacity``."""
+2026-11-28, names gn8ia without them; docs/known-limits.md says what was searched): the jobs on
+a pool of them give their own ``cpu`` and ``memory``, checked against ECS's figures at ``pulumi
+preview``, unless the pool gives ``gpuPool.nodeCapacity``."""

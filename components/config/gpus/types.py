@@ -2,7 +2,7 @@
 (vCPUs, memory, GPUs) as Alibaba Cloud's family page lists it (:mod:`.instance_data`),
 and the family a type belongs to. At ``pulumi preview`` ECS's own DescribeInstanceTypes
 answer is checked as well (components/preflight.py); it cannot loosen this table's bounds,
-which load-time checks apply first."""
+which load-time checks apply first. A type outside the table is sized by ECS's answer alone."""
 
 from __future__ import annotations
 
@@ -75,7 +75,8 @@ def instance_type_table() -> str:
         "GPU model `—`: the page gives only the GPU's memory. eRDMA: the page says the family supports "
         "elastic RDMA interfaces; `gpuPool.fabric: erdma` takes the families ACK lists for eRDMA training. "
         f"A family missing here, such as {', '.join(LEFT_OUT)}, has no figures in the pages read "
-        "([known limits](known-limits.md)): a pool of it needs `gpuPool.nodeCapacity`.",
+        "([known limits](known-limits.md)): a pool of it plans without `gpuPool.nodeCapacity`, but its GPU jobs "
+        "must give their own `cpu` and `memory`, which only `pulumi preview` checks, against what ECS lists.",
         "",
         "| instance type | vCPUs | memory (GiB) | GPUs | GPU model | GPU memory (GB each) | eRDMA |",
         "|---|---|---|---|---|---|---|",
