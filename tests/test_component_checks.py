@@ -22,14 +22,14 @@ from components.config import GpuPoolSpec, StorageSpec, TeamSpec, TrainingJobSpe
 provider = k8s.Provider("k8s", cluster_identifier="c-example")
 pool = GpuNodePool(
     "a10",
-    GpuPoolSpec(name="a10", instance_types=["ecs.gn7i-c8g1.2xlarge"], gpus_per_node=1, max_size={max_size}),
+    GpuPoolSpec(name="a10", instance_types=["{instance_type}"], gpus_per_node=1, max_size={max_size}),
     cluster_id="c-example",
     vswitch_ids=["vsw-example"],
     worker_role="a10-nodes",
 )
 namespace = TrainingNamespace("ns", TrainingNamespaceSpec(namespace="team-a", gpu_quota={quota}), provider=provider{team})
 volumes = SharedVolumes("ns", StorageSpec(create_storage_class=False), namespace=namespace, provider=provider)
-job = TrainingJobSpec(name="big", image="{image}", cpu="{cpu}", memory="16Gi", nodes={nodes}{job_namespace})
+job = TrainingJobSpec(name="big", image="{image}", {sizes}nodes={nodes}{job_namespace})
 TrainingJob("big", job, namespace=namespace, storage=volumes, pool=pool, provider=provider)
 """
 TEAM = ', team=TeamSpec(name="team-a", uid=2001, quota={"gpus": 2, "cpu": "64", "memory": "256Gi"})'
@@ -40,7 +40,8 @@ def plan(tmp_path: Path, **overrides: object) -> Plan:
         "max_size": 4,
         "quota": "None",
         "team": "",
-        "cpu": "6",
+        "instance_type": "ecs.gn7i-c8g1.2xlarge",
+        "sizes": 'cpu="6", memory="16Gi", ',
         "nodes": 2,
         "job_namespace": "",
         "image": "trainer:1",
@@ -102,9 +103,23 @@ def test_a_job_needing_more_nodes_than_the_pool_has_is_refused(tmp_path: Path) -
 
 
 def test_a_pod_larger_than_the_pools_nodes_is_refused(tmp_path: Path) -> None:
-    message = refused(tmp_path, cpu="64")
+    message = refused(tmp_path, sizes='cpu="64", memory="16Gi", ')
     assert message.startswith("TrainingJob 'big': spec.cpu: cpu 64 per pod does not fit a node of pool 'a10'")
     assert message.endswith("(the pool argument)")
+
+
+def test_a_job_on_a_pool_of_a_type_outside_the_table_gives_its_own_cpu_and_memory(tmp_path: Path) -> None:
+    # No nodeCapacity, and the table has no figures for gu8tf: no default can be sized to its nodes.
+    gu8tf = {"instance_type": "ecs.gu8tf.8xlarge"}
+    assert refused(tmp_path, **gu8tf, sizes='memory="16Gi", ') == (
+        "TrainingJob 'big': spec.cpu: the GPU job leaves cpu to the default, and no default can follow a node of "
+        "pool 'a10', whose instance types the platform's table does not list: give the job's cpu and memory per "
+        "pod, which pulumi preview checks against what ECS lists for the types, or give gpuPool.nodeCapacity (a "
+        "node's Allocatable, kubectl describe node) (the pool argument)"
+    )
+    job = plan(tmp_path, **gu8tf).one("kubernetes:kubeflow.org/v1:PyTorchJob", "big").inputs
+    (container,) = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"]
+    assert container["resources"]["limits"] == {"cpu": "6", "memory": "16Gi", "nvidia.com/gpu": "1"}
 
 
 def test_a_job_naming_another_namespace_than_its_claims_is_refused(tmp_path: Path) -> None:

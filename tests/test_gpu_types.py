@@ -1,7 +1,8 @@
 """The ECS GPU instance types the platform knows (components/config/gpus/types.py), as ECS's
 "GPU-accelerated compute-optimized instance families" page lists them
 (components/config/gpus/instance_data.py): every pool of them sizes its jobs without
-``gpuPool.nodeCapacity``, and a type outside the table still needs it."""
+``gpuPool.nodeCapacity``; a pool of a type outside the table plans without it too, its GPU jobs
+giving their own cpu and memory (checked against ECS's figures at preview: tests/test_preflight.py)."""
 
 from __future__ import annotations
 
