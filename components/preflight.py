@@ -24,6 +24,8 @@ import pulumi_alicloud as alicloud
 from .config import PROJECT, ConfigError, PlatformSpec
 from .config.fit import pods_per_node
 from .config.gpus.capacity import GIB, NodeShare, capacity_excess, misfit, shared_misfit
+from .config.gpus.instance_data import LEFT_OUT
+from .config.gpus.types import family_of_name
 
 VERSIONS = "alicloud:cs/getKubernetesVersion:getKubernetesVersion"
 CLUSTERS = "alicloud:cs/getClusters:getClusters"
@@ -212,12 +214,20 @@ def _fit_problems(spec: PlatformSpec, reported: list[Any]) -> list[str]:
     sizes = [(t.cpu_core_count, t.memory_size) for t in reported if t.get("cpu_core_count") and t.get("memory_size")]
     if not sizes:
         if pool.node_share is None:
-            # Offline, where nothing answers for ECS: say once that these jobs went unchecked.
+            # Offline, where nothing answers for ECS: say once that these jobs went unchecked, and that
+            # a type of a family the platform has never heard of may as well be a slip.
+            strangers = [t for t in pool.unlisted_types if family_of_name(t) not in LEFT_OUT]
             pulumi.log.warn(
                 f"{_key('gpuPool.instanceTypes')}: the platform's table does not list "
                 f"{', '.join(pool.unlisted_types)}, so the cpu and memory of the jobs on pool {pool.name!r} are "
                 "checked against what ECS lists for the types only at pulumi preview, not here: give "
                 "gpuPool.nodeCapacity to check them offline"
+                + (
+                    f". Nor does it know the family of {', '.join(strangers)}: a misspelt name is found only at "
+                    "pulumi preview (ECS sells no such type)"
+                    if strangers
+                    else ""
+                )
             )
         return problems
     node = NodeShare(

@@ -892,11 +892,20 @@ INVALID = [
     ),
     (
         "job leaving memory to the default on an instance type the platform cannot size",
-        {"gpuPool.instanceTypes": ["ecs.gn7i-c8g1.4xlarge"], "jobs.0.memory": DELETE},
+        {"gpuPool.instanceTypes": ["ecs.gu8tf.8xlarge"], "jobs.0.memory": DELETE},
         "ack-training-platform:jobs[0].memory: the GPU job leaves memory to the default, and no default can follow "
         "a node of pool 'gpu', whose instance types the platform's table does not list: give the job's cpu and "
-        "memory per pod, which pulumi preview checks against what ECS lists for the types, or give "
-        "gpuPool.nodeCapacity (a node's Allocatable, kubectl describe node)",
+        "memory per pod (checked against what ECS lists for the types only by the platform stack's pulumi "
+        "preview, not for a TrainingJob given a pool), or give gpuPool.nodeCapacity (a node's Allocatable, "
+        "kubectl describe node)",
+    ),
+    (
+        "misspelt size of a family the table lists in full",
+        {"gpuPool.instanceTypes": ["ecs.gn7i-c8g1.4xlarge"]},
+        "ack-training-platform:gpuPool.instanceTypes[0]: ecs.gn7i-c8g1.4xlarge is no gn7i type of ECS's family "
+        "page (docs/configuration.md, GPU instance types): did you mean ecs.gn7i-c8g1.2xlarge, "
+        "ecs.gn7i-c16g1.4xlarge, ecs.gn7i-c56g1.14xlarge? If ECS sells it and the page does not list it, give "
+        "nodeCapacity (a node's Allocatable, kubectl describe node)",
     ),
     (
         "instance type with other GPUs than the pool says",

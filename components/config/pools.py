@@ -20,7 +20,7 @@ from .base import (
     field_error,
 )
 from .gpus.capacity import NodeShare, allocatable_share, capacity_excess, smallest_node
-from .gpus.types import GPU_INSTANCE_TYPES, instance_family
+from .gpus.types import GPU_INSTANCE_TYPES, instance_family, misnamed_type
 
 Fabric = Literal["none", "erdma", "rdma"]
 
@@ -104,10 +104,11 @@ class GpuPoolSpec(Spec):
     at most 20 nodes; on-demand only."""
     node_capacity: NodeCapacitySpec | None = Field(default=None)
     """What one node gives pods, against which jobs are checked and their ``cpu`` and ``memory`` defaults are
-    sized; checked against what ECS lists for the type at ``pulumi preview``. Without it, a pool of an instance
-    type the platform does not know (it knows every type of ECS's GPU-accelerated compute-optimized family page,
-    listed in docs/configuration.md under "GPU instance types") has GPU jobs that must give their own ``cpu``
-    and ``memory``, which only ``pulumi preview`` checks, against ECS's figures for the type."""
+    sized; checked against what ECS lists for the type at ``pulumi preview``. The platform knows every type of
+    ECS's GPU-accelerated compute-optimized family page, listed in docs/configuration.md under "GPU instance
+    types": without nodeCapacity, a type of a family the page lists that is not one of its sizes is refused as
+    misspelt, and a pool of a type of another family has GPU jobs that must give their own ``cpu`` and
+    ``memory``, which only ``pulumi preview`` checks, against ECS's figures for the type."""
 
     @model_validator(mode="after")
     def _check(self) -> GpuPoolSpec:
@@ -167,6 +168,16 @@ class GpuPoolSpec(Spec):
                 f"{self.driver_version!r} is not an NVIDIA driver version: pin one ACK offers, e.g. '550.127.08', "
                 "or drop driverVersion for ACK's default",
             )
+        for i, name in enumerate(self.instance_types):
+            # nodeCapacity vouches for a size newer than the page; without it, ECS's answer at preview
+            # is the only other judge, and the offline plan would take the slip.
+            problem = misnamed_type(name) if self.node_capacity is None else None
+            if problem is not None:
+                raise field_error(
+                    f"instanceTypes[{i}]",
+                    f"{problem}? If ECS sells it and the page does not list it, give nodeCapacity (a node's "
+                    "Allocatable, kubectl describe node)",
+                )
         if self.node_capacity is not None and not self.unlisted_types:
             self._check_capacity_within(smallest_node(self.instance_types))
         other_gpus = [

@@ -6,6 +6,7 @@ which load-time checks apply first. A type outside the table is sized by ECS's a
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 
@@ -66,6 +67,22 @@ def instance_family(instance_type: str) -> str | None:
     return known.family if known is not None else family_of_name(instance_type)
 
 
+def misnamed_type(instance_type: str) -> str | None:
+    """Why ``instance_type``, of a family whose every size the page lists but not one of them, is
+    taken for a misspelling, naming the family's closest types; ``None`` for a listed type or one
+    of a family the table does not hold (:data:`~.instance_data.LEFT_OUT`, or unknown), which
+    only ECS can judge."""
+    family = family_of_name(instance_type)
+    if instance_type in GPU_INSTANCE_TYPES or family not in FAMILIES:
+        return None
+    sizes = [name for name, *_ in FAMILIES[family]["types"]]
+    closest = difflib.get_close_matches(instance_type, sizes, n=3, cutoff=0)
+    return (
+        f"{instance_type} is no {family} type of ECS's family page (docs/configuration.md, GPU instance types): "
+        f"did you mean {', '.join(closest)}"
+    )
+
+
 def instance_type_table() -> str:
     """The table as Markdown, with its source and the date it was read (docs/configuration.md)."""
     lines = [
@@ -76,7 +93,9 @@ def instance_type_table() -> str:
         "elastic RDMA interfaces; `gpuPool.fabric: erdma` takes the families ACK lists for eRDMA training. "
         f"A family missing here, such as {', '.join(LEFT_OUT)}, has no figures in the pages read "
         "([known limits](known-limits.md)): a pool of it plans without `gpuPool.nodeCapacity`, but its GPU jobs "
-        "must give their own `cpu` and `memory`, which only `pulumi preview` checks, against what ECS lists.",
+        "must give their own `cpu` and `memory`, which only `pulumi preview` checks, against what ECS lists. "
+        "A name of a family listed here that is none of its sizes is refused as misspelt, with the closest "
+        "sizes, unless the pool gives `gpuPool.nodeCapacity`.",
         "",
         "| instance type | vCPUs | memory (GiB) | GPUs | GPU model | GPU memory (GB each) | eRDMA |",
         "|---|---|---|---|---|---|---|",
