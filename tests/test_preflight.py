@@ -36,7 +36,7 @@ A10 = listed_type(
     "ecs.gn7i-c16g1.4xlarge",
     family="ecs.gn7i",
     cpus=16,
-    memory_gb=60,
+    memory_gib=60,
     gpus=1,
     gpu_spec="NVIDIA A10",
     zones=["cn-hangzhou-k", "cn-hangzhou-j"],
@@ -47,7 +47,7 @@ EBMGN8V = listed_type(
     "ecs.ebmgn8v.48xlarge",
     family="ecs.ebmgn8v",
     cpus=192,
-    memory_gb=1024,
+    memory_gib=1024,
     gpus=8,
     gpu_spec="NVIDIA GPU",
     zones=["cn-wulanchabu-c"],
@@ -296,7 +296,7 @@ def unlisted_pool(family: str, **job: object) -> tuple[dict, dict]:
     config[cfg("training")]["gpuQuota"] = 2
     config[cfg("jobs")][0].update(job)
     listed = listed_type(
-        name, family=f"ecs.{family}", cpus=32, memory_gb=188, gpus=2, gpu_spec="NVIDIA GPU", zones=["cn-hangzhou-k"]
+        name, family=f"ecs.{family}", cpus=32, memory_gib=188, gpus=2, gpu_spec="NVIDIA GPU", zones=["cn-hangzhou-k"]
     )
     return config, {INSTANCE_TYPES: {"instanceTypes": [listed]}}
 
