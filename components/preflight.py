@@ -213,9 +213,10 @@ def _fit_problems(spec: PlatformSpec, reported: list[Any]) -> list[str]:
     problems = _gpu_count_problems(spec, reported)
     sizes = [(t.cpu_core_count, t.memory_size) for t in reported if t.get("cpu_core_count") and t.get("memory_size")]
     if not sizes:
-        if pool.node_share is None:
-            # Offline, where nothing answers for ECS: say once that these jobs went unchecked, and that
-            # a type of a family the platform has never heard of may as well be a slip.
+        if pool.node_share is None and reported:
+            # Offline, where types come back without figures (a type ECS does not sell has its own
+            # problem above): say once that these jobs went unchecked, and that a type of a family
+            # the platform has never heard of may as well be a slip.
             strangers = [t for t in pool.unlisted_types if family_of_name(t) not in LEFT_OUT]
             pulumi.log.warn(
                 f"{_key('gpuPool.instanceTypes')}: the platform's table does not list "

@@ -345,3 +345,17 @@ def test_gpus_per_node_on_an_unlisted_type_must_be_what_ecs_lists(run_stack, fam
         f"ack-training-platform:gpuPool.gpusPerNode: gpusPerNode is 4 but, as ECS lists them, ecs.{family}.8xlarge "
         "has 2: every instance type of the pool must have gpusPerNode GPUs"
     ]
+
+
+def test_an_unlisted_type_ecs_does_not_sell_is_not_said_to_be_checked_later(run_stack, monkeypatch) -> None:
+    # At preview, with refusals turned into warnings, the only word on the type is that ECS does not sell it.
+    monkeypatch.setenv("ACK_CLOUD_CHECKS", "warn")
+    warned: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: warned.append(message))
+    config, _ = unlisted_pool(LEFT_OUT[0], cpu="8", memory="64Gi")
+    assert run_stack(config, "dev", invokes={INSTANCE_TYPES: {"instanceTypes": []}}).one(
+        "kubernetes:kubeflow.org/v1:PyTorchJob"
+    )
+    assert [w.split(": ", 1)[0] for w in warned if w.startswith("ack-training-platform:")] == [
+        "ack-training-platform:gpuPool.instanceTypes[0]"
+    ]
