@@ -15,6 +15,7 @@ the refusals into warnings for one command (a scale-down, a teardown).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -145,59 +146,96 @@ def _warn_about_running_version(spec: PlatformSpec, cluster: Any) -> None:
         )
 
 
-def _vswitch_zones(spec: PlatformSpec) -> tuple[list[str], list[str]]:
-    """The zone of each vSwitch, in the stack's order, and a problem per adopted vSwitch that
-    does not exist."""
+def _vswitch_zones(spec: PlatformSpec) -> tuple[list[tuple[str, str]], list[str]]:
+    """The stack key and zone of each vSwitch that exists, in the stack's order, and a problem
+    per adopted vSwitch that does not exist."""
     network = spec.network
     if not network.vswitch_ids:
-        return [vsw.zone_id for vsw in network.vswitches], []
+        return [(f"network.vswitches[{j}]", vsw.zone_id) for j, vsw in enumerate(network.vswitches)], []
     found = alicloud.vpc.get_switches(ids=list(network.vswitch_ids), vpc_id=network.vpc_id)
     zone_of = {vsw.id: vsw.zone_id for vsw in found.vswitches or []}
     zones, problems = [], []
-    for i, vswitch_id in enumerate(network.vswitch_ids):
+    for j, vswitch_id in enumerate(network.vswitch_ids):
         if vswitch_id in zone_of:
-            zones.append(zone_of[vswitch_id])
+            zones.append((f"network.vswitchIds[{j}]", zone_of[vswitch_id]))
         else:
             problems.append(
-                f"{_key(f'network.vswitchIds[{i}]')}: there is no vSwitch {vswitch_id!r} in VPC {network.vpc_id!r} "
+                f"{_key(f'network.vswitchIds[{j}]')}: there is no vSwitch {vswitch_id!r} in VPC {network.vpc_id!r} "
                 f"in {spec.region}"
             )
     return zones, problems
 
 
-def _instance_types_sold(spec: PlatformSpec, zones: list[str]) -> tuple[list[Any], list[str]]:
-    """What ECS reports for each GPU instance type sold in one of ``zones``, and a problem per
-    type sold in none of them."""
+def _instance_types_sold(spec: PlatformSpec, zones: list[tuple[str, str]]) -> tuple[list[Any], list[str]]:
+    """What ECS reports for each GPU instance type sold in one of ``zones`` (stack key, zone), and
+    a problem per type sold in none of them."""
     pool = spec.gpu_pool
     if pool is None or not zones:
         return [], []
+    key_of: dict[str, str] = {}
+    for key, zone in zones:
+        key_of.setdefault(zone, key)
     reported, problems = [], []
     for i, instance_type in enumerate(pool.instance_types):
-        # A type that is sold out in a zone is not listed for it (Terraform's alicloud_instance_types:
-        # "If one instance type is sold out, it will not be exported").
-        listed = [
-            offered
-            for zone in dict.fromkeys(zones)
-            for offered in alicloud.ecs.get_instance_types(
-                instance_type=instance_type,
-                availability_zone=zone,
-                instance_charge_type="PostPaid",
-                spot_strategy=pool.spot_strategy,
-            ).instance_types
-            or []
-            if offered.id == instance_type
-        ]
+        listed, refusals = [], []
+        for zone, key in key_of.items():
+            try:
+                # A type that is sold out in a zone is not listed for it (Terraform's alicloud_instance_types:
+                # "If one instance type is sold out, it will not be exported").
+                offered = alicloud.ecs.get_instance_types(
+                    instance_type=instance_type,
+                    availability_zone=zone,
+                    instance_charge_type="PostPaid",
+                    spot_strategy=pool.spot_strategy,
+                ).instance_types
+            except Exception as error:  # the SDK's type for a failed look-up; _refusal raises any other again
+                refusals.append(f"{key}'s zone {zone}: {_refusal(error)}")
+                continue
+            listed += [t for t in offered or [] if t.id == instance_type]
         if listed:
             reported.append(listed[0])
             continue
         problems.append(
             f"{_key(f'gpuPool.instanceTypes[{i}]')}: {instance_type} is not sold "
             f"{'as spot ' if pool.spot_strategy != 'NoSpot' else ''}in the vSwitches' zones "
-            f"({', '.join(dict.fromkeys(zones))}): pick a type these zones sell, or add a vSwitch in a zone "
+            f"({', '.join(key_of)}): pick a type these zones sell, or add a vSwitch in a zone "
             f"that sells it (aliyun ecs DescribeAvailableResource --DestinationResource InstanceType "
-            f"--InstanceType {instance_type})"
+            f"--InstanceType {instance_type})" + (f"; the provider refused {'; '.join(refusals)}" if refusals else "")
         )
     return reported, problems
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_GO_ERROR_HEADER = re.compile(r"\[ERROR\] \S+:\d+:$")
+
+
+def _refusal(error: Exception) -> str:
+    """The provider's reason in a failed ``get_instance_types``, for a zone it refuses.
+
+    The data source first asks DescribeAvailableResource for the zone, with the charge type and
+    spot strategy but not the instance type, and when the zone is missing from the answer or sold
+    out it returns an error ("Availability zone <zone> status is not available in the region
+    <region>. Expected availability zones: ..."), followed on the next line by the whole response,
+    rather than an empty list (terraform-provider-alicloud v1.289.0
+    alicloud/service_alicloud_ecs.go ``DescribeAvailableResources``, returned as is by
+    ``dataSourceAliCloudInstanceTypesRead`` in alicloud/data_source_alicloud_instance_types.go;
+    errors.go's ``ComplexError`` puts "[ERROR] <file>:<line>:" and a line break before it). The
+    bridge and the engine prefix it (pulumi-terraform-bridge pkg/tfbridge/provider.go ``Invoke``,
+    "invoking <token>: "; pulumi pkg/resource/deploy/source_eval.go, "invocation of <token>
+    returned an error: "), and the SDK raises it as a plain ``Exception`` whose message begins
+    "invoke of <token> failed: " (pulumi 3.272 pulumi/runtime/invoke.py), which has no type of
+    its own: that message is how a failed look-up is told from any other error.
+
+    Raises:
+        Exception: ``error`` itself when it is not the SDK's failed ``get_instance_types``.
+    """
+    prefix = f"invoke of {INSTANCE_TYPES} failed: "
+    if type(error) is not Exception or not str(error).startswith(prefix):
+        raise error
+    lines = [line.strip() for line in _ANSI.sub("", str(error).removeprefix(prefix)).splitlines() if line.strip()]
+    # The first line of the provider's own words, without the response dumped after them.
+    words = next((line for line in lines if not _GO_ERROR_HEADER.search(line)), lines[0] if lines else "")
+    return words.removesuffix(".").strip() + "."
 
 
 def _fit_problems(spec: PlatformSpec, reported: list[Any]) -> list[str]:
@@ -271,15 +309,15 @@ def _gpu_count_problems(spec: PlatformSpec, reported: list[Any]) -> list[str]:
     ]
 
 
-def _nas_problems(spec: PlatformSpec, zones: list[str]) -> list[str]:
+def _nas_problems(spec: PlatformSpec, zones: list[tuple[str, str]]) -> list[str]:
     nas = spec.storage.nas
     if nas is None or nas.existing_file_system_id is not None or not zones:
         return []
     index = spec.nas_vswitch
-    zone = zones[index] if index < len(zones) else None
+    vswitch_key = f"network.vswitchIds[{index}]" if spec.network.vswitch_ids else f"network.vswitches[{index}]"
+    zone = dict(zones).get(vswitch_key)
     if zone is None:
         return []
-    vswitch_key = f"network.vswitchIds[{index}]" if spec.network.vswitch_ids else f"network.vswitches[{index}]"
     if spec.nas_zone is not None and spec.nas_zone != zone:
         return [
             f"{_key('storage.nas.zoneId')}: the {nas.file_system_type} file system is created in {spec.nas_zone} but "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pulumi
 import pytest
 from conftest import cfg, stack_config
-from fixtures.ecs_instance_types import QUOTED, listed_type
+from fixtures.ecs_instance_types import QUOTED, ZONE_REFUSED, listed_type, zone_refused
 from pulumi_alicloud.ecs import outputs as ecs_outputs
 
 from components.config.gpus.instance_data import LEFT_OUT
@@ -218,6 +218,75 @@ def test_an_instance_type_sold_in_none_of_the_zones_is_refused(run_stack) -> Non
         "that sells it (aliyun ecs DescribeAvailableResource --DestinationResource InstanceType --InstanceType "
         "ecs.gn7i-c8g1.2xlarge)"
     ]
+
+
+def refusing(*zones: str, region: str = "cn-hangzhou", selling: tuple[dict, ...] = ()):
+    """ECS's answer per zone: the provider's error for ``zones`` (DescribeAvailableResource does not
+    offer them), ``selling`` listed for any other."""
+
+    def answer(args: dict) -> dict:
+        zone = args["availabilityZone"]
+        if zone in zones:
+            raise zone_refused(INSTANCE_TYPES, zone, region, [f"{region}-h"])
+        return {"instanceTypes": [t for t in selling if t["id"] == args["instanceType"]]}
+
+    return answer
+
+
+def test_the_stand_in_refuses_a_zone_in_the_providers_words() -> None:
+    refused_zone = zone_refused(INSTANCE_TYPES, "cn-hangzhou-k", "cn-hangzhou", ["cn-hangzhou-h", "cn-hangzhou-i"])
+    engine, provider = refused_zone.details().split("[ERROR]\x1b[0m ", 1)
+    assert engine == f"invocation of {INSTANCE_TYPES} returned an error: invoking {INSTANCE_TYPES}: \x1b[31m"
+    header, words, response = provider.split("\n")
+    assert header == "alicloud/service_alicloud_ecs.go:509:"
+    assert words + "\\n" + response.split(": ")[0] == ZONE_REFUSED.split(": %#v")[0].replace("%s", "{}").format(
+        "cn-hangzhou-k", "cn-hangzhou", "cn-hangzhou-h, cn-hangzhou-i"
+    )
+
+
+def test_a_zone_the_provider_refuses_counts_as_not_selling_the_type(run_stack) -> None:
+    # cn-hangzhou-k offers no spot instances: the provider fails the look-up there, and
+    # cn-hangzhou-j sells both types.
+    invokes = {INSTANCE_TYPES: refusing("cn-hangzhou-k", selling=(A10_SMALL, A10))}
+    assert run_stack(stack_config("dev"), "dev", invokes=invokes).of_type("alicloud:cs/nodePool:NodePool")
+
+
+def test_a_type_no_zone_sells_names_the_zones_the_provider_refused(run_stack) -> None:
+    invokes = {INSTANCE_TYPES: refusing("cn-hangzhou-k", selling=(A10,))}
+    assert refused(run_stack, stack_config("dev"), "dev", invokes) == [
+        "ack-training-platform:gpuPool.instanceTypes[0]: ecs.gn7i-c8g1.2xlarge is not sold as spot in the "
+        "vSwitches' zones (cn-hangzhou-k, cn-hangzhou-j): pick a type these zones sell, or add a vSwitch in a zone "
+        "that sells it (aliyun ecs DescribeAvailableResource --DestinationResource InstanceType --InstanceType "
+        "ecs.gn7i-c8g1.2xlarge); the provider refused network.vswitches[0]'s zone cn-hangzhou-k: Availability "
+        "zone cn-hangzhou-k status is not available in the region cn-hangzhou. Expected availability zones: "
+        "cn-hangzhou-h."
+    ]
+
+
+def test_an_adopted_vswitchs_refused_zone_is_named_by_its_key_and_can_be_passed(run_stack, monkeypatch) -> None:
+    invokes = {
+        SWITCHES: {"vswitches": [vswitch("cn-wulanchabu-c")]},
+        INSTANCE_TYPES: refusing("cn-wulanchabu-c", region="cn-wulanchabu"),
+    }
+    [problem] = refused(run_stack, stack_config("prod"), "prod", invokes)
+    assert problem.startswith("ack-training-platform:gpuPool.instanceTypes[0]: ecs.ebmgn8v.48xlarge is not sold in")
+    assert problem.endswith(
+        "; the provider refused network.vswitchIds[0]'s zone cn-wulanchabu-c: Availability zone cn-wulanchabu-c "
+        "status is not available in the region cn-wulanchabu. Expected availability zones: cn-wulanchabu-h."
+    )
+    monkeypatch.setenv("ACK_CLOUD_CHECKS", "warn")
+    warned: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: warned.append(message))
+    assert run_stack(stack_config("prod"), "prod", invokes=invokes).of_type("alicloud:cs/nodePool:NodePool")
+    assert problem in [w.strip() for w in warned]
+
+
+def test_an_error_other_than_a_failed_look_up_is_not_taken_for_a_refusal(run_stack) -> None:
+    def broken(args: dict) -> dict:
+        raise LookupError("not the engine's answer")
+
+    with pytest.raises(LookupError, match="not the engine's answer"):
+        run_stack(stack_config("dev"), "dev", invokes={INSTANCE_TYPES: broken})
 
 
 def test_every_refusal_is_reported_at_once(run_stack) -> None:
