@@ -339,6 +339,16 @@ def test_an_adopted_vswitch_that_does_not_exist_is_refused(run_stack) -> None:
     ]
 
 
+def test_a_missing_vswitch_does_not_lend_its_place_to_the_next_ones_zone(run_stack) -> None:
+    # The NAS mount target's vSwitch (vswitchIds[0]) does not exist: the next one's zone is not its zone.
+    config = stack_config("prod")
+    config[cfg("network")]["vswitchIds"] = ["vsw-0jlgone0000000000000", PROD_VSWITCH]
+    assert refused(run_stack, config, "prod", {SWITCHES: {"vswitches": [vswitch("cn-wulanchabu-a")]}}) == [
+        "ack-training-platform:network.vswitchIds[0]: there is no vSwitch 'vsw-0jlgone0000000000000' in VPC "
+        "'vpc-0jl6b5ykcjznb4rbcqkyv' in cn-wulanchabu"
+    ]
+
+
 def test_a_local_stack_asks_the_cloud_nothing(run_stack) -> None:
     refusing = {token: {} for token in (VERSIONS, INSTANCE_TYPES, NAS_ZONES, SWITCHES)}
     assert run_stack(stack_config("local"), "local", invokes=refusing).resources
