@@ -99,10 +99,11 @@ class GpuPoolSpec(TypedDict):
     node_capacity: NotRequired[pulumi.Input[NodeCapacitySpec]]
     """What one node gives pods, against which jobs are checked and their `cpu` and `memory` defaults are
     sized; checked against what ECS lists for the type at `pulumi preview`. The platform knows every type of
-    ECS's GPU-accelerated compute-optimized family page, listed in docs/configuration.md under "GPU instance
-    types": without nodeCapacity, a type of a family the page lists that is not one of its sizes is refused as
-    misspelt, and a pool of a type of another family has GPU jobs that must give their own `cpu` and
-    `memory`, which only `pulumi preview` checks, against ECS's figures for the type."""
+    ECS's GPU-accelerated compute-optimized family page, listed in the configuration reference under "GPU
+    instance types": without nodeCapacity, a type of a family the page lists that is not one of its sizes is
+    refused as misspelt, and a pool of a type of another family has GPU jobs that must give their own `cpu`
+    and `memory`, which only the platform stack's `pulumi preview` checks against ECS's figures for the
+    type."""
 
 
 class TrainingNamespaceBackend(enum.StrEnum):
