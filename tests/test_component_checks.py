@@ -115,8 +115,8 @@ def test_a_job_on_a_pool_of_a_type_outside_the_table_gives_its_own_cpu_and_memor
         "TrainingJob 'big': spec.cpu: the GPU job leaves cpu to the default, and no default can follow a node of "
         "pool 'a10', whose instance types the platform's table does not list: give the job's cpu and memory per "
         "pod (checked against what ECS lists for the types only by the platform stack's pulumi preview, not for a "
-        "TrainingJob given a pool), or give gpuPool.nodeCapacity (a node's Allocatable, kubectl describe node) "
-        "(the pool argument)"
+        "TrainingJob or TeamTraining given a pool), or give gpuPool.nodeCapacity (a node's Allocatable, kubectl "
+        "describe node) (the pool argument)"
     )
     job = plan(tmp_path, **gu8tf).one("kubernetes:kubeflow.org/v1:PyTorchJob", "big").inputs
     (container,) = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"]

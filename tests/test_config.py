@@ -896,8 +896,8 @@ INVALID = [
         "ack-training-platform:jobs[0].memory: the GPU job leaves memory to the default, and no default can follow "
         "a node of pool 'gpu', whose instance types the platform's table does not list: give the job's cpu and "
         "memory per pod (checked against what ECS lists for the types only by the platform stack's pulumi "
-        "preview, not for a TrainingJob given a pool), or give gpuPool.nodeCapacity (a node's Allocatable, "
-        "kubectl describe node)",
+        "preview, not for a TrainingJob or TeamTraining given a pool), or give gpuPool.nodeCapacity (a node's "
+        "Allocatable, kubectl describe node)",
     ),
     (
         "misspelt size of a family the table lists in full",

@@ -210,8 +210,8 @@ def test_a_job_on_a_family_left_out_must_give_cpu_and_memory(name: str, job: dic
         f"ack-training-platform:jobs[0].{key}: the GPU job leaves {unset} to the default, and no default can "
         "follow a node of pool 'gpu', whose instance types the platform's table does not list: give the job's cpu "
         "and memory per pod (checked against what ECS lists for the types only by the platform stack's pulumi "
-        "preview, not for a TrainingJob given a pool), or give gpuPool.nodeCapacity (a node's Allocatable, "
-        "kubectl describe node)"
+        "preview, not for a TrainingJob or TeamTraining given a pool), or give gpuPool.nodeCapacity (a node's "
+        "Allocatable, kubectl describe node)"
     ]
 
 

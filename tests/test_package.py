@@ -155,6 +155,46 @@ def test_a_bad_spec_value_names_its_argument(tmp_path, monkeypatch) -> None:
         run_yaml(tmp_path, monkeypatch, program)
 
 
+def _on_pool(instance_type: str, **job: str) -> dict:
+    """The YAML example with its pool (the GpuNodePool's and TeamTraining's) of ``instance_type``
+    and its job's ``cpu`` and ``memory`` as given, the others left to the defaults."""
+    program = copy.deepcopy(yaml_stack())
+    program["variables"]["a10"]["instanceTypes"] = [instance_type]
+    finetune = program["resources"]["team"]["properties"]["jobs"][0]
+    for key in ("cpu", "memory"):
+        finetune.pop(key)
+    finetune.update(job)
+    return program
+
+
+@pytest.mark.parametrize(
+    ("program", "message"),
+    [
+        (
+            # No figures for gu8tf and no nodeCapacity: no default can follow its nodes.
+            _on_pool("ecs.gu8tf.8xlarge", memory="24Gi"),
+            "jobs[0].cpu: the GPU job leaves cpu to the default, and no default can follow a node of pool 'a10', "
+            "whose instance types the platform's table does not list",
+        ),
+        (
+            _on_pool("ecs.gn7i-c8g1.2xlarge", cpu="64", memory="24Gi"),
+            "jobs[0].cpu: cpu 64 per pod does not fit a node of pool 'a10'",
+        ),
+    ],
+)
+def test_team_trainings_jobs_are_checked_against_its_pool(tmp_path, monkeypatch, program, message) -> None:
+    with pytest.raises(Exception, match=re.escape(message)) as raised:
+        run_yaml(tmp_path, monkeypatch, program)
+    assert str(raised.value).rstrip().endswith("(the pool input)")
+
+
+def test_team_trainings_job_on_a_pool_outside_the_table_runs_with_its_own_sizes(tmp_path, monkeypatch) -> None:
+    plan = run_yaml(tmp_path, monkeypatch, _on_pool("ecs.gu8tf.8xlarge", cpu="6", memory="24Gi"))
+    job = plan.one("kubernetes:kubeflow.org/v1:PyTorchJob").inputs
+    (container,) = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"]
+    assert container["resources"]["limits"] == {"cpu": "6", "memory": "24Gi", "nvidia.com/gpu": "1"}
+
+
 def _second_dataset(team: dict) -> None:
     first = {key: value for key, value in team["datasets"][0].items() if key != "ossRoleName"}
     team["datasets"].append({**first, "source": "https://data.example.com/other/"})

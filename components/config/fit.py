@@ -92,7 +92,7 @@ def unsized_problem(job: TrainingJobSpec, pool: str) -> tuple[str, str] | None:
     ``gpuPool.nodeCapacity``), the first of ``cpu`` and ``memory`` that ``job`` leaves to a default,
     which no figure of the node backs, as (job key, message); ``None`` when it gives both, which
     the platform stack's ``pulumi preview`` checks against what ECS lists for the types
-    (components/preflight.py; a TrainingJob component's pool has no such check)."""
+    (components/preflight.py; the pool of a TrainingJob or TeamTraining component has no such check)."""
     unset = unset_sizes(job)
     if not unset:
         return None
@@ -100,7 +100,8 @@ def unsized_problem(job: TrainingJobSpec, pool: str) -> tuple[str, str] | None:
         f"the GPU job leaves {' and '.join(unset)} to the default, and no default can follow a node of pool "
         f"{pool!r}, whose instance types the platform's table does not list: give the job's cpu and memory per "
         "pod (checked against what ECS lists for the types only by the platform stack's pulumi preview, not for "
-        "a TrainingJob given a pool), or give gpuPool.nodeCapacity (a node's Allocatable, kubectl describe node)"
+        "a TrainingJob or TeamTraining given a pool), or give gpuPool.nodeCapacity (a node's Allocatable, kubectl "
+        "describe node)"
     )
 
 

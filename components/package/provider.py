@@ -22,10 +22,12 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi.provider.experimental.component import ComponentProvider
 from pydantic import BaseModel, ValidationError
+from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from ..config import DatasetImportSpec, GpuPoolSpec, PlatformSpec, StorageSpec, TrainingJobSpec, TrainingNamespaceSpec
 from ..config.datasets import check_dataset
+from ..config.fit import pool_problem
 from ..datasets import DatasetImport
 from ..gpu_pool import GpuNodePool as PythonGpuNodePool
 from ..manifests import job_defaults, pool_placement
@@ -188,6 +190,12 @@ class TeamTraining(pulumi.ComponentResource):
             _spec(DatasetImportSpec, dataset, f"datasets[{i}]") for i, dataset in enumerate(args.get("datasets") or [])
         ]
         _unique([job.name for job in job_specs], "jobs")
+        for i, job in enumerate(job_specs):
+            # The pool's spec is what TrainingJob's check of a GpuNodePool reads: the placement TrainingJob is
+            # given here carries no instance types, and its jobs would take the default cpu and memory on any node.
+            problem = pool_problem(job, pool_spec) if pool_spec is not None else None
+            if problem is not None:
+                raise InvalidArguments(f"jobs[{i}].{to_camel(problem[0])}: {problem[1]} (the pool input)")
         _unique([dataset.name for dataset in dataset_specs], "datasets")
         for i, dataset in enumerate(dataset_specs):
             if dataset.team is not None:
