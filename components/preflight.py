@@ -207,6 +207,8 @@ def _instance_types_sold(spec: PlatformSpec, zones: list[tuple[str, str]]) -> tu
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _GO_ERROR_HEADER = re.compile(r"\[ERROR\] \S+:\d+:$")
+_REASON_CHARS = 200
+"""The most of a provider's reason a problem line quotes."""
 
 
 def _refusal(error: Exception) -> str:
@@ -233,9 +235,12 @@ def _refusal(error: Exception) -> str:
     if type(error) is not Exception or not str(error).startswith(prefix):
         raise error
     lines = [line.strip() for line in _ANSI.sub("", str(error).removeprefix(prefix)).splitlines() if line.strip()]
-    # The first line of the provider's own words, without the response dumped after them.
+    # The first line of the provider's own words, without the response dumped after them; where the
+    # response is dumped on that line ("There are no available zones in the API DescribeAvailableResource
+    # response: %#v.", line 485 of the same file), only its start.
     words = next((line for line in lines if not _GO_ERROR_HEADER.search(line)), lines[0] if lines else "")
-    return words.removesuffix(".").strip() + "."
+    words = words.removesuffix(".").strip()
+    return words + "." if len(words) <= _REASON_CHARS else words[:_REASON_CHARS].rstrip() + " ..."
 
 
 def _fit_problems(spec: PlatformSpec, reported: list[Any]) -> list[str]:

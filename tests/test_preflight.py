@@ -6,7 +6,7 @@ from __future__ import annotations
 import pulumi
 import pytest
 from conftest import cfg, stack_config
-from fixtures.ecs_instance_types import QUOTED, ZONE_REFUSED, listed_type, zone_refused
+from fixtures.ecs_instance_types import QUOTED, ZONE_REFUSED, RefusedLookUp, listed_type, zone_refused
 from pulumi_alicloud.ecs import outputs as ecs_outputs
 
 from components.config.gpus.instance_data import LEFT_OUT
@@ -279,6 +279,20 @@ def test_an_adopted_vswitchs_refused_zone_is_named_by_its_key_and_can_be_passed(
     monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: warned.append(message))
     assert run_stack(stack_config("prod"), "prod", invokes=invokes).of_type("alicloud:cs/nodePool:NodePool")
     assert problem in [w.strip() for w in warned]
+
+
+def test_a_refusal_that_dumps_the_response_on_its_line_is_cut_short(run_stack) -> None:
+    # service_alicloud_ecs.go line 485: "There are no available zones in the API DescribeAvailableResource
+    # response: %#v." when the answer lists no zone at all, the response on the same line.
+    cause = "There are no available zones in the API DescribeAvailableResource response: &{" + "x" * 5000 + "}."
+
+    def empty(args: dict) -> dict:
+        raise RefusedLookUp(INSTANCE_TYPES, "alicloud/service_alicloud_ecs.go", 485, cause)
+
+    problems = refused(run_stack, stack_config("dev"), "dev", {INSTANCE_TYPES: empty})
+    assert len(problems) == 2 and all(len(problem) < 1200 for problem in problems)
+    assert "network.vswitches[1]'s zone cn-hangzhou-j: There are no available zones in the API " in problems[0]
+    assert problems[0].endswith(" ...")
 
 
 def test_an_error_other_than_a_failed_look_up_is_not_taken_for_a_refusal(run_stack) -> None:
