@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from functools import cached_property
 from typing import Any
 
 import pulumi
@@ -25,7 +26,6 @@ from .manifests import (
     team_boundary,
     v2_fabrics,
 )
-from .manifests.monitoring.dashboard import training_dashboard
 from .monitoring import Monitoring, TeamWorkspace
 from .namespace import TrainingNamespace
 from .operator import TrainingOperator
@@ -239,7 +239,17 @@ class TrainingPlatform(pulumi.ComponentResource):
             team.name: {**self._defaults_in(*self._where(team.name)), "claims": list(team_boundary(spec, team).claims)}
             for team in spec.teams
         }
-        self.dashboard = _dashboard(spec)
+
+    @cached_property
+    def dashboard(self) -> str | None:
+        """The Grafana dashboard as JSON when the stack has one, or ``None``: built when first
+        read, so a program that never reads it loads no Grafana SDK (about 30 ms)."""
+        if not self._spec.monitoring.dashboard:
+            return None
+        from .manifests.monitoring.dashboard import training_dashboard
+
+        scope = self._spec.monitoring_scope()
+        return json.dumps(training_dashboard(scope.namespaces, cost_currency=scope.cost_currency), sort_keys=True)
 
     def _defaults_in(self, where: TrainingNamespace, storage: SharedVolumes) -> dict[str, Any]:
         """What ``ack-jobs submit`` builds a job with in ``where``: the context the stack's own jobs get."""
@@ -283,11 +293,3 @@ class TrainingPlatform(pulumi.ComponentResource):
                 {"prices": prices} if (prices := price_table(self._spec.costs, self._spec.gpu_pool)) is not None else {}
             ),
         }
-
-
-def _dashboard(spec: PlatformSpec) -> str | None:
-    if not spec.monitoring.dashboard:
-        return None
-
-    scope = spec.monitoring_scope()
-    return json.dumps(training_dashboard(scope.namespaces, cost_currency=scope.cost_currency), sort_keys=True)

@@ -52,3 +52,10 @@ def test_a_plan_loads_the_sdk_modules_of_the_kinds_it_makes_only() -> None:
     modules = set(observed_plan("--stack", "dev")["modules"])
     assert {"pulumi_kubernetes.core.v1", "pulumi_kubernetes.rbac.v1"} <= modules
     assert "pulumi_kubernetes.networking.v1" not in modules
+
+
+def test_the_grafana_sdk_loads_for_the_dashboard_only() -> None:
+    # dev's dashboard is imported into ARMS Grafana from the plan's output (about 30 ms to load
+    # the Grafana SDK): its plan builds it with --out only; a program that reads the platform's
+    # dashboard gets it (tests/test_monitoring.py).
+    assert "grafana_foundation_sdk" not in observed_plan("--stack", "dev")["modules"]
