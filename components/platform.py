@@ -244,12 +244,7 @@ class TrainingPlatform(pulumi.ComponentResource):
     def dashboard(self) -> str | None:
         """The Grafana dashboard as JSON when the stack has one, or ``None``: built when first
         read, so a program that never reads it loads no Grafana SDK (about 30 ms)."""
-        if not self._spec.monitoring.dashboard:
-            return None
-        from .manifests.monitoring.dashboard import training_dashboard
-
-        scope = self._spec.monitoring_scope()
-        return json.dumps(training_dashboard(scope.namespaces, cost_currency=scope.cost_currency), sort_keys=True)
+        return _dashboard(self._spec)
 
     def _defaults_in(self, where: TrainingNamespace, storage: SharedVolumes) -> dict[str, Any]:
         """What ``ack-jobs submit`` builds a job with in ``where``: the context the stack's own jobs get."""
@@ -293,3 +288,12 @@ class TrainingPlatform(pulumi.ComponentResource):
                 {"prices": prices} if (prices := price_table(self._spec.costs, self._spec.gpu_pool)) is not None else {}
             ),
         }
+
+
+def _dashboard(spec: PlatformSpec) -> str | None:
+    if not spec.monitoring.dashboard:
+        return None
+    from .manifests.monitoring.dashboard import training_dashboard
+
+    scope = spec.monitoring_scope()
+    return json.dumps(training_dashboard(scope.namespaces, cost_currency=scope.cost_currency), sort_keys=True)
