@@ -5,7 +5,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ._k8s import TOKEN, resource_args
+from ._k8s import TOKEN, resource_args, typed_resource
 from .config import TeamSpec, TrainingNamespaceSpec
 from .manifests import (
     Manifest,
@@ -17,17 +17,6 @@ from .manifests import (
     team_network_policies,
     training_namespace,
 )
-
-_KINDS = {
-    "Namespace": k8s.core.v1.Namespace,
-    "ServiceAccount": k8s.core.v1.ServiceAccount,
-    "ResourceQuota": k8s.core.v1.ResourceQuota,
-    "Role": k8s.rbac.v1.Role,
-    "RoleBinding": k8s.rbac.v1.RoleBinding,
-    "NetworkPolicy": k8s.networking.v1.NetworkPolicy,
-    "ValidatingAdmissionPolicy": k8s.admissionregistration.v1.ValidatingAdmissionPolicy,
-    "ValidatingAdmissionPolicyBinding": k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding,
-}
 
 
 class TrainingNamespace(pulumi.ComponentResource):
@@ -98,8 +87,10 @@ class TrainingNamespace(pulumi.ComponentResource):
 
     def _object(self, manifest: Manifest, team: TeamSpec | None, opts: pulumi.ResourceOptions) -> pulumi.Resource:
         name = manifest["metadata"]["name"]
-        return _KINDS[manifest["kind"]](
+        # The SDK class is looked up by the object's kind when it is made, so the SDK's module of a
+        # kind the stack never makes (NetworkPolicy without Terway) is never loaded.
+        return typed_resource(
             f"{self.name}-{manifest['kind'].lower()}-{name}" if team is not None else f"{self.name}-{name}",
-            **resource_args(manifest),
-            opts=opts,
+            manifest,
+            opts,
         )

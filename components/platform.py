@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from functools import cached_property
 from typing import Any
 
 import pulumi
@@ -25,7 +26,6 @@ from .manifests import (
     team_boundary,
     v2_fabrics,
 )
-from .manifests.monitoring.dashboard import training_dashboard
 from .monitoring import Monitoring, TeamWorkspace
 from .namespace import TrainingNamespace
 from .operator import TrainingOperator
@@ -239,7 +239,12 @@ class TrainingPlatform(pulumi.ComponentResource):
             team.name: {**self._defaults_in(*self._where(team.name)), "claims": list(team_boundary(spec, team).claims)}
             for team in spec.teams
         }
-        self.dashboard = _dashboard(spec)
+
+    @cached_property
+    def dashboard(self) -> str | None:
+        """The Grafana dashboard as JSON when the stack has one, or ``None``: built when first
+        read, so a program that never reads it loads no Grafana SDK (about 30 ms)."""
+        return _dashboard(self._spec)
 
     def _defaults_in(self, where: TrainingNamespace, storage: SharedVolumes) -> dict[str, Any]:
         """What ``ack-jobs submit`` builds a job with in ``where``: the context the stack's own jobs get."""
@@ -288,6 +293,7 @@ class TrainingPlatform(pulumi.ComponentResource):
 def _dashboard(spec: PlatformSpec) -> str | None:
     if not spec.monitoring.dashboard:
         return None
+    from .manifests.monitoring.dashboard import training_dashboard
 
     scope = spec.monitoring_scope()
     return json.dumps(training_dashboard(scope.namespaces, cost_currency=scope.cost_currency), sort_keys=True)

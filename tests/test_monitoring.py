@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import cfg, missing, stack_config
+from conftest import ROOT, cfg, missing, stack_config
 
 from components.config import load_spec
 from components.manifests.monitoring import gpu_metrics, kube_metrics
@@ -665,3 +665,25 @@ def test_gpu_queries_find_the_jobs_pods_under_either_exporter(tmp_path, labels: 
     (tmp_path / "tests.yaml").write_text(yaml.safe_dump({"rule_files": ["rules.yaml"], "tests": [test]}))
     result = subprocess.run([tool, "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("dashboard", [True, False])
+def test_the_platform_gives_its_dashboard_to_a_program_that_reads_it(run_stack, tmp_path, dashboard: bool) -> None:
+    # The platform builds the dashboard when a program first reads it (the package's provider
+    # exports it); the offline plan's own program never does.
+    from components.plan.command import with_unset_credentials
+    from components.plan.runner import run_program
+
+    program = tmp_path / "program"
+    program.mkdir()
+    (program / "Pulumi.yaml").write_text("name: ack-training-platform\nruntime: python\n")
+    (program / "__main__.py").write_text(
+        (ROOT / "__main__.py").read_text() + '\npulumi.export("dashboard", platform.dashboard)\n'
+    )
+    config = stack_config("dev")
+    config[cfg("monitoring")]["dashboard"] = dashboard
+    planned, _, spec = with_unset_credentials(config)
+    outputs = run_program(planned, stack="dev", project_dir=program).outputs
+    scope = spec.monitoring_scope()
+    board = training_dashboard(scope.namespaces, cost_currency=scope.cost_currency)
+    assert outputs["dashboard"] == (json.dumps(board, sort_keys=True) if dashboard else None)

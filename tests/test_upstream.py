@@ -20,8 +20,14 @@ from conftest import ROOT, cfg, stack_config
 from fixtures.upstream import OPERATOR_IMAGE, VOLCANO_MANIFEST, git_tree_of, write_tree
 from pod_security import baseline_violations, pod_specs
 
-from components.config import pins
-from components.manifests import VOLCANO_SCHEDULER_CONF, customize_operator_object, customized_volcano_objects, mirrored
+from components.config import load_spec, pins
+from components.manifests import (
+    VOLCANO_SCHEDULER_CONF,
+    customize_operator_object,
+    customized_operator_objects,
+    customized_volcano_objects,
+    mirrored,
+)
 from components.upstream.command import main
 from components.upstream.fetch import pack, prepare
 from components.upstream.local_sources import CACHE_ENV, LocalSources, SourceError, objects_sha256, read_objects
@@ -236,6 +242,19 @@ def test_an_overlay_whose_operator_container_is_renamed_fails_loudly(fixture_pin
         ValueError, match=r"^the operator Deployment has no container 'training-operator' \(found \['manager'\]\)$"
     ):
         customize_operator_object(deployment(objects), gang_scheduler="volcano")
+
+
+def test_the_applied_objects_copy_only_what_the_platform_changes(fixture_pins: Path) -> None:
+    # The CRDs are most of the rendering's bytes: applied as rendered, never copied; the verified
+    # objects themselves are never changed.
+    rendered = fixture_objects(fixture_pins)
+    operator = load_spec(stack_config("prod"), credentials=False).operator
+    applied = customized_operator_objects(rendered, operator, mirror=MIRROR, node_selector={"pool": "system"})
+    assert rendered == fixture_objects(fixture_pins)
+    for before, after in zip(rendered, applied, strict=True):
+        changed = before["kind"] in ("Namespace", "Deployment")
+        assert (after is before) is not changed, before["kind"]
+        assert (after == before) is not changed, before["kind"]
 
 
 def upstream(*args: str) -> subprocess.CompletedProcess:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import gc
 import json
 import sys
 import time
@@ -242,15 +241,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote kube-state-metrics' configuration for the job alerts and cost rules to {state_metrics}")
     print(f"\nplanned in {time.perf_counter() - started:.2f}s")
     return 0
-
-
-if __name__ == "__main__":
-    # A plan is one short process whose garbage is nearly all freed by reference counting, while
-    # the collector's full passes walk every object the SDKs' modules and the recorded CRDs
-    # hold: 0.25 to 0.45 s of a dev plan's 3 CPU-seconds, as much again when the interpreter
-    # tears down. Off for the run, and its objects frozen before the exit; the peak RSS stays
-    # where it was (about 200 MB for dev with its upstream copies).
-    gc.disable()
-    status = main()
-    gc.freeze()
-    sys.exit(status)

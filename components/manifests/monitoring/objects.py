@@ -9,7 +9,6 @@ from ..base import Manifest
 from ..platform.operator import OPERATOR_NAMESPACE
 from .alerts import alerts, prometheus_rule
 from .cost_rules import cost_rule
-from .dashboard import dashboard_configmap, training_dashboard
 from .scraping import operator_pod_monitor, trainer_pod_monitor
 
 
@@ -36,6 +35,9 @@ def operator_objects(scope: MonitoringScope) -> list[Manifest]:
     if (costs := cost_rule(scope)) is not None:
         objects.append(costs)
     if scope.monitoring.dashboard:
+        # Built with the Grafana SDK, loaded only by a stack that has the dashboard (about 30 ms).
+        from .dashboard import dashboard_configmap, training_dashboard
+
         board = training_dashboard(scope.namespaces, cost_currency=scope.cost_currency)
         objects.append(dashboard_configmap(board, scope.home))
     return _labelled(objects, scope)

@@ -92,6 +92,12 @@ def pod_spec(obj: Manifest) -> Manifest | None:
     return None
 
 
+def customized_kind(obj: Manifest) -> bool:
+    """Whether :func:`customize_operator_object` changes ``obj``: a namespace, or an object that
+    runs pods; it leaves every other object as it is."""
+    return obj["kind"] == "Namespace" or pod_spec(obj) is not None
+
+
 def customize_operator_object(
     obj: Manifest,
     *,
@@ -120,6 +126,8 @@ def customize_operator_object(
     Raises:
         ValueError: the overlay's operator Deployment has no container of the expected name.
     """
+    if not customized_kind(obj):
+        return
     if obj["kind"] == "Namespace":
         # The overlay's namespace (kubeflow) carries no Pod Security label; the operator's pod
         # passes baseline, which every namespace the platform applies enforces.
@@ -174,9 +182,12 @@ def customized_operator_objects(
     node_selector: dict[str, str] | None,
     digests: Mapping[str, str] | None = None,
 ) -> list[Manifest]:
-    """Copies of the rendered overlay's ``objects`` as the platform applies them."""
+    """The rendered overlay's ``objects`` as the platform applies them: copies of those
+    :func:`customize_operator_object` changes (the namespace and what runs pods), the others
+    as given: those are the CRDs, 3.7 MB for v1.9.4, whose copy cost a plan about 35 ms.
+    ``objects`` themselves are never changed."""
     customize = operator_customization(operator, mirror=mirror, node_selector=node_selector, digests=digests)
-    customized = copy.deepcopy(objects)
+    customized = [copy.deepcopy(obj) if customized_kind(obj) else obj for obj in objects]
     for obj in customized:
         customize(obj)
     return customized
