@@ -27,6 +27,14 @@ is a module that cannot be understood without the ones below it. A ceiling that 
 ten is the aim (docs/architecture.md says which chains are the longest)."""
 MAX_DIRECT = 20
 """Modules a folder may hold directly before it is split by area."""
+FORMER_COMMANDS = {
+    "components.plugins": "components.upstream.plugins",
+    "components.reference": "components.package.reference",
+    "components.package_codegen": "components.package.codegen",
+}
+"""Commands that moved, by their former name, each kept for one release as a package of its own
+(``__main__`` runs the new command with a note on stderr), so that no folder counts an alias
+among the modules it holds directly."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +85,8 @@ LAYERS = (
     ),
     Layer(
         "commands",
-        "`components/jobs/`, `components/package/`, the `command` modules of `plan/` and `upstream/`, `upstream/plugins.py`",
+        "`components/jobs/`, `components/package/`, the `command` modules of `plan/` and `upstream/`, `upstream/plugins.py`, "
+        "the former names of moved commands (`plugins/`, `reference/`, `package_codegen/`, for one release)",
         (
             "components.__main__",
             "components.jobs",
@@ -89,6 +98,8 @@ LAYERS = (
             "components.upstream.command",
             "components.upstream.__main__",
             "components.upstream.plugins",
+            *FORMER_COMMANDS,
+            *(f"{former}.*" for former in FORMER_COMMANDS),
         ),
         "What a person runs: `ack-jobs`, `python -m components.plan`, `python -m components.upstream`, the "
         "component package's plugin and the docs' generators.",
