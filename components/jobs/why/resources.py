@@ -19,8 +19,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ..replicas import JOBSET_NAME_LABEL, V1_JOB_LABEL
-from ..status import TRAINJOB, v1_replica_specs
+from ..status import JOBSET_NAME_LABEL, TRAINJOB, V1_JOB_LABEL, v1_replica_specs
 
 GPU = "nvidia.com/gpu"
 QUANTITY = re.compile(

@@ -1,5 +1,5 @@
 """What the controllers expect of a job's objects: the Training Operator (v1)'s names and port of
-each kind, and Trainer v2's trainer job, a table that the job commands and the alerts read without
+each kind, Trainer v2's trainer job and API, and Kueue's API, a table that the job commands and the alerts read without
 the builders.
 
 Container names, port names and default ports are those the operator reads to inject each
@@ -42,6 +42,11 @@ KINDS = {
     "paddle": JobKind("PaddleJob", "paddlejobs", "paddleReplicaSpecs", "paddle", "master", 36543),
 }
 
+
+TRAINER_API = "trainer.kubeflow.org/v1alpha1"
+"""Trainer v2's API for TrainJobs and their runtimes."""
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+"""Kueue's API for queues (kubernetes-sigs/kueue v0.19.2 ``apis/kueue/v1beta2``)."""
 
 TRAINER_NODE = "node"
 """The trainer's replicated job and container: Trainer v2 injects each framework's variables into the

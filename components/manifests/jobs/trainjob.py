@@ -38,7 +38,7 @@ from ...config.training_job import xgboost_gpus_problem
 from ..base import MANAGED_BY, Manifest
 from ..fabrics import FabricProfile
 from .env import TERMINATION_GRACE_S, container_env, flight_recorder_env, job_env, nccl_env, runtime_pod_env
-from .names import TRAINER_NODE
+from .names import TRAINER_API, TRAINER_NODE
 from .pod import (
     METRICS_CONTAINER_PORT,
     SHM_MOUNT,
@@ -54,7 +54,6 @@ from .pod import (
     shared_volume_mounts,
 )
 
-TRAINER_API = "trainer.kubeflow.org/v1alpha1"
 MPI_LAUNCHER = "launcher"
 """An MPI job's launcher, its trainer ancestor (v2.3.0 ``pkg/constants``: ``Launcher``)."""
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"

@@ -22,6 +22,7 @@ import yaml
 from ...config import GpuPoolSpec, KueueSpec, KueueTopologySpec, PlatformSpec, TrainerV2Spec
 from ..base import MANAGED_BY, POOL_LABEL, Manifest
 from ..fabrics import FABRICS, FabricProfile
+from ..jobs.names import KUEUE_API
 from ..placement import GPU_RESOURCE
 from .operator import pulled, repository_and_tag
 
@@ -32,8 +33,6 @@ JOBSET_IMAGE = "registry.k8s.io/jobset/jobset"
 JOBSET_VERSIONS = {"v2.3.0": "v0.12.0"}
 """The JobSet release each Trainer release's chart depends on (its ``Chart.yaml``)."""
 
-KUEUE_API = "kueue.x-k8s.io/v1beta2"
-"""Kueue's API for queues (kubernetes-sigs/kueue v0.19.2 ``apis/kueue/v1beta2``)."""
 DEFAULT_LOCAL_QUEUE = "default"
 """The LocalQueue Kueue's webhook labels a job with when the job names none and its namespace has one
 of this name (v0.19.2 ``pkg/controller/constants/constants.go`` ``DefaultLocalQueueName``;
