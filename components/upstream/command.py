@@ -35,8 +35,9 @@ from ..manifests import (
     system_node_selector,
     trainer_v2_values,
 )
+from ..manifests.platform.images import image_copies, stack_images
 from ..plan.command import PlanError, find_project_dir, read_stack_file, stack_path
-from .digests import DigestError, changed, image_copies, lock_path, read_lock, resolve, stack_images, write_lock
+from .digests import DigestError, changed, lock_path, read_lock, resolve, write_lock
 from .fetch import GITHUB, pack, prepare
 from .local_sources import UPSTREAM_DIR, LocalSources, SourceError
 
