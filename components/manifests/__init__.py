@@ -102,13 +102,14 @@ from .platform.volcano import (
     waits_for_admission,
 )
 from .tenancy.admission import team_admission
-from .tenancy.boundary import TeamBoundary, team_boundary
+from .tenancy.boundary import TeamBoundary
 from .tenancy.namespace import docker_config_json, training_namespace
 from .tenancy.teams import (
     directory_owner_job,
     job_network_policy,
     run_as,
     team_access,
+    team_boundary,
     team_namespace,
     team_network_policies,
 )

@@ -14,6 +14,10 @@ NODES_LABEL = f"{PROJECT}/nodes"
 NETWORK_LABEL = f"{PROJECT}/network"
 """A netbench job's pods carry its node count and network here: its result is compared only with
 runs of the same shape."""
+TEAM_LABEL = f"{PROJECT}/team"
+"""A team's namespace and the objects made for it carry the team's name here."""
+JOB_LABEL = "app.kubernetes.io/name"
+"""Every pod of a platform job carries its job's name here (``job_labels``)."""
 SYSTEM_POOL = SYSTEM_POOL_NAME
 """Name and ``POOL_LABEL`` value of the untainted pool for the cluster's own workloads."""
 POD_SECURITY = "pod-security.kubernetes.io"

@@ -43,6 +43,14 @@ KINDS = {
 }
 
 
+MPI_LAUNCHER_ACCOUNT = "-launcher"
+"""The v1 MPI Launcher's own ServiceAccount, ``<job>-launcher``. The operator creates the account
+its template names, and binds it, alone, to the Role ``<job>-launcher`` that may exec into the
+job's Workers (v1.9.4 ``pkg/controller.v1/mpi/mpijob_controller.go``
+``getOrCreateLauncherServiceAccount``, ``newLauncherRole``, ``newLauncherRoleBinding``); its
+``mpirun`` reaches them through ``kubectl exec`` with that token. Naming the shared jobs' account
+there would hand that right to every pod that mounts the shared account's token."""
+
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
 """Trainer v2's API for TrainJobs and their runtimes."""
 KUEUE_API = "kueue.x-k8s.io/v1beta2"

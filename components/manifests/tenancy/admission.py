@@ -24,10 +24,10 @@ cel-python share.
 from __future__ import annotations
 
 from ...config import PROJECT
-from ..base import Manifest
+from ..base import JOB_LABEL, Manifest
 from ..fabrics import FABRICS
 from ..jobs.env import CHECKPOINT_KEY_SUFFIX, JOBSET_NAME_LABEL
-from ..jobs.v1_kinds import MPI_LAUNCHER_ACCOUNT
+from ..jobs.names import MPI_LAUNCHER_ACCOUNT
 from .admission_policy import admission_policy
 from .boundary import TeamBoundary
 from .job_guard import job_guard
@@ -44,7 +44,6 @@ from .pod_rules import (
     unless_unset,
     when,
 )
-from .teams import JOB_LABEL
 
 V1_JOB_LABEL = "training.kubeflow.org/job-name"
 V2_JOB_LABEL = JOBSET_NAME_LABEL
