@@ -18,6 +18,9 @@ TEAM_LABEL = f"{PROJECT}/team"
 """A team's namespace and the objects made for it carry the team's name here."""
 JOB_LABEL = "app.kubernetes.io/name"
 """Every pod of a platform job carries its job's name here (``job_labels``)."""
+TRAINER_UID = 1000
+"""The training image's non-root user (``trainer/Dockerfile``: ``useradd --uid 1000 trainer``), which the
+platform's own pods that read or write the shared volumes run as too."""
 SYSTEM_POOL = SYSTEM_POOL_NAME
 """Name and ``POOL_LABEL`` value of the untainted pool for the cluster's own workloads."""
 POD_SECURITY = "pod-security.kubernetes.io"

@@ -33,7 +33,7 @@ from ..base import MANAGED_BY, Manifest
 from . import alert_queries as q
 from . import gpu_metrics as gpu
 from . import kube_metrics as kube
-from .alerts import Alert, rule_group
+from .rules import Alert, rule_group
 from .scraping import JOB_LABEL, MONITORING_API
 
 COST_RULE_NAME = "ack-training-platform-cost"
