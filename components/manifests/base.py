@@ -1,4 +1,5 @@
-"""Names every builder shares, and the Pod Security labels of the namespaces the platform makes."""
+"""Names every builder shares, the Pod Security labels of the namespaces the platform makes, and
+the pod template of a workload object."""
 
 from __future__ import annotations
 
@@ -32,3 +33,15 @@ def pod_security_labels(enforce: str) -> dict[str, str]:
     pods that would not pass ``restricted`` (Kubernetes docs, "Enforce Pod Security
     Standards with namespace labels")."""
     return {f"{POD_SECURITY}/enforce": enforce, f"{POD_SECURITY}/warn": RESTRICTED, f"{POD_SECURITY}/audit": RESTRICTED}
+
+
+def pod_spec(obj: Manifest) -> Manifest | None:
+    """The pod template of a workload object, or ``None`` for an object that runs no pods."""
+    kind = obj.get("kind")
+    if kind == "Pod":
+        return obj.get("spec")
+    if kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"):
+        return obj.get("spec", {}).get("template", {}).get("spec")
+    if kind == "CronJob":
+        return obj.get("spec", {}).get("jobTemplate", {}).get("spec", {}).get("template", {}).get("spec")
+    return None

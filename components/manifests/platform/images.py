@@ -7,7 +7,8 @@ components.upstream images`` lists them."""
 from __future__ import annotations
 
 from ...config import PlatformSpec
-from .operator import mirrored, operator_images
+from .image_refs import mirrored
+from .operator import operator_images
 from .trainer_v2 import trainer_v2_images
 from .volcano import volcano_images
 
