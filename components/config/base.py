@@ -1,5 +1,6 @@
 """Shared pieces of every stack-config model: the base class, value types such as
-sizes and CPU amounts, and the error that names a stack key."""
+sizes and CPU amounts, the error that names a stack key, and :class:`ConfigError`, which an
+invalid stack raises."""
 
 from __future__ import annotations
 
@@ -329,3 +330,14 @@ def check_pinned(image: str, key: str) -> None:
             key,
             f"{image!r} is not pinned: add a version tag other than 'latest' (e.g. ':v1.2.0') or a digest (@sha256:...)",
         )
+
+
+class ConfigError(Exception):
+    """A stack's configuration is invalid; ``problems`` holds one message per bad key."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+    def __str__(self) -> str:
+        return "invalid stack configuration:\n" + "\n".join(f"  {p}" for p in self.problems)

@@ -99,12 +99,12 @@ from .platform.volcano import (
 from .tenancy.admission import team_admission
 from .tenancy.boundary import TeamBoundary
 from .tenancy.namespace import docker_config_json, training_namespace
+from .tenancy.stack_boundary import team_boundary
 from .tenancy.teams import (
     directory_owner_job,
     job_network_policy,
     run_as,
     team_access,
-    team_boundary,
     team_namespace,
     team_network_policies,
 )

@@ -1,6 +1,6 @@
 """What the controllers expect of a job's objects: the Training Operator (v1)'s names and port of
-each kind, Trainer v2's trainer job and API, and Kueue's API, a table that the job commands and the alerts read without
-the builders.
+each kind, Trainer v2's trainer job and API, and Kueue's API and topology annotations, a table that the
+job commands, the alerts and the runtimes read without the job builders.
 
 Container names, port names and default ports are those the operator reads to inject each
 framework's settings (kubeflow/trainer v1.9.4 ``pkg/apis/kubeflow.org/v1/<kind>_types.go``,
@@ -60,3 +60,9 @@ TRAINER_NODE = "node"
 """The trainer's replicated job and container: Trainer v2 injects each framework's variables into the
 container of this name in the job labelled as the trainer ancestor (``pkg/constants``: ``Node``,
 ``LabelTrainJobAncestor``), and the runtime webhook requires it (``validateReplicatedJobs``)."""
+REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
+UNCONSTRAINED_TOPOLOGY = "kueue.x-k8s.io/podset-unconstrained-topology"
+"""A pod set's request for Kueue's topology-aware scheduling, read from the pod template's annotations
+of each replicated job of the JobSet a TrainJob becomes (kubernetes-sigs/kueue v0.19.2
+``apis/kueue/v1beta2/topology_types.go``; ``pkg/controller/jobs/jobset/jobset_controller.go`` ``PodSets``)."""

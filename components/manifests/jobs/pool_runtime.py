@@ -23,7 +23,7 @@ import copy
 
 from ..base import Manifest
 from ..placement import GPU_RESOURCE, Placement
-from .trainjob import TRAINER_NODE, UNCONSTRAINED_TOPOLOGY
+from .names import TRAINER_NODE, UNCONSTRAINED_TOPOLOGY
 
 GPU_RUNTIME_SUFFIX = "-gpu"
 

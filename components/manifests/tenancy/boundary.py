@@ -1,5 +1,5 @@
 """What a team's pods may use, as the stack knows it: the input of the team's admission policies
-(:mod:`.admission`, :mod:`.job_guard`), which :func:`.teams.team_boundary` derives from the stack."""
+(:mod:`.admission`, :mod:`.job_guard`), which :func:`.stack_boundary.team_boundary` derives from the stack."""
 
 from __future__ import annotations
 
