@@ -129,7 +129,7 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
             f"variables.v1Job ? {labels}[{literal(V1_JOB_LABEL)}] : (variables.v2Job ? {labels}[{literal(V2_JOB_LABEL)}] : {literal('')})",
         ),
         # The Launcher of one of the stack's v1 MPIJobs, which alone gets a ServiceAccount token:
-        # its own account's, to exec into its Workers (kinds.MPI_LAUNCHER_ACCOUNT).
+        # its own account's, to exec into its Workers (names.MPI_LAUNCHER_ACCOUNT).
         (
             "mpiLauncher",
             f"variables.v1Job && variables.jobName in {literal_list(boundary.mpi_launchers)}"
