@@ -3,7 +3,6 @@ page's generated part and contributor map against the checkout."""
 
 from __future__ import annotations
 
-import functools
 import importlib
 import json
 import os
@@ -50,22 +49,6 @@ def test_imports_count_a_reexported_name_as_an_import_of_the_module_that_defines
 def test_the_longest_chain_of_imports_stays_within_the_floors_allowed() -> None:
     chain = arch.longest_chain(GRAPH)
     assert len(chain) <= arch.MAX_FLOORS, " -> ".join(chain)
-
-
-def test_only_the_modules_the_page_names_stand_above_ten_floors() -> None:
-    # Ten is the aim; docs/architecture.md names these and what holds them up. None may join them.
-    @functools.cache
-    def floors(module: str) -> int:
-        return 1 + max((floors(target) for target in GRAPH[module]), default=0)
-
-    above = {module: floors(module) for module in GRAPH if floors(module) > 10}
-    assert above == {
-        "components": 11,
-        "components.package.provider": 11,
-        "components.plan.__main__": 11,
-        "components.jobs.__main__": 11,
-    }
-    assert floors("trainer.__main__") <= 10
 
 
 @pytest.mark.parametrize("folder", ["components", "components/manifests", "trainer"])

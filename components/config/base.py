@@ -46,6 +46,8 @@ DATA_MOUNT = "/mnt/data"
 """Where every training pod mounts the data volume, read-only."""
 OUTPUT_MOUNT = "/mnt/output"
 """Where every training pod mounts the output volume, the only place it writes to that outlives it."""
+CODE_MOUNT = "/mnt/code"
+"""Where a job's code cloned from git lives, in every container of the pod."""
 
 DEFAULT_GPU_TAINT_KEY = "nvidia.com/gpu"
 DEFAULT_OPERATOR_VERSION = "v1.9.4"

@@ -12,7 +12,7 @@ from torch import nn
 from torch.distributed.tensor import DTensor, distribute_tensor
 from torch.utils.checkpoint import checkpoint
 
-from ..shapes import GPTConfig
+from ..config import GPTConfig
 
 
 def draw_parameters(
