@@ -15,8 +15,8 @@ from .cluster import AckCluster, local_providers
 from .config import PlatformSpec
 from .gpu_pool import GpuNodePool
 from .identity import node_role_name, oss_reader
-from .images.mirror import mirrored_images
 from .manifests import cluster_addons, system_node_selector, team_boundary
+from .manifests.platform.images import image_copies
 from .namespace import TrainingNamespace
 from .network import Network
 from .registry import ContainerRegistry, pinned_image
@@ -157,7 +157,7 @@ def cloud_foundation(
             cluster_id=cluster.cluster_id,
             vpc_id=network.vpc_id,
             vswitch_id=network.first_vswitch_id,
-            mirrored_images=mirrored_images(spec),
+            mirrored_images=_mirrored_images(spec),
             mirror_fill=mirror_fill,
             mirror_mode=spec.mirror_fill,
             image_digests=image_digests,
@@ -197,3 +197,15 @@ def hand_team_directories(spec: PlatformSpec, base: Foundation) -> None:
                 image_pull_secret=registry.pull_secret if registry is not None else None,
                 depends_on=registry.ready if registry is not None else None,
             )
+
+
+def _mirrored_images(spec: PlatformSpec) -> list[str]:
+    """Where the stack's third-party images are pulled from in ``imageMirror`` (none without
+    one), as ``python -m components.upstream images`` lists them for copying."""
+    if spec.image_mirror is None:
+        return []
+    try:
+        return [target for _, target in image_copies(spec)]
+    except ValueError as err:
+        pulumi.log.warn(f"imageMirror is not checked before the update: {err}")
+        return []

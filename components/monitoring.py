@@ -13,10 +13,12 @@ import yaml
 from ._k8s import IMAGE_PLACEHOLDER, TOKEN, resource_args, with_image
 from .config import MonitoringScope, TeamSpec
 from .manifests import Manifest
-from .manifests.monitoring.alerts import alerts, arms_alert_rule
+from .manifests.base import TRAINER_UID
+from .manifests.monitoring.alerts import alerts
 from .manifests.monitoring.node_health import node_guard_objects
 from .manifests.monitoring.objects import operator_objects, pod_monitors
-from .manifests.monitoring.tensorboard import TRAINER_UID, port_forward_command, tensorboard_objects
+from .manifests.monitoring.rules import arms_alert_rule
+from .manifests.monitoring.tensorboard import port_forward_command, tensorboard_objects
 from .namespace import TrainingNamespace
 from .registry import ContainerRegistry, image_pushed, pinned_image
 from .storage import SharedVolumes

@@ -17,7 +17,6 @@ from .config.costs import price_table
 from .config.node_health import trainer_image
 from .datasets import DatasetImport
 from .foundation import cloud_foundation, hand_team_directories, local_foundation
-from .images.mirror_fill import filled_copies
 from .manifests import (
     job_defaults,
     kueue_objects,
@@ -26,6 +25,7 @@ from .manifests import (
     team_boundary,
     v2_fabrics,
 )
+from .manifests.platform.images import filled_copies
 from .monitoring import Monitoring, TeamWorkspace
 from .namespace import TrainingNamespace
 from .operator import TrainingOperator

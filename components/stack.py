@@ -13,7 +13,8 @@ from pulumi.runtime.config import CONFIG, is_config_secret
 from pulumi.runtime.mocks import MockEngine
 
 from .config import PROJECT, ConfigError, PlatformSpec, load_spec
-from .upstream.digests import DigestError, lock_path, missing, read_lock, stack_images
+from .manifests.platform.images import stack_images
+from .upstream.digests import DigestError, lock_path, missing, read_lock
 from .upstream.local_sources import UPSTREAM_DIR, LocalSources, SourceError, required_copies
 
 UPSTREAM_ENV = "ACK_TRAINING_UPSTREAM"

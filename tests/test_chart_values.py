@@ -10,7 +10,7 @@ from fixtures.charts import KUEUE, TRAINER, unknown_keys
 
 from components.config import load_spec
 from components.manifests import kueue_values, system_node_selector, trainer_v2_values
-from components.upstream.digests import image_copies
+from components.manifests.platform.images import image_copies
 
 MIRROR = "registry-vpc.cn-shanghai.aliyuncs.com/mirror"
 

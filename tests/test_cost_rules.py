@@ -31,7 +31,7 @@ from test_monitoring import metric_names_in, promtool
 from components.config import ConfigError, MonitoringScope, load_spec
 from components.config.costs import BudgetSpec, price_table
 from components.manifests.monitoring import cost_rules as c
-from components.manifests.monitoring import gpu_metrics, kube_metrics
+from components.manifests.monitoring import cost_series, gpu_metrics, kube_metrics
 from components.manifests.monitoring.objects import operator_objects
 from components.plan.command import write_dashboard, write_job_state_metrics
 from components.platform import _dashboard as platform_dashboard
@@ -592,7 +592,9 @@ def test_the_docs_say_what_each_rule_aggregates_by() -> None:
     for row in re.findall(r"^\| (`ack_training_platform:.*)$", docs, re.M):
         names, labels = row.split(" | ")[:2]
         for name in re.findall(r"`([^`]+)`", names):
-            documented[name if name.startswith(c.PREFIX) else c.PREFIX + name] = re.findall(r"`([^`]+)`", labels)
+            documented[name if name.startswith(cost_series.PREFIX) else cost_series.PREFIX + name] = re.findall(
+                r"`([^`]+)`", labels
+            )
     kept = {
         rule["record"]: [label.strip() for label in by.group(1).split(",")]
         for group in stack_rules()

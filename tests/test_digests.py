@@ -19,9 +19,10 @@ from fixtures.charts import KUEUE, TRAINER
 from components.config import load_spec
 from components.manifests import OPERATOR_NAMESPACE
 from components.manifests.platform import operator as operator_manifests
+from components.manifests.platform.images import stack_images
 from components.plan.records import HELM_RELEASE
 from components.upstream.command import main
-from components.upstream.digests import DIGEST_HEADER, MANIFEST_TYPES, DigestError, read_lock, resolve, stack_images
+from components.upstream.digests import DIGEST_HEADER, MANIFEST_TYPES, DigestError, read_lock, resolve
 
 INDEX, MANIFEST = MANIFEST_TYPES[0], MANIFEST_TYPES[2]
 TOKEN = "loopback-token"

@@ -21,9 +21,9 @@ from test_platform import ENTERPRISE_NAMESPACES, mirror_repos
 
 from components.config import ConfigError, load_spec
 from components.images.subscription_task import SubscriptionTaskProvider
+from components.manifests.platform.images import stack_images
 from components.manifests.platform.mirror_fill import split_by_fill
 from components.plan.records import HELM_RELEASE, SECRET
-from components.upstream.digests import stack_images
 
 RULE_TYPE = "alicloud:cr/artifactSubscriptionRule:ArtifactSubscriptionRule"
 TASK_TYPE = "pulumi-python:dynamic/cr:SubscriptionTask"

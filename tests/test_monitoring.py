@@ -16,8 +16,9 @@ from conftest import ROOT, cfg, missing, stack_config
 
 from components.config import load_spec
 from components.manifests.monitoring import gpu_metrics, kube_metrics
-from components.manifests.monitoring.alerts import alerts, prometheus_rule, rule_group
+from components.manifests.monitoring.alerts import alerts
 from components.manifests.monitoring.dashboard import dashboard_queries, training_dashboard
+from components.manifests.monitoring.rules import prometheus_rule, rule_group
 from components.manifests.monitoring.scraping import operator_pod_monitor, trainer_pod_monitor
 from components.plan.records import SECRET
 from trainer.telemetry import metric_names

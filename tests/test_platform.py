@@ -962,7 +962,7 @@ def mirror_repos(
     mirror holding every image the stack mirrors (``copied``), public or not; of these
     namespaces, those in ``existing`` exist."""
     from components.config import load_spec
-    from components.upstream.digests import image_copies
+    from components.manifests.platform.images import image_copies
 
     spec = load_spec(stack_config("prod"), credentials=False)
     mirrored = [target.rsplit("/", 1)[-1].split(":") for _, target in image_copies(spec)]

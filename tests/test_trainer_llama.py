@@ -15,12 +15,11 @@ import torch.nn.functional as F
 from test_trainer import final_weights, metrics, run, torchrun
 from worker_kill import kill_a_worker
 
-from trainer.config import Config
+from trainer.config import LLAMA_SIZES, Config
 from trainer.models.llama import Llama, rope_tables, rotate
 from trainer.models.spec import summed_cross_entropy
 from trainer.parallelism.auto import memory_inputs
 from trainer.parallelism.strategy import DecisionError, Inputs, decide
-from trainer.shapes import LLAMA_SIZES
 
 GIB = 2**30
 

@@ -25,14 +25,13 @@ from test_trainer import final_weights, metrics, run, torchrun
 from test_trainer_exporter import by_label, scrape_when
 from worker_kill import kill_a_worker
 
-from trainer.config import Config
+from trainer.config import LLAMA_SIZES, Config, check_split
 from trainer.models.llama import Llama
 from trainer.parallelism.auto import memory_inputs, split_choices
 from trainer.parallelism.mesh import MeshShape, mesh_shape, stage_layers
 from trainer.parallelism.strategy import DecisionError, Inputs, decide
 from trainer.parallelism.topology import Topology
 from trainer.parallelism.wrap import AUTOCAST, FP32, FSDP_POLICY, compute_precision, fully_shards, precision_context
-from trainer.shapes import LLAMA_SIZES, check_split
 from trainer.telemetry.metric_names import MESH_LABELS, PARALLEL_MESH, SHARD_GROUP
 
 GIB = 2**30

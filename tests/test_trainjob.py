@@ -41,7 +41,7 @@ from components.manifests import (
     training_runtime,
 )
 from components.manifests.jobs.trainjob import TRAINER_NODE
-from components.upstream.digests import image_copies
+from components.manifests.platform.images import image_copies
 
 GOLDEN = Path(__file__).parent / "golden" / "v2"
 

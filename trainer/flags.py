@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from .config import PARALLEL_CHOICES, Config, UsageError
-from .shapes import GPT_SIZES, LLAMA_SIZES
+from .config import GPT_SIZES, LLAMA_SIZES, PARALLEL_CHOICES, Config, UsageError
 from .spikes import add_spike_flags
 
 

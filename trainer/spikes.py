@@ -30,6 +30,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from .config import SPIKE_DEFAULTS
+
 SPIKES = "loss_spikes"
 """The commit record's key for the guard's state, so a resumed run decides as the one it continues."""
 EMA_DECAY = 0.9
@@ -38,10 +40,6 @@ SCALE_FLOOR = 0.01
 """The scale a loss's rise is measured in is at least this fraction of the run's first loss:
 on a flat stretch, or near a loss of zero, whose deviations are next to nothing, a wobble is
 not a spike."""
-
-
-SPIKE_DEFAULTS: dict[str, Any] = {"threshold": 6.0, "warmup": 20, "max_rollbacks": 3, "skip_extra": 0}
-"""The guard's flags' defaults (:class:`trainer.config.Config` holds what each means)."""
 
 
 def add_spike_flags(p: argparse.ArgumentParser) -> None:

@@ -30,6 +30,7 @@ from .base import (
     SYSTEM_POOL_NAME,
     TRAINER_V2_MIN_KUBERNETES,
     Cidr,
+    ConfigError,
     Cpu,
     DnsLabel,
     Quantity,
@@ -61,7 +62,7 @@ from .job_settings import (
     TrainerArgs,
     topology_problem,
 )
-from .loading import ConfigError, load_spec, missing_credentials, stack_schema
+from .loading import load_spec, missing_credentials, stack_schema
 from .monitoring import AlertThresholds, MonitoringScope, MonitoringSpec, PrometheusMode, TensorBoardSpec
 from .node_health import NodeHealthSpec
 from .operator import KueueSpec, KueueTopologySpec, OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, VolcanoSpec

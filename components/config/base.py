@@ -1,5 +1,6 @@
 """Shared pieces of every stack-config model: the base class, value types such as
-sizes and CPU amounts, and the error that names a stack key."""
+sizes and CPU amounts, the error that names a stack key, and :class:`ConfigError`, which an
+invalid stack raises."""
 
 from __future__ import annotations
 
@@ -45,6 +46,8 @@ DATA_MOUNT = "/mnt/data"
 """Where every training pod mounts the data volume, read-only."""
 OUTPUT_MOUNT = "/mnt/output"
 """Where every training pod mounts the output volume, the only place it writes to that outlives it."""
+CODE_MOUNT = "/mnt/code"
+"""Where a job's code cloned from git lives, in every container of the pod."""
 
 DEFAULT_GPU_TAINT_KEY = "nvidia.com/gpu"
 DEFAULT_OPERATOR_VERSION = "v1.9.4"
@@ -329,3 +332,14 @@ def check_pinned(image: str, key: str) -> None:
             key,
             f"{image!r} is not pinned: add a version tag other than 'latest' (e.g. ':v1.2.0') or a digest (@sha256:...)",
         )
+
+
+class ConfigError(Exception):
+    """A stack's configuration is invalid; ``problems`` holds one message per bad key."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+    def __str__(self) -> str:
+        return "invalid stack configuration:\n" + "\n".join(f"  {p}" for p in self.problems)

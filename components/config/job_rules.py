@@ -1,5 +1,6 @@
-"""The rules between the stack's jobs and the rest of the platform: backend, Kueue, namespace,
-registry, GPU pool, quota, fabric and Volcano."""
+"""The rules that cross areas: between the stack's jobs and the rest of the platform (backend,
+Kueue, namespace, registry, GPU pool, quota, fabric and Volcano), and between its teams and the
+rest (their names and ids, the storage, the cluster's network, their jobs and quotas)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,17 @@ from typing import TYPE_CHECKING
 
 from .base import field_error
 from .node_health import check_trainer_image, node_check_problem
+from .teams import team_quota_owner
 from .training_job import v2_conflict, xgboost_gpus_problem
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
+    from .cluster import ClusterSpec
     from .node_health import NodeHealthSpec
     from .pools import GpuPoolSpec
+    from .storage import StorageSpec
+    from .teams import TeamSpec
     from .training_job import Backend, TrainingJobSpec
 
 
@@ -122,3 +127,90 @@ def check_jobs(
                 f"{key}.scheduling",
                 "queues and gang scheduling need Volcano: set operator.volcano.enabled: true",
             )
+
+
+def check_teams(
+    teams: Sequence[TeamSpec],
+    *,
+    namespace: str,
+    storage: StorageSpec,
+    cluster: ClusterSpec,
+    jobs: Sequence[TrainingJobSpec],
+    job_gpus: Callable[[TrainingJobSpec], int],
+    quota_problem: Callable[[TrainingJobSpec, int, Mapping[str, str | int], str], str | None],
+) -> None:
+    """The rules between ``teams``, the jobs and the rest of the platform.
+
+    Args:
+        teams: the stack's teams.
+        namespace: the platform's own namespace (``training.namespace``).
+        storage: the stack's storage.
+        cluster: the stack's cluster.
+        jobs: the stack's jobs.
+        job_gpus: GPUs per pod of a job on this platform.
+        quota_problem: why a job could never start within a quota (:func:`.fit.quota_problem`), taken
+            as an argument like ``job_gpus`` so that the teams' rules stay below the fit rules.
+
+    Raises:
+        PydanticCustomError: a rule is broken; the message names the stack key.
+    """
+    names = [team.name for team in teams]
+    uids = [team.uid for team in teams]
+    gids = [team.group_id for team in teams]
+    for i, team in enumerate(teams):
+        if team.name in names[:i]:
+            raise field_error(f"teams[{i}].name", f"team name {team.name!r} is used twice")
+        if team.uid in uids[:i]:
+            raise field_error(
+                f"teams[{i}].uid",
+                f"uid {team.uid} is also {names[uids.index(team.uid)]!r}'s: NFS tells teams apart by uid alone, "
+                "so each team needs its own",
+            )
+        if team.group_id in gids[:i]:
+            raise field_error(
+                f"teams[{i}].{'uid' if team.gid is None else 'gid'}",
+                f"gid {team.group_id} is also {names[gids.index(team.group_id)]!r}'s: a team's NAS directories are "
+                "open to its group (output 0770, data 0750), so each team needs a gid of its own",
+            )
+        if team.name == namespace:
+            raise field_error(
+                f"teams[{i}].name",
+                f"{team.name!r} is the platform's own namespace (training.namespace): name the team otherwise",
+            )
+    if teams and storage.oss is not None:
+        raise field_error(
+            "storage.oss", "an OSS dataset is one bucket mounted for every job, which teams would share: drop oss"
+        )
+    if len(teams) > 1 and not cluster.is_local and cluster.network == "flannel" and not cluster.shared_network:
+        raise field_error(
+            "cluster.network",
+            "Flannel enforces no NetworkPolicy, so every team's pods could reach every other's: create the "
+            "cluster with network: terway, or keep one team, or accept an open pod network with sharedNetwork: true",
+        )
+    by_name = {team.name: team for team in teams}
+    for i, job in enumerate(jobs):
+        key = f"jobs[{i}]"
+        if job.team is None:
+            if teams:
+                raise field_error(f"{key}.team", f"the stack declares teams: name the job's team, one of {names}")
+            continue
+        team = by_name.get(job.team)
+        if team is None:
+            raise field_error(
+                f"{key}.team", f"no team {job.team!r}: declare it under teams, or use one of {names or 'none'}"
+            )
+        if job.namespace not in (None, team.name):
+            raise field_error(
+                f"{key}.namespace",
+                f"team {team.name!r}'s jobs run in its namespace {team.name!r}, where its claims are: drop namespace",
+            )
+        if job.network == "rdma" and not team.rdma:
+            raise field_error(
+                f"{key}.network",
+                f"team {team.name!r} may not use the eRDMA devices, which its admission policy refuses: "
+                f"set teams[{names.index(team.name)}].rdma: true to allow it, or use network: tcp",
+            )
+        index = names.index(team.name)
+        problem = quota_problem(job, job_gpus(job), team.quota.model_dump(), team_quota_owner(team, index))
+        if problem is not None:
+            raise field_error(f"{key}.nodes", problem)

@@ -9,10 +9,10 @@ from typing import Annotated, Literal
 
 from pydantic import Discriminator, Field, Tag, model_validator
 
-from trainer.config import LLAMA_SIZES, PARALLEL_CHOICES, Config, model_problem
-from trainer.shapes import flag_problem
+from trainer.config import LLAMA_SIZES, PARALLEL_CHOICES, Config, flag_problem, model_problem
 
 from .base import (
+    CODE_MOUNT,
     DATA_MOUNT,
     OUTPUT_MOUNT,
     UNION_TAGS,
@@ -26,7 +26,6 @@ from .base import (
     check_pinned_tag,
     field_error,
 )
-from .kinds import CODE_MOUNT
 
 RESERVED_PRIORITY_PREFIX = "system-"
 """Kubernetes reserves PriorityClass names starting with ``system-`` for itself

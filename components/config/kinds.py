@@ -34,8 +34,6 @@ V2_REFUSED = {
     "paddle": _NO_POLICY.format("Paddle", "PADDLE_*"),
 }
 """Why each other framework stays on backend v1 (kubeflow/trainer v2.3.0)."""
-CODE_MOUNT = "/mnt/code"
-"""Where a job's code cloned from git lives, in every container of the pod."""
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 

@@ -9,22 +9,11 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
 
-from .base import PROJECT, REGION_KEY, SECRET_KEYS, SECRET_SECTIONS, UNION_TAGS, model_of
+from .base import PROJECT, REGION_KEY, SECRET_KEYS, SECRET_SECTIONS, UNION_TAGS, ConfigError, model_of
 from .cluster import ALLOWED_CIDRS_KEY, set_allowed_cidr
 from .platform import PlatformSpec
 
 RETIRED_CREDENTIALS = ("ossAccessKeyId", "ossAccessKeySecret")
-
-
-class ConfigError(Exception):
-    """A stack's configuration is invalid; ``problems`` holds one message per bad key."""
-
-    def __init__(self, problems: list[str]):
-        super().__init__("\n".join(problems))
-        self.problems = problems
-
-    def __str__(self) -> str:
-        return "invalid stack configuration:\n" + "\n".join(f"  {p}" for p in self.problems)
 
 
 def load_spec(raw: Mapping[str, Any], secret_keys: Collection[str] = (), *, credentials: bool = True) -> PlatformSpec:

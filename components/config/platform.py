@@ -18,14 +18,14 @@ from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
 from .costs import CostsSpec, check_costs, spot_pools
 from .datasets import DatasetImportSpec, check_datasets
 from .fit import job_gpus, pool_problem, quota_problem
-from .job_rules import check_jobs
+from .job_rules import check_jobs, check_teams
 from .monitoring import ARMS_AGENT_NAMESPACE, MonitoringScope, MonitoringSpec, PrometheusMode, check_monitoring
 from .node_health import check_node_health, trainer_image
 from .operator import OperatorSpec, TrainerV2Spec, TrainingNamespaceSpec, check_kueue_topology
 from .pools import GpuPoolSpec
 from .registry import RegistrySpec, check_mirror
 from .storage import StorageSpec
-from .teams import TeamSpec, check_teams
+from .teams import TeamSpec
 from .training_job import Backend, TrainingJobSpec
 
 # --- the platform --------------------------------------------------------------------

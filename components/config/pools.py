@@ -19,7 +19,7 @@ from .base import (
     Spec,
     field_error,
 )
-from .gpus.capacity import NodeShare, allocatable_share, capacity_excess, smallest_node
+from .gpus.capacity import GIB, NodeShare, allocatable_share, capacity_excess
 from .gpus.types import GPU_INSTANCE_TYPES, instance_family, misnamed_type
 
 Fabric = Literal["none", "erdma", "rdma"]
@@ -43,6 +43,18 @@ AUTOSCALER_TAG_LIMIT = 12
 """ACK's autoscaler recognises a pool's labels and taints, which it needs to start a node
 for a pending pod, only while its ECS tags, taints and labels number fewer than 12
 (ACK: FAQ about node auto scaling)."""
+
+
+def smallest_node(instance_types: list[str]) -> NodeShare:
+    """The capacity every one of ``instance_types``, all in :data:`~.gpus.types.GPU_INSTANCE_TYPES`,
+    has at least: a pool may start any of them."""
+    types = [GPU_INSTANCE_TYPES[name] for name in instance_types]
+    return NodeShare(
+        millicpu=min(t.vcpus for t in types) * 1000,
+        memory=min(t.memory_gib for t in types) * GIB,
+        exact=False,
+        source=instance_types[0] if len(instance_types) == 1 else f"the smallest of {', '.join(instance_types)}",
+    )
 
 
 class TaintSpec(Spec):

@@ -19,9 +19,6 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_alicloud as alicloud
 
-from ..config import PlatformSpec
-from ..upstream.digests import image_copies
-
 PUBLIC = "PUBLIC"
 """A repository's ``repo_type`` when anyone may pull from it (pulumi-alicloud 4.0.0
 ``cs/outputs.py`` ``GetRegistryEnterpriseReposRepoResult``)."""
@@ -29,18 +26,6 @@ PUBLIC = "PUBLIC"
 
 class MirrorNotReady(pulumi.RunError):
     """A mirrored image is missing from the mirror, or needs credentials to pull."""
-
-
-def mirrored_images(spec: PlatformSpec) -> list[str]:
-    """Where the stack's third-party images are pulled from in ``imageMirror`` (none without
-    one), as ``python -m components.upstream images`` lists them for copying."""
-    if spec.image_mirror is None:
-        return []
-    try:
-        return [target for _, target in image_copies(spec)]
-    except ValueError as err:
-        pulumi.log.warn(f"imageMirror is not checked before the update: {err}")
-        return []
 
 
 def exact_name(name: str) -> str:

@@ -20,17 +20,8 @@ import pulumi
 import pulumi_alicloud as alicloud
 
 from .._k8s import TOKEN
-from ..config import PlatformSpec
 from ..manifests.platform.mirror_fill import ALL_PLATFORMS, Subscription, split_by_fill
 from .mirror import PUBLIC
-
-
-def filled_copies(spec: PlatformSpec) -> list[tuple[str, str]]:
-    """The (upstream, mirrored) images the stack copies into the mirror during ``pulumi up``:
-    every mirrored image when ``mirrorFill`` is ``subscription`` or ``copy``, none otherwise."""
-    from ..upstream.digests import stack_images
-
-    return stack_images(spec) if spec.mirror_fill != "none" else []
 
 
 class MirrorFill(pulumi.ComponentResource):

@@ -34,8 +34,7 @@ from urllib3.exceptions import HTTPError as TransportError
 
 from trainer.telemetry.metric_names import METRICS_PORT
 
-from ..manifests.jobs.trainjob import TRAINER_API
-from ..manifests.platform.trainer_v2 import KUEUE_API
+from ..manifests.jobs.names import KUEUE_API, TRAINER_API
 from .replicas import job_selector
 from .status import PYTORCHJOB, TRAINJOB, V1_KINDS, is_v1, job_phase, true_condition
 

@@ -26,13 +26,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from .status import PYTORCHJOB, REPLICATED_JOB_LABEL, V1_KINDS, is_v1, v1_replica_specs
+from .status import (
+    JOBSET_NAME_LABEL,
+    PYTORCHJOB,
+    REPLICATED_JOB_LABEL,
+    V1_INDEX_LABEL,
+    V1_JOB_LABEL,
+    V1_KINDS,
+    V1_TYPE_LABEL,
+    is_v1,
+    v1_replica_specs,
+)
 
-V1_LABEL = "training.kubeflow.org/"
-V1_JOB_LABEL = f"{V1_LABEL}job-name"
-V1_TYPE_LABEL = f"{V1_LABEL}replica-type"
-V1_INDEX_LABEL = f"{V1_LABEL}replica-index"
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 NODE_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 """An Indexed Job's pod index, as a label since Kubernetes 1.28 (KEP-4017, the pod index
 label): node N of a TrainJob is index N of its node Job."""

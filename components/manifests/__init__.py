@@ -5,7 +5,7 @@ where an input is only known after deployment), and the offline plan and the gol
 tests read the very same dicts.
 """
 
-from .base import BASELINE, MANAGED_BY, POOL_LABEL, SYSTEM_POOL, Manifest
+from .base import BASELINE, MANAGED_BY, POOL_LABEL, SYSTEM_POOL, Manifest, pod_spec
 from .fabrics import ERDMA, FABRICS, FabricProfile
 from .jobs.datasets import (
     DATASET_LABEL,
@@ -59,16 +59,14 @@ from .platform.cluster import (
     cluster_addons,
     creation_addons,
 )
+from .platform.image_refs import mirrored, pulled, repository_and_tag
+from .platform.kueue import kueue_objects, kueue_queue_name, v2_fabrics
 from .platform.operator import (
     OPERATOR_NAMESPACE,
     customize_operator_object,
     customized_operator_objects,
-    mirrored,
     operator_customization,
     operator_images,
-    pod_spec,
-    pulled,
-    repository_and_tag,
     system_node_selector,
 )
 from .platform.ram import ecs_trust_policy, node_policy, oss_read_policy, service_account_trust_policy
@@ -86,12 +84,9 @@ from .platform.storage import (
 from .platform.trainer_v2 import (
     KUEUE_NAMESPACE,
     TRAINER_V2_NAMESPACE,
-    kueue_objects,
-    kueue_queue_name,
     kueue_values,
     trainer_v2_images,
     trainer_v2_values,
-    v2_fabrics,
 )
 from .platform.volcano import (
     VOLCANO_NAMESPACE,
@@ -102,8 +97,9 @@ from .platform.volcano import (
     waits_for_admission,
 )
 from .tenancy.admission import team_admission
-from .tenancy.boundary import TeamBoundary, team_boundary
+from .tenancy.boundary import TeamBoundary
 from .tenancy.namespace import docker_config_json, training_namespace
+from .tenancy.stack_boundary import team_boundary
 from .tenancy.teams import (
     directory_owner_job,
     job_network_policy,

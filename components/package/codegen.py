@@ -184,9 +184,16 @@ def input_types_source() -> str:
     return _InputTypes().render()
 
 
-if __name__ == "__main__":
+def main() -> int:
     if sys.argv[1:] != ["--write"]:
-        sys.exit(
-            "usage: python -m components.package.codegen --write   (regenerates components/package/input_types.py)"
+        print(
+            "usage: python -m components.package.codegen --write   (regenerates components/package/input_types.py)",
+            file=sys.stderr,
         )
+        return 2
     TYPES_MODULE.write_text(input_types_source())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

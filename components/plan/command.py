@@ -34,46 +34,9 @@ import yaml
 from ..config import PROJECT, ConfigError, PlatformSpec, load_spec, missing_credentials, stack_schema
 from ..config.cluster import ALLOWED_CIDRS_KEY, set_allowed_cidr
 from ..manifests.platform.deploy_policy import MissingApis
-from ..upstream.yamlio import DuplicateKey, load_yaml
+from ..upstream.yamlio import StackFileError, find_project_dir, read_stack_file, stack_path
 from .records import SECRET, Plan, apply_rank
 from .runner import ProgramError, holds_secure, redacted_config, run_program
-
-
-class PlanError(Exception):
-    """The stack could not be read (missing file, bad YAML); exit status 2."""
-
-
-def find_project_dir(start: Path | None = None) -> Path:
-    """The nearest directory at or above ``start`` holding ``Pulumi.yaml``."""
-    here = (start or Path.cwd()).resolve()
-    for directory in (here, *here.parents):
-        if (directory / "Pulumi.yaml").is_file():
-            return directory
-    raise PlanError(f"no Pulumi.yaml in {here} or above: run from the project directory")
-
-
-def read_stack_file(path: Path) -> dict[str, Any]:
-    """The ``config:`` section of a stack file.
-
-    Raises:
-        PlanError: missing file, bad YAML, a key given twice or a section that is not a mapping.
-    """
-    try:
-        document = load_yaml(path.read_text()) or {}
-    except FileNotFoundError:
-        raise PlanError(f"{path}: no such stack file") from None
-    except DuplicateKey as err:
-        raise PlanError(f"{path}: {err.describe(err.key.removeprefix('config.'))}") from None
-    except yaml.YAMLError as err:
-        raise PlanError(f"{path}: not valid YAML: {err}") from None
-    config = document.get("config", {}) if isinstance(document, dict) else None
-    if not isinstance(config, dict):
-        raise PlanError(f"{path}: 'config' must be a mapping of stack keys")
-    return config
-
-
-def stack_path(project_dir: Path, stack: str) -> Path:
-    return project_dir / "stacks" / f"Pulumi.{stack}.yaml"
 
 
 def with_unset_credentials(config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str], PlatformSpec]:
@@ -206,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             path = args.stack_file or stack_path(project_dir, args.stack)
             stack = args.stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
             plan, unset, spec = plan_stack(read_stack_file(path), stack=stack, project_dir=project_dir)
-    except (ConfigError, PlanError, ProgramError, pulumi.RunError) as err:
+    except (ConfigError, StackFileError, ProgramError, pulumi.RunError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     written = write_manifests(plan, args.out) if args.out else []

@@ -35,10 +35,11 @@ from ..manifests import (
     system_node_selector,
     trainer_v2_values,
 )
-from ..plan.command import PlanError, find_project_dir, read_stack_file, stack_path
-from .digests import DigestError, changed, image_copies, lock_path, read_lock, resolve, stack_images, write_lock
+from ..manifests.platform.images import image_copies, stack_images
+from .digests import DigestError, changed, lock_path, read_lock, resolve, write_lock
 from .fetch import GITHUB, pack, prepare
 from .local_sources import UPSTREAM_DIR, LocalSources, SourceError
+from .yamlio import StackFileError, find_project_dir, read_stack_file, stack_path
 
 UPSTREAM_TIMEOUT_S = 10
 """How long ``lock-images`` waits on an upstream registry, which a mirrored network may not reach."""
@@ -247,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             for source, target in image_copies(spec):
                 print(f"{source} {target}")
-    except (ConfigError, DigestError, PlanError, SourceError, ValueError, yaml.YAMLError) as err:
+    except (ConfigError, DigestError, StackFileError, SourceError, ValueError, yaml.YAMLError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0

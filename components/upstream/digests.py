@@ -1,5 +1,6 @@
-"""Image digests: the third-party images a stack pulls, resolved to the manifest digest their
-registry serves, kept in a lock file the program pins them with::
+"""Image digests: the third-party images a stack pulls (listed by
+:mod:`components.manifests.platform.images`), resolved to the manifest digest their registry
+serves, kept in a lock file the program pins them with::
 
     python -m components.upstream lock-images --stack prod     # resolve, print, write the lock
     python -m components.upstream verify-images --stack prod   # resolve again, fail on any change
@@ -21,9 +22,6 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
-
-from ..config import PlatformSpec
-from ..manifests import mirrored, operator_images, trainer_v2_images, volcano_images
 
 MANIFEST_TYPES = (
     "application/vnd.oci.image.index.v1+json",
@@ -60,37 +58,6 @@ class DigestError(Exception):
         super().__init__(message)
         self.unreachable = unreachable
         self.status = status
-
-
-def stack_images(spec: PlatformSpec) -> list[tuple[str, str]]:
-    """(upstream image, image as the cluster pulls it) for every third-party image the stack
-    deploys: the operator and its init container, Volcano, Trainer v2, JobSet and Kueue.
-
-    Raises:
-        ValueError: the stack names an operator or Trainer release whose images are not known here.
-    """
-    operator = spec.operator
-    images: list[str] = []
-    if operator.install:
-        images += operator_images(operator.version)
-        if operator.volcano.enabled:
-            images += volcano_images(operator.volcano.version)
-    if spec.installs_trainer_v2:
-        images += trainer_v2_images(spec.trainer_v2)
-    mirror = spec.image_mirror
-    return [(image, mirrored(image, mirror) if mirror is not None else image) for image in images]
-
-
-def image_copies(spec: PlatformSpec) -> list[tuple[str, str]]:
-    """(upstream image, mirrored image) for every third-party image the stack pulls.
-
-    Raises:
-        ValueError: the stack sets no ``imageMirror``, or names an operator release whose
-            image is not known here.
-    """
-    if spec.image_mirror is None:
-        raise ValueError("the stack sets no imageMirror: its images are pulled from their own registries")
-    return stack_images(spec)
 
 
 def lock_path(project_dir: Path, stack: str) -> Path:

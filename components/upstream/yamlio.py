@@ -1,10 +1,12 @@
-"""Reading YAML: libyaml's loader where it is installed, and a stack file's keys each given once.
+"""Reading YAML: libyaml's loader where it is installed, a stack file's keys each given once, and
+a stack file found and read, as the offline plan and the upstream command read it.
 
 Pure: no Pulumi.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -72,3 +74,40 @@ def _refuse_duplicates(node: yaml.Node, path: str) -> None:
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             _refuse_duplicates(item, f"{path}[{i}]")
+
+
+class StackFileError(Exception):
+    """The stack could not be read (missing file, bad YAML); exit status 2."""
+
+
+def find_project_dir(start: Path | None = None) -> Path:
+    """The nearest directory at or above ``start`` holding ``Pulumi.yaml``."""
+    here = (start or Path.cwd()).resolve()
+    for directory in (here, *here.parents):
+        if (directory / "Pulumi.yaml").is_file():
+            return directory
+    raise StackFileError(f"no Pulumi.yaml in {here} or above: run from the project directory")
+
+
+def read_stack_file(path: Path) -> dict[str, Any]:
+    """The ``config:`` section of a stack file.
+
+    Raises:
+        StackFileError: missing file, bad YAML, a key given twice or a section that is not a mapping.
+    """
+    try:
+        document = load_yaml(path.read_text()) or {}
+    except FileNotFoundError:
+        raise StackFileError(f"{path}: no such stack file") from None
+    except DuplicateKey as err:
+        raise StackFileError(f"{path}: {err.describe(err.key.removeprefix('config.'))}") from None
+    except yaml.YAMLError as err:
+        raise StackFileError(f"{path}: not valid YAML: {err}") from None
+    config = document.get("config", {}) if isinstance(document, dict) else None
+    if not isinstance(config, dict):
+        raise StackFileError(f"{path}: 'config' must be a mapping of stack keys")
+    return config
+
+
+def stack_path(project_dir: Path, stack: str) -> Path:
+    return project_dir / "stacks" / f"Pulumi.{stack}.yaml"

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..shapes import LlamaConfig
+from ..config import LlamaConfig
 from . import draw_parameters, run_blocks, stored_values_per_token, training_flops
 
 

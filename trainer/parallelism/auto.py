@@ -15,10 +15,9 @@ from pathlib import Path
 import torch
 
 from ..checkpoints.sharded import write_atomic
-from ..config import Config, UsageError, token_shape
+from ..config import Config, UsageError, check_split, token_shape
 from ..console import log
 from ..models import LOSS_BYTES_PER_LOGIT, block_params
-from ..shapes import check_split
 from ..telemetry.exporter import Exporter
 from ..telemetry.metric_names import MESH_LABELS, PARALLEL_MESH, PARALLEL_STRATEGY, SHARD_GROUP, STRATEGY_LABEL
 from .fabric import FORMAT, INTER, INTRA, FabricReport, probe
@@ -105,7 +104,7 @@ def memory_inputs(model: torch.nn.Module, cfg: Config, cuda: bool) -> dict[str, 
 
 def split_choices(cfg: Config, topo: Topology) -> dict[str, tuple[int, ...]]:
     """The tensor-parallel degrees inside a node and the pipeline depths up to the node count that
-    the model and batch can be split by (:func:`trainer.shapes.check_split`); none but the llama's."""
+    the model and batch can be split by (:func:`trainer.config.check_split`); none but the llama's."""
     if cfg.model != "llama":
         return {}
     shape, size, batch = token_shape(cfg), cfg.llama_size, cfg.batch_size

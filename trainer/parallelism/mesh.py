@@ -1,6 +1,6 @@
 """The device mesh's shape, ``dp × pp × tp``.
 
-Pure (no torch). What a model and batch can be split by is in :mod:`trainer.shapes`, beside the
+Pure (no torch). What a model and batch can be split by is in :mod:`trainer.config`, beside the
 shapes it checks.
 
 Ranks are laid out with ``tp`` innermost, then ``dp``, then ``pp``: rank

@@ -98,7 +98,7 @@ class Inputs:
             FSDP gathers with the model itself.
         loss_bytes: the part of ``activation_bytes`` that is the loss's, which tensor
             parallelism does not split (the head gathers the logits whole).
-        tp_choices: tensor-parallel degrees the model can be split by (:func:`trainer.shapes.check_split`).
+        tp_choices: tensor-parallel degrees the model can be split by (:func:`trainer.config.check_split`).
         pp_choices: pipeline depths the model and batch can be split by.
     """
 

@@ -13,7 +13,7 @@ column; the head gathers the logits whole, so the loss is the unsharded model's.
 
 Each rank's attention sees ``n_heads / tp`` query heads and ``n_kv_heads / tp`` key-value
 heads, so grouped-query attention needs both to divide by ``tp``
-(:func:`trainer.shapes.check_split`). Every collective here has a gloo implementation, so the same
+(:func:`trainer.config.check_split`). Every collective here has a gloo implementation, so the same
 plan trains on CPU in the tests; on GPUs the rank's group should sit behind NVLink, which
 :mod:`trainer.parallelism.strategy` asks of ``--parallel auto``.
 

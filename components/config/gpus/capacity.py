@@ -1,13 +1,12 @@
-"""What one node of a GPU pool can give to pods (from the ECS instance types the platform
-knows, :mod:`.types`, or the per-pool figure a stack gives for any other type), and how a
-job's pods take it up (:mod:`..fit` applies it to a job)."""
+"""What one node of a GPU pool can give to pods (the figures of the ECS instance types the
+platform knows, :mod:`.types`, which the pool spec reads, or the per-pool figure a stack gives
+for any other type), and how a job's pods take it up (:mod:`..fit` applies it to a job)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..base import quantity_bytes
-from .types import GPU_INSTANCE_TYPES
 
 GIB = 2**30
 
@@ -33,18 +32,6 @@ class NodeShare:
 def millicpu(cpu: str) -> int:
     """Thousandths of a core in a Kubernetes CPU amount (``8``, ``0.5``, ``500m``)."""
     return int(cpu[:-1]) if cpu.endswith("m") else round(float(cpu) * 1000)
-
-
-def smallest_node(instance_types: list[str]) -> NodeShare:
-    """The capacity every one of ``instance_types``, all in :data:`GPU_INSTANCE_TYPES`, has at
-    least: a pool may start any of them."""
-    types = [GPU_INSTANCE_TYPES[name] for name in instance_types]
-    return NodeShare(
-        millicpu=min(t.vcpus for t in types) * 1000,
-        memory=min(t.memory_gib for t in types) * GIB,
-        exact=False,
-        source=instance_types[0] if len(instance_types) == 1 else f"the smallest of {', '.join(instance_types)}",
-    )
 
 
 def allocatable_share(cpu: str, memory: str) -> NodeShare:

@@ -25,12 +25,13 @@ from .observed import (
     RUNNING,
     STARTING,
     SUSPENDED,
+    TERMINAL,
     Observed,
     Why,
     live,
     true_condition,
 )
-from .resources import TERMINAL, expected_pods
+from .resources import expected_pods
 
 
 def why(seen: Observed) -> Why:

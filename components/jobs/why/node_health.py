@@ -14,7 +14,7 @@ from typing import Any
 from trainer.exit_codes import NODE_BELOW_BASELINE
 from trainer.health.signals import FAILED, HEALTH_LABEL, NODE_CHECK, REASON_ANNOTATION, SINCE_ANNOTATION
 
-from .resources import pool_nodes
+from .observed import pool_nodes
 
 NODE_CHECK_FAILED = "node-check-failed"
 NODE_CORDONED = "gpu-node-cordoned"

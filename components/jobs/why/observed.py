@@ -6,8 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .resources import TERMINAL
-
 RUNNING = "running"
 STARTING = "starting"
 IMAGE_PULL = "image-pull-failing"
@@ -20,6 +18,8 @@ POOL_MAX = "pool-at-maximum"
 NO_SCALE_UP = "autoscaler-cannot-scale-up"
 FINISHED = "finished"
 SUSPENDED = "suspended"
+TERMINAL = ("Succeeded", "Failed")
+"""The phases of a pod, or a job, that has finished."""
 PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
 """Waiting reasons of a container whose image cannot be pulled (kubelet ``pkg/kubelet/images/types.go``)."""
 
@@ -74,3 +74,9 @@ def true_condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any] | No
 def live(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The pods that have not finished."""
     return [p for p in pods if (p.get("status") or {}).get("phase") not in TERMINAL]
+
+
+def pool_nodes(nodes: list[dict[str, Any]], placement: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The nodes whose labels match the pool's node selector (every node without one)."""
+    selector = (placement or {}).get("nodeSelector") or {}
+    return [n for n in nodes if selector.items() <= ((n.get("metadata") or {}).get("labels") or {}).items()]

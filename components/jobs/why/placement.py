@@ -19,6 +19,7 @@ from .observed import (
     Observed,
     Why,
     live,
+    pool_nodes,
     true_condition,
 )
 from .resources import (
@@ -27,7 +28,6 @@ from .resources import (
     node_offer,
     pod_job,
     pod_requests,
-    pool_nodes,
     quantity,
     quota_charge,
     show,

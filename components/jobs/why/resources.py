@@ -19,8 +19,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ..replicas import JOBSET_NAME_LABEL, V1_JOB_LABEL
-from ..status import TRAINJOB, v1_replica_specs
+from ..status import JOBSET_NAME_LABEL, TRAINJOB, V1_JOB_LABEL, v1_replica_specs
+from .observed import TERMINAL
 
 GPU = "nvidia.com/gpu"
 QUANTITY = re.compile(
@@ -31,7 +31,6 @@ suffixes in ``suffix.go``): a signed number, then a binary suffix, a decimal exp
 ``129e6`` or a decimal suffix (``n``, ``u`` and ``m`` included). The API server keeps the form it
 was given (``1e9`` stays ``1e9``), so any of them comes back in a pod or a quota."""
 DECIMAL_POWERS = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-TERMINAL = ("Succeeded", "Failed")
 
 
 def quantity(value: Any) -> float:
@@ -141,12 +140,6 @@ def usage_by_job(pods: list[dict[str, Any]], name: str) -> dict[str, float]:
             owner = pod_job(pod) or f"pod {pod['metadata']['name']}"
             used[owner] = used.get(owner, 0.0) + charge
     return used
-
-
-def pool_nodes(nodes: list[dict[str, Any]], placement: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The nodes whose labels match the pool's node selector (every node without one)."""
-    selector = (placement or {}).get("nodeSelector") or {}
-    return [n for n in nodes if selector.items() <= ((n.get("metadata") or {}).get("labels") or {}).items()]
 
 
 def node_offer(placement: dict[str, Any] | None) -> dict[str, float]:

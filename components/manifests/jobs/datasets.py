@@ -4,8 +4,7 @@ and for an OSS source the read-only OSS volume it copies from."""
 from __future__ import annotations
 
 from ...config import DatasetImportSpec
-from ..base import MANAGED_BY, PROJECT, Manifest
-from ..monitoring.tensorboard import TRAINER_UID
+from ..base import MANAGED_BY, PROJECT, TRAINER_UID, Manifest
 from ..platform.storage import oss_persistent_volume, persistent_volume_claim
 from .env import DATA_MOUNT
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import shlex
 
 from ...config import TrainingJobSpec
-from ...config.kinds import CODE_MOUNT
+from ...config.base import CODE_MOUNT
 from ..base import Manifest
 
 EXIT_WRAPPER = ["python", "-m", "trainer.run"]

@@ -18,8 +18,9 @@ from __future__ import annotations
 from ...config import TrainingJobSpec
 from ..base import Manifest
 from ..fabrics import FabricProfile
+from .names import TRAINER_API
 from .pod import JobContext, job_labels, job_resources
-from .trainjob import FAILURE_POLICY, MPI_LAUNCHER, TRAINER_API, TRAINER_NODE, mpi_procs, replicated_job, runtime_pod
+from .trainjob import FAILURE_POLICY, MPI_LAUNCHER, TRAINER_NODE, mpi_procs, replicated_job, runtime_pod
 
 MPI_HOME = "/home/mpiuser"
 SSH_AUTH_MOUNT = f"{MPI_HOME}/.ssh"

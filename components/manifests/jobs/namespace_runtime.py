@@ -14,8 +14,8 @@ from __future__ import annotations
 import copy
 
 from ..base import Manifest
+from .names import TRAINER_NODE
 from .pod import JobContext, claim_mounts, claim_volumes
-from .trainjob import TRAINER_NODE
 
 
 def namespace_runtime(runtime: Manifest, ctx: JobContext) -> Manifest:

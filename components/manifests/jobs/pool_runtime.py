@@ -23,7 +23,7 @@ import copy
 
 from ..base import Manifest
 from ..placement import GPU_RESOURCE, Placement
-from .trainjob import TRAINER_NODE, UNCONSTRAINED_TOPOLOGY
+from .names import TRAINER_NODE, UNCONSTRAINED_TOPOLOGY
 
 GPU_RUNTIME_SUFFIX = "-gpu"
 
@@ -47,7 +47,7 @@ def placed_runtime(
     ``get_resources_per_node``) asks for two.
 
     With ``topology``, for a queue whose GPU flavor has a Topology and so admits only pod sets that
-    ask for topology-aware scheduling (see :func:`~components.manifests.platform.trainer_v2.kueue_flavors`),
+    ask for topology-aware scheduling (see :func:`~components.manifests.platform.kueue.kueue_flavors`),
     each pod template asks, unconstrained, as :func:`~components.manifests.jobs.trainjob.kueue_topology_annotations`
     has a stack job without ``topology`` ask: Kueue takes a TrainJob's pod sets from the JobSet
     Trainer builds from the runtime (kubernetes-sigs/kueue v0.19.2

@@ -38,7 +38,7 @@ from ...config.training_job import xgboost_gpus_problem
 from ..base import MANAGED_BY, Manifest
 from ..fabrics import FabricProfile
 from .env import TERMINATION_GRACE_S, container_env, flight_recorder_env, job_env, nccl_env, runtime_pod_env
-from .names import TRAINER_NODE
+from .names import PREFERRED_TOPOLOGY, REQUIRED_TOPOLOGY, TRAINER_API, TRAINER_NODE, UNCONSTRAINED_TOPOLOGY
 from .pod import (
     METRICS_CONTAINER_PORT,
     SHM_MOUNT,
@@ -54,7 +54,6 @@ from .pod import (
     shared_volume_mounts,
 )
 
-TRAINER_API = "trainer.kubeflow.org/v1alpha1"
 MPI_LAUNCHER = "launcher"
 """An MPI job's launcher, its trainer ancestor (v2.3.0 ``pkg/constants``: ``Launcher``)."""
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
@@ -65,12 +64,6 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 """The LocalQueue a TrainJob is submitted to (Kueue: "Run A TrainJob")."""
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 """The WorkloadPriorityClass of a queued job (Kueue v0.19.2 ``pkg/controller/constants``)."""
-REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
-PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
-UNCONSTRAINED_TOPOLOGY = "kueue.x-k8s.io/podset-unconstrained-topology"
-"""A pod set's request for Kueue's topology-aware scheduling, read from the pod template's annotations
-of each replicated job of the JobSet a TrainJob becomes (kubernetes-sigs/kueue v0.19.2
-``apis/kueue/v1beta2/topology_types.go``; ``pkg/controller/jobs/jobset/jobset_controller.go`` ``PodSets``)."""
 PODSET_GROUP = "kueue.x-k8s.io/podset-group-name"
 """Pod sets of one group are placed as a unit, in one topology domain (``topology_types.go``
 ``PodSetGroupName``). Each replicated job is a pod set of its own, so without it an MPI job's launcher

@@ -11,7 +11,7 @@ import dataclasses
 
 from ...config import TrainingJobSpec
 from ..base import Manifest
-from .names import KINDS
+from .names import KINDS, MPI_LAUNCHER_ACCOUNT
 from .pod import (
     REPLACED_ON_CHANGE,
     JobContext,
@@ -26,13 +26,6 @@ from .pod import (
 )
 from .run_policy import run_policy
 
-MPI_LAUNCHER_ACCOUNT = "-launcher"
-"""The v1 MPI Launcher's own ServiceAccount, ``<job>-launcher``. The operator creates the account
-its template names, and binds it, alone, to the Role ``<job>-launcher`` that may exec into the
-job's Workers (v1.9.4 ``pkg/controller.v1/mpi/mpijob_controller.go``
-``getOrCreateLauncherServiceAccount``, ``newLauncherRole``, ``newLauncherRoleBinding``); its
-``mpirun`` reaches them through ``kubectl exec`` with that token. Naming the shared jobs' account
-there would hand that right to every pod that mounts the shared account's token."""
 MPI_LAUNCHER_SIZE = {"cpu": "1", "memory": "4Gi", "gpus_per_node": 0, "network": "tcp", "shm_size": "1Gi"}
 """The MPI Launcher only runs ``mpirun``, which starts the ranks on the Workers."""
 PS_SIZE = {"gpus_per_node": 0, "network": "tcp", "shm_size": None}

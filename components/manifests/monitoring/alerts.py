@@ -1,5 +1,5 @@
 """The platform's alerts: one table, rendered as a PrometheusRule (prometheus-operator), as
-the arguments of ARMS alert rules, and as a plain rules file for ``promtool``.
+the arguments of ARMS alert rules, and as a plain rules file for ``promtool`` (:mod:`.rules`).
 
 Each alert says what broke and what to look at first, in the style of the kube-prometheus
 mixins: ``expr``, ``for``, ``labels.severity``, ``annotations.summary`` and ``description``.
@@ -8,22 +8,17 @@ Metric names come from ``trainer/telemetry/metric_names.py`` and :mod:`.kube_met
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
-
 from trainer.health.signals import HEALTH_LABEL
 from trainer.telemetry import metric_names as trainer
 
 from ...config import MonitoringScope
-from ..base import MANAGED_BY, Manifest
 from ..jobs.names import KINDS
 from . import alert_queries as q
 from . import kube_metrics as kube
 from .node_health import FAILED_NODE_CHECKS, SIGNAL_LABEL, health_rules, unhealthy_gpus
-from .scraping import JOB_LABEL, MONITORING_API, NETWORK_SERIES_LABEL, NODES_SERIES_LABEL, POOL_SERIES_LABEL
+from .rules import Alert
+from .scraping import JOB_LABEL, NETWORK_SERIES_LABEL, NODES_SERIES_LABEL, POOL_SERIES_LABEL
 
-RULE_GROUP = "ack-training-platform.training"
-RULE_NAME = "ack-training-platform-training"
 FAILED_WINDOW = "10m"
 """How long a failed job keeps its alert: long enough to be delivered, not for as long as the failed
 job is kept."""
@@ -38,29 +33,6 @@ measures NVLink and a TCP run the pod network; neither is a baseline for a multi
 MFU_WINDOW = "30m"
 """MFU swings with evaluation and checkpoint steps; half an hour's mean does not."""
 V1_PLURALS = ",".join(kind.plural for kind in KINDS.values())
-
-
-@dataclass(frozen=True)
-class Alert:
-    """One alerting rule.
-
-    Args:
-        name: the alert name.
-        expr: PromQL; a series in its result is a firing alert.
-        for_minutes: how long the condition must hold.
-        severity: ``critical`` (act now) or ``warning`` (act today).
-        summary: one line, with label templates.
-        description: what happened and what to do first.
-        threshold_key: the stack key that sets its threshold, if one does.
-    """
-
-    name: str
-    expr: str
-    for_minutes: int
-    severity: Literal["critical", "warning"]
-    summary: str
-    description: str
-    threshold_key: str | None = None
 
 
 def _bandwidth_alert(namespace: tuple[str, ...], ratio: float, floor_gbps: float | None) -> Alert:
@@ -338,57 +310,3 @@ def job_state_metrics(scope: MonitoringScope) -> dict[str, object]:
     v1_kinds = {kind.kind: kind.plural for kind in KINDS.values()} if scope.v1_operator else {}
     config = kube.job_state_metrics_config(v1_kinds, scope.trainer_v2)
     return {"customResourceState": config, "rbacRules": kube.job_state_metrics_rules(config)}
-
-
-def rule_group(rules: list[Alert]) -> Manifest:
-    """``rules`` as one Prometheus rule group, as both a rules file and a PrometheusRule hold it."""
-    return {
-        "name": RULE_GROUP,
-        "rules": [
-            {
-                "alert": rule.name,
-                "expr": rule.expr,
-                "for": f"{rule.for_minutes}m",
-                "labels": {"severity": rule.severity},
-                "annotations": {"summary": rule.summary, "description": rule.description},
-            }
-            for rule in rules
-        ],
-    }
-
-
-def prometheus_rule(rules: list[Alert], namespace: str) -> Manifest:
-    """The PrometheusRule (``monitoring.coreos.com/v1``) holding ``rules``.
-
-    Args:
-        rules: the alerts (:func:`alerts`).
-        namespace: where the object lives (the training namespace).
-
-    Returns:
-        A complete PrometheusRule object.
-    """
-    return {
-        "apiVersion": MONITORING_API,
-        "kind": "PrometheusRule",
-        "metadata": {"name": RULE_NAME, "namespace": namespace, "labels": dict(MANAGED_BY)},
-        "spec": {"groups": [rule_group(rules)]},
-    }
-
-
-def arms_alert_rule(rule: Alert) -> dict[str, object]:
-    """Keyword arguments of ``alicloud.arms.PrometheusAlertRule`` (pulumi-alicloud 4.0.0) for
-    ``rule``, less the cluster id: ARMS evaluates alert rules it stores itself (API
-    ``CreatePrometheusAlertRule``), with the duration in minutes and the summary as the
-    notification's message."""
-    return {
-        "prometheus_alert_rule_name": rule.name,
-        "expression": rule.expr,
-        "duration": str(rule.for_minutes),
-        "message": rule.summary,
-        "labels": [{"name": "severity", "value": rule.severity}],
-        "annotations": [
-            {"name": "summary", "value": rule.summary},
-            {"name": "description", "value": rule.description},
-        ],
-        "notify_type": "ALERT_MANAGER",
-    }

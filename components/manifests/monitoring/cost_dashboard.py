@@ -7,7 +7,7 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import common, prometheus, stat, timeseries
 from grafana_foundation_sdk.models.dashboard import DataSourceRef
 
-from . import cost_rules as c
+from . import cost_series as c
 from .scraping import JOB_LABEL
 
 RANGE = "$__range"

@@ -33,7 +33,35 @@ from ..base import MANAGED_BY, Manifest
 from . import alert_queries as q
 from . import gpu_metrics as gpu
 from . import kube_metrics as kube
-from .alerts import Alert, rule_group
+from .cost_series import (
+    JOB_COST,
+    JOB_CPU,
+    JOB_GPUS,
+    JOB_IDLE_GPUS,
+    JOB_MEMORY,
+    JOB_ON_DEMAND_COST,
+    NODE_GPU_ON_DEMAND_PRICE,
+    NODE_GPU_PRICE,
+    NODE_POOL,
+    POD_COST,
+    POD_CPU,
+    POD_GPUS,
+    POD_IDLE_GPUS,
+    POD_JOB,
+    POD_MEMORY,
+    POD_ON_DEMAND_COST,
+    POOL_COST,
+    POOL_CPU,
+    POOL_GPUS,
+    POOL_LABEL_NAME,
+    POOL_MEMORY,
+    TEAM_COST,
+    TEAM_CPU,
+    TEAM_GPUS,
+    TEAM_MEMORY,
+    over,
+)
+from .rules import Alert, rule_group
 from .scraping import JOB_LABEL, MONITORING_API
 
 COST_RULE_NAME = "ack-training-platform-cost"
@@ -47,43 +75,6 @@ INSTANCE_TYPE_SERIES = "label_node_kubernetes_io_instance_type"
 POOL_SERIES = "label_ack_training_platform_pool"
 NODE_LABELS_ALLOWLIST = f"nodes=[{INSTANCE_TYPE_LABEL},{POOL_LABEL}]"
 """kube-state-metrics' ``--metric-labels-allowlist`` value that serves the node labels the prices join on."""
-
-PREFIX = "ack_training_platform"
-POD_GPUS = f"{PREFIX}:pod_gpus:running"
-POD_CPU = f"{PREFIX}:pod_cpu_cores:running"
-POD_MEMORY = f"{PREFIX}:pod_memory_bytes:running"
-POD_JOB = f"{PREFIX}:pod_job:info"
-NODE_POOL = f"{PREFIX}:node_pool:info"
-NODE_GPU_PRICE = f"{PREFIX}:node_gpu_price:hourly"
-NODE_GPU_ON_DEMAND_PRICE = f"{PREFIX}:node_gpu_on_demand_price:hourly"
-POD_COST = f"{PREFIX}:pod_cost:hourly"
-POD_ON_DEMAND_COST = f"{PREFIX}:pod_on_demand_cost:hourly"
-POD_IDLE_GPUS = f"{PREFIX}:pod_gpus:idle"
-JOB_GPUS = f"{PREFIX}:job_gpus:allocated"
-JOB_COST = f"{PREFIX}:job_cost:hourly"
-JOB_ON_DEMAND_COST = f"{PREFIX}:job_on_demand_cost:hourly"
-JOB_IDLE_GPUS = f"{PREFIX}:job_gpus:idle"
-JOB_CPU = f"{PREFIX}:job_cpu_cores:requested"
-JOB_MEMORY = f"{PREFIX}:job_memory_bytes:requested"
-TEAM_GPUS = f"{PREFIX}:namespace_gpus:allocated"
-TEAM_COST = f"{PREFIX}:namespace_cost:hourly"
-TEAM_CPU = f"{PREFIX}:namespace_cpu_cores:requested"
-TEAM_MEMORY = f"{PREFIX}:namespace_memory_bytes:requested"
-POOL_LABEL_NAME = "pool"
-POOL_GPUS = f"{PREFIX}:pool_gpus:allocated"
-POOL_COST = f"{PREFIX}:pool_cost:hourly"
-POOL_CPU = f"{PREFIX}:pool_cpu_cores:requested"
-POOL_MEMORY = f"{PREFIX}:pool_memory_bytes:requested"
-
-RESAMPLE = "1m"
-STEPS_PER_HOUR = 60
-"""A period's total is the hourly series read once a minute and summed, over 60: the same figure whatever
-interval Prometheus evaluates the rules at. A series that ended (its pod stopped) is stale, so not read."""
-
-
-def over(series: str, window: str) -> str:
-    """PromQL: what an hourly ``series`` (cost per hour, or GPUs) adds up to over ``window`` (GPU-hours, money)."""
-    return f"sum_over_time({series}[{window}:{RESAMPLE}]) / {STEPS_PER_HOUR}"
 
 
 def _record(name: str, expr: str) -> dict[str, str]:

@@ -11,8 +11,7 @@ from trainer.exit_codes import NODE_BELOW_BASELINE
 from trainer.health import signals as dcgm
 
 from ...config import POOL_LABEL, NodeHealthSpec
-from ..base import MANAGED_BY, Manifest
-from .tensorboard import TRAINER_UID
+from ..base import MANAGED_BY, TRAINER_UID, Manifest
 
 NODE_GUARD = "gpu-node-guard"
 LABELS = {**MANAGED_BY, "app.kubernetes.io/name": NODE_GUARD, "app.kubernetes.io/component": NODE_GUARD}

@@ -7,8 +7,9 @@ from __future__ import annotations
 from ...config import MonitoringScope
 from ..base import Manifest
 from ..platform.operator import OPERATOR_NAMESPACE
-from .alerts import alerts, prometheus_rule
+from .alerts import alerts
 from .cost_rules import cost_rule
+from .rules import prometheus_rule
 from .scraping import operator_pod_monitor, trainer_pod_monitor
 
 

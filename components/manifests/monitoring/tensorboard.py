@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ...config import TensorBoardSpec
 from ...config.base import OUTPUT_MOUNT
-from ..base import MANAGED_BY, Manifest
+from ..base import MANAGED_BY, TRAINER_UID, Manifest
 
 TENSORBOARD = "tensorboard"
 TENSORBOARD_POD = f"{TENSORBOARD}-0"
@@ -17,8 +17,6 @@ TENSORBOARD_POD = f"{TENSORBOARD}-0"
 "StatefulSets", Pod Identity), which lets a Role grant port-forwarding to this pod alone."""
 TENSORBOARD_PORT = 6006
 """TensorBoard's own default port."""
-TRAINER_UID = 1000
-"""The training image's non-root user (``trainer/Dockerfile``: ``useradd --uid 1000 trainer``)."""
 LABELS = {**MANAGED_BY, "app.kubernetes.io/name": TENSORBOARD, "app.kubernetes.io/component": TENSORBOARD}
 """The component label keeps a training job that happens to be named ``tensorboard`` (its pods
 carry ``app.kubernetes.io/name: tensorboard`` too) out of the Service's selector."""

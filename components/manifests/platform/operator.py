@@ -1,5 +1,4 @@
-"""The Kubeflow Training Operator (v1) as this platform installs it, and the image helpers
-it shares with Volcano (:mod:`.volcano`).
+"""The Kubeflow Training Operator (v1) as this platform installs it.
 
 The operator comes from its upstream kustomize overlay, rendered once from a verified
 local copy (:mod:`components.upstream.local_sources`); :func:`customized_operator_objects` adjusts
@@ -13,7 +12,8 @@ import copy
 from collections.abc import Callable, Mapping
 
 from ...config import DEFAULT_OPERATOR_VERSION, ClusterSpec, OperatorSpec
-from ..base import BASELINE, POOL_LABEL, SYSTEM_POOL, Manifest, pod_security_labels
+from ..base import BASELINE, POOL_LABEL, SYSTEM_POOL, Manifest, pod_security_labels, pod_spec
+from .image_refs import pulled
 
 OPERATOR_NAMESPACE = "kubeflow"
 OPERATOR_DEPLOYMENT = "training-operator"
@@ -37,30 +37,6 @@ it beside the operator from the same commit and tags both ``v1-<short commit>``
 tag of the operator the overlay deploys (``OPERATOR_IMAGES``) is the matching one."""
 
 
-def mirrored(image: str, mirror: str) -> str:
-    """``image`` as copied into ``mirror``: its last path part with its tag or digest, since
-    an ACR repository name is a single path segment."""
-    return f"{mirror}/{image.rsplit('/', 1)[-1]}"
-
-
-def pulled(image: str, mirror: str | None, digests: Mapping[str, str] | None = None) -> str:
-    """``image`` as the cluster pulls it: from ``mirror`` when given, and as
-    ``<repository>:<tag>@sha256:...`` where ``digests`` (the stack's image lock) has it; the
-    runtime then pulls that manifest whatever the tag points to now (Kubernetes "Images",
-    https://kubernetes.io/docs/concepts/containers/images/: a digest names one version of an image)."""
-    image = mirrored(image, mirror) if mirror is not None else image
-    digest = (digests or {}).get(image)
-    return f"{image}@{digest}" if digest else image
-
-
-def repository_and_tag(image: str) -> tuple[str, str]:
-    """An image's repository and tag, the tag carrying ``@<digest>`` when pinned: what a chart
-    printing ``<repository>:<tag>`` needs in order to print the pinned reference."""
-    name, at, digest = image.partition("@")
-    repository, _, tag = name.rpartition(":")
-    return repository, f"{tag}{at}{digest}"
-
-
 def operator_flags(
     *,
     gang_scheduler: str | None,
@@ -78,18 +54,6 @@ def operator_flags(
         raise ValueError(f"the MPI init image of operator {version} is not known: list it from its release")
     flags["--mpi-kubectl-delivery-image"] = pulled(MPI_KUBECTL_DELIVERY_IMAGES[version], mirror, digests)
     return flags
-
-
-def pod_spec(obj: Manifest) -> Manifest | None:
-    """The pod template of a workload object, or ``None`` for an object that runs no pods."""
-    kind = obj.get("kind")
-    if kind == "Pod":
-        return obj.get("spec")
-    if kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"):
-        return obj.get("spec", {}).get("template", {}).get("spec")
-    if kind == "CronJob":
-        return obj.get("spec", {}).get("jobTemplate", {}).get("spec", {}).get("template", {}).get("spec")
-    return None
 
 
 def customized_kind(obj: Manifest) -> bool:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 
-from ..base import BASELINE, Manifest, pod_security_labels
-from .operator import pod_spec, pulled
+from ..base import BASELINE, Manifest, pod_security_labels, pod_spec
+from .image_refs import pulled
 
 VOLCANO_NAMESPACE = "volcano-system"
 VOLCANO_IMAGES = ("volcanosh/vc-controller-manager", "volcanosh/vc-scheduler", "volcanosh/vc-webhook-manager")

@@ -24,10 +24,10 @@ cel-python share.
 from __future__ import annotations
 
 from ...config import PROJECT
-from ..base import Manifest
+from ..base import JOB_LABEL, Manifest
 from ..fabrics import FABRICS
 from ..jobs.env import CHECKPOINT_KEY_SUFFIX, JOBSET_NAME_LABEL
-from ..jobs.v1_kinds import MPI_LAUNCHER_ACCOUNT
+from ..jobs.names import MPI_LAUNCHER_ACCOUNT
 from .admission_policy import admission_policy
 from .boundary import TeamBoundary
 from .job_guard import job_guard
@@ -44,7 +44,6 @@ from .pod_rules import (
     unless_unset,
     when,
 )
-from .teams import JOB_LABEL
 
 V1_JOB_LABEL = "training.kubeflow.org/job-name"
 V2_JOB_LABEL = JOBSET_NAME_LABEL
@@ -130,7 +129,7 @@ def team_admission(boundary: TeamBoundary) -> list[Manifest]:
             f"variables.v1Job ? {labels}[{literal(V1_JOB_LABEL)}] : (variables.v2Job ? {labels}[{literal(V2_JOB_LABEL)}] : {literal('')})",
         ),
         # The Launcher of one of the stack's v1 MPIJobs, which alone gets a ServiceAccount token:
-        # its own account's, to exec into its Workers (kinds.MPI_LAUNCHER_ACCOUNT).
+        # its own account's, to exec into its Workers (names.MPI_LAUNCHER_ACCOUNT).
         (
             "mpiLauncher",
             f"variables.v1Job && variables.jobName in {literal_list(boundary.mpi_launchers)}"

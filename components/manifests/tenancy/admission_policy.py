@@ -4,8 +4,7 @@ namespace: the shape both halves of a team's admission boundary (:mod:`.admissio
 
 from __future__ import annotations
 
-from ..base import MANAGED_BY, Manifest
-from .teams import TEAM_LABEL
+from ..base import MANAGED_BY, TEAM_LABEL, Manifest
 
 
 def admission_policy(

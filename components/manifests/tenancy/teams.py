@@ -6,14 +6,11 @@ from __future__ import annotations
 
 from trainer.telemetry.metric_names import METRICS_PORT
 
-from ...config import PROJECT, TeamSpec
-from ..base import BASELINE, MANAGED_BY, Manifest, pod_security_labels
+from ...config import TeamSpec
+from ..base import BASELINE, JOB_LABEL, MANAGED_BY, TEAM_LABEL, Manifest, pod_security_labels
 from ..monitoring.tensorboard import TENSORBOARD_POD
 from ..placement import GPU_RESOURCE
 
-TEAM_LABEL = f"{PROJECT}/team"
-JOB_LABEL = "app.kubernetes.io/name"
-"""Every pod of a platform job carries its job's name here (``job_labels``)."""
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 TEAM_QUOTA = "team-quota"
 TEAM_ROLE = "job-user"
