@@ -305,6 +305,17 @@ class PlatformSpec(Spec):
                 f"Kubernetes {version} is too old for teams, whose pods an admission policy "
                 f"(ValidatingAdmissionPolicy v1) keeps within each team: it needs {needed} or later; raise cluster.version",
             )
+        if (
+            self.monitoring.node_health.enabled
+            and match
+            and (int(match[1]), int(match[2])) < ADMISSION_POLICY_MIN_KUBERNETES
+        ):
+            needed = ".".join(map(str, ADMISSION_POLICY_MIN_KUBERNETES))
+            raise field_error(
+                "cluster.version",
+                f"Kubernetes {version} is too old for monitoring.nodeHealth, whose node patches an admission policy "
+                f"(ValidatingAdmissionPolicy v1) holds to a cordon: it needs {needed} or later; raise cluster.version",
+            )
 
     def _check_cloud(self) -> None:
         if self.region is None:
