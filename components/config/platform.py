@@ -257,6 +257,7 @@ class PlatformSpec(Spec):
             prometheus=self.prometheus,
             tensorboard_image=self.tensorboard_image,
             registry=self.registry is not None,
+            costs=self.costs is not None,
         )
         check_node_health(
             self.monitoring.node_health,
