@@ -91,13 +91,16 @@ class TensorBoardSpec(Spec):
 class ExportersSpec(Spec):
     """How Prometheus labels the series of the exporters the platform reads but does not deploy. Prometheus also
     scrapes the teams' training pods, whose metrics port can serve series of any name, so the cost rules read
-    kube-state-metrics' and the DCGM exporter's series only by these labels."""
+    kube-state-metrics' and the DCGM exporter's series only by these labels, and the job alerts
+    kube-state-metrics' where its label is given."""
 
     kube_state_metrics_job: str | None = Field(default=None, min_length=1, max_length=253, pattern=r'^[^"\\\n]+$')
     """The ``job`` label of kube-state-metrics' series: with prometheus-operator, its ServiceMonitor's ``jobLabel``
     value on its Service, else the Service's name (kube-state-metrics' chart: its ``app.kubernetes.io/name``, such as
     ``kube-state-metrics``; ``count by (job) (kube_node_info)`` shows it). Its own series never carry ``job``, while a team's pod's served ``job``
-    label is kept as ``exported_job``. Required with ``costs`` under ``prometheus: operator``."""
+    label is kept as ``exported_job``. Required with ``costs`` under ``prometheus: operator``; when set, the job
+    alerts read only its series too. Unset: they read kube-state-metrics' series by name (under ARMS the managed
+    exporter's job label is not known here)."""
     dcgm_namespace: DnsLabel | None = None
     """The namespace the DCGM exporter's pods run in, such as ``gpu-operator``; its ServiceMonitor must keep
     ``honorLabels: false`` (NVIDIA's chart does), so that a series names the GPU's pod as ``exported_namespace``

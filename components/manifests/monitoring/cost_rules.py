@@ -27,7 +27,7 @@ keeps ``honorLabels`` false, so prometheus-operator sets the target's ``job``
 (``<PodMonitor's namespace>/<its name>``) and ``namespace`` (the pod's) over any the pod serves, which
 Prometheus keeps as ``exported_job`` and ``exported_namespace`` (prometheus-operator v0.79.0
 ``pkg/prometheus/promcfg.go`` ``generatePodMonitorConfig``; Prometheus ``honor_labels``). kube-state-metrics'
-series are told by ``job``, which they never carry themselves: their ``namespace`` label is the subject's,
+series are told by ``job`` (:func:`.alert_queries.kube_state_metrics_only`), which they never carry themselves: their ``namespace`` label is the subject's,
 which under ``honorLabels: true`` (kube-state-metrics' chart offers it, ``prometheus.monitor.honorLabels``)
 replaces the target's; the chart's ServiceMonitor sets ``job`` from its Service's ``app.kubernetes.io/name``
 (prometheus-community/helm-charts ``charts/kube-state-metrics/templates/servicemonitor.yaml``, ``jobLabel``,
@@ -110,11 +110,6 @@ class Exporters(NamedTuple):
     kube_state_metrics_job: str
     dcgm_namespace: str
 
-    @property
-    def ksm(self) -> str:
-        """The matcher of kube-state-metrics' series."""
-        return f'job="{self.kube_state_metrics_job}"'
-
 
 def over(series: str, window: str) -> str:
     """PromQL: what an hourly ``series`` (cost per hour, or GPUs) adds up to over ``window`` (GPU-hours, money)."""
@@ -125,14 +120,14 @@ def _record(name: str, expr: str) -> dict[str, str]:
     return {"record": name, "expr": expr}
 
 
-def _node_prices(costs: CostsSpec, spot_pools: tuple[str, ...], exporters: Exporters) -> list[dict[str, str]]:
+def _node_prices(costs: CostsSpec, spot_pools: tuple[str, ...]) -> list[dict[str, str]]:
     """One rule per GPU instance type and billing: the price of one of its GPUs on each node of that type."""
     spot = "|".join(spot_pools)
     rules = []
     for kind, price in sorted(costs.instances.items()):
         if not price.gpus:
             continue
-        nodes = f'{NODE_LABELS}{{{exporters.ksm},{INSTANCE_TYPE_SERIES}="{kind}"'
+        nodes = f'{NODE_LABELS}{{{INSTANCE_TYPE_SERIES}="{kind}"'
         on_demand = price.on_demand / price.gpus
         if spot:
             rules.append(_record(NODE_GPU_PRICE, f'max by (node) ({nodes},{POOL_SERIES}!~"{spot}"}}) * {on_demand!r}'))
@@ -145,15 +140,14 @@ def _node_prices(costs: CostsSpec, spot_pools: tuple[str, ...], exporters: Expor
     return rules
 
 
-def _pod_jobs(namespaces: tuple[str, ...], exporters: Exporters) -> str:
+def _pod_jobs(namespaces: tuple[str, ...]) -> str:
     """Each training pod's job (``JOB_LABEL``): a v1 job owns its pods (kubeflow/trainer v1.9.4
     ``pkg/controller.v1/common/pod.go``); a TrainJob's pods are owned by a Job of the JobSet named after
     the TrainJob, which ``kube_job_owner`` names."""
-    ksm = exporters.ksm
-    v1 = f"max by (namespace, pod, owner_name) ({q.select(kube.POD_OWNER, namespaces, ksm, q.V1_OWNER_KINDS)})"
-    pods = q.select(kube.POD_OWNER, namespaces, ksm, 'owner_kind="Job"')
+    v1 = f"max by (namespace, pod, owner_name) ({q.select(kube.POD_OWNER, namespaces, q.V1_OWNER_KINDS)})"
+    pods = q.select(kube.POD_OWNER, namespaces, 'owner_kind="Job"')
     by_job = f'label_replace({pods}, "job_name", "$1", "owner_name", "(.+)")'
-    jobsets = q.select(kube.JOB_OWNER, namespaces, ksm, 'owner_kind="JobSet"')
+    jobsets = q.select(kube.JOB_OWNER, namespaces, 'owner_kind="JobSet"')
     v2 = f"max by (namespace, pod, owner_name) ({by_job} * on (namespace, job_name) group_left (owner_name) {jobsets})"
     return f'label_replace({v1} or {v2}, "{JOB_LABEL}", "$1", "owner_name", "(.+)")'
 
@@ -183,26 +177,23 @@ def cost_rules(
     Returns:
         Prometheus recording rules, in the order they depend on each other.
     """
-    ksm = exporters.ksm
-    running = f"{q.select(kube.POD_PHASE, namespaces, ksm, q.RUNNING_PHASE)} == 1"
+    running = f"{q.select(kube.POD_PHASE, namespaces, q.RUNNING_PHASE)} == 1"
 
     def requested(resource: str) -> str:
-        asked = q.select(POD_REQUESTS, namespaces, ksm, f'resource="{resource}"')
+        asked = q.select(POD_REQUESTS, namespaces, f'resource="{resource}"')
         return f"sum by (namespace, pod, node) ({asked} * on (namespace, pod, uid) group_left () ({running}))"
 
     by_job = f"on (namespace, pod) group_left ({JOB_LABEL}) {POD_JOB}"
     by_pool = f"on (node) group_left ({POOL_LABEL_NAME}) {NODE_POOL}"
-    pool_of = (
-        f'label_replace({NODE_LABELS}{{{ksm},{POOL_SERIES}!=""}}, "{POOL_LABEL_NAME}", "$1", "{POOL_SERIES}", "(.+)")'
-    )
-    return [
+    pool_of = f'label_replace({NODE_LABELS}{{{POOL_SERIES}!=""}}, "{POOL_LABEL_NAME}", "$1", "{POOL_SERIES}", "(.+)")'
+    rules = [
         _record(POD_GPUS, requested(GPU_RESOURCE)),
         # CPU and memory are not priced (a pod pays its GPUs' share of the node), only counted.
         _record(POD_CPU, requested("cpu")),
         _record(POD_MEMORY, requested("memory")),
-        _record(POD_JOB, _pod_jobs(namespaces, exporters)),
+        _record(POD_JOB, _pod_jobs(namespaces)),
         _record(NODE_POOL, f"max by (node, {POOL_LABEL_NAME}) ({pool_of})"),
-        *_node_prices(costs, spot_pools, exporters),
+        *_node_prices(costs, spot_pools),
         _record(POD_COST, f"{POD_GPUS} * on (node) group_left () {NODE_GPU_PRICE}"),
         _record(POD_ON_DEMAND_COST, f"{POD_GPUS} * on (node) group_left () {NODE_GPU_ON_DEMAND_PRICE}"),
         _record(POD_IDLE_GPUS, f"({_idle_gpus(namespaces, exporters)}) and on (namespace, pod) {POD_GPUS}"),
@@ -222,12 +213,17 @@ def cost_rules(
         _record(POOL_CPU, f"sum by ({POOL_LABEL_NAME}) ({POD_CPU} * {by_pool})"),
         _record(POOL_MEMORY, f"sum by ({POOL_LABEL_NAME}) ({POD_MEMORY} * {by_pool})"),
     ]
+    # kube-state-metrics' series by their job; the GPU exporter's are told in _idle_gpus.
+    return [
+        {**rule, "expr": q.kube_state_metrics_only(rule["expr"], exporters.kube_state_metrics_job)} for rule in rules
+    ]
 
 
-def node_labels_alert(exporters: Exporters) -> Alert:
+def node_labels_alert(kube_state_metrics_job: str) -> Alert:
     """``CostRulesMissingNodeLabels``: GPU pods run, yet no node's instance type is served, so no node has a
-    price and every cost series is empty (kube-state-metrics without :data:`NODE_LABELS_ALLOWLIST`)."""
-    typed = f'{NODE_LABELS}{{{exporters.ksm},{INSTANCE_TYPE_SERIES}!=""}}'
+    price and every cost series is empty (kube-state-metrics, whose series carry ``kube_state_metrics_job``,
+    without :data:`NODE_LABELS_ALLOWLIST`)."""
+    typed = q.kube_state_metrics_only(f'{NODE_LABELS}{{{INSTANCE_TYPE_SERIES}!=""}}', kube_state_metrics_job)
     return Alert(
         "CostRulesMissingNodeLabels",
         # Read after the rules that record POD_GPUS, in the same group: the pods running now.
@@ -304,7 +300,7 @@ def cost_rule(scope: MonitoringScope) -> Manifest | None:
     told = Exporters(exporters.kube_state_metrics_job, exporters.dcgm_namespace)
     rules = [
         *cost_rules(scope.costs, scope.spot_pools, scope.namespaces, told),
-        *rule_group([node_labels_alert(told)])["rules"],
+        *rule_group([node_labels_alert(told.kube_state_metrics_job)])["rules"],
     ]
     groups = [{"name": COST_GROUP, "rules": rules}]
     budgets = budget_alerts(scope)
