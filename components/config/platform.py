@@ -299,24 +299,24 @@ class PlatformSpec(Spec):
                 f"Kubernetes {version} is too old for Trainer v2, which needs {needed} or later: raise "
                 "cluster.version, or keep the jobs on backend v1 (training.backend, jobs[].backend)",
             )
-        if self.teams and match and (int(match[1]), int(match[2])) < ADMISSION_POLICY_MIN_KUBERNETES:
-            needed = ".".join(map(str, ADMISSION_POLICY_MIN_KUBERNETES))
-            raise field_error(
-                "cluster.version",
-                f"Kubernetes {version} is too old for teams, whose pods an admission policy "
-                f"(ValidatingAdmissionPolicy v1) keeps within each team: it needs {needed} or later; raise cluster.version",
-            )
-        if (
-            self.monitoring.node_health.enabled
-            and match
-            and (int(match[1]), int(match[2])) < ADMISSION_POLICY_MIN_KUBERNETES
-        ):
-            needed = ".".join(map(str, ADMISSION_POLICY_MIN_KUBERNETES))
-            raise field_error(
-                "cluster.version",
-                f"Kubernetes {version} is too old for monitoring.nodeHealth, whose node patches an admission policy "
-                f"(ValidatingAdmissionPolicy v1) holds to a cordon: it needs {needed} or later; raise cluster.version",
-            )
+        policies = (
+            (
+                bool(self.teams),
+                "teams, whose pods an admission policy (ValidatingAdmissionPolicy v1) keeps within each team",
+            ),
+            (
+                self.monitoring.node_health.enabled,
+                "monitoring.nodeHealth, whose node patches an admission policy (ValidatingAdmissionPolicy v1) holds "
+                "to a cordon",
+            ),
+        )
+        for wanted, what in policies:
+            if wanted and match and (int(match[1]), int(match[2])) < ADMISSION_POLICY_MIN_KUBERNETES:
+                needed = ".".join(map(str, ADMISSION_POLICY_MIN_KUBERNETES))
+                raise field_error(
+                    "cluster.version",
+                    f"Kubernetes {version} is too old for {what}: it needs {needed} or later; raise cluster.version",
+                )
 
     def _check_cloud(self) -> None:
         if self.region is None:
