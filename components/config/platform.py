@@ -299,18 +299,14 @@ class PlatformSpec(Spec):
                 f"Kubernetes {version} is too old for Trainer v2, which needs {needed} or later: raise "
                 "cluster.version, or keep the jobs on backend v1 (training.backend, jobs[].backend)",
             )
-        policies = (
-            (
-                bool(self.teams),
-                "teams, whose pods an admission policy (ValidatingAdmissionPolicy v1) keeps within each team",
-            ),
+        policy = "an admission policy (ValidatingAdmissionPolicy v1)"
+        for wanted, what in (
+            (self.teams, f"teams, whose pods {policy} keeps within each team"),
             (
                 self.monitoring.node_health.enabled,
-                "monitoring.nodeHealth, whose node patches an admission policy (ValidatingAdmissionPolicy v1) holds "
-                "to a cordon",
+                f"monitoring.nodeHealth, whose node patches {policy} holds to a cordon",
             ),
-        )
-        for wanted, what in policies:
+        ):
             if wanted and match and (int(match[1]), int(match[2])) < ADMISSION_POLICY_MIN_KUBERNETES:
                 needed = ".".join(map(str, ADMISSION_POLICY_MIN_KUBERNETES))
                 raise field_error(
