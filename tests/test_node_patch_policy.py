@@ -149,9 +149,14 @@ def test_a_node_outside_the_gpu_pool_is_refused() -> None:
     assert found == [
         "the GPU node health controller may only cordon nodes of the GPU pool (ack-training-platform/pool=gpu)"
     ]
+    # A node without any label is in no pool either.
     unlabelled = copy.deepcopy(system)
     del unlabelled["metadata"]["labels"]
-    assert review(copy.deepcopy(unlabelled) | {"spec": {"unschedulable": True}}, unlabelled)
+    cordon = copy.deepcopy(unlabelled)
+    cordon["spec"]["unschedulable"] = True
+    assert review(cordon, unlabelled) == [
+        "the GPU node health controller may only cordon nodes of the GPU pool (ack-training-platform/pool=gpu)"
+    ]
 
 
 def test_an_owner_reference_or_finalizer_is_refused() -> None:
