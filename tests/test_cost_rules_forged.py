@@ -239,6 +239,19 @@ def test_the_cost_rules_need_the_exporters_labels(exporters: dict, message: str)
     assert message in str(raised.value)
 
 
+def test_the_dcgm_exporters_namespace_is_the_same_for_costs_and_node_health() -> None:
+    raw = config()
+    raw[cfg("monitoring")]["nodeHealth"] = {"exporterNamespace": "dcgm"}
+    with pytest.raises(ConfigError) as raised:
+        load_spec(raw, credentials=False)
+    assert (
+        "ack-training-platform:monitoring.exporters.dcgmNamespace: 'gpu-operator' is not "
+        "monitoring.nodeHealth.exporterNamespace ('dcgm'): both name the namespace the DCGM exporter's pods run in"
+    ) in str(raised.value)
+    raw[cfg("monitoring")]["nodeHealth"] = {"exporterNamespace": "gpu-operator"}
+    assert load_spec(raw, credentials=False).monitoring.exporters.dcgm_namespace == "gpu-operator"
+
+
 def test_without_the_cost_rules_the_exporters_labels_are_not_needed() -> None:
     raw = config(monitoring={"prometheus": "arms"})
     assert load_spec(raw, credentials=False).costs is not None

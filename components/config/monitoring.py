@@ -104,7 +104,8 @@ class ExportersSpec(Spec):
     dcgm_namespace: DnsLabel | None = None
     """The namespace the DCGM exporter's pods run in, such as ``gpu-operator``; its ServiceMonitor must keep
     ``honorLabels: false`` (NVIDIA's chart does), so that a series names the GPU's pod as ``exported_namespace``
-    and ``exported_pod``. Required with ``costs`` under ``prometheus: operator``."""
+    and ``exported_pod``. Required with ``costs`` under ``prometheus: operator``; where
+    ``monitoring.nodeHealth.exporterNamespace`` is set too, the same."""
 
 
 class MonitoringSpec(Spec):
@@ -233,6 +234,13 @@ def check_monitoring(
                 "teams' pods, which could serve series of the same names: give the namespace its pods run in "
                 "(such as gpu-operator), or drop costs",
             )
+    dcgm, health = monitoring.exporters.dcgm_namespace, monitoring.node_health.exporter_namespace
+    if dcgm is not None and health is not None and dcgm != health:
+        raise field_error(
+            "monitoring.exporters.dcgmNamespace",
+            f"{dcgm!r} is not monitoring.nodeHealth.exporterNamespace ({health!r}): both name the namespace the DCGM "
+            "exporter's pods run in; give the same",
+        )
     board = monitoring.tensorboard
     if not board.enabled:
         return
