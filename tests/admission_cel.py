@@ -13,6 +13,11 @@ kubernetes.io/docs/reference/access-authn-authz/validating-admission-policy/) an
   (kubernetes ``plugin/pkg/admission/serviceaccount/admission.go``), and defaulting gives a
   host-network pod's ports a ``hostPort`` equal to ``containerPort``
   (``pkg/apis/core/v1/defaults.go`` ``SetDefaults_Pod``).
+
+Where cel-python is laxer than the API server's CEL: ``has(a.b.c)`` is false here when ``a`` has
+no ``b``, where the API server's evaluation fails with "no such key" (``has()`` tests its last field
+only, the operand before it is evaluated; cel-cpp, through cel-expr-python 0.1.3, answers so), which
+under ``failurePolicy: Fail`` refuses: every step needs its own ``has()``, as the policies give it.
 """
 
 from __future__ import annotations

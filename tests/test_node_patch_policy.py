@@ -55,7 +55,13 @@ def gpu_node(name: str) -> dict[str, Any]:
         }
     )
     obj["status"] = {"capacity": {"nvidia.com/gpu": "8"}, "conditions": [{"type": "Ready", "status": "True"}]}
+    obj["metadata"].update({"uid": f"uid-{name}", "resourceVersion": "4711", "managedFields": [managed("kubelet")]})
     return obj
+
+
+def managed(manager: str) -> dict[str, Any]:
+    """A ``metadata.managedFields`` entry of an ``Update`` by ``manager``."""
+    return {"manager": manager, "operation": "Update", "apiVersion": "v1", "time": "2026-01-05T10:00:00Z"}
 
 
 def review(new: dict[str, Any], old: dict[str, Any], **request: Any) -> list[str]:
@@ -74,7 +80,13 @@ def guards_patch() -> tuple[dict[str, Any], dict[str, Any]]:
         done = step(base, KubeApi(base), "ack-training-platform/pool=gpu", exporter_namespace=EXPORTER_NAMESPACE)
     assert done.cordoned == ("gpu-a",)
     ((name, _, patch),) = backends.patches
-    return before[name], copy.deepcopy(merge_patch(before[name], patch))
+    after = copy.deepcopy(merge_patch(before[name], patch))
+    # The API server records the patch's manager in managedFields before admission sees the node
+    # (kubernetes staging/src/k8s.io/apiserver/pkg/endpoints/handlers/patch.go, jsonPatcher
+    # applyPatchToCurrentObject: fieldManager.UpdateNoErrors), so metadata beyond what the policy
+    # compares differs on every patch.
+    after["metadata"]["managedFields"].append(managed("Python-urllib"))
+    return before[name], after
 
 
 def test_the_controllers_own_cordon_is_admitted() -> None:
