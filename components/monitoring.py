@@ -31,7 +31,11 @@ PLAIN_KINDS = {
     "ClusterRole": k8s.rbac.v1.ClusterRole,
     "ClusterRoleBinding": k8s.rbac.v1.ClusterRoleBinding,
     "Deployment": k8s.apps.v1.Deployment,
+    "ValidatingAdmissionPolicy": k8s.admissionregistration.v1.ValidatingAdmissionPolicy,
+    "ValidatingAdmissionPolicyBinding": k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding,
 }
+BOUNDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+"""The node health controller starts once what bounds its node patches is in place."""
 
 
 class TeamWorkspace(NamedTuple):
@@ -165,8 +169,12 @@ class Monitoring(pulumi.ComponentResource):
         opts = pulumi.ResourceOptions(
             parent=self, provider=provider, depends_on=[namespace.namespace, *(registry.ready if registry else [])]
         )
-        for obj in with_image(objects, pinned_image(image_ref, tag, registry, owner)):
-            self._object(obj, opts)
+        objects = with_image(objects, pinned_image(image_ref, tag, registry, owner))
+        bounds = [self._object(obj, opts) for obj in objects if obj["kind"] in BOUNDS]
+        for obj in objects:
+            if obj["kind"] not in BOUNDS:
+                waits = pulumi.ResourceOptions(depends_on=bounds) if obj["kind"] == "Deployment" else None
+                self._object(obj, pulumi.ResourceOptions.merge(opts, waits))
 
     def _object(self, obj: Manifest, opts: pulumi.ResourceOptions, prefix: str | None = None) -> pulumi.Resource:
         kind, name = obj["kind"], obj["metadata"]["name"]

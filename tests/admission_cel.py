@@ -13,6 +13,11 @@ kubernetes.io/docs/reference/access-authn-authz/validating-admission-policy/) an
   (kubernetes ``plugin/pkg/admission/serviceaccount/admission.go``), and defaulting gives a
   host-network pod's ports a ``hostPort`` equal to ``containerPort``
   (``pkg/apis/core/v1/defaults.go`` ``SetDefaults_Pod``).
+
+Where cel-python is laxer than the API server's CEL: ``has(a.b.c)`` is false here when ``a`` has
+no ``b``, where the API server's evaluation fails with "no such key" (``has()`` tests its last field
+only, the operand before it is evaluated; cel-cpp, through cel-expr-python 0.1.3, answers so), which
+under ``failurePolicy: Fail`` refuses: every step needs its own ``has()``, as the policies give it.
 """
 
 from __future__ import annotations
@@ -47,11 +52,27 @@ def binds(binding: dict[str, Any], namespace: str) -> bool:
     return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
 
 
-def matches(policy: dict[str, Any], resource: str, operation: str) -> bool:
-    """Whether ``policy``'s ``matchConstraints`` take ``operation`` on ``resource`` (the docs,
-    "Matching requests: matchConstraints"; a ``*`` is not modelled)."""
+def rule_covers(names: list[str], resource: str, sub_resource: str = "") -> bool:
+    """Whether a rule's ``resources`` take a request on ``resource`` and its ``sub_resource`` (empty:
+    the resource itself), as kubernetes ``staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules/rules.go``
+    ``Matcher.resource`` decides, read from a copy found by search: each name splits at its first
+    ``/`` into a resource and a subresource (none without one), and matches when each part is ``*``
+    or equal to the request's."""
+    for name in names:
+        res, _, sub = name.partition("/")
+        if res in ("*", resource) and sub in ("*", sub_resource):
+            return True
+    return False
+
+
+def matches(policy: dict[str, Any], resource: str, operation: str, sub_resource: str = "") -> bool:
+    """Whether ``policy``'s ``matchConstraints`` take ``operation`` on ``resource`` (its
+    ``sub_resource``, if any) (the docs, "Matching requests: matchConstraints"; a ``*`` operation is
+    not modelled)."""
     rules = policy["spec"]["matchConstraints"]["resourceRules"]
-    return any(resource in rule["resources"] and operation in rule["operations"] for rule in rules)
+    return any(
+        rule_covers(rule["resources"], resource, sub_resource) and operation in rule["operations"] for rule in rules
+    )
 
 
 def request_of(
@@ -128,7 +149,7 @@ def admitted_by_policies(
     found = []
     for binding in (o for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"):
         policy = policies[binding["spec"]["policyName"]]
-        if not matches(policy, resource, request["operation"]):
+        if not matches(policy, resource, request["operation"], request.get("subResource", "")):
             continue
         if binds(binding, namespace) and "Deny" in binding["spec"]["validationActions"]:
             found += refusals(policy, obj, old=old, request=request)

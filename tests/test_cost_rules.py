@@ -43,6 +43,9 @@ COSTS = {
     "currency": "USD",
     "instances": {KIND: {"gpus": 8, "vcpus": 128, "onDemand": 40.0, "spot": 12.0}},
 }
+EXPORTERS = {"kubeStateMetricsJob": "kube-state-metrics", "dcgmNamespace": "gpu-operator"}
+KSM = 'job="kube-state-metrics"'
+"""kube-state-metrics' series as its chart's ServiceMonitor labels them (``job`` from its Service)."""
 BY_HAND = {"gpu_hours": 8 * 2 + 8 * 1.5, "cost": 2 * 12.0 + 1.5 * 40.0, "on_demand": 3.5 * 40.0}
 assert BY_HAND == {"gpu_hours": 28.0, "cost": 84.0, "on_demand": 140.0}
 
@@ -57,7 +60,7 @@ def config(**changes: Any) -> dict[str, Any]:
     config = stack_config("dev")
     config[cfg("gpuPool")].update(name="gpu-spot", instanceTypes=[KIND], gpusPerNode=8)
     config[cfg("training")]["gpuQuota"] = 16
-    config[cfg("monitoring")] = {"prometheus": "operator"}
+    config[cfg("monitoring")] = {"prometheus": "operator", "exporters": dict(EXPORTERS)}
     config[cfg("costs")] = json.loads(json.dumps(COSTS))
     for key, value in changes.items():
         config[cfg(key)] = value
@@ -123,7 +126,7 @@ def test_a_budget_needs_the_cost_rules_to_alert() -> None:
         "ack-training-platform:teams[0].budget: a budget alert reads the cost recording rules, which run only with "
         "monitoring.prometheus: operator (here 'arms'): set it, or drop budget and read spend with ack-jobs cost"
     ) in str(raised.value)
-    raw[cfg("monitoring")] = {**raw[cfg("monitoring")], "prometheus": "operator"}
+    raw[cfg("monitoring")] = {**raw[cfg("monitoring")], "prometheus": "operator", "exporters": dict(EXPORTERS)}
     assert load_spec(raw, credentials=False).monitoring_scope().budgets[0][1].amount == 1000
 
 
@@ -212,15 +215,15 @@ RUNNING_UNTIL = {"bert-master-0": 120, "bert-worker-0": 90}
 ON_NODE = {"bert-master-0": "spot-0", "bert-worker-0": "od-0"}
 
 
-def recorded_run(exporter_labels: bool = False) -> dict[str, str]:
+def recorded_run() -> dict[str, str]:
     """The run above as input series, one sample a minute for 3 h; the GPU exporter's pod labels as
-    NVIDIA's chart gives them (renamed ``exported_``), or with ``exporter_labels`` as ACK's exporter does."""
+    NVIDIA's chart gives them (renamed ``exported_``)."""
     series = {
-        f'kube_node_labels{{node="spot-0",{c.INSTANCE_TYPE_SERIES}="{KIND}",{c.POOL_SERIES}="gpu-spot"}}': f"1x{MINUTES}",
-        f'kube_node_labels{{node="od-0",{c.INSTANCE_TYPE_SERIES}="{KIND}",{c.POOL_SERIES}="gpu"}}': f"1x{MINUTES}",
+        f'kube_node_labels{{{KSM},node="spot-0",{c.INSTANCE_TYPE_SERIES}="{KIND}",{c.POOL_SERIES}="gpu-spot"}}': f"1x{MINUTES}",
+        f'kube_node_labels{{{KSM},node="od-0",{c.INSTANCE_TYPE_SERIES}="{KIND}",{c.POOL_SERIES}="gpu"}}': f"1x{MINUTES}",
     }
     for pod, until in RUNNING_UNTIL.items():
-        ids = f'namespace="{NS}",pod="{pod}",uid="{pod}-uid"'
+        ids = f'{KSM},namespace="{NS}",pod="{pod}",uid="{pod}-uid"'
         # Requests stay while the finished pod is kept; only its phase says it stopped.
         series[
             f'kube_pod_container_resource_requests{{{ids},container="pytorch",node="{ON_NODE[pod]}",'
@@ -238,12 +241,10 @@ def recorded_run(exporter_labels: bool = False) -> dict[str, str]:
     # kernel for its first 30 minutes: 0.5 idle GPU-hours.
     for gpu in range(8):
         labels = f'exported_namespace="{NS}",exported_pod="bert-master-0",gpu="{gpu}",namespace="gpu-operator"'
-        if exporter_labels:
-            labels = f'namespace="{NS}",pod="bert-master-0",gpu="{gpu}"'
         series[f"DCGM_FI_DEV_GPU_UTIL{{{labels}}}"] = "0x29 90x89 stale" if gpu == 0 else "90x119 stale"
     # A GPU of od-0 that no pod holds carries no pod labels (dcgm-exporter labels only the GPUs it maps to
     # a pod): idle, but nobody's.
-    series['DCGM_FI_DEV_GPU_UTIL{gpu="7",Hostname="od-0"}'] = f"0x{MINUTES}"
+    series['DCGM_FI_DEV_GPU_UTIL{gpu="7",Hostname="od-0",namespace="gpu-operator"}'] = f"0x{MINUTES}"
     return series
 
 
@@ -351,36 +352,17 @@ def test_the_recording_rules_price_the_recorded_run_as_by_hand(tmp_path: Path) -
     promtool_test(tmp_path, stack_rules(), tests)
 
 
-def test_idle_gpus_are_read_under_the_ack_exporters_own_labels(tmp_path: Path) -> None:
-    # The same run with the GPU exporter's pod labels kept as served: GPU 0 of the master idle for 30 minutes.
-    job = f'{{namespace="{NS}",training_job="bert"}}'
-    tests = [
-        {
-            "interval": "1m",
-            "input_series": [{"series": s, "values": v} for s, v in recorded_run(exporter_labels=True).items()],
-            "promql_expr_test": [
-                {
-                    "expr": c.over(f"{c.JOB_IDLE_GPUS}{job}", "1d"),
-                    "eval_time": f"{MINUTES}m",
-                    "exp_samples": [{"labels": job, "value": 0.5}],
-                },
-            ],
-        }
-    ]
-    promtool_test(tmp_path, stack_rules(), tests)
-
-
 def test_a_trainjobs_pods_are_its_own_through_their_jobset(tmp_path: Path) -> None:
     # Trainer v2: the TrainJob's JobSet, named after it, owns a Job per replicated job, and that Job owns the
     # pods (kube_pod_owner, kube_job_owner). One pod holding 2 of od-0's 8 GPUs (on demand, 40/8 = 5 a GPU)
     # for 60 minutes: 2 x 5 x 1 h = 10, and 2 GPU-hours.
-    ids = f'namespace="{NS}",pod="gpt-node-0-0-x7k2p",uid="g"'
+    ids = f'{KSM},namespace="{NS}",pod="gpt-node-0-0-x7k2p",uid="g"'
     series = {
-        f'kube_node_labels{{node="od-0",{c.INSTANCE_TYPE_SERIES}="{KIND}",{c.POOL_SERIES}="gpu"}}': "1x90",
+        f'kube_node_labels{{{KSM},node="od-0",{c.INSTANCE_TYPE_SERIES}="{KIND}",{c.POOL_SERIES}="gpu"}}': "1x90",
         f'kube_pod_container_resource_requests{{{ids},container="node",node="od-0",resource="nvidia_com_gpu",unit="integer"}}': "2x90",
         f'kube_pod_status_phase{{{ids},phase="Running"}}': "1x59 0x31",
         f'kube_pod_owner{{{ids},owner_kind="Job",owner_name="gpt-node-0",owner_is_controller="true"}}': "1x90",
-        f'kube_job_owner{{namespace="{NS}",job_name="gpt-node-0",owner_kind="JobSet",owner_name="gpt",owner_is_controller="true"}}': "1x90",
+        f'kube_job_owner{{{KSM},namespace="{NS}",job_name="gpt-node-0",owner_kind="JobSet",owner_name="gpt",owner_is_controller="true"}}': "1x90",
     }
     gpt = f'{{namespace="{NS}",training_job="gpt"}}'
     tests = [
@@ -438,7 +420,7 @@ def test_gpu_pods_on_nodes_without_their_labels_served_are_alerted(tmp_path: Pat
     # The recorded run with kube-state-metrics' default kube_node_labels: the node label alone. The pods run
     # until minute 119 (the worker until 89); the alert waits 15 minutes.
     plain = {s: v for s, v in recorded_run().items() if not s.startswith(c.NODE_LABELS)} | {
-        f'{c.NODE_LABELS}{{node="{node}"}}': f"1x{MINUTES}" for node in ON_NODE.values()
+        f'{c.NODE_LABELS}{{{KSM},node="{node}"}}': f"1x{MINUTES}" for node in ON_NODE.values()
     }
     fired = [{"exp_labels": {"severity": "warning"}}]
     tests = [

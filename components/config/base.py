@@ -58,8 +58,9 @@ TRAINER_V2_MIN_KUBERNETES = (1, 31)
 """Trainer v2 needs Kubernetes 1.31 or later (kubeflow/trainer v2.3.0
 ``docs/operator-guides/installation.md`` and ``charts/kubeflow-trainer/README.md``)."""
 ADMISSION_POLICY_MIN_KUBERNETES = (1, 30)
-"""A team's admission boundary is a ValidatingAdmissionPolicy, ``admissionregistration.k8s.io/v1``
-from Kubernetes 1.30 (Kubernetes docs, "Validating Admission Policy": stable in v1.30)."""
+"""A team's admission boundary, and the bound on the GPU node health controller's node patches, are
+ValidatingAdmissionPolicies, ``admissionregistration.k8s.io/v1`` from Kubernetes 1.30 (Kubernetes
+docs, "Validating Admission Policy": stable in v1.30)."""
 METADATA_TOKENS_MIN_KUBERNETES = (1, 28)
 """Node pools that require instance metadata tokens need ACK 1.28 or later (pulumi-alicloud
 4.0.0 ``cs.NodePoolInstanceMetadataOptionsArgs.http_tokens``)."""

@@ -9,10 +9,12 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from .base import (
+    ADMISSION_POLICY_MIN_KUBERNETES,
     DEFAULT_POD_CIDR,
     DEFAULT_SERVICE_CIDR,
     DEFAULT_VPC_CIDR,
     METADATA_TOKENS_MIN_KUBERNETES,
+    TRAINER_V2_MIN_KUBERNETES,
     Cidr,
     DnsLabel,
     Spec,
@@ -283,8 +285,7 @@ class ClusterSpec(Spec):
             raise field_error(
                 "version", f"{self.version!r} is not an ACK version: write it as ACK lists it, without 'v' ({hint})"
             )
-        match = re.match(r"^(\d+)\.(\d+)", self.version or "")
-        if match and (int(match[1]), int(match[2])) < METADATA_TOKENS_MIN_KUBERNETES:
+        if older_than(self.version, METADATA_TOKENS_MIN_KUBERNETES):
             needed = ".".join(map(str, METADATA_TOKENS_MIN_KUBERNETES))
             raise field_error(
                 "version",
@@ -308,3 +309,36 @@ class ClusterSpec(Spec):
                     f"nobody could reach the API server. Run: {set_allowed_cidr(i)}",
                 )
         return self
+
+
+def older_than(version: str | None, minimum: tuple[int, int]) -> bool:
+    """Whether the ACK ``version`` (``1.33.1-aliyun.1``) is a Kubernetes older than ``minimum``; unset: no."""
+    match = re.match(r"^(\d+)\.(\d+)", version or "")
+    return match is not None and (int(match[1]), int(match[2])) < minimum
+
+
+def check_kubernetes_needs(version: str | None, *, trainer_v2: bool, teams: bool, node_health: bool) -> None:
+    """The Kubernetes ``cluster.version`` that what the stack runs needs.
+
+    Raises:
+        PydanticCustomError: ``version`` is too old for Trainer v2, the teams' or the node health
+            controller's admission policies; the message names ``cluster.version``.
+    """
+    if trainer_v2 and older_than(version, TRAINER_V2_MIN_KUBERNETES):
+        needed = ".".join(map(str, TRAINER_V2_MIN_KUBERNETES))
+        raise field_error(
+            "cluster.version",
+            f"Kubernetes {version} is too old for Trainer v2, which needs {needed} or later: raise "
+            "cluster.version, or keep the jobs on backend v1 (training.backend, jobs[].backend)",
+        )
+    policy = "an admission policy (ValidatingAdmissionPolicy v1)"
+    for wanted, what in (
+        (teams, f"teams, whose pods {policy} keeps within each team"),
+        (node_health, f"monitoring.nodeHealth, whose node patches {policy} holds to a cordon"),
+    ):
+        if wanted and older_than(version, ADMISSION_POLICY_MIN_KUBERNETES):
+            needed = ".".join(map(str, ADMISSION_POLICY_MIN_KUBERNETES))
+            raise field_error(
+                "cluster.version",
+                f"Kubernetes {version} is too old for {what}: it needs {needed} or later; raise cluster.version",
+            )

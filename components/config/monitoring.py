@@ -88,6 +88,26 @@ class TensorBoardSpec(Spec):
         return self
 
 
+class ExportersSpec(Spec):
+    """How Prometheus labels the series of the exporters the platform reads but does not deploy. Prometheus also
+    scrapes the teams' training pods, whose metrics port can serve series of any name, so the cost rules read
+    kube-state-metrics' and the DCGM exporter's series only by these labels, and the job alerts
+    kube-state-metrics' where its label is given."""
+
+    kube_state_metrics_job: str | None = Field(default=None, min_length=1, max_length=253, pattern=r'^[^"\\\n]+$')
+    """The ``job`` label of kube-state-metrics' series: with prometheus-operator, its ServiceMonitor's ``jobLabel``
+    value on its Service, else the Service's name (kube-state-metrics' chart: its ``app.kubernetes.io/name``, such as
+    ``kube-state-metrics``; ``count by (job) (kube_node_info)`` shows it). Its own series never carry ``job``, while a team's pod's served ``job``
+    label is kept as ``exported_job``. Required with ``costs`` under ``prometheus: operator``; when set, the job
+    alerts read only its series too. Unset: they read kube-state-metrics' series by name (under ARMS the managed
+    exporter's job label is not known here)."""
+    dcgm_namespace: DnsLabel | None = None
+    """The namespace the DCGM exporter's pods run in, such as ``gpu-operator``; its ServiceMonitor must keep
+    ``honorLabels: false`` (NVIDIA's chart does), so that a series names the GPU's pod as ``exported_namespace``
+    and ``exported_pod``. Required with ``costs`` under ``prometheus: operator``; where
+    ``monitoring.nodeHealth.exporterNamespace`` is set too, the same."""
+
+
 class MonitoringSpec(Spec):
     """How the platform watches its jobs (metric names: ``trainer/telemetry/metric_names.py``)."""
 
@@ -110,6 +130,7 @@ class MonitoringSpec(Spec):
     reach a team's metrics port. Default: ``arms-prom`` with ``arms``; with ``operator`` name your
     Prometheus's namespace, or no pod may scrape the teams' jobs."""
     node_health: NodeHealthSpec = Field(default_factory=NodeHealthSpec)
+    exporters: ExportersSpec = Field(default_factory=ExportersSpec)
 
 
 @dataclass(frozen=True)
@@ -169,6 +190,7 @@ def check_monitoring(
     prometheus: PrometheusMode,
     tensorboard_image: Callable[[], tuple[str | None, str | None]],
     registry: bool,
+    costs: bool = False,
 ) -> None:
     """The rules between ``monitoring`` and the rest of the platform.
 
@@ -178,6 +200,7 @@ def check_monitoring(
         prometheus: the Prometheus that watches the jobs, defaults applied.
         tensorboard_image: TensorBoard's image as (full reference, tag in the registry).
         registry: the stack has a registry.
+        costs: the stack has prices (``costs``).
 
     Raises:
         PydanticCustomError: a rule is broken; the message names the stack key.
@@ -194,6 +217,29 @@ def check_monitoring(
             f"labels select the PodMonitors, PrometheusRule and dashboard ConfigMap for a prometheus-operator, "
             f"and with prometheus: {prometheus} there are none to carry them: drop labels, or set "
             "prometheus: operator",
+        )
+    if costs and prometheus == "operator":
+        exporters = monitoring.exporters
+        if exporters.kube_state_metrics_job is None:
+            raise field_error(
+                "monitoring.exporters.kubeStateMetricsJob",
+                "the cost rules read kube-state-metrics' series, and Prometheus also scrapes the teams' pods, which "
+                "could serve series of the same names: give the job label of its series (such as kube-state-metrics: "
+                "count by (job) (kube_node_info) shows it), or drop costs",
+            )
+        if exporters.dcgm_namespace is None:
+            raise field_error(
+                "monitoring.exporters.dcgmNamespace",
+                "the cost rules count idle GPUs from the DCGM exporter's series, and Prometheus also scrapes the "
+                "teams' pods, which could serve series of the same names: give the namespace its pods run in "
+                "(such as gpu-operator), or drop costs",
+            )
+    dcgm, health = monitoring.exporters.dcgm_namespace, monitoring.node_health.exporter_namespace
+    if dcgm is not None and health is not None and dcgm != health:
+        raise field_error(
+            "monitoring.exporters.dcgmNamespace",
+            f"{dcgm!r} is not monitoring.nodeHealth.exporterNamespace ({health!r}): both name the namespace the DCGM "
+            "exporter's pods run in; give the same",
         )
     board = monitoring.tensorboard
     if not board.enabled:

@@ -8,13 +8,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from .base import (
-    ADMISSION_POLICY_MIN_KUBERNETES,
-    TRAINER_V2_MIN_KUBERNETES,
-    Spec,
-    field_error,
-)
-from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec
+from .base import Spec, field_error
+from .cluster import PRIVATE_ACCESS, ClusterSpec, NetworkSpec, check_kubernetes_needs
 from .costs import CostsSpec, check_costs, spot_pools
 from .datasets import DatasetImportSpec, check_datasets
 from .fit import job_gpus, pool_problem, quota_problem
@@ -257,6 +252,7 @@ class PlatformSpec(Spec):
             prometheus=self.prometheus,
             tensorboard_image=self.tensorboard_image,
             registry=self.registry is not None,
+            costs=self.costs is not None,
         )
         check_node_health(
             self.monitoring.node_health,
@@ -289,22 +285,12 @@ class PlatformSpec(Spec):
                 f"{pending} minutes would never pass: Kueue evicts and requeues a job whose pods wait "
                 f"trainerV2.kueue.podsReadyTimeoutMinutes ({kueue.pods_ready_timeout_minutes}), so give less than that",
             )
-        version = self.cluster.version
-        match = re.match(r"^(\d+)\.(\d+)", version or "")
-        if self.uses_trainer_v2 and match and (int(match[1]), int(match[2])) < TRAINER_V2_MIN_KUBERNETES:
-            needed = ".".join(map(str, TRAINER_V2_MIN_KUBERNETES))
-            raise field_error(
-                "cluster.version",
-                f"Kubernetes {version} is too old for Trainer v2, which needs {needed} or later: raise "
-                "cluster.version, or keep the jobs on backend v1 (training.backend, jobs[].backend)",
-            )
-        if self.teams and match and (int(match[1]), int(match[2])) < ADMISSION_POLICY_MIN_KUBERNETES:
-            needed = ".".join(map(str, ADMISSION_POLICY_MIN_KUBERNETES))
-            raise field_error(
-                "cluster.version",
-                f"Kubernetes {version} is too old for teams, whose pods an admission policy "
-                f"(ValidatingAdmissionPolicy v1) keeps within each team: it needs {needed} or later; raise cluster.version",
-            )
+        check_kubernetes_needs(
+            self.cluster.version,
+            trainer_v2=self.uses_trainer_v2,
+            teams=bool(self.teams),
+            node_health=self.monitoring.node_health.enabled,
+        )
 
     def _check_cloud(self) -> None:
         if self.region is None:

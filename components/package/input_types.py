@@ -1022,6 +1022,26 @@ class NodeHealthSpec(TypedDict):
     error counters). Unset: NVLink errors alone take no node out."""
 
 
+class ExportersSpec(TypedDict):
+    """How Prometheus labels the series of the exporters the platform reads but does not deploy. Prometheus also
+    scrapes the teams' training pods, whose metrics port can serve series of any name, so the cost rules read
+    kube-state-metrics' and the DCGM exporter's series only by these labels, and the job alerts
+    kube-state-metrics' where its label is given."""
+
+    kube_state_metrics_job: NotRequired[pulumi.Input[str]]
+    """The `job` label of kube-state-metrics' series: with prometheus-operator, its ServiceMonitor's `jobLabel`
+    value on its Service, else the Service's name (kube-state-metrics' chart: its `app.kubernetes.io/name`, such as
+    `kube-state-metrics`; `count by (job) (kube_node_info)` shows it). Its own series never carry `job`, while a team's pod's served `job`
+    label is kept as `exported_job`. Required with `costs` under `prometheus: operator`; when set, the job
+    alerts read only its series too. Unset: they read kube-state-metrics' series by name (under ARMS the managed
+    exporter's job label is not known here)."""
+    dcgm_namespace: NotRequired[pulumi.Input[str]]
+    """The namespace the DCGM exporter's pods run in, such as `gpu-operator`; its ServiceMonitor must keep
+    `honorLabels: false` (NVIDIA's chart does), so that a series names the GPU's pod as `exported_namespace`
+    and `exported_pod`. Required with `costs` under `prometheus: operator`; where
+    `monitoring.nodeHealth.exporterNamespace` is set too, the same."""
+
+
 class MonitoringSpec(TypedDict):
     """How the platform watches its jobs."""
 
@@ -1044,6 +1064,7 @@ class MonitoringSpec(TypedDict):
     reach a team's metrics port. Default: `arms-prom` with `arms`; with `operator` name your
     Prometheus's namespace, or no pod may scrape the teams' jobs."""
     node_health: NotRequired[pulumi.Input[NodeHealthSpec]]
+    exporters: NotRequired[pulumi.Input[ExportersSpec]]
 
 
 class InstancePriceSpec(TypedDict):

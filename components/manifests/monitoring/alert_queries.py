@@ -6,6 +6,8 @@ selector is limited to the namespaces the monitoring watches.
 
 from __future__ import annotations
 
+import re
+
 from trainer.telemetry import metric_names as trainer
 
 from ..jobs.names import KINDS, TRAINER_NODE
@@ -29,6 +31,26 @@ EXPORTER_LOOKBACK = "1d"
 while it was in its step loop stays under watch this long."""
 V1_GROUP = 'customresource_group="kubeflow.org"'
 TRAINJOB_KIND = 'customresource_kind="TrainJob"'
+
+
+KUBE_STATE_METRICS_SERIES = re.compile(r"(?<![\w:])(kube_\w+)(?![\w:])(\{)?")
+"""A selector of a kube-state-metrics series: every one it serves is named ``kube_*``
+(kubernetes/kube-state-metrics v2.20.0 ``docs/metrics/``, and ``kube_customresource`` for custom resources),
+a prefix no other exporter the alerts read uses."""
+QUOTED = re.compile(r'("(?:[^"\\]|\\.)*")')
+
+
+def kube_state_metrics_only(expr: str, job: str) -> str:
+    """``expr`` with every selector of a kube-state-metrics series limited to ``job="<job>"``, the job label
+    Prometheus gives that exporter's series: a team's pod may serve series of the same names, which the
+    platform's PodMonitor labels with its own ``job`` (:mod:`.cost_rules`)."""
+
+    def told(found: re.Match[str]) -> str:
+        return f'{found[1]}{{job="{job}"' + ("," if found[2] else "}")
+
+    # Quoted strings (label values, label_replace's arguments) are left as they are.
+    parts = QUOTED.split(expr)
+    return "".join(part if i % 2 else KUBE_STATE_METRICS_SERIES.sub(told, part) for i, part in enumerate(parts))
 
 
 def in_namespaces(namespaces: tuple[str, ...], label: str = "namespace") -> str:

@@ -8,6 +8,8 @@ Metric names come from ``trainer/telemetry/metric_names.py`` and :mod:`.kube_met
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from trainer.health.signals import HEALTH_LABEL
 from trainer.telemetry import metric_names as trainer
 
@@ -259,6 +261,8 @@ def alerts(scope: MonitoringScope) -> list[Alert]:
     if scope.monitoring.node_health.enabled:
         rules.append(_gpu_node_alert(scope))
         rules.append(_node_check_alert())
+    if (ksm := scope.monitoring.exporters.kube_state_metrics_job) is not None:
+        rules = [replace(rule, expr=q.kube_state_metrics_only(rule.expr, ksm)) for rule in rules]
     return rules
 
 

@@ -20,12 +20,29 @@ Series they read, from kubernetes/kube-state-metrics v2.20.0:
 
 and ``DCGM_FI_DEV_GPU_UTIL`` (:mod:`.gpu_metrics`) for idle GPUs.
 
+Only the exporters' own series are read (:class:`Exporters`): Prometheus also scrapes the teams' training
+pods, and a team's metrics port can serve series of these names, say a ``kube_node_labels`` that moves a
+shared node to another pool or instance type, or requests of minus its GPUs. The platform's PodMonitor
+keeps ``honorLabels`` false, so prometheus-operator sets the target's ``job``
+(``<PodMonitor's namespace>/<its name>``) and ``namespace`` (the pod's) over any the pod serves, which
+Prometheus keeps as ``exported_job`` and ``exported_namespace`` (prometheus-operator v0.79.0
+``pkg/prometheus/promcfg.go`` ``generatePodMonitorConfig``; Prometheus ``honor_labels``). kube-state-metrics'
+series are told by ``job`` (:func:`.alert_queries.kube_state_metrics_only`), which they never carry themselves: their ``namespace`` label is the subject's,
+which under ``honorLabels: true`` (kube-state-metrics' chart offers it, ``prometheus.monitor.honorLabels``)
+replaces the target's; the chart's ServiceMonitor sets ``job`` from its Service's ``app.kubernetes.io/name``
+(prometheus-community/helm-charts ``charts/kube-state-metrics/templates/servicemonitor.yaml``, ``jobLabel``,
+read from a copy found by search, not at a tag). The DCGM exporter's are told by ``namespace``, the exporter
+pods', as NVIDIA's chart scrapes it with ``honorLabels: false``, naming the GPU's pod as
+``exported_namespace`` and ``exported_pod`` (:mod:`.gpu_metrics`).
+
 A node is priced at its instance type's spot price when its pool (``ack-training-platform/pool``) runs
 spot instances, else on demand; a pod pays its GPUs' share of the node. Pods without GPUs are not
 priced here (``ack-jobs cost`` prices them by CPU share).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from ...config import POOL_LABEL, MonitoringScope
 from ...config.costs import IDLE_BELOW, INSTANCE_TYPE_LABEL, PERIOD_WINDOWS, CostsSpec
@@ -77,6 +94,19 @@ NODE_LABELS_ALLOWLIST = f"nodes=[{INSTANCE_TYPE_LABEL},{POOL_LABEL}]"
 """kube-state-metrics' ``--metric-labels-allowlist`` value that serves the node labels the prices join on."""
 
 
+class Exporters(NamedTuple):
+    """How the exporters' own series are told from a team pod's of the same names
+    (``monitoring.exporters``).
+
+    Args:
+        kube_state_metrics_job: the ``job`` label of kube-state-metrics' series.
+        dcgm_namespace: the namespace of the DCGM exporter's pods.
+    """
+
+    kube_state_metrics_job: str
+    dcgm_namespace: str
+
+
 def _record(name: str, expr: str) -> dict[str, str]:
     return {"record": name, "expr": expr}
 
@@ -113,22 +143,27 @@ def _pod_jobs(namespaces: tuple[str, ...]) -> str:
     return f'label_replace({v1} or {v2}, "{JOB_LABEL}", "$1", "owner_name", "(.+)")'
 
 
-def _idle_gpus(namespaces: tuple[str, ...]) -> str:
-    """GPUs per pod under :data:`IDLE_BELOW` percent, under either exporter's labels (:mod:`.gpu_metrics`)."""
-    own = f"count by (namespace, pod) ({q.select(gpu.GPU_UTIL, namespaces)} < {IDLE_BELOW})"
-    exported = f"{gpu.GPU_UTIL}{{{q.in_namespaces(namespaces, gpu.EXPORTED_PREFIX + 'namespace')}}}"
+def _idle_gpus(namespaces: tuple[str, ...], exporters: Exporters) -> str:
+    """GPUs per pod under :data:`IDLE_BELOW` percent, from the DCGM exporter's series, which name the GPU's pod
+    as ``exported_namespace`` and ``exported_pod``. Series that name it as ``namespace`` and ``pod`` (ACK's GPU
+    exporter's labels, kept as served) are not read: a team's pod's series carry its own namespace there too."""
+    exporter = f'{gpu.NAMESPACE_LABEL}="{exporters.dcgm_namespace}"'
+    exported = f"{gpu.GPU_UTIL}{{{exporter},{q.in_namespaces(namespaces, gpu.EXPORTED_PREFIX + 'namespace')}}}"
     for label in ("namespace", "pod"):
         exported = f'label_replace({exported}, "{label}", "$1", "{gpu.EXPORTED_PREFIX}{label}", "(.+)")'
-    return f"{own} or count by (namespace, pod) ({exported} < {IDLE_BELOW})"
+    return f"count by (namespace, pod) ({exported} < {IDLE_BELOW})"
 
 
-def cost_rules(costs: CostsSpec, spot_pools: tuple[str, ...], namespaces: tuple[str, ...]) -> list[dict[str, str]]:
+def cost_rules(
+    costs: CostsSpec, spot_pools: tuple[str, ...], namespaces: tuple[str, ...], exporters: Exporters
+) -> list[dict[str, str]]:
     """The recording rules that price the GPU time of the jobs in ``namespaces``.
 
     Args:
         costs: the stack's prices.
         spot_pools: the pools whose nodes are spot instances.
         namespaces: where jobs run (the training namespace and each team's).
+        exporters: how the exporters' series are told from a team pod's.
 
     Returns:
         Prometheus recording rules, in the order they depend on each other.
@@ -142,7 +177,7 @@ def cost_rules(costs: CostsSpec, spot_pools: tuple[str, ...], namespaces: tuple[
     by_job = f"on (namespace, pod) group_left ({JOB_LABEL}) {POD_JOB}"
     by_pool = f"on (node) group_left ({POOL_LABEL_NAME}) {NODE_POOL}"
     pool_of = f'label_replace({NODE_LABELS}{{{POOL_SERIES}!=""}}, "{POOL_LABEL_NAME}", "$1", "{POOL_SERIES}", "(.+)")'
-    return [
+    rules = [
         _record(POD_GPUS, requested(GPU_RESOURCE)),
         # CPU and memory are not priced (a pod pays its GPUs' share of the node), only counted.
         _record(POD_CPU, requested("cpu")),
@@ -152,7 +187,7 @@ def cost_rules(costs: CostsSpec, spot_pools: tuple[str, ...], namespaces: tuple[
         *_node_prices(costs, spot_pools),
         _record(POD_COST, f"{POD_GPUS} * on (node) group_left () {NODE_GPU_PRICE}"),
         _record(POD_ON_DEMAND_COST, f"{POD_GPUS} * on (node) group_left () {NODE_GPU_ON_DEMAND_PRICE}"),
-        _record(POD_IDLE_GPUS, f"({_idle_gpus(namespaces)}) and on (namespace, pod) {POD_GPUS}"),
+        _record(POD_IDLE_GPUS, f"({_idle_gpus(namespaces, exporters)}) and on (namespace, pod) {POD_GPUS}"),
         _record(JOB_GPUS, f"sum by (namespace, {JOB_LABEL}) ({POD_GPUS} * {by_job})"),
         _record(JOB_COST, f"sum by (namespace, {JOB_LABEL}) ({POD_COST} * {by_job})"),
         _record(JOB_ON_DEMAND_COST, f"sum by (namespace, {JOB_LABEL}) ({POD_ON_DEMAND_COST} * {by_job})"),
@@ -169,12 +204,17 @@ def cost_rules(costs: CostsSpec, spot_pools: tuple[str, ...], namespaces: tuple[
         _record(POOL_CPU, f"sum by ({POOL_LABEL_NAME}) ({POD_CPU} * {by_pool})"),
         _record(POOL_MEMORY, f"sum by ({POOL_LABEL_NAME}) ({POD_MEMORY} * {by_pool})"),
     ]
+    # kube-state-metrics' series by their job; the GPU exporter's are told in _idle_gpus.
+    return [
+        {**rule, "expr": q.kube_state_metrics_only(rule["expr"], exporters.kube_state_metrics_job)} for rule in rules
+    ]
 
 
-def node_labels_alert() -> Alert:
+def node_labels_alert(kube_state_metrics_job: str) -> Alert:
     """``CostRulesMissingNodeLabels``: GPU pods run, yet no node's instance type is served, so no node has a
-    price and every cost series is empty (kube-state-metrics without :data:`NODE_LABELS_ALLOWLIST`)."""
-    typed = f'{NODE_LABELS}{{{INSTANCE_TYPE_SERIES}!=""}}'
+    price and every cost series is empty (kube-state-metrics, whose series carry ``kube_state_metrics_job``,
+    without :data:`NODE_LABELS_ALLOWLIST`)."""
+    typed = q.kube_state_metrics_only(f'{NODE_LABELS}{{{INSTANCE_TYPE_SERIES}!=""}}', kube_state_metrics_job)
     return Alert(
         "CostRulesMissingNodeLabels",
         # Read after the rules that record POD_GPUS, in the same group: the pods running now.
@@ -238,10 +278,21 @@ def budget_alerts(scope: MonitoringScope) -> list[Alert]:
 
 def cost_rule(scope: MonitoringScope) -> Manifest | None:
     """The PrometheusRule with the cost recording rules, the alert on their missing node labels and the budget
-    alerts, or ``None`` without ``costs``."""
+    alerts, or ``None`` without ``costs``.
+
+    Raises:
+        ValueError: ``monitoring.exporters`` does not say how the exporters' series are labelled.
+    """
     if scope.costs is None:
         return None
-    rules = [*cost_rules(scope.costs, scope.spot_pools, scope.namespaces), *rule_group([node_labels_alert()])["rules"]]
+    exporters = scope.monitoring.exporters
+    if exporters.kube_state_metrics_job is None or exporters.dcgm_namespace is None:
+        raise ValueError("the cost rules need monitoring.exporters.kubeStateMetricsJob and dcgmNamespace")
+    told = Exporters(exporters.kube_state_metrics_job, exporters.dcgm_namespace)
+    rules = [
+        *cost_rules(scope.costs, scope.spot_pools, scope.namespaces, told),
+        *rule_group([node_labels_alert(told.kube_state_metrics_job)])["rules"],
+    ]
     groups = [{"name": COST_GROUP, "rules": rules}]
     budgets = budget_alerts(scope)
     if budgets:

@@ -12,6 +12,7 @@ from trainer.health import signals as dcgm
 
 from ...config import POOL_LABEL, NodeHealthSpec
 from ..base import MANAGED_BY, TRAINER_UID, Manifest
+from .node_patch_policy import node_patch_policy
 
 NODE_GUARD = "gpu-node-guard"
 LABELS = {**MANAGED_BY, "app.kubernetes.io/name": NODE_GUARD, "app.kubernetes.io/component": NODE_GUARD}
@@ -91,7 +92,8 @@ def guard_args(spec: NodeHealthSpec, prometheus_url: str, exporter_namespace: st
 
 NODE_RULES = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}]
 """All the controller may do: read nodes and patch them (cordon, label, annotate). It cannot
-delete a node, evict a pod or read a secret."""
+delete a node, evict a pod or read a secret. RBAC cannot narrow a patch to fields: an admission
+policy does (:mod:`.node_patch_policy`)."""
 
 
 def node_guard_objects(
@@ -103,7 +105,9 @@ def node_guard_objects(
     node_selector: dict[str, str] | None,
     image_pull_secret: str | None = None,
 ) -> list[Manifest]:
-    """The controller's ServiceAccount, ClusterRole, ClusterRoleBinding and Deployment.
+    """The controller's ServiceAccount, ClusterRole, ClusterRoleBinding, the admission policy and
+    binding that hold its node patches to a cordon (:func:`.node_patch_policy.node_patch_policy`), and
+    its Deployment.
 
     Args:
         spec: ``monitoring.nodeHealth`` (enabled, with ``prometheusUrl`` and ``exporterNamespace``).
@@ -114,7 +118,8 @@ def node_guard_objects(
         image_pull_secret: pull secret for the image, or ``None``.
 
     Returns:
-        ``[ServiceAccount, ClusterRole, ClusterRoleBinding, Deployment]``.
+        ``[ServiceAccount, ClusterRole, ClusterRoleBinding, ValidatingAdmissionPolicy,
+        ValidatingAdmissionPolicyBinding, Deployment]``.
 
     Raises:
         ValueError: ``spec`` has no ``prometheusUrl`` or no ``exporterNamespace``.
@@ -180,4 +185,5 @@ def node_guard_objects(
             "template": {"metadata": {"labels": dict(LABELS)}, "spec": pod},
         },
     }
-    return [account, role, binding, deployment]
+    bounds = node_patch_policy(cluster_metadata["name"], namespace, NODE_GUARD, pool, LABELS)
+    return [account, role, binding, *bounds, deployment]
