@@ -3,6 +3,7 @@ page's generated part and contributor map against the checkout."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import json
 import os
@@ -91,6 +92,30 @@ def test_the_trainer_imports_nothing_of_the_platform() -> None:
     assert not [
         (m, t) for m, targets in GRAPH.items() if m.startswith("trainer") for t in targets if t.startswith("components")
     ]
+
+
+def _imported_tops(path) -> set[str]:
+    """The top-level packages a module imports, anywhere in it (absolute imports only)."""
+    tops = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            tops |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            tops.add(node.module.split(".")[0])
+    return tops
+
+
+def test_the_trainer_imports_no_pulumi_and_the_platform_no_torch() -> None:
+    # The training image carries no Pulumi SDK, and the platform's program no torch: an import of
+    # either would fail there, while this checkout's venv, which has both, would not notice.
+    crossing = sorted(
+        (module, top)
+        for module, path in arch.modules().items()
+        for top in _imported_tops(path)
+        if (module.startswith("trainer") and top.startswith("pulumi"))
+        or (module.startswith("components") and top == "torch")
+    )
+    assert crossing == []
 
 
 def test_the_pages_generated_part_is_current() -> None:

@@ -108,8 +108,8 @@ def kueue_flavors(spec: PlatformSpec) -> list[Manifest]:
     the pool does not tolerate it, so Kueue never moves it onto the pool, even when the CPU flavor is
     full (a ``NoSchedule`` or ``NoExecute`` taint: Kueue ignores ``PreferNoSchedule``). A flavor with a
     ``topologyName`` admits only pod sets that ask for topology-aware scheduling
-    (``tas_flavorassigner.go``: "supports only TopologyAwareScheduling"); :func:`train_job` has every
-    GPU job ask.
+    (``tas_flavorassigner.go``: "supports only TopologyAwareScheduling"); :func:`components.manifests.jobs.trainjob.train_job`
+    has every GPU job ask.
     """
     labels = dict(MANAGED_BY)
     cpu = {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": KUEUE_CPU_FLAVOR, "labels": labels}}
