@@ -168,41 +168,68 @@ def _vswitch_zones(spec: PlatformSpec) -> tuple[list[tuple[str, str]], list[str]
 
 def _instance_types_sold(spec: PlatformSpec, zones: list[tuple[str, str]]) -> tuple[list[Any], list[str]]:
     """What ECS reports for each GPU instance type sold in one of ``zones`` (stack key, zone), and
-    a problem per type sold in none of them."""
+    a problem per type sold in none of them. A spot pool's scaling group is COST_OPTIMIZED
+    (components/gpu_pool.py), where ``compensate_with_on_demand`` creates pay-as-you-go instances
+    at a scale-out when spot ones cannot be created for their price or stock (pulumi_alicloud
+    4.0.0 cs/node_pool.py; Auto Scaling, "Scaling policies", cost optimization policy:
+    https://alibabacloud.com/help/ja/auto-scaling/user-guide/scaling-policy): with it, a type sold
+    on demand only is a warning."""
     pool = spec.gpu_pool
     if pool is None or not zones:
         return [], []
     key_of: dict[str, str] = {}
     for key, zone in zones:
         key_of.setdefault(zone, key)
+    spot = pool.spot_strategy != "NoSpot"
+    compensated = spot and pool.compensate_with_on_demand
     reported, problems = [], []
     for i, instance_type in enumerate(pool.instance_types):
-        listed, refusals = [], []
-        for zone, key in key_of.items():
-            try:
-                # A type that is sold out in a zone is not listed for it (Terraform's alicloud_instance_types:
-                # "If one instance type is sold out, it will not be exported").
-                offered = alicloud.ecs.get_instance_types(
-                    instance_type=instance_type,
-                    availability_zone=zone,
-                    instance_charge_type="PostPaid",
-                    spot_strategy=pool.spot_strategy,
-                ).instance_types
-            except Exception as error:  # the SDK's type for a failed look-up; _refusal raises any other again
-                refusals.append(f"{key}'s zone {zone}: {_refusal(error)}")
-                continue
-            listed += [t for t in offered or [] if t.id == instance_type]
+        listed, refusals = _listed(instance_type, key_of, pool.spot_strategy)
+        if not listed and compensated:
+            listed, refusals = _listed(instance_type, key_of, "NoSpot")
+            if listed:
+                pulumi.log.warn(
+                    f"{_key(f'gpuPool.instanceTypes[{i}]')}: {instance_type} is not sold as spot in the vSwitches' "
+                    f"zones ({', '.join(key_of)}) but is sold on demand in {', '.join(z for z, _ in listed)}: with "
+                    "gpuPool.compensateWithOnDemand, nodes of this type will come up on demand, at on-demand price; "
+                    "pick a type these zones sell as spot, or set compensateWithOnDemand: false to refuse it"
+                )
         if listed:
-            reported.append(listed[0])
+            reported.append(listed[0][1])
             continue
+        sold = "is sold neither as spot nor on demand" if compensated else "is not sold" + " as spot" * spot
+        way_out = ", or set gpuPool.compensateWithOnDemand: true for on-demand nodes (at on-demand price)"
+        way_out *= spot and not compensated
         problems.append(
-            f"{_key(f'gpuPool.instanceTypes[{i}]')}: {instance_type} is not sold "
-            f"{'as spot ' if pool.spot_strategy != 'NoSpot' else ''}in the vSwitches' zones "
-            f"({', '.join(key_of)}): pick a type these zones sell, or add a vSwitch in a zone "
-            f"that sells it (aliyun ecs DescribeAvailableResource --DestinationResource InstanceType "
-            f"--InstanceType {instance_type})" + (f"; the provider refused {'; '.join(refusals)}" if refusals else "")
+            f"{_key(f'gpuPool.instanceTypes[{i}]')}: {instance_type} {sold} in the vSwitches' zones "
+            f"({', '.join(key_of)}): pick a type these zones sell, or add a vSwitch in a zone that sells it{way_out} "
+            f"(aliyun ecs DescribeAvailableResource --DestinationResource InstanceType --InstanceType {instance_type})"
+            + (f"; the provider refused {'; '.join(refusals)}" if refusals else "")
         )
     return reported, problems
+
+
+def _listed(instance_type: str, key_of: dict[str, str], spot_strategy: str) -> tuple[list[tuple[str, Any]], list[str]]:
+    """Each zone of ``key_of`` (zone: stack key) selling ``instance_type`` under ``spot_strategy``, which
+    DescribeAvailableResource is asked with (terraform-provider-alicloud v1.289.0
+    alicloud/service_alicloud_ecs.go ``DescribeAvailableResources``), with ECS's figures for the
+    type there, and the provider's reason for each zone it refused."""
+    listed, refusals = [], []
+    for zone, key in key_of.items():
+        try:
+            # A type that is sold out in a zone is not listed for it (Terraform's alicloud_instance_types:
+            # "If one instance type is sold out, it will not be exported").
+            offered = alicloud.ecs.get_instance_types(
+                instance_type=instance_type,
+                availability_zone=zone,
+                instance_charge_type="PostPaid",
+                spot_strategy=spot_strategy,
+            ).instance_types
+        except Exception as error:  # the SDK's type for a failed look-up; _refusal raises any other again
+            refusals.append(f"{key}'s zone {zone}: {_refusal(error)}")
+            continue
+        listed += [(zone, t) for t in offered or [] if t.id == instance_type]
+    return listed, refusals
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
