@@ -240,7 +240,9 @@ def test_the_stand_in_answers_per_spot_strategy() -> None:
     assert SPOT_OUT({**ask, "spotStrategy": "NoSpot"}) == SPOT_OUT(ask)
     for strategy in ("SpotAsPriceGo", "SpotWithPriceLimit"):
         assert SPOT_OUT({**ask, "spotStrategy": strategy}) == {"instanceTypes": []}
-    # A type is listed for the zone asked about alone, and not for a zone that does not sell it.
+    # A type is listed for the zone asked about alone, and not for a zone that does not sell it (or
+    # sells it out: the data source skips a sold-out type).
+    assert "SoldOut" in SPOT_STRATEGY["sold_out"]
     [listed] = SPOT_OUT({**ask, "instanceType": A10["id"], "spotStrategy": "SpotAsPriceGo"})["instanceTypes"]
     assert listed["availabilityZones"] == ["cn-hangzhou-j"]
     assert SPOT_OUT({**ask, "availabilityZone": "cn-hangzhou-h"}) == {"instanceTypes": []}
