@@ -22,7 +22,7 @@ def instance_types_sold(pool: GpuPoolSpec | None, zones: list[tuple[str, str]]) 
     (components/gpu_pool.py), where ``compensate_with_on_demand`` creates pay-as-you-go instances
     at a scale-out when spot ones cannot be created for their price or stock (pulumi_alicloud
     4.0.0 cs/node_pool.py; Auto Scaling, "Scaling policies", cost optimization policy:
-    https://alibabacloud.com/help/ja/auto-scaling/user-guide/scaling-policy): with it, a type sold
+    https://www.alibabacloud.com/help/en/auto-scaling/user-guide/scaling-policy): with it, a type sold
     on demand only is a warning."""
     if pool is None or not zones:
         return [], []
