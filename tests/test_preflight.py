@@ -303,6 +303,27 @@ def test_without_compensation_a_type_not_sold_as_spot_is_refused_naming_the_way_
     assert {a["spotStrategy"] for a in asked} == {"SpotAsPriceGo"}
 
 
+def test_zones_the_provider_refuses_for_spot_fall_back_on_demand(run_stack, monkeypatch) -> None:
+    # Zones that offer no spot instance at all fail the spot look-up (ZONE_REFUSED) rather than
+    # answer an empty list; a compensating pool asks them again on demand.
+    warned: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: warned.append(message))
+    on_demand = by_spot_strategy(spot=(), on_demand=(A10_SMALL, A10))
+
+    def answer(args: dict) -> dict:
+        if args["spotStrategy"] != "NoSpot":
+            raise zone_refused(INSTANCE_TYPES, args["availabilityZone"], "cn-hangzhou", ["cn-hangzhou-h"])
+        return on_demand(args)
+
+    assert run_stack(stack_config("dev"), "dev", invokes={INSTANCE_TYPES: answer}).of_type(
+        "alicloud:cs/nodePool:NodePool"
+    )
+    assert [w.split(": ")[0] for w in warned if "is not sold as spot" in w] == [
+        "ack-training-platform:gpuPool.instanceTypes[0]",
+        "ack-training-platform:gpuPool.instanceTypes[1]",
+    ]
+
+
 def test_a_compensating_pool_of_a_type_sold_neither_way_is_refused(run_stack) -> None:
     invokes = {INSTANCE_TYPES: by_spot_strategy(spot=(A10,), on_demand=(A10,))}
     [problem] = refused(run_stack, stack_config("dev"), "dev", invokes)
