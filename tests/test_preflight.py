@@ -6,7 +6,15 @@ from __future__ import annotations
 import pulumi
 import pytest
 from conftest import cfg, stack_config
-from fixtures.ecs_instance_types import QUOTED, ZONE_REFUSED, RefusedLookUp, listed_type, zone_refused
+from fixtures.ecs_instance_types import (
+    QUOTED,
+    SPOT_STRATEGY,
+    ZONE_REFUSED,
+    RefusedLookUp,
+    by_spot_strategy,
+    listed_type,
+    zone_refused,
+)
 from pulumi_alicloud.ecs import outputs as ecs_outputs
 
 from components.config.gpus.instance_data import LEFT_OUT
@@ -213,11 +221,117 @@ def test_an_instance_type_sold_in_none_of_the_zones_is_refused(run_stack) -> Non
     # Only the fallback type is listed: the first is sold out in both zones.
     problems = refused(run_stack, stack_config("dev"), "dev", {INSTANCE_TYPES: {"instanceTypes": [A10]}})
     assert problems == [
-        "ack-training-platform:gpuPool.instanceTypes[0]: ecs.gn7i-c8g1.2xlarge is not sold as spot in the "
-        "vSwitches' zones (cn-hangzhou-k, cn-hangzhou-j): pick a type these zones sell, or add a vSwitch in a zone "
-        "that sells it (aliyun ecs DescribeAvailableResource --DestinationResource InstanceType --InstanceType "
+        "ack-training-platform:gpuPool.instanceTypes[0]: ecs.gn7i-c8g1.2xlarge is sold neither as spot nor on demand "
+        "in the vSwitches' zones (cn-hangzhou-k, cn-hangzhou-j): pick a type these zones sell, or add a vSwitch in a "
+        "zone that sells it (aliyun ecs DescribeAvailableResource --DestinationResource InstanceType --InstanceType "
         "ecs.gn7i-c8g1.2xlarge)"
     ]
+
+
+SPOT_OUT = by_spot_strategy(spot=(A10,), on_demand=(A10_SMALL, A10))
+"""ECS selling the dev pool's first type on demand only, its fallback both ways, in both zones."""
+
+
+def test_the_stand_in_answers_per_spot_strategy() -> None:
+    ask = {"instanceType": A10_SMALL["id"], "availabilityZone": "cn-hangzhou-j", "instanceChargeType": "PostPaid"}
+    # Without a spot strategy the data source asks for its default, NoSpot.
+    assert "NoSpot" in SPOT_STRATEGY["default"] and "request.SpotStrategy" in SPOT_STRATEGY["request"]
+    assert [t["id"] for t in SPOT_OUT(ask)["instanceTypes"]] == [A10_SMALL["id"]]
+    assert SPOT_OUT({**ask, "spotStrategy": "NoSpot"}) == SPOT_OUT(ask)
+    for strategy in ("SpotAsPriceGo", "SpotWithPriceLimit"):
+        assert SPOT_OUT({**ask, "spotStrategy": strategy}) == {"instanceTypes": []}
+    # A type is listed for the zone asked about alone, and not for a zone that does not sell it (or
+    # sells it out: the data source skips a sold-out type).
+    assert "SoldOut" in SPOT_STRATEGY["sold_out"]
+    [listed] = SPOT_OUT({**ask, "instanceType": A10["id"], "spotStrategy": "SpotAsPriceGo"})["instanceTypes"]
+    assert listed["availabilityZones"] == ["cn-hangzhou-j"]
+    assert SPOT_OUT({**ask, "availabilityZone": "cn-hangzhou-h"}) == {"instanceTypes": []}
+
+
+def asking(answer):
+    """``answer``, keeping what each look-up asked."""
+    asked: list[dict] = []
+
+    def record(args: dict) -> dict:
+        asked.append(dict(args))
+        return answer(args)
+
+    return record, asked
+
+
+def test_a_type_sold_on_demand_only_is_a_warning_when_the_pool_compensates(run_stack, monkeypatch) -> None:
+    warned: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: warned.append(message))
+    answer, asked = asking(SPOT_OUT)
+    plan = run_stack(stack_config("dev"), "dev", invokes={INSTANCE_TYPES: answer})
+    assert plan.of_type("alicloud:cs/nodePool:NodePool")
+    assert [w for w in warned if "gpuPool.instanceTypes" in w] == [
+        "ack-training-platform:gpuPool.instanceTypes[0]: ecs.gn7i-c8g1.2xlarge is not sold as spot in the vSwitches' "
+        "zones (cn-hangzhou-k, cn-hangzhou-j) but is sold on demand in cn-hangzhou-k, cn-hangzhou-j: with "
+        "gpuPool.compensateWithOnDemand, nodes of this type will come up on demand, at on-demand price; pick a type "
+        "these zones sell as spot, or set compensateWithOnDemand: false to refuse it"
+    ]
+    # Asked again on demand: only the type no zone sells as spot.
+    assert [(a["instanceType"], a["availabilityZone"]) for a in asked if a["spotStrategy"] == "NoSpot"] == [
+        ("ecs.gn7i-c8g1.2xlarge", "cn-hangzhou-k"),
+        ("ecs.gn7i-c8g1.2xlarge", "cn-hangzhou-j"),
+    ]
+    assert len(asked) == 6 and all(a["instanceChargeType"] == "PostPaid" for a in asked)
+
+
+def test_a_type_sold_on_demand_only_is_still_checked_against_the_jobs(run_stack) -> None:
+    # ECS's on-demand answer is the one the jobs are checked against.
+    config = one_type_pool(nodeCapacity={"cpu": "7", "memory": "29Gi"})
+    invokes = {INSTANCE_TYPES: by_spot_strategy(spot=(), on_demand=({**A10_SMALL, "memorySize": 28.0},))}
+    assert refused(run_stack, config, "dev", invokes) == [
+        "ack-training-platform:gpuPool.nodeCapacity.memory: 29Gi is more than ecs.gn7i-c8g1.2xlarge, as ECS lists "
+        "it, has (28Gi memory): give a node's Allocatable (kubectl describe node), which is less"
+    ]
+
+
+def test_without_compensation_a_type_not_sold_as_spot_is_refused_naming_the_way_out(run_stack) -> None:
+    config = stack_config("dev")
+    config[cfg("gpuPool")]["compensateWithOnDemand"] = False
+    answer, asked = asking(SPOT_OUT)
+    assert refused(run_stack, config, "dev", {INSTANCE_TYPES: answer}) == [
+        "ack-training-platform:gpuPool.instanceTypes[0]: ecs.gn7i-c8g1.2xlarge is not sold as spot in the "
+        "vSwitches' zones (cn-hangzhou-k, cn-hangzhou-j): pick a type these zones sell, or add a vSwitch in a zone "
+        "that sells it, or set gpuPool.compensateWithOnDemand: true for on-demand nodes (at on-demand price) "
+        "(aliyun ecs DescribeAvailableResource --DestinationResource InstanceType --InstanceType "
+        "ecs.gn7i-c8g1.2xlarge)"
+    ]
+    assert {a["spotStrategy"] for a in asked} == {"SpotAsPriceGo"}
+
+
+def test_zones_the_provider_refuses_for_spot_fall_back_on_demand(run_stack, monkeypatch) -> None:
+    # Zones that offer no spot instance at all fail the spot look-up (ZONE_REFUSED) rather than
+    # answer an empty list; a compensating pool asks them again on demand.
+    warned: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: warned.append(message))
+    on_demand = by_spot_strategy(spot=(), on_demand=(A10_SMALL, A10))
+
+    def answer(args: dict) -> dict:
+        if args["spotStrategy"] != "NoSpot":
+            raise zone_refused(INSTANCE_TYPES, args["availabilityZone"], "cn-hangzhou", ["cn-hangzhou-h"])
+        return on_demand(args)
+
+    assert run_stack(stack_config("dev"), "dev", invokes={INSTANCE_TYPES: answer}).of_type(
+        "alicloud:cs/nodePool:NodePool"
+    )
+    assert [w.split(": ")[0] for w in warned if "is not sold as spot" in w] == [
+        "ack-training-platform:gpuPool.instanceTypes[0]",
+        "ack-training-platform:gpuPool.instanceTypes[1]",
+    ]
+
+
+def test_a_compensating_pool_of_a_type_sold_neither_way_is_refused(run_stack) -> None:
+    invokes = {INSTANCE_TYPES: by_spot_strategy(spot=(A10,), on_demand=(A10,))}
+    [problem] = refused(run_stack, stack_config("dev"), "dev", invokes)
+    assert problem.startswith(
+        "ack-training-platform:gpuPool.instanceTypes[0]: ecs.gn7i-c8g1.2xlarge is sold neither as spot nor on "
+        "demand in the vSwitches' zones (cn-hangzhou-k, cn-hangzhou-j): pick a type these zones sell, or add a "
+        "vSwitch in a zone that sells it (aliyun ecs"
+    )
 
 
 def refusing(*zones: str, region: str = "cn-hangzhou", selling: tuple[dict, ...] = ()):
@@ -254,9 +368,9 @@ def test_a_zone_the_provider_refuses_counts_as_not_selling_the_type(run_stack) -
 def test_a_type_no_zone_sells_names_the_zones_the_provider_refused(run_stack) -> None:
     invokes = {INSTANCE_TYPES: refusing("cn-hangzhou-k", selling=(A10,))}
     assert refused(run_stack, stack_config("dev"), "dev", invokes) == [
-        "ack-training-platform:gpuPool.instanceTypes[0]: ecs.gn7i-c8g1.2xlarge is not sold as spot in the "
-        "vSwitches' zones (cn-hangzhou-k, cn-hangzhou-j): pick a type these zones sell, or add a vSwitch in a zone "
-        "that sells it (aliyun ecs DescribeAvailableResource --DestinationResource InstanceType --InstanceType "
+        "ack-training-platform:gpuPool.instanceTypes[0]: ecs.gn7i-c8g1.2xlarge is sold neither as spot nor on demand "
+        "in the vSwitches' zones (cn-hangzhou-k, cn-hangzhou-j): pick a type these zones sell, or add a vSwitch in a "
+        "zone that sells it (aliyun ecs DescribeAvailableResource --DestinationResource InstanceType --InstanceType "
         "ecs.gn7i-c8g1.2xlarge); the provider refused network.vswitches[0]'s zone cn-hangzhou-k: Availability "
         "zone cn-hangzhou-k status is not available in the region cn-hangzhou. Expected availability zones: "
         "cn-hangzhou-h."

@@ -92,7 +92,7 @@ def unsized_problem(job: TrainingJobSpec, pool: str) -> tuple[str, str] | None:
     ``gpuPool.nodeCapacity``), the first of ``cpu`` and ``memory`` that ``job`` leaves to a default,
     which no figure of the node backs, as (job key, message); ``None`` when it gives both, which
     the platform stack's ``pulumi preview`` checks against what ECS lists for the types
-    (components/preflight.py; the pool of a TrainingJob or TeamTraining component has no such check)."""
+    (components/preflight/; the pool of a TrainingJob or TeamTraining component has no such check)."""
     unset = unset_sizes(job)
     if not unset:
         return None

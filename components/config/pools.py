@@ -87,7 +87,7 @@ class GpuPoolSpec(Spec):
     spot_price_limit: float | None = Field(default=None, gt=0)
     """Hourly price cap per instance, required with ``SpotWithPriceLimit``."""
     compensate_with_on_demand: bool = Field(default=True)
-    """Start on-demand instances when spot capacity is gone (spot pools only)."""
+    """Start on-demand nodes, at on-demand price, whenever spot ones cannot be created (price or stock), scale-outs included (spot pools only)."""
     min_size: int = Field(default=0, ge=0)
     """Fewest nodes; 0 lets an idle pool cost nothing."""
     max_size: int = Field(default=1, ge=1, le=1000)

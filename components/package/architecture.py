@@ -73,7 +73,7 @@ LAYERS = (
     ),
     Layer(
         "components",
-        "`components/`, `components/images/`",
+        "`components/`, `components/images/`, `components/preflight/`",
         ("components", "components.*"),
         "Pulumi components wiring the builders' manifests into resources.",
     ),

@@ -69,7 +69,7 @@ class GpuPoolSpec(TypedDict):
     spot_price_limit: NotRequired[pulumi.Input[float]]
     """Hourly price cap per instance, required with `SpotWithPriceLimit`."""
     compensate_with_on_demand: NotRequired[pulumi.Input[bool]]
-    """Start on-demand instances when spot capacity is gone (spot pools only)."""
+    """Start on-demand nodes, at on-demand price, whenever spot ones cannot be created (price or stock), scale-outs included (spot pools only)."""
     min_size: NotRequired[pulumi.Input[int]]
     """Fewest nodes; 0 lets an idle pool cost nothing."""
     max_size: NotRequired[pulumi.Input[int]]

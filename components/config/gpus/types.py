@@ -1,7 +1,7 @@
 """The ECS GPU instance types the platform knows without asking the cloud: what each has
 (vCPUs, memory, GPUs) as Alibaba Cloud's family page lists it (:mod:`.instance_data`),
 and the family a type belongs to. At ``pulumi preview`` ECS's own DescribeInstanceTypes
-answer is checked as well (components/preflight.py); it cannot loosen this table's bounds,
+answer is checked as well (components/preflight/); it cannot loosen this table's bounds,
 which load-time checks apply first. A type outside the table is sized by ECS's answer alone."""
 
 from __future__ import annotations

@@ -15,22 +15,21 @@ the refusals into warnings for one command (a scale-down, a teardown).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from typing import Any
 
 import pulumi
 import pulumi_alicloud as alicloud
 
-from .config import PROJECT, ConfigError, PlatformSpec
-from .config.fit import pods_per_node
-from .config.gpus.capacity import GIB, NodeShare, capacity_excess, misfit, shared_misfit
-from .config.gpus.instance_data import LEFT_OUT
-from .config.gpus.types import family_of_name
+from ..config import PROJECT, ConfigError, PlatformSpec
+from ..config.fit import pods_per_node
+from ..config.gpus.capacity import GIB, NodeShare, capacity_excess, misfit, shared_misfit
+from ..config.gpus.instance_data import LEFT_OUT
+from ..config.gpus.types import family_of_name
+from .ecs import INSTANCE_TYPES, instance_types_sold
 
 VERSIONS = "alicloud:cs/getKubernetesVersion:getKubernetesVersion"
 CLUSTERS = "alicloud:cs/getClusters:getClusters"
-INSTANCE_TYPES = "alicloud:ecs/getInstanceTypes:getInstanceTypes"
 NAS_ZONES = "alicloud:nas/getZones:getZones"
 SWITCHES = "alicloud:vpc/getSwitches:getSwitches"
 LOOKUPS = (VERSIONS, CLUSTERS, INSTANCE_TYPES, NAS_ZONES, SWITCHES)
@@ -72,7 +71,7 @@ def cloud_problems(spec: PlatformSpec) -> list[str]:
     problems = _version_problems(spec)
     zones, missing = _vswitch_zones(spec)
     problems += missing
-    sold, type_problems = _instance_types_sold(spec, zones)
+    sold, type_problems = instance_types_sold(spec.gpu_pool, zones)
     problems += type_problems
     problems += _fit_problems(spec, sold)
     problems += _nas_problems(spec, zones)
@@ -164,83 +163,6 @@ def _vswitch_zones(spec: PlatformSpec) -> tuple[list[tuple[str, str]], list[str]
                 f"in {spec.region}"
             )
     return zones, problems
-
-
-def _instance_types_sold(spec: PlatformSpec, zones: list[tuple[str, str]]) -> tuple[list[Any], list[str]]:
-    """What ECS reports for each GPU instance type sold in one of ``zones`` (stack key, zone), and
-    a problem per type sold in none of them."""
-    pool = spec.gpu_pool
-    if pool is None or not zones:
-        return [], []
-    key_of: dict[str, str] = {}
-    for key, zone in zones:
-        key_of.setdefault(zone, key)
-    reported, problems = [], []
-    for i, instance_type in enumerate(pool.instance_types):
-        listed, refusals = [], []
-        for zone, key in key_of.items():
-            try:
-                # A type that is sold out in a zone is not listed for it (Terraform's alicloud_instance_types:
-                # "If one instance type is sold out, it will not be exported").
-                offered = alicloud.ecs.get_instance_types(
-                    instance_type=instance_type,
-                    availability_zone=zone,
-                    instance_charge_type="PostPaid",
-                    spot_strategy=pool.spot_strategy,
-                ).instance_types
-            except Exception as error:  # the SDK's type for a failed look-up; _refusal raises any other again
-                refusals.append(f"{key}'s zone {zone}: {_refusal(error)}")
-                continue
-            listed += [t for t in offered or [] if t.id == instance_type]
-        if listed:
-            reported.append(listed[0])
-            continue
-        problems.append(
-            f"{_key(f'gpuPool.instanceTypes[{i}]')}: {instance_type} is not sold "
-            f"{'as spot ' if pool.spot_strategy != 'NoSpot' else ''}in the vSwitches' zones "
-            f"({', '.join(key_of)}): pick a type these zones sell, or add a vSwitch in a zone "
-            f"that sells it (aliyun ecs DescribeAvailableResource --DestinationResource InstanceType "
-            f"--InstanceType {instance_type})" + (f"; the provider refused {'; '.join(refusals)}" if refusals else "")
-        )
-    return reported, problems
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_GO_ERROR_HEADER = re.compile(r"\[ERROR\] \S+:\d+:$")
-_REASON_CHARS = 200
-"""The most of a provider's reason a problem line quotes."""
-
-
-def _refusal(error: Exception) -> str:
-    """The provider's reason in a failed ``get_instance_types``, for a zone it refuses.
-
-    The data source first asks DescribeAvailableResource for the zone, with the charge type and
-    spot strategy but not the instance type, and when the zone is missing from the answer or sold
-    out it returns an error ("Availability zone <zone> status is not available in the region
-    <region>. Expected availability zones: ..."), followed on the next line by the whole response,
-    rather than an empty list (terraform-provider-alicloud v1.289.0
-    alicloud/service_alicloud_ecs.go ``DescribeAvailableResources``, returned as is by
-    ``dataSourceAliCloudInstanceTypesRead`` in alicloud/data_source_alicloud_instance_types.go;
-    errors.go's ``ComplexError`` puts "[ERROR] <file>:<line>:" and a line break before it). The
-    bridge and the engine prefix it (pulumi-terraform-bridge pkg/tfbridge/provider.go ``Invoke``,
-    "invoking <token>: "; pulumi pkg/resource/deploy/source_eval.go, "invocation of <token>
-    returned an error: "), and the SDK raises it as a plain ``Exception`` whose message begins
-    "invoke of <token> failed: " (pulumi 3.272 pulumi/runtime/invoke.py), which has no type of
-    its own: that message is how a failed look-up is told from any other error.
-
-    Raises:
-        Exception: ``error`` itself when it is not the SDK's failed ``get_instance_types``.
-    """
-    prefix = f"invoke of {INSTANCE_TYPES} failed: "
-    if type(error) is not Exception or not str(error).startswith(prefix):
-        raise error
-    lines = [line.strip() for line in _ANSI.sub("", str(error).removeprefix(prefix)).splitlines() if line.strip()]
-    # The first line of the provider's own words, without the response dumped after them; where the
-    # response is dumped on that line ("There are no available zones in the API DescribeAvailableResource
-    # response: %#v.", line 485 of the same file), only its start.
-    words = next((line for line in lines if not _GO_ERROR_HEADER.search(line)), lines[0] if lines else "")
-    words = words.removesuffix(".").strip()
-    return words + "." if len(words) <= _REASON_CHARS else words[:_REASON_CHARS].rstrip() + " ..."
 
 
 def _fit_problems(spec: PlatformSpec, reported: list[Any]) -> list[str]:
