@@ -147,8 +147,9 @@ def _idle_gpus(namespaces: tuple[str, ...], exporters: Exporters) -> str:
     """GPUs per pod under :data:`IDLE_BELOW` percent, from the DCGM exporter's series, which name the GPU's pod
     as ``exported_namespace`` and ``exported_pod``. Series that name it as ``namespace`` and ``pod`` (ACK's GPU
     exporter's labels, kept as served) are not read: a team's pod's series carry its own namespace there too."""
-    exporter = f'{gpu.NAMESPACE_LABEL}="{exporters.dcgm_namespace}"'
-    exported = f"{gpu.GPU_UTIL}{{{exporter},{q.in_namespaces(namespaces, gpu.EXPORTED_PREFIX + 'namespace')}}}"
+    exported = gpu.from_exporter(
+        gpu.GPU_UTIL, exporters.dcgm_namespace, q.in_namespaces(namespaces, gpu.EXPORTED_PREFIX + "namespace")
+    )
     for label in ("namespace", "pod"):
         exported = f'label_replace({exported}, "{label}", "$1", "{gpu.EXPORTED_PREFIX}{label}", "(.+)")'
     return f"count by (namespace, pod) ({exported} < {IDLE_BELOW})"
