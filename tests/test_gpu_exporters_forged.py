@@ -18,10 +18,11 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import stack_config
 from loopback_api import NS, V1, jobs, serve_mnist
 from prometheus_selectors import Series, evaluate, instant_route, range_route
 from test_cost import NODES, PODS, TABLE
-from test_cost_rules import config, promtool_test
+from test_cost_rules import EXPORTERS, config, promtool_test
 from test_cost_rules_forged import TEAM, scraped_from_team_pod
 
 from components.config import load_spec
@@ -33,6 +34,8 @@ from components.manifests.monitoring.dashboard import (
 )
 from components.manifests.monitoring.gpu_metrics import GPU_MEMORY_USED, GPU_UTIL, per_pod
 from components.manifests.monitoring.objects import operator_objects
+from components.plan.command import write_dashboard
+from components.platform import _dashboard as platform_dashboard
 
 DCGM = "gpu-operator"
 SAMPLES = 10
@@ -266,3 +269,15 @@ def test_cost_without_the_exporters_output_reads_any_namespace_and_says_so(clust
     # 0.5 GPU-hours, and the 7 forged GPUs' 121 minutes each.
     assert lines[-1].split()[-1] == f"{0.5 + 7 * 121 / 60:.2f}"
     assert capsys.readouterr().err.count("ack-jobs cost: the stack names no DCGM exporter namespace") == 1
+
+
+def test_the_stack_exports_the_exporters_labels_and_every_dashboard_reads_them(run_stack, tmp_path: Path) -> None:
+    plan = run_stack(config())
+    assert plan.outputs["exporters"] == {"kubeStateMetricsJob": EXPORTERS["kubeStateMetricsJob"], "dcgmNamespace": DCGM}
+    # A stack that names neither exports none, and the job commands read GPU series as before.
+    assert "exporters" not in run_stack(stack_config("dev"), "dev").outputs
+    spec = load_spec(config(), credentials=False)
+    written = write_dashboard(spec, tmp_path)
+    assert written is not None
+    for board in (json.loads(written.read_text()), json.loads(platform_dashboard(spec) or "{}")):
+        assert all(f'{{namespace="{DCGM}",' in q for q in gpu_panel_queries(board))
