@@ -22,10 +22,11 @@ from conftest import stack_config
 from loopback_api import NS, V1, jobs, serve_mnist
 from prometheus_selectors import Series, evaluate, instant_route, range_route
 from test_cost import NODES, PODS, TABLE
-from test_cost_rules import EXPORTERS, config, promtool_test
+from test_cost_rules import BY_HAND, EXPORTERS, MINUTES, config, promtool_test, recorded_run, stack_rules
 from test_cost_rules_forged import TEAM, scraped_from_team_pod
 
 from components.config import load_spec
+from components.manifests.monitoring import cost_series as cs
 from components.manifests.monitoring.dashboard import (
     DASHBOARD_CONFIGMAP,
     DASHBOARD_FILE,
@@ -281,3 +282,44 @@ def test_the_stack_exports_the_exporters_labels_and_every_dashboard_reads_them(r
     assert written is not None
     for board in (json.loads(written.read_text()), json.loads(platform_dashboard(spec) or "{}")):
         assert all(f'{{namespace="{DCGM}",' in q for q in gpu_panel_queries(board))
+
+
+def test_a_team_pods_series_of_the_cost_rules_names_change_no_figure_of_the_cost_row(tmp_path: Path) -> None:
+    # The pools' row sums every namespace: a team's pod serving a pool's cost would add a series there.
+    scope = load_spec(config(), credentials=False).monitoring_scope()
+    (configmap,) = [o for o in operator_objects(scope) if o["metadata"]["name"] == DASHBOARD_CONFIGMAP]
+    board = json.loads(configmap["data"][DASHBOARD_FILE])
+    totals = [
+        q.replace("$namespace", NS).replace("$__range", "1d") for q in dashboard_queries(board) if "$__range" in q
+    ]
+    bert = f'{{namespace="{NS}",training_job="bert"}}'
+    figures = [
+        (bert, BY_HAND["cost"]),
+        (bert, BY_HAND["on_demand"] - BY_HAND["cost"]),
+        (bert, BY_HAND["gpu_hours"]),
+        (bert, 0.5),
+        ('{pool="gpu"}', 60),
+        ('{pool="gpu-spot"}', 24),
+        ('{pool="gpu"}', 12),
+        ('{pool="gpu-spot"}', 16),
+    ]
+    expected = [[figures[0]], [figures[1]], [figures[2]], [figures[3]], figures[4:6], figures[6:]]
+    assert len(totals) == len(expected)
+    checks = [
+        {"expr": q, "eval_time": f"{MINUTES}m", "exp_samples": [{"labels": labels, "value": v} for labels, v in want]}
+        for q, want in zip(totals, expected, strict=True)
+    ]
+    forged = {
+        scraped_from_team_pod(cs.POOL_COST, {"pool": "gpu"}): f"1000x{MINUTES}",
+        scraped_from_team_pod(cs.POOL_GPUS, {"pool": "gpu"}): f"1000x{MINUTES}",
+        scraped_from_team_pod(cs.JOB_COST, {"namespace": NS, "training_job": "bert"}): f"1000x{MINUTES}",
+    }
+    cases = [
+        {
+            "interval": "1m",
+            "input_series": [{"series": s, "values": v} for s, v in run.items()],
+            "promql_expr_test": checks,
+        }
+        for run in (recorded_run(), recorded_run() | forged)
+    ]
+    promtool_test(tmp_path, stack_rules(), cases)
