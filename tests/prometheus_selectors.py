@@ -4,18 +4,16 @@ utilisation query): ``or`` of terms, each a selector, ``label_replace`` of one, 
 of either. Anything else is answered 400, so a query outside that set fails a test rather than being
 answered wrongly.
 
-It models, from prometheus/prometheus v3:
+It models Prometheus's evaluation as the project's promtool (2.42.0, ``.tools/usr/bin/promtool``) performs
+it, which :func:`test_gpu_exporters_forged.test_the_selector_stand_in_answers_as_promtool_evaluates` checks on
+the same queries and series (the engine's source was not read for it):
 
-- ``model/labels/matcher.go`` and ``model/labels/regexp.go``: ``=``, ``!=``, ``=~``, ``!~``; a regular
-  expression matches the whole value (``NewFastRegexMatcher`` anchors it as ``^(?s:...)$``), and a label a
-  series lacks reads as the empty string.
-- ``promql/functions.go`` ``funcLabelReplace``: where the regular expression matches the whole source value,
-  the destination label is set to the expanded replacement; else the series is kept as it is.
-- ``promql/engine.go`` ``VectorOr``: every left-hand series, and the right-hand ones whose label set no
-  left-hand series has; an aggregation ``by`` keeps only the named labels (and drops the metric name).
-
-:func:`test_gpu_exporters_forged.test_the_selector_stand_in_answers_as_promtool_evaluates` checks its
-answers against promtool's evaluation of the same queries on the same series.
+- label matchers ``=``, ``!=``, ``=~``, ``!~``; a regular expression matches the whole value, and a label a
+  series lacks reads as the empty string;
+- ``label_replace``: where the regular expression matches the whole source value, the destination label is
+  set to the expanded replacement; else the series is kept as it is;
+- ``or``: every left-hand series, and the right-hand ones whose label set no left-hand series has; an
+  aggregation ``by`` keeps only the named label (and drops the metric name).
 """
 
 from __future__ import annotations
