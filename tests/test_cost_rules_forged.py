@@ -117,6 +117,14 @@ def forged() -> dict[str, dict[str, str]]:
             ): f"0x{MINUTES}"
             for gpu in range(1, 8)
         },
+        # The cost rules' own series, which the later rules read: bert's spot node priced twice, which would
+        # leave every pod's cost unrecorded, and a cost on od-0 that bert's pool would sum.
+        "another team's node priced": {
+            scraped_from_team_pod(c.NODE_GPU_PRICE, {"node": "spot-0"}): f"0x{MINUTES}",
+        },
+        "a pod's cost on a shared node": {
+            scraped_from_team_pod(c.POD_COST, {"node": "od-0", "pod": POD}): f"1000x{MINUTES}",
+        },
     }
     attacks["all at once"] = {k: v for series in attacks.values() for k, v in series.items()}
     return attacks

@@ -12,14 +12,10 @@ from .scraping import JOB_LABEL
 
 RANGE = "$__range"
 """Grafana's dashboard time range, as a PromQL duration."""
-RECORDED = 'job=""'
-"""The cost rules' series carry no ``job`` label (each keeps only the labels it aggregates by), while every
-scraped series carries its target's (Prometheus docs, "Jobs and instances": ``job`` is attached to every
-scraped series): a team's pod serving series of these names, say a pool's cost, is not read."""
 
 
 def _series(name: str, namespace: str) -> str:
-    return f'{name}{{namespace="{namespace}",{RECORDED}}}'
+    return c.recorded(name, f'namespace="{namespace}"')
 
 
 def cost_panels(namespace: str, currency: str, datasource: DataSourceRef) -> list[object]:
@@ -87,7 +83,7 @@ def cost_panels(namespace: str, currency: str, datasource: DataSourceRef) -> lis
         "short",
         "What the GPUs of each pool's nodes cost within the dashboard's time range, and their GPU-hours, over "
         "the jobs of every namespace: a pool serves them all.",
-        (c.over(f"{c.POOL_COST}{{{RECORDED}}}", RANGE), f"{pool} cost"),
-        (c.over(f"{c.POOL_GPUS}{{{RECORDED}}}", RANGE), f"{pool} GPU-hours"),
+        (c.over(c.recorded(c.POOL_COST), RANGE), f"{pool} cost"),
+        (c.over(c.recorded(c.POOL_GPUS), RANGE), f"{pool} GPU-hours"),
     )
     return [hourly, spent, gpu_hours, pools]
