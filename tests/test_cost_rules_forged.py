@@ -260,6 +260,18 @@ def test_the_dcgm_exporters_namespace_is_the_same_for_costs_and_node_health() ->
     assert load_spec(raw, credentials=False).monitoring.exporters.dcgm_namespace == "gpu-operator"
 
 
+def test_the_dcgm_exporters_namespace_is_not_one_the_platform_scrapes() -> None:
+    # Series from the training namespace's pods carry namespace="training", as the exporter's carry its own.
+    raw = config()
+    raw[cfg("monitoring")]["exporters"] = {**raw[cfg("monitoring")]["exporters"], "dcgmNamespace": NS}
+    with pytest.raises(ConfigError) as raised:
+        load_spec(raw, credentials=False)
+    assert (
+        f"ack-training-platform:monitoring.exporters.dcgmNamespace: '{NS}' is a namespace whose pods the platform "
+        "scrapes (the training namespace or a team's)"
+    ) in str(raised.value)
+
+
 def test_without_the_cost_rules_the_exporters_labels_are_not_needed() -> None:
     raw = config(monitoring={"prometheus": "arms"})
     assert load_spec(raw, credentials=False).costs is not None

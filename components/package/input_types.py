@@ -1040,7 +1040,8 @@ class ExportersSpec(TypedDict):
     """The namespace the DCGM exporter's pods run in, such as `gpu-operator`; its ServiceMonitor must keep
     `honorLabels: false` (NVIDIA's chart does), so that a series names the GPU's pod as `exported_namespace`
     and `exported_pod`. Required with `costs` under `prometheus: operator`; where
-    `monitoring.nodeHealth.exporterNamespace` is set too, the same. Unset: the dashboard's GPU panels,
+    `monitoring.nodeHealth.exporterNamespace` is set too, the same; never the training namespace or a team's,
+    whose pods the platform scrapes. Unset: the dashboard's GPU panels,
     `ack-jobs top` and `ack-jobs cost` read GPU series from any namespace."""
 
 
