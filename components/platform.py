@@ -287,6 +287,12 @@ class TrainingPlatform(pulumi.ComponentResource):
             **(
                 {"prices": prices} if (prices := price_table(self._spec.costs, self._spec.gpu_pool)) is not None else {}
             ),
+            # How the exporters' series are labelled, which `ack-jobs cost` and `top` select by; none unless given.
+            **(
+                {"exporters": exporters}
+                if (exporters := self._spec.monitoring.exporters.model_dump(by_alias=True, exclude_none=True))
+                else {}
+            ),
         }
 
 
@@ -296,4 +302,7 @@ def _dashboard(spec: PlatformSpec) -> str | None:
     from .manifests.monitoring.dashboard import training_dashboard
 
     scope = spec.monitoring_scope()
-    return json.dumps(training_dashboard(scope.namespaces, cost_currency=scope.cost_currency), sort_keys=True)
+    return json.dumps(
+        training_dashboard(scope.namespaces, cost_currency=scope.cost_currency, exporters=scope.monitoring.exporters),
+        sort_keys=True,
+    )

@@ -117,6 +117,14 @@ def forged() -> dict[str, dict[str, str]]:
             ): f"0x{MINUTES}"
             for gpu in range(1, 8)
         },
+        # The cost rules' own series, which the later rules read: bert's spot node priced twice, which would
+        # leave every pod's cost unrecorded, and a cost on od-0 that bert's pool would sum.
+        "another team's node priced": {
+            scraped_from_team_pod(c.NODE_GPU_PRICE, {"node": "spot-0"}): f"0x{MINUTES}",
+        },
+        "a pod's cost on a shared node": {
+            scraped_from_team_pod(c.POD_COST, {"node": "od-0", "pod": POD}): f"1000x{MINUTES}",
+        },
     }
     attacks["all at once"] = {k: v for series in attacks.values() for k, v in series.items()}
     return attacks
@@ -250,6 +258,18 @@ def test_the_dcgm_exporters_namespace_is_the_same_for_costs_and_node_health() ->
     ) in str(raised.value)
     raw[cfg("monitoring")]["nodeHealth"] = {"exporterNamespace": "gpu-operator"}
     assert load_spec(raw, credentials=False).monitoring.exporters.dcgm_namespace == "gpu-operator"
+
+
+def test_the_dcgm_exporters_namespace_is_not_one_the_platform_scrapes() -> None:
+    # Series from the training namespace's pods carry namespace="training", as the exporter's carry its own.
+    raw = config()
+    raw[cfg("monitoring")]["exporters"] = {**raw[cfg("monitoring")]["exporters"], "dcgmNamespace": NS}
+    with pytest.raises(ConfigError) as raised:
+        load_spec(raw, credentials=False)
+    assert (
+        f"ack-training-platform:monitoring.exporters.dcgmNamespace: '{NS}' is a namespace whose pods the platform "
+        "scrapes (the training namespace or a team's)"
+    ) in str(raised.value)
 
 
 def test_without_the_cost_rules_the_exporters_labels_are_not_needed() -> None:

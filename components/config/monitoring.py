@@ -91,8 +91,9 @@ class TensorBoardSpec(Spec):
 class ExportersSpec(Spec):
     """How Prometheus labels the series of the exporters the platform reads but does not deploy. Prometheus also
     scrapes the teams' training pods, whose metrics port can serve series of any name, so the cost rules read
-    kube-state-metrics' and the DCGM exporter's series only by these labels, and the job alerts
-    kube-state-metrics' where its label is given."""
+    kube-state-metrics' and the DCGM exporter's series only by these labels, the job alerts
+    kube-state-metrics' where its label is given, and the dashboard's GPU panels, ``ack-jobs top`` and
+    ``ack-jobs cost`` (from the stack output ``exporters``) the DCGM exporter's where its namespace is given."""
 
     kube_state_metrics_job: str | None = Field(default=None, min_length=1, max_length=253, pattern=r'^[^"\\\n]+$')
     """The ``job`` label of kube-state-metrics' series: with prometheus-operator, its ServiceMonitor's ``jobLabel``
@@ -105,7 +106,9 @@ class ExportersSpec(Spec):
     """The namespace the DCGM exporter's pods run in, such as ``gpu-operator``; its ServiceMonitor must keep
     ``honorLabels: false`` (NVIDIA's chart does), so that a series names the GPU's pod as ``exported_namespace``
     and ``exported_pod``. Required with ``costs`` under ``prometheus: operator``; where
-    ``monitoring.nodeHealth.exporterNamespace`` is set too, the same."""
+    ``monitoring.nodeHealth.exporterNamespace`` is set too, the same; never the training namespace or a team's,
+    whose pods the platform scrapes. Unset: the dashboard's GPU panels,
+    ``ack-jobs top`` and ``ack-jobs cost`` read GPU series from any namespace."""
 
 
 class MonitoringSpec(Spec):
@@ -191,6 +194,7 @@ def check_monitoring(
     tensorboard_image: Callable[[], tuple[str | None, str | None]],
     registry: bool,
     costs: bool = False,
+    scraped: tuple[str, ...] = (),
 ) -> None:
     """The rules between ``monitoring`` and the rest of the platform.
 
@@ -201,6 +205,7 @@ def check_monitoring(
         tensorboard_image: TensorBoard's image as (full reference, tag in the registry).
         registry: the stack has a registry.
         costs: the stack has prices (``costs``).
+        scraped: the namespaces whose pods the platform's PodMonitor scrapes (the training namespace, the teams').
 
     Raises:
         PydanticCustomError: a rule is broken; the message names the stack key.
@@ -235,6 +240,13 @@ def check_monitoring(
                 "(such as gpu-operator), or drop costs",
             )
     dcgm, health = monitoring.exporters.dcgm_namespace, monitoring.node_health.exporter_namespace
+    if dcgm in scraped:
+        # A series scraped from a pod there carries that namespace too, so it would pass for the exporter's.
+        raise field_error(
+            "monitoring.exporters.dcgmNamespace",
+            f"{dcgm!r} is a namespace whose pods the platform scrapes (the training namespace or a team's), so a "
+            "pod there could serve GPU series that pass for the DCGM exporter's: give the namespace its pods run in",
+        )
     if dcgm is not None and health is not None and dcgm != health:
         raise field_error(
             "monitoring.exporters.dcgmNamespace",

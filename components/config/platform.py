@@ -253,6 +253,7 @@ class PlatformSpec(Spec):
             tensorboard_image=self.tensorboard_image,
             registry=self.registry is not None,
             costs=self.costs is not None,
+            scraped=(self.training.namespace, *(team.name for team in self.teams)),
         )
         check_node_health(
             self.monitoring.node_health,

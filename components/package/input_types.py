@@ -1025,8 +1025,9 @@ class NodeHealthSpec(TypedDict):
 class ExportersSpec(TypedDict):
     """How Prometheus labels the series of the exporters the platform reads but does not deploy. Prometheus also
     scrapes the teams' training pods, whose metrics port can serve series of any name, so the cost rules read
-    kube-state-metrics' and the DCGM exporter's series only by these labels, and the job alerts
-    kube-state-metrics' where its label is given."""
+    kube-state-metrics' and the DCGM exporter's series only by these labels, the job alerts
+    kube-state-metrics' where its label is given, and the dashboard's GPU panels, `ack-jobs top` and
+    `ack-jobs cost` (from the stack output `exporters`) the DCGM exporter's where its namespace is given."""
 
     kube_state_metrics_job: NotRequired[pulumi.Input[str]]
     """The `job` label of kube-state-metrics' series: with prometheus-operator, its ServiceMonitor's `jobLabel`
@@ -1039,7 +1040,9 @@ class ExportersSpec(TypedDict):
     """The namespace the DCGM exporter's pods run in, such as `gpu-operator`; its ServiceMonitor must keep
     `honorLabels: false` (NVIDIA's chart does), so that a series names the GPU's pod as `exported_namespace`
     and `exported_pod`. Required with `costs` under `prometheus: operator`; where
-    `monitoring.nodeHealth.exporterNamespace` is set too, the same."""
+    `monitoring.nodeHealth.exporterNamespace` is set too, the same; never the training namespace or a team's,
+    whose pods the platform scrapes. Unset: the dashboard's GPU panels,
+    `ack-jobs top` and `ack-jobs cost` read GPU series from any namespace."""
 
 
 class MonitoringSpec(TypedDict):

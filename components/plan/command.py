@@ -106,7 +106,9 @@ def write_dashboard(spec: PlatformSpec, out: Path) -> Path | None:
     path = out / "dashboards" / DASHBOARD_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     scope = spec.monitoring_scope()
-    board = training_dashboard(scope.namespaces, cost_currency=scope.cost_currency)
+    board = training_dashboard(
+        scope.namespaces, cost_currency=scope.cost_currency, exporters=scope.monitoring.exporters
+    )
     path.write_text(json.dumps(board, indent=2, sort_keys=True) + "\n")
     return path
 

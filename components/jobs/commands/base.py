@@ -6,12 +6,14 @@ import argparse
 import json
 import math
 import re
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import yaml
 
 Out = Callable[[str], None]
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 class UsageError(Exception):
@@ -20,6 +22,28 @@ class UsageError(Exception):
 
 class Failure(Exception):
     """The cluster's answer is a failure (missing job, failed job, timeout): exit 1."""
+
+
+def dcgm_namespace(outputs: dict[str, Any], command: str) -> str | None:
+    """The namespace of the DCGM exporter's pods, from the stack's ``exporters`` output
+    (``monitoring.exporters.dcgmNamespace``): GPU series are read only from there, since Prometheus also scrapes
+    the teams' pods, which can serve series of the same names naming another team's pod. Without it, ``None``,
+    said once on stderr: the GPU series are read from any namespace, as before the stack named it.
+
+    Raises:
+        UsageError: the output is not a namespace's name.
+    """
+    found = (outputs.get("exporters") or {}).get("dcgmNamespace")
+    if found is None:
+        print(
+            f"ack-jobs {command}: the stack names no DCGM exporter namespace (monitoring.exporters.dcgmNamespace): "
+            "GPU series are read from any namespace, where a team's pod could serve some naming other pods",
+            file=sys.stderr,
+        )
+        return None
+    if not isinstance(found, str) or not DNS_LABEL.match(found):
+        raise UsageError(f"--stack/--outputs: exporters.dcgmNamespace {found!r} is not a namespace's name")
+    return found
 
 
 def job_defaults(outputs: dict[str, Any], flag: str | None, command: str) -> dict[str, Any]:

@@ -19,10 +19,10 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from ...manifests.monitoring.gpu_metrics import EXPORTED_PREFIX, GPU_UTIL, NAMESPACE_LABEL, POD_LABEL
+from ...manifests.monitoring.gpu_metrics import EXPORTED_PREFIX, GPU_UTIL, NAMESPACE_LABEL, POD_LABEL, from_exporter
 from ..client import JobsClient
 from ..cost import PodRun, PriceError, PriceTable, cost, idle_gpu_hours, load_table, parse_table, pod_runs
-from .base import Failure, Out, UsageError, table
+from .base import Failure, Out, UsageError, dcgm_namespace, table
 
 STEP_S = 60
 """Seconds between the utilisation samples asked for."""
@@ -69,17 +69,23 @@ def price_table(args: argparse.Namespace, outputs: dict[str, Any]) -> PriceTable
         raise UsageError(f"{err} (the stack's prices output)") from None
 
 
-def utilisation(base_url: str, namespace: str, runs: list[PodRun]) -> list[list[float]]:
-    """Per GPU, its ``DCGM_FI_DEV_GPU_UTIL`` samples over the runs' time, one per :data:`STEP_S`.
+def utilisation(base_url: str, namespace: str, runs: list[PodRun], dcgm: str | None = None) -> list[list[float]]:
+    """Per GPU, its ``DCGM_FI_DEV_GPU_UTIL`` samples over the runs' time, one per :data:`STEP_S`: only the DCGM
+    exporter's in namespace ``dcgm``, which name the GPU's pod as ``exported_namespace`` and ``exported_pod``;
+    without it, series under either exporter's labels from any namespace.
 
     Raises:
         OSError: Prometheus is unreachable or refused the query.
     """
     pods = "|".join(run.pod for run in runs)
-    query = " or ".join(
-        f'{GPU_UTIL}{{{prefix}{NAMESPACE_LABEL}="{namespace}",{prefix}{POD_LABEL}=~"{pods}"}}'
-        for prefix in ("", EXPORTED_PREFIX)
-    )
+
+    def matchers(prefix: str) -> tuple[str, str]:
+        return f'{prefix}{NAMESPACE_LABEL}="{namespace}"', f'{prefix}{POD_LABEL}=~"{pods}"'
+
+    if dcgm is not None:
+        query = from_exporter(GPU_UTIL, dcgm, *matchers(EXPORTED_PREFIX))
+    else:
+        query = " or ".join(f"{GPU_UTIL}{{{','.join(matchers(prefix))}}}" for prefix in ("", EXPORTED_PREFIX))
     start = min(run.start for run in runs).timestamp()
     end = max(run.end for run in runs).timestamp()
     samples: list[list[float]] = []
@@ -125,6 +131,7 @@ def cmd_cost(jobs: JobsClient, args: argparse.Namespace, out: Out, outputs: dict
         out("No pods ran in that time." if args.team else f"{args.name}: no pod has started.")
         return
     rows = [("JOB", "GPU-HOURS", "COST", "SPOT SAVINGS", "IDLE GPU-HOURS")]
+    dcgm = dcgm_namespace(outputs, "cost") if args.prometheus_url else None
     unpriced: set[str] = set()
     for job, job_runs in sorted(by_job.items()):
         found = cost(job_runs, prices)
@@ -132,7 +139,7 @@ def cmd_cost(jobs: JobsClient, args: argparse.Namespace, out: Out, outputs: dict
         idle = "-"
         if args.prometheus_url and found.gpu_hours:
             try:
-                samples = utilisation(args.prometheus_url, jobs.namespace, job_runs)
+                samples = utilisation(args.prometheus_url, jobs.namespace, job_runs, dcgm)
             except OSError as err:
                 raise Failure(f"--prometheus-url {args.prometheus_url}: {err}") from None
             idle = f"{idle_gpu_hours(samples, STEP_S):.2f}"

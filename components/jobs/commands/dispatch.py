@@ -61,7 +61,7 @@ def run(
             where = cost.team_namespace(outputs, args.team)
         jobs = JobsClient(configuration, where)
         if args.command == "top":
-            top.cmd_top(jobs, args, out, sleep)
+            top.cmd_top(jobs, args, out, sleep, outputs)
             return 0
         if args.command in WITH_OUTPUTS:
             WITH_OUTPUTS[args.command](jobs, args, out, outputs)

@@ -5,21 +5,31 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import Any
 
 from components.manifests.monitoring.gpu_metrics import GPU_MEMORY_USED, GPU_UTIL, POD_LABEL, per_pod
 
 from ..client import JobsClient, prometheus_query
 from ..usage import node_gpus
-from .base import Failure, Out, UsageError, table
+from .base import Failure, Out, UsageError, dcgm_namespace, table
 
 
-def cmd_top(jobs: JobsClient, args: argparse.Namespace, out: Out, sleep: Callable[[float], None]) -> None:
-    show = _nodes if args.what == "nodes" else _jobs
+def cmd_top(
+    jobs: JobsClient, args: argparse.Namespace, out: Out, sleep: Callable[[float], None], outputs: dict[str, Any]
+) -> None:
+    def show(jobs: JobsClient, args: argparse.Namespace, out: Out) -> None:
+        if args.what == "nodes":
+            _nodes(jobs, args, out)
+        else:
+            _jobs(jobs, args, out, dcgm)
+
     if args.what == "jobs" and not args.prometheus_url:
         raise UsageError(
             "--prometheus-url: give the address of a Prometheus that scrapes the GPU exporter, e.g. "
             "kubectl port-forward to its service and --prometheus-url http://localhost:9090"
         )
+    # Read once, so --watch says once that the stack names no exporter.
+    dcgm = dcgm_namespace(outputs, "top") if args.what == "jobs" else None
     show(jobs, args, out)
     if args.watch is None:
         return
@@ -32,7 +42,7 @@ def cmd_top(jobs: JobsClient, args: argparse.Namespace, out: Out, sleep: Callabl
         return
 
 
-def _jobs(jobs: JobsClient, args: argparse.Namespace, out: Out) -> None:
+def _jobs(jobs: JobsClient, args: argparse.Namespace, out: Out, dcgm: str | None) -> None:
     url = args.prometheus_url
     found = jobs.list_jobs(all_namespaces=args.all_namespaces)
     namespaces = sorted({job["metadata"].get("namespace") or jobs.namespace for job in found}) or [jobs.namespace]
@@ -40,9 +50,9 @@ def _jobs(jobs: JobsClient, args: argparse.Namespace, out: Out) -> None:
     memory_of: dict[tuple[str, str], float] = {}
     try:
         for namespace in namespaces:
-            for labels, value in prometheus_query(url, per_pod("avg", GPU_UTIL, namespace)):
+            for labels, value in prometheus_query(url, per_pod("avg", GPU_UTIL, namespace, dcgm_namespace=dcgm)):
                 util_of[namespace, labels.get(POD_LABEL, "")] = value
-            for labels, value in prometheus_query(url, per_pod("sum", GPU_MEMORY_USED, namespace)):
+            for labels, value in prometheus_query(url, per_pod("sum", GPU_MEMORY_USED, namespace, dcgm_namespace=dcgm)):
                 memory_of[namespace, labels.get(POD_LABEL, "")] = value
     except OSError as err:
         raise Failure(f"--prometheus-url {url}: {err}") from None

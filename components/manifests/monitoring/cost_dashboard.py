@@ -15,7 +15,7 @@ RANGE = "$__range"
 
 
 def _series(name: str, namespace: str) -> str:
-    return f'{name}{{namespace="{namespace}"}}'
+    return c.recorded(name, f'namespace="{namespace}"')
 
 
 def cost_panels(namespace: str, currency: str, datasource: DataSourceRef) -> list[object]:
@@ -83,7 +83,7 @@ def cost_panels(namespace: str, currency: str, datasource: DataSourceRef) -> lis
         "short",
         "What the GPUs of each pool's nodes cost within the dashboard's time range, and their GPU-hours, over "
         "the jobs of every namespace: a pool serves them all.",
-        (c.over(c.POOL_COST, RANGE), f"{pool} cost"),
-        (c.over(c.POOL_GPUS, RANGE), f"{pool} GPU-hours"),
+        (c.over(c.recorded(c.POOL_COST), RANGE), f"{pool} cost"),
+        (c.over(c.recorded(c.POOL_GPUS), RANGE), f"{pool} GPU-hours"),
     )
     return [hourly, spent, gpu_hours, pools]

@@ -77,6 +77,7 @@ from .cost_series import (
     TEAM_GPUS,
     TEAM_MEMORY,
     over,
+    recorded,
 )
 from .rules import Alert, rule_group
 from .scraping import JOB_LABEL, MONITORING_API
@@ -147,8 +148,9 @@ def _idle_gpus(namespaces: tuple[str, ...], exporters: Exporters) -> str:
     """GPUs per pod under :data:`IDLE_BELOW` percent, from the DCGM exporter's series, which name the GPU's pod
     as ``exported_namespace`` and ``exported_pod``. Series that name it as ``namespace`` and ``pod`` (ACK's GPU
     exporter's labels, kept as served) are not read: a team's pod's series carry its own namespace there too."""
-    exporter = f'{gpu.NAMESPACE_LABEL}="{exporters.dcgm_namespace}"'
-    exported = f"{gpu.GPU_UTIL}{{{exporter},{q.in_namespaces(namespaces, gpu.EXPORTED_PREFIX + 'namespace')}}}"
+    exported = gpu.from_exporter(
+        gpu.GPU_UTIL, exporters.dcgm_namespace, q.in_namespaces(namespaces, gpu.EXPORTED_PREFIX + "namespace")
+    )
     for label in ("namespace", "pod"):
         exported = f'label_replace({exported}, "{label}", "$1", "{gpu.EXPORTED_PREFIX}{label}", "(.+)")'
     return f"count by (namespace, pod) ({exported} < {IDLE_BELOW})"
@@ -174,8 +176,8 @@ def cost_rules(
         asked = q.select(POD_REQUESTS, namespaces, f'resource="{resource}"')
         return f"sum by (namespace, pod, node) ({asked} * on (namespace, pod, uid) group_left () ({running}))"
 
-    by_job = f"on (namespace, pod) group_left ({JOB_LABEL}) {POD_JOB}"
-    by_pool = f"on (node) group_left ({POOL_LABEL_NAME}) {NODE_POOL}"
+    by_job = f"on (namespace, pod) group_left ({JOB_LABEL}) {recorded(POD_JOB)}"
+    by_pool = f"on (node) group_left ({POOL_LABEL_NAME}) {recorded(NODE_POOL)}"
     pool_of = f'label_replace({NODE_LABELS}{{{POOL_SERIES}!=""}}, "{POOL_LABEL_NAME}", "$1", "{POOL_SERIES}", "(.+)")'
     rules = [
         _record(POD_GPUS, requested(GPU_RESOURCE)),
@@ -185,24 +187,26 @@ def cost_rules(
         _record(POD_JOB, _pod_jobs(namespaces)),
         _record(NODE_POOL, f"max by (node, {POOL_LABEL_NAME}) ({pool_of})"),
         *_node_prices(costs, spot_pools),
-        _record(POD_COST, f"{POD_GPUS} * on (node) group_left () {NODE_GPU_PRICE}"),
-        _record(POD_ON_DEMAND_COST, f"{POD_GPUS} * on (node) group_left () {NODE_GPU_ON_DEMAND_PRICE}"),
-        _record(POD_IDLE_GPUS, f"({_idle_gpus(namespaces, exporters)}) and on (namespace, pod) {POD_GPUS}"),
-        _record(JOB_GPUS, f"sum by (namespace, {JOB_LABEL}) ({POD_GPUS} * {by_job})"),
-        _record(JOB_COST, f"sum by (namespace, {JOB_LABEL}) ({POD_COST} * {by_job})"),
-        _record(JOB_ON_DEMAND_COST, f"sum by (namespace, {JOB_LABEL}) ({POD_ON_DEMAND_COST} * {by_job})"),
-        _record(JOB_IDLE_GPUS, f"sum by (namespace, {JOB_LABEL}) ({POD_IDLE_GPUS} * {by_job})"),
-        _record(JOB_CPU, f"sum by (namespace, {JOB_LABEL}) ({POD_CPU} * {by_job})"),
-        _record(JOB_MEMORY, f"sum by (namespace, {JOB_LABEL}) ({POD_MEMORY} * {by_job})"),
-        _record(TEAM_GPUS, f"sum by (namespace) ({POD_GPUS})"),
-        _record(TEAM_COST, f"sum by (namespace) ({POD_COST})"),
-        _record(TEAM_CPU, f"sum by (namespace) ({POD_CPU})"),
-        _record(TEAM_MEMORY, f"sum by (namespace) ({POD_MEMORY})"),
+        _record(POD_COST, f"{recorded(POD_GPUS)} * on (node) group_left () {recorded(NODE_GPU_PRICE)}"),
+        _record(
+            POD_ON_DEMAND_COST, f"{recorded(POD_GPUS)} * on (node) group_left () {recorded(NODE_GPU_ON_DEMAND_PRICE)}"
+        ),
+        _record(POD_IDLE_GPUS, f"({_idle_gpus(namespaces, exporters)}) and on (namespace, pod) {recorded(POD_GPUS)}"),
+        _record(JOB_GPUS, f"sum by (namespace, {JOB_LABEL}) ({recorded(POD_GPUS)} * {by_job})"),
+        _record(JOB_COST, f"sum by (namespace, {JOB_LABEL}) ({recorded(POD_COST)} * {by_job})"),
+        _record(JOB_ON_DEMAND_COST, f"sum by (namespace, {JOB_LABEL}) ({recorded(POD_ON_DEMAND_COST)} * {by_job})"),
+        _record(JOB_IDLE_GPUS, f"sum by (namespace, {JOB_LABEL}) ({recorded(POD_IDLE_GPUS)} * {by_job})"),
+        _record(JOB_CPU, f"sum by (namespace, {JOB_LABEL}) ({recorded(POD_CPU)} * {by_job})"),
+        _record(JOB_MEMORY, f"sum by (namespace, {JOB_LABEL}) ({recorded(POD_MEMORY)} * {by_job})"),
+        _record(TEAM_GPUS, f"sum by (namespace) ({recorded(POD_GPUS)})"),
+        _record(TEAM_COST, f"sum by (namespace) ({recorded(POD_COST)})"),
+        _record(TEAM_CPU, f"sum by (namespace) ({recorded(POD_CPU)})"),
+        _record(TEAM_MEMORY, f"sum by (namespace) ({recorded(POD_MEMORY)})"),
         # A pool's totals over the jobs' namespaces; a node without the pool label is in no pool.
-        _record(POOL_GPUS, f"sum by ({POOL_LABEL_NAME}) ({POD_GPUS} * {by_pool})"),
-        _record(POOL_COST, f"sum by ({POOL_LABEL_NAME}) ({POD_COST} * {by_pool})"),
-        _record(POOL_CPU, f"sum by ({POOL_LABEL_NAME}) ({POD_CPU} * {by_pool})"),
-        _record(POOL_MEMORY, f"sum by ({POOL_LABEL_NAME}) ({POD_MEMORY} * {by_pool})"),
+        _record(POOL_GPUS, f"sum by ({POOL_LABEL_NAME}) ({recorded(POD_GPUS)} * {by_pool})"),
+        _record(POOL_COST, f"sum by ({POOL_LABEL_NAME}) ({recorded(POD_COST)} * {by_pool})"),
+        _record(POOL_CPU, f"sum by ({POOL_LABEL_NAME}) ({recorded(POD_CPU)} * {by_pool})"),
+        _record(POOL_MEMORY, f"sum by ({POOL_LABEL_NAME}) ({recorded(POD_MEMORY)} * {by_pool})"),
     ]
     # kube-state-metrics' series by their job; the GPU exporter's are told in _idle_gpus.
     return [
@@ -218,7 +222,7 @@ def node_labels_alert(kube_state_metrics_job: str) -> Alert:
     return Alert(
         "CostRulesMissingNodeLabels",
         # Read after the rules that record POD_GPUS, in the same group: the pods running now.
-        f"count({POD_GPUS}) unless on () count({typed})",
+        f"count({recorded(POD_GPUS)}) unless on () count({typed})",
         15,
         "warning",
         "GPU pods are running, but no node's instance type is served: the cost series are empty.",
@@ -238,7 +242,7 @@ def budget_alerts(scope: MonitoringScope) -> list[Alert]:
     currency = scope.costs.currency
 
     def spent(team: str, period: str) -> str:
-        return over(f'{TEAM_COST}{{namespace="{team}"}}', PERIOD_WINDOWS[period])
+        return over(recorded(TEAM_COST, f'namespace="{team}"'), PERIOD_WINDOWS[period])
 
     exceeded = " or ".join(f"({spent(team, b.period)} > {b.amount!r})" for team, b in scope.budgets)
     rules = [

@@ -30,10 +30,20 @@ POOL_COST = f"{PREFIX}:pool_cost:hourly"
 POOL_CPU = f"{PREFIX}:pool_cpu_cores:requested"
 POOL_MEMORY = f"{PREFIX}:pool_memory_bytes:requested"
 
+RECORDED = 'job=""'
+"""The cost rules' own series carry no ``job`` label (each keeps only the labels it aggregates by), while
+Prometheus gives every scraped series its target's (Prometheus docs, "Jobs and instances"): a team's pod
+serving series of these names, say a node's price or a pod's cost, is not read."""
+
 RESAMPLE = "1m"
 STEPS_PER_HOUR = 60
 """A period's total is the hourly series read once a minute and summed, over 60: the same figure whatever
 interval Prometheus evaluates the rules at. A series that ended (its pod stopped) is stale, so not read."""
+
+
+def recorded(name: str, *matchers: str) -> str:
+    """A selector of the cost rules' own series ``name`` (:data:`RECORDED`), with more label ``matchers``."""
+    return f"{name}{{{','.join([*matchers, RECORDED])}}}"
 
 
 def over(series: str, window: str) -> str:

@@ -3,13 +3,15 @@ ConfigMap that hands it to Grafana's dashboard sidecar.
 
 Queries name metrics only through ``trainer/telemetry/metric_names.py`` and :mod:`.gpu_metrics`; the
 ``namespace`` variable picks the training namespace or a team's, and the ``job`` variable one
-job among those that served ``trainer_step`` there.
+job among those that served ``trainer_step`` there. Where the stack names the DCGM exporter's namespace
+(``monitoring.exporters.dcgmNamespace``), the GPU panels read only that exporter's series.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from grafana_foundation_sdk.builders import dashboard as gf
 from grafana_foundation_sdk.builders import prometheus, timeseries
@@ -22,6 +24,9 @@ from ..base import MANAGED_BY, Manifest
 from . import gpu_metrics as gpu
 from .cost_dashboard import cost_panels
 from .scraping import JOB_LABEL
+
+if TYPE_CHECKING:
+    from ...config.monitoring import ExportersSpec
 
 DASHBOARD_UID = "ack-training-job"
 DASHBOARD_FILE = "training.json"
@@ -42,12 +47,16 @@ def _panel(title: str, unit: str, *queries: tuple[str, str], description: str = 
     return panel
 
 
-def training_dashboard(namespaces: Sequence[str], *, cost_currency: str | None = None) -> dict[str, object]:
+def training_dashboard(
+    namespaces: Sequence[str], *, cost_currency: str | None = None, exporters: ExportersSpec | None = None
+) -> dict[str, object]:
     """The dashboard of one training job in one of ``namespaces``, as Grafana's JSON model.
 
     Args:
         namespaces: where jobs run, the training namespace first (the default), then each team's.
         cost_currency: the prices' currency where the cost recording rules run: adds the Cost row.
+        exporters: how the exporters' series are told from a team pod's (``monitoring.exporters``); without
+            ``dcgmNamespace`` the GPU panels read GPU series from any namespace.
 
     Returns:
         The dashboard JSON (a dict), ready to import or to put in a ConfigMap.
@@ -60,6 +69,10 @@ def training_dashboard(namespaces: Sequence[str], *, cost_currency: str | None =
     # <job>-<completion index>-<suffix>). Naming the replica keeps job "gpt" from taking in
     # the pods of job "gpt-large".
     pods = "$job-(master|worker|node)-[0-9].*"
+    dcgm = exporters.dcgm_namespace if exporters is not None else None
+
+    def per_pod(aggregation: str, metric: str) -> str:
+        return gpu.per_pod(aggregation, metric, namespace, pods, dcgm_namespace=dcgm)
 
     def series(metric: trainer.Metric) -> str:
         return f"{metric.name}{{{job}}}"
@@ -181,15 +194,13 @@ def training_dashboard(namespaces: Sequence[str], *, cost_currency: str | None =
             )
         )
         .with_row(gf.Row("GPUs"))
-        .with_panel(
-            _panel("GPU utilisation per pod", "percent", (gpu.per_pod("avg", gpu.GPU_UTIL, namespace, pods), "{{pod}}"))
-        )
+        .with_panel(_panel("GPU utilisation per pod", "percent", (per_pod("avg", gpu.GPU_UTIL), "{{pod}}")))
         .with_panel(
             _panel(
                 "GPU memory used per pod",
                 # DCGM reports framebuffer memory in MiB (dcgm-exporter's default counters).
                 "mbytes",
-                (gpu.per_pod("sum", gpu.GPU_MEMORY_USED, namespace, pods), "{{pod}}"),
+                (per_pod("sum", gpu.GPU_MEMORY_USED), "{{pod}}"),
             )
         )
     )

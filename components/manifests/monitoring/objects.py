@@ -39,6 +39,8 @@ def operator_objects(scope: MonitoringScope) -> list[Manifest]:
         # Built with the Grafana SDK, loaded only by a stack that has the dashboard (about 30 ms).
         from .dashboard import dashboard_configmap, training_dashboard
 
-        board = training_dashboard(scope.namespaces, cost_currency=scope.cost_currency)
+        board = training_dashboard(
+            scope.namespaces, cost_currency=scope.cost_currency, exporters=scope.monitoring.exporters
+        )
         objects.append(dashboard_configmap(board, scope.home))
     return _labelled(objects, scope)
